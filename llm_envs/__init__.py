@@ -1,0 +1,27 @@
+"""llm-envs: text-based multi-agent PettingZoo environments for LLM agents.
+
+>>> import llm_envs
+>>> env = llm_envs.make("llm/PlanPath-v0")
+>>> env.reset(seed=0)
+
+Importing this package registers every environment in PettingZoo's registry under the ``llm``
+namespace, so ``pettingzoo.make("aec", "llm/PlanPath-v0")`` works as well.
+"""
+
+from llm_envs import envs as _envs  # noqa: F401  (registers the environments)
+from llm_envs.core import ActionRecord, TextEnv, to_chat_messages
+from llm_envs.registry import entry, env_ids, list_envs, make, register_env
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ActionRecord",
+    "TextEnv",
+    "__version__",
+    "entry",
+    "env_ids",
+    "list_envs",
+    "make",
+    "register_env",
+    "to_chat_messages",
+]

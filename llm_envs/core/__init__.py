@@ -1,0 +1,20 @@
+"""The text-environment contract shared by every environment in :mod:`llm_envs`."""
+
+from llm_envs.core.env import EnvStateError, Observation, TextEnv
+from llm_envs.core.messages import to_chat_messages
+from llm_envs.core.records import ActionRecord
+from llm_envs.core.spaces import FreeText
+from llm_envs.core.splits import SPLITS, check_split, split_of, split_seed
+
+__all__ = [
+    "SPLITS",
+    "ActionRecord",
+    "EnvStateError",
+    "FreeText",
+    "Observation",
+    "TextEnv",
+    "check_split",
+    "split_of",
+    "split_seed",
+    "to_chat_messages",
+]

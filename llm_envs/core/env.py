@@ -1,0 +1,368 @@
+"""The base class of every text environment: PettingZoo's AEC API with text in and text out.
+
+:class:`TextEnv` implements the parts of the AEC contract that every environment shares, so
+that an environment only describes its game:
+
+* ``reset(seed, options)``, ``step``, ``observe``, ``last``, the dead step, and the
+  ``rewards`` / ``_cumulative_rewards`` bookkeeping;
+* cached observation and action spaces (the same objects on every call);
+* ``render()`` (``"ansi"`` returns the transcript, ``"human"`` prints it) and ``close()``;
+* per-action :class:`~llm_envs.core.records.ActionRecord` objects with *delayed credit*: a reward
+  that becomes known later (a judge's score, a debate's later turns) is credited back to the
+  record that earned it, and PettingZoo's ``rewards`` emit it at the moment it becomes known, so
+  that for every agent the sum of its records' rewards equals the sum of the rewards PettingZoo
+  reported to it;
+* :meth:`TextEnv.clone`: an independent deep copy of the episode, RNG included, sharing only
+  the heavy resources listed by :meth:`TextEnv._shared_resources` (a sandbox, a task source);
+* seeding through the instance's own ``numpy.random.Generator`` only.
+
+A subclass implements:
+
+=============================  ===================================================================
+``_start_episode(options)``     set up a new episode from ``self.np_random``; return the first agent
+``_apply_action(agent, text)``  play one action: add a record with :meth:`_add_record`, credit
+                                rewards with :meth:`_credit`, and return the next agent, or call
+                                :meth:`_end_episode` and return ``None``
+``_instruction(agent)``         the role's standing instruction (system prompt)
+``_prompt(agent)``              what the agent sees now (user prompt)
+``reference_action(agent)``     the action a scripted reference agent would take now
+=============================  ===================================================================
+
+and optionally ``random_action``, ``_role``, ``_episode_metrics``, ``_describe_episode`` and
+``_shared_resources``.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+from gymnasium import spaces
+from pettingzoo import AECEnv
+
+from llm_envs.core.records import ActionRecord
+from llm_envs.core.spaces import action_space, observation_space
+
+Observation = dict[str, str]
+
+
+class EnvStateError(RuntimeError):
+    """Raised when the environment is used out of order (e.g. ``step`` before ``reset``)."""
+
+
+class TextEnv(AECEnv[str, Observation, str]):
+    """A PettingZoo AEC environment whose observations and actions are text.
+
+    Observations are ``{"instruction": str, "prompt": str}``; see
+    :func:`llm_envs.core.messages.to_chat_messages`. Actions are any ``str``: malformed text is
+    part of the game and earns the format penalty the environment defines; it never raises.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {
+        "name": "text_env_v0",
+        "render_modes": ["ansi", "human"],
+        "is_parallelizable": False,
+        "render_fps": 1,
+    }
+
+    #: The config dataclass of the environment; ``__init__`` accepts an instance or overrides.
+    config_class: ClassVar[type | None] = None
+
+    def __init__(
+        self,
+        possible_agents: Sequence[str],
+        *,
+        render_mode: str | None = None,
+    ) -> None:
+        super().__init__()
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(
+                f"render_mode {render_mode!r} is not supported; "
+                f"choose one of {self.metadata['render_modes']} or None"
+            )
+        if len(set(possible_agents)) != len(possible_agents) or not possible_agents:
+            raise ValueError(f"possible_agents must be unique and non-empty: {possible_agents!r}")
+        self.render_mode = render_mode
+        self.possible_agents = list(possible_agents)
+        self.observation_spaces = {a: observation_space() for a in self.possible_agents}
+        self.action_spaces = {a: action_space() for a in self.possible_agents}
+        self.np_random = np.random.default_rng()
+        self.records: list[ActionRecord] = []
+        self.turn = 0
+        self.episode_id = ""
+        self._last_seed: int | None = None
+        self._episode_count = 0
+        self._has_reset = False
+        self._episode_over = False
+        self._truncated = False
+
+    # ------------------------------------------------------------------ configuration helpers
+    @classmethod
+    def _build_config(cls, config: Any, overrides: dict[str, Any]) -> Any:
+        """Merge ``config`` (an instance of :attr:`config_class` or None) with keyword overrides.
+
+        Unknown keys raise a ``TypeError`` that lists the valid ones.
+        """
+        if cls.config_class is None:
+            raise TypeError(f"{cls.__name__} declares no config_class")
+        base = config if config is not None else cls.config_class()
+        if not isinstance(base, cls.config_class):
+            raise TypeError(f"config must be a {cls.config_class.__name__}, got {type(base).__name__}")
+        valid = {f.name for f in dataclasses.fields(base)}
+        unknown = sorted(set(overrides) - valid)
+        if unknown:
+            raise TypeError(
+                f"unknown option(s) {unknown} for {cls.__name__}; valid options: {sorted(valid)}"
+            )
+        return dataclasses.replace(base, **overrides)
+
+    # ------------------------------------------------------------------ spaces
+    def observation_space(self, agent: str) -> spaces.Space:
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent: str) -> spaces.Space:
+        return self.action_spaces[agent]
+
+    # ------------------------------------------------------------------ AEC API
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        """Start a new episode.
+
+        With ``seed`` the instance's generator is re-created from it; without, the generator
+        continues its stream (the first reset without a seed draws one from OS entropy). The
+        global ``random`` and ``numpy.random`` states are never read.
+        """
+        if seed is not None:
+            self._last_seed = int(seed)
+            self._episode_count = 0
+            self.np_random = np.random.default_rng(self._last_seed)
+        elif self._last_seed is None:
+            self._last_seed = int(np.random.SeedSequence().entropy % (2**63))
+            self.np_random = np.random.default_rng(self._last_seed)
+        self.episode_id = f"{self.metadata['name']}:s{self._last_seed}:e{self._episode_count}"
+        self._episode_count += 1
+
+        self.agents = list(self.possible_agents)
+        self.rewards = {a: 0.0 for a in self.agents}
+        self._cumulative_rewards = {a: 0.0 for a in self.agents}
+        self.terminations = {a: False for a in self.agents}
+        self.truncations = {a: False for a in self.agents}
+        self.records = []
+        self.turn = 0
+        self._episode_over = False
+        self._truncated = False
+        self._has_reset = True
+        first = self._start_episode(dict(options or {}))
+        if first not in self.agents:
+            raise AssertionError(f"_start_episode returned {first!r}, not one of {self.agents}")
+        self.agent_selection = first
+        self.infos = {a: self._step_info(a) for a in self.agents}
+
+    def step(self, action: str | None) -> None:
+        """Play ``action`` for :attr:`agent_selection`.
+
+        A finished agent must be stepped once with ``None`` (PettingZoo's dead step). For a live
+        agent ``None`` counts as the empty string; any other non-``str`` is a programming error
+        and raises ``TypeError``.
+        """
+        self._require_reset()
+        if not self.agents:
+            raise EnvStateError("the episode is over (no agents left); call reset()")
+        agent = self.agent_selection
+        if self.terminations[agent] or self.truncations[agent]:
+            self._was_dead_step(action)
+            return
+        if action is None:
+            action = ""
+        if not isinstance(action, str):
+            raise TypeError(f"actions are text: expected str, got {type(action).__name__}")
+
+        self._cumulative_rewards[agent] = 0.0
+        self._clear_rewards()
+        next_agent = self._apply_action(agent, action)
+        if self._episode_over:
+            if next_agent is not None:
+                raise AssertionError("_apply_action ended the episode but returned a next agent")
+            for a in self.agents:
+                self.terminations[a] = not self._truncated
+                self.truncations[a] = self._truncated
+            for record in self.records:
+                record.final = True
+            self.infos = {a: self._step_info(a) for a in self.agents}
+            self._deads_step_first()
+        else:
+            if next_agent not in self.agents:
+                raise AssertionError(f"_apply_action returned {next_agent!r}, not a live agent")
+            self.agent_selection = next_agent
+            self.infos = {a: self._step_info(a) for a in self.agents}
+        self._accumulate_rewards()
+
+    def observe(self, agent: str) -> Observation:
+        """The observation of ``agent`` now; valid for every possible agent after ``reset``."""
+        self._require_reset()
+        if agent not in self.possible_agents:
+            raise KeyError(f"unknown agent {agent!r}; possible agents: {self.possible_agents}")
+        return {"instruction": self._instruction(agent), "prompt": self._prompt(agent)}
+
+    def render(self) -> str | None:
+        """``"ansi"``: return the transcript; ``"human"``: print it; ``None``: do nothing."""
+        if self.render_mode is None:
+            return None
+        text = self.transcript() if self._has_reset else ""
+        if self.render_mode == "human":
+            print(text)
+            return None
+        return text
+
+    def close(self) -> None:
+        """Release nothing by default: shared resources (sandboxes) are owned by their creator."""
+
+    # ------------------------------------------------------------------ conveniences
+    def clone(self) -> TextEnv:
+        """An independent copy of the whole episode state, RNG included.
+
+        Stepping the clone never changes the original. Objects listed by
+        :meth:`_shared_resources` (sandboxes, task sources, question pools) are shared, not
+        copied: they are either stateless for the episode or safe to share by design.
+        """
+        memo = {id(resource): resource for resource in self._shared_resources()}
+        return copy.deepcopy(self, memo)
+
+    def transcript(self) -> str:
+        """The episode so far as readable text: the task, then every action with its reward."""
+        lines = [f"=== {self.metadata['name']} | episode {self.episode_id} ==="]
+        description = self._describe_episode()
+        if description:
+            lines.append(description)
+        for r in self.records:
+            parts = ", ".join(f"{k}={v:+.3f}" for k, v in r.reward_components.items())
+            fmt = "" if r.format_ok else "  [format error]"
+            lines.append(
+                f"--- turn {r.turn} | {r.agent} ({r.role}) | reward {r.reward:+.3f}"
+                f"{' (' + parts + ')' if parts else ''}{fmt}"
+            )
+            lines.append(r.action if r.action.strip() else "<empty action>")
+        if self._episode_over:
+            metrics = ", ".join(f"{k}={v}" for k, v in self.episode_metrics().items())
+            lines.append(f"=== episode over: {metrics} ===")
+        return "\n".join(lines)
+
+    def episode_metrics(self) -> dict[str, float]:
+        """Numbers that describe the episode; always includes ``success`` and ``turns``."""
+        metrics = {"success": 0.0, "turns": float(self.turn)}
+        metrics.update({k: float(v) for k, v in self._episode_metrics().items()})
+        return metrics
+
+    @property
+    def episode_over(self) -> bool:
+        return self._episode_over
+
+    def agent_rewards(self) -> dict[str, float]:
+        """Per-agent sum of the rewards credited to its records so far."""
+        totals = {a: 0.0 for a in self.possible_agents}
+        for r in self.records:
+            totals[r.agent] += r.reward
+        return totals
+
+    def role_of(self, agent: str) -> str:
+        """The role ``agent`` plays now (defaults to the agent id)."""
+        return self._role(agent)
+
+    def random_action(self, agent: str, rng: np.random.Generator) -> str:
+        """A random action for ``agent``; environments override this with a *well-formed* one."""
+        length = int(rng.integers(0, 64))
+        alphabet = np.array(list("abcdefghijklmnopqrstuvwxyz0123456789 \n"))
+        return "".join(rng.choice(alphabet, size=length))
+
+    def reference_action(self, agent: str) -> str:
+        """The action a scripted reference agent would take now (may read hidden state)."""
+        raise NotImplementedError(f"{type(self).__name__} has no reference agent")
+
+    # ------------------------------------------------------------------ for subclasses
+    def _add_record(
+        self,
+        agent: str,
+        action: str,
+        *,
+        parsed: dict[str, Any] | None = None,
+        format_ok: bool = True,
+        info: dict[str, Any] | None = None,
+        observation: Observation | None = None,
+    ) -> ActionRecord:
+        """Append the record of the action ``agent`` is playing now and return it.
+
+        Call it at the start of ``_apply_action`` (before the state changes), so that the
+        stored observation is the one the agent acted on.
+        """
+        record = ActionRecord(
+            index=len(self.records),
+            episode_id=self.episode_id,
+            agent=agent,
+            role=self._role(agent),
+            turn=self.turn,
+            observation=observation if observation is not None else self.observe(agent),
+            action=action,
+            parsed=dict(parsed or {}),
+            format_ok=format_ok,
+            info=dict(info or {}),
+        )
+        self.records.append(record)
+        return record
+
+    def _credit(self, record: ActionRecord, component: str, amount: float) -> None:
+        """Credit ``amount`` to ``record`` under ``component`` and emit it through ``rewards``.
+
+        The agent that owns the record must still be live (credit arrives at the latest on the
+        step that ends the episode).
+        """
+        amount = float(amount)
+        if record.final:
+            raise EnvStateError(f"record {record.index} is final; no more credit can arrive")
+        if record.agent not in self.rewards:
+            raise EnvStateError(f"agent {record.agent!r} has left; credit it before the end")
+        record.reward_components[component] = record.reward_components.get(component, 0.0) + amount
+        record.reward += amount
+        self.rewards[record.agent] += amount
+
+    def _end_episode(self, *, truncated: bool = False) -> None:
+        """Mark the episode over. ``truncated`` means it hit a limit rather than finishing."""
+        self._episode_over = True
+        self._truncated = truncated
+
+    def _step_info(self, agent: str) -> dict[str, Any]:
+        """The ``infos`` entry of ``agent``: small and fixed in shape during play."""
+        info: dict[str, Any] = {"turn": self.turn, "role": self._role(agent)}
+        if self._episode_over:
+            info["metrics"] = self.episode_metrics()
+        return info
+
+    def _require_reset(self) -> None:
+        if not self._has_reset:
+            raise EnvStateError("call reset() before using the environment")
+
+    # Hooks ---------------------------------------------------------------------------------
+    def _start_episode(self, options: dict[str, Any]) -> str:
+        raise NotImplementedError
+
+    def _apply_action(self, agent: str, action: str) -> str | None:
+        raise NotImplementedError
+
+    def _instruction(self, agent: str) -> str:
+        raise NotImplementedError
+
+    def _prompt(self, agent: str) -> str:
+        raise NotImplementedError
+
+    def _role(self, agent: str) -> str:
+        return agent
+
+    def _episode_metrics(self) -> dict[str, float]:
+        return {}
+
+    def _describe_episode(self) -> str:
+        return ""
+
+    def _shared_resources(self) -> list[Any]:
+        return []

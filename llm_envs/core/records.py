@@ -1,0 +1,70 @@
+"""Per-action records: what every step of a text environment leaves behind for trainers."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class ActionRecord:
+    """One agent's action and everything it earned, including credit that arrived later.
+
+    Attributes:
+        index: Position of this record in the episode (0-based, in order of play).
+        episode_id: Identifier of the episode (stable across clones of the same episode).
+        agent: The PettingZoo agent id that acted.
+        role: The role the agent played at this step (e.g. ``"tool"``, ``"solver"``).
+        turn: The environment's turn counter when the action was taken.
+        observation: The observation the agent acted on (``{"instruction", "prompt"}``).
+        action: The raw action text, exactly as received.
+        parsed: What the environment extracted from the action (moves, score, answer, ...).
+        format_ok: Whether the action followed the required output format.
+        reward_components: Named parts of the reward (e.g. ``{"team": 1.0, "local": 0.3}``).
+        reward: Total reward credited to this action so far (the sum of the components).
+        final: True once no more credit can arrive for this action.
+        group_key: The AT-GRPO group key ``(episode_id, agent, turn)``: actions sampled from the
+            same observation share it.
+        info: Small extra facts for metrics and debugging (never used as reward).
+    """
+
+    index: int
+    episode_id: str
+    agent: str
+    role: str
+    turn: int
+    observation: dict[str, str]
+    action: str
+    parsed: dict[str, Any] = field(default_factory=dict)
+    format_ok: bool = True
+    reward_components: dict[str, float] = field(default_factory=dict)
+    reward: float = 0.0
+    final: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def group_key(self) -> tuple[str, str, int]:
+        return (self.episode_id, self.agent, self.turn)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable view (parsed values that are not JSON types become strings)."""
+        data = asdict(self)
+        data["group_key"] = list(self.group_key)
+        data["parsed"] = _jsonable(data["parsed"])
+        data["info"] = _jsonable(data["info"])
+        return data
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if hasattr(value, "item"):  # numpy scalars
+        try:
+            return value.item()
+        except (TypeError, ValueError):
+            pass
+    return repr(value)
