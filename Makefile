@@ -1,0 +1,38 @@
+# Two commands do all set-up on a fresh clone:
+#   make demo   - every registered environment played by reference and random agents, a table
+#   make test   - the whole test suite (CPU, offline)
+# Each creates the virtual environment .venv on first use.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+# pytest workers; the suite is sized for a 2-core machine.
+WORKERS ?= 2
+
+.PHONY: install demo test test-fast bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	# The CPU build of torch (pinned so pip does not fetch a multi-GB CUDA build).
+	$(BIN)/python -m pip install -q "torch==2.13.0"
+	$(BIN)/python -m pip install -q -e ".[all,test,interop]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/llm-envs demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -n $(WORKERS) --timeout 600
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/env_throughput.py --quick
+	$(BIN)/python benchmarks/sandbox_throughput.py --quick
+	$(BIN)/python benchmarks/eval_throughput.py --quick
+	$(BIN)/python benchmarks/train_step.py --quick
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis runs benchmarks/results

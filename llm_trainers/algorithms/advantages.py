@@ -1,0 +1,330 @@
+"""Advantage estimators: AT-GRPO and the REINFORCE++ family.
+
+Every function here is a pure tensor computation. Notation used in the docstrings:
+
+* ``N`` training records (one record = one action of one agent), ``T`` the padded number of
+  sampled (completion) tokens per record.
+* ``R_i`` the scalar reward of record ``i``; ``g(i)`` its group (for AT-GRPO the key
+  (environment instance, agent, turn)); ``m_{i,t}`` the action mask (1 on sampled tokens).
+* Token tensors are right-padded ``[N, T]``; padded positions carry ``m = 0`` and every function
+  returns 0 there.
+
+Reference semantics (see ``docs/training.md``): OpenRLHF ``reinforce`` / ``reinforce_baseline``
+(token KL in the reward, return-to-go, whitening over all action tokens of the batch with the
+biased variance floored at 1e-8), verl ``grpo`` and the AT-GRPO paper (group normalisation by
+(env, agent, turn)), Multi-Agent Evolve (Task-Relative REINFORCE++: whitening within each role),
+CoMAS (REINFORCE++ per agent over the agent's own buffer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "ESTIMATORS",
+    "group_ids_from_keys",
+    "group_mean",
+    "group_std",
+    "group_normalized_advantages",
+    "group_baseline_rewards",
+    "kl_penalized_token_rewards",
+    "returns_to_go",
+    "masked_mean",
+    "masked_whiten",
+    "partitioned_whiten",
+    "broadcast_to_tokens",
+    "reinforce_pp_advantages",
+    "compute_advantages",
+]
+
+ESTIMATORS = (
+    "at_grpo",
+    "reinforce_pp",
+    "reinforce_pp_baseline",
+    "task_relative_reinforce_pp",
+    "per_agent_reinforce_pp",
+)
+
+
+def group_ids_from_keys(keys: Sequence[Hashable]) -> Tensor:
+    """Map arbitrary hashable group keys to dense ids ``0..G-1`` in order of first appearance.
+
+    ``["a", "b", "a"] -> tensor([0, 1, 0])``.
+    """
+    index: dict[Hashable, int] = {}
+    return torch.tensor([index.setdefault(k, len(index)) for k in keys], dtype=torch.long)
+
+
+def group_mean(values: Tensor, group_ids: Tensor) -> Tensor:
+    """Per-item mean of the item's group: ``mean_g(i) = (1/|g|) Σ_{j∈g(i)} v_j``.
+
+    Args:
+        values: ``[N]`` float tensor.
+        group_ids: ``[N]`` long tensor of dense ids.
+
+    Returns:
+        ``[N]`` tensor; item ``i`` holds the mean of its group.
+    """
+    num_groups = int(group_ids.max()) + 1 if group_ids.numel() else 0
+    sums = torch.zeros(num_groups, dtype=values.dtype, device=values.device).index_add_(0, group_ids, values)
+    counts = torch.zeros(num_groups, dtype=values.dtype, device=values.device).index_add_(
+        0, group_ids, torch.ones_like(values)
+    )
+    return (sums / counts)[group_ids]
+
+
+def group_std(values: Tensor, group_ids: Tensor, unbiased: bool = False) -> Tensor:
+    """Per-item standard deviation of the item's group.
+
+    ``std_g = sqrt( Σ_{j∈g} (v_j − mean_g)² / (|g| − u) )`` with ``u = 1`` if ``unbiased`` else 0.
+    A group of one item has std 0 under either convention (the unbiased form would divide 0 by 0).
+    """
+    num_groups = int(group_ids.max()) + 1 if group_ids.numel() else 0
+    centered_sq = (values - group_mean(values, group_ids)) ** 2
+    sq_sums = torch.zeros(num_groups, dtype=values.dtype, device=values.device).index_add_(0, group_ids, centered_sq)
+    counts = torch.zeros(num_groups, dtype=values.dtype, device=values.device).index_add_(
+        0, group_ids, torch.ones_like(values)
+    )
+    denom = (counts - 1.0).clamp(min=1.0) if unbiased else counts
+    return torch.sqrt(sq_sums / denom)[group_ids]
+
+
+def group_normalized_advantages(
+    rewards: Tensor,
+    group_ids: Tensor,
+    eps: float = 1e-6,
+    unbiased_std: bool = False,
+    scale: bool = True,
+) -> Tensor:
+    """AT-GRPO / GRPO group-normalised advantage of each record.
+
+    ``A_i = (R_i − mean_{g(i)} R) / (std_{g(i)} R + ε)``  (``scale=False``: ``A_i = R_i − mean``, Dr. GRPO).
+
+    **Rule for all-equal groups**: a group whose rewards are all equal (this includes a group of
+    one record) carries no preference between its members, so each of its advantages is exactly
+    0 — not ``0/ε`` round-off noise. Such records still enter the loss (their KL and entropy
+    terms act, and their tokens count in the token-mean denominator) unless the trainer is told
+    to drop them (``algorithm.drop_uniform_groups``, DAPO-style dynamic filtering).
+
+    Args:
+        rewards: ``[N]`` scalar rewards.
+        group_ids: ``[N]`` dense group ids (see :func:`group_ids_from_keys`).
+        eps: ε added to the std (verl uses 1e-6).
+        unbiased_std: Bessel-corrected std (verl/``torch.std``) instead of the population std
+            (``np.std``, the paper's pseudo-code).
+        scale: divide by ``std + ε``.
+
+    Returns:
+        ``[N]`` advantages; within every group they sum to 0.
+    """
+    rewards = rewards.to(torch.float64) if rewards.dtype != torch.float64 else rewards
+    mean = group_mean(rewards, group_ids)
+    centered = rewards - mean
+    std = group_std(rewards, group_ids, unbiased=unbiased_std)
+    adv = centered / (std + eps) if scale else centered
+    # All-equal groups: exact zero (max − min == 0 is exact, unlike std == 0 after round-off).
+    num_groups = int(group_ids.max()) + 1 if group_ids.numel() else 0
+    full = dict(dtype=rewards.dtype, device=rewards.device)
+    gmax = torch.full((num_groups,), -torch.inf, **full).scatter_reduce(0, group_ids, rewards, "amax")
+    gmin = torch.full((num_groups,), torch.inf, **full).scatter_reduce(0, group_ids, rewards, "amin")
+    uniform = (gmax == gmin)[group_ids]
+    adv = torch.where(uniform, torch.zeros_like(adv), adv)
+    return adv.to(torch.float32)
+
+
+def group_baseline_rewards(rewards: Tensor, group_ids: Tensor) -> Tensor:
+    """REINFORCE++-baseline's first step: ``R'_i = R_i − mean_{g(i)} R``."""
+    return rewards - group_mean(rewards, group_ids)
+
+
+def kl_penalized_token_rewards(
+    rewards: Tensor,
+    kl: Tensor | None,
+    mask: Tensor,
+    beta: float,
+    reward_clip: float | None = None,
+) -> Tensor:
+    """Token-level reward with the KL penalty in the reward (REINFORCE++).
+
+    ``r_{i,t} = −β · kl_{i,t} · m_{i,t}  +  1[t = last_i] · clip(R_i, −c, c)``,
+    where ``last_i`` is the last position with ``m = 1`` and ``c = reward_clip`` (no clip if None).
+    A record with no sampled token contributes nothing.
+
+    Args:
+        rewards: ``[N]`` scalar rewards.
+        kl: ``[N, T]`` per-token KL estimates (e.g. ``k1(log π_old − log π_ref)``) or None.
+        mask: ``[N, T]`` action mask.
+        beta: KL coefficient β.
+        reward_clip: symmetric clip of the scalar reward (OpenRLHF uses 10).
+    """
+    mask = mask.to(torch.float32)
+    token_rewards = torch.zeros_like(mask)
+    if kl is not None and beta != 0.0:
+        token_rewards = token_rewards - beta * kl.to(torch.float32) * mask
+    r = rewards.to(torch.float32)
+    if reward_clip is not None:
+        r = r.clamp(-reward_clip, reward_clip)
+    lengths = mask.sum(dim=1).long()
+    positions = torch.arange(mask.shape[1], device=mask.device).expand_as(mask)
+    # Index of the last masked token: the largest position with m = 1.
+    last = torch.where(mask > 0, positions, torch.full_like(positions, -1)).max(dim=1).values
+    has_tokens = lengths > 0
+    rows = torch.nonzero(has_tokens).squeeze(1)
+    token_rewards[rows, last[rows]] += r[rows]
+    return token_rewards
+
+
+def returns_to_go(token_rewards: Tensor, mask: Tensor, gamma: float = 1.0) -> Tensor:
+    """Discounted return-to-go over the action tokens.
+
+    ``G_{i,t} = Σ_{k ≥ t} γ^{(k − t)} · m_{i,k} · r_{i,k}``, computed right to left as
+    ``G_t = m_t·r_t + γ·G_{t+1}``. Masked positions (padding, or non-sampled tokens inside a
+    sequence) add no reward; the returned tensor is 0 there (the running return is carried
+    through them unchanged and not discounted, as in verl).
+    """
+    mask = mask.to(token_rewards.dtype)
+    out = torch.zeros_like(token_rewards)
+    running = torch.zeros(token_rewards.shape[0], dtype=token_rewards.dtype, device=token_rewards.device)
+    for t in range(token_rewards.shape[1] - 1, -1, -1):
+        m = mask[:, t]
+        running = m * (token_rewards[:, t] + gamma * running) + (1.0 - m) * running
+        out[:, t] = running * m
+    return out
+
+
+def masked_mean(values: Tensor, mask: Tensor) -> Tensor:
+    """``Σ v·m / Σ m`` (0 if the mask is empty)."""
+    mask = mask.to(values.dtype)
+    return (values * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def masked_whiten(values: Tensor, mask: Tensor, var_floor: float = 1e-8, scale: bool = True) -> Tensor:
+    """Whiten over the masked entries of the whole tensor (OpenRLHF's batch normalisation).
+
+    ``μ = Σ v·m / Σ m``, ``σ² = Σ (v − μ)²·m / Σ m`` (biased), then
+    ``v' = (v − μ) · rsqrt(max(σ², var_floor))``; with ``scale=False`` only the mean is removed
+    (OpenRLHF ``no_std_norm``). Masked-out entries are set to 0.
+
+    After whitening the masked entries have mean 0 and (population) variance 1, unless
+    ``σ² < var_floor`` (then the variance is ``σ²/var_floor``, e.g. all-equal values stay 0).
+    """
+    maskf = mask.to(values.dtype)
+    n = maskf.sum()
+    if n == 0:
+        return torch.zeros_like(values)
+    mu = (values * maskf).sum() / n
+    centered = values - mu
+    if not scale:
+        return centered * maskf
+    var = ((centered**2) * maskf).sum() / n
+    return centered * torch.rsqrt(var.clamp(min=var_floor)) * maskf
+
+
+def partitioned_whiten(values: Tensor, mask: Tensor, partition_ids: Tensor, var_floor: float = 1e-8) -> Tensor:
+    """Whiten separately within each partition of rows (Task-Relative / per-agent REINFORCE++).
+
+    For every partition ``p`` (a role, or an agent): ``v'_{i,t} = masked_whiten(v, m·1[p(i)=p])``.
+    Each partition's masked entries end up with mean 0 and variance 1.
+
+    Args:
+        values: ``[N, T]``.
+        mask: ``[N, T]``.
+        partition_ids: ``[N]`` long, the partition of each row.
+    """
+    out = torch.zeros_like(values)
+    for p in torch.unique(partition_ids):
+        rows = partition_ids == p
+        out[rows] = masked_whiten(values[rows], mask[rows], var_floor=var_floor)
+    return out
+
+
+def broadcast_to_tokens(per_record: Tensor, mask: Tensor) -> Tensor:
+    """Tile a per-record scalar over the record's action tokens: ``A_{i,t} = A_i · m_{i,t}``."""
+    return per_record.to(torch.float32)[:, None] * mask.to(torch.float32)
+
+
+def reinforce_pp_advantages(
+    rewards: Tensor,
+    mask: Tensor,
+    kl: Tensor | None = None,
+    beta: float = 0.0,
+    gamma: float = 1.0,
+    baseline_group_ids: Tensor | None = None,
+    whiten_partition_ids: Tensor | None = None,
+    reward_clip: float | None = None,
+    var_floor: float = 1e-8,
+) -> Tensor:
+    """REINFORCE++ token advantages (and its baseline / per-partition variants).
+
+    1. (baseline variant) ``R'_i = R_i − mean_{g(i)} R``, else ``R'_i = R_i``.
+    2. ``r_{i,t} = −β·kl_{i,t} + 1[t = last_i]·R'_i``     (:func:`kl_penalized_token_rewards`)
+    3. ``G_{i,t} = Σ_{k≥t} γ^{k−t} m_{i,k} r_{i,k}``     (:func:`returns_to_go`, γ = 1 by default)
+    4. ``A = (G − μ)·rsqrt(max(σ², 1e-8))`` over all action tokens of the batch
+       (:func:`masked_whiten`), or within each partition (role: Task-Relative REINFORCE++;
+       agent: CoMAS per-agent REINFORCE++) when ``whiten_partition_ids`` is given
+       (:func:`partitioned_whiten`).
+
+    Returns:
+        ``[N, T]`` advantages, 0 on masked positions.
+    """
+    r = rewards.to(torch.float32)
+    if baseline_group_ids is not None:
+        r = group_baseline_rewards(r, baseline_group_ids)
+    token_rewards = kl_penalized_token_rewards(r, kl, mask, beta, reward_clip=reward_clip)
+    returns = returns_to_go(token_rewards, mask, gamma=gamma)
+    if whiten_partition_ids is None:
+        return masked_whiten(returns, mask, var_floor=var_floor)
+    return partitioned_whiten(returns, mask, whiten_partition_ids, var_floor=var_floor)
+
+
+def compute_advantages(
+    estimator: str,
+    rewards: Tensor,
+    mask: Tensor,
+    group_keys: Sequence[Hashable],
+    roles: Sequence[str] | None = None,
+    agents: Sequence[str] | None = None,
+    kl: Tensor | None = None,
+    beta: float = 0.0,
+    gamma: float = 1.0,
+    eps: float = 1e-6,
+    unbiased_std: bool = False,
+    reward_clip: float | None = None,
+) -> Tensor:
+    """Dispatch to an estimator by name and return ``[N, T]`` token advantages.
+
+    ============================== =========================================================
+    ``at_grpo``                    group normalisation per (env, agent, turn), tiled over tokens
+    ``reinforce_pp``               KL-in-reward, return-to-go, batch whitening
+    ``reinforce_pp_baseline``      group mean subtracted first, then as ``reinforce_pp``
+    ``task_relative_reinforce_pp`` as ``reinforce_pp`` with whitening within each role
+    ``per_agent_reinforce_pp``     as ``reinforce_pp`` with whitening within each agent (CoMAS)
+    ============================== =========================================================
+
+    For ``at_grpo`` a KL penalty, if any, belongs in the loss (``kl`` is ignored here).
+    """
+    if estimator == "at_grpo":
+        gids = group_ids_from_keys(group_keys)
+        adv = group_normalized_advantages(rewards, gids, eps=eps, unbiased_std=unbiased_std)
+        return broadcast_to_tokens(adv, mask)
+    if estimator == "reinforce_pp":
+        return reinforce_pp_advantages(rewards, mask, kl, beta, gamma, reward_clip=reward_clip)
+    if estimator == "reinforce_pp_baseline":
+        gids = group_ids_from_keys(group_keys)
+        return reinforce_pp_advantages(rewards, mask, kl, beta, gamma, baseline_group_ids=gids, reward_clip=reward_clip)
+    if estimator == "task_relative_reinforce_pp":
+        if roles is None:
+            raise ValueError("task_relative_reinforce_pp needs the role of every record")
+        return reinforce_pp_advantages(
+            rewards, mask, kl, beta, gamma, whiten_partition_ids=group_ids_from_keys(roles), reward_clip=reward_clip
+        )
+    if estimator == "per_agent_reinforce_pp":
+        if agents is None:
+            raise ValueError("per_agent_reinforce_pp needs the agent of every record")
+        return reinforce_pp_advantages(
+            rewards, mask, kl, beta, gamma, whiten_partition_ids=group_ids_from_keys(agents), reward_clip=reward_clip
+        )
+    raise ValueError(f"unknown advantage estimator {estimator!r}; choose one of {ESTIMATORS}")

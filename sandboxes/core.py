@@ -1,0 +1,221 @@
+"""Types shared by every backend: limits, jobs, results, errors and the `Sandbox` base class.
+
+Standard library only: the package must import on a bare interpreter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import dataclasses
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Optional, Union
+
+FileContent = Union[str, bytes]
+FileMap = Mapping[str, FileContent]
+
+
+class SandboxError(RuntimeError):
+    """The sandbox itself failed (a broken backend, not a bad program). The message names the fix."""
+
+
+class SandboxUnavailable(SandboxError):
+    """A backend cannot run on this host; the message says why and how to make it work."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """Resource limits for one run.
+
+    Attributes:
+        time_s: wall-clock limit in seconds; the whole process tree is killed when it passes.
+            CPU time is capped at ``ceil(time_s) + 1`` seconds as a second line of defence.
+        memory_mb: address space the program may allocate, in MiB, on top of the interpreter
+            (and any preloaded modules) it starts from. Exceeding it raises ``MemoryError``
+            inside the program and the result is flagged ``oom``.
+        max_processes: processes (and threads) the program may have at once, itself included.
+        output_bytes: cap per stream (stdout and stderr each); on overflow the program is
+            killed and the stream flagged truncated.
+        file_size_mb: largest file the program may write (RLIMIT_FSIZE); the writable work
+            directory is also capped in total where the backend supports it.
+        open_files: file descriptors the program may hold at once.
+    """
+
+    time_s: float = 5.0
+    memory_mb: int = 512
+    max_processes: int = 32
+    output_bytes: int = 64_000
+    file_size_mb: int = 16
+    open_files: int = 64
+
+    def __post_init__(self) -> None:
+        if not self.time_s > 0:
+            raise ValueError(f"Limits.time_s must be > 0, got {self.time_s!r}")
+        for name in ("memory_mb", "max_processes", "output_bytes", "file_size_mb", "open_files"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"Limits.{name} must be a positive int, got {value!r}")
+        if self.open_files < 8:
+            # The interpreter itself needs a handful of descriptors to start.
+            raise ValueError(f"Limits.open_files must be >= 8, got {self.open_files}")
+
+
+DEFAULT_LIMITS = Limits()
+
+
+@dataclasses.dataclass(frozen=True)
+class RunResult:
+    """What happened when a program ran.
+
+    Attributes:
+        stdout, stderr: decoded as UTF-8 (invalid bytes replaced), each capped at
+            ``Limits.output_bytes`` bytes.
+        stdout_truncated, stderr_truncated: the stream passed its cap (the program was killed).
+        exit_code: the program's exit status; negative means killed by that signal (as in
+            ``subprocess``); ``None`` when the sandbox killed it (time limit, output cap) or
+            lost it (a worker crash).
+        timed_out: the wall-clock limit passed.
+        oom: the program ran out of its memory budget.
+        duration_s: wall-clock time of the program itself, from start to exit or kill.
+        backend: name of the backend that ran it ("bwrap", "process", "docker", "unsafe").
+    """
+
+    stdout: str
+    stderr: str
+    exit_code: Optional[int]
+    timed_out: bool = False
+    oom: bool = False
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    duration_s: float = 0.0
+    backend: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """Exited with status 0, within its time and memory limits."""
+        return self.exit_code == 0 and not self.timed_out and not self.oom
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """One program to run in a batch (see `Sandbox.run_batch`)."""
+
+    source: str
+    stdin: str = ""
+    files: Optional[FileMap] = None
+    limits: Optional[Limits] = None
+
+
+def validate_files(files: Optional[FileMap]) -> dict[str, bytes]:
+    """Check file names (relative, no ``..``, not ``main.py``) and encode contents as bytes.
+
+    File names come from the caller, not from the program, so a bad name is a caller bug and
+    raises ``ValueError``.
+    """
+    out: dict[str, bytes] = {}
+    for name, content in (files or {}).items():
+        if not isinstance(name, str) or not name or name.startswith("/") or "\x00" in name:
+            raise ValueError(f"file name must be a non-empty relative path, got {name!r}")
+        parts = name.split("/")
+        if any(part in ("", ".", "..") for part in parts):
+            raise ValueError(f"file name must not contain empty, '.' or '..' parts: {name!r}")
+        if name == "main.py":
+            raise ValueError("'main.py' is reserved for the program source")
+        if isinstance(content, str):
+            out[name] = content.encode("utf-8")
+        elif isinstance(content, (bytes, bytearray, memoryview)):
+            out[name] = bytes(content)
+        else:
+            raise TypeError(f"file {name!r}: content must be str or bytes, got {type(content).__name__}")
+    return out
+
+
+class Sandbox:
+    """Runs untrusted Python programs. Subclasses implement `run`; batching and async come free.
+
+    A hostile or broken *program* never makes `run` raise: it always returns a `RunResult`.
+    A broken *sandbox* (backend missing, worker that cannot start) raises `SandboxError`.
+    """
+
+    #: Backend name reported in `RunResult.backend`.
+    name: str = "abstract"
+    #: Default concurrency of `run_batch` / `arun` (a warm pool sets it to its size).
+    max_concurrency: int = 2
+
+    def __init__(self) -> None:
+        self._executor: Optional[concurrent.futures.ThreadPoolExecutor] = None
+        self._executor_lock = threading.Lock()
+        self._closed = False
+
+    # -- the one method a backend must provide -------------------------------------------
+    def run(
+        self,
+        source: str,
+        *,
+        stdin: str = "",
+        files: Optional[FileMap] = None,
+        limits: Optional[Limits] = None,
+    ) -> RunResult:
+        raise NotImplementedError
+
+    # -- derived forms ---------------------------------------------------------------------
+    def _thread_pool(self) -> concurrent.futures.ThreadPoolExecutor:
+        # Threads suffice: every backend waits on pipes/sockets, which release the GIL.
+        with self._executor_lock:
+            if self._closed:
+                raise SandboxError(f"{self.name} sandbox is closed")
+            if self._executor is None:
+                self._executor = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=max(1, self.max_concurrency), thread_name_prefix=f"sandbox-{self.name}"
+                )
+            return self._executor
+
+    def run_batch(self, jobs: Sequence[Job]) -> list[RunResult]:
+        """Run many jobs concurrently (up to `max_concurrency` at once); results keep job order."""
+        jobs = list(jobs)
+        if not jobs:
+            return []
+        if len(jobs) == 1:
+            job = jobs[0]
+            return [self.run(job.source, stdin=job.stdin, files=job.files, limits=job.limits)]
+        pool = self._thread_pool()
+        futures = [
+            pool.submit(self.run, job.source, stdin=job.stdin, files=job.files, limits=job.limits) for job in jobs
+        ]
+        return [future.result() for future in futures]
+
+    async def arun(
+        self,
+        source: str,
+        *,
+        stdin: str = "",
+        files: Optional[FileMap] = None,
+        limits: Optional[Limits] = None,
+    ) -> RunResult:
+        """Async form of `run`; runs on the sandbox's thread pool so the event loop stays free."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._thread_pool(), lambda: self.run(source, stdin=stdin, files=files, limits=limits)
+        )
+
+    def describe(self) -> str:
+        """One line saying what isolation this sandbox provides."""
+        return self.name
+
+    def close(self) -> None:
+        """Stop workers and release resources. Idempotent."""
+        with self._executor_lock:
+            self._closed = True
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True)
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.describe()}>"

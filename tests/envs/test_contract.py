@@ -1,0 +1,190 @@
+"""The contract every registered environment must honour (parametrized over the registry).
+
+PettingZoo's own ``api_test``, ``seed_test`` and ``render_test`` run unmodified; on top of them:
+clone independence, fuzzed actions never raising, records agreeing with PettingZoo's rewards,
+seeding that ignores the global RNGs, and reference agents that solve the task.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pettingzoo.test import api_test, render_test, seed_test
+
+import llm_envs
+from llm_envs.agents import RandomAgent, ReferenceAgent
+from llm_envs.agents.base import ActRequest
+
+ENV_IDS = llm_envs.env_ids()
+
+
+def make(env_id, **kwargs):
+    return llm_envs.make(env_id, **kwargs)
+
+
+def play_episode(env, policy, seed):
+    """Play one episode from ``reset(seed)``; return per-agent sums of PettingZoo rewards."""
+    env.reset(seed=seed)
+    totals = {a: 0.0 for a in env.possible_agents}
+    for agent in env.agent_iter(max_iter=10_000):
+        _, reward, terminated, truncated, _ = env.last()
+        totals[agent] += reward
+        env.step(None if terminated or truncated else policy(env, agent))
+    return totals
+
+
+def reference_policy(env, agent):
+    return ReferenceAgent().act_batch([ActRequest(env.observe(agent), agent, env)])[0].text
+
+
+def random_policy_factory(seed):
+    agent_impl = RandomAgent(seed)
+    return lambda env, agent: agent_impl.act_batch([ActRequest(env.observe(agent), agent, env)])[0].text
+
+
+@pytest.fixture(autouse=True)
+def _quiet_style_warnings():
+    # api_test warns about text spaces not being Box/Discrete and about agent naming; those are
+    # style advice for numeric environments, not contract violations.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        yield
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_pettingzoo_api_test(env_id):
+    api_test(make(env_id), num_cycles=300)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_pettingzoo_seed_test(env_id):
+    seed_test(functools.partial(make, env_id), num_cycles=100)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_pettingzoo_render_test(env_id):
+    render_test(lambda render_mode=None: make(env_id, render_mode=render_mode))
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_observations_are_valid_for_every_agent_at_any_time(env_id):
+    env = make(env_id)
+    env.reset(seed=0)
+    for agent in env.agent_iter(max_iter=10_000):
+        for other in env.possible_agents:
+            obs = env.observe(other)
+            assert env.observation_space(other).contains(obs)
+            assert isinstance(obs["prompt"], str) and isinstance(obs["instruction"], str)
+        _, _, terminated, truncated, _ = env.last()
+        env.step(None if terminated or truncated else reference_policy(env, agent))
+    for other in env.possible_agents:
+        assert env.observation_space(other).contains(env.observe(other))
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_clone_is_independent(env_id):
+    env = make(env_id)
+    env.reset(seed=1)
+    rng_policy = random_policy_factory(7)
+    # Advance a little so that the clone carries real state.
+    for _ in range(2):
+        if not env.agents or env.episode_over:
+            break
+        env.step(rng_policy(env, env.agent_selection))
+    before = env.transcript()
+    twin = env.clone()
+    twin_actions = []
+    while twin.agents:
+        agent = twin.agent_selection
+        dead = twin.terminations[agent] or twin.truncations[agent]
+        action = None if dead else reference_policy(twin, agent)
+        twin_actions.append(action)
+        twin.step(action)
+    assert env.transcript() == before, "stepping a clone changed the original"
+    # The same actions on the original reproduce the clone's episode.
+    for action in twin_actions:
+        env.step(action)
+    assert env.transcript() == twin.transcript()
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_record_sums_equal_pettingzoo_rewards(env_id):
+    env = make(env_id)
+    for seed, policy in [(0, reference_policy), (1, random_policy_factory(1))]:
+        totals = play_episode(env, policy, seed)
+        assert totals == pytest.approx(env.agent_rewards(), abs=1e-9)
+        assert all(record.final for record in env.records)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_same_seed_same_episode_whatever_the_global_rngs(env_id):
+    transcripts = []
+    for global_seed in (123, 456):
+        random.seed(global_seed)
+        np.random.seed(global_seed)
+        env = make(env_id)
+        play_episode(env, random_policy_factory(3), seed=17)
+        transcripts.append(env.transcript())
+    assert transcripts[0] == transcripts[1]
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_reference_agents_solve_and_random_agents_do_worse(env_id):
+    env = make(env_id)
+    seeds = range(3)
+    reference = []
+    for seed in seeds:
+        play_episode(env, reference_policy, seed)
+        reference.append(env.episode_metrics()["success"])
+    randoms = []
+    for seed in seeds:
+        play_episode(env, random_policy_factory(seed), seed)
+        randoms.append(env.episode_metrics()["success"])
+    assert reference == [1.0] * len(reference), f"reference agents failed: {reference}"
+    assert np.mean(randoms) <= np.mean(reference)
+
+
+FUZZ_TEXT = st.one_of(
+    st.just(""),
+    st.just("x" * (1 << 20)),
+    st.text(max_size=200),
+    st.text(alphabet=st.characters(min_codepoint=0, max_codepoint=31), max_size=50),
+    st.sampled_from(
+        [
+            "```python\nimport os\nos.system('echo hi')\n```",
+            "<answer></answer><answer>1</answer>",
+            "<score>9999999999999999999</score>",
+            "<question>?</question>",
+            "\\boxed{\\frac{1}{0}}",
+            "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[",
+            "\x00\x1b[2J\ud7ff\ufffd",
+            "(" * 5000,
+        ]
+    ),
+)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_fuzzed_actions_never_raise(env_id):
+    env = make(env_id)
+
+    @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(actions=st.lists(FUZZ_TEXT, min_size=1, max_size=6), seed=st.integers(0, 3))
+    def run(actions, seed):
+        env.reset(seed=seed)
+        for action in actions:
+            if not env.agents:
+                break
+            agent = env.agent_selection
+            dead = env.terminations[agent] or env.truncations[agent]
+            env.step(None if dead else action)
+            assert env.observation_space(agent).contains(env.observe(agent))
+        assert all(isinstance(r.reward, float) for r in env.records)
+
+    run()
