@@ -1,0 +1,408 @@
+"""Agent specs: short strings (and a YAML file) that say which agent plays which role.
+
+Spec strings
+============
+
+=====================================  =========================================================
+``reference``                          the environment's scripted reference agent
+``random`` / ``random:SEED``           the random agent (per-decision seeding, see RandomAgent)
+``human``                              a person at the terminal
+``openai:URL@MODEL``                   an OpenAI-compatible server, e.g.
+                                       ``openai:http://127.0.0.1:8000/v1@Qwen2.5-7B-Instruct``
+``openai:MODEL``                       the same at ``$OPENAI_BASE_URL`` (default: the hosted API)
+``hf:PATH``                            a local Hugging Face model (``llm_trainers``; needs torch)
+``vllm:PATH``                          a vLLM engine (``llm_trainers``; needs vllm)
+``py:MODULE:ATTR``                     any Agent class or factory, called with the options
+=====================================  =========================================================
+
+An *assignment* maps an environment agent id to a spec: ``tool=hf:PATH``. A spec with no
+``AGENT=`` prefix is the default for every agent that has no assignment of its own, so
+``--agent reference`` plays every role and ``--agent plan=openai:URL@M --agent reference`` lets
+the reference agent play the rest.
+
+Options (sampling parameters, concurrency, ...) come from the YAML file or from the command
+line's defaults (``--temperature`` and kin), never from inside the spec string, so that URLs and
+paths need no escaping.
+
+YAML file
+=========
+
+.. code-block:: yaml
+
+    default: reference                 # every agent without its own entry
+    tool: hf:/models/qwen2.5-1.5b      # a spec string...
+    plan:                              # ...or a spec with options
+      spec: openai:http://127.0.0.1:8000/v1@Qwen2.5-7B-Instruct
+      temperature: 0.7
+      max_tokens: 1024
+      max_concurrency: 32
+
+(The same mapping may also sit under a top-level ``agents:`` key.)
+
+Agents whose spec and options are identical are built once and shared, so two roles played by
+the same model share its batches (the L1 setting); different options give different agents.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import inspect
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from llm_envs.agents.base import Agent
+
+KINDS = ("reference", "random", "human", "openai", "hf", "vllm", "py")
+#: Kinds that call a language model: the command line's sampling defaults apply to them.
+MODEL_KINDS = frozenset({"openai", "hf", "vllm"})
+#: Keys that mean "every agent without its own assignment".
+DEFAULT_KEYS = frozenset({"default", "*", "all"})
+
+_ASSIGNMENT = re.compile(r"^(?P<agent>[A-Za-z_][\w.\-]*)=(?P<spec>.+)$")
+_TORCH_AGENTS = {
+    "hf": ("llm_trainers.agents.hf", "HFAgent", "train"),
+    "vllm": ("llm_trainers.agents.vllm", "VLLMAgent", "vllm"),
+}
+
+
+class AgentSpecError(ValueError):
+    """A spec that cannot be parsed, or an agent that cannot be built from it."""
+
+
+@dataclass(frozen=True)
+class AgentSpec:
+    """A parsed spec: ``kind`` plus its target (path, URL, seed, module:attr) and options."""
+
+    kind: str
+    target: str = ""
+    model: str = ""
+    options: tuple[tuple[str, Any], ...] = field(default=())
+
+    def with_options(self, options: Mapping[str, Any], *, override: bool = True) -> AgentSpec:
+        """A copy with ``options`` merged in (``override=False`` keeps existing values)."""
+        merged = dict(self.options)
+        for key, value in options.items():
+            if override or key not in merged:
+                merged[key] = value
+        return AgentSpec(self.kind, self.target, self.model, tuple(sorted(merged.items(), key=lambda kv: kv[0])))
+
+    @property
+    def option_dict(self) -> dict[str, Any]:
+        return dict(self.options)
+
+    def __str__(self) -> str:
+        if self.kind in ("reference", "human") or (self.kind == "random" and not self.target):
+            return self.kind
+        if self.kind == "openai":
+            return f"openai:{self.target}@{self.model}" if self.target else f"openai:{self.model}"
+        return f"{self.kind}:{self.target}"
+
+    def key(self) -> tuple[Any, ...]:
+        """What makes two specs the same agent (options compared by their repr, since values
+        may be unhashable lists)."""
+        return (self.kind, self.target, self.model, tuple((k, repr(v)) for k, v in self.options))
+
+
+def parse_agent_spec(text: str) -> AgentSpec:
+    """Parse one spec string (no ``AGENT=`` prefix)."""
+    text = text.strip()
+    if not text:
+        raise AgentSpecError("empty agent spec")
+    kind, sep, rest = text.partition(":")
+    kind = kind.lower()
+    if kind not in KINDS:
+        raise AgentSpecError(f"unknown agent kind {kind!r} in {text!r}; expected one of: {', '.join(KINDS)}")
+    if kind in ("reference", "human"):
+        if sep:
+            raise AgentSpecError(f"{kind!r} takes no argument: {text!r}")
+        return AgentSpec(kind)
+    if kind == "random":
+        if not sep:
+            return AgentSpec("random")
+        try:
+            return AgentSpec("random", str(int(rest)))
+        except ValueError:
+            raise AgentSpecError(f"random:SEED needs an integer seed, got {rest!r}") from None
+    if not rest:
+        raise AgentSpecError(f"{kind!r} needs an argument: {kind}:{'URL@MODEL' if kind == 'openai' else 'PATH'}")
+    if kind == "openai":
+        url, at, model = rest.rpartition("@")
+        if not at:  # "openai:MODEL": the default server
+            return AgentSpec("openai", "", rest)
+        if not model:
+            raise AgentSpecError(f"openai spec {text!r} names no model after '@'")
+        if url and "://" not in url:
+            raise AgentSpecError(f"openai spec {text!r}: {url!r} is not a URL (http://host:port/v1)")
+        return AgentSpec("openai", url, model)
+    if kind == "py" and ":" not in rest:
+        raise AgentSpecError(f"py spec needs MODULE:ATTR, got {text!r}")
+    return AgentSpec(kind, rest)
+
+
+def parse_assignment(text: str) -> tuple[str | None, AgentSpec]:
+    """Parse ``AGENT=SPEC`` (or a bare ``SPEC``, returned with agent ``None``)."""
+    match = _ASSIGNMENT.match(text.strip())
+    if match and match.group("agent").lower() not in KINDS:
+        agent = match.group("agent")
+        return (None if agent in DEFAULT_KEYS else agent), parse_agent_spec(match.group("spec"))
+    return None, parse_agent_spec(text)
+
+
+def parse_assignments(texts: Iterable[str]) -> dict[str | None, AgentSpec]:
+    """Parse several ``--agent`` values; a later assignment to the same agent is an error."""
+    assignments: dict[str | None, AgentSpec] = {}
+    for text in texts:
+        agent, spec = parse_assignment(text)
+        if agent in assignments:
+            who = "the default agent" if agent is None else f"agent {agent!r}"
+            raise AgentSpecError(f"{who} is assigned twice ({assignments[agent]} and {spec})")
+        assignments[agent] = spec
+    return assignments
+
+
+def load_agents_config(path: str | os.PathLike[str]) -> dict[str | None, AgentSpec]:
+    """Read a YAML agents file (format in the module docstring)."""
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise AgentSpecError(f"cannot read agents file {str(path)!r}: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise AgentSpecError(f"agents file {str(path)!r} is not valid YAML: {exc}") from exc
+    if isinstance(data, dict) and set(data) == {"agents"}:
+        data = data["agents"]
+    if isinstance(data, str):
+        return {None: parse_agent_spec(data)}
+    if not isinstance(data, dict):
+        raise AgentSpecError(f"agents file {str(path)!r} must map agent ids to specs")
+    assignments: dict[str | None, AgentSpec] = {}
+    for key, value in data.items():
+        agent = None if str(key) in DEFAULT_KEYS else str(key)
+        if isinstance(value, str):
+            spec = parse_agent_spec(value)
+        elif isinstance(value, dict) and isinstance(value.get("spec"), str):
+            options = {k: v for k, v in value.items() if k != "spec"}
+            spec = parse_agent_spec(value["spec"]).with_options(options)
+        else:
+            raise AgentSpecError(
+                f"agents file {str(path)!r}: entry {key!r} must be a spec string or a mapping "
+                f"with a 'spec' key, got {value!r}"
+            )
+        assignments[agent] = spec
+    return assignments
+
+
+def parse_option_value(text: str) -> Any:
+    """Turn a command-line option value into a number, bool, list or null (YAML rules)."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+# ---------------------------------------------------------------------------- building agents
+def build_agent(spec: AgentSpec | str) -> Agent:
+    """Create the agent a spec describes (its options become constructor keywords)."""
+    if isinstance(spec, str):
+        spec = parse_agent_spec(spec)
+    options = spec.option_dict
+    if spec.kind == "reference":
+        from llm_envs.agents.scripted import ReferenceAgent
+
+        agent: Agent = _construct(ReferenceAgent, spec, (), options)
+    elif spec.kind == "random":
+        from llm_envs.agents.scripted import RandomAgent
+
+        options.setdefault("per_decision_seed", True)
+        seed = int(spec.target) if spec.target else options.pop("seed", 0)
+        agent = _construct(RandomAgent, spec, (seed,), options)
+    elif spec.kind == "human":
+        from llm_envs.agents.human import HumanAgent
+
+        agent = _construct(HumanAgent, spec, (), options)
+    elif spec.kind == "openai":
+        from llm_envs.agents.openai_http import DEFAULT_BASE_URL, OpenAIHTTPAgent
+
+        base_url = spec.target or os.environ.get("OPENAI_BASE_URL", DEFAULT_BASE_URL)
+        agent = _construct(OpenAIHTTPAgent, spec, (base_url, spec.model), options)
+    elif spec.kind in _TORCH_AGENTS:
+        agent = _build_torch_agent(spec, options)
+    elif spec.kind == "py":
+        module_name, _, attr = spec.target.partition(":")
+        try:
+            factory = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as exc:
+            raise AgentSpecError(f"cannot import {spec.target!r} for spec {spec}: {exc}") from exc
+        agent = _construct(factory, spec, (), options, check=False)
+        if not isinstance(agent, Agent):
+            raise AgentSpecError(f"{spec} built a {type(agent).__name__}, not an llm_envs Agent")
+    else:  # pragma: no cover - parse_agent_spec rejects unknown kinds
+        raise AgentSpecError(f"unknown agent kind {spec.kind!r}")
+    if "name" not in options and (spec.kind in MODEL_KINDS or (spec.kind == "random" and spec.target)):
+        agent.name = str(spec)
+    return agent
+
+
+def _construct(factory: Any, spec: AgentSpec, args: tuple[Any, ...], options: dict[str, Any], *, check: bool = True) -> Any:
+    if check:
+        parameters = inspect.signature(factory).parameters
+        accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+        valid = sorted(n for n, p in parameters.items() if p.kind is not inspect.Parameter.VAR_POSITIONAL)
+        unknown = sorted(set(options) - set(valid))
+        if unknown and not accepts_any:
+            raise AgentSpecError(
+                f"unknown option(s) {unknown} for {spec.kind} agents; valid options: {valid}"
+            )
+    try:
+        return factory(*args, **options)
+    except AgentSpecError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise AgentSpecError(f"cannot build agent {spec}: {exc}") from exc
+
+
+def _load_torch_agent(kind: str) -> Any:
+    module_name, attr, extra = _TORCH_AGENTS[kind]
+    missing = [m for m in (("torch", "transformers") if kind == "hf" else ("vllm",)) if importlib.util.find_spec(m) is None]
+    if missing:
+        raise AgentSpecError(
+            f"{kind}: agents need {', '.join(missing)}, which is not installed; "
+            f"install the extra: pip install 'llm-envs[{extra}]'"
+        )
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise AgentSpecError(
+            f"{kind}: agents live in {module_name} (part of llm_trainers), which cannot be "
+            f"imported: {exc}"
+        ) from exc
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise AgentSpecError(f"{module_name} has no {attr}") from None
+
+
+def resolve_agents(
+    assignments: Mapping[str | None, AgentSpec | str],
+    possible_agents: Sequence[str],
+    *,
+    default: AgentSpec | str | None = None,
+    model_defaults: Mapping[str, Any] | None = None,
+    cache: dict[tuple[Any, ...], Agent] | None = None,
+) -> dict[str, Agent]:
+    """Build the agent of every environment agent id.
+
+    Args:
+        assignments: Agent id (``None`` for the default) → spec.
+        possible_agents: The environment's agent ids; every one must end up with an agent.
+        default: Used for agents with no assignment when ``assignments`` has no default either.
+        model_defaults: Options (sampling parameters) applied to model agents (``openai``,
+            ``hf``, ``vllm``) whose spec does not set them already.
+        cache: Spec key → agent, to share agents across calls (e.g. across environments).
+
+    Returns:
+        Agent id → agent; identical specs map to the same object.
+    """
+    parsed = {k: (parse_agent_spec(v) if isinstance(v, str) else v) for k, v in assignments.items()}
+    unknown = sorted(k for k in parsed if k is not None and k not in possible_agents)
+    if unknown:
+        raise AgentSpecError(
+            f"no agent(s) {unknown} in this environment; its agents are: {', '.join(possible_agents)}"
+        )
+    fallback = parsed.get(None)
+    if fallback is None and default is not None:
+        fallback = parse_agent_spec(default) if isinstance(default, str) else default
+    cache = {} if cache is None else cache
+    agents: dict[str, Agent] = {}
+    for agent_id in possible_agents:
+        spec = parsed.get(agent_id, fallback)
+        if spec is None:
+            raise AgentSpecError(
+                f"no agent for {agent_id!r}: pass --agent {agent_id}=SPEC, or a default --agent SPEC"
+            )
+        if model_defaults and spec.kind in MODEL_KINDS:
+            spec = spec.with_options(_defaults_for(spec.kind, model_defaults), override=False)
+        key = spec.key()
+        if key not in cache:
+            cache[key] = build_agent(spec)
+        agents[agent_id] = cache[key]
+    return agents
+
+
+def _torch_agent_interface(kind: str) -> tuple[Any, set[str] | None, type | None]:
+    """How to build a torch agent: ``(factory, accepted option names or None for any,
+    sampling-params class or None)``.
+
+    The class may offer ``from_pretrained(path, *, sampling=SamplingParams(...), ...)`` (the
+    sampling options are then gathered into its module's ``SamplingParams``), or take
+    ``(path, **options)`` in its constructor.
+    """
+    cls = _load_torch_agent(kind)
+    factory = getattr(cls, "from_pretrained", cls)
+    parameters = inspect.signature(factory).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return factory, None, None
+    accepted = set(list(parameters)[1:])  # the first parameter is the path
+    sampling_cls = None
+    if "sampling" in parameters:
+        sampling_cls = getattr(importlib.import_module(cls.__module__), "SamplingParams", None)
+        if sampling_cls is not None and dataclasses.is_dataclass(sampling_cls):
+            accepted |= {f.name for f in dataclasses.fields(sampling_cls)}
+            accepted.discard("sampling")
+        else:
+            sampling_cls = None
+    return factory, accepted, sampling_cls
+
+
+def _build_torch_agent(spec: AgentSpec, options: dict[str, Any]) -> Agent:
+    factory, accepted, sampling_cls = _torch_agent_interface(spec.kind)
+    options = dict(options)
+    if accepted is not None and "max_tokens" in options and "max_tokens" not in accepted:
+        options["max_new_tokens"] = options.pop("max_tokens")
+    if accepted is not None:
+        unknown = sorted(set(options) - accepted)
+        if unknown:
+            raise AgentSpecError(
+                f"unknown option(s) {unknown} for {spec.kind} agents; valid options: {sorted(accepted)}"
+            )
+    if sampling_cls is not None:
+        sampling_fields = {f.name for f in dataclasses.fields(sampling_cls)}
+        sampling = {k: options.pop(k) for k in list(options) if k in sampling_fields}
+        if sampling:
+            options["sampling"] = sampling_cls(**sampling)
+    try:
+        return factory(spec.target, **options)
+    except (TypeError, ValueError, OSError) as exc:
+        raise AgentSpecError(f"cannot build agent {spec}: {exc}") from exc
+
+
+def _defaults_for(kind: str, model_defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """The command line's model defaults that ``kind``'s agents accept (``max_tokens`` becomes
+    ``max_new_tokens`` where the agent names it so); the others are dropped."""
+    if kind == "openai":
+        from llm_envs.agents.openai_http import OpenAIHTTPAgent
+
+        accepted: set[str] | None = set(inspect.signature(OpenAIHTTPAgent).parameters)
+    else:
+        accepted = _torch_agent_interface(kind)[1]
+    chosen: dict[str, Any] = {}
+    for key, value in model_defaults.items():
+        if value is None:
+            continue
+        if accepted is not None and key == "max_tokens" and key not in accepted and "max_new_tokens" in accepted:
+            key = "max_new_tokens"
+        if accepted is None or key in accepted:
+            chosen[key] = value
+    return chosen
+
+
+def describe_agents(agents: Mapping[str, Agent]) -> dict[str, str]:
+    """Agent id → agent name, for tables and files."""
+    return {agent_id: getattr(agent, "name", type(agent).__name__) for agent_id, agent in agents.items()}

@@ -1,0 +1,1 @@
+"""MAPoRL collaborative debate: ``llm/Debate-v0`` (see :mod:`llm_envs.envs.debate.env`)."""

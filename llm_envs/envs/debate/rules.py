@@ -1,0 +1,241 @@
+"""Pure rules of MAPoRL's collaborative debate: rewards, incentives, majority vote, parsing.
+
+Source: MAPoRL (``seeds/maporl.txt``; REFERENCES.md §3). Turns are numbered ``0 … T−1`` here
+(the paper writes ``1 … T``); A agents answer in every turn.
+
+Influence-aware verification reward of agent a's answer at turn t (Definition 1)::
+
+    R(q, s_{t,a}) = [ V(s_{t,a}) + Σ_{t'=t+1}^{T−1} Σ_{j=1}^{A} (1/A)·γ^{t'−t}·V(s_{t',j}) ]
+                    / Σ_{t'=t}^{T−1} γ^{t'−t}
+
+(the inner mean over j includes agent a itself). Incentives on ground-truth correctness
+(R = right, W = wrong), none for turn-0 answers:
+
+* own revision, applied to the answer at t+1 (Table 1), "majority" = the other agents at t:
+  R→W with majority R: −α1; R→W with majority W: −α0; W→R with majority W: +α0;
+  W→R with majority R: +α1;
+* influence, applied to the answer at t (Table 2), "majority" = the other agents, t → t+1:
+  R→W while own answer R: −β1; R→W while own W: −β0; W→R while own W: +β0;
+  W→R while own R: +β1.
+
+The majority of the others is R when more than half of them are right, W when more than half
+are wrong, and undefined on an exact half (possible with an odd number of agents), in which
+case no incentive applies — the released code's 0.5 thresholds behave the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+from llm_envs.verifiers.math import extract_boxed
+
+Majority = Literal["R", "W"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Influence-aware verification reward
+
+
+def discount_normaliser(turn: int, num_turns: int, gamma: float) -> float:
+    """Σ_{t'=turn}^{T−1} γ^{t'−turn} (1 at the last turn)."""
+    return sum(gamma ** (later - turn) for later in range(turn, num_turns))
+
+
+def influence_weight(turn: int, later: int, num_agents: int, num_turns: int, gamma: float) -> float:
+    """Weight of one answer at ``later`` > ``turn`` in the reward of an answer at ``turn``:
+    (1/A)·γ^{later−turn} / Σ_{t'=turn}^{T−1} γ^{t'−turn}."""
+    if not turn < later < num_turns:
+        raise ValueError(f"need turn < later < num_turns, got {turn}, {later}, {num_turns}")
+    return gamma ** (later - turn) / (num_agents * discount_normaliser(turn, num_turns, gamma))
+
+
+def influence_reward(scores: Sequence[Sequence[float]], turn: int, agent: int, gamma: float) -> float:
+    """R(q, s_{turn,agent}) from the verifier scores ``scores[t][j]`` of a whole debate."""
+    num_turns = len(scores)
+    num_agents = len(scores[turn])
+    future = sum(
+        gamma ** (later - turn) * scores[later][j] / num_agents
+        for later in range(turn + 1, num_turns)
+        for j in range(num_agents)
+    )
+    return (scores[turn][agent] + future) / discount_normaliser(turn, num_turns, gamma)
+
+
+# ---------------------------------------------------------------------------------------------
+# Incentives
+
+
+def majority(correct: Sequence[bool]) -> Majority | None:
+    """R if more than half of ``correct`` are true, W if more than half are false, else None."""
+    right = sum(bool(c) for c in correct)
+    wrong = len(correct) - right
+    if right > wrong:
+        return "R"
+    if wrong > right:
+        return "W"
+    return None
+
+
+def revision_incentive(
+    before: bool, after: bool, others_before: Sequence[bool], alpha0: float, alpha1: float
+) -> float:
+    """Table 1: the incentive of an agent's answer at t+1 for its own change t → t+1, given the
+    other agents' correctness at t."""
+    if before == after:
+        return 0.0
+    others = majority(others_before)
+    if others is None:
+        return 0.0
+    if before and not after:  # R → W
+        return -alpha1 if others == "R" else -alpha0
+    return alpha0 if others == "W" else alpha1  # W → R
+
+
+def influence_incentive(
+    own: bool, others_before: Sequence[bool], others_after: Sequence[bool], beta0: float, beta1: float
+) -> float:
+    """Table 2: the incentive of an agent's answer at t for the change of the other agents'
+    majority from t to t+1."""
+    start, end = majority(others_before), majority(others_after)
+    if start is None or end is None or start == end:
+        return 0.0
+    if start == "R":  # majority R → W
+        return -beta1 if own else -beta0
+    return beta1 if own else beta0  # majority W → R
+
+
+# ---------------------------------------------------------------------------------------------
+# Majority vote with the tie rule
+
+
+def majority_vote_accuracy(
+    answers: Sequence[str | None],
+    correct: Sequence[bool],
+    same: Callable[[str, str], bool],
+) -> float:
+    """Accuracy of the majority vote over one turn's answers, with MAPoRL's tie rule.
+
+    Answers are grouped with ``same``; ``None`` (no valid answer) forms its own "invalid" group,
+    which is dropped from a tie with valid answers. The credit is (number of correct groups in
+    the tied set) / |tied set| — 1/|tied set| when the truth is among the tied answers.
+    """
+    groups: list[dict] = []
+    for answer, is_correct in zip(answers, correct):
+        for group in groups:
+            if (answer is None) == (group["answer"] is None) and (
+                answer is None or same(answer, group["answer"])
+            ):
+                group["count"] += 1
+                group["correct"] = group["correct"] or bool(is_correct)
+                break
+        else:
+            groups.append({"answer": answer, "count": 1, "correct": bool(is_correct) and answer is not None})
+    if not groups:
+        return 0.0
+    top = max(group["count"] for group in groups)
+    tied = [group for group in groups if group["count"] == top]
+    if len(tied) > 1:
+        tied = [group for group in tied if group["answer"] is not None]
+    return sum(group["correct"] for group in tied) / len(tied)
+
+
+# ---------------------------------------------------------------------------------------------
+# Answers
+
+
+def extract_label(text: str, labels: Sequence[str]) -> str | None:
+    """The label an answer commits to (classification tasks such as ANLI).
+
+    The content of the last ``\\boxed{}`` if it is a label; otherwise the last label word in the
+    text (whole words, case-insensitive). Returns the label as spelled in ``labels``.
+    """
+    if not labels:
+        return None
+    by_fold = {label.casefold(): label for label in labels}
+    boxed = extract_boxed(text)
+    if boxed is not None:
+        return by_fold.get(boxed.strip().casefold())
+    pattern = r"\b(" + "|".join(re.escape(label) for label in sorted(labels, key=len, reverse=True)) + r")\b"
+    matches = re.findall(pattern, text, flags=re.IGNORECASE)
+    return by_fold[matches[-1].casefold()] if matches else None
+
+
+_BUCKETS = ((0.3, "highly likely wrong"), (0.6, "might be wrong"), (0.8, "seems right, but check it"))
+
+
+def describe_score(score: float) -> str:
+    """MAPoRL's verbal bucket for a verifier score shown to agents."""
+    for bound, words in _BUCKETS:
+        if score < bound:
+            return words
+    return "likely right with high probability"
+
+
+# ---------------------------------------------------------------------------------------------
+# Prompt text (gist of MAPoRL's GSM8K / ANLI prompts)
+
+INSTRUCTION = (
+    "You are {agent}, one of {count} agents who solve a problem together through debate. "
+    "In the first turn you answer on your own; in later turns you see the other agents' "
+    "answers, reconsider, and give an updated answer."
+)
+
+
+def answer_format(labels: Sequence[str] | None) -> str:
+    if labels:
+        choices = ", ".join(f"'{label}'" for label in labels)
+        return (
+            f"Give a concise reasoning, then your final answer, one of {choices}, in "
+            "\\boxed{} (for example: \\boxed{" + labels[0] + "})."
+        )
+    return (
+        "Provide a reasoning for your solution. At the end, you MUST write the answer in the "
+        "format \\boxed{ANSWER} (for example: Answer: \\boxed{42})."
+    )
+
+
+def first_turn_prompt(question: str, labels: Sequence[str] | None) -> str:
+    return f"Question: {question}\n\n{answer_format(labels)}"
+
+
+def later_turn_prompt(
+    question: str,
+    own: Sequence[tuple[int, str, float | None]],
+    others: Sequence[tuple[str, int, str, float | None]],
+    labels: Sequence[str] | None,
+) -> str:
+    """Prompt of a turn t >= 1.
+
+    Args:
+        own: (turn, answer, verifier score or None) of the agent's own previous answers.
+        others: (agent, turn, answer, verifier score or None) of the other agents' answers.
+    """
+    lines = [f"Question: {question}", "", "Your previous answers:"]
+    for turn, text, score in own:
+        lines.append(f"Your solution (turn {turn + 1}): ```{text}```")
+        if score is not None:
+            lines.append(
+                f"Reward from a verifier of your answer: {score:.3f} out of 1.0, which means "
+                f"{describe_score(score)}."
+            )
+    lines += ["", "These are the solutions to the problem from other agents:"]
+    for agent, turn, text, score in others:
+        lines.append(f"{agent} solution (turn {turn + 1}): ```{text}```")
+        if score is not None:
+            lines.append(
+                f"Reward from a verifier of this answer: {score:.3f} out of 1.0 (the verifier's "
+                f"probability that it is correct), which means {describe_score(score)}."
+            )
+    lines += [
+        "",
+        "Using the solutions from other agents as additional advice, give an updated answer "
+        "that considers your own previous solution but also takes into account the answers "
+        "from other agents. If you believe your previous answer was incorrect, feel free to "
+        "revise it. However, do not simply repeat your previous answer without checking it.",
+        f"Once again, the question is: {question}",
+        "",
+        answer_format(labels),
+    ]
+    return "\n".join(lines)

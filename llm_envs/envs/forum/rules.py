@@ -1,0 +1,363 @@
+"""Pure rules of the CoMAS forum discussion: schedules, parsers, rewards and prompt text.
+
+Nothing here knows about PettingZoo; :mod:`llm_envs.envs.forum.env` sequences the agents.
+Source: CoMAS (``seeds/comas.txt``; REFERENCES.md §1). Per problem there are ``m`` rounds; a
+round is one *solution* by an agent drawn uniformly from the pool, then ``n`` *evaluations*
+(each by a uniformly drawn agent), each followed by a *scoring* of the (solution, evaluation)
+pair by a uniformly drawn agent. The scorer answers an integer 1..3 inside ``<score>`` tags:
+
+=====  ==========================================================================
+score  meaning
+=====  ==========================================================================
+3      the solution is completely correct; no mistake the evaluation mentions is effective
+2      the mentioned mistakes are minor and do not affect the overall correctness
+1      some mentioned mistakes are fatal and lead to an incorrect answer
+=====  ==========================================================================
+
+Rewards with τ̂ the parsed score (paper Eq. 7-8)::
+
+    solver     r(s)   = (τ̂ − 1) / 2          ∈ {0, 0.5, 1}
+    evaluator  r(e)   = (3 − τ̂) / 2  = 1 − r(s)
+    scorer     r(τ)   = 0 if τ̂ was parsed, −1 otherwise   (then solver and evaluator get 0)
+
+Parsing is strict (no fallback score), so the −1 penalty is reachable.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+SCORE_VALUES = (1, 2, 3)
+
+StepKind = Literal["solve", "evaluate", "score"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Tags
+
+
+def tag_contents(text: str, tag: str) -> list[str]:
+    """The contents of the complete ``<tag>...</tag>`` pairs of ``text``, in order.
+
+    Pairs are matched left to right without nesting: an opening tag pairs with the first
+    closing tag after it. Tag names match case-insensitively. Runs in linear time on any input
+    (a plain non-greedy regex is quadratic on text full of unclosed opening tags).
+    """
+    opening = re.compile(rf"<{re.escape(tag)}>", re.IGNORECASE)
+    closing = re.compile(rf"</{re.escape(tag)}>", re.IGNORECASE)
+    contents: list[str] = []
+    position = 0
+    while True:
+        start = opening.search(text, position)
+        if start is None:
+            return contents
+        end = closing.search(text, start.end())
+        if end is None:
+            return contents
+        contents.append(text[start.end() : end.start()])
+        position = end.end()
+
+
+def parse_score(text: str) -> int | None:
+    """The scorer's score τ̂ ∈ {1, 2, 3}, or ``None`` when the output has no valid score.
+
+    Strict: the *last* complete ``<score>…</score>`` pair must contain exactly one of ``1``,
+    ``2``, ``3`` (surrounding whitespace allowed). Anything else (no tag, ``<score>2.5</score>``,
+    ``<score>4</score>``, ``<score>3/3</score>``, a bare digit outside tags) is a parse failure.
+    The last pair counts because the instruction asks for the score at the end, after the
+    reasons.
+    """
+    pairs = tag_contents(text, "score")
+    if not pairs:
+        return None
+    content = pairs[-1].strip()
+    return int(content) if content in {"1", "2", "3"} else None
+
+
+def parse_judgment(text: str) -> bool | None:
+    """The verdict of an evaluation in the *without scoring* ablation.
+
+    The last complete ``<judgment>…</judgment>`` pair must say ``correct`` or ``incorrect``
+    (case-insensitive, surrounding whitespace allowed): ``True`` / ``False``; else ``None``.
+    """
+    pairs = tag_contents(text, "judgment")
+    if not pairs:
+        return None
+    content = pairs[-1].strip().lower()
+    if content == "correct":
+        return True
+    if content == "incorrect":
+        return False
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Rewards
+
+
+def solver_reward(score: int | None) -> float:
+    """r(s) = (τ̂ − 1)/2; 0 when the scoring failed to parse."""
+    return 0.0 if score is None else (score - 1) / 2
+
+
+def evaluator_reward(score: int | None) -> float:
+    """r(e) = (3 − τ̂)/2 = 1 − r(s); 0 when the scoring failed to parse."""
+    return 0.0 if score is None else (3 - score) / 2
+
+
+def scorer_reward(score: int | None) -> float:
+    """r(τ) = 0 if a score was parsed, −1 otherwise (the format penalty)."""
+    return 0.0 if score is not None else -1.0
+
+
+def vote_rewards(judgments: Sequence[bool | None]) -> tuple[float, list[float]]:
+    """Rewards of the *without scoring* ablation for one solution and its evaluations.
+
+    The paper (§4.3.1) replaces the scoring step by a vote: each evaluation ends in
+    ``<judgment>correct</judgment>`` or ``<judgment>incorrect</judgment>``, and the evaluation
+    reward becomes *consistency*. Our exact reading:
+
+    * solver: the fraction of valid judgments that say ``correct`` (0 when none is valid);
+    * evaluator with a valid judgment: the fraction of valid judgments (its own included)
+      that agree with it — 1 when it is alone (n = 1) or unanimous;
+    * evaluator without a valid judgment: −1, the same format penalty as a failed scoring.
+
+    Approving everything earns every agent 1, which is the reward hacking the paper reports.
+    """
+    valid = [j for j in judgments if j is not None]
+    solver = (sum(valid) / len(valid)) if valid else 0.0
+    evaluators = []
+    for judgment in judgments:
+        if judgment is None:
+            evaluators.append(-1.0)
+        else:
+            evaluators.append(sum(1 for other in valid if other == judgment) / len(valid))
+    return solver, evaluators
+
+
+# ---------------------------------------------------------------------------------------------
+# Schedules
+
+
+@dataclass(frozen=True)
+class Step:
+    """One action of the discussion, drawn in advance from the episode's generator.
+
+    Attributes:
+        kind: ``"solve"``, ``"evaluate"`` or ``"score"``.
+        agent: Index of the acting agent in the pool.
+        round: The discussion round (0-based).
+        slot: The discussion within the round (always 0 in the paper's schedule; the solving
+            agent's index in the released code's schedule).
+        evaluation: For ``evaluate``/``score``: which of the ``n`` evaluations (0-based).
+        references: Released schedule only: the slots of the previous round whose
+            (solution, evaluations) the solver is shown.
+    """
+
+    kind: StepKind
+    agent: int
+    round: int
+    slot: int = 0
+    evaluation: int = -1
+    references: tuple[int, ...] = ()
+
+
+def paper_schedule(
+    rng: np.random.Generator,
+    num_agents: int,
+    num_rounds: int,
+    num_evaluations: int,
+    *,
+    evaluation: bool = True,
+    scoring: bool = True,
+) -> list[Step]:
+    """The paper's schedule: per round one solution, then ``n`` evaluations each followed by
+    its scoring; every actor drawn uniformly from the pool (self-evaluation allowed).
+
+    Without ``evaluation`` (ablation) each of the ``n`` scorings scores the solution alone;
+    without ``scoring`` (ablation) the evaluations carry a verdict instead.
+    """
+    _check_flags(evaluation, scoring)
+    steps: list[Step] = []
+    for round_index in range(num_rounds):
+        steps.append(Step("solve", int(rng.integers(num_agents)), round_index))
+        for j in range(num_evaluations):
+            if evaluation:
+                steps.append(Step("evaluate", int(rng.integers(num_agents)), round_index, 0, j))
+            if scoring:
+                steps.append(Step("score", int(rng.integers(num_agents)), round_index, 0, j))
+    return steps
+
+
+def released_schedule(
+    rng: np.random.Generator,
+    num_agents: int,
+    num_rounds: int,
+    num_evaluations: int,
+    num_references: int,
+    *,
+    evaluation: bool = True,
+    scoring: bool = True,
+) -> list[Step]:
+    """The released code's schedule: in every round *every* agent solves (slot k = agent k),
+    then each solution is evaluated, then each (solution, evaluation) pair is scored.
+
+    Evaluators and scorers are assigned by a shuffled list of the agents, so each agent does
+    exactly one evaluation (and one scoring) per evaluation index and round. In round r > 0
+    each solver is shown ``num_references`` discussions drawn without replacement from the
+    previous round (round 0 shows an empty discussion).
+    """
+    _check_flags(evaluation, scoring)
+    steps: list[Step] = []
+    shown = min(num_references, num_agents)
+    for round_index in range(num_rounds):
+        for slot in range(num_agents):
+            references: tuple[int, ...] = ()
+            if round_index > 0 and shown > 0:
+                references = tuple(int(k) for k in rng.choice(num_agents, size=shown, replace=False))
+            steps.append(Step("solve", slot, round_index, slot, -1, references))
+        for kind, enabled in (("evaluate", evaluation), ("score", scoring)):
+            if not enabled:
+                continue
+            for j in range(num_evaluations):
+                order = rng.permutation(num_agents)
+                for slot in range(num_agents):
+                    steps.append(Step(kind, int(order[slot]), round_index, slot, j))  # type: ignore[arg-type]
+    return steps
+
+
+def _check_flags(evaluation: bool, scoring: bool) -> None:
+    if not evaluation and not scoring:
+        raise ValueError("at least one of the evaluation and scoring steps must be enabled")
+
+
+# ---------------------------------------------------------------------------------------------
+# Answers
+
+
+def wrong_answer(truth: str) -> str:
+    """An answer that is certainly not ``truth`` (for scripted solvers that err on purpose)."""
+    text = truth.strip()
+    if re.fullmatch(r"-?\d+", text):
+        return str(int(text) + 1)
+    if re.fullmatch(r"-?\d+\.\d+", text):
+        return f"{float(text) + 1:g}"
+    return f"{text} + 1" if text else "1"
+
+
+def clip_text(text: str, max_chars: int) -> str:
+    """``text`` cut to ``max_chars`` characters with a visible note, so echoed actions keep
+    observations bounded whatever an agent wrote."""
+    if len(text) <= max_chars:
+        return text
+    return text[:max_chars] + f"\n[... {len(text) - max_chars} more characters not shown]"
+
+
+# ---------------------------------------------------------------------------------------------
+# Prompt text (gist of CoMAS Appendix B; one variant for answer tasks, one for code tasks)
+
+SOLVER_INSTRUCTION = (
+    "You are a member of a discussion forum that solves problems together. Your role now: "
+    "SOLVER. Write a complete solution of the problem, using the discussion so far as a "
+    "reference (it may contain mistakes)."
+)
+EVALUATOR_INSTRUCTION = (
+    "You are a member of a discussion forum that solves problems together. Your role now: "
+    "EVALUATOR. Examine the given solution critically and point out every possible error and "
+    "defect. Do not simply agree with it."
+)
+SCORER_INSTRUCTION = (
+    "You are a member of a discussion forum that solves problems together. Your role now: "
+    "SCORER. Judge how rational the evaluation is and score the solution with an integer "
+    "from 1 to 3."
+)
+IDLE_INSTRUCTION = (
+    "You are a member of a discussion forum that solves problems together. Another member "
+    "is acting now; you have nothing to do."
+)
+
+ANSWER_FORMAT = {
+    "answer": (
+        "Solve the problem step by step, then give the final answer inside \\boxed{} "
+        "(for example: \\boxed{42}). Only the last \\boxed{} counts."
+    ),
+    "code": (
+        "Analyse the requirements, plan your approach, then give your implementation as exactly "
+        "one ```python``` code block."
+    ),
+}
+
+
+def format_discussions(discussions: Sequence[tuple[str, Sequence[str]]], max_chars: int) -> str:
+    """Render (solution, evaluations) pairs as CoMAS does: ``=== Discussion k ===`` blocks."""
+    if not discussions:
+        return "(Empty discussion)"
+    blocks = []
+    for k, (solution, evaluations) in enumerate(discussions, start=1):
+        lines = [f"=== Discussion {k} ===", "Solution:", clip_text(solution, max_chars)]
+        for evaluation in evaluations:
+            lines += ["Evaluation:", clip_text(evaluation, max_chars)]
+        blocks.append("\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def solver_prompt(problem: str, discussion: str, answer_format: str) -> str:
+    return (
+        f"The problem is presented as follows:\n{problem}\n\n"
+        "Current discussion on the problem is presented as follows for your reference:\n"
+        f"{discussion}\n\n"
+        f"{ANSWER_FORMAT[answer_format]}"
+    )
+
+
+def evaluator_prompt(problem: str, discussion: str | None, solution: str, *, verdict: bool) -> str:
+    parts = [f"The problem is presented as follows:\n{problem}"]
+    if discussion is not None:
+        parts.append(
+            "Current discussion on the problem is presented as follows for your reference:\n"
+            + discussion
+        )
+    parts.append(f"You are required to evaluate the following solution:\n{solution}")
+    parts.append(
+        "Point out every possible error and defect in the solution: list each mistake and "
+        "explain why it is a mistake (for code: list failing test cases and why). Be concise."
+    )
+    if verdict:
+        parts.append(
+            "Finish with your verdict on the whole solution: <judgment>correct</judgment> or "
+            "<judgment>incorrect</judgment>."
+        )
+    return "\n\n".join(parts)
+
+
+def scorer_prompt(problem: str, solution: str, evaluation: str | None) -> str:
+    parts = [
+        f"The problem is presented as follows:\n{problem}",
+        f"The solution to the problem is presented as follows:\n{solution}",
+    ]
+    if evaluation is not None:
+        parts.append(f"The evaluation on the solution is presented as follows:\n{evaluation}")
+        parts.append(
+            "Consider the rationality of the evaluation and score the solution with an integer "
+            "from 1 to 3:\n"
+            "3 - the solution is completely correct and no mentioned mistake is effective;\n"
+            "2 - some mentioned mistakes are minor and do not affect the overall correctness;\n"
+            "1 - some mentioned mistakes are fatal and lead to an incorrect answer."
+        )
+    else:
+        parts.append(
+            "Check the solution yourself and score it with an integer from 1 to 3:\n"
+            "3 - the solution is completely correct;\n"
+            "2 - it has minor flaws that do not affect the overall correctness;\n"
+            "1 - it has a fatal flaw that leads to an incorrect answer."
+        )
+    parts.append(
+        "Give brief reasons, then put the score inside <score></score> tags at the end, for "
+        "example: The evaluation correctly finds that the final sum is wrong. <score>1</score>"
+    )
+    return "\n\n".join(parts)

@@ -1,0 +1,75 @@
+"""Plan-Path (Stronger-MAS): reach the goal on a 10x10 grid with obstacles.
+
+A tool agent writes a search program (BFS/A*) that the sandbox runs on the grid; a plan agent
+reads the program and its output and submits the final move list. The rules, the text format
+and the reward formula are in :mod:`llm_envs.envs.plan_path.rules`; the turn structure and the
+reward mixing in :mod:`llm_envs.envs.puzzle_base`.
+
+=====================  ======================================================================
+Import                 ``llm_envs.make("llm/PlanPath-v0")``
+Agents                 ``["tool", "plan"]`` (``agents="single"``: ``["solver"]``)
+Turn order             tool, plan, tool, plan, ... for at most ``max_turns`` = 4 turns
+Actions                any text. Tool: one ```` ```python ```` block printing ``#### U R ...``
+                       as its last line. Plan: a reply ending with ``#### U R ...``
+Observations           ``{"instruction": str, "prompt": str}``: role, rules, the grid in the
+                       stdin text format, previous turns; the plan agent also sees the
+                       program, its output and the plan read from it
+Rewards (dense)        tool: ``r_local`` = shaped reward of its plan simulated on a copy,
+                       plus ``alpha * r_team`` when the plan agent has acted; plan:
+                       ``r_local + alpha * r_team``, both the shaped reward of the real move
+                       list (blocked/valid move costs, BFS-distance progress, +1 goal, +0.5
+                       shortest); a missing or malformed plan: -2.0
+Rewards (outcome)      ``r_local`` = 1 if the agent's own plan reaches the goal; ``r_team`` =
+                       1 if the goal is reached after this turn
+Termination            the goal is reached
+Truncation             ``max_turns`` turns played without reaching it
+Splits                 by a hash of the grid text (``split`` config field): never overlap
+=====================  ======================================================================
+
+Version history:
+
+* v0: first release (Stronger-MAS games/planning MAS, with BFS-distance shaping and a real
+  sandbox).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llm_envs.core.env import TextEnv
+from llm_envs.envs.plan_path.rules import PathRewards, PlanPathRules
+from llm_envs.envs.puzzle_base import PuzzleConfig, PuzzleEnv
+
+
+@dataclass
+class PlanPathConfig(PuzzleConfig):
+    """Plan-Path options (the shared ones are documented on :class:`PuzzleConfig`).
+
+    Attributes:
+        rows, cols: Grid size (paper: 10x10).
+        obstacle_density: Probability that a cell is an obstacle (released code: 0.22).
+        min_distance: The shortest path has at least this many moves (paper: no minimum).
+        rewards: Dense reward weights (:class:`PathRewards`).
+    """
+
+    rows: int = 10
+    cols: int = 10
+    obstacle_density: float = 0.22
+    min_distance: int = 1
+    rewards: PathRewards = PathRewards()
+
+
+class PlanPathEnv(PuzzleEnv):
+    """The Plan-Path environment (see the module docstring for the spec)."""
+
+    metadata = {**TextEnv.metadata, "name": "plan_path_v0"}
+    config_class = PlanPathConfig
+
+    def _make_rules(self, config: PlanPathConfig) -> PlanPathRules:
+        return PlanPathRules(
+            rows=config.rows,
+            cols=config.cols,
+            obstacle_density=config.obstacle_density,
+            min_distance=config.min_distance,
+            rewards=config.rewards,
+        )

@@ -1,0 +1,371 @@
+"""Plan-Path rules: a grid with obstacles, a start, a goal, and moves U/D/L/R (pure logic).
+
+Text format (what a program reads on standard input, and what prompts show)::
+
+    10 10          <- rows cols
+    S..#......     <- one line per row: '.' free, '#' obstacle, 'S' current position, 'G' goal
+    ...
+
+Moves: ``U`` = row - 1, ``D`` = row + 1, ``L`` = column - 1, ``R`` = column + 1. A move into an
+obstacle or off the grid is *blocked*: the agent stays where it is. Moves after the goal is
+reached are ignored.
+
+Answer format: ``#### U R R D`` (also accepted: ``["U", "R"]``, ``URRD``, ``up, right``).
+
+Dense shaped reward of a move list applied at position ``p`` (:class:`PathRewards`; values
+from the released PettingLLMs code, with two deliberate changes noted below)::
+
+    r = sum over moves (valid_move if the move succeeds else blocked_move)
+      + shaping_scale * sum over moves (gamma * phi(p') - phi(p)),  phi(p) = -d(p)
+      + goal_reward                      if the goal is reached
+      + optimal_bonus                    if reached in exactly d(p) moves (a shortest path)
+
+where ``d`` is the BFS distance to the goal around obstacles. Changes from the released code:
+``phi`` uses the BFS distance instead of the Manhattan distance (which ignores walls), and
+``gamma`` defaults to 1 instead of 0.99: with ``phi = -d`` and ``gamma < 1`` a blocked move
+earns ``+(1 - gamma) * d``, so bumping into walls far from the goal pays. With ``gamma = 1`` the
+shaping telescopes to ``shaping_scale * (d(start) - d(end))``: progress in BFS distance.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from llm_envs.envs.puzzle_base import PlanFormatError, PlanOutcome, generate_in_split
+
+MOVES: dict[str, tuple[int, int]] = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
+_WORDS = {"UP": "U", "DOWN": "D", "LEFT": "L", "RIGHT": "R"}
+FREE, OBSTACLE, START, GOAL = ".", "#", "S", "G"
+
+
+# ------------------------------------------------------------------------------------ board
+@dataclass(frozen=True)
+class Grid:
+    """An immutable grid: ``cells[r][c]`` is ``'.'`` or ``'#'``; ``goal`` is a free cell.
+
+    ``distance[r][c]`` is the BFS distance from (r, c) to the goal (``-1`` if unreachable).
+    """
+
+    cells: tuple[str, ...]
+    goal: tuple[int, int]
+    distance: tuple[tuple[int, ...], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.cells or any(len(row) != len(self.cells[0]) for row in self.cells):
+            raise ValueError("grid rows must be non-empty and of equal length")
+        if any(ch not in (FREE, OBSTACLE) for row in self.cells for ch in row):
+            raise ValueError("grid cells must be '.' or '#'")
+        if not self.is_free(self.goal):
+            raise ValueError(f"goal {self.goal} must be a free cell")
+        object.__setattr__(self, "distance", _bfs_distances(self.cells, self.goal))
+
+    @property
+    def rows(self) -> int:
+        return len(self.cells)
+
+    @property
+    def cols(self) -> int:
+        return len(self.cells[0])
+
+    def is_free(self, cell: tuple[int, int]) -> bool:
+        r, c = cell
+        return 0 <= r < self.rows and 0 <= c < self.cols and self.cells[r][c] == FREE
+
+    def dist(self, cell: tuple[int, int]) -> int:
+        return self.distance[cell[0]][cell[1]]
+
+    def __deepcopy__(self, memo: dict) -> Grid:  # immutable: clones share it
+        return self
+
+
+@dataclass(frozen=True)
+class PathState:
+    """The agent's position on a grid."""
+
+    grid: Grid
+    position: tuple[int, int]
+
+    def __deepcopy__(self, memo: dict) -> PathState:  # immutable: clones share it
+        return self
+
+
+def _bfs_distances(cells: tuple[str, ...], goal: tuple[int, int]) -> tuple[tuple[int, ...], ...]:
+    rows, cols = len(cells), len(cells[0])
+    dist = [[-1] * cols for _ in range(rows)]
+    dist[goal[0]][goal[1]] = 0
+    queue = deque([goal])
+    while queue:
+        r, c = queue.popleft()
+        for dr, dc in MOVES.values():
+            nr, nc = r + dr, c + dc
+            if 0 <= nr < rows and 0 <= nc < cols and cells[nr][nc] == FREE and dist[nr][nc] < 0:
+                dist[nr][nc] = dist[r][c] + 1
+                queue.append((nr, nc))
+    return tuple(tuple(row) for row in dist)
+
+
+def step(grid: Grid, position: tuple[int, int], move: str) -> tuple[tuple[int, int], bool]:
+    """``(new position, moved)``; a blocked move leaves the position unchanged."""
+    dr, dc = MOVES[move]
+    target = (position[0] + dr, position[1] + dc)
+    if grid.is_free(target):
+        return target, True
+    return position, False
+
+
+# ------------------------------------------------------------------------------------ text
+def to_text(state: PathState) -> str:
+    """The documented text format (see the module docstring)."""
+    grid = state.grid
+    lines = [f"{grid.rows} {grid.cols}"]
+    for r, row in enumerate(grid.cells):
+        chars = list(row)
+        chars[grid.goal[1]] = GOAL if r == grid.goal[0] else chars[grid.goal[1]]
+        if r == state.position[0] and state.position != grid.goal:
+            chars[state.position[1]] = START
+        lines.append("".join(chars))
+    return "\n".join(lines)
+
+
+def from_text(text: str) -> PathState:
+    """Parse the text format; raises ``ValueError`` when malformed."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        raise ValueError("empty puzzle")
+    header = lines[0].split()
+    if len(header) != 2 or not all(h.isdigit() for h in header):
+        raise ValueError("first line must be 'rows cols'")
+    rows, cols = int(header[0]), int(header[1])
+    body = lines[1:]
+    if len(body) != rows or any(len(line) != cols for line in body):
+        raise ValueError(f"expected {rows} rows of {cols} characters")
+    start = goal = None
+    cells = []
+    for r, line in enumerate(body):
+        for c, ch in enumerate(line):
+            if ch == START:
+                if start is not None:
+                    raise ValueError("more than one 'S'")
+                start = (r, c)
+            elif ch == GOAL:
+                if goal is not None:
+                    raise ValueError("more than one 'G'")
+                goal = (r, c)
+            elif ch not in (FREE, OBSTACLE):
+                raise ValueError(f"unknown cell character {ch!r}")
+        cells.append(line.replace(START, FREE).replace(GOAL, FREE))
+    if goal is None:
+        raise ValueError("no goal 'G'")
+    grid = Grid(tuple(cells), goal)
+    return PathState(grid, start if start is not None else goal)
+
+
+# ------------------------------------------------------------------------------------ plans
+def parse_moves(text: str) -> tuple[str, ...]:
+    """Parse a move list such as ``U R R D``, ``["U","R"]``, ``URRD`` or ``up, right``.
+
+    Brackets, quotes and commas are separators; every remaining token must be a move letter
+    sequence or a move word. Raises :class:`PlanFormatError` (never evaluates the text).
+    """
+    cleaned = text
+    for ch in "[]()\"',;":
+        cleaned = cleaned.replace(ch, " ")
+    moves: list[str] = []
+    for token in cleaned.split():
+        upper = token.upper()
+        if upper in _WORDS:
+            moves.append(_WORDS[upper])
+        elif all(ch in MOVES for ch in upper):
+            moves.extend(upper)
+        else:
+            raise PlanFormatError(f"not a move: {token[:20]!r} (use U, D, L, R)")
+    if not moves:
+        raise PlanFormatError("the move list is empty")
+    return tuple(moves)
+
+
+def format_moves(moves: tuple[str, ...]) -> str:
+    return " ".join(moves)
+
+
+def shortest_path(state: PathState) -> tuple[str, ...] | None:
+    """A shortest move list from the position to the goal (``None`` if unreachable).
+
+    Follows the BFS distance field downhill, trying moves in the order U, D, L, R.
+    """
+    grid, position = state.grid, state.position
+    if grid.dist(position) < 0:
+        return None
+    moves: list[str] = []
+    while position != grid.goal:
+        for move in MOVES:
+            nxt, moved = step(grid, position, move)
+            if moved and grid.dist(nxt) == grid.dist(position) - 1:
+                moves.append(move)
+                position = nxt
+                break
+    return tuple(moves)
+
+
+# ------------------------------------------------------------------------------------ rewards
+@dataclass(frozen=True)
+class PathRewards:
+    """Dense reward weights (see the module docstring for the formula)."""
+
+    valid_move: float = -0.01
+    blocked_move: float = -0.10
+    shaping_scale: float = 1.0
+    shaping_gamma: float = 1.0
+    goal_reward: float = 1.0
+    optimal_bonus: float = 0.5
+    format_penalty: float = -2.0
+
+
+def apply_moves(state: PathState, moves: tuple[str, ...], rewards: PathRewards) -> PlanOutcome:
+    """Play ``moves`` from ``state`` and score them with the dense shaped reward."""
+    grid = state.grid
+    position = state.position
+    start_distance = grid.dist(position)
+    move_total = shaping = 0.0
+    used = blocked = 0
+    for move in moves:
+        if position == grid.goal:
+            break
+        nxt, moved = step(grid, position, move)
+        used += 1
+        blocked += not moved
+        move_total += rewards.valid_move if moved else rewards.blocked_move
+        shaping += rewards.shaping_gamma * -grid.dist(nxt) + grid.dist(position)
+        position = nxt
+    reached = position == grid.goal
+    components = {"moves": move_total, "progress": rewards.shaping_scale * shaping}
+    if reached:
+        components["goal"] = rewards.goal_reward
+        components["optimal"] = rewards.optimal_bonus if used == start_distance else 0.0
+    summary = (
+        f"{used} move(s) played, {blocked} blocked; now at row {position[0]}, column "
+        f"{position[1]}, {grid.dist(position)} step(s) from the goal"
+    )
+    if reached:
+        summary += "; goal reached" + (" by a shortest path" if used == start_distance else "")
+    if used < len(moves):
+        summary += f"; {len(moves) - used} move(s) after reaching the goal ignored"
+    return PlanOutcome(
+        PathState(grid, position), float(sum(components.values())), components, reached, summary
+    )
+
+
+# ------------------------------------------------------------------------------------ generator
+def generate_grid(
+    rng: np.random.Generator, rows: int, cols: int, obstacle_density: float, min_distance: int
+) -> PathState | None:
+    """One candidate: obstacles i.i.d. with probability ``obstacle_density``, start and goal
+    two distinct free cells. ``None`` unless the goal is reachable in >= ``min_distance`` moves.
+    """
+    blocked = rng.random((rows, cols)) < obstacle_density
+    free = np.flatnonzero(~blocked)
+    if free.size < 2:
+        return None
+    start_index, goal_index = rng.choice(free, size=2, replace=False)
+    cells = tuple("".join(OBSTACLE if b else FREE for b in row) for row in blocked)
+    grid = Grid(cells, (int(goal_index) // cols, int(goal_index) % cols))
+    start = (int(start_index) // cols, int(start_index) % cols)
+    distance = grid.dist(start)
+    if distance < max(1, min_distance):  # -1 (unreachable) is rejected here too
+        return None
+    return PathState(grid, start)
+
+
+# ------------------------------------------------------------------------------------ the rules
+REFERENCE_PROGRAM = (Path(__file__).with_name("reference_program.py")).read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class PlanPathRules:
+    """Plan-Path as :class:`~llm_envs.envs.puzzle_base.PuzzleRules` (immutable, shared).
+
+    Difficulty knobs: ``rows``/``cols`` (grid size), ``obstacle_density`` (probability that a
+    cell is an obstacle; more obstacles give longer detours), ``min_distance`` (the shortest
+    path has at least this many moves).
+    """
+
+    rows: int = 10
+    cols: int = 10
+    obstacle_density: float = 0.22
+    min_distance: int = 1
+    rewards: PathRewards = PathRewards()
+    game_name: str = "Plan-Path"
+
+    def __post_init__(self) -> None:
+        if self.rows < 1 or self.cols < 1 or self.rows * self.cols < 2:
+            raise ValueError("the grid needs at least two cells")
+        if not 0.0 <= self.obstacle_density < 1.0:
+            raise ValueError("obstacle_density must be in [0, 1)")
+        if self.min_distance > self.rows * self.cols - 1:
+            raise ValueError("min_distance is longer than any path on this grid")
+
+    @property
+    def format_penalty(self) -> float:
+        return self.rewards.format_penalty
+
+    def generate(self, rng: np.random.Generator, split: str) -> PathState:
+        return generate_in_split(
+            rng,
+            lambda r: generate_grid(r, self.rows, self.cols, self.obstacle_density, self.min_distance),
+            to_text,
+            split,
+        )
+
+    def load(self, text: str) -> PathState:
+        state = from_text(text)
+        if state.grid.dist(state.position) < 0:
+            raise ValueError("the goal cannot be reached from the start")
+        return state
+
+    def puzzle_text(self, state: PathState) -> str:
+        return to_text(state)
+
+    def status_text(self, state: Any) -> str:
+        return ""  # the position is part of the puzzle text
+
+    def parse_plan(self, state: PathState, text: str) -> tuple[str, ...]:
+        return parse_moves(text)
+
+    def format_plan(self, plan: tuple[str, ...]) -> str:
+        return format_moves(plan)
+
+    def apply_plan(self, state: PathState, plan: tuple[str, ...]) -> PlanOutcome:
+        return apply_moves(state, plan, self.rewards)
+
+    def is_solved(self, state: PathState) -> bool:
+        return state.position == state.grid.goal
+
+    def solve(self, state: PathState) -> tuple[str, ...] | None:
+        return shortest_path(state)
+
+    def random_plan(self, state: PathState, rng: np.random.Generator) -> tuple[str, ...]:
+        length = int(rng.integers(1, state.grid.rows + state.grid.cols + 1))
+        return tuple(str(m) for m in rng.choice(list(MOVES), size=length))
+
+    def rules_text(self) -> str:
+        return (
+            "Plan-Path: move from S to G on the grid. '.' is free, '#' is an obstacle. Moves: "
+            "U (up, row-1), D (down, row+1), L (left, column-1), R (right, column+1); rows are "
+            "numbered from the top, columns from the left. A move into an obstacle or off the "
+            "grid is blocked (you stay). Reach G, ideally by a shortest path.\n"
+            "Input format: the first line is 'rows cols', then one line per row."
+        )
+
+    def answer_example(self) -> str:
+        return "#### U R R D   (the moves in order, separated by spaces)"
+
+    def reference_program(self) -> str:
+        return REFERENCE_PROGRAM
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> PlanPathRules:
+        return self

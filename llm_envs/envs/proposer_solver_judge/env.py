@@ -1,0 +1,487 @@
+"""``llm/ProposerSolverJudge-v0``: Multi-Agent Evolve's proposer, solver and judge.
+
+One episode is one proposed question. The proposer writes a ``<question>`` (shown a reference
+question from the pool with probability ``p``); the judge rates it; the solver answers it
+``N_sample`` times (default 5) from the same prompt; the judge rates each answer. The judge is
+an agent like the others (an LLM-as-a-judge), so all rewards come from the agents' own
+interaction; ground truth is used only for metrics.
+
+=====================  ======================================================================
+Agents                 ``proposer``, ``solver``, ``judge``
+Action                 any text. Proposer: one ``<question>…</question>``; solver: reasoning
+                       then ``<answer>…</answer>``; judge: analysis then ``<score>X</score>``,
+                       X an integer 1..10
+Observation            ``{"instruction": role instruction, "prompt": the task}``: proposer:
+                       create a (harder variant of the reference) question; judge: the
+                       question, or the question and one answer, with the rubric; solver: the
+                       question. The N_sample solver prompts are identical (one AT-GRPO group)
+Rewards (per action)   proposer ``(V_q + (1 − mean_i V_i) + F)/3``, credited in three parts:
+                       format at once, quality when the judge rates the question, difficulty
+                       when the last answer is rated (dropped when ``V_q < 0.7`` with
+                       ``drop_difficulty_below_threshold``); solver ``0.5·V_i + 0.5·F``
+                       (format at once, judge part when its answer is rated); judge ``F``.
+                       F = 1 / 0.5 / 0 for exactly one / several / no tag pair in the
+                       completion; V = clip((X − 1)/9, 0, 1), 0.5 when no score parses
+Episode end            after the last answer is rated (2 + 2·N_sample actions), or at once
+                       when the proposal has no ``<question>`` tag (proposer reward 0)
+``success``            fraction of the solver's answers that match the ground truth, when the
+                       proposed question is one with a known answer (a task-source or seed
+                       question); 0 otherwise (see ``ground_truth_known`` in the metrics)
+=====================  ======================================================================
+
+The question pool (:class:`~llm_envs.envs.proposer_solver_judge.pool.QuestionPool`) persists
+across episodes, is shared by clones and by every environment it is passed to, and can be
+saved to and loaded from JSONL (``pool_path``). A question whose quality is ``>= 0.7`` is
+*staged* during the episode and *committed* to the pool when the episode ends, by an
+environment whose :attr:`~ProposerSolverJudgeEnv.commits_to_pool` is true. :meth:`clone`
+returns a copy that does not commit (``clone(commits_to_pool=True)`` for a copy that
+should), so tree-sampling branches never leak questions into the pool the original samples
+references from; a trainer that continues an episode in a clone calls
+:meth:`~ProposerSolverJudgeEnv.commit_pool_additions` on it, or clones with
+``commits_to_pool=True``.
+
+Version history:
+
+* v0: initial version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from llm_envs.core.env import TextEnv
+from llm_envs.core.records import ActionRecord
+from llm_envs.envs.proposer_solver_judge import rules
+from llm_envs.envs.proposer_solver_judge.pool import PoolEntry, QuestionPool, question_key
+from llm_envs.tasks import Problem, TaskSource, load_task_source
+from llm_envs.verifiers.math import check_answer
+
+
+@dataclass
+class ProposerSolverJudgeConfig:
+    """Settings of :class:`ProposerSolverJudgeEnv`; defaults follow MAE (REFERENCES.md §2).
+
+    Attributes:
+        reference_probability: p: chance that the proposer is shown a pool question and asked
+            for a harder variant (0 = no reference, 0.5 = half reference (the paper's best),
+            1 = always).
+        num_solver_samples: N_sample answers per question (difficulty estimate).
+        quality_threshold: Quality a question needs to join the pool (0.7).
+        drop_difficulty_below_threshold: Released-code variant: no difficulty term for a
+            question below the threshold.
+        quality_weight, difficulty_weight, format_weight: λ of the proposer's reward.
+        solver_judge_weight, solver_format_weight: Weights of the solver's reward.
+        unparsed_score_value: V used when a judge completion has no numeric ``<score>``.
+        task: Task source that seeds the pool and supplies the reference proposer's questions.
+        split: Split of the task source.
+        task_kwargs: Extra keyword arguments for the task source.
+        pool_seed_size: How many task-source problems seed a new pool.
+        pool_path: JSONL file of the pool: loaded if it exists, else created from the seed;
+            accepted questions are appended to it. ``None`` keeps the pool in memory.
+        max_shown_chars: Longest stretch of one agent's text echoed into another's prompt.
+    """
+
+    reference_probability: float = 0.5
+    num_solver_samples: int = 5
+    quality_threshold: float = 0.7
+    drop_difficulty_below_threshold: bool = False
+    quality_weight: float = 1 / 3
+    difficulty_weight: float = 1 / 3
+    format_weight: float = 1 / 3
+    solver_judge_weight: float = 0.5
+    solver_format_weight: float = 0.5
+    unparsed_score_value: float = 0.5
+    task: str = "arithmetic"
+    split: str = "train"
+    task_kwargs: dict[str, Any] = field(default_factory=dict)
+    pool_seed_size: int = 256
+    pool_path: str | None = None
+    max_shown_chars: int = 16_000
+
+
+@dataclass
+class _Answer:
+    record: ActionRecord
+    text: str
+    content: str | None
+    format: float
+    correct: bool | None
+    judge_value: float | None = None
+
+
+PHASES = ("propose", "judge_question", "solve", "judge_answer", "done")
+
+
+class ProposerSolverJudgeEnv(TextEnv):
+    """Multi-Agent Evolve's proposer–solver–judge episode; see the module docstring."""
+
+    metadata = {**TextEnv.metadata, "name": "proposer_solver_judge_v0"}
+    config_class = ProposerSolverJudgeConfig
+
+    def __init__(
+        self,
+        config: ProposerSolverJudgeConfig | None = None,
+        *,
+        render_mode: str | None = None,
+        sandbox: Any = None,
+        task_source: TaskSource | None = None,
+        pool: QuestionPool | None = None,
+        **overrides: Any,
+    ) -> None:
+        """Args:
+        config: A :class:`ProposerSolverJudgeConfig`; keyword ``overrides`` replace fields.
+        render_mode: ``"ansi"``, ``"human"`` or ``None``.
+        sandbox: Unused; accepted for a uniform constructor and shared with clones.
+        task_source: A ready task source; replaces ``config.task``.
+        pool: A question pool to share (e.g. between concurrent environments); replaces the
+            pool built from ``config.pool_path`` / the task source.
+        """
+        self.config: ProposerSolverJudgeConfig = self._build_config(config, overrides)
+        cfg = self.config
+        if not 0.0 <= cfg.reference_probability <= 1.0:
+            raise ValueError("reference_probability must be in [0, 1]")
+        if cfg.num_solver_samples < 1:
+            raise ValueError("num_solver_samples must be >= 1")
+        self.sandbox = sandbox
+        self.task_source = (
+            task_source
+            if task_source is not None
+            else load_task_source(cfg.task, split=cfg.split, **cfg.task_kwargs)
+        )
+        if pool is None:
+            seed = QuestionPool.from_task_source(
+                self.task_source, cfg.pool_seed_size, min_quality=cfg.quality_threshold
+            )
+            pool = (
+                QuestionPool.open(cfg.pool_path, seed.entries(), min_quality=cfg.quality_threshold)
+                if cfg.pool_path
+                else seed
+            )
+        self.pool = pool
+        #: Whether this instance commits its staged questions to the pool at episode end.
+        self.commits_to_pool = True
+        self.weights = rules.ProposerWeights(cfg.quality_weight, cfg.difficulty_weight, cfg.format_weight)
+        super().__init__(["proposer", "solver", "judge"], render_mode=render_mode)
+        self._clear_episode()
+
+    def _clear_episode(self) -> None:
+        self.phase = "propose"
+        self.fresh_problem: Problem | None = None
+        self.reference: PoolEntry | None = None
+        self.question: str | None = None
+        self.question_truth: str | None = None
+        self.question_format = 0.0
+        self.quality: float | None = None
+        self.proposer_record: ActionRecord | None = None
+        self.answers: list[_Answer] = []
+        self.judged = 0
+        self.staged: list[PoolEntry] = []
+        self.committed = 0
+
+    # ------------------------------------------------------------------ cloning and the pool
+    def clone(self, *, commits_to_pool: bool = False) -> ProposerSolverJudgeEnv:
+        """An independent copy of the episode sharing the pool; by default it never commits
+        its staged questions (a tree-sampling branch must not grow the shared pool)."""
+        twin = super().clone()
+        assert isinstance(twin, ProposerSolverJudgeEnv)
+        twin.commits_to_pool = commits_to_pool
+        return twin
+
+    def commit_pool_additions(self) -> int:
+        """Add this episode's staged questions to the pool (each once); return how many
+        joined. Called automatically at episode end when :attr:`commits_to_pool` is true."""
+        added = 0
+        for entry in self.staged:
+            added += self.pool.add(
+                entry.question, entry.quality or 0.0, answer=entry.answer, source=entry.source
+            )
+        self.staged = []
+        self.committed += added
+        return added
+
+    # ------------------------------------------------------------------ episode
+    def _start_episode(self, options: dict[str, Any]) -> str:
+        self._clear_episode()
+        self.fresh_problem = self.task_source.sample(self.np_random)
+        # The draw happens for every p so the episode's random stream does not depend on p.
+        show_reference = self.np_random.random() < self.config.reference_probability
+        if show_reference and len(self.pool) > 0:
+            self.reference = self.pool.sample(self.np_random)
+        return "proposer"
+
+    def _apply_action(self, agent: str, action: str) -> str | None:
+        handler = {
+            "propose": self._play_proposal,
+            "judge_question": self._play_question_rating,
+            "solve": self._play_answer,
+            "judge_answer": self._play_answer_rating,
+        }[self.phase]
+        next_agent = handler(agent, action)
+        if next_agent is None:
+            self.phase = "done"
+            if self.commits_to_pool:
+                self.commit_pool_additions()
+            self._end_episode()
+        return next_agent
+
+    def _play_proposal(self, agent: str, action: str) -> str | None:
+        question, pairs = rules.first_tag(action, "question")
+        fmt = rules.format_reward(pairs)
+        record = self._add_record(
+            agent,
+            action,
+            parsed={"question": question, "tag_pairs": pairs},
+            format_ok=pairs == 1,
+            info={"reference": None if self.reference is None else self.reference.question},
+        )
+        self.proposer_record = record
+        if question is None:
+            # Nothing to judge or solve: the released code gives such a proposal reward 0.
+            self._credit(record, "format", 0.0)
+            return None
+        self.question = question
+        self.question_format = fmt
+        self.question_truth = self._truth_of(question)
+        record.info["ground_truth_known"] = self.question_truth is not None
+        self._credit(record, "format", self.weights.format * fmt)
+        self.turn += 1
+        self.phase = "judge_question"
+        return "judge"
+
+    def _play_question_rating(self, agent: str, action: str) -> str | None:
+        judged = rules.parse_judge(action, self.config.unparsed_score_value)
+        record = self._add_record(
+            agent,
+            action,
+            parsed={"score": judged.raw, "value": judged.value, "target": "question"},
+            format_ok=judged.format == 1.0,
+        )
+        self._credit(record, "format", rules.judge_reward(judged.format))
+        assert self.proposer_record is not None and self.question is not None
+        self.quality = judged.value
+        self._credit(self.proposer_record, "quality", self.weights.quality * judged.value)
+        if judged.value >= self.config.quality_threshold:
+            self.staged.append(PoolEntry(self.question, self.question_truth, judged.value, "proposed"))
+        self.turn += 1
+        self.phase = "solve"
+        return "solver"
+
+    def _play_answer(self, agent: str, action: str) -> str | None:
+        content, pairs = rules.first_tag(action, "answer")
+        fmt = rules.format_reward(pairs)
+        correct = None
+        if self.question_truth is not None:
+            correct = content is not None and check_answer(content, self.question_truth)
+        record = self._add_record(
+            agent,
+            action,
+            parsed={"answer": content, "tag_pairs": pairs},
+            format_ok=pairs == 1,
+            info={"sample": len(self.answers), "correct": correct},
+        )
+        self._credit(record, "format", self.config.solver_format_weight * fmt)
+        self.answers.append(_Answer(record, action, content, fmt, correct))
+        if len(self.answers) < self.config.num_solver_samples:
+            return "solver"  # same turn: every sample answers the same prompt
+        self.turn += 1
+        self.phase = "judge_answer"
+        return "judge"
+
+    def _play_answer_rating(self, agent: str, action: str) -> str | None:
+        answer = self.answers[self.judged]
+        judged = rules.parse_judge(action, self.config.unparsed_score_value)
+        record = self._add_record(
+            agent,
+            action,
+            parsed={"score": judged.raw, "value": judged.value, "target": f"answer_{self.judged}"},
+            format_ok=judged.format == 1.0,
+        )
+        self._credit(record, "format", rules.judge_reward(judged.format))
+        answer.judge_value = judged.value
+        self._credit(answer.record, "judge", self.config.solver_judge_weight * judged.value)
+        self.judged += 1
+        self.turn += 1
+        if self.judged < len(self.answers):
+            return "judge"
+        assert self.proposer_record is not None and self.quality is not None
+        parts = rules.proposer_reward(
+            self.quality,
+            [a.judge_value for a in self.answers if a.judge_value is not None],
+            self.question_format,
+            weights=self.weights,
+            threshold=self.config.quality_threshold,
+            drop_difficulty_below_threshold=self.config.drop_difficulty_below_threshold,
+        )
+        self._credit(self.proposer_record, "difficulty", parts["difficulty"])
+        return None
+
+    def _truth_of(self, question: str) -> str | None:
+        """The ground truth of a question when it is a known one (metrics only)."""
+        key = question_key(question)
+        if self.fresh_problem is not None and question_key(self.fresh_problem.prompt) == key:
+            return self.fresh_problem.answer
+        if self.reference is not None and self.reference.key == key:
+            return self.reference.answer
+        entry = self.pool.lookup(question)
+        return None if entry is None else entry.answer
+
+    # ------------------------------------------------------------------ observations
+    def _role(self, agent: str) -> str:
+        return agent
+
+    def _instruction(self, agent: str) -> str:
+        if agent != self.agent_selection or self.phase == "done":
+            return rules.IDLE_INSTRUCTION
+        return {
+            "proposer": rules.PROPOSER_INSTRUCTION,
+            "solver": rules.SOLVER_INSTRUCTION,
+            "judge": rules.JUDGE_INSTRUCTION,
+        }[agent]
+
+    def _prompt(self, agent: str) -> str:
+        if self.phase == "done":
+            return "The episode is over."
+        if agent != self.agent_selection:
+            return f"Waiting: the {self.agent_selection} is acting ({self.phase.replace('_', ' ')})."
+        limit = self.config.max_shown_chars
+        if self.phase == "propose":
+            reference = None if self.reference is None else rules.clip_text(self.reference.question, limit)
+            return rules.proposer_prompt(reference)
+        question = rules.clip_text(self.question or "", limit)
+        if self.phase == "judge_question":
+            return rules.judge_question_prompt(question)
+        if self.phase == "solve":
+            return rules.solver_prompt(question)
+        response = rules.clip_text(self.answers[self.judged].text, limit)
+        return rules.judge_answer_prompt(question, response)
+
+    # ------------------------------------------------------------------ scripted play
+    def reference_action(self, agent: str) -> str:
+        """The reference play: propose a fresh task-source question, answer it correctly,
+        judge honestly (10 for a known question and a correct answer, 1 for a wrong one)."""
+        return self.scripted_action(agent)
+
+    def scripted_action(
+        self,
+        agent: str,
+        *,
+        proposer: str = "fresh",
+        solver: str = "correct",
+        judge: str = "honest",
+    ) -> str:
+        """A scripted action for the acting ``agent``; reads hidden state (true answers).
+
+        Args:
+            proposer: ``"fresh"`` (a new task-source question with a known answer),
+                ``"reuse"`` (copies the reference question, or the first pool question when
+                none is shown), ``"multi_tag"`` (two question pairs: format 0.5) or
+                ``"no_tag"`` (no question: the episode ends).
+            solver: ``"correct"``, ``"wrong"``, ``"multi_tag"`` (a correct answer in two pairs:
+                format 0.5) or ``"no_tag"`` (a correct answer without tags: format 0).
+            judge: ``"honest"`` (questions: 10 if the answer is known, 1 if empty, else 5;
+                answers: 10 correct, 1 wrong, 5 unknown), ``"generous"`` (always 10),
+                ``"harsh"`` (always 1), ``"multi_tag"`` (scores 7 then 9: V = 2/3, format 0.5)
+                or ``"garbage"`` (no score: V = 0.5, format 0).
+        """
+        if agent != self.agent_selection or self.phase == "done":
+            return ""
+        if self.phase == "propose":
+            return self._scripted_proposal(proposer)
+        if self.phase == "solve":
+            return self._scripted_answer(solver)
+        return self._scripted_judgement(judge)
+
+    def _scripted_proposal(self, behaviour: str) -> str:
+        assert self.fresh_problem is not None
+        if behaviour == "fresh":
+            return f"Here is a new task.\n<question>{self.fresh_problem.prompt}</question>"
+        if behaviour == "reuse":
+            entries = self.pool.entries()
+            if self.reference is not None:
+                question = self.reference.question
+            else:
+                question = entries[0].question if entries else self.fresh_problem.prompt
+            return f"<question>{question}</question>"
+        if behaviour == "multi_tag":
+            return f"<question>{self.fresh_problem.prompt}</question>\n<question>Why?</question>"
+        if behaviour == "no_tag":
+            return f"My question: {self.fresh_problem.prompt}"
+        raise ValueError(f"unknown proposer behaviour {behaviour!r}")
+
+    def _scripted_answer(self, behaviour: str) -> str:
+        truth = self.question_truth
+        if truth is None:
+            return "<answer>I do not know.</answer>"
+        if behaviour == "correct":
+            return f"Step by step.\n<answer>\\boxed{{{truth}}}</answer>"
+        if behaviour == "wrong":
+            return f"Step by step.\n<answer>\\boxed{{{rules.wrong_answer(truth)}}}</answer>"
+        if behaviour == "multi_tag":
+            return f"<answer>\\boxed{{{truth}}}</answer> again: <answer>\\boxed{{{truth}}}</answer>"
+        if behaviour == "no_tag":
+            return f"Step by step. \\boxed{{{truth}}}"
+        raise ValueError(f"unknown solver behaviour {behaviour!r}")
+
+    def _scripted_judgement(self, behaviour: str) -> str:
+        if behaviour == "honest":
+            if self.phase == "judge_question":
+                if not (self.question or "").strip():
+                    score = 1
+                else:
+                    score = 10 if self.question_truth is not None else 5
+            else:
+                correct = self.answers[self.judged].correct
+                score = 5 if correct is None else (10 if correct else 1)
+            return f"Analysis done. <score>{score}</score>"
+        if behaviour == "generous":
+            return "Perfect. <score>10</score>"
+        if behaviour == "harsh":
+            return "Terrible. <score>1</score>"
+        if behaviour == "multi_tag":
+            return "First <score>7</score>, on reflection <score>9</score>"
+        if behaviour == "garbage":
+            return "I cannot decide on a score."
+        raise ValueError(f"unknown judge behaviour {behaviour!r}")
+
+    def random_action(self, agent: str, rng: np.random.Generator) -> str:
+        """Well-formed but uninformed: a random arithmetic question, a random number as the
+        answer, a random score."""
+        if self.phase == "propose":
+            a, b, c = (int(x) for x in rng.integers(2, 1000, size=3))
+            return f"<question>Compute {a} * {b} - {c}.</question>"
+        if self.phase == "solve":
+            return f"<answer>\\boxed{{{int(rng.integers(-1000, 1000))}}}</answer>"
+        return f"<score>{int(rng.integers(1, 11))}</score>"
+
+    # ------------------------------------------------------------------ metrics
+    def _episode_metrics(self) -> dict[str, float]:
+        known = self.question_truth is not None and bool(self.answers)
+        correct = [bool(a.correct) for a in self.answers]
+        values = [a.judge_value for a in self.answers if a.judge_value is not None]
+        quality = self.quality if self.quality is not None else 0.0
+        return {
+            "success": (sum(correct) / len(correct)) if known else 0.0,
+            "ground_truth_known": float(known),
+            "question_valid": float(self.question is not None),
+            "question_quality": quality,
+            "question_accepted": float(self.quality is not None and quality >= self.config.quality_threshold),
+            "solver_judge_mean": (sum(values) / len(values)) if values else 0.0,
+            "difficulty": (1.0 - sum(values) / len(values)) if values else 0.0,
+            "reference_shown": float(self.reference is not None),
+        }
+
+    def _describe_episode(self) -> str:
+        cfg = self.config
+        lines = [
+            f"p(reference)={cfg.reference_probability} samples={cfg.num_solver_samples} "
+            f"threshold={cfg.quality_threshold} drop_difficulty={cfg.drop_difficulty_below_threshold}"
+        ]
+        if self.reference is not None:
+            lines.append(f"Reference question: {rules.clip_text(self.reference.question, 2000)}")
+        return "\n".join(lines)
+
+    def _shared_resources(self) -> list[Any]:
+        return [r for r in (self.task_source, self.pool, self.sandbox) if r is not None]

@@ -1,0 +1,1 @@
+"""Signalling: a tiny two-agent referential game, the trainers' learning testbed."""

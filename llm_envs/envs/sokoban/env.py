@@ -1,0 +1,81 @@
+"""Sokoban (Stronger-MAS): push the boxes onto the targets in a 6x6 room.
+
+A tool agent writes a search program (BFS/A*) that the sandbox runs on the level; a plan agent
+reads the program and its output and submits the final move list. The rules, the text format,
+the generator and the reward formula are in :mod:`llm_envs.envs.sokoban.rules`; the turn
+structure and the reward mixing in :mod:`llm_envs.envs.puzzle_base`.
+
+=====================  ======================================================================
+Import                 ``llm_envs.make("llm/Sokoban-v0")``
+Agents                 ``["tool", "plan"]`` (``agents="single"``: ``["solver"]``)
+Turn order             tool, plan, tool, plan, ... for at most ``max_turns`` = 4 turns
+Actions                any text. Tool: one ```` ```python ```` block printing ``#### U R ...``
+                       as its last line. Plan: a reply ending with ``#### U R ...``
+Observations           ``{"instruction": str, "prompt": str}``: role, rules, the level in the
+                       stdin text format, previous turns; the plan agent also sees the
+                       program, its output and the plan read from it
+Rewards (dense)        tool: ``r_local`` = shaped reward of its plan simulated on a copy,
+                       plus ``alpha * r_team`` when the plan agent has acted; plan:
+                       ``r_local + alpha * r_team``, both the shaped reward of the real move
+                       list (move costs, +1 box onto / -0.5 box off a target, 0.1 x box-
+                       distance progress, +10 solved); a missing or malformed plan: -2.0
+Rewards (outcome)      ``r_local`` = 1 if the agent's own plan solves the level; ``r_team`` =
+                       1 if the level is solved after this turn
+Termination            every box on a target
+Truncation             ``max_turns`` turns played without solving
+Splits                 by a hash of the level text (``split`` config field): never overlap
+=====================  ======================================================================
+
+Version history:
+
+* v0: first release (Stronger-MAS games/planning MAS; reverse-play generation verified by a
+  BFS solver; a real sandbox).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llm_envs.core.env import TextEnv
+from llm_envs.envs.puzzle_base import PuzzleConfig, PuzzleEnv
+from llm_envs.envs.sokoban.rules import SokobanRewards, SokobanRules
+
+
+@dataclass
+class SokobanConfig(PuzzleConfig):
+    """Sokoban options (the shared ones are documented on :class:`PuzzleConfig`).
+
+    Attributes:
+        rows, cols: Room size including the border wall (paper: 6x6).
+        num_boxes: Boxes (and targets) per level (paper: 1).
+        wall_density: Probability that an inner cell is a wall.
+        reverse_steps: Random reverse-play steps used to scatter the boxes.
+        min_pushes: The shortest solution pushes at least this many times.
+        rewards: Dense reward weights (:class:`SokobanRewards`).
+    """
+
+    rows: int = 6
+    cols: int = 6
+    num_boxes: int = 1
+    wall_density: float = 0.1
+    reverse_steps: int = 100
+    min_pushes: int = 3
+    rewards: SokobanRewards = SokobanRewards()
+
+
+class SokobanEnv(PuzzleEnv):
+    """The Sokoban environment (see the module docstring for the spec)."""
+
+    metadata = {**TextEnv.metadata, "name": "sokoban_v0"}
+    config_class = SokobanConfig
+
+    def _make_rules(self, config: SokobanConfig) -> SokobanRules:
+        return SokobanRules(
+            rows=config.rows,
+            cols=config.cols,
+            num_boxes=config.num_boxes,
+            wall_density=config.wall_density,
+            reverse_steps=config.reverse_steps,
+            min_pushes=config.min_pushes,
+            rewards=config.rewards,
+        )

@@ -1,0 +1,470 @@
+"""Sokoban rules: push every box onto a target (pure logic).
+
+Text format (XSB with ``_`` for floor, so that lines carry no spaces)::
+
+    6 6            <- rows cols
+    ######         <- '#' wall, '_' floor, '.' target, '$' box, '*' box on a target,
+    #_@__#            '@' player, '+' player on a target
+    #_$__#
+    #__._#
+    #____#
+    ######
+
+Moves: ``U`` = row - 1, ``D`` = row + 1, ``L`` = column - 1, ``R`` = column + 1. The player
+walks onto floor or targets; walking into a box pushes it one cell if the cell behind it is
+free (floor or target without a box). A move into a wall, or a push into a wall or another box,
+is *blocked*: nothing moves. Moves after every box is on a target are ignored.
+
+Answer format: ``#### U R R D`` (also accepted: ``["U", "R"]``, ``URRD``, ``up, right``).
+
+Dense shaped reward of a move list (:class:`SokobanRewards`; values from the released
+PettingLLMs code, with ``gamma`` = 1 as explained below)::
+
+    r = sum over moves (valid_move if something moved else blocked_move)
+      + box_on_target  * (boxes pushed onto a target)
+      + box_off_target * (boxes pushed off a target)
+      + shaping_scale * sum over moves (gamma * phi(s') - phi(s)),
+            phi(s) = -(sum over boxes of the Manhattan distance to the nearest target)
+      + solved_reward                    if every box ends on a target
+
+With ``gamma`` < 1 (the released code used 0.99) a blocked move would earn
+``(1 - gamma) * sum of distances`` for nothing; with ``gamma = 1`` the shaping telescopes to
+``shaping_scale * (phi(end) - phi(start))``.
+
+Generation (:func:`generate_room`) plays Sokoban backwards: boxes start on their targets and
+the player walks randomly, *pulling* a box when it walks away from one. Every pull is a push
+played forwards, so the room is solvable by construction; the breadth-first solver
+(:func:`solve`) then checks it and measures its difficulty.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from llm_envs.envs.plan_path.rules import format_moves, parse_moves
+from llm_envs.envs.puzzle_base import PlanOutcome, generate_in_split
+
+MOVES: dict[str, tuple[int, int]] = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
+WALL, FLOOR, TARGET, BOX, BOX_ON_TARGET, PLAYER, PLAYER_ON_TARGET = "#_.$*@+"
+
+Cell = tuple[int, int]
+
+
+# ------------------------------------------------------------------------------------ board
+@dataclass(frozen=True)
+class Room:
+    """The fixed part of a level: its size, walls and targets."""
+
+    rows: int
+    cols: int
+    walls: frozenset[Cell]
+    targets: frozenset[Cell]
+
+    def is_open(self, cell: Cell) -> bool:
+        """Inside the room and not a wall."""
+        r, c = cell
+        return 0 <= r < self.rows and 0 <= c < self.cols and cell not in self.walls
+
+    def __deepcopy__(self, memo: dict) -> Room:  # immutable: clones share it
+        return self
+
+
+@dataclass(frozen=True)
+class SokobanState:
+    """A level in play: the room, the boxes and the player."""
+
+    room: Room
+    boxes: frozenset[Cell]
+    player: Cell
+
+    def __deepcopy__(self, memo: dict) -> SokobanState:  # immutable: clones share it
+        return self
+
+
+def is_solved(state: SokobanState) -> bool:
+    return state.boxes <= state.room.targets
+
+
+def box_distance(room: Room, boxes: frozenset[Cell]) -> int:
+    """Sum over boxes of the Manhattan distance to the nearest target (the shaping potential)."""
+    return sum(min(abs(b[0] - t[0]) + abs(b[1] - t[1]) for t in room.targets) for b in boxes)
+
+
+def move(state: SokobanState, direction: str) -> tuple[SokobanState, bool, Cell | None]:
+    """``(new state, moved, (from, to) of a pushed box or None)``; blocked moves change nothing."""
+    dr, dc = MOVES[direction]
+    room, (pr, pc) = state.room, state.player
+    target = (pr + dr, pc + dc)
+    if not room.is_open(target):
+        return state, False, None
+    if target in state.boxes:
+        beyond = (target[0] + dr, target[1] + dc)
+        if not room.is_open(beyond) or beyond in state.boxes:
+            return state, False, None
+        boxes = (state.boxes - {target}) | {beyond}
+        return SokobanState(room, boxes, target), True, (target, beyond)
+    return SokobanState(room, state.boxes, target), True, None
+
+
+# ------------------------------------------------------------------------------------ text
+def to_text(state: SokobanState) -> str:
+    room = state.room
+    lines = [f"{room.rows} {room.cols}"]
+    for r in range(room.rows):
+        row = []
+        for c in range(room.cols):
+            cell = (r, c)
+            on_target = cell in room.targets
+            if cell in room.walls:
+                row.append(WALL)
+            elif cell in state.boxes:
+                row.append(BOX_ON_TARGET if on_target else BOX)
+            elif cell == state.player:
+                row.append(PLAYER_ON_TARGET if on_target else PLAYER)
+            else:
+                row.append(TARGET if on_target else FLOOR)
+        lines.append("".join(row))
+    return "\n".join(lines)
+
+
+def from_text(text: str) -> SokobanState:
+    """Parse the text format (``' '`` and ``'-'`` are accepted as floor too)."""
+    lines = [line.rstrip("\n") for line in text.strip("\n").splitlines() if line.strip()]
+    if not lines:
+        raise ValueError("empty level")
+    header = lines[0].split()
+    if len(header) != 2 or not all(h.isdigit() for h in header):
+        raise ValueError("first line must be 'rows cols'")
+    rows, cols = int(header[0]), int(header[1])
+    body = lines[1:]
+    if len(body) != rows or any(len(line) > cols for line in body):
+        raise ValueError(f"expected {rows} rows of at most {cols} characters")
+    walls, targets, boxes = set(), set(), set()
+    player = None
+    for r, line in enumerate(body):
+        for c, ch in enumerate(line.ljust(cols, FLOOR)):
+            cell = (r, c)
+            if ch == WALL:
+                walls.add(cell)
+            elif ch in (FLOOR, " ", "-"):
+                pass
+            elif ch == TARGET:
+                targets.add(cell)
+            elif ch in (BOX, BOX_ON_TARGET):
+                boxes.add(cell)
+                if ch == BOX_ON_TARGET:
+                    targets.add(cell)
+            elif ch in (PLAYER, PLAYER_ON_TARGET):
+                if player is not None:
+                    raise ValueError("more than one player")
+                player = cell
+                if ch == PLAYER_ON_TARGET:
+                    targets.add(cell)
+            else:
+                raise ValueError(f"unknown character {ch!r}")
+    if player is None:
+        raise ValueError("no player '@'")
+    if not boxes or len(boxes) != len(targets):
+        raise ValueError("the level needs as many targets as boxes, and at least one box")
+    return SokobanState(Room(rows, cols, frozenset(walls), frozenset(targets)), frozenset(boxes), player)
+
+
+# ------------------------------------------------------------------------------------ solver
+def live_cells(room: Room) -> frozenset[Cell]:
+    """Cells from which a lone box can still be pushed to some target (the rest are dead:
+    a box there can never be solved). Computed by pulling a box backwards from every target."""
+    live = set(room.targets)
+    queue = deque(room.targets)
+    while queue:
+        box = queue.popleft()
+        for dr, dc in MOVES.values():
+            # A box now at `box` could have come from `prev`, pushed by a player at `prev - d`.
+            prev = (box[0] - dr, box[1] - dc)
+            pusher = (prev[0] - dr, prev[1] - dc)
+            if prev not in live and room.is_open(prev) and room.is_open(pusher):
+                live.add(prev)
+                queue.append(prev)
+    return frozenset(live)
+
+
+def solve(state: SokobanState, max_states: int = 500_000) -> tuple[str, ...] | None:
+    """A shortest move list that solves ``state`` (breadth-first search over player + boxes,
+    pruning boxes on dead cells); ``None`` if there is none or the search passes
+    ``max_states`` states."""
+    if is_solved(state):
+        return ()
+    live = live_cells(state.room)
+    if not state.boxes <= live:
+        return None
+    start = (state.player, state.boxes)
+    parent: dict[tuple[Cell, frozenset[Cell]], tuple[Any, str] | None] = {start: None}
+    queue = deque([state])
+    while queue:
+        current = queue.popleft()
+        key = (current.player, current.boxes)
+        for direction in MOVES:
+            nxt, moved, pushed = move(current, direction)
+            if not moved or (pushed is not None and pushed[1] not in live):
+                continue
+            nkey = (nxt.player, nxt.boxes)
+            if nkey in parent:
+                continue
+            parent[nkey] = (key, direction)
+            if is_solved(nxt):
+                moves = []
+                while parent[nkey] is not None:
+                    nkey, name = parent[nkey]
+                    moves.append(name)
+                return tuple(reversed(moves))
+            if len(parent) > max_states:
+                return None
+            queue.append(nxt)
+    return None
+
+
+def count_pushes(state: SokobanState, moves: tuple[str, ...]) -> int:
+    pushes = 0
+    for direction in moves:
+        state, _, pushed = move(state, direction)
+        pushes += pushed is not None
+    return pushes
+
+
+# ------------------------------------------------------------------------------------ rewards
+@dataclass(frozen=True)
+class SokobanRewards:
+    """Dense reward weights (see the module docstring for the formula)."""
+
+    valid_move: float = -0.01
+    blocked_move: float = -0.05
+    box_on_target: float = 1.0
+    box_off_target: float = -0.5
+    shaping_scale: float = 0.1
+    shaping_gamma: float = 1.0
+    solved_reward: float = 10.0
+    format_penalty: float = -2.0
+
+
+def apply_moves(state: SokobanState, moves: tuple[str, ...], rewards: SokobanRewards) -> PlanOutcome:
+    """Play ``moves`` from ``state`` and score them with the dense shaped reward."""
+    room = state.room
+    move_total = on_target = off_target = shaping = 0.0
+    used = blocked = pushes = 0
+    for direction in moves:
+        if is_solved(state):
+            break
+        before = box_distance(room, state.boxes)
+        state, moved, pushed = move(state, direction)
+        used += 1
+        blocked += not moved
+        move_total += rewards.valid_move if moved else rewards.blocked_move
+        if pushed is not None:
+            pushes += 1
+            was_on, now_on = pushed[0] in room.targets, pushed[1] in room.targets
+            on_target += rewards.box_on_target * (now_on and not was_on)
+            off_target += rewards.box_off_target * (was_on and not now_on)
+        shaping += rewards.shaping_gamma * -box_distance(room, state.boxes) + before
+    solved = is_solved(state)
+    components = {
+        "moves": move_total,
+        "box_on_target": on_target,
+        "box_off_target": off_target,
+        "progress": rewards.shaping_scale * shaping,
+    }
+    if solved:
+        components["solved"] = rewards.solved_reward
+    placed = len(state.boxes & room.targets)
+    summary = (
+        f"{used} move(s) played, {blocked} blocked, {pushes} push(es); {placed} of "
+        f"{len(state.boxes)} box(es) on targets"
+    )
+    if solved:
+        summary += "; solved"
+    if used < len(moves):
+        summary += f"; {len(moves) - used} move(s) after solving ignored"
+    return PlanOutcome(state, float(sum(components.values())), components, solved, summary)
+
+
+# ------------------------------------------------------------------------------------ generator
+def _connected(cells: set[Cell]) -> bool:
+    if not cells:
+        return False
+    first = next(iter(cells))
+    seen = {first}
+    queue = deque([first])
+    while queue:
+        r, c = queue.popleft()
+        for dr, dc in MOVES.values():
+            n = (r + dr, c + dc)
+            if n in cells and n not in seen:
+                seen.add(n)
+                queue.append(n)
+    return len(seen) == len(cells)
+
+
+def generate_room(
+    rng: np.random.Generator,
+    rows: int,
+    cols: int,
+    num_boxes: int,
+    wall_density: float,
+    reverse_steps: int,
+    min_pushes: int,
+    pull_probability: float = 0.8,
+    max_states: int = 500_000,
+) -> SokobanState | None:
+    """One candidate level by reverse play; ``None`` if this draw does not qualify.
+
+    The border is wall; each inner cell is a wall with probability ``wall_density`` (the floor
+    must stay connected). Targets and the player are placed on random floor cells with the
+    boxes on the targets; then the player takes ``reverse_steps`` random steps, pulling the box
+    behind it (with probability ``pull_probability``) whenever it walks away from one; the
+    position of the walk with the largest box-to-target distance is kept. The level qualifies if the solver solves it and its shortest solution pushes at least
+    ``min_pushes`` times.
+    """
+    inner = [(r, c) for r in range(1, rows - 1) for c in range(1, cols - 1)]
+    wall_mask = rng.random(len(inner)) < wall_density
+    floor = {cell for cell, is_wall in zip(inner, wall_mask) if not is_wall}
+    if len(floor) < num_boxes + 2 or not _connected(floor):
+        return None
+    walls = frozenset((r, c) for r in range(rows) for c in range(cols) if (r, c) not in floor)
+    floor_list = sorted(floor)
+    picks = rng.choice(len(floor_list), size=num_boxes + 1, replace=False)
+    targets = frozenset(floor_list[i] for i in picks[:num_boxes])
+    room = Room(rows, cols, walls, targets)
+    boxes = set(targets)
+    player = floor_list[picks[-1]]
+    directions = list(MOVES.values())
+    # Keep the position of the walk whose boxes lie farthest from the targets (as gym-sokoban
+    # keeps its best-scoring reverse play): a plain last position often has the boxes home.
+    best, best_score = None, 0
+    for _ in range(reverse_steps):
+        dr, dc = directions[int(rng.integers(len(directions)))]
+        ahead = (player[0] + dr, player[1] + dc)
+        if not room.is_open(ahead) or ahead in boxes:
+            continue
+        behind = (player[0] - dr, player[1] - dc)
+        if behind in boxes and rng.random() < pull_probability:
+            boxes.remove(behind)
+            boxes.add(player)
+        player = ahead
+        score = box_distance(room, frozenset(boxes))
+        if score >= best_score and score > 0:
+            best, best_score = SokobanState(room, frozenset(boxes), player), score
+    if best is None:
+        return None
+    state = best
+    solution = solve(state, max_states=max_states)
+    if solution is None or count_pushes(state, solution) < min_pushes:
+        return None
+    return state
+
+
+# ------------------------------------------------------------------------------------ the rules
+REFERENCE_PROGRAM = (Path(__file__).with_name("reference_program.py")).read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class SokobanRules:
+    """Sokoban as :class:`~llm_envs.envs.puzzle_base.PuzzleRules` (immutable, shared).
+
+    Difficulty knobs: ``rows``/``cols`` (room size, border included), ``num_boxes``,
+    ``wall_density`` (inner walls make narrow corridors), ``reverse_steps`` (longer reverse play
+    moves boxes farther from their targets), ``min_pushes`` (the shortest solution pushes at
+    least this many times).
+    """
+
+    rows: int = 6
+    cols: int = 6
+    num_boxes: int = 1
+    wall_density: float = 0.1
+    reverse_steps: int = 100
+    min_pushes: int = 3
+    max_solver_states: int = 500_000
+    rewards: SokobanRewards = SokobanRewards()
+    game_name: str = "Sokoban"
+
+    def __post_init__(self) -> None:
+        if self.rows < 3 or self.cols < 3:
+            raise ValueError("a room needs at least 3x3 cells (border included)")
+        if self.num_boxes < 1 or self.num_boxes + 1 > (self.rows - 2) * (self.cols - 2):
+            raise ValueError("num_boxes must be >= 1 and leave room for the player")
+        if not 0.0 <= self.wall_density < 1.0:
+            raise ValueError("wall_density must be in [0, 1)")
+
+    @property
+    def format_penalty(self) -> float:
+        return self.rewards.format_penalty
+
+    def generate(self, rng: np.random.Generator, split: str) -> SokobanState:
+        return generate_in_split(
+            rng,
+            lambda r: generate_room(
+                r,
+                self.rows,
+                self.cols,
+                self.num_boxes,
+                self.wall_density,
+                self.reverse_steps,
+                self.min_pushes,
+                max_states=self.max_solver_states,
+            ),
+            to_text,
+            split,
+        )
+
+    def load(self, text: str) -> SokobanState:
+        state = from_text(text)
+        if solve(state, self.max_solver_states) is None:
+            raise ValueError("the level has no solution (or it is too large to check)")
+        return state
+
+    def puzzle_text(self, state: SokobanState) -> str:
+        return to_text(state)
+
+    def status_text(self, state: Any) -> str:
+        return ""  # the position is part of the puzzle text
+
+    def parse_plan(self, state: SokobanState, text: str) -> tuple[str, ...]:
+        return parse_moves(text)
+
+    def format_plan(self, plan: tuple[str, ...]) -> str:
+        return format_moves(plan)
+
+    def apply_plan(self, state: SokobanState, plan: tuple[str, ...]) -> PlanOutcome:
+        return apply_moves(state, plan, self.rewards)
+
+    def is_solved(self, state: SokobanState) -> bool:
+        return is_solved(state)
+
+    def solve(self, state: SokobanState) -> tuple[str, ...] | None:
+        return solve(state, self.max_solver_states)
+
+    def random_plan(self, state: SokobanState, rng: np.random.Generator) -> tuple[str, ...]:
+        length = int(rng.integers(1, 2 * (state.room.rows + state.room.cols) + 1))
+        return tuple(str(m) for m in rng.choice(list(MOVES), size=length))
+
+    def rules_text(self) -> str:
+        return (
+            "Sokoban: push every box onto a target. Symbols: '#' wall, '_' floor, '.' target, "
+            "'$' box, '*' box on a target, '@' you, '+' you on a target. Moves: U (up, row-1), "
+            "D (down, row+1), L (left, column-1), R (right, column+1). Walking into a box pushes "
+            "it one cell if the cell behind it is floor or an empty target; you cannot pull "
+            "boxes, and a move into a wall or a blocked push does nothing. A box pushed into a "
+            "corner that is not a target can never be solved.\n"
+            "Input format: the first line is 'rows cols', then one line per row."
+        )
+
+    def answer_example(self) -> str:
+        return "#### U R R D   (the moves in order, separated by spaces)"
+
+    def reference_program(self) -> str:
+        return REFERENCE_PROGRAM
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> SokobanRules:
+        return self

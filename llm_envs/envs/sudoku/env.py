@@ -1,0 +1,70 @@
+"""Sudoku (Stronger-MAS): fill a 4x4 grid (9x9 option) whose solution is unique.
+
+A tool agent writes a solver program (backtracking) that the sandbox runs on the puzzle; a plan
+agent reads the program and its output and submits the final grid. The rules, the text format,
+the generator and the reward formula are in :mod:`llm_envs.envs.sudoku.rules`; the turn
+structure and the reward mixing in :mod:`llm_envs.envs.puzzle_base`.
+
+=====================  ======================================================================
+Import                 ``llm_envs.make("llm/Sudoku-v0")`` (``size=9`` for 9x9)
+Agents                 ``["tool", "plan"]`` (``agents="single"``: ``["solver"]``)
+Turn order             tool, plan, tool, plan, ... for at most ``max_turns`` = 4 turns
+Actions                any text. Tool: one ```` ```python ```` block printing
+                       ``#### [[...], ...]`` as its last line. Plan: a reply ending with
+                       ``#### [[...], ...]`` (the whole grid on one line)
+Observations           ``{"instruction": str, "prompt": str}``: role, rules, the puzzle in the
+                       stdin text format, the board of the last accepted answer, previous
+                       turns; the plan agent also sees the program, its output and the grid
+                       read from it
+Rewards (dense)        tool: ``r_local`` = shaped reward of its grid checked on a copy, plus
+                       ``alpha * r_team`` when the plan agent has acted; plan: ``r_local +
+                       alpha * r_team``, both the shaped reward of the real submission
+                       (-0.01 step, +0.5 x fraction of correct cells, -0.5 if a unit repeats a
+                       number, +2 solved; a submission that changes a clue is rejected with
+                       -1 x fraction of clues changed); a missing or malformed grid: -1.0
+Rewards (outcome)      ``r_local`` = 1 if the agent's own grid solves the puzzle; ``r_team`` =
+                       1 if the puzzle is solved after this turn
+Termination            the board equals the (unique) solution
+Truncation             ``max_turns`` turns played without solving
+Splits                 by a hash of the clue text (``split`` config field): never overlap
+=====================  ======================================================================
+
+Version history:
+
+* v0: first release (Stronger-MAS games/planning MAS; every puzzle has a unique solution,
+  answers must keep every clue; a real sandbox).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llm_envs.core.env import TextEnv
+from llm_envs.envs.puzzle_base import PuzzleConfig, PuzzleEnv
+from llm_envs.envs.sudoku.rules import SudokuRewards, SudokuRules
+
+
+@dataclass
+class SudokuConfig(PuzzleConfig):
+    """Sudoku options (the shared ones are documented on :class:`PuzzleConfig`).
+
+    Attributes:
+        size: 4 (paper), 6 or 9.
+        num_clues: Clues left in the puzzle (default: 6 for 4x4, 14 for 6x6, 30 for 9x9); more
+            remain when removing any further clue would make the solution ambiguous.
+        rewards: Dense reward weights (:class:`SudokuRewards`).
+    """
+
+    size: int = 4
+    num_clues: int | None = None
+    rewards: SudokuRewards = SudokuRewards()
+
+
+class SudokuEnv(PuzzleEnv):
+    """The Sudoku environment (see the module docstring for the spec)."""
+
+    metadata = {**TextEnv.metadata, "name": "sudoku_v0"}
+    config_class = SudokuConfig
+
+    def _make_rules(self, config: SudokuConfig) -> SudokuRules:
+        return SudokuRules(size=config.size, num_clues=config.num_clues, rewards=config.rewards)

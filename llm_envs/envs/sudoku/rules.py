@@ -1,0 +1,458 @@
+"""Sudoku rules: fill an N x N grid (4x4 by default, 9x9 option) so that every row, column and
+box holds 1..N once, keeping every clue (pure logic).
+
+Puzzle text format (what a program reads on standard input)::
+
+    4              <- N
+    1 0 0 0        <- N lines of N numbers separated by spaces; 0 = empty cell
+    0 0 2 0
+    ...
+
+Answer format: the whole grid on one line, ``#### [[1,2,3,4],[3,4,1,2],[2,1,4,3],[4,3,2,1]]``
+(also accepted: rows of digits separated by spaces or slashes, ``#### 1234 3412 2143 4321``;
+``0``, ``.`` or ``_`` mark a cell left empty).
+
+Every generated puzzle has exactly one solution (checked by :func:`count_solutions`), so "the
+correct value of a cell" is well defined. A submission must keep every clue: one that changes
+or blanks any clue is rejected and the board does not change.
+
+Dense shaped reward of a submitted grid (:class:`SudokuRewards`; the released PettingLLMs code
+gives -0.01 per step, +2.0 when solved, +0.5 progress and -0.5 for an invalid grid; it never
+compared the submission with the clues)::
+
+    accepted (every clue kept):
+        r = step_cost
+          + progress_weight * (correct cells among those empty in the puzzle) / (empty cells)
+          - conflict_penalty * [some row, column or box holds a number twice]
+          + solved_reward    * [the board equals the solution]
+    rejected (k of the m clues changed or blanked):
+        r = step_cost - clue_penalty * k / m
+
+A solved submission thus earns -0.01 + 0.5 + 2.0 = 2.49 with the defaults.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from llm_envs.core.splits import check_split, split_of
+from llm_envs.envs.puzzle_base import PlanFormatError, PlanOutcome
+
+Grid = tuple[int, ...]  # row-major, N * N values, 0 = empty
+
+#: Box shape (rows, columns) for each supported size.
+BOX_SHAPES: dict[int, tuple[int, int]] = {4: (2, 2), 6: (2, 3), 9: (3, 3)}
+
+
+# ------------------------------------------------------------------------------------ board
+@dataclass(frozen=True)
+class Puzzle:
+    """An immutable puzzle: its clues and its (unique) solution."""
+
+    size: int
+    clues: Grid
+    solution: Grid
+
+    @property
+    def box_shape(self) -> tuple[int, int]:
+        return BOX_SHAPES[self.size]
+
+    @property
+    def clue_cells(self) -> tuple[int, ...]:
+        return tuple(i for i, v in enumerate(self.clues) if v)
+
+    def __deepcopy__(self, memo: dict) -> Puzzle:  # immutable: clones share it
+        return self
+
+
+@dataclass(frozen=True)
+class SudokuState:
+    """A puzzle and the board of the last accepted submission (the clues at the start)."""
+
+    puzzle: Puzzle
+    board: Grid
+
+    def __deepcopy__(self, memo: dict) -> SudokuState:  # immutable: clones share it
+        return self
+
+
+def units(size: int) -> list[list[int]]:
+    """Every row, column and box as a list of cell indices."""
+    box_rows, box_cols = BOX_SHAPES[size]
+    rows = [[r * size + c for c in range(size)] for r in range(size)]
+    cols = [[r * size + c for r in range(size)] for c in range(size)]
+    boxes = [
+        [(br + r) * size + (bc + c) for r in range(box_rows) for c in range(box_cols)]
+        for br in range(0, size, box_rows)
+        for bc in range(0, size, box_cols)
+    ]
+    return rows + cols + boxes
+
+
+def has_conflict(grid: Grid, size: int) -> bool:
+    """True if some row, column or box holds a non-zero number twice."""
+    for unit in units(size):
+        values = [grid[i] for i in unit if grid[i]]
+        if len(values) != len(set(values)):
+            return True
+    return False
+
+
+# ------------------------------------------------------------------------------------ solver
+def _search(grid: Grid, size: int, limit: int, rng: np.random.Generator | None) -> list[Grid]:
+    """Up to ``limit`` solutions of ``grid`` by backtracking on bitmasks, always filling the
+    cell with the fewest candidates first. ``rng`` shuffles the order values are tried in."""
+    box_rows, box_cols = BOX_SHAPES[size]
+    boxes_per_row = size // box_cols
+    row_used = [0] * size
+    col_used = [0] * size
+    box_used = [0] * size
+    cell_units = []
+    cells = list(grid)
+    for i in range(size * size):
+        r, c = divmod(i, size)
+        b = (r // box_rows) * boxes_per_row + c // box_cols
+        cell_units.append((r, c, b))
+        v = cells[i]
+        if v:
+            if not 1 <= v <= size:
+                return []
+            bit = 1 << v
+            if row_used[r] & bit or col_used[c] & bit or box_used[b] & bit:
+                return []
+            row_used[r] |= bit
+            col_used[c] |= bit
+            box_used[b] |= bit
+    empties = [i for i in range(size * size) if not cells[i]]
+    full = ((1 << (size + 1)) - 1) & ~1
+    solutions: list[Grid] = []
+
+    def recurse(remaining: list[int]) -> bool:
+        if not remaining:
+            solutions.append(tuple(cells))
+            return len(solutions) >= limit
+        best_pos, best_mask, best_count = -1, 0, size + 1
+        for pos, i in enumerate(remaining):
+            r, c, b = cell_units[i]
+            mask = full & ~(row_used[r] | col_used[c] | box_used[b])
+            count = bin(mask).count("1")
+            if count < best_count:
+                best_pos, best_mask, best_count = pos, mask, count
+                if count <= 1:
+                    break
+        if best_count == 0:
+            return False
+        i = remaining[best_pos]
+        rest = remaining[:best_pos] + remaining[best_pos + 1 :]
+        r, c, b = cell_units[i]
+        values = [v for v in range(1, size + 1) if best_mask >> v & 1]
+        if rng is not None:
+            values = [values[k] for k in rng.permutation(len(values))]
+        for v in values:
+            bit = 1 << v
+            cells[i] = v
+            row_used[r] |= bit
+            col_used[c] |= bit
+            box_used[b] |= bit
+            if recurse(rest):
+                return True
+            row_used[r] &= ~bit
+            col_used[c] &= ~bit
+            box_used[b] &= ~bit
+        cells[i] = 0
+        return False
+
+    recurse(empties)
+    return solutions
+
+
+def count_solutions(grid: Grid, size: int, limit: int = 2) -> int:
+    """The number of solutions of ``grid``, counting at most ``limit``."""
+    return len(_search(grid, size, limit, None))
+
+
+def solve_grid(grid: Grid, size: int) -> Grid | None:
+    """One solution of ``grid`` (``None`` if it has none)."""
+    found = _search(grid, size, 1, None)
+    return found[0] if found else None
+
+
+# ------------------------------------------------------------------------------------ generator
+def random_solution(rng: np.random.Generator, size: int) -> Grid:
+    """A uniformly shuffled complete grid (randomised backtracking from an empty grid)."""
+    return _search((0,) * (size * size), size, 1, rng)[0]
+
+
+def make_puzzle(rng: np.random.Generator, size: int, num_clues: int) -> Puzzle:
+    """Remove cells of a random complete grid in random order while the solution stays
+    unique, until ``num_clues`` clues remain or no cell can be removed (then more remain)."""
+    solution = random_solution(rng, size)
+    clues = list(solution)
+    remaining = size * size
+    for i in rng.permutation(size * size):
+        if remaining <= num_clues:
+            break
+        value, clues[i] = clues[i], 0
+        if count_solutions(tuple(clues), size, 2) == 1:
+            remaining -= 1
+        else:
+            clues[i] = value
+    return Puzzle(size, tuple(clues), solution)
+
+
+def relabel(puzzle: Puzzle, permutation: list[int]) -> Puzzle:
+    """The same puzzle with digit ``d`` written as ``permutation[d - 1]`` (unique stays unique)."""
+
+    def apply(grid: Grid) -> Grid:
+        return tuple(permutation[v - 1] if v else 0 for v in grid)
+
+    return Puzzle(puzzle.size, apply(puzzle.clues), apply(puzzle.solution))
+
+
+def generate_puzzle(
+    rng: np.random.Generator, size: int, num_clues: int, split: str, *, max_bases: int = 1_000
+) -> Puzzle:
+    """A unique-solution puzzle whose clue text belongs to ``split``.
+
+    Relabelling the digits of a puzzle keeps its solution unique and gives a different clue
+    text (hence an independent split hash), so each base puzzle is relabelled up to 64 times
+    before a new one is generated: cheap even for 9x9.
+    """
+    check_split(split)
+    for _ in range(max_bases):
+        base = make_puzzle(rng, size, num_clues)
+        for _ in range(64):
+            candidate = relabel(base, [int(v) + 1 for v in rng.permutation(size)])
+            if split_of(clues_text(candidate)) == split:
+                return candidate
+    raise RuntimeError(f"no Sudoku puzzle for split {split!r} after {max_bases} base puzzles")
+
+
+# ------------------------------------------------------------------------------------ text
+def grid_text(grid: Grid, size: int) -> str:
+    return "\n".join(" ".join(str(v) for v in grid[r * size : (r + 1) * size]) for r in range(size))
+
+
+def clues_text(puzzle: Puzzle) -> str:
+    """The documented stdin format of the puzzle's clues (also its canonical text)."""
+    return f"{puzzle.size}\n{grid_text(puzzle.clues, puzzle.size)}"
+
+
+def parse_puzzle_text(text: str) -> Puzzle:
+    """Parse the stdin format; the puzzle must have exactly one solution."""
+    lines = [line.split() for line in text.strip().splitlines() if line.strip()]
+    if not lines or len(lines[0]) != 1 or not lines[0][0].isdigit():
+        raise ValueError("first line must be the size N")
+    size = int(lines[0][0])
+    if size not in BOX_SHAPES:
+        raise ValueError(f"size must be one of {sorted(BOX_SHAPES)}")
+    rows = lines[1:]
+    if len(rows) != size or any(len(row) != size for row in rows):
+        raise ValueError(f"expected {size} rows of {size} numbers")
+    try:
+        clues = tuple(int(v) for row in rows for v in row)
+    except ValueError as error:
+        raise ValueError("cells must be integers") from error
+    if any(not 0 <= v <= size for v in clues):
+        raise ValueError(f"cells must be in 0..{size}")
+    found = _search(clues, size, 2, None)
+    if len(found) != 1:
+        raise ValueError(f"the puzzle must have exactly one solution, it has {len(found)}+")
+    return Puzzle(size, clues, found[0])
+
+
+_BLANKS = {".", "_", "0"}
+_ROW_GROUP = re.compile(r"\[([^\[\]]*)\]")
+
+
+def parse_grid(text: str, size: int) -> Grid:
+    """Parse one answer line into a grid; raises :class:`PlanFormatError` (never evaluates).
+
+    Accepted: nested lists ``[[1,2,3,4],...]`` (numbers may be quoted) or ``size`` groups of
+    ``size`` digits separated by spaces, commas, slashes or ``|`` (``1234 3412 ...``, sizes up
+    to 9). ``0``, ``.`` or ``_`` leave a cell empty.
+    """
+
+    def cell(token: str) -> int:
+        token = token.strip().strip("'\"")
+        if token in _BLANKS:
+            return 0
+        if not token.isdigit() or not 1 <= int(token) <= size:
+            raise PlanFormatError(f"cell {token[:10]!r} is not a number from 1 to {size}")
+        return int(token)
+
+    groups = _ROW_GROUP.findall(text)
+    if groups:
+        if _ROW_GROUP.sub("", text).strip(" [],\t") != "":
+            raise PlanFormatError("unexpected text around the grid")
+        rows = [[cell(t) for t in re.split(r"[,\s]+", g.strip()) if t.strip()] for g in groups]
+    else:
+        tokens = [t for t in re.split(r"[\s,/|;]+", text.strip()) if t]
+        if len(tokens) != size or size > 9:
+            raise PlanFormatError(f"expected a list of {size} rows, e.g. [[...], ...]")
+        rows = [[cell(ch) for ch in token] for token in tokens]
+    if len(rows) != size or any(len(row) != size for row in rows):
+        raise PlanFormatError(f"expected {size} rows of {size} numbers")
+    return tuple(v for row in rows for v in row)
+
+
+def format_grid(grid: Grid, size: int) -> str:
+    rows = (",".join(str(v) for v in grid[r * size : (r + 1) * size]) for r in range(size))
+    return "[" + ",".join(f"[{row}]" for row in rows) + "]"
+
+
+# ------------------------------------------------------------------------------------ rewards
+@dataclass(frozen=True)
+class SudokuRewards:
+    """Dense reward weights (see the module docstring for the formula)."""
+
+    step_cost: float = -0.01
+    progress_weight: float = 0.5
+    conflict_penalty: float = 0.5
+    clue_penalty: float = 1.0
+    solved_reward: float = 2.0
+    format_penalty: float = -1.0
+
+
+def apply_grid(state: SudokuState, grid: Grid, rewards: SudokuRewards) -> PlanOutcome:
+    """Submit ``grid`` for ``state``'s puzzle and score it with the dense shaped reward."""
+    puzzle = state.puzzle
+    clue_cells = puzzle.clue_cells
+    changed = [i for i in clue_cells if grid[i] != puzzle.clues[i]]
+    if changed:
+        components = {
+            "step": rewards.step_cost,
+            "clues": -rewards.clue_penalty * len(changed) / len(clue_cells),
+        }
+        summary = (
+            f"rejected: the answer changes {len(changed)} of the {len(clue_cells)} clues; "
+            "the board did not change"
+        )
+        solved = state.board == puzzle.solution
+        return PlanOutcome(state, float(sum(components.values())), components, solved, summary)
+    empty_cells = [i for i in range(len(grid)) if not puzzle.clues[i]]
+    correct = sum(grid[i] == puzzle.solution[i] for i in empty_cells)
+    filled = sum(bool(grid[i]) for i in empty_cells)
+    conflict = has_conflict(grid, puzzle.size)
+    solved = grid == puzzle.solution
+    components = {
+        "step": rewards.step_cost,
+        "progress": rewards.progress_weight * correct / len(empty_cells),
+        "conflict": -rewards.conflict_penalty if conflict else 0.0,
+    }
+    if solved:
+        components["solved"] = rewards.solved_reward
+    summary = (
+        f"accepted: {filled} of {len(empty_cells)} empty cells filled"
+        + ("; a row, column or box repeats a number" if conflict else "")
+        + ("; solved" if solved else "; not solved")
+    )
+    return PlanOutcome(
+        SudokuState(puzzle, grid), float(sum(components.values())), components, solved, summary
+    )
+
+
+# ------------------------------------------------------------------------------------ the rules
+REFERENCE_PROGRAM = (Path(__file__).with_name("reference_program.py")).read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class SudokuRules:
+    """Sudoku as :class:`~llm_envs.envs.puzzle_base.PuzzleRules` (immutable, shared).
+
+    Difficulty knobs: ``size`` (4, 6 or 9) and ``num_clues`` (fewer clues are harder; the
+    generator stops earlier if removing any further clue would make the solution ambiguous).
+    """
+
+    size: int = 4
+    num_clues: int | None = None
+    rewards: SudokuRewards = SudokuRewards()
+    game_name: str = "Sudoku"
+
+    def __post_init__(self) -> None:
+        if self.size not in BOX_SHAPES:
+            raise ValueError(f"size must be one of {sorted(BOX_SHAPES)}, got {self.size}")
+        if self.num_clues is not None and not 1 <= self.num_clues < self.size * self.size:
+            raise ValueError(f"num_clues must be in 1..{self.size * self.size - 1}")
+
+    @property
+    def target_clues(self) -> int:
+        """``num_clues``, or the default for the size: 6 (4x4), 14 (6x6), 30 (9x9)."""
+        if self.num_clues is not None:
+            return self.num_clues
+        return {4: 6, 6: 14, 9: 30}[self.size]
+
+    @property
+    def format_penalty(self) -> float:
+        return self.rewards.format_penalty
+
+    def generate(self, rng: np.random.Generator, split: str) -> SudokuState:
+        puzzle = generate_puzzle(rng, self.size, self.target_clues, split)
+        return SudokuState(puzzle, puzzle.clues)
+
+    def load(self, text: str) -> SudokuState:
+        puzzle = parse_puzzle_text(text)
+        return SudokuState(puzzle, puzzle.clues)
+
+    def puzzle_text(self, state: SudokuState) -> str:
+        # Programs always get the original puzzle: answers replace the whole board, so the clues
+        # are all a solver needs, and a wrong earlier answer cannot make the input unsolvable.
+        return clues_text(state.puzzle)
+
+    def status_text(self, state: SudokuState) -> str:
+        if state.board == state.puzzle.clues:
+            return ""
+        return (
+            "Board after your last accepted answer (0 = empty):\n"
+            f"```\n{grid_text(state.board, state.puzzle.size)}\n```"
+        )
+
+    def parse_plan(self, state: SudokuState, text: str) -> Grid:
+        return parse_grid(text, state.puzzle.size)
+
+    def format_plan(self, plan: Grid) -> str:
+        return format_grid(plan, math.isqrt(len(plan)))
+
+    def apply_plan(self, state: SudokuState, plan: Grid) -> PlanOutcome:
+        return apply_grid(state, plan, self.rewards)
+
+    def is_solved(self, state: SudokuState) -> bool:
+        return state.board == state.puzzle.solution
+
+    def solve(self, state: SudokuState) -> Grid | None:
+        return solve_grid(state.puzzle.clues, state.puzzle.size)
+
+    def random_plan(self, state: SudokuState, rng: np.random.Generator) -> Grid:
+        """The clues kept and every empty cell filled with a random number."""
+        size = state.puzzle.size
+        return tuple(v if v else int(rng.integers(1, size + 1)) for v in state.puzzle.clues)
+
+    def rules_text(self) -> str:
+        n = self.size
+        box_rows, box_cols = BOX_SHAPES[n]
+        return (
+            f"Sudoku {n}x{n}: fill every empty cell (0) with a number from 1 to {n} so that "
+            f"each row, each column and each {box_rows}x{box_cols} box contains every number "
+            "exactly once. Keep every given number (clue) unchanged: an answer that changes a "
+            "clue is rejected. The puzzle has exactly one solution.\n"
+            f"Input format: the first line is N ({n}), then N lines of N numbers separated by "
+            "spaces, 0 for an empty cell."
+        )
+
+    def answer_example(self) -> str:
+        return (
+            f"#### [[row 1], [row 2], ...]   (the whole {self.size}x{self.size} grid on one line: "
+            f"a list of {self.size} rows, each a list of {self.size} numbers)"
+        )
+
+    def reference_program(self) -> str:
+        return REFERENCE_PROGRAM
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> SudokuRules:
+        return self

@@ -1,0 +1,69 @@
+"""A PNG of a run's main numbers (matplotlib is an optional extra: ``llm-envs[plot]``)."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+PLOT_MISSING = "matplotlib is not installed, so no plot was drawn (pip install 'llm-envs[plot]')"
+
+
+def plot_available() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def plot_summary(summary: Mapping[str, Any], path: str | os.PathLike[str]) -> Path:
+    """Draw success rate, reward per agent and format-error rate per agent, each with its
+    confidence interval as error bars, and save the figure to ``path``.
+
+    Raises:
+        ImportError: with an install hint, if matplotlib is missing.
+    """
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg", force=False)  # no display needed
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise ImportError(PLOT_MISSING) from exc
+
+    agents = list(summary.get("rewards", {}))
+    conf = int(round(100 * float(summary.get("confidence", 0.95))))
+    fig, axes = plt.subplots(1, 3, figsize=(12, 3.8), constrained_layout=True)
+
+    def bars(ax: Any, labels: list[str], data: list[Mapping[str, Any]], title: str, unit_range: bool) -> None:
+        values = [_num(d.get("value")) for d in data]
+        lower = [max(0.0, v - _num(d.get("low"), v)) for v, d in zip(values, data)]
+        upper = [max(0.0, _num(d.get("high"), v) - v) for v, d in zip(values, data)]
+        ax.bar(labels, values, yerr=[lower, upper], capsize=4, color="#4C72B0")
+        ax.set_title(title)
+        if unit_range:
+            ax.set_ylim(0.0, 1.05)
+        ax.axhline(0.0, color="black", linewidth=0.6)
+        for i, v in enumerate(values):
+            ax.annotate(f"{v:.2f}", (i, v), ha="center", va="bottom", fontsize=8)
+
+    bars(axes[0], ["success"], [summary.get("success", {})], f"success rate ({conf}% CI)", True)
+    bars(axes[1], agents, [summary["rewards"][a] for a in agents], "reward per episode", False)
+    bars(axes[2], agents, [summary.get("format_error_rate", {}).get(a, {}) for a in agents], "format-error rate", True)
+    fig.suptitle(f"{summary.get('env_id')}: {summary.get('episodes')} episodes")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _num(value: Any, default: float = 0.0) -> float:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return default
+    return default if math.isnan(value) else value

@@ -1,0 +1,217 @@
+"""From episode results to the numbers of an evaluation: summary dict, tables, comparisons.
+
+:func:`summarize` turns a run's :class:`~llm_envs.runner.EpisodeResult` list into a
+JSON-serialisable summary:
+
+=========================  ===================================================================
+``success``                mean success with its 95% Wilson interval
+``turns``                  turns per episode (the environment's turn counter), t interval
+``rewards[agent]``         total reward per episode of each agent, t interval
+``format_error_rate[a]``   share of the agent's actions that broke the output format, Wilson
+``call_error_rate[a]``     share of the agent's decisions whose model call failed (HTTP error,
+                           timeout, malformed response), Wilson
+``tokens_per_episode``     prompt / completion / total tokens per episode (t intervals), and
+                           per agent
+``metrics[name]``          every other number of ``env.episode_metrics()``, t interval
+=========================  ===================================================================
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from llm_envs.evaluation.stats import Interval, mean_interval, wilson_interval
+from llm_envs.runner import EpisodeResult
+
+SUMMARY_VERSION = 1
+
+
+def summarize(
+    episodes: Sequence[EpisodeResult],
+    *,
+    confidence: float = 0.95,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The summary of a run (see the module docstring); ``extra`` is merged in (config, timing)."""
+    n = len(episodes)
+    agent_ids: list[str] = []
+    for episode in episodes:
+        for agent_id in list(episode.agents) + list(episode.rewards):
+            if agent_id not in agent_ids:
+                agent_ids.append(agent_id)
+    summary: dict[str, Any] = {
+        "version": SUMMARY_VERSION,
+        "env_id": episodes[0].env_id if episodes else None,
+        "episodes": n,
+        "agents": dict(episodes[0].agents) if episodes else {},
+        "confidence": confidence,
+    }
+    success = [min(1.0, max(0.0, e.success)) for e in episodes]
+    summary["success"] = wilson_interval(math.fsum(success), n, confidence).to_dict()
+    summary["turns"] = mean_interval([e.turns for e in episodes], confidence).to_dict()
+
+    rewards, format_errors, call_errors, tokens_by_agent = {}, {}, {}, {}
+    for agent_id in agent_ids:
+        rewards[agent_id] = mean_interval([float(e.rewards.get(agent_id, 0.0)) for e in episodes], confidence).to_dict()
+        actions = [r for e in episodes for r in e.records if r.get("agent") == agent_id]
+        bad = sum(1 for r in actions if not r.get("format_ok", True))
+        format_errors[agent_id] = {**wilson_interval(bad, len(actions), confidence).to_dict(), "errors": bad}
+        steps = [s for e in episodes for s in e.steps if s.get("agent") == agent_id]
+        failed = sum(1 for s in steps if s.get("error"))
+        call_errors[agent_id] = {**wilson_interval(failed, len(steps), confidence).to_dict(), "errors": failed}
+        tokens_by_agent[agent_id] = mean_interval([float(sum(e.tokens(agent_id))) for e in episodes], confidence).to_dict()
+    summary["rewards"] = rewards
+    summary["format_error_rate"] = format_errors
+    summary["call_error_rate"] = call_errors
+    prompt = [float(e.tokens()[0]) for e in episodes]
+    completion = [float(e.tokens()[1]) for e in episodes]
+    summary["tokens_per_episode"] = {
+        "prompt": mean_interval(prompt, confidence).to_dict(),
+        "completion": mean_interval(completion, confidence).to_dict(),
+        "total": mean_interval([p + c for p, c in zip(prompt, completion)], confidence).to_dict(),
+        "by_agent": tokens_by_agent,
+    }
+    metric_names: list[str] = []
+    for episode in episodes:
+        for name in episode.metrics:
+            if name not in ("success", "turns") and name not in metric_names:
+                metric_names.append(name)
+    summary["metrics"] = {
+        name: mean_interval(
+            [float(e.metrics[name]) for e in episodes if name in e.metrics and _finite(e.metrics[name])],
+            confidence,
+        ).to_dict()
+        for name in metric_names
+    }
+    summary["duration_s"] = math.fsum(e.duration_s for e in episodes)
+    if extra:
+        summary.update(extra)
+    return summary
+
+
+def _finite(value: Any) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def _interval(data: Mapping[str, Any] | None) -> Interval:
+    if not data:
+        return Interval(math.nan, math.nan, math.nan, 0)
+    return Interval(float(data["value"]), float(data["low"]), float(data["high"]), int(data["n"]))
+
+
+# ---------------------------------------------------------------------------- tables
+def _table(rows: Sequence[Sequence[str]], header: Sequence[str] | None = None) -> str:
+    all_rows = ([list(header)] if header else []) + [list(r) for r in rows]
+    if not all_rows:
+        return ""
+    widths = [max(len(row[i]) for row in all_rows) for i in range(len(all_rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in all_rows]
+    if header:
+        lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def format_summary(summary: Mapping[str, Any]) -> str:
+    """The end-of-run table: run-level numbers, then one row per agent."""
+    conf = int(round(100 * float(summary.get("confidence", 0.95))))
+    agents = summary.get("agents", {})
+    title = (
+        f"{summary.get('env_id')}: {summary.get('episodes')} episodes"
+        + (f", seed {summary['seed']}" if "seed" in summary else "")
+        + (f", split {summary['split']}" if summary.get("split") else "")
+    )
+    tokens = summary.get("tokens_per_episode", {})
+    rows = [
+        ["success rate", _interval(summary.get("success")).format()],
+        ["turns / episode", _interval(summary.get("turns")).format(2)],
+        ["tokens / episode", _tokens_cell(tokens)],
+    ]
+    for name, data in summary.get("metrics", {}).items():
+        rows.append([name, _interval(data).format()])
+    if summary.get("episodes_per_s"):
+        rows.append(["episodes / s", f"{summary['episodes_per_s']:.2f}"])
+    run_table = _table(rows, ["metric", f"value [{conf}% CI]"])
+    agent_rows = []
+    for agent_id in summary.get("rewards", {}):
+        fmt = summary.get("format_error_rate", {}).get(agent_id, {})
+        err = summary.get("call_error_rate", {}).get(agent_id, {})
+        tok = summary.get("tokens_per_episode", {}).get("by_agent", {}).get(agent_id)
+        agent_rows.append(
+            [
+                agent_id,
+                str(agents.get(agent_id, "?")),
+                _interval(summary["rewards"][agent_id]).format(),
+                _interval(fmt).format(),
+                f"{err.get('errors', 0)}/{err.get('n', 0)}",
+                f"{_interval(tok).value:.0f}" if tok and tok.get("n") else "0",
+            ]
+        )
+    agent_table = _table(
+        agent_rows,
+        ["agent", "played by", f"reward / episode [{conf}% CI]", "format-error rate", "call errors", "tokens / ep"],
+    )
+    return f"{title}\n\n{run_table}\n\n{agent_table}"
+
+
+def _tokens_cell(tokens: Mapping[str, Any]) -> str:
+    total = _interval(tokens.get("total"))
+    if total.n == 0 or math.isnan(total.value):
+        return "n/a"
+    prompt = _interval(tokens.get("prompt")).value
+    completion = _interval(tokens.get("completion")).value
+    return f"{total.value:.1f} (prompt {prompt:.1f}, completion {completion:.1f})"
+
+
+def load_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A run's summary from its directory or its ``summary.json``."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "summary.json"
+    if not path.exists():
+        raise FileNotFoundError(f"no summary at {path} (is it an `llm-envs eval` output directory?)")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def compare_summaries(a: Mapping[str, Any], b: Mapping[str, Any], labels: Iterable[str] = ("A", "B")) -> str:
+    """Two runs side by side, with the difference B - A of each value."""
+    label_a, label_b = list(labels)
+    rows: list[list[str]] = []
+
+    def add(name: str, left: Mapping[str, Any] | None, right: Mapping[str, Any] | None, digits: int = 3) -> None:
+        ia, ib = _interval(left), _interval(right)
+        delta = ib.value - ia.value if ia.n and ib.n else math.nan
+        rows.append([name, ia.format(digits), ib.format(digits), "" if math.isnan(delta) else f"{delta:+.{digits}f}"])
+
+    rows.append(["environment", str(a.get("env_id")), str(b.get("env_id")), ""])
+    rows.append(["episodes", str(a.get("episodes")), str(b.get("episodes")), ""])
+    add("success rate", a.get("success"), b.get("success"))
+    add("turns / episode", a.get("turns"), b.get("turns"), 2)
+    add("tokens / episode", a.get("tokens_per_episode", {}).get("total"), b.get("tokens_per_episode", {}).get("total"), 1)
+    agent_ids = list(a.get("rewards", {})) + [x for x in b.get("rewards", {}) if x not in a.get("rewards", {})]
+    for agent_id in agent_ids:
+        rows.append(
+            [
+                f"{agent_id}: played by",
+                str(a.get("agents", {}).get(agent_id, "-")),
+                str(b.get("agents", {}).get(agent_id, "-")),
+                "",
+            ]
+        )
+        add(f"{agent_id}: reward", a.get("rewards", {}).get(agent_id), b.get("rewards", {}).get(agent_id))
+        add(
+            f"{agent_id}: format-error rate",
+            a.get("format_error_rate", {}).get(agent_id),
+            b.get("format_error_rate", {}).get(agent_id),
+        )
+    metric_names = list(a.get("metrics", {})) + [m for m in b.get("metrics", {}) if m not in a.get("metrics", {})]
+    for name in metric_names:
+        add(name, a.get("metrics", {}).get(name), b.get("metrics", {}).get(name))
+    return _table(rows, ["", label_a, label_b, "B - A"])

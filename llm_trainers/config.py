@@ -1,0 +1,383 @@
+"""Run configuration: nested dataclasses, loaded from YAML, overridden from the command line.
+
+``load_config("cfg.yaml", ["train.lr=1e-5", "rollout.k=8"])``. An override is
+``section.key=value`` with ``value`` parsed as YAML (``1e-5``, ``true``, ``[a, b]``, ``{r: 8}``).
+Unknown sections or keys are errors that list the valid ones; every knob is documented in
+``docs/training.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = [
+    "RunConfig", "EnvConfig", "ModelConfig", "LoraConfig", "RolloutConfig", "VLLMConfig",
+    "AlgorithmConfig", "TrainConfig", "Config", "load_config", "apply_overrides", "config_to_dict",
+    "config_from_dict", "shipped_configs",
+]
+
+
+@dataclass
+class RunConfig:
+    """Run management.
+
+    Attributes:
+        name: Run name (default output directory ``runs/<name>``).
+        output_dir: Where metrics, checkpoints and the final export go.
+        seed: Master seed (episode seeds, sampling, shuffling, LoRA init derive from it).
+        steps: Training iterations (rollout → advantages → update → push).
+        eval_every: Evaluate every this many steps (0 = only at the end; -1 = never).
+        eval_episodes: Episodes per evaluation (fixed seeds, so evaluations are comparable).
+        eval_at_start: Also evaluate before the first step.
+        save_every: Checkpoint every this many steps (0 = only at the end).
+        keep_checkpoints: Checkpoints to keep (oldest deleted first).
+        tensorboard: Also log to TensorBoard when it is installed.
+        progress: Show a progress bar.
+        export_final: Write loadable weights (adapters or models) to ``<output_dir>/final``.
+    """
+
+    name: str = "run"
+    output_dir: str | None = None
+    seed: int = 0
+    steps: int = 100
+    eval_every: int = 10
+    eval_episodes: int = 64
+    eval_at_start: bool = True
+    save_every: int = 10
+    keep_checkpoints: int = 2
+    tensorboard: bool = True
+    progress: bool = True
+    export_final: bool = True
+
+
+@dataclass
+class EnvConfig:
+    """Environment.
+
+    Attributes:
+        id: Registered id (``llm/PlanPath-v0``, ...).
+        kwargs: Constructor options for training episodes (the env's config fields).
+        eval_kwargs: Options for evaluation episodes, merged over ``kwargs``
+            (e.g. ``{split: validation}``).
+        num_envs: Environment instances (episodes) per training step.
+        samples_per_problem: Episodes per problem (same seed) in flat sampling; their records
+            share group keys (REINFORCE++-baseline's group mean).
+        max_decisions: Cap on actions per episode.
+        train_agents: Agents whose records are trained (None = all); the others still play.
+    """
+
+    id: str = "llm/Signalling-v0"
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    eval_kwargs: dict[str, Any] = field(default_factory=dict)
+    num_envs: int = 16
+    samples_per_problem: int = 1
+    max_decisions: int = 64
+    train_agents: list[str] | None = None
+
+
+@dataclass
+class LoraConfig:
+    """LoRA (peft) settings. See :class:`llm_trainers.policies.LoraSettings`."""
+
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.0
+    target_modules: Any = "all-linear"
+
+
+@dataclass
+class ModelConfig:
+    """Models and specialisation level.
+
+    Attributes:
+        path: Model path or hub id (the base model under L2). ``tiny:<env id>`` builds a tiny
+            random-weight model with a tokenizer trained on that environment's texts (CPU demo).
+        paths: L3 only: policy → path (heterogeneous agents).
+        tokenizer: Tokenizer path (default: the model's).
+        level: ``L1`` (shared), ``L2`` (one LoRA adapter per agent), ``L3`` (one model per agent).
+        policy_map: Agent → policy name (default: L1 ``shared``, L2/L3 the agent's own name).
+        lora: LoRA settings (required for L2; ``null`` = full fine-tuning for L1/L3).
+        dtype: Weight dtype: ``auto`` (bf16 on a bf16 GPU, else fp32), ``float32``, ``bfloat16``.
+        device: ``auto``, ``cpu``, ``cuda``, ``cuda:1``...
+        gradient_checkpointing: Activation checkpointing during updates.
+        chat_template_kwargs: Extra chat-template variables (``{enable_thinking: false}``).
+        model_kwargs: Extra ``from_pretrained`` arguments (e.g. ``attn_implementation``).
+    """
+
+    path: str = "tiny:llm/Signalling-v0"
+    paths: dict[str, str] = field(default_factory=dict)
+    tokenizer: str | None = None
+    level: str = "L1"
+    policy_map: dict[str, str] = field(default_factory=dict)
+    lora: LoraConfig | None = None
+    dtype: str = "auto"
+    device: str = "auto"
+    gradient_checkpointing: bool = False
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    model_kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class VLLMConfig:
+    """vLLM engine settings (``rollout.engine: vllm``).
+
+    Attributes:
+        gpu_memory_utilization: Share of GPU memory vLLM may take (the learner needs the rest).
+        max_model_len: Context length.
+        enable_prefix_caching: Prefix cache (reset after every weight or adapter change).
+        enforce_eager: Disable CUDA graphs.
+        max_lora_rank: Largest adapter rank served (≥ ``model.lora.r``).
+        sleep: Put the engine to sleep (level 1) during updates to free GPU memory.
+        adapter_dir: Where adapters are written for loading (tmpfs is fastest).
+        dtype: Engine dtype.
+    """
+
+    gpu_memory_utilization: float = 0.5
+    max_model_len: int = 8192
+    enable_prefix_caching: bool = True
+    enforce_eager: bool = False
+    max_lora_rank: int = 16
+    sleep: bool = False
+    adapter_dir: str = "/dev/shm/llm_trainers_adapters"
+    dtype: str = "auto"
+
+
+@dataclass
+class RolloutConfig:
+    """Sampling.
+
+    Attributes:
+        engine: ``hf`` (transformers, CPU/GPU) or ``vllm`` (GPU).
+        tree: AT-GRPO tree-structured sampling.
+        k: Candidates per decision in tree sampling (paper: 4).
+        temperature: Sampling temperature (papers: 1.0); 0 = greedy.
+        top_p: Nucleus mass (1.0 = off).
+        top_k: Top-k (0 = off).
+        max_new_tokens: Completion length limit.
+        eval_temperature: Evaluation temperature (None = ``temperature``; CoMAS uses 0.7).
+        max_batch_size: Most sequences per generate call (HF engine).
+        vllm: vLLM engine settings.
+    """
+
+    engine: str = "hf"
+    tree: bool = True
+    k: int = 4
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = 0
+    max_new_tokens: int = 256
+    eval_temperature: float | None = None
+    max_batch_size: int = 64
+    vllm: VLLMConfig = field(default_factory=VLLMConfig)
+
+
+@dataclass
+class AlgorithmConfig:
+    """Advantage estimation.
+
+    Attributes:
+        estimator: ``at_grpo``, ``reinforce_pp``, ``reinforce_pp_baseline``,
+            ``task_relative_reinforce_pp``, ``per_agent_reinforce_pp``.
+        eps: ε of AT-GRPO's ``(r − mean)/(std + ε)``.
+        unbiased_std: Bessel-corrected group std (verl) instead of the population std.
+        drop_uniform_groups: Leave groups whose rewards are all equal out of the update
+            (DAPO-style dynamic filtering; their advantages are 0 anyway).
+        gamma: Discount of the return-to-go over tokens (REINFORCE++: 1).
+        kl_coef: β of the KL penalty in the reward (REINFORCE++; 0 = off).
+        kl_estimator: Estimator for the in-reward KL (``k1`` recommended).
+        reward_clip: Clip scalar rewards to ±this before the REINFORCE++ family (None = off).
+        recompute_old_logprobs: Score the samples with the learner before updating (exact
+            on-policy ratio) instead of using the engine's sampling log-probs.
+    """
+
+    estimator: str = "at_grpo"
+    eps: float = 1e-6
+    unbiased_std: bool = False
+    drop_uniform_groups: bool = False
+    gamma: float = 1.0
+    kl_coef: float = 0.0
+    kl_estimator: str = "k1"
+    reward_clip: float | None = None
+    recompute_old_logprobs: bool = True
+
+
+@dataclass
+class TrainConfig:
+    """Updates (one AdamW per policy).
+
+    Attributes:
+        lr: Peak learning rate. lr_per_policy: policy → learning rate override.
+        betas, weight_decay, adam_eps: AdamW.
+        schedule: ``constant``, ``linear`` or ``cosine`` (after ``warmup_steps``), decaying to
+            ``min_lr_ratio·lr`` at the last step.
+        max_grad_norm: Gradient-norm clip per policy (null = off).
+        micro_batch_size: Samples per forward/backward.
+        mini_batch_size: Samples per optimizer step (null = all of a policy's samples: one step
+            per iteration, exactly on-policy).
+        epochs: Passes over the samples per iteration (PPO epochs).
+        clip_low, clip_high: PPO ratio clip ``[1 − clip_low, 1 + clip_high]``.
+        dual_clip: Dual-clip constant (> 1) for negative advantages (null = off).
+        kl_loss_coef: β of KL as a loss term (0 = off). kl_estimator: its estimator.
+        entropy_coef: Entropy bonus.
+        bf16: bfloat16 autocast for the learner's forward passes (``auto`` = on a bf16 GPU).
+    """
+
+    lr: float = 1e-6
+    lr_per_policy: dict[str, float] = field(default_factory=dict)
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.999])
+    weight_decay: float = 0.0
+    adam_eps: float = 1e-8
+    schedule: str = "constant"
+    warmup_steps: int = 0
+    min_lr_ratio: float = 0.1
+    max_grad_norm: float | None = 1.0
+    micro_batch_size: int = 8
+    mini_batch_size: int | None = None
+    epochs: int = 1
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    dual_clip: float | None = None
+    kl_loss_coef: float = 0.0
+    kl_estimator: str = "k3"
+    entropy_coef: float = 0.0
+    bf16: Any = "auto"
+
+
+@dataclass
+class Config:
+    """A whole run."""
+
+    run: RunConfig = field(default_factory=RunConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    @property
+    def output_dir(self) -> Path:
+        return Path(self.run.output_dir or f"runs/{self.run.name}")
+
+    def validate(self) -> Config:
+        from llm_trainers.algorithms.advantages import ESTIMATORS
+        from llm_trainers.algorithms.losses import KL_ESTIMATORS
+        from llm_trainers.policies import LEVELS
+
+        problems = []
+        if self.algorithm.estimator not in ESTIMATORS:
+            problems.append(f"algorithm.estimator must be one of {ESTIMATORS}")
+        if self.model.level not in LEVELS:
+            problems.append(f"model.level must be one of {LEVELS}")
+        if self.model.level == "L2" and self.model.lora is None:
+            problems.append("model.level L2 needs model.lora (one adapter per agent)")
+        if self.rollout.engine not in ("hf", "vllm"):
+            problems.append("rollout.engine must be 'hf' or 'vllm'")
+        if self.rollout.tree and self.rollout.k < 2 and self.algorithm.estimator == "at_grpo":
+            problems.append("AT-GRPO tree sampling needs rollout.k >= 2")
+        if self.algorithm.estimator == "at_grpo" and not self.rollout.tree:
+            problems.append("at_grpo groups candidates of one decision: set rollout.tree: true")
+        for est in (self.algorithm.kl_estimator, self.train.kl_estimator):
+            if est not in KL_ESTIMATORS:
+                problems.append(f"KL estimator {est!r} must be one of {KL_ESTIMATORS}")
+        if self.train.dual_clip is not None and self.train.dual_clip <= 1:
+            problems.append("train.dual_clip must be > 1")
+        if self.run.steps < 1:
+            problems.append("run.steps must be >= 1")
+        if problems:
+            raise ValueError("invalid config:\n  - " + "\n  - ".join(problems))
+        return self
+
+
+# ---------------------------------------------------------------------- (de)serialisation
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _build(cls: type, data: Mapping[str, Any], where: str) -> Any:
+    if not isinstance(data, Mapping):
+        raise TypeError(f"{where or 'config'} must be a mapping, got {type(data).__name__}")
+    valid = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - valid)
+    if unknown:
+        raise KeyError(f"unknown key(s) {unknown} in {where or 'config'}; valid: {sorted(valid)}")
+    types = _field_types(cls)
+    kwargs = {}
+    for name, value in data.items():
+        sub = _dataclass_in(types[name])
+        if sub is not None and value is not None:
+            kwargs[name] = _build(sub, value, f"{where}.{name}" if where else name)
+        else:
+            kwargs[name] = value
+    return cls(**kwargs)
+
+
+def _dataclass_in(tp: Any) -> type | None:
+    if dataclasses.is_dataclass(tp):
+        return tp
+    for arg in typing.get_args(tp):
+        if dataclasses.is_dataclass(arg):
+            return arg
+    return None
+
+
+def config_from_dict(data: Mapping[str, Any]) -> Config:
+    """Build a :class:`Config` from nested mappings (missing keys keep their defaults)."""
+    return _build(Config, data or {}, "")
+
+
+def config_to_dict(cfg: Any) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)
+
+
+def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """Apply ``a.b.c=value`` overrides (value parsed as YAML) to nested dict ``data`` in place."""
+    for item in overrides:
+        if "=" not in item:
+            raise ValueError(f"override {item!r} is not key=value")
+        key, raw = item.split("=", 1)
+        value = yaml.safe_load(raw) if raw != "" else ""
+        parts = key.strip().split(".")
+        node = data
+        for p in parts[:-1]:
+            if node.get(p) is None:
+                node[p] = {}
+            node = node[p]
+            if not isinstance(node, dict):
+                raise ValueError(f"override {item!r}: {p!r} is not a section")
+        node[parts[-1]] = value
+    return data
+
+
+def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Config:
+    """Read a YAML config (or a shipped config's name), apply overrides, validate.
+
+    ``path`` may be a file or the name of a shipped config (``plan_path_at_grpo_l2``); None
+    starts from the defaults.
+    """
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.exists():
+            shipped = shipped_configs()
+            name = p.stem if p.suffix in (".yaml", ".yml") else str(path)
+            if name not in shipped:
+                raise FileNotFoundError(f"no config file {path!r} and no shipped config of that name; shipped: {sorted(shipped)}")
+            p = shipped[name]
+        data = yaml.safe_load(p.read_text()) or {}
+    apply_overrides(data, overrides)
+    return config_from_dict(data).validate()
+
+
+def shipped_configs() -> dict[str, Path]:
+    """Name → path of the YAML configs shipped in ``llm_trainers/configs``."""
+    root = Path(__file__).parent / "configs"
+    return {p.stem: p for p in sorted(root.glob("*.yaml"))}

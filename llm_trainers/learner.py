@@ -1,0 +1,327 @@
+"""The learner: per-policy AdamW, micro-batches with gradient accumulation, clipping, LR schedule.
+
+One call of :meth:`Learner.update` trains one policy on its own samples:
+
+.. code-block:: text
+
+    for epoch in 1..E:                               (ppo_epochs, default 1)
+        shuffle the samples                          (learner's own generator)
+        for each mini-batch (one optimizer step):    (mini_batch_size samples; default: all)
+            N = number of action tokens in the mini-batch
+            for each micro-batch:                    (micro_batch_size samples)
+                log π, H  = forward(prompt ⊕ completion)      (bf16 autocast on GPU)
+                L_t = clipped_surrogate(log π, log π_old, A)
+                      + β_loss · k(log π, log π_ref)          (KL as a loss term, optional)
+                      − c_H · H_t                              (entropy bonus, optional)
+                (Σ_t L_t m_t / N).backward()                   (token-mean over the whole step)
+            clip ‖∇‖ to max_grad_norm; AdamW step
+    LR scheduler step (once per update call = once per training iteration)
+
+Because every micro-batch divides by the step's global token count ``N``, the accumulated
+gradient equals that of one pass over the whole mini-batch, however it is cut.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from llm_trainers.algorithms.losses import clipped_surrogate_loss, kl_estimate, token_mean
+from llm_trainers.batching import completion_logprobs, pack_sequences, pad_right
+from llm_trainers.policies import Policy, PolicySet
+
+__all__ = ["OptimConfig", "LossConfig", "UpdateSample", "Learner", "lr_lambda"]
+
+
+@dataclass
+class OptimConfig:
+    """Optimizer and schedule of every policy (one AdamW per policy).
+
+    Attributes:
+        lr: Peak learning rate.
+        betas: AdamW betas.
+        weight_decay: AdamW decoupled weight decay.
+        eps: AdamW epsilon.
+        schedule: ``"constant"``, ``"linear"`` (to ``min_lr_ratio·lr``) or ``"cosine"``
+            (to ``min_lr_ratio·lr``), after a linear warm-up.
+        warmup_steps: Warm-up length in training iterations.
+        total_steps: Iterations the decay spans (the run's ``steps``).
+        min_lr_ratio: Final LR as a fraction of ``lr``.
+        max_grad_norm: Clip the global gradient norm of each policy to this (0/None = off).
+    """
+
+    lr: float = 1e-6
+    betas: tuple[float, float] = (0.9, 0.999)
+    weight_decay: float = 0.0
+    eps: float = 1e-8
+    schedule: str = "constant"
+    warmup_steps: int = 0
+    total_steps: int = 1000
+    min_lr_ratio: float = 0.1
+    max_grad_norm: float | None = 1.0
+
+
+@dataclass
+class LossConfig:
+    """Loss terms (names follow OpenRLHF/verl).
+
+    Attributes:
+        clip_low: ε_low, the ratio's lower clip ``1 − ε_low``.
+        clip_high: ε_high, the ratio's upper clip ``1 + ε_high`` (DAPO/MAE use 0.28).
+        dual_clip: Dual-clip constant c > 1 for negative advantages (None = off; MAE uses 3).
+        kl_loss_coef: β of KL as a loss term (0 = off).
+        kl_estimator: ``"k1"``, ``"k2"`` or ``"k3"`` for the KL loss term.
+        entropy_coef: Entropy bonus coefficient (0 = off; MAE uses 0.001).
+    """
+
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    dual_clip: float | None = None
+    kl_loss_coef: float = 0.0
+    kl_estimator: str = "k3"
+    entropy_coef: float = 0.0
+
+
+@dataclass
+class UpdateSample:
+    """One record's tensors for the update.
+
+    Attributes:
+        prompt_ids: Prompt tokens.
+        completion_ids: Sampled tokens.
+        advantages: ``[len(completion_ids)]`` token advantages.
+        old_logprobs: ``[len(completion_ids)]`` log π_old (behaviour policy).
+        ref_logprobs: ``[len(completion_ids)]`` log π_ref, needed only for a KL loss term.
+    """
+
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    advantages: Tensor
+    old_logprobs: Tensor
+    ref_logprobs: Tensor | None = None
+
+
+def lr_lambda(step: int, cfg: OptimConfig) -> float:
+    """LR multiplier at iteration ``step`` (0-based).
+
+    warm-up: ``(step + 1) / warmup_steps`` for ``step < warmup_steps``; then with
+    ``p = (step − warmup) / max(1, total − warmup)`` clipped to [0, 1] and ``m = min_lr_ratio``:
+    constant ``1``; linear ``1 − (1 − m)·p``; cosine ``m + (1 − m)·(1 + cos(π p))/2``.
+    """
+    if cfg.warmup_steps > 0 and step < cfg.warmup_steps:
+        return (step + 1) / cfg.warmup_steps
+    if cfg.schedule == "constant":
+        return 1.0
+    p = min(1.0, max(0.0, (step - cfg.warmup_steps) / max(1, cfg.total_steps - cfg.warmup_steps)))
+    m = cfg.min_lr_ratio
+    if cfg.schedule == "linear":
+        return 1.0 - (1.0 - m) * p
+    if cfg.schedule == "cosine":
+        return m + (1.0 - m) * 0.5 * (1.0 + math.cos(math.pi * p))
+    raise ValueError(f"unknown schedule {cfg.schedule!r}; choose constant, linear or cosine")
+
+
+def _chunks(items: Sequence[Any], size: int | None) -> Iterator[Sequence[Any]]:
+    size = len(items) if not size or size <= 0 else size
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+class Learner:
+    """Trains the policies of a :class:`PolicySet`.
+
+    Args:
+        policies: The policies.
+        optim: Optimizer and schedule (shared settings, one optimizer per policy).
+        loss: Loss settings.
+        micro_batch_size: Samples per forward/backward pass.
+        mini_batch_size: Samples per optimizer step (None = all of a policy's samples).
+        epochs: Passes over the samples per update (PPO epochs).
+        temperature: Sampling temperature (log-probabilities are of the scaled policy).
+        bf16: Autocast the forward pass to bfloat16 (GPU; allowed on CPU for testing).
+        seed: Seed of the learner's shuffling generators (one stream per policy).
+        lr_overrides: Policy name → learning rate, for per-agent learning rates.
+    """
+
+    def __init__(
+        self,
+        policies: PolicySet,
+        optim: OptimConfig | None = None,
+        loss: LossConfig | None = None,
+        micro_batch_size: int = 8,
+        mini_batch_size: int | None = None,
+        epochs: int = 1,
+        temperature: float = 1.0,
+        bf16: bool = False,
+        seed: int = 0,
+        lr_overrides: dict[str, float] | None = None,
+    ) -> None:
+        self.policies = policies
+        self.optim_cfg = optim or OptimConfig()
+        self.loss_cfg = loss or LossConfig()
+        self.micro_batch_size = micro_batch_size
+        self.mini_batch_size = mini_batch_size
+        self.epochs = epochs
+        self.temperature = temperature
+        self.bf16 = bf16
+        # One shuffling stream per policy: a policy's updates never depend on another's.
+        self.generators = {name: torch.Generator().manual_seed(seed * 1_000_003 + i) for i, name in enumerate(policies.names())}
+        self.optimizers: dict[str, torch.optim.Optimizer] = {}
+        self.schedulers: dict[str, torch.optim.lr_scheduler.LambdaLR] = {}
+        self.trained_tokens = 0
+        for pol in policies:
+            params = pol.trainable_parameters()
+            if not params:
+                raise ValueError(f"policy {pol.name!r} has no trainable parameters")
+            lr = (lr_overrides or {}).get(pol.name, self.optim_cfg.lr)
+            opt = torch.optim.AdamW(
+                params, lr=lr, betas=tuple(self.optim_cfg.betas), eps=self.optim_cfg.eps,
+                weight_decay=self.optim_cfg.weight_decay,
+            )
+            self.optimizers[pol.name] = opt
+            self.schedulers[pol.name] = torch.optim.lr_scheduler.LambdaLR(
+                opt, lambda s, cfg=self.optim_cfg: lr_lambda(s, cfg)
+            )
+
+    # ------------------------------------------------------------------ scoring
+    def _autocast(self, device: torch.device) -> contextlib.AbstractContextManager:
+        if not self.bf16:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+
+    @torch.no_grad()
+    def logprobs(self, policy: str, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
+                 reference: bool = False) -> list[Tensor]:
+        """``log π(c_t)`` (or ``log π_ref``) of each completion token, one 1-D tensor per sample."""
+        pol = self.policies[policy]
+        out: list[Tensor] = []
+        pad = pol.tokenizer.pad_token_id
+        ctx = pol.reference() if reference else pol.activated()
+        with ctx as model:
+            for idx in _chunks(list(range(len(prompts))), self.micro_batch_size):
+                batch = pack_sequences([prompts[i] for i in idx], [completions[i] for i in idx], pad).to(pol.device)
+                with self._autocast(pol.device):
+                    lp, _ = completion_logprobs(model, batch, self.temperature)
+                lp = lp.float().cpu()
+                for row, i in enumerate(idx):
+                    out.append(lp[row, : len(completions[i])].clone())
+        return out
+
+    # ------------------------------------------------------------------ update
+    def update(self, policy: str, samples: Sequence[UpdateSample]) -> dict[str, float]:
+        """Train ``policy`` on ``samples`` (all of them this policy's own); return metrics."""
+        pol = self.policies[policy]
+        opt = self.optimizers[policy]
+        cfg = self.loss_cfg
+        metrics: dict[str, list[float]] = {k: [] for k in ("loss", "pg_loss", "kl", "entropy", "clip_frac", "grad_norm", "ratio_max")}
+        if not samples:
+            return {}
+        need_entropy = cfg.entropy_coef != 0.0
+        need_kl = cfg.kl_loss_coef != 0.0
+        if need_kl and any(s.ref_logprobs is None for s in samples):
+            raise ValueError("kl_loss_coef > 0 needs ref_logprobs on every sample")
+        params = pol.trainable_parameters()
+        pad = pol.tokenizer.pad_token_id
+        was_training = pol.model.training
+        pol.model.train()  # dropout is disabled at load; train mode enables gradient checkpointing
+        try:
+            with pol.activated() as model:
+                for _ in range(self.epochs):
+                    order = torch.randperm(len(samples), generator=self.generators[policy]).tolist()
+                    for mini in _chunks([samples[i] for i in order], self.mini_batch_size):
+                        n_tokens = sum(len(s.completion_ids) for s in mini)
+                        if n_tokens == 0:
+                            continue
+                        opt.zero_grad(set_to_none=True)
+                        sums = {"loss": 0.0, "pg": 0.0, "kl": 0.0, "ent": 0.0, "clip": 0.0, "rmax": 0.0}
+                        for micro in _chunks(mini, self.micro_batch_size):
+                            stats = self._micro_step(model, pol, micro, n_tokens, pad, need_entropy, need_kl)
+                            for k in sums:
+                                sums[k] = max(sums[k], stats[k]) if k == "rmax" else sums[k] + stats[k]
+                        grad_norm = self._clip(params)
+                        opt.step()
+                        self.trained_tokens += n_tokens
+                        metrics["loss"].append(sums["loss"])
+                        metrics["pg_loss"].append(sums["pg"])
+                        metrics["kl"].append(sums["kl"])
+                        metrics["entropy"].append(sums["ent"])
+                        metrics["clip_frac"].append(sums["clip"])
+                        metrics["grad_norm"].append(grad_norm)
+                        metrics["ratio_max"].append(sums["rmax"])
+        finally:
+            pol.model.train(was_training)
+        lr = opt.param_groups[0]["lr"]
+        self.schedulers[policy].step()
+        out = {k: float(sum(v) / len(v)) for k, v in metrics.items() if v}
+        out["lr"] = lr
+        out["samples"] = float(len(samples))
+        return out
+
+    def _micro_step(self, model: torch.nn.Module, pol: Policy, micro: Sequence[UpdateSample], n_tokens: int,
+                    pad: int, need_entropy: bool, need_kl: bool) -> dict[str, float]:
+        cfg = self.loss_cfg
+        device = pol.device
+        batch = pack_sequences([s.prompt_ids for s in micro], [s.completion_ids for s in micro], pad).to(device)
+        width = batch.completion_ids.shape[1]
+        mask = batch.completion_mask
+        adv = pad_right([s.advantages.tolist() for s in micro], width).to(device)
+        old = pad_right([s.old_logprobs.tolist() for s in micro], width).to(device)
+        with self._autocast(device):
+            logp, entropy = completion_logprobs(model, batch, self.temperature, with_entropy=need_entropy)
+        logp = logp.float()
+        pg_tok, st = clipped_surrogate_loss(logp, old, adv, cfg.clip_low, cfg.clip_high, cfg.dual_clip)
+        loss_tok = pg_tok
+        kl_val = torch.zeros((), device=device)
+        if need_kl:
+            ref = pad_right([s.ref_logprobs.tolist() for s in micro], width).to(device)
+            kl_tok = kl_estimate(logp, ref, cfg.kl_estimator)
+            loss_tok = loss_tok + cfg.kl_loss_coef * kl_tok
+            kl_val = token_mean(kl_tok.detach(), mask, n_tokens)
+        ent_val = torch.zeros((), device=device)
+        if need_entropy:
+            loss_tok = loss_tok - cfg.entropy_coef * entropy.float()
+            ent_val = token_mean(entropy.detach().float(), mask, n_tokens)
+        loss = token_mean(loss_tok, mask, n_tokens)
+        loss.backward()
+        return {
+            "loss": float(loss.detach()),
+            "pg": float(token_mean(pg_tok.detach(), mask, n_tokens)),
+            "kl": float(kl_val),
+            "ent": float(ent_val),
+            "clip": float(token_mean(st.clipped, mask, n_tokens)),
+            "rmax": float((st.ratio * mask).max()) if mask.sum() > 0 else 1.0,
+        }
+
+    def _clip(self, params: list[torch.nn.Parameter]) -> float:
+        with_grad = [p for p in params if p.grad is not None]
+        if not with_grad:
+            return 0.0
+        max_norm = self.optim_cfg.max_grad_norm
+        if max_norm:
+            return float(torch.nn.utils.clip_grad_norm_(with_grad, max_norm))
+        return float(torch.norm(torch.stack([p.grad.detach().norm() for p in with_grad])))
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "optimizers": {k: o.state_dict() for k, o in self.optimizers.items()},
+            "schedulers": {k: s.state_dict() for k, s in self.schedulers.items()},
+            "generators": {k: g.get_state() for k, g in self.generators.items()},
+            "trained_tokens": self.trained_tokens,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        for k, o in self.optimizers.items():
+            o.load_state_dict(state["optimizers"][k])
+        for k, s in self.schedulers.items():
+            s.load_state_dict(state["schedulers"][k])
+        for k, g in self.generators.items():
+            g.set_state(state["generators"][k])
+        self.trained_tokens = int(state.get("trained_tokens", 0))
+

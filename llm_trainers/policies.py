@@ -1,0 +1,398 @@
+"""Policies and specialisation levels: which weights act for which agent, and which move.
+
+* **L1** — one shared model; every agent maps to the policy ``"shared"`` (roles differ only by
+  their prompts). Full fine-tuning, or one LoRA adapter when ``lora`` is set.
+* **L2** — one base model with one named peft LoRA adapter per policy (by default one policy
+  per agent, named after it). A policy's forward pass activates only its own adapter, so its
+  gradient — and its optimizer step — comes only from its own records.
+* **L3** — one separate model per policy (per agent by default; a path per policy may be given),
+  fully fine-tuned or each with its own LoRA adapter.
+
+The reference policy for a KL term costs nothing extra under LoRA: it is the same module with
+its adapters disabled. With full fine-tuning a frozen copy of the initial weights is kept, and
+only when a KL term is actually used.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import inspect
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+__all__ = ["LEVELS", "LoraSettings", "Policy", "PolicySet", "build_policies", "load_causal_lm", "resolve_device"]
+
+LEVELS = ("L1", "L2", "L3")
+
+
+@dataclass
+class LoraSettings:
+    """peft LoRA settings (``peft.LoraConfig``).
+
+    Attributes:
+        r: Rank.
+        alpha: Scaling numerator (``lora_alpha``); the update is scaled by ``alpha / r``.
+        dropout: LoRA dropout (0 keeps log-probabilities deterministic).
+        target_modules: Module names to adapt, or ``"all-linear"``.
+    """
+
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.0
+    target_modules: str | list[str] = "all-linear"
+
+    def to_peft(self) -> Any:
+        from peft import LoraConfig
+
+        return LoraConfig(
+            r=self.r,
+            lora_alpha=self.alpha,
+            lora_dropout=self.dropout,
+            target_modules=self.target_modules,
+            bias="none",
+            task_type="CAUSAL_LM",
+        )
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """``"auto"``/None → CUDA if available, else CPU."""
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def _resolve_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype == "auto":
+        if device.type == "cuda" and torch.cuda.is_bf16_supported():
+            return torch.bfloat16
+        return torch.float32
+    return {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+            "float16": torch.float16, "fp16": torch.float16}[dtype]
+
+
+def load_causal_lm(path: str, *, device: torch.device, dtype: str | torch.dtype = "float32", **kwargs: Any) -> nn.Module:
+    """``AutoModelForCausalLM.from_pretrained(path)`` on ``device``, dropout disabled.
+
+    Dropout is switched off everywhere (``p = 0``): RL needs the log-probabilities of the
+    sampling pass and of the training pass to agree (OpenRLHF and verl do the same).
+    """
+    from transformers import AutoModelForCausalLM
+
+    torch_dtype = _resolve_dtype(dtype, device)
+    params = inspect.signature(AutoModelForCausalLM.from_pretrained).parameters
+    dtype_kw = "dtype" if "dtype" in params or _transformers_major() >= 5 else "torch_dtype"
+    model = AutoModelForCausalLM.from_pretrained(path, **{dtype_kw: torch_dtype}, **kwargs)
+    model.to(device)
+    disable_dropout(model)
+    model.eval()
+    return model
+
+
+def _transformers_major() -> int:
+    import transformers
+
+    return int(transformers.__version__.split(".")[0])
+
+
+def disable_dropout(model: nn.Module) -> None:
+    """Set every ``nn.Dropout``'s ``p`` and the config's attention dropout to 0."""
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = 0.0
+    config = getattr(model, "config", None)
+    for key in ("attention_dropout", "hidden_dropout", "resid_pdrop", "embd_pdrop", "attn_pdrop", "dropout"):
+        if config is not None and isinstance(getattr(config, key, None), float):
+            setattr(config, key, 0.0)
+
+
+def enable_gradient_checkpointing(model: nn.Module) -> None:
+    """Turn on activation (gradient) checkpointing, non-reentrant, through the documented API."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if hasattr(base, "activation_checkpointing_enable"):
+        base.activation_checkpointing_enable({"use_reentrant": False})
+    else:  # transformers < 5
+        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if hasattr(base, "config"):
+        base.config.use_cache = False
+
+
+def adapter_name(name: str) -> str:
+    """A peft-safe adapter name for a policy name (letters, digits, underscores)."""
+    safe = re.sub(r"[^0-9A-Za-z_]", "_", name)
+    return safe if safe and not safe[0].isdigit() else f"p_{safe}"
+
+
+class Policy:
+    """One trainable policy: a module, the adapter it owns (if any), its tokenizer.
+
+    Attributes:
+        name: Policy name (the key records carry as ``policy``).
+        model: The module whose forward pass computes this policy (a ``PeftModel`` under LoRA).
+        tokenizer: Its tokenizer.
+        adapter: The peft adapter this policy owns, or None for full fine-tuning.
+        ref_model: Frozen copy of the initial weights (full fine-tuning with a KL term only).
+        source: Path or hub id the weights came from.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        model: nn.Module,
+        tokenizer: Any,
+        adapter: str | None = None,
+        ref_model: nn.Module | None = None,
+        source: str = "",
+    ) -> None:
+        self.name = name
+        self.model = model
+        self.tokenizer = tokenizer
+        self.adapter = adapter
+        self.ref_model = ref_model
+        self.source = source
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def named_trainable_parameters(self) -> list[tuple[str, nn.Parameter]]:
+        """The parameters this policy trains: its adapter's LoRA weights, or every weight.
+
+        Parameters are matched by the LoRA segment naming the adapter (``...lora_A.<adapter>.weight``,
+        ``lora_B``, ``lora_embedding_*``, ``lora_magnitude_vector``), so one adapter's optimizer
+        can never hold another adapter's (or the base model's) weights.
+        """
+        if self.adapter is None:
+            return [(n, p) for n, p in self.model.named_parameters()]
+        pattern = re.compile(rf"\.lora_[A-Za-z_]+\.{re.escape(self.adapter)}(\.|$)")
+        return [(n, p) for n, p in self.model.named_parameters() if pattern.search(n)]
+
+    def trainable_parameters(self) -> list[nn.Parameter]:
+        return [p for _, p in self.named_trainable_parameters()]
+
+    @contextlib.contextmanager
+    def activated(self) -> Iterator[nn.Module]:
+        """Make this policy's adapter the active one (trainable); yield the module to call."""
+        if self.adapter is not None:
+            self.model.set_adapter(self.adapter)
+            for p in self.trainable_parameters():
+                p.requires_grad_(True)
+        yield self.model
+
+    @contextlib.contextmanager
+    def reference(self) -> Iterator[nn.Module]:
+        """Yield the reference policy: adapters disabled under LoRA, else the frozen copy."""
+        if self.adapter is not None:
+            with self.model.disable_adapter():
+                yield self.model
+        elif self.ref_model is not None:
+            yield self.ref_model
+        else:
+            raise RuntimeError(
+                f"policy {self.name!r} has no reference model: build it with need_reference=True"
+            )
+
+    def trainable_state_dict(self) -> dict[str, torch.Tensor]:
+        """A CPU copy of exactly the weights this policy trains (for checkpoints and pushes)."""
+        return {n: p.detach().to("cpu", copy=True) for n, p in self.named_trainable_parameters()}
+
+    def load_trainable_state_dict(self, state: Mapping[str, torch.Tensor]) -> None:
+        params = dict(self.named_trainable_parameters())
+        missing = set(params) - set(state)
+        if missing:
+            raise KeyError(f"checkpoint of policy {self.name!r} lacks {sorted(missing)[:5]}...")
+        with torch.no_grad():
+            for n, p in params.items():
+                p.copy_(state[n].to(p.device, p.dtype))
+
+    def save_pretrained(self, path: str | Path) -> Path:
+        """Write a loadable artefact: the peft adapter directory, or the full model + tokenizer."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        if self.adapter is not None:
+            self.model.save_pretrained(str(path), selected_adapters=[self.adapter])
+            # peft writes non-default adapters under a sub-directory named after the adapter.
+            sub = path / self.adapter
+            return sub if sub.is_dir() else path
+        self.model.save_pretrained(str(path))
+        if self.tokenizer is not None:
+            self.tokenizer.save_pretrained(str(path))
+        return path
+
+    def __repr__(self) -> str:
+        kind = f"adapter={self.adapter!r}" if self.adapter else "full"
+        return f"Policy({self.name!r}, {kind}, source={self.source!r})"
+
+
+@dataclass
+class PolicySet:
+    """All policies of a run and the mapping from environment agents to policies.
+
+    Attributes:
+        level: ``"L1"``, ``"L2"`` or ``"L3"``.
+        policies: Policy name → :class:`Policy`.
+        agent_to_policy: Environment agent id → policy name.
+    """
+
+    level: str
+    policies: dict[str, Policy]
+    agent_to_policy: dict[str, str] = field(default_factory=dict)
+
+    def for_agent(self, agent: str) -> Policy:
+        try:
+            return self.policies[self.agent_to_policy[agent]]
+        except KeyError:
+            raise KeyError(f"agent {agent!r} has no policy; mapping: {self.agent_to_policy}") from None
+
+    def __getitem__(self, name: str) -> Policy:
+        return self.policies[name]
+
+    def __iter__(self) -> Iterator[Policy]:
+        return iter(self.policies.values())
+
+    def names(self) -> list[str]:
+        return list(self.policies)
+
+    def modules(self) -> list[nn.Module]:
+        """The distinct modules (one under L1/L2, one per policy under L3)."""
+        seen: dict[int, nn.Module] = {}
+        for p in self.policies.values():
+            seen.setdefault(id(p.model), p.model)
+        return list(seen.values())
+
+
+def _default_policy_map(level: str, agents: Sequence[str], policy_map: Mapping[str, str] | None) -> dict[str, str]:
+    if policy_map:
+        missing = [a for a in agents if a not in policy_map]
+        if missing:
+            raise ValueError(f"policy_map lacks agents {missing}")
+        return {a: policy_map[a] for a in agents}
+    if level == "L1":
+        return {a: "shared" for a in agents}
+    return {a: a for a in agents}
+
+
+def build_policies(
+    level: str,
+    agents: Sequence[str],
+    model_path: str,
+    *,
+    model_paths: Mapping[str, str] | None = None,
+    policy_map: Mapping[str, str] | None = None,
+    lora: LoraSettings | None = None,
+    device: str | torch.device | None = "auto",
+    dtype: str | torch.dtype = "float32",
+    need_reference: bool = False,
+    gradient_checkpointing: bool = False,
+    tokenizer_path: str | None = None,
+    model_kwargs: Mapping[str, Any] | None = None,
+    seed: int = 0,
+) -> PolicySet:
+    """Load the models for a specialisation level and map agents to policies.
+
+    Args:
+        level: ``"L1"`` (shared), ``"L2"`` (one adapter per policy on one base) or ``"L3"``
+            (one model per policy).
+        agents: The environment's agent ids.
+        model_path: Path or hub id of the (base) model.
+        model_paths: L3 only: policy name → path, for heterogeneous agents (default: all
+            ``model_path``).
+        policy_map: Agent → policy name (default: L1 all ``"shared"``, L2/L3 one per agent).
+        lora: LoRA settings; required for L2, optional for L1/L3.
+        device: ``"auto"``, ``"cpu"``, ``"cuda"``, ...
+        dtype: Weight dtype (``"float32"``, ``"bfloat16"``, ``"auto"``).
+        need_reference: Build what a KL term needs (nothing extra under LoRA; a frozen copy
+            otherwise).
+        gradient_checkpointing: Enable activation checkpointing on every model.
+        tokenizer_path: Tokenizer source (default: the model's path).
+        model_kwargs: Extra ``from_pretrained`` keyword arguments (e.g. ``attn_implementation``).
+        seed: Seed of the LoRA initialisation (drawn inside ``fork_rng``: global RNGs untouched).
+    """
+    from transformers import AutoTokenizer
+
+    if level not in LEVELS:
+        raise ValueError(f"unknown level {level!r}; choose one of {LEVELS}")
+    if level == "L2" and lora is None:
+        raise ValueError("level L2 trains one LoRA adapter per agent: set lora settings")
+    dev = resolve_device(device)
+    mapping = _default_policy_map(level, agents, policy_map)
+    names = list(dict.fromkeys(mapping.values()))
+    if level == "L1" and len(names) != 1:
+        raise ValueError(f"level L1 has exactly one policy; policy_map gives {names}")
+    kwargs = dict(model_kwargs or {})
+
+    def tokenizer_for(path: str) -> Any:
+        tok = AutoTokenizer.from_pretrained(tokenizer_path or path)
+        tok.padding_side = "left"
+        if tok.pad_token_id is None:
+            tok.pad_token = tok.eos_token
+        return tok
+
+    def finish(model: nn.Module) -> nn.Module:
+        if gradient_checkpointing:
+            enable_gradient_checkpointing(model)
+        return model
+
+    policies: dict[str, Policy] = {}
+    devices = [dev] if dev.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(seed)
+        _load_levels(level, names, model_path, model_paths, lora, dev, dtype, need_reference, kwargs,
+                     tokenizer_for, finish, policies)
+    return PolicySet(level=level, policies=policies, agent_to_policy=mapping)
+
+
+def _load_levels(level, names, model_path, model_paths, lora, dev, dtype, need_reference, kwargs,
+                 tokenizer_for, finish, policies) -> None:
+    if level in ("L1", "L2"):
+        base = load_causal_lm(model_path, device=dev, dtype=dtype, **kwargs)
+        tok = tokenizer_for(model_path)
+        if lora is None:  # L1 full fine-tuning
+            ref = _frozen_copy(base) if need_reference else None
+            policies[names[0]] = Policy(names[0], finish(base), tok, None, ref, model_path)
+        else:
+            from peft import get_peft_model
+
+            adapters = [adapter_name(n) for n in names]
+            if len(set(adapters)) != len(adapters):
+                raise ValueError(f"policy names collide as adapter names: {names}")
+            peft_model = get_peft_model(base, lora.to_peft(), adapter_name=adapters[0])
+            for a in adapters[1:]:
+                peft_model.add_adapter(a, lora.to_peft())
+            disable_dropout(peft_model)
+            peft_model.eval()
+            finish(peft_model)
+            for n, a in zip(names, adapters):
+                policies[n] = Policy(n, peft_model, tok, a, None, model_path)
+    else:  # L3
+        for n in names:
+            path = (model_paths or {}).get(n, model_path)
+            model = load_causal_lm(path, device=dev, dtype=dtype, **kwargs)
+            tok = tokenizer_for(path)
+            if lora is None:
+                ref = _frozen_copy(model) if need_reference else None
+                policies[n] = Policy(n, finish(model), tok, None, ref, path)
+            else:
+                from peft import get_peft_model
+
+                a = adapter_name(n)
+                peft_model = get_peft_model(model, lora.to_peft(), adapter_name=a)
+                disable_dropout(peft_model)
+                peft_model.eval()
+                policies[n] = Policy(n, finish(peft_model), tok, a, None, path)
+
+
+def _frozen_copy(model: nn.Module) -> nn.Module:
+    ref = copy.deepcopy(model)
+    ref.eval()
+    for p in ref.parameters():
+        p.requires_grad_(False)
+    return ref

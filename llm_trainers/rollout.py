@@ -1,0 +1,246 @@
+"""Rollouts that produce per-action training records, with AT-GRPO's tree-structured sampling.
+
+Two modes, both token-in/token-out (the tokens trained on are exactly the tokens sampled):
+
+**Tree sampling** (AT-GRPO, ``k > 1, tree=True``). At every decision point — environment
+instance ``e``, acting agent ``i``, turn ``t`` — the policy samples ``k`` candidates from the
+*same* prompt tokens. Each candidate is played on its own ``env.clone()`` and scored by the
+reward its record holds right after it is played (``α·r_team + r_local`` in the AT-GRPO
+environments). The ``k`` records form one group keyed by (instance, decision, agent, turn), and
+the episode continues from the best candidate's clone (first maximum on ties). So every member
+of a group shares the identical prompt, the next agent acts on the state the chosen action
+produced, and later agents in a turn get their own ``k``-way comparison (the two bugs the
+reference implementation has, ``shared/REFERENCES.md`` §5).
+
+Credit that arrives after a candidate was scored (e.g. the team reward of a speaker, known only
+when the listener answers) reaches only the chosen candidate's record; it is not part of the
+group comparison, which must score all ``k`` members the same way. It is reported as
+``final_reward`` on the chosen record.
+
+**Flat sampling** (REINFORCE++ family, ``tree=False``): every decision samples once and is
+played on the environment itself; a record's reward is read when the episode is over, so
+delayed credit is included. Records are grouped by the environment's own key
+``(episode_id, agent, turn)``: episodes started from the same seed (``samples_per_problem``
+repeats) share it, which is what REINFORCE++-baseline's group mean needs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from llm_envs.core.env import TextEnv
+
+__all__ = ["TrainRecord", "RolloutResult", "RolloutEngine", "collect"]
+
+
+class RolloutEngine(Protocol):
+    """What a rollout needs from an engine (:class:`~llm_trainers.agents.hf.HFEngine`,
+    :class:`~llm_trainers.agents.vllm.VLLMEngine`)."""
+
+    def encode(self, policy: str, observation: Mapping[str, str]) -> list[int]: ...
+
+    def generate_multi(self, requests: Sequence[tuple[str, Sequence[int]]], n: int = 1) -> list[list[Any]]: ...
+
+
+@dataclass
+class TrainRecord:
+    """One sampled action, ready for training.
+
+    Attributes:
+        policy: Policy that sampled it (and will be trained on it).
+        agent: Environment agent id.
+        role: The agent's role at that step.
+        turn: The environment's turn counter.
+        group: Group key (see the module docstring).
+        prompt_ids: Prompt tokens the policy conditioned on.
+        completion_ids: Sampled tokens.
+        logprobs: Sampling-time log-probabilities of ``completion_ids``.
+        reward: Training reward (tree: the score at sampling time; flat: the final reward).
+        final_reward: The record's reward at the end of the episode (None for tree candidates
+            that were not chosen: they have no future).
+        slot: Index of the environment instance in the rollout.
+        episode_id: The environment's episode id.
+        index: Position of the action in its episode.
+        candidate: Candidate number within the group (0 for flat sampling).
+        chosen: Whether the episode continued from this candidate.
+        text: The action text played.
+        format_ok: The environment's format verdict.
+        reward_components: Named reward parts at scoring time.
+    """
+
+    policy: str
+    agent: str
+    role: str
+    turn: int
+    group: Hashable
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logprobs: list[float]
+    reward: float
+    final_reward: float | None
+    slot: int
+    episode_id: str
+    index: int
+    candidate: int = 0
+    chosen: bool = True
+    text: str = ""
+    format_ok: bool = True
+    reward_components: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class RolloutResult:
+    """Records, finished episodes' metrics and timings of one rollout.
+
+    Attributes:
+        records: Training records, in sampling order.
+        episodes: One dict per episode: ``success``, ``turns``, the env's metrics,
+            ``reward/<agent>`` (sum of the agent's final record rewards), ``truncated``.
+        envs: The environment instances at the end (tree sampling replaces an instance by the
+            chosen clone, so these are the ones to keep).
+        generate_s: Time spent sampling.
+        env_s: Time spent cloning, stepping and scoring environments.
+        generated_tokens: Completion tokens sampled.
+    """
+
+    records: list[TrainRecord]
+    episodes: list[dict[str, float]]
+    envs: list[TextEnv]
+    generate_s: float = 0.0
+    env_s: float = 0.0
+    generated_tokens: int = 0
+
+
+def collect(
+    envs: Sequence[TextEnv],
+    seeds: Sequence[int | None],
+    engine: RolloutEngine,
+    policy_of: Mapping[str, str] | Callable[[str], str],
+    *,
+    k: int = 1,
+    tree: bool = False,
+    max_decisions: int = 256,
+    reset_options: Mapping[str, Any] | None = None,
+) -> RolloutResult:
+    """Play one episode in each environment and return its training records.
+
+    Args:
+        envs: Environment instances (reset here with ``seeds``).
+        seeds: One reset seed per instance.
+        engine: Sampler (prompts and completions are token ids).
+        policy_of: Agent id → policy name.
+        k: Candidates per decision (tree sampling) — ``k = 1`` with ``tree=False`` for flat.
+        tree: AT-GRPO tree-structured sampling (requires ``k ≥ 1``; ``k = 1`` degenerates to
+            flat sampling with immediate rewards).
+        max_decisions: Safety cap on actions per episode; a longer episode is cut (and
+            reported as ``truncated``).
+        reset_options: ``options`` passed to every ``reset``.
+
+    Returns:
+        A :class:`RolloutResult`.
+    """
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    if not tree and k != 1:
+        raise ValueError("flat sampling draws one action per decision: use k=1 or tree=True")
+    lookup = policy_of if callable(policy_of) else (lambda a, m=dict(policy_of): m[a])
+    envs = list(envs)
+    t_env = time.perf_counter()
+    for env, seed in zip(envs, seeds):
+        env.reset(seed=seed, options=dict(reset_options or {}))
+    env_s = time.perf_counter() - t_env
+    generate_s = 0.0
+    generated = 0
+    records: list[TrainRecord] = []
+    # flat mode: (slot, record index) -> position in ``records``; rewards are filled in at the end
+    pending_rewards: dict[tuple[int, int], int] = {}
+    decisions = [0] * len(envs)
+    cut = [False] * len(envs)
+    active = [i for i, e in enumerate(envs) if not e.episode_over]
+
+    while active:
+        requests, meta = [], []
+        for i in active:
+            env = envs[i]
+            agent = env.agent_selection
+            policy = lookup(agent)
+            obs = env.observe(agent)
+            prompt = engine.encode(policy, obs)
+            requests.append((policy, prompt))
+            meta.append((i, agent, policy, prompt))
+        t0 = time.perf_counter()
+        outputs = engine.generate_multi(requests, n=k)
+        generate_s += time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        for (i, agent, policy, prompt), gens in zip(meta, outputs):
+            env = envs[i]
+            index = len(env.records)
+            generated += sum(len(g.token_ids) for g in gens)
+            if tree:
+                clones, scored = [], []
+                for g in gens:
+                    clone = env.clone()
+                    clone.step(g.text)
+                    if len(clone.records) <= index:
+                        raise RuntimeError(f"{type(env).__name__}.step added no record for agent {agent!r}")
+                    clones.append(clone)
+                    scored.append(clone.records[index])
+                scores = [r.reward for r in scored]
+                best = int(np.argmax(scores))
+                group = ("tree", i, index, agent, scored[0].turn)
+                for c, (g, rec) in enumerate(zip(gens, scored)):
+                    records.append(
+                        TrainRecord(
+                            policy=policy, agent=agent, role=rec.role, turn=rec.turn, group=group,
+                            prompt_ids=list(prompt), completion_ids=list(g.token_ids), logprobs=list(g.logprobs),
+                            reward=float(rec.reward), final_reward=None, slot=i, episode_id=rec.episode_id,
+                            index=index, candidate=c, chosen=c == best, text=g.text, format_ok=rec.format_ok,
+                            reward_components=dict(rec.reward_components),
+                        )
+                    )
+                    if c == best:
+                        pending_rewards[(i, index)] = len(records) - 1
+                envs[i] = clones[best]
+            else:
+                g = gens[0]
+                env.step(g.text)
+                if len(env.records) <= index:
+                    raise RuntimeError(f"{type(env).__name__}.step added no record for agent {agent!r}")
+                rec = env.records[index]
+                records.append(
+                    TrainRecord(
+                        policy=policy, agent=agent, role=rec.role, turn=rec.turn, group=rec.group_key,
+                        prompt_ids=list(prompt), completion_ids=list(g.token_ids), logprobs=list(g.logprobs),
+                        reward=float(rec.reward), final_reward=None, slot=i, episode_id=rec.episode_id,
+                        index=index, text=g.text, format_ok=rec.format_ok,
+                    )
+                )
+                pending_rewards[(i, index)] = len(records) - 1
+            decisions[i] += 1
+            if decisions[i] >= max_decisions and not envs[i].episode_over:
+                cut[i] = True
+        env_s += time.perf_counter() - t0
+        active = [i for i in active if not envs[i].episode_over and not cut[i]]
+
+    # final rewards (delayed credit included) from the environments' own records
+    for (i, index), pos in pending_rewards.items():
+        rec = envs[i].records[index]
+        records[pos].final_reward = float(rec.reward)
+        if not tree:
+            records[pos].reward = float(rec.reward)
+            records[pos].reward_components = dict(rec.reward_components)
+
+    episodes = []
+    for i, env in enumerate(envs):
+        m = dict(env.episode_metrics())
+        m["truncated"] = float(cut[i])
+        for agent, total in env.agent_rewards().items():
+            m[f"reward/{agent}"] = float(total)
+        episodes.append(m)
+    return RolloutResult(records, episodes, envs, generate_s=generate_s, env_s=env_s, generated_tokens=generated)

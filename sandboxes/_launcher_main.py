@@ -1,0 +1,172 @@
+"""Launcher: the small privileged step between the host and a sandboxed worker.
+
+Like ``_worker_main.py`` this file is not imported; its source runs as
+``python -I -S -c <source> <json-config>``. It runs with the caller's privileges and, before it
+``exec``s the real command (bubblewrap or the worker interpreter), it
+
+* creates the namespaces asked for (best effort, reporting which ones it got): a user namespace
+  (unprivileged callers), mount, network, IPC, UTS and pid namespaces;
+* in the new mount namespace, mounts a small tmpfs over directories the sandbox uid could not
+  traverse (e.g. ``/root`` around a pyenv interpreter) and bind-mounts back, read-only, only the
+  paths the sandbox needs; and mounts private tmpfs over world-writable directories (``/tmp``);
+* with a pid namespace, forks: the child becomes pid 1 of the namespace (so killing it or the
+  launcher, via the parent-death signal, kills every process of the sandbox);
+* drops to the sandbox's non-root uid/gid (as root), then ``exec``s the command with a minimal
+  environment.
+
+Before exec it writes one protocol frame ``{"launcher": {...}}`` on stdout so the host learns
+what isolation was actually obtained.
+"""
+
+import ctypes
+import json
+import os
+import signal
+import struct
+import sys
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+MS_RDONLY = 1
+MS_NOSUID = 2
+MS_NODEV = 4
+MS_NOEXEC = 8
+MS_REMOUNT = 32
+MS_BIND = 4096
+MS_REC = 16384
+MS_PRIVATE = 1 << 18
+PR_SET_PDEATHSIG = 1
+NAMESPACE_FLAGS = {
+    "mnt": CLONE_NEWNS,
+    "net": CLONE_NEWNET,
+    "ipc": CLONE_NEWIPC,
+    "uts": CLONE_NEWUTS,
+    "pid": CLONE_NEWPID,
+}
+
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+
+
+def _check(result, what):
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, "%s: %s" % (what, os.strerror(err)))
+
+
+def _mount(source, target, fstype, flags, data):
+    _check(
+        libc.mount(
+            source.encode() if source else None,
+            target.encode(),
+            fstype.encode() if fstype else None,
+            flags,
+            data.encode() if data else None,
+        ),
+        "mount %s" % target,
+    )
+
+
+def _write(path, text):
+    with open(path, "w") as fh:
+        fh.write(text)
+
+
+def _send(obj):
+    body = json.dumps(obj).encode()
+    os.write(1, struct.pack(">I", len(body)) + body)
+
+
+def main():
+    cfg = json.loads(sys.argv[1])
+    applied, errors = [], {}
+    if cfg.get("userns"):
+        uid, gid = os.getuid(), os.getgid()
+        if libc.unshare(CLONE_NEWUSER) == 0:
+            # Map our own ids to themselves: inside we stay a non-root uid, and lose the
+            # namespace's capabilities when we exec.
+            _write("/proc/self/setgroups", "deny")
+            _write("/proc/self/uid_map", "%d %d 1" % (uid, uid))
+            _write("/proc/self/gid_map", "%d %d 1" % (gid, gid))
+            applied.append("user")
+        else:
+            errors["user"] = os.strerror(ctypes.get_errno())
+    for name in cfg.get("namespaces", []):
+        if libc.unshare(NAMESPACE_FLAGS[name]) == 0:
+            applied.append(name)
+        else:
+            errors[name] = os.strerror(ctypes.get_errno())
+    if "mnt" in applied:
+        try:
+            # Nothing we mount may propagate back to the host.
+            _mount(None, "/", None, MS_REC | MS_PRIVATE, None)
+            bind_fds = [(path, os.open(path, os.O_PATH)) for path in cfg.get("binds", [])]
+            for cover in cfg.get("covers", []):
+                _mount("tmpfs", cover, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
+            for path, fd in bind_fds:
+                if os.path.isdir("/proc/self/fd/%d" % fd):
+                    os.makedirs(path, exist_ok=True)
+                elif not os.path.exists(path):
+                    os.makedirs(os.path.dirname(path), exist_ok=True)
+                    open(path, "a").close()
+                _mount("/proc/self/fd/%d" % fd, path, None, MS_BIND | MS_REC, None)
+                try:
+                    _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY, None)
+                except OSError:
+                    pass  # read-only is a nicety: the sandbox uid cannot write there anyway
+                os.close(fd)
+            for directory in cfg.get("private_dirs", []):
+                if os.path.isdir(directory):
+                    _mount("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV, cfg.get("private_dir_options", "mode=1777"))
+            applied.append("private_dirs")
+        except OSError as exc:
+            errors["mnt"] = str(exc)
+    missing = [name for name in cfg.get("required", []) if name not in applied]
+    if missing:
+        sys.stderr.write(
+            "sandbox launcher: could not create %s (%s)\n"
+            % (", ".join(missing), "; ".join("%s: %s" % (k, v) for k, v in errors.items()))
+        )
+        sys.exit(70)
+    _send({"launcher": {"applied": applied, "errors": errors}})
+    if "pid" in applied:
+        parent_pid = os.getpid()
+        child = os.fork()
+        if child:
+            # Stay as the namespace's outside handle: release the pipes and relay the status.
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            os.close(null)
+            while True:
+                try:
+                    _, status = os.waitpid(child, 0)
+                    break
+                except InterruptedError:
+                    continue
+            os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+        if "mnt" in applied:
+            try:
+                _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+            except OSError:
+                pass
+    else:
+        parent_pid = None
+    if cfg.get("uid") is not None:
+        os.setgroups([])
+        os.setgid(cfg["gid"])
+        os.setuid(cfg["uid"])
+    if parent_pid is not None:
+        # Set after the uid change, which clears it: if the launcher dies, so does pid 1.
+        # (No getppid() check for the race with the parent's death: in the new pid namespace it
+        # reads 0. The host also kills the launcher's whole process group, which includes us.)
+        _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+    argv = cfg["argv"]
+    os.execve(argv[0], argv, cfg.get("env", {}))
+
+
+main()

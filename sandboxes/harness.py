@@ -1,0 +1,438 @@
+"""Test harnesses on top of a sandbox, as the code environments use them.
+
+* `run_function_tests`: HumanEval / MBPP style. The solution (after an optional ``setup``) is
+  executed once inside the sandbox, then each test snippet runs on its own with its own time
+  limit, and each is counted on its own with its error text. `split_check_function` turns a
+  HumanEval ``check(candidate)`` function into such snippets.
+* `run_io_cases`: APPS / CodeContests style. The program runs once per case with that case's
+  stdin and its own time limit; stdout is compared with the expected output, ignoring
+  differences in whitespace.
+
+Nothing here executes model output on the host: programs are only parsed (``ast``) for
+reporting, and run in the sandbox.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import secrets
+from typing import Optional
+
+from .core import Job, Limits, RunResult, Sandbox
+
+#: Captured stdout per function test, in characters (the rest is dropped).
+_TEST_STDOUT_CHARS = 2000
+
+
+@dataclasses.dataclass(frozen=True)
+class TestResult:
+    """Outcome of one test (one assertion snippet, or one stdin/stdout case).
+
+    Attributes:
+        index: position in the list of tests or cases.
+        name: a short label: the test's source (function tests) or ``"case <i>"``.
+        passed: the test passed.
+        error: why it failed (exception text, ``timed out``, ``wrong answer``), else ``None``.
+        stdout: what the code printed during this test (for I/O cases: the program's output).
+        expected: expected output (I/O cases), else ``None``.
+        timed_out: this test hit its time limit.
+    """
+
+    __test__ = False  # not a pytest test class
+
+    index: int
+    name: str
+    passed: bool
+    error: Optional[str] = None
+    stdout: str = ""
+    expected: Optional[str] = None
+    timed_out: bool = False
+
+    @property
+    def actual(self) -> str:
+        """Alias of `stdout` (the program's actual output for I/O cases)."""
+        return self.stdout
+
+
+@dataclasses.dataclass(frozen=True)
+class TestReport:
+    """All test outcomes for one solution.
+
+    Attributes:
+        results: one `TestResult` per test, in order.
+        compiled: the solution parsed (and, for function tests, compiled) without a syntax error.
+        ran: the solution executed without crashing: for function tests, its top level
+            (definitions, imports) ran to the end; for I/O cases, at least one case exited
+            normally (status 0, in time).
+        error: what went wrong before any test could run (e.g. the syntax error), else ``None``.
+        runs: the raw sandbox results behind this report (one for function tests, one per case).
+    """
+
+    __test__ = False
+
+    results: list[TestResult]
+    compiled: bool
+    ran: bool
+    error: Optional[str] = None
+    runs: list[RunResult] = dataclasses.field(default_factory=list)
+
+    @property
+    def passed(self) -> int:
+        return sum(1 for r in self.results if r.passed)
+
+    @property
+    def total(self) -> int:
+        return len(self.results)
+
+    @property
+    def pass_rate(self) -> float:
+        """Fraction of tests passed (0.0 when there are no tests)."""
+        return self.passed / self.total if self.results else 0.0
+
+    @property
+    def all_passed(self) -> bool:
+        return bool(self.results) and self.passed == self.total
+
+
+# ---------------------------------------------------------------------------------------------
+# function-style tests
+# ---------------------------------------------------------------------------------------------
+
+# The driver runs inside the sandbox. It reads a per-run secret from stdin, which never appears
+# in any file, and prefixes each result line with it, so output printed by the solution cannot
+# pass for a result. (A solution running in the same interpreter can still tamper with the
+# harness by introspection; see docs/sandboxes.md.)
+_DRIVER = r'''
+import contextlib, io, json, os, signal, sys, traceback
+
+_secret = sys.stdin.readline().strip()
+sys.stdin = io.StringIO("")
+_channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
+with open("harness_payload.json", encoding="utf-8") as _fh:
+    _payload = json.load(_fh)
+os.remove("harness_payload.json")
+
+
+def _emit(record):
+    _channel.write(_secret + json.dumps(record) + "\n")
+    _channel.flush()
+
+
+class _TestTimeout(BaseException):
+    pass
+
+
+def _on_alarm(signum, frame):
+    raise _TestTimeout()
+
+
+class _CappedText(io.TextIOBase):
+    def __init__(self, limit):
+        self.parts, self.size, self.limit = [], 0, limit
+
+    def writable(self):
+        return True
+
+    def write(self, text):
+        if self.size < self.limit:
+            self.parts.append(text[: self.limit - self.size])
+            self.size += len(self.parts[-1])
+        return len(text)
+
+    def text(self):
+        return "".join(self.parts)
+
+
+def _describe(exc, label):
+    if isinstance(exc, _TestTimeout):
+        return "timed out after %gs" % _payload["time_s"]
+    lines = traceback.format_exception_only(type(exc), exc)
+    text = "".join(lines).strip()
+    if isinstance(exc, AssertionError) and text == "AssertionError":
+        text = "AssertionError: " + label
+    return text
+
+
+def _guarded(code, namespace, label):
+    out = _CappedText(_payload["stdout_chars"])
+    signal.signal(signal.SIGALRM, _on_alarm)
+    error, timed_out = None, False
+    try:
+        with contextlib.redirect_stdout(out):
+            signal.setitimer(signal.ITIMER_REAL, _payload["time_s"])
+            try:
+                exec(code, namespace)
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+    except BaseException as exc:
+        error, timed_out = _describe(exc, label), isinstance(exc, _TestTimeout)
+    return error, timed_out, out.text()
+
+
+_namespace = {"__name__": "__solution__", "__builtins__": __builtins__}
+try:
+    _setup = compile(_payload["setup"], "setup.py", "exec")
+    _solution = compile(_payload["solution"], "solution.py", "exec")
+except BaseException as exc:
+    _emit({"kind": "compiled", "ok": False, "error": "".join(traceback.format_exception_only(type(exc), exc)).strip()})
+    _channel.close()
+    os._exit(0)
+_emit({"kind": "compiled", "ok": True})
+_error, _timed_out, _out = _guarded(_setup, _namespace, "setup")
+if _error is None:
+    _error, _timed_out, _out = _guarded(_solution, _namespace, "solution")
+_entry = _payload["entry_point"]
+if _error is None and _entry and _entry not in _namespace:
+    _error = "the solution does not define %r" % _entry
+if _entry and _entry in _namespace:
+    _namespace.setdefault("candidate", _namespace[_entry])
+_emit({"kind": "ran", "ok": _error is None, "error": _error, "stdout": _out})
+for _index, _test in enumerate(_payload["tests"]):
+    try:
+        _code = compile(_test, "test_%d.py" % _index, "exec")
+    except BaseException as exc:
+        _emit({"kind": "test", "index": _index, "error": "test does not compile: %s" % exc, "stdout": "", "timed_out": False})
+        continue
+    _error, _timed_out, _out = _guarded(_code, dict(_namespace), _test.strip().splitlines()[-1] if _test.strip() else "")
+    _emit({"kind": "test", "index": _index, "error": _error, "stdout": _out, "timed_out": _timed_out})
+_emit({"kind": "done"})
+_channel.close()
+os._exit(0)
+'''
+
+
+def _test_label(test: str) -> str:
+    lines = [line for line in test.strip().splitlines() if line.strip()]
+    label = lines[-1].strip() if lines else "<empty test>"
+    return label if len(label) <= 200 else label[:197] + "..."
+
+
+def run_function_tests(
+    sandbox: Sandbox,
+    solution: str,
+    tests: list[str],
+    *,
+    setup: str = "",
+    entry_point: Optional[str] = None,
+    time_s: float = 5.0,
+    memory_mb: int = 512,
+) -> TestReport:
+    """Run `setup` then `solution` once in the sandbox, then each test snippet on its own.
+
+    Args:
+        sandbox: where to run (any backend).
+        solution: the code under test (e.g. a model's completion defining a function).
+        tests: independent snippets, e.g. ``"assert add(1, 2) == 3"``; each runs in a copy of
+            the solution's namespace, with its own time limit, and is counted on its own.
+            Where `entry_point` is given, ``candidate`` is bound to it (HumanEval style).
+        setup: code run before the solution (imports, helpers, a problem's prompt prefix).
+        entry_point: name the solution must define; a missing one makes `ran` False.
+        time_s: time limit for the solution's top level and for each test.
+        memory_mb: memory budget of the whole run.
+
+    Returns:
+        A `TestReport`; a solution that crashes, hangs, exits early or floods output fails the
+        tests it did not get to, with the reason in each `TestResult.error`.
+    """
+    secret = secrets.token_hex(16)
+    payload = {
+        "setup": setup,
+        "solution": solution,
+        "tests": list(tests),
+        "entry_point": entry_point,
+        "time_s": float(time_s),
+        "stdout_chars": _TEST_STDOUT_CHARS,
+    }
+    # The run as a whole: per-test limits plus slack, so one slow test cannot starve the rest.
+    limits = Limits(
+        time_s=float(time_s) * (len(tests) + 2) + 1.0,
+        memory_mb=memory_mb,
+        output_bytes=max(1_000_000, 8 * _TEST_STDOUT_CHARS * (len(tests) + 2)),
+    )
+    run = sandbox.run(
+        _DRIVER,
+        stdin=secret + "\n",
+        files={"harness_payload.json": json.dumps(payload)},
+        limits=limits,
+    )
+    records: list[dict] = []
+    for line in run.stdout.splitlines():
+        if line.startswith(secret):
+            try:
+                records.append(json.loads(line[len(secret) :]))
+            except ValueError:
+                continue
+    compiled_record = next((r for r in records if r.get("kind") == "compiled"), None)
+    ran_record = next((r for r in records if r.get("kind") == "ran"), None)
+    by_index = {r["index"]: r for r in records if r.get("kind") == "test" and isinstance(r.get("index"), int)}
+    if compiled_record is None:
+        reason = _run_failure(run, "before the solution was compiled")
+    elif run.timed_out:
+        reason = f"not run: the whole run hit its time limit ({limits.time_s:g}s)"
+    else:
+        reason = _run_failure(run, "before this test ran")
+    results = []
+    for index, test in enumerate(tests):
+        record = by_index.get(index)
+        if record is None:
+            results.append(TestResult(index=index, name=_test_label(test), passed=False, error=reason, timed_out=run.timed_out))
+            continue
+        results.append(
+            TestResult(
+                index=index,
+                name=_test_label(test),
+                passed=record.get("error") is None,
+                error=record.get("error"),
+                stdout=str(record.get("stdout", "")),
+                timed_out=bool(record.get("timed_out")),
+            )
+        )
+    compiled = bool(compiled_record and compiled_record.get("ok"))
+    error = None
+    if compiled_record is None:
+        error = reason
+    elif not compiled:
+        error = compiled_record.get("error")
+    elif ran_record is not None and not ran_record.get("ok"):
+        error = ran_record.get("error")
+    return TestReport(
+        results=results,
+        compiled=compiled,
+        ran=bool(ran_record and ran_record.get("ok")),
+        error=error,
+        runs=[run],
+    )
+
+
+def _run_failure(run: RunResult, when: str) -> str:
+    if run.timed_out:
+        return f"timed out {when}"
+    if run.oom:
+        return f"out of memory {when}"
+    if run.stdout_truncated:
+        return f"output limit exceeded {when}"
+    tail = run.stderr.strip().splitlines()[-1:] if run.stderr.strip() else []
+    detail = f": {tail[0]}" if tail else ""
+    return f"the program exited (status {run.exit_code}) {when}{detail}"
+
+
+def split_check_function(test_code: str, entry_point: str) -> list[str]:
+    """Split a HumanEval-style test module into one snippet per assertion.
+
+    The module defines ``check(candidate)`` whose body holds asserts (possibly mixed with helper
+    statements and loops). Each top-level statement of ``check`` that contains an ``assert``
+    becomes one snippet; it is preceded by the module's other top-level code (imports,
+    ``METADATA``, helpers), by ``candidate = <entry_point>``, and by the non-assert statements
+    of ``check`` that come before it (so a snippet that uses an earlier helper variable still
+    runs alone). Parsed with `ast`; nothing is executed.
+
+    Raises:
+        ValueError: the code does not parse, or has no ``check`` function.
+    """
+    try:
+        module = ast.parse(test_code)
+    except SyntaxError as exc:
+        raise ValueError(f"test code does not parse: {exc}") from None
+    check = next(
+        (node for node in module.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "check"),
+        None,
+    )
+    if check is None:
+        raise ValueError("test code defines no `check` function")
+    param = check.args.args[0].arg if check.args.args else "candidate"
+    prelude = [ast.unparse(node) for node in module.body if node is not check and not _is_check_call(node)]
+    header = "\n".join(prelude + [f"{param} = {entry_point}"])
+    snippets: list[str] = []
+    context: list[str] = []
+    for statement in check.body:
+        text = ast.unparse(statement)
+        if any(isinstance(node, ast.Assert) for node in ast.walk(statement)):
+            snippets.append("\n".join([header] + context + [text]))
+        elif not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)):
+            context.append(text)  # helper statement (docstrings dropped)
+    return snippets
+
+
+def _is_check_call(node: ast.stmt) -> bool:
+    return (
+        isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Call)
+        and isinstance(node.value.func, ast.Name)
+        and node.value.func.id == "check"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# stdin/stdout cases
+# ---------------------------------------------------------------------------------------------
+
+
+def outputs_match(actual: str, expected: str) -> bool:
+    """Whitespace-tolerant comparison: equal as sequences of whitespace-separated tokens."""
+    return actual.split() == expected.split()
+
+
+def _parses(program: str) -> tuple[bool, Optional[str]]:
+    try:
+        ast.parse(program)
+    except SyntaxError as exc:
+        return False, f"SyntaxError: {exc.msg} (line {exc.lineno})"
+    except (ValueError, RecursionError, MemoryError, OverflowError) as exc:
+        return False, f"{type(exc).__name__}: {exc}"
+    return True, None
+
+
+def run_io_cases(
+    sandbox: Sandbox,
+    program: str,
+    cases: list[tuple[str, str]],
+    *,
+    time_s: float = 5.0,
+    memory_mb: int = 512,
+    output_bytes: int = 1_000_000,
+) -> TestReport:
+    """Run `program` once per ``(stdin, expected_stdout)`` case, concurrently, each with `time_s`.
+
+    A case passes when the program exits with status 0 within its time limit and its stdout
+    matches the expected output up to whitespace (`outputs_match`).
+    """
+    compiled, syntax_error = _parses(program)
+    if not compiled:
+        results = [
+            TestResult(index=i, name=f"case {i}", passed=False, error=syntax_error, expected=expected)
+            for i, (_stdin, expected) in enumerate(cases)
+        ]
+        return TestReport(results=results, compiled=False, ran=False, error=syntax_error)
+    limits = Limits(time_s=float(time_s), memory_mb=memory_mb, output_bytes=output_bytes)
+    runs = sandbox.run_batch([Job(program, stdin=stdin, limits=limits) for stdin, _expected in cases])
+    results = []
+    for index, ((_stdin, expected), run) in enumerate(zip(cases, runs)):
+        error: Optional[str]
+        if run.timed_out:
+            error = f"timed out after {time_s:g}s"
+        elif run.oom:
+            error = "out of memory"
+        elif run.stdout_truncated:
+            error = "output limit exceeded"
+        elif run.exit_code != 0:
+            tail = run.stderr.strip().splitlines()[-1:] if run.stderr.strip() else []
+            error = f"exit status {run.exit_code}" + (f": {tail[0]}" if tail else "")
+        elif not outputs_match(run.stdout, expected):
+            error = "wrong answer"
+        else:
+            error = None
+        results.append(
+            TestResult(
+                index=index,
+                name=f"case {index}",
+                passed=error is None,
+                error=error,
+                stdout=run.stdout,
+                expected=expected,
+                timed_out=run.timed_out,
+            )
+        )
+    ran = any(run.exit_code == 0 and not run.timed_out for run in runs)
+    return TestReport(results=results, compiled=True, ran=ran, runs=list(runs))

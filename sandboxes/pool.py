@@ -1,0 +1,494 @@
+"""Host side of the warm worker pool shared by the local backends (bwrap, process, unsafe).
+
+A *worker* is a Python interpreter started inside the sandbox (its command line comes from the
+backend) that preloads common modules and then forks one child per job; see
+``_worker_main.py``. The pool keeps up to ``size`` workers, hands each job to an idle one, and
+replaces a worker after ``max_jobs_per_worker`` jobs, after any timeout or out-of-memory, when
+the job left processes behind, or when the worker died. Replacements start in the background so
+callers do not wait for the preload.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import queue
+import select
+import shutil
+import signal
+import struct
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Optional
+
+from .core import Limits, RunResult, SandboxError
+
+log = logging.getLogger("sandboxes")
+
+_HEADER = struct.Struct(">I")
+WORKER_SOURCE = (Path(__file__).with_name("_worker_main.py")).read_text(encoding="utf-8")
+LAUNCHER_SOURCE = (Path(__file__).with_name("_launcher_main.py")).read_text(encoding="utf-8")
+
+#: Modules a worker imports before serving jobs when the caller does not choose. Missing ones
+#: are skipped. Heavy ones (sympy, numpy) are where a warm pool pays off most.
+DEFAULT_PRELOAD: tuple[str, ...] = (
+    "collections",
+    "itertools",
+    "functools",
+    "math",
+    "re",
+    "json",
+    "heapq",
+    "bisect",
+    "string",
+    "random",
+    "fractions",
+    "decimal",
+    "typing",
+    "dataclasses",
+    "statistics",
+    "unittest",
+    "numpy",
+    "numpy.random",
+    "sympy",
+)
+
+# Extra wall-clock allowance, beyond the job's own time limit, before the host declares a worker
+# hung: covers writing files, forking and reaping a fork bomb.
+_HOST_GRACE_S = 15.0
+
+
+class _Spawner:
+    """Starts every worker process from one long-lived thread.
+
+    bubblewrap's ``--die-with-parent`` (and any parent-death signal) fires when the *thread*
+    that forked the child exits, not the process. Workers started from short-lived threads
+    (a ``run_batch`` executor, a background replacement) would be killed when that thread ends.
+    """
+
+    _lock = threading.Lock()
+    _requests: "queue.SimpleQueue[tuple[Callable[[], subprocess.Popen], queue.SimpleQueue]]" = queue.SimpleQueue()
+    _thread: Optional[threading.Thread] = None
+
+    @classmethod
+    def popen(cls, start: Callable[[], "subprocess.Popen[bytes]"]) -> "subprocess.Popen[bytes]":
+        with cls._lock:
+            if cls._thread is None or not cls._thread.is_alive():
+                cls._thread = threading.Thread(target=cls._serve, name="sandbox-spawner", daemon=True)
+                cls._thread.start()
+        reply: queue.SimpleQueue = queue.SimpleQueue()
+        cls._requests.put((start, reply))
+        ok, value = reply.get()
+        if not ok:
+            raise value
+        return value
+
+    @classmethod
+    def _serve(cls) -> None:
+        while True:
+            start, reply = cls._requests.get()
+            try:
+                reply.put((True, start()))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                reply.put((False, exc))
+
+
+class WorkerDied(SandboxError):
+    """The worker process exited or stopped answering."""
+
+
+@dataclasses.dataclass
+class WorkerSpec:
+    """How to start one worker: the command line and what the worker is told at startup."""
+
+    argv: list[str]
+    config: dict[str, Any]
+    env: dict[str, str]
+    #: The first frame comes from the launcher (namespaces obtained), then the worker's.
+    expects_launcher_frame: bool = False
+    #: Whether the worker's work directory lives on the host filesystem, so the host deletes it
+    #: when the worker is gone (even if it was killed before it could tidy up). ``None``: on the
+    #: host unless the launcher reports private tmpfs directories. Only directories the worker
+    #: created itself (named ``sandbox-worker-*``) are ever deleted.
+    work_dir_on_host: Optional[bool] = False
+    startup_timeout_s: float = 120.0
+
+
+class Worker:
+    """One running worker and its protocol channel (here: the pipes of a host process).
+
+    Subclasses change the transport (the docker backend talks to a container) by overriding
+    `_start`, `_write_bytes`, `_read_chunk`, `exit_status`, `alive`, `stop`, `kill` and
+    `_stderr_text`; the handshake and framing stay the same.
+    """
+
+    def __init__(self, spec: WorkerSpec, backend: str) -> None:
+        self.backend = backend
+        self.jobs_done = 0
+        self.spec = spec
+        self._buffer = bytearray()
+        self.launcher_info: dict[str, Any] = {}
+        self.host_cleanup_dir: Optional[str] = None
+        self.info: dict[str, Any] = {}
+        self._start()
+        try:
+            self._send(spec.config)
+            deadline = time.monotonic() + spec.startup_timeout_s
+            if spec.expects_launcher_frame:
+                frame = self._recv(deadline)
+                self.launcher_info = frame.get("launcher", {})
+            ready = self._recv(deadline)
+            if "error" in ready:
+                raise WorkerDied(ready["error"])
+            self.info = ready
+            on_host = spec.work_dir_on_host
+            if on_host is None:
+                on_host = "private_dirs" not in self.launcher_info.get("applied", [])
+            work_dir = str(ready.get("work_dir", ""))
+            if on_host and os.path.basename(work_dir).startswith("sandbox-worker-"):
+                self.host_cleanup_dir = work_dir
+        except WorkerDied as exc:
+            stderr = self._stderr_text()
+            self.kill()
+            raise SandboxError(
+                f"{backend} sandbox worker failed to start: {exc}"
+                + (f"\n--- worker stderr ---\n{stderr}" if stderr else "")
+            ) from None
+        self._started()
+
+    # -- transport: a host process with pipes ------------------------------------------------
+    def _start(self) -> None:
+        spec = self.spec
+        self.proc = _Spawner.popen(
+            lambda: subprocess.Popen(
+                spec.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=spec.env,
+                close_fds=True,
+                start_new_session=True,  # a signal to the host's process group must not hit it
+                cwd="/",
+            )
+        )
+
+    def _started(self) -> None:
+        # After startup nothing reads stderr; close our end so a stray writer gets EPIPE, not a hang.
+        assert self.proc.stderr is not None
+        self.proc.stderr.close()
+
+    def _write_bytes(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def _read_chunk(self, timeout_s: float) -> Optional[bytes]:
+        """Up to 1 MiB from the worker; b"" at EOF; None if nothing came within timeout_s."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        ready, _, _ = select.select([fd], [], [], timeout_s)
+        if not ready:
+            return None
+        return os.read(fd, 1 << 20)
+
+    def exit_status(self) -> Optional[int]:
+        return self.proc.poll()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def _stderr_text(self) -> str:
+        try:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            self.proc.wait(timeout=5)
+            assert self.proc.stderr is not None
+            return self.proc.stderr.read().decode("utf-8", "replace").strip()[-4000:]
+        except Exception:
+            return ""
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Ask the worker to exit (EOF on its input), then kill it if it does not."""
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            pass
+        self.kill()
+
+    def kill(self) -> None:
+        """Kill the worker and everything in its sandbox.
+
+        The worker's own session holds only host-side helpers (bwrap's monitor, the launcher);
+        killing them tears down the pid namespace (bwrap's --die-with-parent, the launcher's
+        parent-death signal).
+        """
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            try:
+                self.proc.kill()
+            except OSError:
+                pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            log.warning("sandbox worker %d did not exit after SIGKILL", self.proc.pid)
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+        if self.host_cleanup_dir:
+            shutil.rmtree(self.host_cleanup_dir, ignore_errors=True)
+
+    # -- framing ---------------------------------------------------------------------------
+    def _send(self, obj: Any) -> None:
+        body = json.dumps(obj, separators=(",", ":")).encode("utf-8")
+        try:
+            self._write_bytes(_HEADER.pack(len(body)) + body)
+        except (BrokenPipeError, OSError, ValueError) as exc:
+            raise WorkerDied(f"cannot write to worker: {exc}") from None
+
+    def _read_some(self, deadline: float) -> None:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise WorkerDied("worker did not answer in time")
+        chunk = self._read_chunk(remaining)
+        if chunk is None:
+            raise WorkerDied("worker did not answer in time")
+        if not chunk:
+            raise WorkerDied(f"worker exited (status {self.exit_status()})")
+        self._buffer += chunk
+
+    def _recv(self, deadline: float) -> dict[str, Any]:
+        while len(self._buffer) < _HEADER.size:
+            self._read_some(deadline)
+        (length,) = _HEADER.unpack_from(self._buffer)
+        while len(self._buffer) < _HEADER.size + length:
+            self._read_some(deadline)
+        body = bytes(self._buffer[_HEADER.size : _HEADER.size + length])
+        del self._buffer[: _HEADER.size + length]
+        return json.loads(body.decode("utf-8"))
+
+    def worker_died_result(self, exc: BaseException) -> dict[str, Any]:
+        """What to report for a job whose worker died or hung (backends may add detail)."""
+        return {"timed_out": "in time" in str(exc), "oom": False}
+
+
+def _encode_job(source: str, stdin: str, files: dict[str, bytes], limits: Limits) -> dict[str, Any]:
+    return {
+        "source": source,
+        "stdin": stdin,
+        "files": {name: content.hex() for name, content in files.items()},
+        "limits": dataclasses.asdict(limits),
+    }
+
+
+class WarmPool:
+    """A bounded set of warm workers, safe to use from many threads at once."""
+
+    def __init__(
+        self,
+        spawn: Callable[[], Worker],
+        *,
+        size: int,
+        max_jobs_per_worker: int,
+        backend: str,
+    ) -> None:
+        if size < 1:
+            raise ValueError(f"pool size must be >= 1, got {size}")
+        self._spawn = spawn
+        self.size = size
+        self.max_jobs_per_worker = max_jobs_per_worker
+        self.backend = backend
+        self._idle: "queue.SimpleQueue[Optional[Worker]]" = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._live = 0  # workers running or starting
+        self._closed = False
+        self._all: set[Worker] = set()
+        self._replacements: list[threading.Thread] = []
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def _start_worker(self) -> Worker:
+        worker = self._spawn()
+        with self._lock:
+            if self._closed:
+                closed = True
+            else:
+                closed = False
+                self._all.add(worker)
+        if closed:
+            worker.stop()
+            raise SandboxError(f"{self.backend} sandbox is closed")
+        return worker
+
+    def warm(self) -> None:
+        """Start all workers now (in parallel) instead of on first use."""
+        with self._lock:
+            missing = self.size - self._live
+            self._live += max(0, missing)
+        errors: list[BaseException] = []
+
+        def start_one() -> None:
+            try:
+                self._idle.put(self._start_worker())
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                with self._lock:
+                    self._live -= 1
+                errors.append(exc)
+
+        threads = [threading.Thread(target=start_one, daemon=True) for _ in range(max(0, missing))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if errors:
+            raise errors[0]
+
+    def _acquire(self) -> Worker:
+        while True:
+            try:
+                worker = self._idle.get_nowait()
+            except queue.Empty:
+                worker = None
+                with self._lock:
+                    if self._closed:
+                        raise SandboxError(f"{self.backend} sandbox is closed")
+                    may_start = self._live < self.size
+                    if may_start:
+                        self._live += 1
+                if may_start:
+                    try:
+                        return self._start_worker()
+                    except BaseException:
+                        with self._lock:
+                            self._live -= 1
+                        raise
+                worker = self._idle.get()
+            if worker is None:
+                continue  # a wake-up: a slot freed up, or the pool closed
+            if worker.alive():
+                return worker
+            self._discard(worker, replace=False)
+
+    def _discard(self, worker: Worker, *, replace: bool) -> None:
+        worker.kill()
+        with self._lock:
+            self._all.discard(worker)
+            closed = self._closed
+            if not replace or closed:
+                self._live -= 1
+        if closed or not replace:
+            self._idle.put(None)
+            return
+
+        def start_replacement() -> None:
+            try:
+                self._idle.put(self._start_worker())
+            except BaseException as exc:  # noqa: BLE001 - the next caller will retry and raise
+                if not self._closed:
+                    log.warning("could not start a replacement %s worker: %s", self.backend, exc)
+                with self._lock:
+                    self._live -= 1
+                self._idle.put(None)
+
+        thread = threading.Thread(target=start_replacement, daemon=True, name=f"sandbox-{self.backend}-respawn")
+        with self._lock:
+            self._replacements = [t for t in self._replacements if t.is_alive()]
+            self._replacements.append(thread)
+        thread.start()
+
+    def _release(self, worker: Worker, *, recycle: bool) -> None:
+        with self._lock:
+            closed = self._closed
+        if closed:
+            worker.stop()
+            with self._lock:
+                self._all.discard(worker)
+                self._live -= 1
+            return
+        if recycle or worker.jobs_done >= self.max_jobs_per_worker or not worker.alive():
+            self._discard(worker, replace=True)
+        else:
+            self._idle.put(worker)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            replacements = list(self._replacements)
+        for thread in replacements:
+            thread.join(timeout=30)
+        while True:
+            try:
+                worker = self._idle.get_nowait()
+            except queue.Empty:
+                break
+            if worker is not None:
+                worker.stop()
+                with self._lock:
+                    self._all.discard(worker)
+                    self._live -= 1
+        # Busy workers are stopped by _release when their job returns.
+
+    # -- running -----------------------------------------------------------------------------
+    def run(self, source: str, stdin: str, files: dict[str, bytes], limits: Limits) -> RunResult:
+        job = _encode_job(source, stdin, files, limits)
+        for attempt in range(2):
+            worker = self._acquire()
+            sent = False
+            try:
+                worker._send(job)
+                sent = True
+                worker.jobs_done += 1
+                reply = worker._recv(time.monotonic() + limits.time_s + _HOST_GRACE_S)
+            except WorkerDied as exc:
+                detail = worker.worker_died_result(exc)  # before the worker is torn down
+                self._discard(worker, replace=True)
+                if not sent and attempt == 0:
+                    continue  # the worker was already gone before it saw the job: try another
+                return RunResult(
+                    stdout="",
+                    stderr=f"sandbox: the worker running this program died or hung ({exc}); it was replaced",
+                    exit_code=None,
+                    timed_out=detail["timed_out"],
+                    oom=detail["oom"],
+                    duration_s=0.0,
+                    backend=self.backend,
+                )
+            except BaseException:
+                self._discard(worker, replace=True)
+                raise
+            recycle = bool(
+                reply["timed_out"] or reply["oom"] or reply["leftover_processes"] or not reply["worker_clean"]
+            )
+            self._release(worker, recycle=recycle)
+            return RunResult(
+                stdout=reply["stdout"],
+                stderr=reply["stderr"],
+                exit_code=reply["exit_code"],
+                timed_out=reply["timed_out"],
+                oom=reply["oom"],
+                stdout_truncated=reply["stdout_truncated"],
+                stderr_truncated=reply["stderr_truncated"],
+                duration_s=reply["duration_s"],
+                backend=self.backend,
+            )
+        raise AssertionError("unreachable")
+
+    def worker_pids(self) -> Sequence[int]:
+        """Host pids of the live workers (for tests and diagnostics)."""
+        with self._lock:
+            return [worker.proc.pid for worker in self._all if worker.alive()]

@@ -1,0 +1,143 @@
+"""Pure rules of the CoMAS forum: parsing, rewards, schedules."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from llm_envs.envs.forum import rules
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("The critique is right. <score>1</score>", 1),
+        ("<score> 2 </score>", 2),
+        ("<SCORE>3</SCORE>", 3),
+        ("draft <score>1</score> final <score>3</score>", 3),  # the last pair counts
+        ("<score>4</score>", None),  # out of range
+        ("<score>0</score>", None),
+        ("<score>2.5</score>", None),
+        ("<score>3/3</score>", None),
+        ("<score>two</score>", None),
+        ("I give it 3.", None),  # no fallback to bare digits
+        ("<score>3", None),  # unclosed
+        ("", None),
+    ],
+)
+def test_parse_score_is_strict(text, expected):
+    assert rules.parse_score(text) == expected
+
+
+def test_tag_parsing_is_linear_on_hostile_text():
+    import time
+
+    hostile = "<score>" * 200_000
+    start = time.perf_counter()
+    assert rules.parse_score(hostile) is None
+    assert time.perf_counter() - start < 1.0
+
+
+@pytest.mark.parametrize(
+    ("score", "solver", "evaluator", "scorer"),
+    [(3, 1.0, 0.0, 0.0), (2, 0.5, 0.5, 0.0), (1, 0.0, 1.0, 0.0), (None, 0.0, 0.0, -1.0)],
+)
+def test_rewards_follow_the_paper(score, solver, evaluator, scorer):
+    # Paper Eq. 7-8: r(s) = (τ − 1)/2, r(e) = (3 − τ)/2, scorer 0 / −1 on a parse failure.
+    assert rules.solver_reward(score) == solver
+    assert rules.evaluator_reward(score) == evaluator
+    assert rules.scorer_reward(score) == scorer
+
+
+def test_solver_and_evaluator_are_zero_sum_when_parsed():
+    for score in rules.SCORE_VALUES:
+        assert rules.solver_reward(score) + rules.evaluator_reward(score) == 1.0
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("fine <judgment>correct</judgment>", True),
+        ("<judgment> Incorrect </judgment>", False),
+        ("<judgment>maybe</judgment>", None),
+        ("correct", None),
+    ],
+)
+def test_parse_judgment(text, expected):
+    assert rules.parse_judgment(text) is expected
+
+
+def test_vote_rewards():
+    assert rules.vote_rewards([True]) == (1.0, [1.0])
+    assert rules.vote_rewards([False]) == (0.0, [1.0])
+    assert rules.vote_rewards([None]) == (0.0, [-1.0])
+    # Two of three valid judgments approve: solver 2/3; approvers agree with 2 of 3, the
+    # dissenter with 1 of 3; the unparsed one gets the format penalty.
+    solver, evaluators = rules.vote_rewards([True, True, False, None])
+    assert solver == pytest.approx(2 / 3)
+    assert evaluators == pytest.approx([2 / 3, 2 / 3, 1 / 3, -1.0])
+
+
+def test_paper_schedule_shape_and_uniform_draws():
+    rng = np.random.default_rng(0)
+    steps = rules.paper_schedule(rng, num_agents=4, num_rounds=8, num_evaluations=2)
+    assert len(steps) == 8 * (1 + 2 * 2)
+    kinds = [s.kind for s in steps[:5]]
+    assert kinds == ["solve", "evaluate", "score", "evaluate", "score"]
+    assert [s.evaluation for s in steps[1:5]] == [0, 0, 1, 1]
+    # Uniform over the pool: over many schedules every agent acts about equally often.
+    counts = Counter()
+    for seed in range(200):
+        counts.update(s.agent for s in rules.paper_schedule(np.random.default_rng(seed), 4, 8, 1))
+    shares = np.array([counts[k] for k in range(4)]) / sum(counts.values())
+    assert np.all(np.abs(shares - 0.25) < 0.02)
+
+
+def test_paper_schedule_ablations():
+    rng = np.random.default_rng(1)
+    no_eval = rules.paper_schedule(rng, 3, 2, 1, evaluation=False)
+    assert [s.kind for s in no_eval] == ["solve", "score"] * 2
+    no_score = rules.paper_schedule(rng, 3, 2, 1, scoring=False)
+    assert [s.kind for s in no_score] == ["solve", "evaluate"] * 2
+    with pytest.raises(ValueError):
+        rules.paper_schedule(rng, 3, 2, 1, evaluation=False, scoring=False)
+
+
+def test_released_schedule_every_agent_solves_and_duties_are_balanced():
+    rng = np.random.default_rng(2)
+    steps = rules.released_schedule(rng, num_agents=4, num_rounds=2, num_evaluations=1, num_references=2)
+    assert len(steps) == 2 * 3 * 4
+    for round_index in range(2):
+        in_round = [s for s in steps if s.round == round_index]
+        solves = [s for s in in_round if s.kind == "solve"]
+        assert [s.agent for s in solves] == [0, 1, 2, 3] and [s.slot for s in solves] == [0, 1, 2, 3]
+        for kind in ("evaluate", "score"):
+            duty = [s for s in in_round if s.kind == kind]
+            assert sorted(s.agent for s in duty) == [0, 1, 2, 3]  # one each: balanced
+            assert sorted(s.slot for s in duty) == [0, 1, 2, 3]
+        for s in solves:
+            if round_index == 0:
+                assert s.references == ()
+            else:
+                assert len(s.references) == 2 and len(set(s.references)) == 2
+                assert all(0 <= k < 4 for k in s.references)
+    # Order within a round: all solutions, then all evaluations, then all scorings.
+    assert [s.kind for s in steps[:12]] == ["solve"] * 4 + ["evaluate"] * 4 + ["score"] * 4
+
+
+def test_wrong_answer_differs():
+    from llm_envs.verifiers.math import check_answer
+
+    for truth in ["42", "-3", "2.5", "\\frac{1}{2}", "x+1"]:
+        assert not check_answer(rules.wrong_answer(truth), truth)
+
+
+def test_format_discussions_and_clip():
+    text = rules.format_discussions([("sol A", ["eval A"]), ("sol B", [])], max_chars=100)
+    assert "=== Discussion 1 ===" in text and "=== Discussion 2 ===" in text
+    assert text.index("sol A") < text.index("eval A") < text.index("sol B")
+    assert rules.format_discussions([], 100) == "(Empty discussion)"
+    clipped = rules.clip_text("x" * 50, 10)
+    assert clipped.startswith("x" * 10) and "40 more characters" in clipped

@@ -1,0 +1,267 @@
+"""``llm/ProposerSolverJudge-v0``: rewards against hand-computed values, credit timing, pool."""
+
+from __future__ import annotations
+
+import functools
+import threading
+
+import pytest
+from pettingzoo.test import api_test, render_test, seed_test
+
+from llm_envs.agents import RandomAgent, ReferenceAgent
+from llm_envs.envs.proposer_solver_judge.env import ProposerSolverJudgeEnv
+from llm_envs.envs.proposer_solver_judge.pool import PoolEntry, QuestionPool
+from llm_envs.envs.proposer_solver_judge.scripted import PSJScriptedAgent
+
+from .conftest import agent_policy, play
+
+
+def scripted(**behaviour):
+    return agent_policy(PSJScriptedAgent(**behaviour))
+
+
+def make_env(source, **options):
+    pool = options.pop("pool", None)
+    if pool is None:
+        pool = QuestionPool([PoolEntry("Seed question: what is 1 + 1?", "2")])
+    return ProposerSolverJudgeEnv(task_source=source, pool=pool, **options)
+
+
+def rewards_of(env, role):
+    return [r.reward for r in env.records if r.role == role]
+
+
+THIRD = 1 / 3
+
+
+@pytest.mark.parametrize(
+    ("behaviour", "proposer", "solver", "judge"),
+    [
+        # Reference: Q = 1, every answer right (V = 1): proposer (1 + 0 + 1)/3, solver 0.5 + 0.5.
+        (dict(), 2 * THIRD, [1.0] * 5, [1.0] * 6),
+        # Wrong answers, honest judge (V = 0): difficulty 1 -> proposer (1 + 1 + 1)/3 = 1;
+        # solver 0.5·0 + 0.5·1.
+        (dict(solver="wrong"), 1.0, [0.5] * 5, [1.0] * 6),
+        # The judge never gives a score: V = 0.5 everywhere, judge format 0.
+        # Proposer (0.5 + 0.5 + 1)/3; solver 0.5·0.5 + 0.5.
+        (dict(judge="garbage"), 2 * THIRD, [0.75] * 5, [0.0] * 6),
+        # Two scores (7 then 9): the first counts, V = 6/9, judge format 0.5.
+        # Proposer (2/3 + 1/3 + 1)/3; solver 0.5·2/3 + 0.5.
+        (dict(judge="multi_tag"), 2 * THIRD, [5 / 6] * 5, [0.5] * 6),
+        # Two question pairs: format 0.5 -> proposer (1 + 0 + 0.5)/3.
+        (dict(proposer="multi_tag"), 0.5, [1.0] * 5, [1.0] * 6),
+        # Correct answer in two pairs: format 0.5 -> solver 0.5·1 + 0.5·0.5.
+        (dict(solver="multi_tag"), 2 * THIRD, [0.75] * 5, [1.0] * 6),
+        # Correct answer without tags: format 0, and the judge sees no answer (V = 0).
+        (dict(solver="no_tag"), 1.0, [0.0] * 5, [1.0] * 6),
+        # No question at all: the episode ends at once with reward 0.
+        (dict(proposer="no_tag"), 0.0, [], []),
+    ],
+)
+def test_every_reward_path(math_source, behaviour, proposer, solver, judge):
+    env = make_env(math_source)
+    totals = play(env, scripted(**behaviour), seed=0)
+    assert rewards_of(env, "proposer") == pytest.approx([proposer])
+    assert rewards_of(env, "solver") == pytest.approx(solver)
+    assert rewards_of(env, "judge") == pytest.approx(judge)
+    assert totals == pytest.approx(env.agent_rewards())
+    assert all(r.final for r in env.records)
+
+
+def test_mixed_roles_hand_computed(math_source):
+    # Solver answers wrongly; a generous judge still rates everything 10.
+    policies = {
+        "proposer": scripted(),
+        "solver": scripted(solver="wrong"),
+        "judge": scripted(judge="generous"),
+    }
+    env = make_env(math_source)
+    play(env, policies, seed=3)
+    assert rewards_of(env, "solver") == pytest.approx([1.0] * 5)  # judge-based, not truth
+    assert rewards_of(env, "proposer") == pytest.approx([2 * THIRD])
+    assert env.episode_metrics()["success"] == 0.0  # ground truth says all 5 are wrong
+    assert [r.info["correct"] for r in env.records if r.role == "solver"] == [False] * 5
+
+
+def test_difficulty_dropped_below_threshold_only_with_the_option(math_source):
+    paper = make_env(math_source)
+    play(paper, scripted(judge="multi_tag"), seed=0)  # Q = 6/9 < 0.7
+    released = make_env(math_source, drop_difficulty_below_threshold=True)
+    play(released, scripted(judge="multi_tag"), seed=0)
+    assert paper.records[0].reward_components["difficulty"] == pytest.approx((1 - 6 / 9) / 3)
+    assert released.records[0].reward_components["difficulty"] == 0.0
+    assert released.records[0].reward == pytest.approx((6 / 9 + 1) / 3)
+
+
+def test_credit_arrives_when_known(math_source):
+    env = make_env(math_source)
+    env.reset(seed=0)
+    env.step(env.reference_action("proposer"))
+    assert env.records[0].reward_components == {"format": pytest.approx(THIRD)}
+    assert env.rewards["proposer"] == pytest.approx(THIRD)
+    env.step("Clear and feasible. <score>8</score>")  # judge rates the question: V = 7/9
+    assert env.records[0].reward_components["quality"] == pytest.approx(7 / 27)
+    assert env.rewards == pytest.approx({"proposer": 7 / 27, "solver": 0.0, "judge": 1.0})
+    for _ in range(5):
+        assert env.agent_selection == "solver"
+        env.step(env.reference_action("solver"))
+    assert env.rewards["solver"] == pytest.approx(0.5)  # format part of the last answer
+    for k, score in enumerate([10, 10, 1, 4, 10]):  # V = 1, 1, 0, 1/3, 1
+        assert env.agent_selection == "judge"
+        env.step(f"<score>{score}</score>")
+        assert env.records[2 + k].reward_components["judge"] == pytest.approx(0.5 * (score - 1) / 9)
+        assert env.rewards["solver"] == pytest.approx(0.5 * (score - 1) / 9)
+    # Difficulty 1 − mean(1, 1, 0, 1/3, 1) = 1 − 10/15, credited at the very end.
+    assert env.episode_over
+    assert env.records[0].reward_components["difficulty"] == pytest.approx((1 - 10 / 15) / 3)
+    assert env.rewards["proposer"] == pytest.approx((1 - 10 / 15) / 3)
+    assert env.records[0].reward == pytest.approx((7 / 9 + 1 - 10 / 15 + 1) / 3)
+
+
+def test_solver_samples_share_one_prompt_and_one_group(math_source):
+    env = make_env(math_source)
+    play(env, agent_policy(ReferenceAgent()), seed=1)
+    samples = [r for r in env.records if r.role == "solver"]
+    assert len(samples) == 5
+    assert len({r.group_key for r in samples}) == 1
+    assert all(r.observation == samples[0].observation for r in samples)
+    judge_prompts = [r.observation["prompt"] for r in env.records if r.role == "judge"]
+    assert len(set(judge_prompts)) >= 2 and "Rate the quality" in judge_prompts[0]
+    assert all("Answer:" in p for p in judge_prompts[1:])
+
+
+@pytest.mark.parametrize(("p", "expected"), [(0.0, 0), (1.0, 20)])
+def test_reference_probability(math_source, p, expected):
+    env = make_env(math_source, reference_probability=p)
+    shown = 0
+    for seed in range(20):
+        env.reset(seed=seed)
+        prompt = env.observe("proposer")["prompt"]
+        shown += env.reference is not None
+        assert (env.reference is not None) == ("Reference task" in prompt)
+        if env.reference is not None:
+            assert env.reference.question in prompt
+    assert shown == expected
+
+
+def test_half_reference_shows_a_reference_about_half_the_time(math_source):
+    env = make_env(math_source)
+    shown = 0
+    for seed in range(200):
+        env.reset(seed=seed)
+        shown += env.reference is not None
+    assert 70 < shown < 130
+
+
+def test_pool_grows_at_episode_end_with_accepted_questions_only(math_source):
+    env = make_env(math_source)
+    size = len(env.pool)
+    env.reset(seed=0)
+    env.step(env.reference_action("proposer"))
+    env.step(env.reference_action("judge"))  # quality 1: staged, not yet committed
+    assert len(env.pool) == size and len(env.staged) == 1
+    while not env.episode_over:
+        env.step(env.reference_action(env.agent_selection))
+    assert len(env.pool) == size + 1
+    assert env.pool.lookup(env.question).quality == 1.0
+    # A low-quality question never joins.
+    play(env, scripted(judge="garbage"), seed=1)
+    assert len(env.pool) == size + 1
+
+
+def test_reusing_a_pool_question_does_not_grow_the_pool(math_source):
+    env = make_env(math_source, reference_probability=1.0)
+    size = len(env.pool)
+    play(env, scripted(proposer="reuse"), seed=0)
+    assert env.question == env.reference.question
+    assert env.episode_metrics()["ground_truth_known"] == 1.0  # seed questions carry answers
+    assert env.episode_metrics()["question_accepted"] == 1.0
+    assert len(env.pool) == size
+
+
+def test_clones_do_not_leak_into_the_pool(math_source):
+    env = make_env(math_source)
+    env.reset(seed=0)
+    env.step(env.reference_action("proposer"))
+    env.step(env.reference_action("judge"))
+    size = len(env.pool)
+    branch = env.clone()
+    assert branch.pool is env.pool and not branch.commits_to_pool
+    play(branch, agent_policy(ReferenceAgent()), reset=False)
+    assert len(env.pool) == size and branch.staged  # staged but never committed
+    keeper = env.clone(commits_to_pool=True)
+    play(keeper, agent_policy(ReferenceAgent()), reset=False)
+    assert len(env.pool) == size + 1
+    # The original finishing the same episode adds nothing twice.
+    play(env, agent_policy(ReferenceAgent()), reset=False)
+    assert len(env.pool) == size + 1
+    assert branch.commit_pool_additions() == 0  # explicit commit: already there
+
+
+def test_concurrent_envs_share_one_pool(math_source):
+    pool = QuestionPool([PoolEntry("Seed?")])
+    envs = [ProposerSolverJudgeEnv(task_source=math_source, pool=pool) for _ in range(4)]
+    questions: list[set[str]] = [set() for _ in envs]
+
+    def run(index):
+        for seed in range(10):
+            play(envs[index], agent_policy(ReferenceAgent()), seed=100 * index + seed)
+            questions[index].add(envs[index].question)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    proposed = set().union(*questions)
+    assert {e.question for e in pool} == proposed | {"Seed?"}
+
+
+def test_pool_path_persists_across_environments(math_source, tmp_path):
+    path = tmp_path / "pool.jsonl"
+    first = ProposerSolverJudgeEnv(task_source=math_source, pool_path=str(path), pool_seed_size=3)
+    assert len(first.pool) == 3 and path.exists()
+    play(first, scripted(), seed=0)
+    play(first, scripted(), seed=5)
+    grown = {e.question for e in first.pool}
+    second = ProposerSolverJudgeEnv(task_source=math_source, pool_path=str(path), pool_seed_size=0)
+    assert {e.question for e in second.pool} == grown
+    assert len(grown) > 3
+
+
+def test_reference_and_random_agents(math_source):
+    env = make_env(math_source)
+    for seed in range(3):
+        play(env, agent_policy(ReferenceAgent()), seed=seed)
+        assert env.episode_metrics()["success"] == 1.0
+        assert env.episode_metrics()["ground_truth_known"] == 1.0
+    for seed in range(3):
+        play(env, agent_policy(RandomAgent(seed)), seed=seed)
+        assert env.episode_metrics()["success"] == 0.0
+
+
+def test_hostile_actions_are_game_logic(math_source):
+    env = make_env(math_source, max_shown_chars=500)
+    env.reset(seed=0)
+    env.step("<question>" + "y" * (1 << 20) + "</question>")
+    assert len(env.observe("judge")["prompt"]) < 3000
+    for action in ["", "<score>9999999999999999999</score>", "<answer></answer><answer>1</answer>", "\x00"]:
+        env.step(action)
+    assert all(isinstance(r.reward, float) for r in env.records)
+
+
+def test_config_validation(math_source):
+    with pytest.raises(ValueError):
+        make_env(math_source, reference_probability=1.5)
+    with pytest.raises(ValueError):
+        make_env(math_source, num_solver_samples=0)
+
+
+def test_pettingzoo_tests_with_options(math_source):
+    factory = functools.partial(
+        make_env, math_source, reference_probability=1.0, num_solver_samples=2,
+        drop_difficulty_below_threshold=True,
+    )
+    api_test(factory(), num_cycles=60)
+    seed_test(factory, num_cycles=40)
+    render_test(lambda render_mode=None: factory(render_mode=render_mode))

@@ -1,0 +1,167 @@
+"""Two tiny text environments that exercise the interop hooks without any sandbox or dataset.
+
+* :class:`CorridorEnv`: turn-based. A ``scout`` names a direction, then a ``walker`` moves one
+  cell left or right along a corridor towards a hidden goal. Both implement the
+  enumerable-moves hook (``legal_actions`` / ``max_legal_actions``) with *different* numbers of
+  moves, so the numeric view must pad them to one ``Discrete`` space.
+* :class:`GuessEnv`: simultaneous. ``agent_0`` and ``agent_1`` guess a hidden digit each turn and
+  see only the *previous* turn's guesses (``metadata["is_parallelizable"] = True``).
+  ``leak=True`` shows the same turn's earlier guess instead: a deliberately broken variant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from llm_envs.core.env import TextEnv
+
+
+@dataclass
+class CorridorConfig:
+    length: int = 7
+    max_turns: int = 12
+
+
+class CorridorEnv(TextEnv):
+    metadata: ClassVar[dict[str, Any]] = {**TextEnv.metadata, "name": "corridor_v0"}
+    config_class = CorridorConfig
+    max_legal_actions = 3
+
+    def __init__(self, config: CorridorConfig | None = None, *, render_mode: str | None = None, **overrides: Any):
+        self.config = self._build_config(config, overrides)
+        super().__init__(("scout", "walker"), render_mode=render_mode)
+
+    def _start_episode(self, options: dict[str, Any]) -> str:
+        n = self.config.length
+        self.goal = int(self.np_random.integers(0, n))
+        self.position = int((self.goal + 1 + self.np_random.integers(0, n - 1)) % n)
+        self.hint = ""
+        self._scout_record = None
+        return "scout"
+
+    def legal_actions(self, agent: str) -> list[str]:
+        if agent == "scout":
+            return ["hint: left", "hint: right", "hint: stay"]
+        moves = []
+        if self.position > 0:
+            moves.append("move left")
+        if self.position < self.config.length - 1:
+            moves.append("move right")
+        return moves
+
+    def _apply_action(self, agent: str, action: str) -> str | None:
+        if agent == "scout":
+            record = self._add_record(agent, action, format_ok=action.startswith("hint:"))
+            self.hint = action[:40]
+            self._scout_record = record
+            return "walker"
+        text = action.strip().lower()
+        step = {"move left": -1, "move right": 1}.get(text)
+        legal = step is not None and 0 <= self.position + step < self.config.length
+        record = self._add_record(agent, action, format_ok=legal)
+        if legal:
+            before = abs(self.position - self.goal)
+            self.position += step
+            progress = before - abs(self.position - self.goal)
+            self._credit(record, "progress", 0.1 * progress)
+            self._credit(self._scout_record, "team", 0.1 * progress)
+        else:
+            self._credit(record, "format", -0.1)
+        self.turn += 1
+        if self.position == self.goal:
+            self._credit(record, "goal", 1.0)
+            self._end_episode()
+            return None
+        if self.turn >= self.config.max_turns:
+            self._end_episode(truncated=True)
+            return None
+        return "scout"
+
+    def _instruction(self, agent: str) -> str:
+        if agent == "scout":
+            return "You are the scout. You see the goal. Reply 'hint: left', 'hint: right' or 'hint: stay'."
+        return "You are the walker. Reply 'move left' or 'move right'."
+
+    def _prompt(self, agent: str) -> str:
+        cells = ["."] * self.config.length
+        cells[self.position] = "W"
+        if agent == "scout":
+            cells[self.goal] = "G" if self.goal != self.position else "*"
+            return f"turn {self.turn}: {''.join(cells)}"
+        return f"turn {self.turn}: {''.join(cells)} | scout says: {self.hint or '(nothing yet)'}"
+
+    def reference_action(self, agent: str) -> str:
+        direction = "left" if self.goal < self.position else "right"
+        return f"hint: {direction}" if agent == "scout" else f"move {direction}"
+
+    def random_action(self, agent: str, rng: np.random.Generator) -> str:
+        options = self.legal_actions(agent)
+        return options[int(rng.integers(0, len(options)))]
+
+    def _episode_metrics(self) -> dict[str, float]:
+        return {"success": float(self.position == self.goal)}
+
+
+@dataclass
+class GuessConfig:
+    turns: int = 3
+    leak: bool = False
+
+
+class GuessEnv(TextEnv):
+    metadata: ClassVar[dict[str, Any]] = {**TextEnv.metadata, "name": "guess_v0", "is_parallelizable": True}
+    config_class = GuessConfig
+
+    def __init__(self, config: GuessConfig | None = None, *, render_mode: str | None = None, **overrides: Any):
+        self.config = self._build_config(config, overrides)
+        super().__init__(("agent_0", "agent_1"), render_mode=render_mode)
+
+    def _start_episode(self, options: dict[str, Any]) -> str:
+        self.secret = int(self.np_random.integers(0, 10))
+        self.previous: dict[str, str] = {}
+        self.current: dict[str, str] = {}
+        self._records: dict[str, Any] = {}
+        return "agent_0"
+
+    def _apply_action(self, agent: str, action: str) -> str | None:
+        guess = action.strip()
+        record = self._add_record(agent, action, format_ok=guess.isdigit())
+        self._records[agent] = record
+        self.current[agent] = guess[:10]
+        if agent == "agent_0":
+            return "agent_1"
+        # End of the cycle: both guesses are scored together.
+        hits = {a: self.current[a] == str(self.secret) for a in self.possible_agents}
+        for a in self.possible_agents:
+            self._credit(self._records[a], "local", float(hits[a]))
+            self._credit(self._records[a], "team", 0.5 * float(all(hits.values())))
+        self.previous, self.current = self.current, {}
+        self.turn += 1
+        if all(hits.values()) or self.turn >= self.config.turns:
+            self._end_episode(truncated=not all(hits.values()))
+            return None
+        return "agent_0"
+
+    def _instruction(self, agent: str) -> str:
+        return f"You are {agent}. Guess the secret digit; reply with one digit."
+
+    def _prompt(self, agent: str) -> str:
+        shown = dict(self.previous)
+        if self.config.leak:
+            shown.update(self.current)
+        others = ", ".join(f"{a}: {g}" for a, g in sorted(shown.items()) if a != agent) or "none yet"
+        hint = "" if not self.previous else f" (hint: the secret is {'even' if self.secret % 2 == 0 else 'odd'})"
+        return f"turn {self.turn}; other guesses: {others}{hint}"
+
+    def reference_action(self, agent: str) -> str:
+        return str(self.secret)
+
+    def random_action(self, agent: str, rng: np.random.Generator) -> str:
+        return str(int(rng.integers(0, 10)))
+
+    def _episode_metrics(self) -> dict[str, float]:
+        hits = [self.previous.get(a) == str(self.secret) for a in self.possible_agents]
+        return {"success": float(all(hits))}

@@ -1,0 +1,88 @@
+"""Fixtures for the sandbox tests: real backends, no mocks.
+
+Every isolated backend that works on this host is exercised; a backend that cannot run here is
+skipped with the reason its probe gave (on CI, bwrap and process must both run: `.ci/run`
+installs bubblewrap). Docker needs an engine and is covered in test_docker.py.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+import sandboxes
+from sandboxes.core import Sandbox, SandboxUnavailable
+
+# Isolation tests use a light preload so the many worker restarts (after every timeout) stay
+# cheap; the default preload (numpy, sympy) is tested on its own.
+LIGHT_PRELOAD = ["collections", "itertools", "math", "json", "re"]
+ISOLATED_BACKENDS = ["bwrap", "process"]
+
+
+def make(backend: str, **options) -> Sandbox:
+    """A fresh sandbox of `backend`, or skip the test with the probe's reason."""
+    options.setdefault("preload", LIGHT_PRELOAD)
+    options.setdefault("pool_size", 2)
+    try:
+        return sandboxes.make_sandbox(backend, **options)
+    except SandboxUnavailable as exc:
+        if os.environ.get("SANDBOX_TESTS_REQUIRE") and backend in os.environ["SANDBOX_TESTS_REQUIRE"].split(","):
+            raise
+        pytest.skip(f"{backend} backend unavailable here: {exc}")
+
+
+@pytest.fixture(scope="module", params=ISOLATED_BACKENDS)
+def isolated(request) -> Iterator[Sandbox]:
+    """A warm sandbox of each isolated backend, shared by the tests of one module."""
+    sandbox = make(request.param)
+    yield sandbox
+    sandbox.close()
+
+
+@pytest.fixture(params=ISOLATED_BACKENDS)
+def fresh_isolated(request) -> Iterator[Sandbox]:
+    """A new sandbox per test, for tests that check what is left after close()."""
+    sandbox = make(request.param, pool_size=1)
+    yield sandbox
+    sandbox.close()
+
+
+def descendants(pid: int | None = None) -> list[int]:
+    """Live descendants of `pid` (default: this test process), from /proc."""
+    root = os.getpid() if pid is None else pid
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if fields[0] == b"Z":
+            continue
+        children.setdefault(int(fields[1]), []).append(int(name))
+    found, frontier = [], [root]
+    while frontier:
+        for child in children.get(frontier.pop(), ()):
+            found.append(child)
+            frontier.append(child)
+    return found
+
+
+def processes_with_marker(marker: str) -> list[int]:
+    """Pids of any process on the host whose command line contains `marker`."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as fh:
+                if marker.encode() in fh.read():
+                    found.append(int(name))
+        except OSError:
+            continue
+    return found

@@ -1,0 +1,152 @@
+"""The learner: token-mean over the optimizer step, gradients, clipping, schedule, precision."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from llm_trainers.batching import completion_logprobs, pack_sequences
+from llm_trainers.learner import Learner, LossConfig, OptimConfig, UpdateSample, lr_lambda
+from llm_trainers.policies import build_policies
+
+
+def _samples(tok, lengths, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for i, n in enumerate(lengths):
+        prompt = torch.randint(7, len(tok), (3 + i % 3,), generator=g).tolist()
+        completion = torch.randint(7, len(tok), (n,), generator=g).tolist()
+        adv = torch.randn(n, generator=g)
+        out.append(UpdateSample(prompt, completion, adv, torch.zeros(n)))
+    return out
+
+
+def _fill_old(learner, name, samples):
+    for s, lp in zip(samples, learner.logprobs(name, [s.prompt_ids for s in samples], [s.completion_ids for s in samples])):
+        s.old_logprobs = lp
+    return samples
+
+
+@pytest.fixture()
+def policies(tiny_model_dir):
+    return build_policies("L1", ["a", "b"], tiny_model_dir, device="cpu")
+
+
+def test_gradient_is_token_mean_policy_gradient(policies):
+    """On-policy (ρ = 1) the gradient is −Σ_t A_t ∇log π_t / N over all tokens of the step."""
+    pol = policies["shared"]
+    learner = Learner(policies, OptimConfig(lr=0.0, max_grad_norm=None), micro_batch_size=2)
+    samples = _fill_old(learner, "shared", _samples(pol.tokenizer, [1, 4, 2, 3, 5]))
+    learner.update("shared", samples)  # lr 0: parameters stay, gradients remain for inspection
+    got = {n: p.grad.clone() for n, p in pol.model.named_parameters() if p.grad is not None}
+
+    pol.model.zero_grad(set_to_none=True)
+    n_tokens = sum(len(s.completion_ids) for s in samples)
+    batch = pack_sequences([s.prompt_ids for s in samples], [s.completion_ids for s in samples], pol.tokenizer.pad_token_id)
+    logp, _ = completion_logprobs(pol.model, batch)
+    adv = torch.zeros_like(logp)
+    for i, s in enumerate(samples):
+        adv[i, : len(s.advantages)] = s.advantages
+    (-(adv * logp * batch.completion_mask).sum() / n_tokens).backward()
+    for n, p in pol.model.named_parameters():
+        if p.grad is not None:
+            assert torch.allclose(got[n], p.grad, atol=1e-6, rtol=1e-4), n
+
+
+def test_micro_batch_size_does_not_change_the_step_gradient(policies):
+    """Accumulated micro-batch gradients equal the whole step's token-mean gradient."""
+    pol = policies["shared"]
+    grads = []
+    for mb in (1, 2, 5):
+        learner = Learner(policies, OptimConfig(lr=0.0, max_grad_norm=None), micro_batch_size=mb)
+        samples = _fill_old(learner, "shared", _samples(pol.tokenizer, [1, 4, 2, 3, 5]))
+        learner.update("shared", samples)
+        grads.append({n: p.grad.clone() for n, p in pol.model.named_parameters() if p.grad is not None})
+    for other in grads[1:]:
+        for k in grads[0]:
+            assert torch.allclose(grads[0][k], other[k], atol=1e-7, rtol=1e-4), k
+
+
+def test_gradient_clipping_caps_the_norm(policies):
+    pol = policies["shared"]
+    learner = Learner(policies, OptimConfig(lr=0.0, max_grad_norm=1e-3), micro_batch_size=8)
+    samples = _fill_old(learner, "shared", _samples(pol.tokenizer, [3, 3, 3]))
+    metrics = learner.update("shared", samples)
+    assert metrics["grad_norm"] > 1e-3  # reported norm is the pre-clip norm
+    total = torch.norm(torch.stack([p.grad.norm() for p in pol.trainable_parameters() if p.grad is not None]))
+    assert total.item() == pytest.approx(1e-3, rel=1e-3)
+
+
+def test_lr_schedule_values():
+    cfg = OptimConfig(schedule="cosine", warmup_steps=2, total_steps=12, min_lr_ratio=0.1)
+    assert lr_lambda(0, cfg) == pytest.approx(0.5)
+    assert lr_lambda(1, cfg) == pytest.approx(1.0)
+    assert lr_lambda(2, cfg) == pytest.approx(1.0)
+    assert lr_lambda(7, cfg) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 0.5)))  # 0.55
+    assert lr_lambda(12, cfg) == pytest.approx(0.1)
+    assert lr_lambda(50, cfg) == pytest.approx(0.1)
+    lin = OptimConfig(schedule="linear", total_steps=10, min_lr_ratio=0.0)
+    assert lr_lambda(5, lin) == pytest.approx(0.5)
+    assert lr_lambda(3, OptimConfig()) == 1.0
+    with pytest.raises(ValueError):
+        lr_lambda(3, OptimConfig(schedule="step"))
+
+
+def test_scheduler_steps_once_per_update(policies):
+    learner = Learner(policies, OptimConfig(lr=1.0, schedule="linear", total_steps=4, min_lr_ratio=0.0), micro_batch_size=8)
+    samples = _fill_old(learner, "shared", _samples(policies["shared"].tokenizer, [2, 2]))
+    lrs = [learner.update("shared", samples)["lr"] for _ in range(3)]
+    assert lrs == pytest.approx([1.0, 0.75, 0.5])
+
+
+def test_kl_loss_term_and_entropy_are_added(policies):
+    pol = policies["shared"]
+    loss_cfg = LossConfig(kl_loss_coef=0.5, kl_estimator="k1", entropy_coef=0.0)
+    learner = Learner(policies, OptimConfig(lr=0.0), loss_cfg, micro_batch_size=8)
+    samples = _fill_old(learner, "shared", _samples(pol.tokenizer, [2, 3]))
+    for s in samples:
+        s.advantages = torch.zeros(len(s.completion_ids))
+        s.ref_logprobs = s.old_logprobs - 0.2  # k1 = log π − log π_ref = 0.2 on every token
+    m = learner.update("shared", samples)
+    assert m["pg_loss"] == pytest.approx(0.0, abs=1e-7)
+    assert m["kl"] == pytest.approx(0.2, abs=1e-5)
+    assert m["loss"] == pytest.approx(0.5 * 0.2, abs=1e-5)
+    with pytest.raises(ValueError):
+        Learner(policies, loss=loss_cfg).update("shared", _samples(pol.tokenizer, [2]))
+
+
+def test_entropy_bonus_lowers_the_loss(policies):
+    pol = policies["shared"]
+    learner = Learner(policies, OptimConfig(lr=0.0), LossConfig(entropy_coef=0.1), micro_batch_size=8)
+    samples = _fill_old(learner, "shared", _samples(pol.tokenizer, [2, 3]))
+    for s in samples:
+        s.advantages = torch.zeros(len(s.completion_ids))
+    m = learner.update("shared", samples)
+    assert m["entropy"] > 0.5  # a random model over ~34 tokens is far from deterministic
+    assert m["loss"] == pytest.approx(-0.1 * m["entropy"], rel=1e-5)
+
+
+def test_bf16_autocast_and_gradient_checkpointing_on_cpu(tiny_model_dir):
+    base = build_policies("L1", ["a"], tiny_model_dir, device="cpu")
+    ckpt = build_policies("L1", ["a"], tiny_model_dir, device="cpu", gradient_checkpointing=True)
+    lr0 = OptimConfig(lr=0.0, max_grad_norm=None)
+    grads = []
+    for ps in (base, ckpt):
+        learner = Learner(ps, lr0, micro_batch_size=8)
+        samples = _fill_old(learner, "shared", _samples(ps["shared"].tokenizer, [3, 2, 4]))
+        learner.update("shared", samples)
+        grads.append({n: p.grad.clone() for n, p in ps["shared"].model.named_parameters() if p.grad is not None})
+    assert grads[0].keys() == grads[1].keys()
+    for n in grads[0]:
+        assert torch.allclose(grads[0][n], grads[1][n], atol=1e-6), n
+    bf = Learner(base, lr0, micro_batch_size=8, bf16=True)
+    samples = _samples(base["shared"].tokenizer, [3, 2, 4])
+    fp32 = Learner(base, lr0, micro_batch_size=8).logprobs("shared", [s.prompt_ids for s in samples], [s.completion_ids for s in samples])
+    bf16 = bf.logprobs("shared", [s.prompt_ids for s in samples], [s.completion_ids for s in samples])
+    for a, b in zip(fp32, bf16):
+        assert torch.allclose(a, b, atol=0.1)
+    _fill_old(bf, "shared", samples)
+    m = bf.update("shared", samples)
+    assert math.isfinite(m["loss"])

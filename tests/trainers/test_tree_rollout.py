@@ -1,0 +1,100 @@
+"""Rollouts: tree-structured sampling (AT-GRPO) and flat sampling, token-in/token-out records."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+
+import llm_envs
+from llm_trainers.agents.hf import HFEngine, SamplingParams
+from llm_trainers.policies import build_policies
+from llm_trainers.rollout import collect
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_dir):
+    ps = build_policies("L1", ["speaker", "listener"], tiny_model_dir, device="cpu")
+    return HFEngine(ps, SamplingParams(temperature=1.0, max_new_tokens=4), seed=0)
+
+
+def _envs(n, **kw):
+    return [llm_envs.make("llm/Signalling-v0", **kw) for _ in range(n)]
+
+
+def test_tree_groups_share_identical_prompts_and_observations(engine):
+    envs = _envs(6, rounds=2)
+    res = collect(envs, seeds=range(6), engine=engine, policy_of={"speaker": "shared", "listener": "shared"}, k=4, tree=True)
+    groups = defaultdict(list)
+    for r in res.records:
+        groups[r.group].append(r)
+    # 6 episodes x 2 rounds x 2 agents decision points, each a group of exactly k = 4
+    assert len(groups) == 6 * 2 * 2
+    assert all(len(g) == 4 for g in groups.values())
+    for key, members in groups.items():
+        assert len({tuple(m.prompt_ids) for m in members}) == 1
+        assert len({(m.slot, m.agent, m.turn, m.index) for m in members}) == 1
+        assert sum(m.chosen for m in members) == 1
+        best = max(m.reward for m in members)
+        assert next(m for m in members if m.chosen).reward == best
+        assert [m.candidate for m in members] == [0, 1, 2, 3]
+    # the episode continued from the chosen candidate: the final env holds its action
+    for r in res.records:
+        if r.chosen:
+            env_rec = res.envs[r.slot].records[r.index]
+            assert env_rec.action == r.text
+            assert r.final_reward == env_rec.reward
+            # the prompt the env stored for the action is the observation we tokenised
+            assert engine.encode("shared", env_rec.observation) == r.prompt_ids
+        else:
+            assert r.final_reward is None
+
+
+def test_tree_later_agents_get_their_own_comparison(engine):
+    """The listener's candidates are scored on clones of the state the chosen speaker produced."""
+    envs = _envs(16)
+    res = collect(envs, seeds=range(16), engine=engine, policy_of=lambda a: "shared", k=4, tree=True)
+    listener = defaultdict(list)
+    for r in res.records:
+        if r.agent == "listener":
+            listener[r.group].append(r)
+    # with a random model at least one listener group must see different rewards
+    assert any(len({m.reward for m in g}) > 1 for g in listener.values())
+    for g in listener.values():
+        chosen_speaker = next(r for r in res.records if r.chosen and r.agent == "speaker" and r.slot == g[0].slot)
+        assert chosen_speaker.text in engine.policies["shared"].tokenizer.decode(g[0].prompt_ids)
+
+
+def test_records_are_token_in_token_out(engine):
+    tok = engine.policies["shared"].tokenizer
+    envs = _envs(4)
+    res = collect(envs, seeds=range(4), engine=engine, policy_of=lambda a: "shared", k=3, tree=True)
+    for r in res.records:
+        assert r.completion_ids and len(r.logprobs) == len(r.completion_ids)
+        assert tok.decode(r.completion_ids, skip_special_tokens=True) == r.text
+        assert r.policy == "shared" and r.role == r.agent
+
+
+def test_flat_rollout_reads_final_rewards_with_delayed_credit(engine):
+    envs = _envs(8)
+    res = collect(envs, seeds=[0, 0, 1, 1, 2, 2, 3, 3], engine=engine, policy_of=lambda a: "shared")
+    assert len(res.records) == 16
+    for r in res.records:
+        env_rec = res.envs[r.slot].records[r.index]
+        assert r.reward == env_rec.reward == r.final_reward
+        if r.agent == "speaker":  # team credit arrived after the speaker acted
+            assert r.reward == env_rec.reward_components["local"] + env_rec.reward_components["team"]
+    # the same seed gives the same group key (REINFORCE++-baseline groups repeats of a problem)
+    keys = [r.group for r in res.records if r.agent == "speaker"]
+    assert keys[0] == keys[1] and keys[0] != keys[2]
+    for ep, env in zip(res.episodes, res.envs):
+        assert ep["success"] == env.episode_metrics()["success"]
+        assert ep["reward/speaker"] == env.agent_rewards()["speaker"]
+
+
+def test_flat_rejects_k_and_max_decisions_cuts(engine):
+    with pytest.raises(ValueError):
+        collect(_envs(1), [0], engine, lambda a: "shared", k=4, tree=False)
+    res = collect(_envs(2, rounds=3), [0, 1], engine, lambda a: "shared", max_decisions=2)
+    assert all(ep["truncated"] == 1.0 for ep in res.episodes)
+    assert len(res.records) == 4
