@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     runner = make_runner(args.env)
     episodes = sample(runner, args.episodes)
     for episode in episodes:
-        returns = {agent: round(e.get_return(), 3) for agent, e in episode.agent_episodes.items()}
+        returns = {agent: round(float(e.get_return()), 3) for agent, e in episode.agent_episodes.items()}
         print(f"episode {episode.id_[:8]}: {len(episode)} env steps, returns {returns}")
     runner.stop()
 

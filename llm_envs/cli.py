@@ -94,9 +94,7 @@ def cmd_play(args: argparse.Namespace) -> int:
     env.reset(seed=args.seed)
     print(f"{args.env_id}, seed {args.seed}: you play {you}; {others.name} plays "
           f"{', '.join(a for a in env.possible_agents if a != you) or 'nobody else'}.")
-    description = env._describe_episode() if hasattr(env, "_describe_episode") else ""
-    if description:
-        print(description)
+    print(env.transcript())  # the task (no actions yet)
     shown = 0
     for agent in env.agent_iter():
         _, _, terminated, truncated, _ = env.last(observe=False)

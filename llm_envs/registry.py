@@ -12,6 +12,7 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from pettingzoo.env_registry.exceptions import FailedToImport
 from pettingzoo.env_registry.registration import make as _pz_make
 from pettingzoo.env_registry.registration import register as _pz_register
 
@@ -74,7 +75,16 @@ def make(env_id: str, **kwargs: Any):
     """
     if "/" not in env_id:
         env_id = f"{NAMESPACE}/{env_id}"
-    return _pz_make("aec", env_id, **kwargs)
+    try:
+        return _pz_make("aec", env_id, **kwargs)
+    except FailedToImport as error:
+        # PettingZoo's message suggests ``pip install 'pettingzoo[llm]'``, which does not exist.
+        cause = error.__cause__
+        raise ImportError(
+            f"could not import the environment {env_id!r}: {cause!r}. "
+            "If a package is missing, install the matching extra of llm-envs "
+            "(e.g. pip install 'llm-envs[code,math]')."
+        ) from cause
 
 
 def env_ids() -> list[str]:

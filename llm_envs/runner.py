@@ -218,8 +218,6 @@ class _Dispatcher:
                 if not future.done():
                     self.run.running += 1
                     future.set_exception(exc)
-            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-                raise
             return
         self.busy = False
         for (_, future), output in zip(batch, outputs):
@@ -338,11 +336,12 @@ class Runner:
         env_id = self.env_label or self._env_id(first_env)
         agents = self._agent_map(first_env)
 
+        names = {agent_id: getattr(agent, "name", type(agent).__name__) for agent_id, agent in agents.items()}
         done: dict[int, EpisodeResult] = {}
         if self.out_path is not None:
             if self.resume:
                 for result in load_episodes(self.out_path, repair=True):
-                    self._check_resumed(result, env_id)
+                    self._check_resumed(result, env_id, names)
                     if result.index < self.num_episodes:
                         done.setdefault(result.index, result)
             elif self.out_path.exists() and self.out_path.stat().st_size > 0:
@@ -366,7 +365,6 @@ class Runner:
 
         workers_count = min(self.concurrency, len(todo))
         envs = [first_env] + [self._spawn(first_env) for _ in range(max(0, workers_count - 1))]
-        names = {agent_id: getattr(agent, "name", type(agent).__name__) for agent_id, agent in agents.items()}
         new_results: dict[int, EpisodeResult] = {}
 
         async def worker(env: Any) -> None:
@@ -509,12 +507,17 @@ class Runner:
                 raise RunnerError(f"agent for {agent_id!r} is a {type(agent).__name__}, not an Agent")
         return agents
 
-    def _check_resumed(self, result: EpisodeResult, env_id: str) -> None:
+    def _check_resumed(self, result: EpisodeResult, env_id: str, names: Mapping[str, str]) -> None:
         if result.env_id != env_id or result.seed != self.seed + result.index:
             raise RunnerError(
                 f"{self.out_path} holds episode {result.index} of another run "
                 f"(env {result.env_id!r}, seed {result.seed}; this run: env {env_id!r}, "
                 f"seed {self.seed + result.index}); refusing to mix them"
+            )
+        if dict(result.agents) != dict(names):
+            raise RunnerError(
+                f"{self.out_path} holds episode {result.index} played by other agents "
+                f"({result.agents}; this run: {dict(names)}); refusing to mix them"
             )
 
 

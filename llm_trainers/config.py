@@ -313,11 +313,34 @@ def _build(cls: type, data: Mapping[str, Any], where: str) -> Any:
     kwargs = {}
     for name, value in data.items():
         sub = _dataclass_in(types[name])
+        path = f"{where}.{name}" if where else name
         if sub is not None and value is not None:
-            kwargs[name] = _build(sub, value, f"{where}.{name}" if where else name)
+            kwargs[name] = _build(sub, value, path)
         else:
-            kwargs[name] = value
+            kwargs[name] = _coerce(types[name], value, path)
     return cls(**kwargs)
+
+
+def _coerce(tp: Any, value: Any, where: str) -> Any:
+    """Convert YAML scalars to the field's number type (YAML 1.1 reads ``1e-5`` as a string)."""
+    if value is None:
+        return None
+    args = set(typing.get_args(tp)) or {tp}
+    if float in args and isinstance(value, (str, int)) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except ValueError:
+            if str in args or Any in args:
+                return value
+            raise ValueError(f"{where}: expected a number, got {value!r}") from None
+    if int in args and float not in args and isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            if str in args or Any in args:
+                return value
+            raise ValueError(f"{where}: expected an integer, got {value!r}") from None
+    return value
 
 
 def _dataclass_in(tp: Any) -> type | None:

@@ -119,10 +119,15 @@ def main():
                 except OSError:
                     pass  # read-only is a nicety: the sandbox uid cannot write there anyway
                 os.close(fd)
+            private = []
             for directory in cfg.get("private_dirs", []):
                 if os.path.isdir(directory):
                     _mount("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV, cfg.get("private_dir_options", "mode=1777"))
+                    private.append(directory)
             applied.append("private_dirs")
+            if private:
+                # Tell the worker which directories are its own to wipe between jobs.
+                cfg.setdefault("env", {})["SANDBOX_PRIVATE_DIRS"] = ":".join(private)
         except OSError as exc:
             errors["mnt"] = str(exc)
     missing = [name for name in cfg.get("required", []) if name not in applied]

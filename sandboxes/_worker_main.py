@@ -260,7 +260,8 @@ class Worker:
         for scratch in self.scratch_dirs:
             try:
                 for entry in os.listdir(scratch):
-                    if entry in self.scratch_keep:
+                    path = os.path.join(scratch, entry)
+                    if entry in self.scratch_keep or (self.work_root + "/").startswith(path + "/"):
                         continue
                     tidy = _rmtree(os.path.join(scratch, entry)) and tidy
             except OSError:
@@ -511,6 +512,9 @@ def main():
             if config.get("seccomp_required"):
                 _send(out_fd, {"error": "cannot load seccomp filter: %s" % exc})
                 return
+    # Private tmpfs the launcher mounted for us (process backend): wiped after every job.
+    private_dirs = os.environ.pop("SANDBOX_PRIVATE_DIRS", "")
+    config["scratch_dirs"] = list(config.get("scratch_dirs") or []) + [d for d in private_dirs.split(":") if d]
     worker = Worker(config, in_fd, out_fd)
     _send(
         out_fd,

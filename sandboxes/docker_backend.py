@@ -23,7 +23,7 @@ from typing import Any, Optional
 
 from .core import FileMap, Limits, RunResult, Sandbox, SandboxError, SandboxUnavailable, validate_files
 from .local import _SCRUBBED_ENV, SANDBOX_WORK_DIR, _default_pool_size
-from .pool import DEFAULT_PRELOAD, WORKER_SOURCE, WarmPool, Worker, WorkerDied, WorkerSpec
+from .pool import DEFAULT_HEAVY_PRELOAD, DEFAULT_PRELOAD, WORKER_SOURCE, PreloadRouter, Worker, WorkerDied, WorkerSpec
 from . import seccomp
 
 log = logging.getLogger("sandboxes")
@@ -201,6 +201,7 @@ class DockerSandbox(Sandbox):
         image: str = DEFAULT_IMAGE,
         pool_size: Optional[int] = None,
         preload: Optional[list[str]] = None,
+        heavy_preload: Optional[list[str]] = None,
         max_jobs_per_worker: int = 500,
         cpus: float = 1.0,
         user: str = "65534:65534",
@@ -214,7 +215,9 @@ class DockerSandbox(Sandbox):
             image: image with a Python >= 3.9 (and whatever packages programs may import); it
                 must already be present (``docker pull <image>``): nothing is pulled here.
             pool_size: warm containers (concurrent runs); default ``max(2, cpu_count)``.
-            preload: modules each worker imports up front (missing ones skipped).
+            preload, heavy_preload: modules workers import up front (missing ones skipped);
+                as for the local backends, heavy ones go to a second set of containers that
+                serves only the programs importing them.
             max_jobs_per_worker: a container is replaced after this many jobs.
             cpus: CPU quota per container.
             user: ``uid:gid`` inside the container (non-root).
@@ -239,19 +242,25 @@ class DockerSandbox(Sandbox):
         self.tmpfs_mb = tmpfs_mb
         self.python_in_image = python_in_image
         self.preload = list(DEFAULT_PRELOAD if preload is None else preload)
+        self.heavy_preload = list(DEFAULT_HEAVY_PRELOAD if heavy_preload is None else heavy_preload)
         self.default_limits = default_limits or Limits()
         # Per-job limits are rlimits set by the worker; the container limits are the outer fence.
         self.container_memory_mb = self.default_limits.memory_mb * 2 + 256
         self.pids_limit = self.default_limits.max_processes + 16
         self.max_concurrency = pool_size or _default_pool_size()
-        self._pool = WarmPool(
-            self._spawn_worker, size=self.max_concurrency, max_jobs_per_worker=max_jobs_per_worker, backend=self.name
+        self._pool = PreloadRouter(
+            self._spawn_worker,
+            preload=self.preload,
+            heavy_preload=self.heavy_preload,
+            size=self.max_concurrency,
+            max_jobs_per_worker=max_jobs_per_worker,
+            backend=self.name,
         )
 
-    def _spawn_worker(self) -> Worker:
+    def _spawn_worker(self, preload: list[str]) -> Worker:
         config = {
             "sys_path": None,  # the image's own import path
-            "preload": self.preload,
+            "preload": preload,
             "work_dir": SANDBOX_WORK_DIR,
             "work_dir_is_private": True,
             "scratch_dirs": ["/tmp"],
@@ -264,11 +273,11 @@ class DockerSandbox(Sandbox):
         return _ContainerWorker(spec, self.name, self)
 
     def probe(self) -> None:
-        worker = self._spawn_worker()
+        worker = self._spawn_worker([])
         worker.stop()
 
-    def warm(self) -> "DockerSandbox":
-        self._pool.warm()
+    def warm(self, heavy: bool = True) -> "DockerSandbox":
+        self._pool.warm(heavy)
         return self
 
     def run(

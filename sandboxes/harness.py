@@ -189,6 +189,12 @@ if _error is None and _entry and _entry not in _namespace:
 if _entry and _entry in _namespace:
     _namespace.setdefault("candidate", _namespace[_entry])
 _emit({"kind": "ran", "ok": _error is None, "error": _error, "stdout": _out})
+if _error is not None:
+    # Like `python solution.py` followed by the tests: a top level that crashed, exited or hung
+    # means no test runs (otherwise sys.exit() after the definitions would dodge the failure).
+    for _index in range(len(_payload["tests"])):
+        _emit({"kind": "test", "index": _index, "error": "not run: the solution failed: " + _error, "stdout": "", "timed_out": False})
+    _payload["tests"] = []
 for _index, _test in enumerate(_payload["tests"]):
     try:
         _code = compile(_test, "test_%d.py" % _index, "exec")
@@ -220,6 +226,9 @@ def run_function_tests(
     memory_mb: int = 512,
 ) -> TestReport:
     """Run `setup` then `solution` once in the sandbox, then each test snippet on its own.
+
+    If the solution's top level does not complete (exception, ``sys.exit``, time limit), no
+    test runs and each fails with that reason, as when the tests follow ``python solution.py``.
 
     Args:
         sandbox: where to run (any backend).

@@ -35,7 +35,15 @@ from typing import Any, Optional
 
 from . import seccomp
 from .core import FileMap, Limits, RunResult, Sandbox, SandboxError, SandboxUnavailable, validate_files
-from .pool import DEFAULT_PRELOAD, LAUNCHER_SOURCE, WORKER_SOURCE, WarmPool, Worker, WorkerSpec
+from .pool import (
+    DEFAULT_HEAVY_PRELOAD,
+    DEFAULT_PRELOAD,
+    LAUNCHER_SOURCE,
+    WORKER_SOURCE,
+    PreloadRouter,
+    Worker,
+    WorkerSpec,
+)
 
 log = logging.getLogger("sandboxes")
 
@@ -124,6 +132,7 @@ class LocalSandbox(Sandbox):
         *,
         pool_size: Optional[int] = None,
         preload: Optional[Sequence[str]] = None,
+        heavy_preload: Optional[Sequence[str]] = None,
         max_jobs_per_worker: int = 500,
         python: Optional[str] = None,
         extra_paths: Sequence[str] = (),
@@ -132,10 +141,13 @@ class LocalSandbox(Sandbox):
         """
         Args:
             pool_size: number of warm workers (concurrent runs); default ``max(2, cpu_count)``.
-            preload: modules each worker imports once so programs need not (missing ones are
-                skipped); default `DEFAULT_PRELOAD` (stdlib basics, numpy, sympy).
+            preload: modules every worker imports once so programs need not (missing ones are
+                skipped); default `DEFAULT_PRELOAD` (standard-library basics).
+            heavy_preload: heavy modules preloaded only by a second set of workers, which serves
+                the programs that import them (see `PreloadRouter`); default
+                `DEFAULT_HEAVY_PRELOAD` (numpy, sympy); ``()`` for a single set of workers.
             max_jobs_per_worker: a worker is replaced after this many jobs (and after any
-                timeout, out-of-memory, or leftover process).
+                timeout or out-of-memory).
             python: interpreter to run inside the sandbox; default the host's.
             extra_paths: more directories for the sandboxed import path (mounted read-only).
             default_limits: limits for runs that pass none.
@@ -144,24 +156,32 @@ class LocalSandbox(Sandbox):
         self.python = os.path.realpath(python or sys.executable)
         self.sys_path = python_library_paths(extra_paths)
         self.preload = list(DEFAULT_PRELOAD if preload is None else preload)
+        self.heavy_preload = list(DEFAULT_HEAVY_PRELOAD if heavy_preload is None else heavy_preload)
         self.default_limits = default_limits or Limits()
         self.max_concurrency = pool_size or _default_pool_size()
-        self._pool = WarmPool(
-            self._spawn_worker, size=self.max_concurrency, max_jobs_per_worker=max_jobs_per_worker, backend=self.name
+        self._pool = PreloadRouter(
+            self._spawn_worker,
+            preload=self.preload,
+            heavy_preload=self.heavy_preload,
+            size=self.max_concurrency,
+            max_jobs_per_worker=max_jobs_per_worker,
+            backend=self.name,
         )
 
     # -- to be provided by each backend --------------------------------------------------------
-    def worker_spec(self) -> WorkerSpec:
+    def worker_spec(self, preload: list[str]) -> WorkerSpec:
         raise NotImplementedError
 
     def check_worker(self, worker: Worker) -> None:
         """Refuse a worker that did not get the isolation this backend promises."""
 
     # -- shared machinery ------------------------------------------------------------------------
-    def _worker_config(self, work_dir: Optional[str], *, seccomp_on: bool, seccomp_required: bool) -> dict[str, Any]:
+    def _worker_config(
+        self, work_dir: Optional[str], *, preload: list[str], seccomp_on: bool, seccomp_required: bool
+    ) -> dict[str, Any]:
         return {
             "sys_path": self.sys_path,
-            "preload": self.preload,
+            "preload": preload,
             "work_dir": work_dir,
             "scratch_dirs": [],
             "kill_all": False,
@@ -170,8 +190,8 @@ class LocalSandbox(Sandbox):
             "env": {},
         }
 
-    def _spawn_worker(self) -> Worker:
-        worker = Worker(self.worker_spec(), self.name)
+    def _spawn_worker(self, preload: list[str]) -> Worker:
+        worker = Worker(self.worker_spec(preload), self.name)
         try:
             self.check_worker(worker)
         except BaseException:
@@ -179,9 +199,10 @@ class LocalSandbox(Sandbox):
             raise
         return worker
 
-    def warm(self) -> "LocalSandbox":
-        """Start every worker now (they otherwise start on first use). Returns self."""
-        self._pool.warm()
+    def warm(self, heavy: bool = True) -> "LocalSandbox":
+        """Start every worker now (they otherwise start on first use); `heavy`: the heavy
+        workers too. Returns self."""
+        self._pool.warm(heavy)
         return self
 
     def run(
@@ -284,7 +305,9 @@ class BwrapSandbox(LocalSandbox):
             tmp_mb: size cap of the private ``/tmp`` tmpfs.
             **kwargs: see `LocalSandbox`.
         """
-        path, looked = (bwrap, []) if bwrap else find_bwrap()
+        path, looked = (bwrap, [bwrap]) if bwrap else find_bwrap()
+        if path and not os.access(path, os.X_OK):
+            path = None
         if not path:
             raise SandboxUnavailable(f"bubblewrap not found (looked in {', '.join(looked)}); {BWRAP_INSTALL_HINT}")
         self.bwrap = path
@@ -359,10 +382,10 @@ class BwrapSandbox(LocalSandbox):
         }
         return [sys.executable, "-I", "-S", "-c", LAUNCHER_SOURCE, _json(config)], True
 
-    def worker_spec(self) -> WorkerSpec:
+    def worker_spec(self, preload: list[str]) -> WorkerSpec:
         command = [self.python, "-I", "-S", "-B", "-c", WORKER_SOURCE]
         argv, via_launcher = self._launch(command)
-        config = self._worker_config(SANDBOX_WORK_DIR, seccomp_on=True, seccomp_required=False)
+        config = self._worker_config(SANDBOX_WORK_DIR, preload=preload, seccomp_on=True, seccomp_required=False)
         # Alone in its pid namespace (with bwrap's init as pid 1), the worker may kill(-1).
         # /tmp is wiped after every job, except entries that lead to read-only binds.
         keep = sorted({s.split("/")[2] for s in self._bind_sources() if s.startswith("/tmp/")})
@@ -429,10 +452,10 @@ class ProcessSandbox(LocalSandbox):
             )
         return config
 
-    def worker_spec(self) -> WorkerSpec:
+    def worker_spec(self, preload: list[str]) -> WorkerSpec:
         root = os.geteuid() == 0
         argv = [sys.executable, "-I", "-S", "-c", LAUNCHER_SOURCE, _json(self._launcher_config())]
-        config = self._worker_config(None, seccomp_on=True, seccomp_required=True)
+        config = self._worker_config(None, preload=preload, seccomp_on=True, seccomp_required=True)
         # As root the worker has a uid of its own, so kill(-1) reaches only its job's processes;
         # otherwise it kills its descendants (it is their subreaper), or everything if pid 1.
         config["kill_all"] = root
@@ -453,14 +476,11 @@ class ProcessSandbox(LocalSandbox):
 
     def probe(self) -> None:
         worker = None
-        saved = self.preload
-        self.preload = []  # a quick start: the probe only checks isolation
         try:
-            worker = self._spawn_worker()
+            worker = self._spawn_worker([])  # nothing preloaded: the probe only checks isolation
         except SandboxError as exc:
             raise SandboxUnavailable(str(exc)) from None
         finally:
-            self.preload = saved
             if worker is not None:
                 worker.stop()
 
@@ -494,8 +514,8 @@ class UnsafeSandbox(LocalSandbox):
         log.warning("sandboxes: using the 'unsafe' backend: programs run WITHOUT isolation")
         super().__init__(**kwargs)
 
-    def worker_spec(self) -> WorkerSpec:
-        config = self._worker_config(None, seccomp_on=False, seccomp_required=False)
+    def worker_spec(self, preload: list[str]) -> WorkerSpec:
+        config = self._worker_config(None, preload=preload, seccomp_on=False, seccomp_required=False)
         return WorkerSpec(
             argv=[self.python, "-I", "-S", "-B", "-c", WORKER_SOURCE],
             config=config,

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import queue
+import re
 import select
 import shutil
 import signal
@@ -34,8 +35,8 @@ _HEADER = struct.Struct(">I")
 WORKER_SOURCE = (Path(__file__).with_name("_worker_main.py")).read_text(encoding="utf-8")
 LAUNCHER_SOURCE = (Path(__file__).with_name("_launcher_main.py")).read_text(encoding="utf-8")
 
-#: Modules a worker imports before serving jobs when the caller does not choose. Missing ones
-#: are skipped. Heavy ones (sympy, numpy) are where a warm pool pays off most.
+#: Modules every worker imports before serving jobs when the caller does not choose (cheap
+#: standard-library ones; missing ones are skipped).
 DEFAULT_PRELOAD: tuple[str, ...] = (
     "collections",
     "itertools",
@@ -53,10 +54,13 @@ DEFAULT_PRELOAD: tuple[str, ...] = (
     "dataclasses",
     "statistics",
     "unittest",
-    "numpy",
-    "numpy.random",
-    "sympy",
 )
+
+#: Heavy modules, preloaded only in a second set of workers that serves the programs importing
+#: them. A fork costs more the bigger the worker (page tables copied, then torn down at exit:
+#: ~10 ms with sympy and numpy loaded against ~1 ms without), so trivial programs should not pay
+#: for sympy, and sympy programs should not pay ~0.5 s to import it.
+DEFAULT_HEAVY_PRELOAD: tuple[str, ...] = ("numpy", "numpy.random", "sympy")
 
 # Extra wall-clock allowance, beyond the job's own time limit, before the host declares a worker
 # hung: covers writing files, forking and reaping a fork bomb.
@@ -471,9 +475,9 @@ class WarmPool:
             except BaseException:
                 self._discard(worker, replace=True)
                 raise
-            recycle = bool(
-                reply["timed_out"] or reply["oom"] or reply["leftover_processes"] or not reply["worker_clean"]
-            )
+            # Leftover processes were already killed and reaped by the worker; a worker is only
+            # replaced when its job hit a limit or it could not restore a clean state.
+            recycle = bool(reply["timed_out"] or reply["oom"] or not reply["worker_clean"])
             self._release(worker, recycle=recycle)
             return RunResult(
                 stdout=reply["stdout"],
@@ -492,3 +496,67 @@ class WarmPool:
         """Host pids of the live workers (for tests and diagnostics)."""
         with self._lock:
             return [worker.proc.pid for worker in self._all if worker.alive()]
+
+
+class PreloadRouter:
+    """Two warm pools behind one interface: *light* workers (``preload``) for most programs and,
+    started only when first needed, *heavy* workers (``preload`` + ``heavy_preload``) for programs
+    that import a heavy package. A program goes to the heavy pool when its source (or one of its
+    files) has an import statement naming a top-level package of ``heavy_preload``.
+    """
+
+    def __init__(
+        self,
+        spawn: Callable[[list[str]], Worker],
+        *,
+        preload: Sequence[str],
+        heavy_preload: Sequence[str],
+        size: int,
+        max_jobs_per_worker: int,
+        backend: str,
+    ) -> None:
+        light_modules = list(preload)
+        heavy_modules = light_modules + [m for m in heavy_preload if m not in light_modules]
+        self.light = WarmPool(
+            lambda: spawn(light_modules), size=size, max_jobs_per_worker=max_jobs_per_worker, backend=backend
+        )
+        packages = sorted({name.split(".")[0] for name in heavy_preload})
+        self.heavy: Optional[WarmPool] = None
+        self._heavy_import: Optional[re.Pattern[str]] = None
+        if packages:
+            self.heavy = WarmPool(
+                lambda: spawn(heavy_modules), size=size, max_jobs_per_worker=max_jobs_per_worker, backend=backend
+            )
+            # Line starts include a literal backslash-n so sources embedded in JSON files count.
+            self._heavy_import = re.compile(
+                r"(?:^|\n|\\n|;)[ \t]*(?:import|from)[ \t]+[^\n#]*?\b(?:%s)\b" % "|".join(map(re.escape, packages))
+            )
+
+    def pool_for(self, source: str, files: dict[str, bytes]) -> WarmPool:
+        if self.heavy is None or self._heavy_import is None:
+            return self.light
+        if self._heavy_import.search(source):
+            return self.heavy
+        for content in files.values():
+            if self._heavy_import.search(content.decode("utf-8", "replace")):
+                return self.heavy
+        return self.light
+
+    def run(self, source: str, stdin: str, files: dict[str, bytes], limits: Limits) -> RunResult:
+        return self.pool_for(source, files).run(source, stdin, files, limits)
+
+    def warm(self, heavy: bool = True) -> None:
+        self.light.warm()
+        if heavy and self.heavy is not None:
+            self.heavy.warm()
+
+    def worker_pids(self) -> list[int]:
+        pids = list(self.light.worker_pids())
+        if self.heavy is not None:
+            pids += self.heavy.worker_pids()
+        return pids
+
+    def close(self) -> None:
+        self.light.close()
+        if self.heavy is not None:
+            self.heavy.close()

@@ -227,7 +227,11 @@ class TextEnv(AECEnv[str, Observation, str]):
         :meth:`_shared_resources` (sandboxes, task sources, question pools) are shared, not
         copied: they are either stateless for the episode or safe to share by design.
         """
-        memo = {id(resource): resource for resource in self._shared_resources()}
+        shared: list[Any] = list(self._shared_resources())
+        # Spaces never change after construction; copying them was most of a clone's cost.
+        shared += [self.observation_spaces, self.action_spaces]
+        shared += list(self.observation_spaces.values()) + list(self.action_spaces.values())
+        memo = {id(resource): resource for resource in shared}
         return copy.deepcopy(self, memo)
 
     def transcript(self) -> str:

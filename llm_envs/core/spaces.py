@@ -9,6 +9,7 @@ sampling behaviour (useful for fuzzing) but contains *any* ``str`` up to ``max_l
 
 from __future__ import annotations
 
+import copy
 import string
 from typing import Any
 
@@ -37,6 +38,19 @@ class FreeText(spaces.Text):
 
     def __repr__(self) -> str:
         return f"FreeText({self.min_length}, {self.max_length})"
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FreeText:
+        """Share the immutable charset tables, copy only the RNG.
+
+        ``TextEnv.clone()`` deep-copies the cached spaces; the default deep copy walks the
+        charset's ~100 numpy scalars, which made a clone cost milliseconds.
+        """
+        twin = type(self).__new__(type(self))
+        memo[id(self)] = twin
+        twin.__dict__.update(self.__dict__)
+        if self._np_random is not None:
+            twin._np_random = copy.deepcopy(self._np_random, memo)
+        return twin
 
 
 # Observation text can be long (code problems, transcripts of several turns).

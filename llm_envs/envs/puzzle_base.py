@@ -234,9 +234,11 @@ def generate_in_split(
     canonical_text: Callable[[State], str],
     split: str,
     *,
+    accept: Callable[[State], bool] | None = None,
     max_tries: int = 10_000,
 ) -> State:
-    """Draw candidates until one is valid (not ``None``) and its canonical text is in ``split``.
+    """Draw candidates until one is valid (not ``None``), its canonical text is in ``split``
+    and ``accept`` (an expensive check such as a solver run, made last) approves it.
 
     Because the split is a function of the puzzle's content (:func:`split_of`), the same puzzle
     can never be served to two splits, whatever the seeds.
@@ -244,7 +246,9 @@ def generate_in_split(
     check_split(split)
     for _ in range(max_tries):
         candidate = make_candidate(rng)
-        if candidate is not None and split_of(canonical_text(candidate)) == split:
+        if candidate is None or split_of(canonical_text(candidate)) != split:
+            continue
+        if accept is None or accept(candidate):
             return candidate
     raise RuntimeError(
         f"no valid puzzle for split {split!r} in {max_tries} tries; the generator settings "
@@ -406,7 +410,8 @@ class PuzzleEnv(TextEnv):
         return self._sandbox
 
     def _shared_resources(self) -> list[Any]:
-        shared: list[Any] = [self.rules]
+        # The rules and the config are never mutated during play: clones share them.
+        shared: list[Any] = [self.rules, self.config]
         if self._sandbox is not None:
             shared.append(self._sandbox)
         return shared

@@ -35,6 +35,8 @@ def plot_summary(summary: Mapping[str, Any], path: str | os.PathLike[str]) -> Pa
         raise ImportError(PLOT_MISSING) from exc
 
     agents = list(summary.get("rewards", {}))
+    players = summary.get("agents", {})
+    labels = [f"{a}\n({players[a]})" if a in players else a for a in agents]
     conf = int(round(100 * float(summary.get("confidence", 0.95))))
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.8), constrained_layout=True)
 
@@ -51,8 +53,8 @@ def plot_summary(summary: Mapping[str, Any], path: str | os.PathLike[str]) -> Pa
             ax.annotate(f"{v:.2f}", (i, v), ha="center", va="bottom", fontsize=8)
 
     bars(axes[0], ["success"], [summary.get("success", {})], f"success rate ({conf}% CI)", True)
-    bars(axes[1], agents, [summary["rewards"][a] for a in agents], "reward per episode", False)
-    bars(axes[2], agents, [summary.get("format_error_rate", {}).get(a, {}) for a in agents], "format-error rate", True)
+    bars(axes[1], labels, [summary["rewards"][a] for a in agents], f"reward per episode ({conf}% CI)", False)
+    bars(axes[2], labels, [summary.get("format_error_rate", {}).get(a, {}) for a in agents], f"format-error rate ({conf}% CI)", True)
     fig.suptitle(f"{summary.get('env_id')}: {summary.get('episodes')} episodes")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -25,8 +25,8 @@ implements::
 
 Each text is a complete action exactly as an LLM would write it (e.g. ``"#### U"``), so playing it
 goes through the environment's normal parser and rewards. Where an environment has no such
-method, a *wrapper-side* enumerator registered here with :func:`register_moves` stands in (one
-ships for ``llm/Signalling-v0``). :func:`candidate_actions` builds a generic menu for any
+method, a *wrapper-side* enumerator registered with :func:`register_moves` stands in (those that
+ship are in :mod:`llm_envs.interop.fallback_moves`: Signalling, Plan-Path, Sokoban, Sudoku). :func:`candidate_actions` builds a generic menu for any
 environment instead: the reference action plus well-formed random actions, shuffled.
 """
 
@@ -55,10 +55,14 @@ def _class_paths(env: Any) -> list[str]:
 
 
 # ------------------------------------------------------------------------------ simultaneity
-#: Environments known to satisfy the simultaneous-cycle conditions above even if they do not
-#: set ``metadata["is_parallelizable"]``. Kept empty while their owners set the flag themselves;
-#: an entry here is still checked at run time by ``SimultaneousParallelEnv``.
-SIMULTANEOUS_FALLBACK: set[str] = set()
+#: Environments known to satisfy the simultaneous-cycle conditions above although they do not
+#: set ``metadata["is_parallelizable"]`` (yet). Each entry is verified by the interop tests and
+#: still checked at run time by ``SimultaneousParallelEnv``.
+SIMULTANEOUS_FALLBACK: set[str] = {
+    # Debate: every prompt of turn t shows only answers of turns < t; the episode ends after
+    # the last agent of turn T-1.
+    "llm_envs.envs.debate.env:DebateEnv",
+}
 
 
 def is_simultaneous(env: Any) -> bool:
@@ -123,14 +127,6 @@ def find_moves(env: Any) -> MoveSet | None:
         if path in _FALLBACK_MOVES:
             return _FALLBACK_MOVES[path]
     return None
-
-
-# Signalling: a move is one symbol word, for the speaker and the listener alike.
-register_moves(
-    "llm_envs.envs.signalling.env:SignallingEnv",
-    lambda env, agent: list(env.config.symbols),
-    lambda env: len(env.config.symbols),
-)
 
 
 # ------------------------------------------------------------------------------ candidates

@@ -102,9 +102,9 @@ class NumericView(BaseWrapper):
         keep: str = "end",
         obs_dtype: Any = np.int32,
     ):
+        if not isinstance(getattr(env, "unwrapped", None), TextEnv):
+            raise TypeError(f"NumericView wraps text environments (TextEnv), got {env!r}")
         super().__init__(env)
-        if not isinstance(env.unwrapped, TextEnv):
-            raise TypeError(f"NumericView wraps text environments (TextEnv), got {env.unwrapped!r}")
         if actions not in ACTION_MODES:
             raise ValueError(f"actions must be one of {ACTION_MODES}, got {actions!r}")
         if mask_in not in ("observation", "info"):

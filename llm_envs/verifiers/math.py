@@ -10,12 +10,12 @@
    relative to their size.
 2. **math-verify** for everything else (expressions, sets, intervals, matrices, ``x = 5``...).
    Its own timeouts use ``signal.alarm``, which raises outside the main thread, so they are
-   disabled (``parsing_timeout=None``, ``timeout_seconds=None``) and **we** enforce the time:
-   the check runs in a daemon worker thread and the caller waits at most ``timeout_s``. An
-   overrun counts as *incorrect*. A Python thread cannot be killed, so an overrunning thread
-   keeps running until sympy returns; :func:`stuck_checks` reports how many, and when
-   :data:`MAX_STUCK_CHECKS` of them are still running new slow-path checks are refused (answer
-   incorrect, with a logged warning) instead of piling more threads onto the CPU.
+   disabled (``parsing_timeout=None``, ``timeout_seconds=None``) and **we** enforce the time.
+   A thread cannot do that: sympy's big-integer arithmetic (``10^{10^{10}}``) holds the GIL, so
+   a waiting thread never even wakes up. The check therefore runs in a small pool of warm worker
+   processes (``_math_worker.py``, started on first use, about a second each, memory-limited);
+   the caller waits at most ``timeout_s`` for the reply, and on an overrun the worker is killed
+   and the answer counts as *incorrect*. Any thread may call :func:`check_answer`.
 
 Predicted answers longer than :data:`MAX_ANSWER_CHARS` are never sent to sympy (a final answer
 is short; a page of text is not an answer) and count as incorrect unless the fast path matched.
@@ -23,23 +23,23 @@ is short; a page of text is not an answer) and count as incorrect unless the fas
 
 from __future__ import annotations
 
+import atexit
+import json
 import logging
+import os
 import re
+import select
+import subprocess
+import sys
+import tempfile
 import threading
-from collections.abc import Callable
+import time
 from fractions import Fraction
-from typing import Any, TypeVar
 
 logger = logging.getLogger(__name__)
 
 #: Longest predicted answer that is handed to math-verify.
 MAX_ANSWER_CHARS = 1000
-#: Overrunning checks still running after which new slow-path checks are refused.
-MAX_STUCK_CHECKS = 8
-
-_T = TypeVar("_T")
-_stuck_lock = threading.Lock()
-_stuck_count = 0
 
 # ---------------------------------------------------------------------------------------------
 # \boxed{} extraction
@@ -188,81 +188,179 @@ def _fast_check(predicted: str, truth: str) -> bool | None:
 
 
 # ---------------------------------------------------------------------------------------------
-# math-verify with our own deadline
+# math-verify in worker processes, with our own deadline
 
 
-class _DropTimeoutWarning(logging.Filter):
-    """math-verify warns that its timeouts are off; ours are on, so the warning misleads."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "Timeout is disabled" not in record.getMessage()
+class VerifierUnavailableError(RuntimeError):
+    """The math-verify worker process could not be started (a broken installation)."""
 
 
-for _name in ("math_verify.parser", "math_verify.grader", "math_verify"):
-    logging.getLogger(_name).addFilter(_DropTimeoutWarning())
+class _WorkerDied(Exception):
+    pass
 
 
-def _math_verify_equal(predicted: str, truth: str) -> bool:
-    from math_verify import parse, verify
-
-    def parse_answer(text: str) -> list[Any]:
-        # Inside a box, math-verify reads the whole answer instead of hunting for the last
-        # number in free text; fall back to its free-text extraction if the box gives nothing.
-        boxed = text if extract_boxed(text) is not None else "\\boxed{" + text + "}"
-        parsed = parse(boxed, parsing_timeout=None)
-        return parsed if parsed else parse(text, parsing_timeout=None)
-
-    gold = parse_answer(truth)
-    pred = parse_answer(predicted)
-    if not gold or not pred:
-        return False
-    return bool(verify(gold, pred, timeout_seconds=None))
+_WORKER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_math_worker.py")
+_WORKER_START_TIMEOUT_S = 120.0
 
 
-def run_with_deadline(fn: Callable[[], _T], timeout_s: float) -> tuple[bool, _T | None]:
-    """Run ``fn`` in a daemon thread; ``(finished, result)`` after at most ``timeout_s``.
+class _Worker:
+    """One ``_math_worker.py`` process: a request line in, an answer line out."""
 
-    Exceptions raised by ``fn`` propagate. An overrunning call keeps running in the background
-    (threads cannot be killed) and is counted by :func:`stuck_checks` until it returns.
-    """
-    global _stuck_count
-    outcome: dict[str, Any] = {}
-    finished = threading.Event()
-    state = {"abandoned": False}
-    state_lock = threading.Lock()
-
-    def target() -> None:
-        global _stuck_count
+    def __init__(self, memory_mb: int) -> None:
+        self._stderr = tempfile.TemporaryFile()
+        # -I: isolated mode (no PYTHON* variables, no script directory or user site on the path).
+        self.process = subprocess.Popen(
+            [sys.executable, "-I", _WORKER_SCRIPT, str(memory_mb)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            close_fds=True,
+        )
+        self._buffer = b""
         try:
-            outcome["value"] = fn()
-        except BaseException as error:  # noqa: BLE001 - re-raised in the caller's thread
-            outcome["error"] = error
-        finally:
-            with state_lock:
-                finished.set()
-                abandoned = state["abandoned"]
-            if abandoned:
-                with _stuck_lock:
-                    _stuck_count -= 1
+            ready = self._read_line(time.monotonic() + _WORKER_START_TIMEOUT_S)
+        except (_WorkerDied, TimeoutError) as error:
+            self.kill()
+            self._stderr.seek(0)
+            detail = self._stderr.read().decode("utf-8", "replace")[-2000:]
+            raise VerifierUnavailableError(
+                f"the math-verify worker ({sys.executable} {_WORKER_SCRIPT}) did not start: "
+                f"{error!r}; is math-verify installed (pip install math-verify)? {detail}"
+            ) from error
+        if json.loads(ready) != {"ready": True}:
+            self.kill()
+            raise VerifierUnavailableError(f"unexpected greeting from the math worker: {ready!r}")
 
-    worker = threading.Thread(target=target, name="math-verify-check", daemon=True)
-    worker.start()
-    finished.wait(max(0.0, float(timeout_s)))
-    with state_lock:
-        if not finished.is_set():
-            state["abandoned"] = True
-            with _stuck_lock:
-                _stuck_count += 1
-            return False, None
-    if "error" in outcome:
-        raise outcome["error"]
-    return True, outcome.get("value")
+    def ask(self, predicted: str, truth: str, deadline: float) -> bool:
+        """The worker's verdict; ``TimeoutError`` past ``deadline``, ``_WorkerDied`` on a crash."""
+        request = json.dumps({"predicted": predicted, "truth": truth}) + "\n"
+        try:
+            assert self.process.stdin is not None
+            self.process.stdin.write(request.encode("utf-8"))
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError) as error:
+            raise _WorkerDied(repr(error)) from error
+        reply = json.loads(self._read_line(deadline))
+        return bool(reply.get("equal", False))
+
+    def _read_line(self, deadline: float) -> str:
+        assert self.process.stdout is not None
+        fd = self.process.stdout.fileno()
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("math-verify check overran its deadline")
+            readable, _, _ = select.select([fd], [], [], remaining)
+            if not readable:
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise _WorkerDied(f"worker exited with status {self.process.poll()}")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line.decode("utf-8", "replace")
+
+    def kill(self) -> None:
+        """Stop this worker process (ours: started by :class:`_Worker`) and free its pipes."""
+        try:
+            self.process.kill()
+        except OSError:
+            pass
+        self.process.wait()
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        self._stderr.close()
 
 
-def stuck_checks() -> int:
-    """How many overrunning answer checks are still running in background threads."""
-    with _stuck_lock:
-        return _stuck_count
+class _WorkerPool:
+    """Up to ``size`` warm workers shared by every thread of this process."""
+
+    def __init__(self, size: int, memory_mb: int) -> None:
+        self.size = size
+        self.memory_mb = memory_mb
+        self.owner_pid = os.getpid()
+        self._slots = threading.BoundedSemaphore(size)
+        self._idle: list[_Worker] = []
+        self._lock = threading.Lock()
+        self.overruns = 0
+
+    def check(self, predicted: str, truth: str, timeout_s: float) -> bool:
+        with self._slots:
+            with self._lock:
+                worker = self._idle.pop() if self._idle else None
+            if worker is None:
+                worker = _Worker(self.memory_mb)  # start-up time is not billed to the check
+            try:
+                equal = worker.ask(predicted, truth, time.monotonic() + max(0.0, timeout_s))
+            except TimeoutError:
+                # Killing the process is the only way to stop sympy mid-computation; the next
+                # check starts a fresh worker.
+                worker.kill()
+                with self._lock:
+                    self.overruns += 1
+                logger.info("answer check overran %.1fs: %r vs %r", timeout_s, predicted[:80], truth[:80])
+                return False
+            except (_WorkerDied, ValueError) as error:
+                worker.kill()
+                logger.info("math-verify worker failed (%s) on %r vs %r", error, predicted[:80], truth[:80])
+                return False
+            with self._lock:
+                self._idle.append(worker)
+            return equal
+
+    def close(self) -> None:
+        with self._lock:
+            workers, self._idle = self._idle, []
+        for worker in workers:
+            worker.kill()
+
+
+_pool_lock = threading.Lock()
+_pool: _WorkerPool | None = None
+_POOL_SIZE = max(1, min(4, os.cpu_count() or 1))
+_MEMORY_MB = 2048
+
+
+def configure_verifier(*, workers: int | None = None, memory_mb: int | None = None) -> None:
+    """Set the number of math-verify worker processes and their memory limit (MiB).
+
+    Takes effect for checks started after the call (the current workers are stopped).
+    """
+    global _pool, _POOL_SIZE, _MEMORY_MB
+    with _pool_lock:
+        if workers is not None:
+            if workers < 1:
+                raise ValueError("workers must be >= 1")
+            _POOL_SIZE = int(workers)
+        if memory_mb is not None:
+            _MEMORY_MB = int(memory_mb)
+        old, _pool = _pool, None
+    if old is not None and old.owner_pid == os.getpid():
+        old.close()
+
+
+def _get_pool() -> _WorkerPool:
+    global _pool
+    with _pool_lock:
+        # After a fork the child must not share the parent's pipes: it gets its own workers.
+        if _pool is None or _pool.owner_pid != os.getpid():
+            _pool = _WorkerPool(_POOL_SIZE, _MEMORY_MB)
+        return _pool
+
+
+def overrun_count() -> int:
+    """How many answer checks of this process overran their deadline (and were killed)."""
+    return _pool.overruns if _pool is not None and _pool.owner_pid == os.getpid() else 0
+
+
+@atexit.register
+def _close_pool() -> None:
+    if _pool is not None and _pool.owner_pid == os.getpid():
+        _pool.close()
 
 
 def check_answer(predicted: str, truth: str, timeout_s: float = 5.0) -> bool:
@@ -272,9 +370,10 @@ def check_answer(predicted: str, truth: str, timeout_s: float = 5.0) -> bool:
         predicted: A short answer expression (``"42"``, ``"\\frac{1}{2}"``, ``"x = 3"``). If it
             contains a ``\\boxed{}``, the last box is used, so a whole solution text works too.
         truth: The ground-truth answer expression.
-        timeout_s: Wall-clock budget for the math-verify step; an overrun is "incorrect".
+        timeout_s: Wall-clock budget of the math-verify step; an overrun counts as incorrect.
 
-    Never raises for any input strings, and is safe to call from any thread.
+    Never raises because of the answers' content, and is safe to call from any thread. The only
+    error is :class:`VerifierUnavailableError` when the worker process cannot start at all.
     """
     if not isinstance(predicted, str) or not isinstance(truth, str):
         return False
@@ -286,19 +385,4 @@ def check_answer(predicted: str, truth: str, timeout_s: float = 5.0) -> bool:
         return fast
     if len(predicted) > MAX_ANSWER_CHARS:
         return False
-    if stuck_checks() >= MAX_STUCK_CHECKS:
-        logger.warning(
-            "%d answer checks overran their deadline and are still running; "
-            "treating this answer as incorrect without checking it",
-            stuck_checks(),
-        )
-        return False
-    try:
-        finished, equal = run_with_deadline(lambda: _math_verify_equal(predicted, truth), timeout_s)
-    except Exception:  # noqa: BLE001 - any failure inside sympy is "not verified"
-        logger.debug("math-verify failed on %r vs %r", predicted, truth, exc_info=True)
-        return False
-    if not finished:
-        logger.info("answer check overran %.1fs: %r vs %r", timeout_s, predicted[:80], truth[:80])
-        return False
-    return bool(equal)
+    return _get_pool().check(predicted, truth, timeout_s)

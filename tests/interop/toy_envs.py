@@ -165,3 +165,28 @@ class GuessEnv(TextEnv):
     def _episode_metrics(self) -> dict[str, float]:
         hits = [self.previous.get(a) == str(self.secret) for a in self.possible_agents]
         return {"success": float(all(hits))}
+
+
+class SumsTaskSource:
+    """A few "a + b" problems with answers, for environments that need a task source (Debate)
+    while the packaged sources are not available. Duck-types :class:`llm_envs.tasks.TaskSource`."""
+
+    name = "toy_sums"
+    split = "train"
+
+    def __init__(self, size: int = 20):
+        from llm_envs.tasks.base import Problem
+
+        self._problems = [
+            Problem(id=f"sum/{i}", prompt=f"What is {i} + {2 * i + 1}?", split="train", answer=str(3 * i + 1))
+            for i in range(size)
+        ]
+
+    def __len__(self) -> int:
+        return len(self._problems)
+
+    def get(self, index: int):
+        return self._problems[index]
+
+    def sample(self, rng: np.random.Generator):
+        return self.get(int(rng.integers(0, len(self))))

@@ -176,7 +176,9 @@ class DebateEnv(TextEnv):
         self.answers[turn].append(_Answer(record, action, answer, score, correct))
 
         # Own verifier score, normalised by the discount sum of this turn.
-        self._credit(record, "verifier", score / rules.discount_normaliser(turn, cfg.num_turns, cfg.gamma))
+        self._credit(
+            record, "verifier", score / rules.discount_normaliser(turn, cfg.num_turns, cfg.gamma)
+        )
         # Delayed credit: this answer is part of the future term of every earlier answer.
         for earlier in range(turn):
             weight = rules.influence_weight(earlier, turn, cfg.num_agents, cfg.num_turns, cfg.gamma)
@@ -242,7 +244,9 @@ class DebateEnv(TextEnv):
                 if j == index:
                     own.append((turn, clip_text(entry.text, limit), score))
                 else:
-                    others.append((self.possible_agents[j], turn, clip_text(entry.text, limit), score))
+                    others.append(
+                        (self.possible_agents[j], turn, clip_text(entry.text, limit), score)
+                    )
         return rules.later_turn_prompt(self.problem.prompt, own, others, labels)
 
     # ------------------------------------------------------------------ scripted play
@@ -265,7 +269,9 @@ class DebateEnv(TextEnv):
             final = truth
         elif letter == "W":
             if labels:
-                final = next((label for label in labels if label.casefold() != truth.casefold()), truth)
+                final = next(
+                    (label for label in labels if label.casefold() != truth.casefold()), truth
+                )
             else:
                 final = wrong_answer(truth)
         else:

@@ -51,7 +51,9 @@ def influence_weight(turn: int, later: int, num_agents: int, num_turns: int, gam
     return gamma ** (later - turn) / (num_agents * discount_normaliser(turn, num_turns, gamma))
 
 
-def influence_reward(scores: Sequence[Sequence[float]], turn: int, agent: int, gamma: float) -> float:
+def influence_reward(
+    scores: Sequence[Sequence[float]], turn: int, agent: int, gamma: float
+) -> float:
     """R(q, s_{turn,agent}) from the verifier scores ``scores[t][j]`` of a whole debate."""
     num_turns = len(scores)
     num_agents = len(scores[turn])
@@ -94,7 +96,11 @@ def revision_incentive(
 
 
 def influence_incentive(
-    own: bool, others_before: Sequence[bool], others_after: Sequence[bool], beta0: float, beta1: float
+    own: bool,
+    others_before: Sequence[bool],
+    others_after: Sequence[bool],
+    beta0: float,
+    beta1: float,
 ) -> float:
     """Table 2: the incentive of an agent's answer at t for the change of the other agents'
     majority from t to t+1."""
@@ -122,7 +128,7 @@ def majority_vote_accuracy(
     the tied set) / |tied set| — 1/|tied set| when the truth is among the tied answers.
     """
     groups: list[dict] = []
-    for answer, is_correct in zip(answers, correct):
+    for answer, is_correct in zip(answers, correct, strict=True):
         for group in groups:
             if (answer is None) == (group["answer"] is None) and (
                 answer is None or same(answer, group["answer"])
@@ -131,7 +137,9 @@ def majority_vote_accuracy(
                 group["correct"] = group["correct"] or bool(is_correct)
                 break
         else:
-            groups.append({"answer": answer, "count": 1, "correct": bool(is_correct) and answer is not None})
+            groups.append(
+                {"answer": answer, "count": 1, "correct": bool(is_correct) and answer is not None}
+            )
     if not groups:
         return 0.0
     top = max(group["count"] for group in groups)
@@ -157,12 +165,20 @@ def extract_label(text: str, labels: Sequence[str]) -> str | None:
     boxed = extract_boxed(text)
     if boxed is not None:
         return by_fold.get(boxed.strip().casefold())
-    pattern = r"\b(" + "|".join(re.escape(label) for label in sorted(labels, key=len, reverse=True)) + r")\b"
+    pattern = (
+        r"\b("
+        + "|".join(re.escape(label) for label in sorted(labels, key=len, reverse=True))
+        + r")\b"
+    )
     matches = re.findall(pattern, text, flags=re.IGNORECASE)
     return by_fold[matches[-1].casefold()] if matches else None
 
 
-_BUCKETS = ((0.3, "highly likely wrong"), (0.6, "might be wrong"), (0.8, "seems right, but check it"))
+_BUCKETS = (
+    (0.3, "highly likely wrong"),
+    (0.6, "might be wrong"),
+    (0.8, "seems right, but check it"),
+)
 
 
 def describe_score(score: float) -> str:

@@ -29,7 +29,8 @@ def labels_of(problem: Problem) -> list[str] | None:
 class GroundTruthVerifier:
     """Ground-truth correctness: 1.0 if the response's final answer is the problem's answer.
 
-    Math (default): the last ``\\boxed{}`` compared with :func:`~llm_envs.verifiers.math.check_answer`
+    Math (default): the last ``\\boxed{}`` compared with
+    :func:`~llm_envs.verifiers.math.check_answer`
     (math-verify). Classification (``problem.metadata["labels"]`` set, e.g. ANLI's
     entailment / neutral / contradiction): label match, see :func:`rules.extract_label`.
     A response without a final answer is wrong.
@@ -54,7 +55,9 @@ class GroundTruthVerifier:
         """Whether two extracted answers are the same (grouping for the majority vote)."""
         if labels_of(problem):
             return answer.strip().casefold() == other.strip().casefold()
-        return answer.strip() == other.strip() or check_answer(answer, other, timeout_s=self.timeout_s)
+        return answer.strip() == other.strip() or check_answer(
+            answer, other, timeout_s=self.timeout_s
+        )
 
     def __call__(self, problem: Problem, response: str) -> float:
         return float(self.correct(problem, response))

@@ -167,13 +167,22 @@ class ForumEnv(TextEnv):
         self.problem = self.task_source.sample(self.np_random)
         if cfg.schedule == "paper":
             self.schedule = rules.paper_schedule(
-                self.np_random, cfg.num_agents, self.num_rounds, cfg.num_evaluations,
-                evaluation=cfg.evaluation, scoring=cfg.scoring,
+                self.np_random,
+                cfg.num_agents,
+                self.num_rounds,
+                cfg.num_evaluations,
+                evaluation=cfg.evaluation,
+                scoring=cfg.scoring,
             )
         else:
             self.schedule = rules.released_schedule(
-                self.np_random, cfg.num_agents, self.num_rounds, cfg.num_evaluations,
-                cfg.num_references, evaluation=cfg.evaluation, scoring=cfg.scoring,
+                self.np_random,
+                cfg.num_agents,
+                self.num_rounds,
+                cfg.num_evaluations,
+                cfg.num_references,
+                evaluation=cfg.evaluation,
+                scoring=cfg.scoring,
             )
         self.step_index = 0
         self.solutions = {}
@@ -238,7 +247,7 @@ class ForumEnv(TextEnv):
             return
         solver, evaluators = rules.vote_rewards([e.judgment for e in judged])  # type: ignore[union-attr]
         self._credit(self.solutions[(step.round, step.slot)].record, "vote", solver)
-        for evaluation, reward in zip(judged, evaluators):
+        for evaluation, reward in zip(judged, evaluators, strict=True):
             self._credit(evaluation.record, "consistency", reward)  # type: ignore[union-attr]
 
     def _play_scoring(self, agent: str, action: str, step: rules.Step) -> None:
@@ -276,10 +285,8 @@ class ForumEnv(TextEnv):
             return answer, None
         return answer, answer is not None and check_answer(answer, self.problem.answer)
 
-    def _discussion(self, rounds: list[int] | None = None, slots: list[tuple[int, int]] | None = None) -> str:
-        """Render the given (round, slot) discussions, or the last κ complete rounds."""
-        if slots is None:
-            slots = [(r, 0) for r in (rounds or [])]
+    def _discussion(self, slots: list[tuple[int, int]]) -> str:
+        """Render the (solution, evaluations) of the given (round, slot) discussions."""
         shown = []
         for round_index, slot in slots:
             solution = self.solutions.get((round_index, slot))
@@ -331,22 +338,26 @@ class ForumEnv(TextEnv):
             return "The discussion is over."
         if agent != self.agent_selection:
             role = {"solve": "solution", "evaluate": "evaluation", "score": "scoring"}[step.kind]
-            return f"Waiting: {self.agent_selection} is writing the {role} of round {step.round + 1}."
+            return (
+                f"Waiting: {self.agent_selection} is writing the {role} of round {step.round + 1}."
+            )
         assert self.problem is not None
         problem = self.problem.prompt
         limit = self.config.max_shown_chars
         if step.kind == "solve":
             return rules.solver_prompt(
-                problem, self._discussion(slots=self._history_slots(step)), self._answer_format()
+                problem, self._discussion(self._history_slots(step)), self._answer_format()
             )
         solution = rules.clip_text(self.solutions[(step.round, step.slot)].text, limit)
         if step.kind == "evaluate":
             discussion = (
-                self._discussion(slots=self._history_slots(step))
+                self._discussion(self._history_slots(step))
                 if self.evaluator_sees_history
                 else None
             )
-            return rules.evaluator_prompt(problem, discussion, solution, verdict=not self.config.scoring)
+            return rules.evaluator_prompt(
+                problem, discussion, solution, verdict=not self.config.scoring
+            )
         evaluation = None
         if self.config.evaluation:
             evaluation = rules.clip_text(
@@ -389,7 +400,9 @@ class ForumEnv(TextEnv):
             return _scripted_solution(solver, truth, self.problem.solution)
         solution = self.solutions[(step.round, step.slot)]
         if step.kind == "evaluate":
-            return _scripted_critique(critic, solution.answer, solution.correct, truth, not self.config.scoring)
+            return _scripted_critique(
+                critic, solution.answer, solution.correct, truth, not self.config.scoring
+            )
         return _scripted_score(scorer, solution.correct)
 
     def random_action(self, agent: str, rng: Any) -> str:
@@ -402,16 +415,18 @@ class ForumEnv(TextEnv):
             return f"I guess the answer. \\boxed{{{int(rng.integers(-100, 100))}}}"
         if step.kind == "evaluate":
             verdict = "correct" if rng.random() < 0.5 else "incorrect"
-            return f"I skimmed it. <judgment>{verdict}</judgment>" if not self.config.scoring else "Looks fine."
+            return (
+                f"I skimmed it. <judgment>{verdict}</judgment>"
+                if not self.config.scoring
+                else "Looks fine."
+            )
         return f"Random. <score>{int(rng.integers(1, 4))}</score>"
 
     # ------------------------------------------------------------------ metrics
     def _episode_metrics(self) -> dict[str, float]:
         graded = [s for s in self.solutions.values() if s.correct is not None]
         last_round = max((r for r, _ in self.solutions), default=0)
-        final = [
-            s.correct for (r, _), s in sorted(self.solutions.items()) if r == last_round
-        ]
+        final = [s.correct for (r, _), s in sorted(self.solutions.items()) if r == last_round]
         known = bool(final) and all(c is not None for c in final)
         parsed_scores = [s for s in self.scores.values() if s is not None]
         metrics = {
@@ -447,7 +462,9 @@ class ForumEnv(TextEnv):
 
 
 def _round_accuracy(solutions: dict[tuple[int, int], _Solution], round_index: int) -> float:
-    graded = [s.correct for (r, _), s in solutions.items() if r == round_index and s.correct is not None]
+    graded = [
+        s.correct for (r, _), s in solutions.items() if r == round_index and s.correct is not None
+    ]
     return (sum(graded) / len(graded)) if graded else 0.0
 
 
@@ -456,11 +473,14 @@ def _scripted_solution(behaviour: str, truth: str | None, worked: str | None) ->
         raise ValueError(f"unknown solver behaviour {behaviour!r}")
     if truth is None:
         return "I cannot determine the final answer of this problem."
-    steps = f"Working: {worked.strip()}\n" if worked else "I work through the problem step by step.\n"
+    steps = (
+        f"Working: {worked.strip()}\n" if worked else "I work through the problem step by step.\n"
+    )
     if behaviour == "correct":
         return f"{steps}The final answer is \\boxed{{{truth}}}."
     if behaviour == "wrong":
-        return f"I work through the problem step by step.\nThe final answer is \\boxed{{{rules.wrong_answer(truth)}}}."
+        wrong = rules.wrong_answer(truth)
+        return f"I work through the problem step by step.\nThe final answer is \\boxed{{{wrong}}}."
     return "I work through the problem step by step but do not commit to a final answer."
 
 
@@ -474,7 +494,10 @@ def _scripted_critique(
         if correct is False and answer is None:
             text = "Fatal error: the solution never states a final answer in \\boxed{}."
         elif correct is False:
-            text = f"Fatal error: the final answer {answer} is wrong; the correct final answer is {truth}."
+            text = (
+                f"Fatal error: the final answer {answer} is wrong; "
+                f"the correct final answer is {truth}."
+            )
         else:
             text = "Fatal error: I believe the final answer is wrong."
     else:

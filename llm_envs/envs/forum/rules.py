@@ -166,6 +166,9 @@ class Step:
     evaluation: int = -1
     references: tuple[int, ...] = ()
 
+    def __deepcopy__(self, memo: dict) -> Step:
+        return self  # immutable: clones share it
+
 
 def paper_schedule(
     rng: np.random.Generator,
@@ -219,7 +222,9 @@ def released_schedule(
         for slot in range(num_agents):
             references: tuple[int, ...] = ()
             if round_index > 0 and shown > 0:
-                references = tuple(int(k) for k in rng.choice(num_agents, size=shown, replace=False))
+                references = tuple(
+                    int(k) for k in rng.choice(num_agents, size=shown, replace=False)
+                )
             steps.append(Step("solve", slot, round_index, slot, -1, references))
         for kind, enabled in (("evaluate", evaluation), ("score", scoring)):
             if not enabled:

@@ -29,7 +29,9 @@ class ForumScriptedAgent(Agent):
             ``"invalid"`` (an out-of-range score).
     """
 
-    def __init__(self, solver: str = "correct", critic: str = "honest", scorer: str = "honest") -> None:
+    def __init__(
+        self, solver: str = "correct", critic: str = "honest", scorer: str = "honest"
+    ) -> None:
         self.behaviour = {"solver": solver, "critic": critic, "scorer": scorer}
         self.name = f"forum-scripted({solver},{critic},{scorer})"
 

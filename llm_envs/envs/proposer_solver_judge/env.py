@@ -163,7 +163,9 @@ class ProposerSolverJudgeEnv(TextEnv):
         self.pool = pool
         #: Whether this instance commits its staged questions to the pool at episode end.
         self.commits_to_pool = True
-        self.weights = rules.ProposerWeights(cfg.quality_weight, cfg.difficulty_weight, cfg.format_weight)
+        self.weights = rules.ProposerWeights(
+            cfg.quality_weight, cfg.difficulty_weight, cfg.format_weight
+        )
         super().__init__(["proposer", "solver", "judge"], render_mode=render_mode)
         self._clear_episode()
 
@@ -264,7 +266,9 @@ class ProposerSolverJudgeEnv(TextEnv):
         self.quality = judged.value
         self._credit(self.proposer_record, "quality", self.weights.quality * judged.value)
         if judged.value >= self.config.quality_threshold:
-            self.staged.append(PoolEntry(self.question, self.question_truth, judged.value, "proposed"))
+            self.staged.append(
+                PoolEntry(self.question, self.question_truth, judged.value, "proposed")
+            )
         self.turn += 1
         self.phase = "solve"
         return "solver"
@@ -329,6 +333,13 @@ class ProposerSolverJudgeEnv(TextEnv):
         return None if entry is None else entry.answer
 
     # ------------------------------------------------------------------ observations
+    def _step_info(self, agent: str) -> dict[str, Any]:
+        info = super()._step_info(agent)
+        # Pool bookkeeping (not a metric: a non-committing clone and its original differ here).
+        info["pool_staged"] = len(self.staged)
+        info["pool_committed"] = self.committed
+        return info
+
     def _role(self, agent: str) -> str:
         return agent
 
@@ -345,10 +356,14 @@ class ProposerSolverJudgeEnv(TextEnv):
         if self.phase == "done":
             return "The episode is over."
         if agent != self.agent_selection:
-            return f"Waiting: the {self.agent_selection} is acting ({self.phase.replace('_', ' ')})."
+            return (
+                f"Waiting: the {self.agent_selection} is acting ({self.phase.replace('_', ' ')})."
+            )
         limit = self.config.max_shown_chars
         if self.phase == "propose":
-            reference = None if self.reference is None else rules.clip_text(self.reference.question, limit)
+            reference = (
+                None if self.reference is None else rules.clip_text(self.reference.question, limit)
+            )
             return rules.proposer_prompt(reference)
         question = rules.clip_text(self.question or "", limit)
         if self.phase == "judge_question":
@@ -467,7 +482,9 @@ class ProposerSolverJudgeEnv(TextEnv):
             "ground_truth_known": float(known),
             "question_valid": float(self.question is not None),
             "question_quality": quality,
-            "question_accepted": float(self.quality is not None and quality >= self.config.quality_threshold),
+            "question_accepted": float(
+                self.quality is not None and quality >= self.config.quality_threshold
+            ),
             "solver_judge_mean": (sum(values) / len(values)) if values else 0.0,
             "difficulty": (1.0 - sum(values) / len(values)) if values else 0.0,
             "reference_shown": float(self.reference is not None),
@@ -477,7 +494,8 @@ class ProposerSolverJudgeEnv(TextEnv):
         cfg = self.config
         lines = [
             f"p(reference)={cfg.reference_probability} samples={cfg.num_solver_samples} "
-            f"threshold={cfg.quality_threshold} drop_difficulty={cfg.drop_difficulty_below_threshold}"
+            f"threshold={cfg.quality_threshold} "
+            f"drop_difficulty={cfg.drop_difficulty_below_threshold}"
         ]
         if self.reference is not None:
             lines.append(f"Reference question: {rules.clip_text(self.reference.question, 2000)}")

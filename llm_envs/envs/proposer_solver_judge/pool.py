@@ -65,6 +65,9 @@ class PoolEntry:
     def key(self) -> str:
         return question_key(self.question)
 
+    def __deepcopy__(self, memo: dict) -> PoolEntry:
+        return self  # immutable: clones share it
+
 
 class QuestionPool:
     """A thread-safe, persistent, append-only set of questions.

@@ -122,7 +122,9 @@ def proposer_reward(
     }
 
 
-def solver_reward(judge_value: float, format_value: float, judge_weight: float = 0.5, format_weight: float = 0.5) -> float:
+def solver_reward(
+    judge_value: float, format_value: float, judge_weight: float = 0.5, format_weight: float = 0.5
+) -> float:
     """R_S = 0.5·V_J(a, q) + 0.5·R_format."""
     return judge_weight * judge_value + format_weight * format_value
 

@@ -26,7 +26,9 @@ class PSJScriptedAgent(Agent):
         judge: ``"honest"``, ``"generous"``, ``"harsh"``, ``"multi_tag"`` or ``"garbage"``.
     """
 
-    def __init__(self, proposer: str = "fresh", solver: str = "correct", judge: str = "honest") -> None:
+    def __init__(
+        self, proposer: str = "fresh", solver: str = "correct", judge: str = "honest"
+    ) -> None:
         self.behaviour = {"proposer": proposer, "solver": solver, "judge": judge}
         self.name = f"psj-scripted({proposer},{solver},{judge})"
 

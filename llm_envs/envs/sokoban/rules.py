@@ -314,9 +314,7 @@ def generate_room(
     num_boxes: int,
     wall_density: float,
     reverse_steps: int,
-    min_pushes: int,
     pull_probability: float = 0.8,
-    max_states: int = 500_000,
 ) -> SokobanState | None:
     """One candidate level by reverse play; ``None`` if this draw does not qualify.
 
@@ -324,8 +322,8 @@ def generate_room(
     must stay connected). Targets and the player are placed on random floor cells with the
     boxes on the targets; then the player takes ``reverse_steps`` random steps, pulling the box
     behind it (with probability ``pull_probability``) whenever it walks away from one; the
-    position of the walk with the largest box-to-target distance is kept. The level qualifies if the solver solves it and its shortest solution pushes at least
-    ``min_pushes`` times.
+    position of the walk with the largest box-to-target distance is kept. The caller then
+    checks it with :func:`qualifies` (the BFS solver; last, because it costs the most).
     """
     inner = [(r, c) for r in range(1, rows - 1) for c in range(1, cols - 1)]
     wall_mask = rng.random(len(inner)) < wall_density
@@ -340,29 +338,37 @@ def generate_room(
     boxes = set(targets)
     player = floor_list[picks[-1]]
     directions = list(MOVES.values())
+    # Draw the whole walk at once (one generator call instead of two per step).
+    steps = rng.integers(len(directions), size=reverse_steps).tolist()
+    pulls = (rng.random(reverse_steps) < pull_probability).tolist()
     # Keep the position of the walk whose boxes lie farthest from the targets (as gym-sokoban
     # keeps its best-scoring reverse play): a plain last position often has the boxes home.
-    best, best_score = None, 0
-    for _ in range(reverse_steps):
-        dr, dc = directions[int(rng.integers(len(directions)))]
+    best: tuple[frozenset[Cell], Cell] | None = None
+    best_score = score = 0
+    for direction, pull in zip(steps, pulls):
+        dr, dc = directions[direction]
         ahead = (player[0] + dr, player[1] + dc)
-        if not room.is_open(ahead) or ahead in boxes:
+        if ahead in walls or ahead in boxes:  # the border is wall, so `ahead` is inside
             continue
         behind = (player[0] - dr, player[1] - dc)
-        if behind in boxes and rng.random() < pull_probability:
+        if pull and behind in boxes:
             boxes.remove(behind)
             boxes.add(player)
+            score = box_distance(room, frozenset(boxes))
         player = ahead
-        score = box_distance(room, frozenset(boxes))
         if score >= best_score and score > 0:
-            best, best_score = SokobanState(room, frozenset(boxes), player), score
-    if best is None:
-        return None
-    state = best
+            best, best_score = (frozenset(boxes), player), score
+    return None if best is None else SokobanState(room, best[0], best[1])
+
+
+def qualifies(state: SokobanState, min_pushes: int, max_states: int = 500_000) -> bool:
+    """The solver solves ``state`` and its shortest solution pushes >= ``min_pushes`` times."""
+    # Each push moves one box by one cell, so a solution pushes at least box_distance times:
+    # a cheap rejection before the search.
+    if box_distance(state.room, state.boxes) < min_pushes:
+        return False
     solution = solve(state, max_states=max_states)
-    if solution is None or count_pushes(state, solution) < min_pushes:
-        return None
-    return state
+    return solution is not None and count_pushes(state, solution) >= min_pushes
 
 
 # ------------------------------------------------------------------------------------ the rules
@@ -411,11 +417,10 @@ class SokobanRules:
                 self.num_boxes,
                 self.wall_density,
                 self.reverse_steps,
-                self.min_pushes,
-                max_states=self.max_solver_states,
             ),
             to_text,
             split,
+            accept=lambda state: qualifies(state, self.min_pushes, self.max_solver_states),
         )
 
     def load(self, text: str) -> SokobanState:

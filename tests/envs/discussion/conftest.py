@@ -29,7 +29,12 @@ class ListSource(TaskSource):
 
 def math_problems(count: int = 12) -> list[Problem]:
     return [
-        Problem(id=f"sum/{k}", prompt=f"What is {k} + {2 * k + 5}?", split="train", answer=str(3 * k + 5))
+        Problem(
+            id=f"sum/{k}",
+            prompt=f"What is {k} + {2 * k + 5}?",
+            split="train",
+            answer=str(3 * k + 5),
+        )
         for k in range(count)
     ]
 
@@ -48,10 +53,14 @@ Policy = Callable[[object, str], str]
 
 
 def agent_policy(agent_impl: Agent) -> Policy:
-    return lambda env, name: agent_impl.act_batch([ActRequest(env.observe(name), name, env)])[0].text
+    return lambda env, name: (
+        agent_impl.act_batch([ActRequest(env.observe(name), name, env)])[0].text
+    )
 
 
-def play(env, policies: Mapping[str, Policy] | Policy, seed: int | None = None, *, reset: bool = True):
+def play(
+    env, policies: Mapping[str, Policy] | Policy, seed: int | None = None, *, reset: bool = True
+):
     """Play to the end; return (per-agent PettingZoo reward sums, per-step (agent, reward) list)."""
     if reset:
         env.reset(seed=seed)

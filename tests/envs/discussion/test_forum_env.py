@@ -32,7 +32,12 @@ def test_small_forum_hand_computed(one_problem_source):
     }
     totals = play(env, policies, seed=1)
     assert [(s.kind, s.agent) for s in env.schedule] == [
-        ("solve", 0), ("evaluate", 1), ("score", 1), ("solve", 1), ("evaluate", 0), ("score", 0)
+        ("solve", 0),
+        ("evaluate", 1),
+        ("score", 1),
+        ("solve", 1),
+        ("evaluate", 0),
+        ("score", 0),
     ]
     # Round 0: correct solution, honest scorer: τ = 3 -> solver 1, evaluator 0, scorer 0.
     # Round 1: wrong solution, lenient scorer: τ = 2 -> solver 0.5, evaluator 0.5, scorer 0.
@@ -55,9 +60,21 @@ def test_two_evaluations_per_solution_hand_computed(one_problem_source):
     }
     totals = play(env, policies, seed=0)
     assert [(s.kind[:2], s.agent) for s in env.schedule] == [
-        ("so", 2), ("ev", 1), ("sc", 1), ("ev", 0), ("sc", 0),
-        ("so", 0), ("ev", 0), ("sc", 0), ("ev", 0), ("sc", 2),
-        ("so", 1), ("ev", 2), ("sc", 1), ("ev", 1), ("sc", 2),
+        ("so", 2),
+        ("ev", 1),
+        ("sc", 1),
+        ("ev", 0),
+        ("sc", 0),
+        ("so", 0),
+        ("ev", 0),
+        ("sc", 0),
+        ("ev", 0),
+        ("sc", 2),
+        ("so", 1),
+        ("ev", 2),
+        ("sc", 1),
+        ("ev", 1),
+        ("sc", 2),
     ]
     # Round 0 (agent_2 wrong): τ = 1 (agent_1 honest), τ = 2 (agent_0 lenient):
     #   solver (0 + 0.5)/2 = 0.25; evaluators agent_1 1, agent_0 0.5.
@@ -171,7 +188,9 @@ def test_released_schedule(one_problem_source):
     assert len(by_role(env, "solver")) == 8 and len(env.records) == 24
     for slot in range(4):
         assert "(Empty discussion)" in seen_prompts[(0, slot)]
-        step = next(s for s in env.schedule if s.kind == "solve" and s.round == 1 and s.slot == slot)
+        step = next(
+            s for s in env.schedule if s.kind == "solve" and s.round == 1 and s.slot == slot
+        )
         shown = {k for k in range(4) if f"SOL-0-{k} " in seen_prompts[(1, slot)]}
         assert shown == set(step.references) and len(shown) == 2
         assert all(f"EVAL-0-{k}" in seen_prompts[(1, slot)] for k in shown)
@@ -191,7 +210,9 @@ def test_without_evaluation_ablation(one_problem_source):
 
 
 def test_without_scoring_ablation_rewards_consistency(one_problem_source):
-    env = ForumEnv(task_source=one_problem_source, scoring=False, num_agents=2, num_rounds=2, num_evaluations=2)
+    env = ForumEnv(
+        task_source=one_problem_source, scoring=False, num_agents=2, num_rounds=2, num_evaluations=2
+    )
     # Critics that miss every flaw approve everything: all rewards climb to 1 (reward hacking).
     totals = play(env, scripted(solver="wrong", critic="misses"), seed=0)
     assert {r.role for r in env.records} == {"solver", "evaluator"}
@@ -261,7 +282,11 @@ def test_config_validation(one_problem_source):
         ForumEnv(task_source=one_problem_source, schedule="other")
     with pytest.raises(TypeError):
         ForumEnv(task_source=one_problem_source, no_such_option=1)
-    assert ForumEnv(task_source=one_problem_source, num_agents=3).possible_agents == ["agent_0", "agent_1", "agent_2"]
+    assert ForumEnv(task_source=one_problem_source, num_agents=3).possible_agents == [
+        "agent_0",
+        "agent_1",
+        "agent_2",
+    ]
 
 
 @pytest.mark.parametrize(

@@ -107,12 +107,19 @@ def test_paper_schedule_ablations():
 
 def test_released_schedule_every_agent_solves_and_duties_are_balanced():
     rng = np.random.default_rng(2)
-    steps = rules.released_schedule(rng, num_agents=4, num_rounds=2, num_evaluations=1, num_references=2)
+    steps = rules.released_schedule(
+        rng, num_agents=4, num_rounds=2, num_evaluations=1, num_references=2
+    )
     assert len(steps) == 2 * 3 * 4
     for round_index in range(2):
         in_round = [s for s in steps if s.round == round_index]
         solves = [s for s in in_round if s.kind == "solve"]
-        assert [s.agent for s in solves] == [0, 1, 2, 3] and [s.slot for s in solves] == [0, 1, 2, 3]
+        assert [s.agent for s in solves] == [0, 1, 2, 3] and [s.slot for s in solves] == [
+            0,
+            1,
+            2,
+            3,
+        ]
         for kind in ("evaluate", "score"):
             duty = [s for s in in_round if s.kind == kind]
             assert sorted(s.agent for s in duty) == [0, 1, 2, 3]  # one each: balanced

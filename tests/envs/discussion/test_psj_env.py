@@ -187,11 +187,16 @@ def test_clones_do_not_leak_into_the_pool(math_source):
     size = len(env.pool)
     branch = env.clone()
     assert branch.pool is env.pool and not branch.commits_to_pool
-    play(branch, agent_policy(ReferenceAgent()), reset=False)
+    while not branch.episode_over:
+        branch.step(branch.reference_action(branch.agent_selection))
     assert len(env.pool) == size and branch.staged  # staged but never committed
+    assert branch.infos["proposer"]["pool_staged"] == 1
+    assert branch.infos["proposer"]["pool_committed"] == 0
     keeper = env.clone(commits_to_pool=True)
-    play(keeper, agent_policy(ReferenceAgent()), reset=False)
+    while not keeper.episode_over:
+        keeper.step(keeper.reference_action(keeper.agent_selection))
     assert len(env.pool) == size + 1
+    assert keeper.infos["proposer"]["pool_committed"] == 1
     # The original finishing the same episode adds nothing twice.
     play(env, agent_policy(ReferenceAgent()), reset=False)
     assert len(env.pool) == size + 1
@@ -245,7 +250,12 @@ def test_hostile_actions_are_game_logic(math_source):
     env.reset(seed=0)
     env.step("<question>" + "y" * (1 << 20) + "</question>")
     assert len(env.observe("judge")["prompt"]) < 3000
-    for action in ["", "<score>9999999999999999999</score>", "<answer></answer><answer>1</answer>", "\x00"]:
+    for action in [
+        "",
+        "<score>9999999999999999999</score>",
+        "<answer></answer><answer>1</answer>",
+        "\x00",
+    ]:
         env.step(action)
     assert all(isinstance(r.reward, float) for r in env.records)
 
@@ -259,7 +269,10 @@ def test_config_validation(math_source):
 
 def test_pettingzoo_tests_with_options(math_source):
     factory = functools.partial(
-        make_env, math_source, reference_probability=1.0, num_solver_samples=2,
+        make_env,
+        math_source,
+        reference_probability=1.0,
+        num_solver_samples=2,
         drop_difficulty_below_threshold=True,
     )
     api_test(factory(), num_cycles=60)

@@ -21,7 +21,10 @@ def test_seeded_from_a_task_source():
     assert len(pool) == 4
     assert [e.question for e in pool] == [p.prompt for p in source.problems[:4]]
     assert pool.lookup("What is 1 + 7?").answer == "8"
-    assert QuestionPool.from_task_source(source, size=100).entries()[-1].question == source.problems[-1].prompt
+    assert (
+        QuestionPool.from_task_source(source, size=100).entries()[-1].question
+        == source.problems[-1].prompt
+    )
 
 
 def test_grows_only_with_quality_at_or_above_the_threshold():
@@ -51,11 +54,14 @@ def test_sampling_is_seeded_and_uniform():
 
 def test_save_and_load_round_trip(tmp_path):
     pool = QuestionPool([PoolEntry("seed q", "3", None, "seed:1")])
-    pool.add("new q \ud83d\ude00", 0.8, answer=None)
+    pool.add("new q \U0001f600 with a lone surrogate \ud800", 0.8, answer=None)
     path = tmp_path / "pool.jsonl"
     pool.save(path)
     lines = path.read_text(encoding="utf-8").splitlines()
-    assert [json.loads(line)["question"] for line in lines] == ["seed q", "new q \ud83d\ude00"]
+    assert [json.loads(line)["question"] for line in lines] == [
+        "seed q",
+        "new q \U0001f600 with a lone surrogate \ud800",
+    ]
     loaded = QuestionPool.load(path)
     assert loaded.entries() == pool.entries()
     (tmp_path / "bad.jsonl").write_text('{"answer": 1}\n')

@@ -14,7 +14,10 @@ def test_format_reward(pairs, expected):
 
 def test_first_tag_counts_pairs_in_the_completion_only():
     assert rules.first_tag("<question> Q1 </question>", "question") == ("Q1", 1)
-    assert rules.first_tag("<question>A</question> and <question>B</question>", "question") == ("A", 2)
+    assert rules.first_tag("<question>A</question> and <question>B</question>", "question") == (
+        "A",
+        2,
+    )
     assert rules.first_tag("no tags", "question") == (None, 0)
     assert rules.first_tag("<question>unclosed", "question") == (None, 0)
     assert rules.first_tag("<Answer>x < 5</Answer>", "answer") == ("x < 5", 1)
@@ -81,5 +84,7 @@ def test_prompts_carry_the_output_format():
     with_reference = rules.proposer_prompt("What is 2 + 2?")
     assert "What is 2 + 2?" in with_reference and "harder" in with_reference
     assert "<answer></answer>" in rules.solver_prompt("Q")
-    assert "<score>" in rules.judge_question_prompt("Q") and "1 to 3" in rules.judge_question_prompt("Q")
+    assert "<score>" in rules.judge_question_prompt(
+        "Q"
+    ) and "1 to 3" in rules.judge_question_prompt("Q")
     assert "STRICT" in rules.judge_answer_prompt("Q", "A")

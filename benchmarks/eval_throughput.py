@@ -1,0 +1,283 @@
+"""Throughput of the evaluation runner: batched model calls versus one call at a time.
+
+For each concurrency (environment instances in play) the same episodes are played twice, side by
+side in one process:
+
+* **batched**: the runner sends every pending request of the model in one ``act_batch`` call
+  (one ``generate`` over a left-padded batch);
+* **one at a time**: the same runner with ``max_batch_size=1``, i.e. one ``generate`` per
+  decision, as a naive loop over environments would do.
+
+The model is a tiny causal LM with random weights built from a config, with a tokenizer trained
+on the spot on the environment's own texts (nothing is downloaded), played through
+``llm_trainers.agents.hf.HFAgent`` (``hf:PATH`` spec) when it is importable, otherwise through a
+minimal batched-generate agent defined here. ``--model PATH`` runs any local model instead
+(on the GPU when one is available: ``--device cuda``).
+
+Outputs: a table on screen and ``benchmarks/results/eval_throughput.json`` (and ``.md``).
+Quote the ratios (batched / one at a time), measured side by side, not the absolute numbers.
+
+    python benchmarks/eval_throughput.py            # concurrency 1, 2, 4, 8, 16
+    python benchmarks/eval_throughput.py --quick    # fewer episodes and repeats, concurrency 1, 4, 16
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import llm_envs
+from llm_envs.agents import ActRequest, Agent, AgentOutput, RandomAgent, ReferenceAgent
+from llm_envs.core.messages import to_chat_messages
+from llm_envs.runner import Runner
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+PREFERRED_ENVS = ("llm/Signalling-v0", "llm/PlanPath-v0", "llm/Sudoku-v0")
+
+
+# ---------------------------------------------------------------------------- environment
+def pick_env(requested: str | None) -> str:
+    """The requested environment, or the first preferred one that plays with its reference."""
+    candidates = [requested] if requested else list(PREFERRED_ENVS) + llm_envs.env_ids()
+    problems = []
+    for env_id in candidates:
+        try:
+            Runner(env_id, ReferenceAgent(), 1).run()
+            return env_id
+        except Exception as exc:  # noqa: BLE001 - environments are still being built; try the next
+            problems.append(f"{env_id}: {type(exc).__name__}: {exc}")
+    raise SystemExit("no environment could be played:\n  " + "\n  ".join(problems))
+
+
+def env_texts(env_id: str, episodes: int = 60) -> list[str]:
+    """Instructions, prompts and actions the environment produces (the tokenizer's corpus)."""
+    env = llm_envs.make(env_id)
+    rng = np.random.default_rng(0)
+    texts: list[str] = []
+    for episode in range(episodes):
+        env.reset(seed=episode)
+        for agent in env.agent_iter():
+            _, _, terminated, truncated, _ = env.last(observe=False)
+            if terminated or truncated:
+                env.step(None)
+                continue
+            observation = env.observe(agent)
+            texts += [observation["instruction"], observation["prompt"]]
+            action = env.reference_action(agent) if episode % 2 == 0 else env.random_action(agent, rng)
+            texts.append(action)
+            env.step(action)
+    return texts
+
+
+# ---------------------------------------------------------------------------- model
+def build_tiny_model(path: Path, texts: Sequence[str]) -> Path:
+    """A random-weight decoder and a word-level tokenizer trained on ``texts``, saved to disk."""
+    try:
+        from llm_trainers.tiny import build_tiny_model as build
+    except ImportError:
+        build = None
+    if build is not None:
+        return build(path, texts, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=128)
+
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import AutoModelForCausalLM, LlamaConfig, PreTrainedTokenizerFast
+
+    specials = ["<pad>", "<unk>", "<eos>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"]
+    tokenizer = Tokenizer(models.WordLevel(unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.decoder = decoders.WordPiece(prefix="##")
+    tokenizer.train_from_iterator(list(texts), trainers.WordLevelTrainer(special_tokens=specials))
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="<pad>", unk_token="<unk>", eos_token="<eos>")
+    fast.chat_template = (
+        "{% for m in messages %}{{ '<|' + m['role'] + '|> ' + m['content'] + ' <|end|> ' }}{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<|assistant|>' }}{% endif %}"
+    )
+    fast.save_pretrained(path)
+    config = LlamaConfig(
+        vocab_size=len(fast), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2048,
+        eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id, bos_token_id=None,
+    )
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(config).save_pretrained(path)
+    return path
+
+
+class MinimalHFAgent(Agent):
+    """Batched ``generate`` with left padding: the fallback when llm_trainers is not there."""
+
+    def __init__(self, path: str, max_new_tokens: int, device: str) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.torch = torch
+        self.tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
+        self.model = AutoModelForCausalLM.from_pretrained(path).to(device).eval()
+        self.max_new_tokens = max_new_tokens
+        self.device = device
+        self.name = f"minimal-hf:{path}"
+
+    def act_batch(self, requests: Sequence[ActRequest]) -> list[AgentOutput]:
+        prompts = [
+            self.tokenizer.apply_chat_template(to_chat_messages(r.observation), add_generation_prompt=True, tokenize=False)
+            for r in requests
+        ]
+        batch = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
+        with self.torch.no_grad():
+            out = self.model.generate(
+                **batch, max_new_tokens=self.max_new_tokens, do_sample=True, temperature=1.0,
+                pad_token_id=self.tokenizer.pad_token_id,
+            )
+        new = out[:, batch["input_ids"].shape[1]:]
+        outputs = []
+        for row, mask in zip(new, batch["attention_mask"]):
+            ids = [int(t) for t in row if int(t) != self.tokenizer.pad_token_id]
+            outputs.append(AgentOutput(
+                text=self.tokenizer.decode(ids, skip_special_tokens=True),
+                prompt_tokens=int(mask.sum()), completion_tokens=len(ids),
+            ))
+        return outputs
+
+
+def make_agent(path: str, max_new_tokens: int, device: str) -> tuple[Agent, str]:
+    """The HF agent of llm_trainers through an ``hf:`` spec, else the minimal one."""
+    from llm_envs.agents.spec import AgentSpecError, build_agent, parse_agent_spec
+
+    spec = parse_agent_spec(f"hf:{path}").with_options({"max_tokens": max_new_tokens, "temperature": 1.0, "device": device})
+    try:
+        return build_agent(spec), "llm_trainers.agents.hf.HFAgent"
+    except AgentSpecError as exc:
+        print(f"(HFAgent unavailable: {exc}; using the minimal batched agent)", file=sys.stderr)
+        return MinimalHFAgent(path, max_new_tokens, device), "benchmark MinimalHFAgent"
+
+
+# ---------------------------------------------------------------------------- measuring
+def measure(
+    env_id: str, agent: Agent, episodes: int, concurrency: int, max_batch_size: int | None, repeats: int = 1
+) -> dict[str, Any]:
+    """Play ``episodes`` episodes ``repeats`` times; keep the fastest (the least disturbed by
+    other load on the machine)."""
+    wall = float("inf")
+    for _ in range(repeats):
+        runner = Runner(env_id, agent, episodes, seed=0, concurrency=concurrency, max_batch_size=max_batch_size)
+        started = time.perf_counter()
+        results = runner.run()
+        wall = min(wall, time.perf_counter() - started)
+    calls = sum(s["calls"] for s in runner.stats)
+    requests = sum(s["requests"] for s in runner.stats)
+    completion = sum(r.tokens()[1] for r in results)
+    return {
+        "episodes": len(results),
+        "wall_s": wall,
+        "episodes_per_s": len(results) / wall,
+        "model_calls": calls,
+        "model_calls_per_s": calls / wall,
+        "decisions_per_s": requests / wall,
+        "mean_batch_size": requests / max(1, calls),
+        "completion_tokens_per_s": completion / wall,
+    }
+
+
+def markdown_table(rows: list[dict[str, Any]]) -> str:
+    header = ["concurrency", "batched ep/s", "1-at-a-time ep/s", "speed-up", "batched calls/s",
+              "1-at-a-time calls/s", "mean batch", "batched tokens/s"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        b, s = row["batched"], row["one_at_a_time"]
+        lines.append(
+            f"| {row['concurrency']} | {b['episodes_per_s']:.2f} | {s['episodes_per_s']:.2f} | "
+            f"{row['speedup']:.2f}x | {b['model_calls_per_s']:.1f} | {s['model_calls_per_s']:.1f} | "
+            f"{b['mean_batch_size']:.1f} | {b['completion_tokens_per_s']:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer episodes; concurrency 1, 4, 16")
+    parser.add_argument("--env", help="environment id (default: the first of Signalling, PlanPath, Sudoku that plays)")
+    parser.add_argument("--model", help="a local model path instead of the tiny random one")
+    parser.add_argument("--device", default="cpu", help="cpu (default), cuda, auto")
+    parser.add_argument("--episodes", type=int, help="episodes per measurement (default 32, quick 16)")
+    parser.add_argument("--max-new-tokens", type=int, default=16)
+    parser.add_argument("--concurrency", type=int, nargs="+", help="concurrency levels")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per cell; the fastest counts (default 3)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch intra-op threads on the CPU (default 1: a tiny model gains nothing "
+                             "from more, and spinning threads collapse on a busy machine)")
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR / "eval_throughput.json")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    levels = args.concurrency or ([1, 4, 16] if args.quick else [1, 2, 4, 8, 16])
+    if args.quick:
+        args.repeats = min(args.repeats, 2)
+    episodes = args.episodes or (16 if args.quick else 32)
+    env_id = pick_env(args.env)
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.model:
+            model_path = args.model
+        else:
+            print(f"building a tiny random model with a tokenizer trained on {env_id}'s texts...", file=sys.stderr)
+            model_path = str(build_tiny_model(Path(tmp) / "tiny", env_texts(env_id)))
+        agent, agent_kind = make_agent(model_path, args.max_new_tokens, args.device)
+        measure(env_id, agent, 4, 4, None)  # warm-up (lazy initialisation, caches)
+
+        rows = []
+        for concurrency in levels:
+            batched = measure(env_id, agent, episodes, concurrency, None, args.repeats)
+            single = measure(env_id, agent, episodes, concurrency, 1, args.repeats)
+            rows.append({
+                "concurrency": concurrency,
+                "batched": batched,
+                "one_at_a_time": single,
+                "speedup": batched["episodes_per_s"] / single["episodes_per_s"],
+            })
+            print(f"concurrency {concurrency:>3}: batched {batched['episodes_per_s']:.2f} ep/s, "
+                  f"one at a time {single['episodes_per_s']:.2f} ep/s", file=sys.stderr)
+
+    report = {
+        "benchmark": "eval_throughput",
+        "env_id": env_id,
+        "agent": agent_kind,
+        "model": args.model or "tiny random-weight decoder (2 layers, hidden 64), word-level tokenizer",
+        "max_new_tokens": args.max_new_tokens,
+        "episodes_per_measurement": episodes,
+        "repeats_best_of": args.repeats,
+        "device": args.device,
+        "torch_threads": torch.get_num_threads(),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "torch": torch.__version__,
+                    "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None},
+        "rows": rows,
+    }
+    table = markdown_table(rows)
+    print(f"\n{env_id}, {agent_kind}, {episodes} episodes per cell, {args.max_new_tokens} new tokens, device {args.device}\n")
+    print(table)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    args.out.with_suffix(".md").write_text(
+        f"# eval_throughput\n\n{env_id}, {agent_kind}, {episodes} episodes per cell, "
+        f"{args.max_new_tokens} new tokens, device {args.device}, {os.cpu_count()} CPUs, "
+        f"{torch.get_num_threads()} torch thread(s)\n\n{table}\n"
+    )
+    print(f"\nwrote {args.out} and {args.out.with_suffix('.md')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

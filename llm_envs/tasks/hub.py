@@ -1,0 +1,349 @@
+"""Machinery shared by the dataset loaders: hub or local files, split policies, lazy problems.
+
+A :class:`HubSpec` describes one dataset: its Hugging Face Hub id and config, its hub splits,
+how a row becomes a :class:`~llm_envs.tasks.base.Problem`, and how to get it offline.
+:class:`HubTaskSource` serves one split of it, from either
+
+* a **local** JSONL / JSON / parquet file or directory in the *same schema as the hub dataset*
+  (``path=``): a file named after a hub split (``train.jsonl``, ``test.parquet``,
+  ``test-00000-of-00001.parquet``) holds that split; in a directory every such file is read.
+  For a dataset with a single hub split any file name is accepted. Nothing is downloaded.
+* the **hub**, through ``datasets.load_dataset`` (cached by ``datasets`` as usual).
+
+A dataset that cannot be found raises :class:`~llm_envs.tasks.base.DatasetUnavailableError`
+with the commands that fetch it; nothing ever falls back to other data.
+
+Split policies (``split_policy=``):
+
+``"official"``
+    Our split maps to the dataset's own split (e.g. GSM8K train/test). Asking for a split the
+    dataset lacks is a ``ValueError`` that names the alternatives. Default for datasets that
+    have both a train and a test split.
+``"hash"``
+    All rows of all hub splits are pooled and each goes to
+    :func:`llm_envs.core.splits.split_of` of its problem text (80/10/10), so the splits can never
+    overlap. Default for single-split datasets (HumanEval, MATH-500, AIME, OlympiadBench,
+    LiveCodeBench), so that a training run on them never sees its own test problems.
+``"benchmark"``
+    Every row is a test problem (the whole benchmark, e.g. all 500 of MATH-500); only
+    ``split="test"`` is allowed.
+
+Rows are filtered once (cheap predicates) and turned into problems lazily, on ``get``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llm_envs.core.splits import check_split, split_of
+from llm_envs.tasks.base import DatasetUnavailableError, Problem, TaskSource
+
+SPLIT_POLICIES = ("official", "hash", "benchmark")
+_DATA_SUFFIXES = (".jsonl", ".json", ".parquet")
+# "test-00000-of-00001.parquet", "train-00000-of-00003-1a2b3c.parquet" -> split "test"/"train"
+_SHARD_SUFFIX = re.compile(r"-\d{5}-of-\d{5}.*$")
+
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class HubSpec:
+    """One dataset: where it lives, its schema, and how a row becomes a problem.
+
+    Attributes:
+        name: Registry name (``"gsm8k"``).
+        repo: Hugging Face Hub dataset id (``"openai/gsm8k"``).
+        config: Hub config name (``"main"``), or ``None``.
+        hub_splits: Every split the hub dataset has.
+        official_splits: Our split name -> hub split name under the ``"official"`` policy; empty
+            for single-split datasets.
+        schema: Human-readable description of the fields a row must have (for docs and errors).
+        convert: ``(row, split, row_index, options) -> Problem``.
+        key: ``row -> str``: the problem text whose hash decides the split (``"hash"`` policy).
+        keep: ``(row, options) -> bool``: rows that can be used (e.g. stdin problems with tests).
+        data_files: For hub datasets stored as raw files without a loader (APPS,
+            LiveCodeBench): ``options -> {hub split: [hf:// urls]}``, read with the ``json``
+            builder.
+        default_options: Loader options and their defaults (``{"config": ..., ...}``).
+        has_golden_solutions: Whether problems carry a golden solution (LiveCodeBench: no).
+        scan_fields: The only fields ``key`` and ``keep`` read; a hub table is scanned through
+            these columns alone (reading whole rows of a multi-gigabyte table would be slow).
+    """
+
+    name: str
+    repo: str
+    config: str | None
+    hub_splits: tuple[str, ...]
+    official_splits: Mapping[str, str]
+    schema: str
+    convert: Callable[[Row, str, int, Mapping[str, Any]], Problem]
+    key: Callable[[Row], str]
+    keep: Callable[[Row, Mapping[str, Any]], bool] | None = None
+    data_files: Callable[[Mapping[str, Any]], dict[str, list[str]]] | None = None
+    default_options: Mapping[str, Any] = field(default_factory=dict)
+    has_golden_solutions: bool = True
+    scan_fields: tuple[str, ...] | None = None
+
+    @property
+    def default_policy(self) -> str:
+        return "official" if self.official_splits else "hash"
+
+    def how_to_get(self, hub_split: str, config: str | None) -> str:
+        """Commands that make the dataset available offline."""
+        config_arg = f", {config!r}" if config else ""
+        return (
+            f"Get it on a machine with internet access, then copy the file(s) here:\n"
+            f"    python -c \"import datasets; datasets.load_dataset({self.repo!r}{config_arg}, "
+            f"split={hub_split!r}).to_json('{hub_split}.jsonl')\"\n"
+            f"and pass path='<the file or its directory>' (task_path= in an environment config). "
+            f"Alternatively point HF_HOME at a Hugging Face cache that already holds {self.repo}. "
+            f"Expected schema: {self.schema}"
+        )
+
+
+def normalize_key(text: str) -> str:
+    """The canonical form of a problem text for hashing (whitespace collapsed)."""
+    return " ".join(str(text).split())
+
+
+# ---------------------------------------------------------------------------------------------
+# reading local files
+
+
+def _split_from_filename(path: Path) -> str:
+    stem = path.name
+    for suffix in _DATA_SUFFIXES:
+        if stem.endswith(suffix):
+            stem = stem[: -len(suffix)]
+            break
+    return _SHARD_SUFFIX.sub("", stem)
+
+
+def read_rows(path: Path) -> list[Row]:
+    """Rows of one JSONL, JSON (array or lines) or parquet file."""
+    try:
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            return pq.read_table(path).to_pylist()
+        text = path.read_text(encoding="utf-8")
+    except (OSError, ValueError, ImportError) as error:
+        raise DatasetUnavailableError(f"cannot read {path}: {error}") from error
+    if path.suffix == ".json" and text.lstrip().startswith("["):
+        try:
+            rows = json.loads(text)
+        except ValueError as error:
+            raise DatasetUnavailableError(f"{path} is not valid JSON: {error}") from error
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise DatasetUnavailableError(f"{path}: expected a JSON array of objects")
+        return rows
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as error:
+            raise DatasetUnavailableError(f"{path}, line {number}: not valid JSON ({error})") from error
+        if not isinstance(row, dict):
+            raise DatasetUnavailableError(f"{path}, line {number}: expected a JSON object")
+        rows.append(row)
+    return rows
+
+
+def read_local(spec: HubSpec, path: str | Path) -> dict[str, list[Row]]:
+    """``{hub split: rows}`` from a local file or directory (see the module docstring)."""
+    root = Path(path).expanduser()
+    if not root.exists():
+        raise DatasetUnavailableError(
+            f"{spec.name}: {root} does not exist. Expected a JSONL/JSON/parquet file or a "
+            f"directory of them in the schema of {spec.repo}. " + spec.how_to_get(spec.hub_splits[0], spec.config)
+        )
+    files = sorted(p for p in root.iterdir() if p.is_file() and p.name.endswith(_DATA_SUFFIXES)) if root.is_dir() else [root]
+    if not files:
+        raise DatasetUnavailableError(f"{spec.name}: no .jsonl/.json/.parquet file in {root}")
+    by_split: dict[str, list[Row]] = {}
+    for file in files:
+        split = _split_from_filename(file)
+        if split not in spec.hub_splits:
+            if len(spec.hub_splits) == 1:
+                split = spec.hub_splits[0]
+            else:
+                raise DatasetUnavailableError(
+                    f"{spec.name}: cannot tell which split {file.name} holds; name each file after "
+                    f"a split of {spec.repo} ({', '.join(spec.hub_splits)}), e.g. "
+                    f"{spec.hub_splits[0]}.jsonl"
+                )
+        by_split.setdefault(split, []).extend(read_rows(file))
+    return by_split
+
+
+# ---------------------------------------------------------------------------------------------
+# reading the hub
+
+
+def load_hub_split(spec: HubSpec, hub_split: str, options: Mapping[str, Any]) -> Sequence[Row]:
+    """One split of the hub dataset through ``datasets.load_dataset`` (a lazy Arrow table)."""
+    config = options.get("config", spec.config)
+    try:
+        import datasets
+    except ImportError as error:
+        raise DatasetUnavailableError(
+            f"{spec.name}: the 'datasets' package is needed to load {spec.repo} from the hub "
+            f"(pip install datasets). " + spec.how_to_get(hub_split, config)
+        ) from error
+    try:
+        if spec.data_files is not None:
+            files = spec.data_files(options)[hub_split]
+            return datasets.load_dataset("json", data_files={hub_split: files}, split=hub_split)
+        return datasets.load_dataset(spec.repo, config, split=hub_split)
+    except Exception as error:  # noqa: BLE001 - offline, missing, gated, renamed: all "unavailable"
+        raise DatasetUnavailableError(
+            f"{spec.name}: could not load {spec.repo} (config {config!r}, split {hub_split!r}) "
+            f"from the Hugging Face Hub: {type(error).__name__}: {error}\n" + spec.how_to_get(hub_split, config)
+        ) from error
+
+
+# ---------------------------------------------------------------------------------------------
+# the source
+
+
+class HubTaskSource(TaskSource):
+    """One split of a hub dataset (or of a local copy of it); see the module docstring.
+
+    Args:
+        spec: The dataset.
+        split: ``"train"``, ``"validation"`` or ``"test"``.
+        path: A local file or directory in the hub schema; ``None`` loads from the hub.
+        split_policy: ``"official"``, ``"hash"`` or ``"benchmark"``; default per dataset.
+        limit: Keep only the first ``limit`` problems of the split.
+        **options: Dataset options (see each loader's ``default_options``).
+    """
+
+    def __init__(
+        self,
+        spec: HubSpec,
+        split: str = "train",
+        *,
+        path: str | Path | None = None,
+        split_policy: str | None = None,
+        limit: int | None = None,
+        **options: Any,
+    ) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.split = check_split(split)
+        self.has_golden_solutions = spec.has_golden_solutions
+        unknown = sorted(set(options) - set(spec.default_options))
+        if unknown:
+            raise TypeError(
+                f"{spec.name}: unknown option(s) {unknown}; valid: "
+                f"{sorted(set(spec.default_options) | {'path', 'split_policy', 'limit'})}"
+            )
+        self.options = {**spec.default_options, **options}
+        policy = split_policy or spec.default_policy
+        if policy not in SPLIT_POLICIES:
+            raise ValueError(f"split_policy must be one of {SPLIT_POLICIES}, got {policy!r}")
+        self.split_policy = policy
+        hub_splits = self._hub_splits_needed()
+        local = read_local(spec, path) if path is not None else None
+        self._tables: dict[str, Sequence[Row]] = {}
+        for hub_split in hub_splits:
+            if local is not None:
+                if hub_split not in local:
+                    if policy == "official":
+                        raise DatasetUnavailableError(
+                            f"{spec.name}: {path} holds no {hub_split!r} split (found: "
+                            f"{', '.join(sorted(local)) or 'nothing'}); add {hub_split}.jsonl or "
+                            f"{hub_split}.parquet. " + spec.how_to_get(hub_split, self.options.get("config", spec.config))
+                        )
+                    continue
+                self._tables[hub_split] = local[hub_split]
+            else:
+                self._tables[hub_split] = load_hub_split(spec, hub_split, self.options)
+        self._index: list[tuple[str, int]] = self._select_rows()
+        if limit is not None:
+            self._index = self._index[: max(0, int(limit))]
+        if not self._index:
+            raise ValueError(
+                f"{spec.name}: split {self.split!r} (policy {policy!r}) has no usable problems "
+                f"in {path or spec.repo}"
+            )
+        self._convert_cached = functools.lru_cache(maxsize=256)(self._convert)
+
+    def _hub_splits_needed(self) -> tuple[str, ...]:
+        if self.split_policy == "official":
+            if not self.spec.official_splits:
+                raise ValueError(
+                    f"{self.spec.name} has a single split; use split_policy='hash' (disjoint "
+                    f"train/validation/test by content hash) or 'benchmark' (everything is test)"
+                )
+            if self.split not in self.spec.official_splits:
+                raise ValueError(
+                    f"{self.spec.name} has no official {self.split!r} split (it has "
+                    f"{', '.join(self.spec.official_splits)}); use split_policy='hash' to carve "
+                    f"disjoint train/validation/test splits out of all its rows"
+                )
+            return (self.spec.official_splits[self.split],)
+        if self.split_policy == "benchmark" and self.split != "test":
+            raise ValueError(
+                f"split_policy='benchmark' makes all of {self.spec.name} the test split; "
+                f"asked for {self.split!r}. Use split_policy='hash' for train/validation splits"
+            )
+        return self.spec.hub_splits
+
+    def _select_rows(self) -> list[tuple[str, int]]:
+        selected = []
+        keep = self.spec.keep
+        for hub_split, table in self._tables.items():
+            scan = table
+            if self.spec.scan_fields is not None and hasattr(table, "select_columns"):
+                present = [f for f in self.spec.scan_fields if f in table.column_names]
+                scan = table.select_columns(present)
+            for row_index in range(len(scan)):
+                row = scan[row_index]
+                if keep is not None and not keep(row, self.options):
+                    continue
+                if self.split_policy == "hash" and split_of(normalize_key(self.spec.key(row))) != self.split:
+                    continue
+                selected.append((hub_split, row_index))
+        return selected
+
+    def _convert(self, position: int) -> Problem:
+        hub_split, row_index = self._index[position]
+        return self.spec.convert(self._tables[hub_split][row_index], self.split, row_index, self.options)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def get(self, index: int) -> Problem:
+        if not 0 <= index < len(self._index):
+            raise IndexError(f"index {index} out of range for {self.name} {self.split} ({len(self)} problems)")
+        return self._convert_cached(index)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The lru_cache wrapper cannot be pickled; it is rebuilt on unpickling.
+        state = dict(self.__dict__)
+        state.pop("_convert_cached", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._convert_cached = functools.lru_cache(maxsize=256)(self._convert)
+
+
+def hub_factory(spec: HubSpec) -> Callable[..., HubTaskSource]:
+    """The registry factory of ``spec``: ``factory(split=..., path=..., **options)``."""
+
+    def factory(split: str = "train", **kwargs: Any) -> HubTaskSource:
+        return HubTaskSource(spec, split, **kwargs)
+
+    factory.__name__ = f"load_{spec.name}"
+    factory.__doc__ = f"Load {spec.name} ({spec.repo}). Schema: {spec.schema}"
+    return factory

@@ -1,0 +1,95 @@
+"""``llm-train``: train agents in an environment from a YAML config.
+
+Examples::
+
+    llm-train signalling_at_grpo_l1                      # a shipped config, by name
+    llm-train my.yaml train.lr=1e-5 rollout.k=8          # a file, with overrides
+    llm-train my.yaml --resume                           # continue the run in its output_dir
+    llm-train --list                                     # shipped configs
+    llm-train my.yaml --print-config                     # the resolved config, then exit
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="llm-train",
+        description="Train LLM agents with AT-GRPO or the REINFORCE++ family (see docs/training.md).",
+    )
+    p.add_argument("config", nargs="?", help="YAML config file, or the name of a shipped config")
+    p.add_argument("overrides", nargs="*", help="section.key=value overrides (values parsed as YAML)")
+    p.add_argument("--resume", action="store_true", help="continue from the latest checkpoint in run.output_dir")
+    p.add_argument("--overwrite", action="store_true", help="start afresh even if run.output_dir has checkpoints")
+    p.add_argument("--list", action="store_true", help="list the shipped configs and exit")
+    p.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and exit")
+    p.add_argument("--eval-only", action="store_true", help="evaluate the (possibly resumed) policies and exit")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from llm_trainers.config import config_to_dict, load_config, shipped_configs
+
+    if args.list:
+        for name, path in shipped_configs().items():
+            print(f"{name:40s} {path}")
+        return 0
+    if not args.config:
+        _parser().print_usage(sys.stderr)
+        print("llm-train: error: a config (file or shipped name) is required", file=sys.stderr)
+        return 2
+    overrides = list(args.overrides)
+    try:
+        cfg = load_config(args.config, overrides)
+    except (ValueError, KeyError, TypeError, FileNotFoundError) as exc:
+        print(f"llm-train: error: {exc}", file=sys.stderr)
+        return 2
+    if args.print_config:
+        import yaml
+
+        print(yaml.safe_dump(json.loads(json.dumps(config_to_dict(cfg), default=str)), sort_keys=False))
+        return 0
+
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        print(f"llm-train: error: {exc}. Install the training extra: pip install 'llm-envs[train]'", file=sys.stderr)
+        return 2
+    from llm_trainers.checkpoint import latest_checkpoint
+    from llm_trainers.trainer import Trainer
+
+    ckpts = cfg.output_dir / "checkpoints"
+    if not args.resume and latest_checkpoint(ckpts) is not None and not args.overwrite:
+        print(
+            f"llm-train: error: {cfg.output_dir} already holds a run; pass --resume to continue it "
+            "or --overwrite to start afresh",
+            file=sys.stderr,
+        )
+        return 2
+    if args.overwrite and not args.resume and ckpts.exists():
+        import shutil
+
+        shutil.rmtree(ckpts)
+    trainer = Trainer(cfg, resume=args.resume)
+    try:
+        if args.eval_only:
+            metrics = trainer.evaluate()
+        else:
+            metrics = trainer.train()
+    finally:
+        trainer.close()
+    print(json.dumps({"step": trainer.step, "output_dir": str(cfg.output_dir), **metrics}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

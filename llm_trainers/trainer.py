@@ -1,0 +1,408 @@
+"""The training loop: collect → score → advantages → update per policy → push → eval → checkpoint.
+
+.. code-block:: text
+
+    for step in 1..steps:
+        records  = rollout(envs, engine, tree=AT-GRPO?, k)          # per-action, token-in/out
+        log π_old = learner.logprobs(records)    (or the engine's)    # per policy
+        log π_ref = learner.logprobs(records, reference=True)         # only if a KL term is on
+        A        = estimator(rewards, masks, group keys, roles, agents, KL)
+        for policy in policies:  learner.update(policy, its own records with A)
+        engine.sync(updated policies)                                 # adapters / weights
+        every eval_every: evaluate (flat sampling, fixed seeds)
+        every save_every: atomic checkpoint (weights, optimizers, RNG, step, env state)
+
+Everything a resumed run needs is in the checkpoint; episode seeds are a pure function of
+(run seed, step, instance), so a resumed run replays exactly what the uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+import llm_envs
+from llm_trainers.agents.hf import HFEngine, SamplingParams
+from llm_trainers.algorithms.advantages import compute_advantages
+from llm_trainers.algorithms.losses import kl_estimate
+from llm_trainers.batching import pad_right
+from llm_trainers.checkpoint import latest_checkpoint, load_checkpoint, prune_checkpoints, save_checkpoint
+from llm_trainers.config import Config, config_to_dict
+from llm_trainers.learner import Learner, LossConfig, OptimConfig, UpdateSample
+from llm_trainers.metrics import MetricsLogger
+from llm_trainers.policies import LoraSettings, PolicySet, build_policies
+from llm_trainers.rollout import TrainRecord, collect
+
+__all__ = ["Trainer", "EVAL_SEED_BASE"]
+
+#: Evaluation episodes use seeds ``EVAL_SEED_BASE + i``, far from the training seeds.
+EVAL_SEED_BASE = 1_000_000_000
+
+
+class Trainer:
+    """Owns the policies, engine, learner, environments and run directory of one run.
+
+    Args:
+        cfg: The run configuration.
+        resume: Continue from the latest checkpoint in ``cfg.output_dir`` (error if none).
+    """
+
+    def __init__(self, cfg: Config, resume: bool = False) -> None:
+        self.cfg = cfg.validate()
+        self.out = cfg.output_dir
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.step = 0
+        self._resume_state: dict[str, Any] | None = None
+        if resume:
+            ckpt = latest_checkpoint(self.out / "checkpoints")
+            if ckpt is None:
+                raise FileNotFoundError(f"--resume: no checkpoint under {self.out / 'checkpoints'}")
+            self._resume_state = load_checkpoint(ckpt)
+        (self.out / "config.yaml").write_text(_to_yaml(config_to_dict(cfg)))
+
+        probe = llm_envs.make(cfg.env.id, **cfg.env.kwargs)
+        self.agents = list(probe.possible_agents)
+        model_path = self._model_path()
+        lora = cfg.model.lora
+        self.policies: PolicySet = build_policies(
+            cfg.model.level,
+            self.agents,
+            model_path,
+            model_paths=cfg.model.paths,
+            policy_map=cfg.model.policy_map or None,
+            lora=LoraSettings(lora.r, lora.alpha, lora.dropout, lora.target_modules) if lora else None,
+            device=cfg.model.device,
+            dtype=cfg.model.dtype,
+            need_reference=cfg.algorithm.kl_coef > 0 or cfg.train.kl_loss_coef > 0,
+            gradient_checkpointing=cfg.model.gradient_checkpointing,
+            tokenizer_path=cfg.model.tokenizer,
+            model_kwargs=cfg.model.model_kwargs,
+            seed=cfg.run.seed,
+        )
+        device = next(iter(self.policies)).device
+        bf16 = cfg.train.bf16
+        if bf16 == "auto":
+            bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
+        t = cfg.train
+        self.learner = Learner(
+            self.policies,
+            OptimConfig(
+                lr=t.lr, betas=tuple(t.betas), weight_decay=t.weight_decay, eps=t.adam_eps, schedule=t.schedule,
+                warmup_steps=t.warmup_steps, total_steps=cfg.run.steps, min_lr_ratio=t.min_lr_ratio,
+                max_grad_norm=t.max_grad_norm,
+            ),
+            LossConfig(
+                clip_low=t.clip_low, clip_high=t.clip_high, dual_clip=t.dual_clip, kl_loss_coef=t.kl_loss_coef,
+                kl_estimator=t.kl_estimator, entropy_coef=t.entropy_coef,
+            ),
+            micro_batch_size=t.micro_batch_size,
+            mini_batch_size=t.mini_batch_size,
+            epochs=t.epochs,
+            temperature=cfg.rollout.temperature,
+            bf16=bool(bf16),
+            seed=cfg.run.seed,
+            lr_overrides=t.lr_per_policy,
+        )
+        r = cfg.rollout
+        self.sampling = SamplingParams(r.temperature, r.top_p, r.top_k, r.max_new_tokens)
+        self.engine = self._build_engine()
+        self.envs = [llm_envs.make(cfg.env.id, **cfg.env.kwargs) for _ in range(cfg.env.num_envs)]
+        keep_lines = None
+        if self._resume_state is not None:
+            keep_lines = self._restore(self._resume_state)
+        self.logger = MetricsLogger(
+            self.out / "metrics.jsonl",
+            self.out / "tensorboard" if cfg.run.tensorboard else None,
+            keep_lines=keep_lines if keep_lines is not None else (0 if not resume else None),
+        )
+        self.last_eval: dict[str, float] = {}
+
+    # ------------------------------------------------------------------ construction helpers
+    def _model_path(self) -> str:
+        path = self.cfg.model.path
+        if not path.startswith("tiny:"):
+            return path
+        from llm_trainers.tiny import build_tiny_model, env_corpus
+
+        env_id = path[len("tiny:") :]
+        target = self.out / "tiny_model"
+        if not (target / "config.json").exists():
+            texts = env_corpus(env_id, episodes=100, seed=self.cfg.run.seed, **self.cfg.env.kwargs)
+            build_tiny_model(target, texts, seed=self.cfg.run.seed)
+        return str(target)
+
+    def _build_engine(self) -> Any:
+        r = self.cfg.rollout
+        if r.engine == "hf":
+            return HFEngine(self.policies, self.sampling, seed=self.cfg.run.seed, max_batch_size=r.max_batch_size,
+                            chat_template_kwargs=self.cfg.model.chat_template_kwargs)
+        from llm_trainers.agents.vllm import VLLMEngine
+
+        return VLLMEngine(self.policies, self.sampling, seed=self.cfg.run.seed, settings=r.vllm,
+                          chat_template_kwargs=self.cfg.model.chat_template_kwargs)
+
+    # ------------------------------------------------------------------ seeds
+    def train_seeds(self, step: int) -> list[int]:
+        """Episode seeds of training step ``step``: instance ``i`` plays problem ``i // n``."""
+        n = max(1, self.cfg.env.samples_per_problem)
+        problems = -(-self.cfg.env.num_envs // n)
+        base = self.cfg.run.seed * 100_000_000 + step * problems
+        return [base + i // n for i in range(self.cfg.env.num_envs)]
+
+    # ------------------------------------------------------------------ one step
+    def train_step(self) -> dict[str, float]:
+        """Run one training iteration; return its metrics."""
+        cfg = self.cfg
+        t_start = time.perf_counter()
+        res = collect(
+            self.envs, self.train_seeds(self.step), self.engine, self.policies.agent_to_policy,
+            k=cfg.rollout.k if cfg.rollout.tree else 1, tree=cfg.rollout.tree, max_decisions=cfg.env.max_decisions,
+        )
+        self.envs = res.envs
+        metrics: dict[str, float] = {}
+        metrics.update(_rollout_metrics(res.records, res.episodes, "rollout"))
+        train_agents = set(cfg.env.train_agents) if cfg.env.train_agents is not None else None
+        records = [r for r in res.records if r.completion_ids and (train_agents is None or r.agent in train_agents)]
+
+        t0 = time.perf_counter()
+        old, ref = self._score(records)
+        logprob_s = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        advantages, keep = self._advantages(records, old, ref)
+        advantage_s = time.perf_counter() - t0
+        metrics["rollout/trained_records"] = float(len(keep))
+
+        t0 = time.perf_counter()
+        by_policy: dict[str, list[UpdateSample]] = defaultdict(list)
+        for i in keep:
+            rec = records[i]
+            by_policy[rec.policy].append(
+                UpdateSample(rec.prompt_ids, rec.completion_ids, advantages[i], old[i], ref[i] if ref else None)
+            )
+        trained_before = self.learner.trained_tokens
+        for policy in self.policies.names():
+            for k, v in self.learner.update(policy, by_policy.get(policy, [])).items():
+                metrics[f"train/{policy}/{k}"] = v
+        update_s = time.perf_counter() - t0
+        trained_tokens = self.learner.trained_tokens - trained_before
+
+        t0 = time.perf_counter()
+        push = self.engine.sync([p for p in self.policies.names() if by_policy.get(p)])
+        push_s = time.perf_counter() - t0
+        step_s = time.perf_counter() - t_start
+
+        self.step += 1
+        metrics.update({f"push/{k}": float(v) for k, v in (push or {}).items()})
+        metrics.update(
+            {
+                "time/generate_s": res.generate_s,
+                "time/env_s": res.env_s,
+                "time/logprob_s": logprob_s,
+                "time/advantage_s": advantage_s,
+                "time/update_s": update_s,
+                "time/push_s": push_s,
+                "time/step_s": step_s,
+                "tokens/generated": float(res.generated_tokens),
+                "tokens/trained": float(trained_tokens),
+                "throughput/generated_tok_s": res.generated_tokens / max(res.generate_s, 1e-9),
+                "throughput/trained_tok_s": trained_tokens / max(update_s, 1e-9),
+            }
+        )
+        return metrics
+
+    def _score(self, records: Sequence[TrainRecord]) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
+        """log π_old (recomputed or the engine's) and log π_ref (if a KL term needs it)."""
+        cfg = self.cfg
+        need_ref = cfg.algorithm.kl_coef > 0 or cfg.train.kl_loss_coef > 0
+        old: list[torch.Tensor | None] = [None] * len(records)
+        ref: list[torch.Tensor | None] | None = [None] * len(records) if need_ref else None
+        by_policy: dict[str, list[int]] = defaultdict(list)
+        for i, r in enumerate(records):
+            by_policy[r.policy].append(i)
+        for policy, idx in by_policy.items():
+            prompts = [records[i].prompt_ids for i in idx]
+            comps = [records[i].completion_ids for i in idx]
+            if cfg.algorithm.recompute_old_logprobs:
+                lps = self.learner.logprobs(policy, prompts, comps)
+            else:
+                lps = [torch.tensor(records[i].logprobs, dtype=torch.float32) for i in idx]
+            for i, lp in zip(idx, lps):
+                old[i] = lp
+            if ref is not None:
+                for i, lp in zip(idx, self.learner.logprobs(policy, prompts, comps, reference=True)):
+                    ref[i] = lp
+        return old, ref  # type: ignore[return-value]
+
+    def _advantages(self, records: Sequence[TrainRecord], old: list[torch.Tensor],
+                    ref: list[torch.Tensor] | None) -> tuple[list[torch.Tensor], list[int]]:
+        """Token advantages per record, and the indices of the records to train on."""
+        a = self.cfg.algorithm
+        if not records:
+            return [], []
+        mask = pad_right([[1.0] * len(r.completion_ids) for r in records])
+        kl = None
+        if a.kl_coef > 0 and ref is not None:
+            kl = kl_estimate(pad_right([o.tolist() for o in old]), pad_right([x.tolist() for x in ref]), a.kl_estimator)
+        rewards = torch.tensor([r.reward for r in records], dtype=torch.float32)
+        adv = compute_advantages(
+            a.estimator, rewards, mask, [r.group for r in records],
+            roles=[r.role for r in records], agents=[r.agent for r in records], kl=kl, beta=a.kl_coef,
+            gamma=a.gamma, eps=a.eps, unbiased_std=a.unbiased_std, reward_clip=a.reward_clip,
+        )
+        keep = list(range(len(records)))
+        if a.drop_uniform_groups:
+            spread: dict[Any, set[float]] = defaultdict(set)
+            for r in records:
+                spread[r.group].add(r.reward)
+            keep = [i for i, r in enumerate(records) if len(spread[r.group]) > 1]
+        return [adv[i, : len(r.completion_ids)].clone() for i, r in enumerate(records)], keep
+
+    # ------------------------------------------------------------------ evaluation
+    def evaluate(self, episodes: int | None = None) -> dict[str, float]:
+        """Flat-sampled episodes on fixed seeds with the eval temperature; mean metrics."""
+        cfg = self.cfg
+        n = episodes or cfg.run.eval_episodes
+        temp = cfg.rollout.eval_temperature if cfg.rollout.eval_temperature is not None else cfg.rollout.temperature
+        sampling = dataclasses.replace(self.sampling, temperature=temp)
+        engine = self.engine.view(seed=cfg.run.seed + 7919, sampling=sampling)
+        kwargs = {**cfg.env.kwargs, **cfg.env.eval_kwargs}
+        envs = [llm_envs.make(cfg.env.id, **kwargs) for _ in range(n)]
+        res = collect(envs, [EVAL_SEED_BASE + i for i in range(n)], engine, self.policies.agent_to_policy,
+                      max_decisions=cfg.env.max_decisions)
+        return _rollout_metrics(res.records, res.episodes, "eval")
+
+    # ------------------------------------------------------------------ loop
+    def train(self, until_step: int | None = None) -> dict[str, float]:
+        """Train up to ``until_step`` (default ``run.steps``); return the last eval metrics."""
+        cfg = self.cfg
+        end = min(until_step or cfg.run.steps, cfg.run.steps)
+        bar = None
+        if cfg.run.progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=cfg.run.steps, initial=self.step, desc=cfg.run.name, dynamic_ncols=True)
+        try:
+            if self.step == 0 and cfg.run.eval_at_start and cfg.run.eval_every >= 0:
+                self.last_eval = self.evaluate()
+                self.logger.log(0, self.last_eval)
+            while self.step < end:
+                metrics = self.train_step()
+                if self._due(cfg.run.eval_every):
+                    self.last_eval = self.evaluate()
+                    metrics.update(self.last_eval)
+                self.logger.log(self.step, metrics)
+                if self._due(cfg.run.save_every):
+                    self.save()
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(_postfix(metrics, self.last_eval))
+            if self.step >= cfg.run.steps and cfg.run.export_final:
+                self.export(self.out / "final")
+        finally:
+            if bar is not None:
+                bar.close()
+        return self.last_eval
+
+    def _due(self, every: int) -> bool:
+        if every < 0:
+            return False
+        return self.step == self.cfg.run.steps or (every > 0 and self.step % every == 0)
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self) -> Path:
+        """Atomic checkpoint of everything the run needs to continue exactly."""
+        env_states = [env.state_dict() if hasattr(env, "state_dict") else None for env in self.envs]
+        path = save_checkpoint(
+            self.out / "checkpoints",
+            self.step,
+            {
+                "policies": {p.name: p.trainable_state_dict() for p in self.policies},
+                "learner": self.learner.state_dict(),
+                "state": {
+                    "step": self.step,
+                    "engine": self.engine.state_dict(),
+                    "envs": env_states,
+                    "metrics_lines": self.logger.lines,
+                    "last_eval": self.last_eval,
+                    "config": config_to_dict(self.cfg),
+                },
+            },
+        )
+        prune_checkpoints(self.out / "checkpoints", self.cfg.run.keep_checkpoints)
+        return path
+
+    def _restore(self, ckpt: dict[str, Any]) -> int:
+        for name, sd in ckpt["policies"].items():
+            self.policies[name].load_trainable_state_dict(sd)
+        self.learner.load_state_dict(ckpt["learner"])
+        state = ckpt["state"]
+        self.step = int(state["step"])
+        self.engine.load_state_dict(state["engine"])
+        self.engine.sync(self.policies.names())
+        for env, es in zip(self.envs, state.get("envs") or []):
+            if es is not None and hasattr(env, "load_state_dict"):
+                env.load_state_dict(es)
+        self.last_eval = dict(state.get("last_eval") or {})
+        return int(state.get("metrics_lines", 0))
+
+    def export(self, path: Path) -> dict[str, str]:
+        """Write loadable weights per policy (adapter directories or full models)."""
+        out = {p.name: str(p.save_pretrained(path / p.name)) for p in self.policies}
+        (path / "policies.json").write_text(json.dumps({"level": self.policies.level, "policies": out,
+                                                        "agent_to_policy": self.policies.agent_to_policy}, indent=2))
+        return out
+
+    def close(self) -> None:
+        self.logger.close()
+        close = getattr(self.engine, "close", None)
+        if close is not None:
+            close()
+
+
+def _rollout_metrics(records: Sequence[TrainRecord], episodes: Sequence[dict[str, float]], prefix: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    if episodes:
+        keys = sorted({k for e in episodes for k in e})
+        for k in keys:
+            vals = [e[k] for e in episodes if k in e]
+            out[f"{prefix}/{k}"] = float(np.mean(vals))
+    if records:
+        out[f"{prefix}/record_reward"] = float(np.mean([r.reward for r in records]))
+        out[f"{prefix}/format_ok"] = float(np.mean([r.format_ok for r in records]))
+        out[f"{prefix}/completion_len"] = float(np.mean([len(r.completion_ids) for r in records]))
+        groups: dict[Any, set[float]] = defaultdict(set)
+        for r in records:
+            groups[r.group].add(r.reward)
+        out[f"{prefix}/uniform_group_frac"] = float(np.mean([len(v) == 1 for v in groups.values()]))
+        per_agent: dict[str, list[float]] = defaultdict(list)
+        for r in records:
+            per_agent[r.agent].append(r.reward)
+        for agent, vals in per_agent.items():
+            out[f"{prefix}/record_reward/{agent}"] = float(np.mean(vals))
+    return out
+
+
+def _postfix(metrics: dict[str, float], last_eval: dict[str, float]) -> dict[str, str]:
+    post = {}
+    if "rollout/success" in metrics:
+        post["succ"] = f"{metrics['rollout/success']:.2f}"
+    if "rollout/record_reward" in metrics:
+        post["r"] = f"{metrics['rollout/record_reward']:.3f}"
+    if "eval/success" in last_eval:
+        post["eval"] = f"{last_eval['eval/success']:.2f}"
+    return post
+
+
+def _to_yaml(data: dict[str, Any]) -> str:
+    import yaml
+
+    return yaml.safe_dump(json.loads(json.dumps(data, default=str)), sort_keys=False)

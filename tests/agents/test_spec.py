@@ -1,0 +1,176 @@
+"""Agent specs: parsing, per-agent assignments, the YAML file, and building agents."""
+
+from __future__ import annotations
+
+import importlib.util
+import textwrap
+
+import pytest
+
+from llm_envs.agents import RandomAgent, ReferenceAgent
+from llm_envs.agents.human import HumanAgent
+from llm_envs.agents.openai_http import OpenAIHTTPAgent
+from llm_envs.agents.spec import (
+    AgentSpec,
+    AgentSpecError,
+    build_agent,
+    load_agents_config,
+    parse_agent_spec,
+    parse_assignment,
+    parse_assignments,
+    resolve_agents,
+)
+from llm_envs.runner import run_episodes
+from tests.runner.toy_envs import SumsEnv
+
+
+@pytest.mark.parametrize(
+    "text,kind,target,model",
+    [
+        ("reference", "reference", "", ""),
+        ("random", "random", "", ""),
+        ("random:12", "random", "12", ""),
+        ("human", "human", "", ""),
+        ("openai:http://127.0.0.1:8000/v1@my-model", "openai", "http://127.0.0.1:8000/v1", "my-model"),
+        ("openai:https://user@host/v1@org/model@v2", "openai", "https://user@host/v1@org/model", "v2"),
+        ("openai:gpt-4o-mini", "openai", "", "gpt-4o-mini"),
+        ("hf:/models/qwen", "hf", "/models/qwen", ""),
+        ("vllm:Qwen/Qwen2.5-7B-Instruct", "vllm", "Qwen/Qwen2.5-7B-Instruct", ""),
+        ("py:my_pkg.agents:make_agent", "py", "my_pkg.agents:make_agent", ""),
+    ],
+)
+def test_parse_and_round_trip(text, kind, target, model):
+    spec = parse_agent_spec(text)
+    assert (spec.kind, spec.target, spec.model) == (kind, target, model)
+    assert str(spec) == text and parse_agent_spec(str(spec)) == spec
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("", "empty"),
+        ("gpt4", "unknown agent kind"),
+        ("reference:3", "takes no argument"),
+        ("random:x", "integer seed"),
+        ("openai:", "needs an argument"),
+        ("openai:http://host/v1@", "no model"),
+        ("openai:localhost:8000/v1@m", "not a URL"),
+        ("py:module_only", "MODULE:ATTR"),
+    ],
+)
+def test_bad_specs_say_what_is_wrong(text, message):
+    with pytest.raises(AgentSpecError, match=message):
+        parse_agent_spec(text)
+
+
+def test_assignments():
+    assert parse_assignment("tool=hf:/a=b") == ("tool", AgentSpec("hf", "/a=b"))
+    assert parse_assignment("hf:/a=b") == (None, AgentSpec("hf", "/a=b"))
+    assert parse_assignment("default=random") == (None, AgentSpec("random"))
+    assert parse_assignment("plan=openai:http://h:1/v1@m")[0] == "plan"
+    with pytest.raises(AgentSpecError, match="assigned twice"):
+        parse_assignments(["tool=reference", "tool=random"])
+
+
+def test_resolve_shares_identical_specs_and_applies_model_defaults():
+    agents = resolve_agents(
+        parse_assignments(["alice=openai:http://127.0.0.1:9/v1@m", "openai:http://127.0.0.1:9/v1@m"]),
+        ["alice", "bob"],
+        model_defaults={"temperature": 0.2, "max_tokens": 64, "top_p": None},
+    )
+    assert agents["alice"] is agents["bob"]  # one model for both roles: shared batches
+    assert isinstance(agents["alice"], OpenAIHTTPAgent)
+    assert agents["alice"].sampling == {"temperature": 0.2, "max_tokens": 64}
+    assert agents["alice"].name == "openai:http://127.0.0.1:9/v1@m"
+
+    agents = resolve_agents({"alice": "random:3", None: "reference"}, ["alice", "bob"], model_defaults={"temperature": 1.0})
+    assert isinstance(agents["alice"], RandomAgent) and agents["alice"].name == "random:3"
+    assert isinstance(agents["bob"], ReferenceAgent)
+
+
+def test_resolve_errors_name_the_agents():
+    with pytest.raises(AgentSpecError, match="its agents are: alice, bob"):
+        resolve_agents({"carol": "reference"}, ["alice", "bob"])
+    with pytest.raises(AgentSpecError, match="no agent for 'bob'"):
+        resolve_agents({"alice": "reference"}, ["alice", "bob"])
+    assert isinstance(resolve_agents({}, ["alice"], default="human")["alice"], HumanAgent)
+
+
+def test_yaml_file_with_options(tmp_path):
+    path = tmp_path / "agents.yaml"
+    path.write_text(textwrap.dedent(
+        """
+        agents:
+          default: reference
+          alice:
+            spec: openai:http://127.0.0.1:9/v1@m
+            temperature: 0.7
+            max_concurrency: 3
+        """
+    ))
+    assignments = load_agents_config(path)
+    assert set(assignments) == {None, "alice"}
+    agents = resolve_agents(assignments, ["alice", "bob"], model_defaults={"temperature": 0.0, "max_tokens": 9})
+    alice = agents["alice"]
+    assert alice.sampling == {"temperature": 0.7, "max_tokens": 9}  # the file's value wins
+    assert alice.max_concurrency == 3
+    assert isinstance(agents["bob"], ReferenceAgent)
+
+    path.write_text("alice:\n  spec: openai:http://h/v1@m\n  temprature: 0.7\n")
+    with pytest.raises(AgentSpecError, match="unknown option.*temprature"):
+        resolve_agents(load_agents_config(path), ["alice"])
+    path.write_text("alice: [1, 2]\n")
+    with pytest.raises(AgentSpecError, match="must be a spec string"):
+        load_agents_config(path)
+
+
+class EchoAgent(ReferenceAgent):
+    name = "echo"
+
+    def __init__(self, prefix: str = "") -> None:
+        self.prefix = prefix
+
+
+def make_echo(prefix: str = "") -> EchoAgent:
+    return EchoAgent(prefix)
+
+
+def test_py_spec_builds_any_agent():
+    agent = build_agent(parse_agent_spec(f"py:{__name__}:make_echo").with_options({"prefix": "x"}))
+    assert isinstance(agent, EchoAgent) and agent.prefix == "x" and agent.name == "echo"
+    with pytest.raises(AgentSpecError, match="cannot import"):
+        build_agent(f"py:{__name__}:missing")
+
+
+def test_torch_agents_explain_missing_extras(monkeypatch):
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name in ("torch", "vllm") else real_find_spec(name, *a)
+    )
+    with pytest.raises(AgentSpecError, match=r"need torch.*pip install 'llm-envs\[train\]'"):
+        build_agent("hf:/some/model")
+    with pytest.raises(AgentSpecError, match=r"need vllm.*pip install 'llm-envs\[vllm\]'"):
+        build_agent("vllm:/some/model")
+
+
+@pytest.mark.slow  # imports torch and transformers (a few seconds)
+@pytest.mark.skipif(
+    importlib.util.find_spec("torch") is None or importlib.util.find_spec("transformers") is None,
+    reason="needs the torch extras",
+)
+def test_hf_spec_builds_a_local_model_that_plays(tmp_path):
+    try:
+        from llm_trainers.tiny import build_tiny_model
+    except ImportError as exc:  # the trainer package is built beside this one
+        pytest.skip(f"llm_trainers.tiny is not available: {exc}")
+    env = SumsEnv()
+    env.reset(seed=0)
+    texts = [env.observe("alice")["instruction"], env.observe("alice")["prompt"]] + [str(i) for i in range(100)]
+    path = build_tiny_model(tmp_path / "tiny", texts, hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)
+    agents = resolve_agents({None: f"hf:{path}"}, ["alice", "bob"], model_defaults={"max_tokens": 4, "temperature": 1.0, "stop": ["x"]})
+    agent = agents["alice"]
+    assert agents["bob"] is agent and agent.name == f"hf:{path}"
+    results = run_episodes(SumsEnv, agent, 4, concurrency=4)
+    steps = [s for r in results for s in r.steps]
+    assert len(steps) == 16 and all(s["error"] is None for s in steps)
+    assert all(0 < s["completion_tokens"] <= 4 and s["prompt_tokens"] > 0 for s in steps)

@@ -1,0 +1,250 @@
+"""``llm/Debate-v0``: influence-aware rewards, incentives and delayed credit, verifiers, metrics."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+
+import numpy as np
+import pytest
+from pettingzoo.test import api_test, render_test, seed_test
+
+from llm_envs.agents import RandomAgent, ReferenceAgent
+from llm_envs.agents.base import Agent, AgentOutput
+from llm_envs.envs.debate import rules
+from llm_envs.envs.debate.env import DebateEnv
+from llm_envs.envs.debate.scripted import DebateScriptedAgent
+from llm_envs.envs.debate.verifiers import AgentVerifier, parse_probability
+from llm_envs.tasks import Problem
+
+from .conftest import ListSource, agent_policy, play
+
+INCENTIVES = dict(alpha0=0.1, alpha1=0.2, beta0=0.3, beta1=0.4)
+
+
+def planned(plans):
+    return {agent: agent_policy(DebateScriptedAgent(plan)) for agent, plan in plans.items()}
+
+
+def record(env, turn, agent):
+    return next(r for r in env.records if r.turn == turn and r.agent == agent)
+
+
+def test_two_agents_three_turns_hand_computed(one_problem_source):
+    # agent_0: W, R, R; agent_1: R, R, W; γ = 0.3; Z_0 = 1.39, Z_1 = 1.3, Z_2 = 1.
+    env = DebateEnv(task_source=one_problem_source, **INCENTIVES)
+    totals = play(env, planned({"agent_0": "WRR", "agent_1": "RRW"}), seed=0)
+    expected = {
+        # [0 + 0.3·(1+1)/2 + 0.09·(1+0)/2] / 1.39; no incentive at turn 0.
+        (0, "agent_0"): 0.345 / 1.39,
+        (0, "agent_1"): 1.345 / 1.39,
+        # [1 + 0.3·(1+0)/2] / 1.3; W->R with the other right at t=0: +α1 = 0.2; the other's
+        # majority goes R->W from t=1 to t=2 while agent_0 is right at t=1: −β1 = −0.4.
+        (1, "agent_0"): 1.15 / 1.3 + 0.2 - 0.4,
+        (1, "agent_1"): 1.15 / 1.3,
+        (2, "agent_0"): 1.0,
+        # R->W while the other was right at t=1: −α1.
+        (2, "agent_1"): 0.0 - 0.2,
+    }
+    for (turn, agent), value in expected.items():
+        assert record(env, turn, agent).reward == pytest.approx(value), (turn, agent)
+    assert totals["agent_0"] == pytest.approx(0.345 / 1.39 + 1.15 / 1.3 - 0.2 + 1.0)
+    assert totals == pytest.approx(env.agent_rewards())
+    assert "revision_incentive" not in record(env, 0, "agent_0").reward_components
+    assert "influence_incentive" not in record(env, 0, "agent_1").reward_components
+    metrics = env.episode_metrics()
+    assert metrics["majority_accuracy_turn_0"] == 0.5
+    assert metrics["majority_accuracy_turn_1"] == 1.0
+    assert metrics["majority_accuracy_turn_2"] == 0.5
+    assert metrics["success"] == 0.5
+    assert metrics["accuracy_turn_0"] == 0.5
+
+
+def test_delayed_credit_lands_on_the_right_records_when_known(one_problem_source):
+    env = DebateEnv(task_source=one_problem_source, **INCENTIVES)
+    env.reset(seed=0)
+    plans = {"agent_0": "WRR", "agent_1": "RRW"}
+    for _ in range(4):  # turns 0 and 1
+        env.step(env.scripted_action(env.agent_selection, plans[env.agent_selection]))
+    first = record(env, 1, "agent_0")
+    assert "influence_incentive" not in first.reward_components
+    env.step(env.scripted_action("agent_0", plans["agent_0"]))  # agent_0, turn 2: right (V = 1)
+    # Its score reaches every earlier answer at once: (1/2)·γ^{2-t}/Z_t.
+    assert env.rewards["agent_1"] == pytest.approx(0.09 / 2 / 1.39 + 0.3 / 2 / 1.3)
+    assert first.reward_components["influence"] == pytest.approx(0.3 / 2 / 1.3)
+    assert "influence_incentive" not in first.reward_components  # turn 2 not complete yet
+    env.step(env.scripted_action("agent_1", plans["agent_1"]))  # agent_1, turn 2: wrong
+    assert first.reward_components["influence_incentive"] == pytest.approx(-0.4)
+    assert record(env, 1, "agent_1").reward_components["influence_incentive"] == 0.0
+    assert env.episode_over
+
+
+@pytest.mark.parametrize(
+    "plans", [("RW", "WR"), ("WW", "RR"), ("WRW", "RWR", "RRW"), ("N", "R", "W")]
+)
+def test_incremental_credit_equals_the_closed_form(one_problem_source, plans):
+    # A custom verifier with graded scores, three turns, any number of agents: the sum of the
+    # credited parts equals Definition 1 plus the incentives computed from Tables 1 and 2.
+    def verifier(problem, response):
+        return (len(response) % 7) / 6
+
+    num_agents = len(plans)
+    env = DebateEnv(
+        task_source=one_problem_source, num_agents=num_agents, verifier=verifier, **INCENTIVES
+    )
+    names = env.possible_agents
+    play(env, planned(dict(zip(names, plans, strict=True))), seed=0)
+    scores = [[record(env, t, a).info["verifier"] for a in names] for t in range(3)]
+    correct = [[bool(record(env, t, a).info["correct"]) for a in names] for t in range(3)]
+    for t, (k, agent) in itertools.product(range(3), enumerate(names)):
+        expected = rules.influence_reward(scores, t, k, 0.3)
+        if t >= 1:
+            others = [c for j, c in enumerate(correct[t - 1]) if j != k]
+            expected += rules.revision_incentive(correct[t - 1][k], correct[t][k], others, 0.1, 0.2)
+        if 1 <= t < 2:
+            before = [c for j, c in enumerate(correct[t]) if j != k]
+            after = [c for j, c in enumerate(correct[t + 1]) if j != k]
+            expected += rules.influence_incentive(correct[t][k], before, after, 0.3, 0.4)
+        assert record(env, t, agent).reward == pytest.approx(expected)
+
+
+def test_three_agents_dead_zone_gives_no_incentive(one_problem_source):
+    # agent_0 goes W -> R while the others are split (one R, one W): no majority, no incentive.
+    env = DebateEnv(task_source=one_problem_source, num_agents=3, num_turns=2, **INCENTIVES)
+    play(env, planned({"agent_0": "WR", "agent_1": "RR", "agent_2": "WW"}), seed=0)
+    assert record(env, 1, "agent_0").reward_components["revision_incentive"] == 0.0
+    # agent_2 stays wrong: no change, no incentive; turn 1 is the last: no influence term.
+    assert "influence_incentive" not in record(env, 1, "agent_2").reward_components
+    assert env.episode_metrics()["majority_accuracy_turn_1"] == 1.0
+    assert env.episode_metrics()["majority_accuracy_turn_0"] == 0.0
+
+
+def test_prompts_show_the_others_previous_answers_only(one_problem_source):
+    env = DebateEnv(task_source=one_problem_source, num_turns=3)
+    env.reset(seed=0)
+    assert (
+        "\\boxed" in env.observe("agent_0")["prompt"]
+        and "other agents" not in env.observe("agent_0")["prompt"]
+    )
+    env.step("A0-T0 \\boxed{42}")
+    assert "A0-T0" not in env.observe("agent_1")["prompt"]  # turn 0 is answered alone
+    env.step("A1-T0 \\boxed{41}")
+    env.step("A0-T1 \\boxed{42}")
+    prompt = env.observe("agent_1")["prompt"]
+    assert "A0-T0" in prompt and "A1-T0" in prompt  # its own answer and the other's
+    assert "A0-T1" not in prompt  # not the same turn's answers
+    assert "Reward from a verifier" not in prompt
+    env.step("A1-T1 \\boxed{42}")
+    last_only = DebateEnv(task_source=one_problem_source, history="last", show_verifier_scores=True)
+    last_only.reset(seed=0)
+    for text in ["B0 \\boxed{42}", "B1 \\boxed{41}", "C0 \\boxed{42}", "C1 \\boxed{42}"]:
+        last_only.step(text)
+    prompt = last_only.observe("agent_0")["prompt"]
+    assert "C1" in prompt and "B1" not in prompt
+    assert "Reward from a verifier of this answer: 1.000" in prompt
+    assert "likely right with high probability" in prompt
+
+
+def test_label_task_uses_label_match():
+    problems = [
+        Problem(
+            id="anli/0",
+            prompt="Premise: A dog runs. Hypothesis: An animal moves.",
+            split="train",
+            answer="entailment",
+            metadata={"labels": ["entailment", "neutral", "contradiction"]},
+        )
+    ]
+    env = DebateEnv(task_source=ListSource(problems))
+    play(env, planned({"agent_0": "RW", "agent_1": "W"}), seed=0)
+    assert record(env, 0, "agent_0").parsed["answer"] == "entailment"
+    assert record(env, 0, "agent_1").parsed["answer"] != "entailment"
+    assert record(env, 0, "agent_0").info["correct"] is True
+    assert "'contradiction'" in record(env, 0, "agent_0").observation["prompt"]
+    assert env.episode_metrics()["accuracy_turn_0"] == 0.5
+
+
+class _Constant(Agent):
+    def __init__(self, text):
+        self.text = text
+        self.prompts = []
+
+    def act_batch(self, requests):
+        self.prompts += [r.observation["prompt"] for r in requests]
+        return [AgentOutput(self.text) for _ in requests]
+
+
+def test_agent_verifier_replaces_ground_truth(one_problem_source):
+    judge = _Constant("Looks right. <score>0.8</score>")
+    env = DebateEnv(task_source=one_problem_source, num_turns=1, verifier=AgentVerifier(judge))
+    play(env, planned({"agent_0": "W", "agent_1": "R"}), seed=0)
+    # One turn: the reward is the verifier score itself, whatever the truth.
+    assert [r.reward for r in env.records] == pytest.approx([0.8, 0.8])
+    assert [r.info["correct"] for r in env.records] == [False, True]
+    assert len(judge.prompts) == 2 and "What is 6 times 7?" in judge.prompts[0]
+    clone = env.clone()
+    assert clone.verifier is env.verifier
+    assert parse_probability("<score>1.7</score>", 0.0) == 1.0
+    assert parse_probability("<score>x</score>", 0.25) == 0.25
+
+
+def test_without_ground_truth_a_custom_verifier_is_required():
+    source = ListSource([Problem(id="open", prompt="Write a haiku.", split="train")])
+    with pytest.raises(ValueError, match="no ground-truth answer"):
+        DebateEnv(task_source=source).reset(seed=0)
+    env = DebateEnv(task_source=source, verifier=lambda problem, response: 0.5)
+    totals = play(env, lambda e, a: "a haiku", seed=0)
+    assert totals == pytest.approx({"agent_0": 1.5, "agent_1": 1.5})  # 0.5 averaged per turn
+    assert env.episode_metrics()["success"] == 0.0
+    with pytest.raises(ValueError):
+        DebateEnv(task_source=source, verifier=lambda p, r: 0.5, alpha0=1.0).reset(seed=0)
+
+
+def test_verifier_scores_are_clipped(one_problem_source):
+    env = DebateEnv(task_source=one_problem_source, num_turns=1, verifier=lambda p, r: 7.0)
+    play(env, lambda e, a: "\\boxed{42}", seed=0)
+    assert [r.reward for r in env.records] == [1.0, 1.0]
+
+
+def test_reference_and_random_agents(math_source):
+    env = DebateEnv(task_source=math_source)
+    for seed in range(3):
+        totals = play(env, agent_policy(ReferenceAgent()), seed=seed)
+        assert env.episode_metrics()["success"] == 1.0
+        assert totals == pytest.approx({"agent_0": 3.0, "agent_1": 3.0})
+    randoms = []
+    for seed in range(3):
+        play(env, agent_policy(RandomAgent(seed)), seed=seed)
+        randoms.append(env.episode_metrics()["success"])
+    assert np.mean(randoms) < 0.5
+
+
+def test_hostile_actions_are_game_logic(one_problem_source):
+    env = DebateEnv(task_source=one_problem_source, max_shown_chars=300)
+    env.reset(seed=0)
+    for action in ["x" * (1 << 20), "\\boxed{\\frac{1}{0}}", "", "(" * 5000]:
+        env.step(action)
+    assert len(env.observe("agent_0")["prompt"]) < 4000
+    assert all(isinstance(r.reward, float) for r in env.records)
+
+
+def test_config_validation(one_problem_source):
+    with pytest.raises(ValueError):
+        DebateEnv(task_source=one_problem_source, gamma=1.5)
+    with pytest.raises(ValueError):
+        DebateEnv(task_source=one_problem_source, history="some")
+    assert DebateEnv(task_source=one_problem_source, num_agents=4).possible_agents[-1] == "agent_3"
+
+
+def test_pettingzoo_tests_with_options(math_source):
+    factory = functools.partial(
+        DebateEnv,
+        task_source=math_source,
+        num_agents=3,
+        num_turns=2,
+        show_verifier_scores=True,
+        **INCENTIVES,
+    )
+    api_test(factory(), num_cycles=60)
+    seed_test(factory, num_cycles=40)
+    render_test(lambda render_mode=None: factory(render_mode=render_mode))

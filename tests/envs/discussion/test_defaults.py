@@ -1,0 +1,68 @@
+"""Defaults follow the papers, and the registered environments play with their default task."""
+
+from __future__ import annotations
+
+import pytest
+
+import llm_envs
+from llm_envs.agents import ReferenceAgent
+from llm_envs.envs.debate.env import DebateConfig
+from llm_envs.envs.forum.env import ForumConfig, ForumEnv
+from llm_envs.envs.proposer_solver_judge.env import ProposerSolverJudgeConfig
+from llm_envs.tasks import task_source_names
+
+from .conftest import agent_policy, play
+
+
+def test_config_defaults_are_the_papers():
+    forum = ForumConfig()
+    assert (forum.num_agents, forum.num_rounds, forum.num_evaluations, forum.history_rounds) == (
+        4,
+        None,
+        1,
+        2,
+    )
+    assert (forum.schedule, forum.num_references, forum.evaluation, forum.scoring) == (
+        "paper",
+        2,
+        True,
+        True,
+    )
+    psj = ProposerSolverJudgeConfig()
+    assert (psj.reference_probability, psj.num_solver_samples, psj.quality_threshold) == (
+        0.5,
+        5,
+        0.7,
+    )
+    assert (psj.quality_weight, psj.difficulty_weight, psj.format_weight) == (1 / 3, 1 / 3, 1 / 3)
+    assert (psj.solver_judge_weight, psj.solver_format_weight) == (0.5, 0.5)
+    assert psj.drop_difficulty_below_threshold is False
+    debate = DebateConfig()
+    assert (debate.num_agents, debate.num_turns, debate.gamma) == (2, 3, 0.3)
+    assert (debate.alpha0, debate.alpha1, debate.beta0, debate.beta1) == (0.0, 0.0, 0.0, 0.0)
+
+
+def test_forum_rounds_default_to_twice_the_pool(one_problem_source):
+    assert ForumEnv(task_source=one_problem_source).num_rounds == 8
+    assert ForumEnv(task_source=one_problem_source, num_agents=3).num_rounds == 6
+
+
+def test_registry_entries_match_the_classes():
+    assert llm_envs.entry("llm/Forum-v0").agents == tuple(f"agent_{k}" for k in range(4))
+    assert llm_envs.entry("llm/ProposerSolverJudge-v0").agents == ("proposer", "solver", "judge")
+    assert llm_envs.entry("llm/Debate-v0").agents == ("agent_0", "agent_1")
+
+
+@pytest.mark.skipif(
+    "arithmetic" not in task_source_names(),
+    reason="the arithmetic task source (llm_envs.tasks) is not registered yet",
+)
+@pytest.mark.parametrize("env_id", ["llm/Forum-v0", "llm/ProposerSolverJudge-v0", "llm/Debate-v0"])
+def test_registered_defaults_play_to_success(env_id):
+    env = llm_envs.make(env_id)
+    assert env.possible_agents == list(llm_envs.entry(env_id).agents)
+    for seed in range(2):
+        totals = play(env, agent_policy(ReferenceAgent()), seed=seed)
+        assert env.episode_metrics()["success"] == 1.0
+        assert env.episode_metrics()["ground_truth_known"] == 1.0
+        assert totals == pytest.approx(env.agent_rewards())

@@ -1,0 +1,321 @@
+"""The puzzle environments end to end, with programs run in the real sandbox.
+
+Hand-computed rewards use the Plan-Path grid of test_plan_path_rules.py (distances 6 at S):
+the plan ``R R D`` earns -0.12 + 2 = 1.88 and the shortest path ``D D R R R U`` earns
+-0.06 + 6 + 1 + 0.5 = 7.44.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sandboxes
+from pettingzoo.test import api_test
+
+import llm_envs
+from llm_envs.core.splits import split_of
+from llm_envs.envs.plan_path.env import PlanPathEnv
+from llm_envs.envs.sokoban.env import SokobanEnv
+from llm_envs.envs.sudoku.env import SudokuEnv
+
+# api_test's advice for numeric spaces and agent names does not apply to text environments.
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+HAND = "3 4\nS.#.\n..#G\n...."
+PARTIAL, SHORTEST = 1.88, 7.44
+ENV_CLASSES = [SudokuEnv, SokobanEnv, PlanPathEnv]
+
+
+class CountingSandbox:
+    """The real shared sandbox, counting the programs it is asked to run."""
+
+    def __init__(self) -> None:
+        self.inner = sandboxes.shared_sandbox("auto")
+        self.runs: list[str] = []
+
+    def run(self, source, stdin="", files=None, limits=None):
+        self.runs.append(stdin)
+        return self.inner.run(source, stdin=stdin, files=files, limits=limits)
+
+
+@pytest.fixture
+def sandbox():
+    return CountingSandbox()
+
+
+def program(body: str) -> str:
+    return f"Here is my program.\n```python\n{body}\n```"
+
+
+def printing(plan: str) -> str:
+    return program(f"print({('#### ' + plan)!r})")
+
+
+def play(env, policy, seed=None, options=None):
+    """Play an episode; return per-agent sums of the PettingZoo rewards."""
+    env.reset(seed=seed, options=options)
+    totals = {a: 0.0 for a in env.possible_agents}
+    for agent in env.agent_iter(max_iter=100):
+        _, reward, terminated, truncated, _ = env.last()
+        totals[agent] += reward
+        env.step(None if terminated or truncated else policy(env, agent))
+    return totals
+
+
+def play_until_over(env, policy, seed=None, options=None):
+    """Play until the episode ends, leaving the dead steps undone (flags still readable)."""
+    env.reset(seed=seed, options=options)
+    while not env.episode_over:
+        env.step(policy(env, env.agent_selection))
+
+
+def reference(env, agent):
+    return env.reference_action(agent)
+
+
+# ------------------------------------------------------------------------------ solvability
+@pytest.mark.parametrize(
+    ("cls", "options"),
+    [
+        (SudokuEnv, {}),
+        (SudokuEnv, {"size": 9}),
+        (SudokuEnv, {"agents": "single"}),
+        (SokobanEnv, {}),
+        (SokobanEnv, {"num_boxes": 2, "rows": 7, "cols": 7, "min_pushes": 2}),
+        (SokobanEnv, {"agents": "single", "split": "test"}),
+        (PlanPathEnv, {}),
+        (PlanPathEnv, {"obstacle_density": 0.35, "split": "validation"}),
+        (PlanPathEnv, {"agents": "single"}),
+    ],
+)
+def test_reference_agents_solve_every_episode_in_one_turn(cls, options, sandbox):
+    env = cls(sandbox=sandbox, **options)
+    for seed in range(6):
+        play_until_over(env, reference, seed)
+        assert env.episode_metrics()["success"] == 1.0
+        assert env.turn == 1 and all(env.terminations.values())
+        assert not any(env.truncations.values())
+        # The plan came from the program run in the sandbox, not from the host solver.
+        assert env.episode_metrics()["program_plan_ok"] == 1.0
+    assert len(sandbox.runs) == 6
+
+
+@pytest.mark.parametrize("cls", ENV_CLASSES)
+def test_random_agents_score_far_below_the_reference(cls, sandbox):
+    env = cls(sandbox=sandbox)
+    rng = np.random.default_rng(0)
+    successes = []
+    for seed in range(25):
+        play(env, lambda e, a: e.random_action(a, rng), seed)
+        successes.append(env.episode_metrics()["success"])
+        assert env.episode_metrics()["answer_format_ok"] == 1.0  # random, but well formed
+    assert np.mean(successes) <= 0.25
+
+
+# ------------------------------------------------------------------------------ rewards
+def test_dense_rewards_hand_computed(sandbox):
+    env = PlanPathEnv(sandbox=sandbox)
+    env.reset(options={"puzzle": HAND})
+    env.step(printing("R R D"))
+    tool = env.records[0]
+    assert tool.reward_components == pytest.approx({"local": PARTIAL})
+    assert env.rewards["tool"] == pytest.approx(PARTIAL)
+    # The tool's plan was simulated: the real state did not move.
+    assert env.rules.puzzle_text(env.state) == HAND
+    env.step("Checked.\n#### D D R R R U")
+    plan = env.records[1]
+    assert plan.reward_components == pytest.approx({"local": SHORTEST, "team": SHORTEST})
+    # Delayed credit: the team reward reached the tool's record when the plan agent acted.
+    assert tool.reward_components == pytest.approx({"local": PARTIAL, "team": SHORTEST})
+    assert env.rewards == pytest.approx({"tool": SHORTEST, "plan": 2 * SHORTEST})
+    assert env.terminations == {"tool": True, "plan": True}
+    assert env.truncations == {"tool": False, "plan": False}
+
+
+def test_alpha_weights_the_team_reward(sandbox):
+    env = PlanPathEnv(sandbox=sandbox, alpha=0.5)
+    totals = play(
+        env,
+        lambda e, a: printing("R R D") if a == "tool" else "#### D D R R R U",
+        options={"puzzle": HAND},
+    )
+    assert totals == pytest.approx(
+        {"tool": PARTIAL + 0.5 * SHORTEST, "plan": SHORTEST + 0.5 * SHORTEST}
+    )
+    assert totals == pytest.approx(env.agent_rewards())
+
+
+def test_outcome_mode_rewards_are_one_or_zero(sandbox):
+    env = PlanPathEnv(sandbox=sandbox, reward_mode="outcome")
+    totals = play(
+        env,
+        lambda e, a: printing("R R D") if a == "tool" else "#### D D R R R U",
+        options={"puzzle": HAND},
+    )
+    # Tool: its plan does not solve (0) + team solved (1). Plan: solves (1) + team (1).
+    assert totals == pytest.approx({"tool": 1.0, "plan": 2.0})
+    # A malformed answer earns no penalty in outcome mode.
+    env.reset(options={"puzzle": HAND})
+    env.step("no program")
+    env.step("no answer")
+    assert [r.reward for r in env.records] == [0.0, 0.0]
+
+
+def test_format_penalties_and_no_sandbox_for_what_cannot_run(sandbox):
+    env = PlanPathEnv(sandbox=sandbox)
+    env.reset(options={"puzzle": HAND})
+    env.step("I would use BFS.")  # no code block
+    env.step("#### sideways")  # unparseable answer
+    env.step(program("def broken(:\n    pass"))  # does not compile
+    env.step("")
+    env.step(program("x = 1\n" * 30_000))  # longer than max_program_chars
+    env.step("#### " + "U" * 30_000)  # longer than max_answer_chars
+    assert sandbox.runs == []  # none of these programs reached the sandbox
+    statuses = [r.parsed.get("program_status") for r in env.records if r.agent == "tool"]
+    assert statuses == ["no_program", "syntax_error", "too_long"]
+    for record in env.records:
+        assert record.reward_components["local"] == -2.0 and not record.format_ok
+    # The real puzzle never changed.
+    assert env.rules.puzzle_text(env.state) == HAND
+
+
+def test_programs_that_fail_in_the_sandbox(sandbox):
+    env = PlanPathEnv(sandbox=sandbox, program_time_s=0.5)
+    env.reset(options={"puzzle": HAND})
+    env.step(program("raise SystemExit(3)"))
+    env.step("#### D")
+    env.step(program("while True:\n    pass"))
+    assert [r.parsed["program_status"] for r in env.records if r.agent == "tool"] == [
+        "error",
+        "timeout",
+    ]
+    assert env.records[0].reward == pytest.approx(-2.0 + (-0.01 + 1.0))  # local + team of "D"
+    assert "timeout" in env.observe("plan")["prompt"]
+
+
+def test_the_program_reads_the_puzzle_on_stdin(sandbox):
+    env = SokobanEnv(sandbox=sandbox)
+    env.reset(seed=3)
+    puzzle = env.rules.puzzle_text(env.state)
+    env.step(program("import sys\ntext = sys.stdin.read()\nprint(text)\nprint('#### U')"))
+    assert sandbox.runs == [puzzle + "\n"]
+    prompt = env.observe("plan")["prompt"]
+    assert prompt.count(puzzle) == 2  # the puzzle itself, and the program's echo of it
+    assert "Plan read from the output: U" in prompt
+
+
+def test_turn_limit_truncates(sandbox):
+    env = SudokuEnv(sandbox=sandbox, max_turns=2)
+    play_until_over(env, lambda e, a: "nothing useful", seed=0)
+    assert env.turn == 2 and len(env.records) == 4
+    assert env.truncations == {"tool": True, "plan": True}
+    assert env.terminations == {"tool": False, "plan": False}
+    assert env.episode_metrics()["success"] == 0.0
+    assert all(r.reward_components["local"] == -1.0 for r in env.records)  # Sudoku's penalty
+
+
+def test_a_solved_tool_plan_does_not_end_the_episode(sandbox):
+    env = PlanPathEnv(sandbox=sandbox)
+    env.reset(options={"puzzle": HAND})
+    env.step(env.reference_action("tool"))
+    assert env.records[0].parsed["simulated_solved"] and env.agents == ["tool", "plan"]
+    assert env.agent_selection == "plan"
+
+
+def test_sudoku_answers_must_keep_the_clues(sandbox):
+    env = SudokuEnv(sandbox=sandbox)
+    # A puzzle whose clues contradict the example grid of the released code's prompts.
+    env.reset(options={"puzzle": "4\n2 0 0 4\n0 0 0 0\n0 0 0 0\n0 3 1 0"})
+    solution = env.rules.format_plan(env.rules.solve(env.state))
+    env.step(printing("[[1,2,3,4],[3,4,1,2],[2,1,4,3],[4,3,2,1]]"))
+    env.step("#### [[1,2,3,4],[3,4,1,2],[2,1,4,3],[4,3,2,1]]")
+    assert not env.episode_over
+    # The clues 2 at (0,0) and 1 at (3,2) differ from the grid: 2 of 4 clues changed.
+    assert env.records[1].reward == pytest.approx(2 * (-0.01 - 2 / 4))
+    assert "rejected" in env.observe("tool")["prompt"]
+    env.step(printing(solution))
+    env.step("#### " + solution)
+    assert env.episode_metrics()["success"] == 1.0
+    assert env.records[3].reward == pytest.approx(2 * 2.49)
+
+
+def test_single_agent_variant(sandbox):
+    env = PlanPathEnv(sandbox=sandbox, agents="single")
+    assert env.possible_agents == ["solver"]
+    env.reset(options={"puzzle": HAND})
+    # Program and answer: the answer wins, and the program's output shows up next turn.
+    env.step(printing("R R D") + "\nMy final answer:\n#### R")
+    record = env.records[0]
+    assert record.parsed["plan_source"] == "answer" and record.parsed["plan"] == "R"
+    assert record.reward_components == pytest.approx({"local": 0.99, "team": 0.99})
+    assert "#### R R D" in env.observe("solver")["prompt"]
+    # Program only: its printed plan is applied.
+    env.step(printing("D D R R U"))  # from (0,1): the shortest path to G
+    assert env.records[1].parsed["plan_source"] == "program"
+    assert env.episode_metrics()["success"] == 1.0 and env.turn == 2
+    # Neither: format penalty.
+    env.reset(options={"puzzle": HAND})
+    env.step("just text")
+    assert env.records[0].reward == pytest.approx(-4.0) and env.records[0].parsed["plan"] is None
+    assert len(sandbox.runs) == 2
+
+
+@pytest.mark.parametrize("split", ["train", "validation", "test"])
+def test_split_config_field(split, sandbox):
+    for cls in ENV_CLASSES:
+        env = cls(sandbox=sandbox, split=split)
+        for seed in range(5):
+            env.reset(seed=seed)
+            assert split_of(env.rules.puzzle_text(env.initial_state)) == split
+
+
+def test_bad_config_is_rejected():
+    with pytest.raises(ValueError):
+        PlanPathEnv(split="dev")
+    with pytest.raises(ValueError):
+        SudokuEnv(size=5)
+    with pytest.raises(TypeError, match="unknown option"):
+        SokobanEnv(boxes=3)
+
+
+def test_unsolvable_given_puzzles_are_refused(sandbox):
+    with pytest.raises(ValueError):
+        PlanPathEnv(sandbox=sandbox).reset(options={"puzzle": "2 3\nS#G\n.#."})
+    with pytest.raises(ValueError):
+        SudokuEnv(sandbox=sandbox).reset(options={"puzzle": "4\n1 0 0 4\n0 0 0 0\n0 0 0 0\n0 0 0 0"})
+
+
+# ------------------------------------------------------------------------------ observations
+@pytest.mark.parametrize("cls", ENV_CLASSES)
+def test_observations_carry_what_an_llm_needs(cls, sandbox):
+    env = cls(sandbox=sandbox)
+    env.reset(seed=0)
+    puzzle = env.rules.puzzle_text(env.state)
+    tool = env.observe("tool")
+    assert "####" in tool["instruction"] and "```python" in tool["instruction"]
+    assert puzzle in tool["prompt"] and "Input format" in tool["prompt"]
+    env.step(env.reference_action("tool"))
+    plan = env.observe("plan")
+    assert "def solve" in plan["prompt"]  # the program
+    assert "Plan read from the output" in plan["prompt"] and "####" in plan["prompt"]
+
+
+# ------------------------------------------------------------------------------ clone, api
+@pytest.mark.parametrize("cls", ENV_CLASSES)
+def test_clone_after_the_tool_acted(cls, sandbox):
+    env = cls(sandbox=sandbox)
+    env.reset(seed=4)
+    env.step(env.reference_action("tool"))
+    twin = env.clone()
+    assert twin.rules is env.rules and twin.sandbox is env.sandbox  # shared, not copied
+    twin.step(twin.reference_action("plan"))
+    assert twin.episode_metrics()["success"] == 1.0
+    assert env.agent_selection == "plan" and not env.rules.is_solved(env.state)
+    assert len(env.records) == 1 and env.records[0].reward == twin.records[0].reward - twin.records[
+        0
+    ].reward_components["team"]
+
+
+@pytest.mark.parametrize("env_id", ["llm/Sudoku-v0", "llm/Sokoban-v0", "llm/PlanPath-v0"])
+def test_api_test_with_1000_cycles_and_a_sandbox_spec(env_id):
+    api_test(llm_envs.make(env_id, sandbox="auto"), num_cycles=1000)

@@ -1,0 +1,181 @@
+"""The ``llm-envs`` command line: list, play, eval (files, resume, compare), demo."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+
+import pytest
+from pettingzoo.env_registry.registration import aec_registry
+
+import llm_envs
+import llm_envs.registry as registry
+from llm_envs.cli import main
+from llm_envs.evaluation.plot import plot_available
+from llm_envs.runner import load_episodes
+from tests.runner.toy_envs import SumsEnv
+
+
+@pytest.fixture
+def broken_env_id():
+    env_id = "llm/RunnerTestBroken-v0"
+    registry.register_env(env_id, "tests.runner.toy_envs:NoSuchEnv", agents=("x",), task="none", description="broken")
+    yield env_id
+    registry._ENTRIES.pop(env_id, None)
+    aec_registry.pop(env_id, None)
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    status = main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+# ---------------------------------------------------------------------------- list
+def test_list_prints_every_registered_environment(capsys):
+    status, out, _ = _run(capsys, "list")
+    assert status == 0
+    header = out.splitlines()[0].split()
+    assert header == ["id", "agents", "task", "description"]
+    for entry in llm_envs.list_envs():
+        line = next(line for line in out.splitlines() if line.startswith(entry.id + " "))
+        assert ", ".join(entry.agents) in line and entry.task in line
+
+    status, out, _ = _run(capsys, "list", "--json")
+    assert [e["id"] for e in json.loads(out)] == llm_envs.env_ids()
+
+
+# ---------------------------------------------------------------------------- play
+def _bob_answer(seed: int) -> str:
+    env = SumsEnv(rounds=1)
+    env.reset(seed=seed)
+    env.step(env.reference_action("alice"))
+    return env.reference_action("bob")
+
+
+def test_play_one_role_from_scripted_stdin(capsys, monkeypatch, sums_env_id):
+    answer = _bob_answer(4)
+    monkeypatch.setattr("sys.stdin", io.StringIO(f"\n{answer}\n\n"))
+    status, out, _ = _run(capsys, "play", sums_env_id, "--seed", "4", "--as", "bob", "--env-arg", "rounds=1")
+    assert status == 0
+    assert "you play bob; reference plays alice" in out
+    assert "Question 1: What is" in out  # bob's prompt was shown
+    assert f"--- turn 1 | bob (bob)\n{answer}\n" in out  # the transcript, as it goes
+    assert "=== episode over ===" in out
+    rewards = {line.split()[0]: line.split()[1] for line in out.splitlines() if line.startswith(("alice ", "bob "))}
+    assert rewards == {"alice": "+1.500", "bob": "+1.500"}
+    assert "success=1" in out
+
+
+def test_play_with_a_wrong_answer_and_with_closed_input(capsys, monkeypatch, sums_env_id):
+    monkeypatch.setattr("sys.stdin", io.StringIO("not a number\n"))
+    status, out, _ = _run(capsys, "play", sums_env_id, "--as", "alice", "--env-arg", "rounds=1")
+    assert status == 0 and "[format error]" in out and "success=0" in out
+
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    status, out, _ = _run(capsys, "play", sums_env_id, "--as", "alice")
+    assert status == 1 and "input closed" in out
+
+    status, _, err = _run(capsys, "play", sums_env_id, "--as", "carol")
+    assert status == 2 and "has agents alice, bob" in err
+
+
+# ---------------------------------------------------------------------------- eval
+def test_eval_writes_summary_episodes_and_plot(capsys, tmp_path, sums_env_id):
+    out_dir = tmp_path / "run"
+    status, out, _ = _run(capsys, "eval", sums_env_id, "--agent", "alice=random", "--agent", "reference",
+                          "--episodes", "12", "--seed", "3", "--concurrency", "5", "--out", str(out_dir), "--no-progress")
+    assert status == 0
+    summary = json.loads((out_dir / "summary.json").read_text())
+    episodes = load_episodes(out_dir / "episodes.jsonl")
+    assert sorted(e.index for e in episodes) == list(range(12))
+    assert summary["episodes"] == 12 and summary["seed"] == 3 and summary["concurrency"] == 5
+    assert summary["agents"] == {"alice": "random", "bob": "reference"}
+    assert summary["agent_specs"] == {"alice": "random", "*": "reference"}
+    # The summary is what the transcripts say.
+    assert summary["success"]["value"] == pytest.approx(sum(e.success for e in episodes) / 12)
+    for agent_id in ("alice", "bob"):
+        assert summary["rewards"][agent_id]["value"] == pytest.approx(sum(e.rewards[agent_id] for e in episodes) / 12)
+    assert summary["turns"]["value"] == 4.0
+    assert summary["metrics"]["accuracy"]["value"] == pytest.approx(sum(e.metrics["accuracy"] for e in episodes) / 12)
+    low, high = summary["success"]["low"], summary["success"]["high"]
+    assert 0.0 <= low <= summary["success"]["value"] <= high <= 1.0
+    # The table.
+    assert "success rate" in out and "turns / episode" in out and "format-error rate" in out
+    assert any(line.startswith("alice") and "random" in line for line in out.splitlines())
+    if plot_available():
+        assert (out_dir / "plot.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_eval_refuses_to_overwrite_then_resumes_and_compares(capsys, tmp_path, sums_env_id):
+    run_a, run_b = tmp_path / "a", tmp_path / "b"
+    assert _run(capsys, "eval", sums_env_id, "--episodes", "6", "--out", str(run_a), "--no-progress", "--no-plot")[0] == 0
+    status, _, err = _run(capsys, "eval", sums_env_id, "--episodes", "6", "--out", str(run_a), "--no-progress")
+    assert status == 2 and "already holds a run" in err
+
+    status, _, _ = _run(capsys, "eval", sums_env_id, "--episodes", "10", "--out", str(run_a), "--resume", "--no-progress", "--no-plot")
+    assert status == 0
+    summary = json.loads((run_a / "summary.json").read_text())
+    assert summary["episodes"] == 10 and summary["episodes_resumed"] == 6 and summary["episodes_played_now"] == 4
+    assert len((run_a / "episodes.jsonl").read_text().splitlines()) == 10
+
+    _run(capsys, "eval", sums_env_id, "--agent", "random", "--episodes", "6", "--out", str(run_b), "--no-progress", "--no-plot")
+    status, out, _ = _run(capsys, "eval", "--compare", str(run_a), str(run_b))
+    assert status == 0
+    lines = out.splitlines()
+    assert str(run_a) in lines[0] and str(run_b) in lines[0] and "B - A" in lines[0]
+    success = next(line for line in lines if line.startswith("success rate"))
+    assert "1.000 [" in success and "-1.000" in success
+    assert any(line.startswith("alice: played by") and "reference" in line and "random" in line for line in lines)
+
+    status, _, err = _run(capsys, "eval", "--compare", str(run_a), str(tmp_path / "missing"))
+    assert status == 2 and "no summary" in err
+
+
+def test_eval_with_an_openai_compatible_server(capsys, tmp_path, sums_env_id, chat_server):
+    out_dir = tmp_path / "http"
+    status, out, _ = _run(
+        capsys, "eval", sums_env_id, "--agent", f"openai:{chat_server.base_url}@tiny-model",
+        "--episodes", "5", "--out", str(out_dir), "--temperature", "0", "--max-tokens", "8",
+        "--no-progress", "--no-plot",
+    )
+    assert status == 0
+    summary = json.loads((out_dir / "summary.json").read_text())
+    assert summary["success"]["value"] == 1.0
+    assert summary["tokens_per_episode"]["completion"]["value"] == 4.0  # 1 token per answer
+    assert summary["tokens_per_episode"]["prompt"]["value"] > 0
+    assert summary["call_error_rate"]["alice"]["errors"] == 0
+    assert len(chat_server.requests) == 20
+    assert all(body["temperature"] == 0 and body["max_tokens"] == 8 for body in chat_server.requests)
+    assert "tokens / episode" in out and "(prompt" in out
+
+
+def test_eval_usage_errors(capsys, sums_env_id):
+    assert "environment id" in _run(capsys, "eval")[2]
+    status, _, err = _run(capsys, "eval", "llm/NoSuchEnv-v0")
+    assert status == 2 and "unknown environment" in err
+    status, _, err = _run(capsys, "eval", sums_env_id, "--split", "test")
+    assert status == 2 and "no data splits" in err
+    status, _, err = _run(capsys, "eval", sums_env_id, "--env-arg", "roundz=2")
+    assert status == 2 and "roundz" in err
+    status, _, err = _run(capsys, "eval", sums_env_id, "--agent", "carol=reference")
+    assert status == 2 and "its agents are: alice, bob" in err
+
+
+# ---------------------------------------------------------------------------- demo
+def test_demo_plays_reference_and_random_and_skips_broken_envs(capsys, tmp_path, sums_env_id, broken_env_id):
+    out_dir = tmp_path / "demo"
+    status, out, _ = _run(capsys, "demo", "--env", sums_env_id, "--env", broken_env_id, "--episodes", "3", "--out", str(out_dir))
+    assert status == 0
+    table = out[out.index("environment"):]
+    reference = next(line for line in table.splitlines() if sums_env_id in line and " reference " in line)
+    random_row = next(line for line in table.splitlines() if sums_env_id in line and " random " in line)
+    assert "1.00 [" in reference and "alice=+3.00 bob=+3.00" in reference
+    assert "[" in random_row
+    broken = next(line for line in table.splitlines() if broken_env_id in line)
+    assert "skipped: does not construct" in broken
+    rows = json.loads((out_dir / "summary.json").read_text())["rows"]
+    assert [(r["env_id"], r["agent"]) for r in rows] == [(sums_env_id, "reference"), (sums_env_id, "random"), (broken_env_id, "-")]
+    assert not math.isnan(rows[1]["success"]["value"])
+    assert len(load_episodes(out_dir / "RunnerTestSums-v0" / "random" / "episodes.jsonl")) == 3

