@@ -3,7 +3,8 @@
 RLlib's ``PettingZooEnv`` wraps any AEC environment, text included, but its default RLModules
 have no encoder for ``Text`` observations. Over :class:`~llm_envs.interop.NumericView` (``Box``
 observation of character ids, ``Discrete`` actions, ``mask_in="info"``) the default PPO module
-builds (with ``obs_dtype=np.float32``: its encoders do not cast), and an environment runner samples episodes in this process: no Ray cluster is started.
+builds (with ``obs_dtype=np.float32``: its encoders do not cast), and an environment runner
+samples episodes in this process: no Ray cluster is started.
 
 The default module does not read the legal-move mask, so it may pick an index outside the
 menu; the view plays the empty action for it, which the environment scores as a malformed

@@ -65,10 +65,21 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     entries = llm_envs.list_envs()
     if args.json:
-        print(json.dumps([
-            {"id": e.id, "agents": list(e.agents), "task": e.task, "description": e.description, "paper": e.paper}
-            for e in entries
-        ], indent=2))
+        print(
+            json.dumps(
+                [
+                    {
+                        "id": e.id,
+                        "agents": list(e.agents),
+                        "task": e.task,
+                        "description": e.description,
+                        "paper": e.paper,
+                    }
+                    for e in entries
+                ],
+                indent=2,
+            )
+        )
         return 0
     rows = [[e.id, ", ".join(e.agents), e.task, e.description] for e in entries]
     print(_table(rows, ["id", "agents", "task", "description"]))
@@ -92,8 +103,10 @@ def cmd_play(args: argparse.Namespace) -> int:
     human = HumanAgent(end_marker=args.end_marker)
     others = build_agent(args.others)
     env.reset(seed=args.seed)
-    print(f"{args.env_id}, seed {args.seed}: you play {you}; {others.name} plays "
-          f"{', '.join(a for a in env.possible_agents if a != you) or 'nobody else'}.")
+    print(
+        f"{args.env_id}, seed {args.seed}: you play {you}; {others.name} plays "
+        f"{', '.join(a for a in env.possible_agents if a != you) or 'nobody else'}."
+    )
     print(env.transcript())  # the task (no actions yet)
     shown = 0
     for agent in env.agent_iter():
@@ -117,14 +130,20 @@ def cmd_play(args: argparse.Namespace) -> int:
         shown = len(env.records)
     print("\n=== episode over ===")
     rewards = env.agent_rewards()
-    print(_table([[a, f"{r:+.3f}", "you" if a == you else others.name] for a, r in rewards.items()],
-                 ["agent", "reward", "played by"]))
+    print(
+        _table(
+            [[a, f"{r:+.3f}", "you" if a == you else others.name] for a, r in rewards.items()],
+            ["agent", "reward", "played by"],
+        )
+    )
     print("metrics: " + ", ".join(f"{k}={v:g}" for k, v in env.episode_metrics().items()))
     return 0
 
 
 # ---------------------------------------------------------------------------- eval
-def _build_eval_agents(args: argparse.Namespace, possible_agents: Sequence[str]) -> tuple[dict[str, Any], dict[str, str]]:
+def _build_eval_agents(
+    args: argparse.Namespace, possible_agents: Sequence[str]
+) -> tuple[dict[str, Any], dict[str, str]]:
     from llm_envs.agents.spec import load_agents_config, parse_assignments, resolve_agents
 
     assignments = load_agents_config(args.agents_file) if args.agents_file else {}
@@ -180,8 +199,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     out = args.out or Path("runs") / "eval" / env_entry.id.split("/")[-1] / _slug(
         "+".join(f"{k}={v}" if k != "*" else v for k, v in sorted(specs.items())) + f"-seed{args.seed}"
     )
-    print(f"evaluating {env_entry.id}: " + ", ".join(f"{a}={agent.name}" for a, agent in agents.items())
-          + f"; {args.episodes} episodes, concurrency {args.concurrency}; writing to {out}", file=sys.stderr)
+    print(
+        f"evaluating {env_entry.id}: "
+        + ", ".join(f"{a}={agent.name}" for a, agent in agents.items())
+        + f"; {args.episodes} episodes, concurrency {args.concurrency}; writing to {out}",
+        file=sys.stderr,
+    )
     try:
         summary = evaluate(
             env_entry.id,
@@ -212,8 +235,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from llm_envs.evaluation.evaluate import DEMO_HEADER, run_demo
 
     started = time.perf_counter()
-    print(f"demo: every environment, {args.episodes} episodes each with its reference agents and "
-          f"with the random agent (seed {args.seed})")
+    print(
+        f"demo: every environment, {args.episodes} episodes each with its reference agents and "
+        f"with the random agent (seed {args.seed})"
+    )
     rows = run_demo(
         episodes=args.episodes,
         concurrency=args.concurrency,
@@ -244,19 +269,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("env_id", help="environment id, e.g. llm/PlanPath-v0")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--as", dest="as_agent", metavar="AGENT", help="the agent you play (default: the first)")
-    p.add_argument("--others", default="reference", metavar="SPEC", help="who plays the other agents (default: reference)")
+    p.add_argument(
+        "--others",
+        default="reference",
+        metavar="SPEC",
+        help="who plays the other agents (default: reference)",
+    )
     p.add_argument("--env-arg", action="append", metavar="KEY=VALUE", help="environment option (repeatable)")
     p.add_argument("--end-marker", default="EOF", help="a line that ends a multi-line action (default: EOF)")
     p.set_defaults(func=cmd_play)
 
     p = sub.add_parser("eval", help="evaluate agents on an environment")
     p.add_argument("env_id", nargs="?", help="environment id, e.g. llm/PlanPath-v0")
-    p.add_argument("--agent", action="append", metavar="[AGENT=]SPEC",
-                   help="who plays: reference, random, human, openai:URL@MODEL, hf:PATH, vllm:PATH, "
-                        "py:MODULE:ATTR; prefix AGENT= for one agent (repeatable)")
+    p.add_argument(
+        "--agent",
+        action="append",
+        metavar="[AGENT=]SPEC",
+        help="who plays: reference, random, human, openai:URL@MODEL, hf:PATH, vllm:PATH, "
+        "py:MODULE:ATTR; prefix AGENT= for one agent (repeatable)",
+    )
     p.add_argument("--agents-file", metavar="YAML", help="agent specs with options (see docs/evaluation.md)")
     p.add_argument("--episodes", type=int, default=50)
-    p.add_argument("--split", choices=("train", "validation", "test"), help="data split (default: test, where the env has splits)")
+    p.add_argument(
+        "--split",
+        choices=("train", "validation", "test"),
+        help="data split (default: test, where the env has splits)",
+    )
     p.add_argument("--seed", type=int, default=0, help="episode i is played from seed SEED+i")
     p.add_argument("--concurrency", type=int, default=8, help="environment instances in play at once")
     p.add_argument("--max-batch-size", type=int, help="most requests per agent call (default: no limit)")
@@ -264,7 +302,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue the run in --out")
     p.add_argument("--overwrite", action="store_true", help="replace the run in --out")
     p.add_argument("--env-arg", action="append", metavar="KEY=VALUE", help="environment option (repeatable)")
-    sampling = p.add_argument_group("model agents (openai, hf, vllm): defaults for options a spec does not set")
+    sampling = p.add_argument_group(
+        "model agents (openai, hf, vllm): defaults for options a spec does not set"
+    )
     sampling.add_argument("--temperature", type=float)
     sampling.add_argument("--top-p", type=float)
     sampling.add_argument("--max-tokens", type=int)
@@ -274,11 +314,13 @@ def build_parser() -> argparse.ArgumentParser:
     sampling.add_argument("--timeout", type=float, help="HTTP agents: seconds per request")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-plot", action="store_true", help="no plot.png")
-    p.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"), help="print two runs side by side and exit")
+    p.add_argument(
+        "--compare", nargs=2, metavar=("RUN_A", "RUN_B"), help="print two runs side by side and exit"
+    )
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("demo", help="every environment with reference and random agents, one table")
-    p.add_argument("--episodes", type=int, default=4, help="episodes per environment and agent")
+    p.add_argument("--episodes", type=int, default=10, help="episodes per environment and agent (default 10)")
     p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="runs/demo", help="results directory (default: runs/demo)")
@@ -299,7 +341,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print("\ninterrupted; finished episodes are saved (use --resume to continue an eval)", file=sys.stderr)
+        print(
+            "\ninterrupted; finished episodes are saved (use --resume to continue an eval)", file=sys.stderr
+        )
         return 130
 
 

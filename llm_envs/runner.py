@@ -220,7 +220,7 @@ class _Dispatcher:
                     future.set_exception(exc)
             return
         self.busy = False
-        for (_, future), output in zip(batch, outputs):
+        for (_, future), output in zip(batch, outputs, strict=True):
             if not future.done():
                 self.run.running += 1
                 future.set_result(output)
@@ -244,9 +244,7 @@ class _Dispatcher:
     def _check(self, outputs: Sequence[AgentOutput], expected: int) -> list[AgentOutput]:
         outputs = list(outputs)
         if len(outputs) != expected:
-            raise RunnerError(
-                f"agent {self.agent!r} returned {len(outputs)} outputs for {expected} requests"
-            )
+            raise RunnerError(f"agent {self.agent!r} returned {len(outputs)} outputs for {expected} requests")
         return outputs
 
 
@@ -441,7 +439,9 @@ class Runner:
                 text = ""
             before = len(env.records)
             env.step(text)
-            steps.append(self._step_entry(agent_id, output, error, before if len(env.records) > before else None))
+            steps.append(
+                self._step_entry(agent_id, output, error, before if len(env.records) > before else None)
+            )
         return EpisodeResult(
             index=index,
             seed=seed,
@@ -455,7 +455,9 @@ class Runner:
             duration_s=time.perf_counter() - started,
         )
 
-    def _step_entry(self, agent_id: str, output: AgentOutput, error: str | None, record_index: int | None) -> dict[str, Any]:
+    def _step_entry(
+        self, agent_id: str, output: AgentOutput, error: str | None, record_index: int | None
+    ) -> dict[str, Any]:
         entry: dict[str, Any] = {
             "agent": agent_id,
             "record_index": record_index,

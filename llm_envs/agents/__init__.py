@@ -1,6 +1,40 @@
-"""Agents that need no torch. Model agents with torch live in :mod:`llm_trainers.agents`."""
+"""Agents that need no torch. Model agents with torch live in :mod:`llm_trainers.agents`.
+
+* :class:`ReferenceAgent`, :class:`RandomAgent`: scripted agents (:mod:`llm_envs.agents.scripted`);
+* :class:`HumanAgent`: a person at the terminal (:mod:`llm_envs.agents.human`);
+* :class:`OpenAIHTTPAgent`: any OpenAI-compatible chat-completions server
+  (:mod:`llm_envs.agents.openai_http`);
+* agent specs such as ``openai:http://127.0.0.1:8000/v1@my-model`` or ``hf:PATH``, and the
+  per-agent mapping :func:`resolve_agents` (:mod:`llm_envs.agents.spec`).
+"""
 
 from llm_envs.agents.base import ActRequest, Agent, AgentOutput
+from llm_envs.agents.human import HumanAgent
+from llm_envs.agents.openai_http import OpenAIHTTPAgent
 from llm_envs.agents.scripted import RandomAgent, ReferenceAgent
+from llm_envs.agents.spec import (
+    AgentSpec,
+    AgentSpecError,
+    build_agent,
+    load_agents_config,
+    parse_agent_spec,
+    parse_assignments,
+    resolve_agents,
+)
 
-__all__ = ["ActRequest", "Agent", "AgentOutput", "RandomAgent", "ReferenceAgent"]
+__all__ = [
+    "ActRequest",
+    "Agent",
+    "AgentOutput",
+    "AgentSpec",
+    "AgentSpecError",
+    "HumanAgent",
+    "OpenAIHTTPAgent",
+    "RandomAgent",
+    "ReferenceAgent",
+    "build_agent",
+    "load_agents_config",
+    "parse_agent_spec",
+    "parse_assignments",
+    "resolve_agents",
+]

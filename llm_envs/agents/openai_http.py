@@ -299,9 +299,7 @@ class OpenAIHTTPAgent(Agent):
                 meta=meta,
             )
         if isinstance(content, list):  # content given as parts: keep the text parts
-            content = "".join(
-                part.get("text", "") for part in content if isinstance(part, dict)
-            )
+            content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
         if not isinstance(content, str):
             return AgentOutput(
                 text="",

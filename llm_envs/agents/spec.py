@@ -92,7 +92,9 @@ class AgentSpec:
         for key, value in options.items():
             if override or key not in merged:
                 merged[key] = value
-        return AgentSpec(self.kind, self.target, self.model, tuple(sorted(merged.items(), key=lambda kv: kv[0])))
+        return AgentSpec(
+            self.kind, self.target, self.model, tuple(sorted(merged.items(), key=lambda kv: kv[0]))
+        )
 
     @property
     def option_dict(self) -> dict[str, Any]:
@@ -132,7 +134,9 @@ def parse_agent_spec(text: str) -> AgentSpec:
         except ValueError:
             raise AgentSpecError(f"random:SEED needs an integer seed, got {rest!r}") from None
     if not rest:
-        raise AgentSpecError(f"{kind!r} needs an argument: {kind}:{'URL@MODEL' if kind == 'openai' else 'PATH'}")
+        raise AgentSpecError(
+            f"{kind!r} needs an argument: {kind}:{'URL@MODEL' if kind == 'openai' else 'PATH'}"
+        )
     if kind == "openai":
         url, at, model = rest.rpartition("@")
         if not at:  # "openai:MODEL": the default server
@@ -250,7 +254,9 @@ def build_agent(spec: AgentSpec | str) -> Agent:
     return agent
 
 
-def _construct(factory: Any, spec: AgentSpec, args: tuple[Any, ...], options: dict[str, Any], *, check: bool = True) -> Any:
+def _construct(
+    factory: Any, spec: AgentSpec, args: tuple[Any, ...], options: dict[str, Any], *, check: bool = True
+) -> Any:
     if check:
         parameters = inspect.signature(factory).parameters
         accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
@@ -270,7 +276,11 @@ def _construct(factory: Any, spec: AgentSpec, args: tuple[Any, ...], options: di
 
 def _load_torch_agent(kind: str) -> Any:
     module_name, attr, extra = _TORCH_AGENTS[kind]
-    missing = [m for m in (("torch", "transformers") if kind == "hf" else ("vllm",)) if importlib.util.find_spec(m) is None]
+    missing = [
+        m
+        for m in (("torch", "transformers") if kind == "hf" else ("vllm",))
+        if importlib.util.find_spec(m) is None
+    ]
     if missing:
         raise AgentSpecError(
             f"{kind}: agents need {', '.join(missing)}, which is not installed; "
@@ -280,8 +290,7 @@ def _load_torch_agent(kind: str) -> Any:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise AgentSpecError(
-            f"{kind}: agents live in {module_name} (part of llm_trainers), which cannot be "
-            f"imported: {exc}"
+            f"{kind}: agents live in {module_name} (part of llm_trainers), which cannot be imported: {exc}"
         ) from exc
     try:
         return getattr(module, attr)
@@ -396,7 +405,12 @@ def _defaults_for(kind: str, model_defaults: Mapping[str, Any]) -> dict[str, Any
     for key, value in model_defaults.items():
         if value is None:
             continue
-        if accepted is not None and key == "max_tokens" and key not in accepted and "max_new_tokens" in accepted:
+        if (
+            accepted is not None
+            and key == "max_tokens"
+            and key not in accepted
+            and "max_new_tokens" in accepted
+        ):
             key = "max_new_tokens"
         if accepted is None or key in accepted:
             chosen[key] = value

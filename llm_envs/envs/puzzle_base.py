@@ -43,7 +43,6 @@ the AEC layer the three environments share.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -193,14 +192,29 @@ def extract_program(text: str) -> str | None:
     return None
 
 
-def extract_answer(text: str) -> str | None:
-    """The final answer of a reply: the rest of the last line that starts with ``####``."""
+def outside_code_blocks(text: str) -> str:
+    """``text`` without its fenced code blocks (an unterminated block runs to the end)."""
+    if _FENCE not in text:
+        return text
+    # Parts at even positions of the split lie outside fences; a trailing odd one is unterminated.
+    return "\n".join(text.split(_FENCE)[0::2])
+
+
+def extract_answer(text: str, *, search_code_blocks: bool = True) -> str | None:
+    """The final answer of a reply: the rest of the last line that starts with ``####``.
+
+    Lines inside code blocks are looked at only if no line outside them qualifies (and
+    ``search_code_blocks`` is true), so that a program's ``#### helpers`` comment never counts
+    as the answer of a reply that has one outside its code.
+    """
     if ANSWER_MARKER not in text:
         return None
-    for line in reversed(text.splitlines()):
-        stripped = line.strip()
-        if stripped.startswith(ANSWER_MARKER):
-            return stripped[len(ANSWER_MARKER) :].strip()
+    candidates = [outside_code_blocks(text)] + ([text] if search_code_blocks else [])
+    for candidate in candidates:
+        for line in reversed(candidate.splitlines()):
+            stripped = line.strip()
+            if stripped.startswith(ANSWER_MARKER):
+                return stripped[len(ANSWER_MARKER) :].strip()
     return None
 
 
@@ -440,6 +454,8 @@ class PuzzleEnv(TextEnv):
             status, detail = "timeout", f"time limit of {self.config.program_time_s:g} s exceeded"
         elif getattr(result, "oom", False):
             status, detail = "error", "memory limit exceeded"
+        elif getattr(result, "stdout_truncated", False) or getattr(result, "stderr_truncated", False):
+            status, detail = "error", "output limit exceeded"
         elif result.exit_code != 0:
             last = [ln for ln in (result.stderr or "").splitlines() if ln.strip()]
             status, detail = "error", (last[-1] if last else f"exit status {result.exit_code}")[:300]
@@ -553,7 +569,9 @@ class PuzzleEnv(TextEnv):
 
     def _apply_solver(self, action: str) -> str | None:
         log = TurnLog(turn=self.turn)
-        answer = extract_answer(action)
+        # A "####" line inside the program (a comment) is not a final answer: the program's
+        # printed plan is the alternative to one.
+        answer = extract_answer(action, search_code_blocks=False)
         run = self._run_program(action)
         program_plan = None
         if run.status != "no_program":
@@ -706,6 +724,8 @@ class PuzzleEnv(TextEnv):
         if run is not None and run.status != "no_program":
             if log.program_plan is not None:
                 lines.append(f"- program printed the plan: {truncate_middle(log.program_plan, 500)}")
+                if self.config.agents == "multi":
+                    lines.append(f"- that plan, checked on a copy: {log.program_summary}")
             else:
                 lines.append(f"- program: {log.program_plan_error}")
             if run.stdout.strip():
@@ -772,11 +792,6 @@ class PuzzleEnv(TextEnv):
         )
 
 
-def config_fields(config: Any) -> dict[str, Any]:
-    """The fields of a config dataclass as a dict (for docs and logs)."""
-    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
-
-
 __all__ = [
     "ANSWER_MARKER",
     "PlanFormatError",
@@ -787,10 +802,10 @@ __all__ = [
     "PuzzleRules",
     "TurnLog",
     "compile_error",
-    "config_fields",
     "extract_answer",
     "extract_program",
     "extract_program_output_plan",
     "generate_in_split",
+    "outside_code_blocks",
     "truncate_middle",
 ]

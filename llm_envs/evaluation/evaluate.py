@@ -24,7 +24,7 @@ from typing import Any
 from llm_envs.agents.base import Agent
 from llm_envs.evaluation.plot import PLOT_MISSING, plot_available, plot_summary
 from llm_envs.evaluation.stats import Interval
-from llm_envs.evaluation.summary import format_summary, summarize
+from llm_envs.evaluation.summary import summarize
 from llm_envs.runner import EpisodeResult, Runner, RunnerError, load_episodes
 
 EPISODES_FILE = "episodes.jsonl"
@@ -37,8 +37,10 @@ def env_supports_split(env_id: str) -> bool:
     from llm_envs.registry import entry
 
     config_class = getattr(entry(env_id).load(), "config_class", None)
-    return config_class is not None and dataclasses.is_dataclass(config_class) and any(
-        f.name == "split" for f in dataclasses.fields(config_class)
+    return (
+        config_class is not None
+        and dataclasses.is_dataclass(config_class)
+        and any(f.name == "split" for f in dataclasses.fields(config_class))
     )
 
 
@@ -247,7 +249,12 @@ def run_demo(
             possible_agents = list(env.possible_agents)
             env.close()
         except Exception as exc:  # noqa: BLE001 - an unfinished environment must not stop the demo
-            row = DemoRow(env_id, "-", seconds=time.perf_counter() - started, note=f"skipped: does not construct ({_short(exc)})")
+            row = DemoRow(
+                env_id,
+                "-",
+                seconds=time.perf_counter() - started,
+                note=f"skipped: does not construct ({_short(exc)})",
+            )
             rows.append(row)
             log(f"  {env_id}: {row.note}")
             continue
@@ -268,7 +275,9 @@ def run_demo(
                     settings={"agent_specs": {None: label}},
                 )
             except Exception as exc:  # noqa: BLE001 - report and go on with the next run
-                row = DemoRow(env_id, label, seconds=time.perf_counter() - started, note=f"failed: {_short(exc)}")
+                row = DemoRow(
+                    env_id, label, seconds=time.perf_counter() - started, note=f"failed: {_short(exc)}"
+                )
             else:
                 row = DemoRow(
                     env_id,
@@ -279,9 +288,15 @@ def run_demo(
                     seconds=time.perf_counter() - started,
                 )
             rows.append(row)
-            log(f"  {env_id} / {label}: " + (row.note or f"success {row.success.format(2)}") + f" ({row.seconds:.1f}s)")
+            log(
+                f"  {env_id} / {label}: "
+                + (row.note or f"success {row.success.format(2)}")
+                + f" ({row.seconds:.1f}s)"
+            )
     out.mkdir(parents=True, exist_ok=True)
-    _write_json_atomically(out / SUMMARY_FILE, {"episodes": episodes, "seed": seed, "rows": [r.to_dict() for r in rows]})
+    _write_json_atomically(
+        out / SUMMARY_FILE, {"episodes": episodes, "seed": seed, "rows": [r.to_dict() for r in rows]}
+    )
     return rows
 
 

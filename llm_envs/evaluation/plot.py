@@ -42,8 +42,8 @@ def plot_summary(summary: Mapping[str, Any], path: str | os.PathLike[str]) -> Pa
 
     def bars(ax: Any, labels: list[str], data: list[Mapping[str, Any]], title: str, unit_range: bool) -> None:
         values = [_num(d.get("value")) for d in data]
-        lower = [max(0.0, v - _num(d.get("low"), v)) for v, d in zip(values, data)]
-        upper = [max(0.0, _num(d.get("high"), v) - v) for v, d in zip(values, data)]
+        lower = [max(0.0, v - _num(d.get("low"), v)) for v, d in zip(values, data, strict=True)]
+        upper = [max(0.0, _num(d.get("high"), v) - v) for v, d in zip(values, data, strict=True)]
         ax.bar(labels, values, yerr=[lower, upper], capsize=4, color="#4C72B0")
         ax.set_title(title)
         if unit_range:
@@ -54,7 +54,13 @@ def plot_summary(summary: Mapping[str, Any], path: str | os.PathLike[str]) -> Pa
 
     bars(axes[0], ["success"], [summary.get("success", {})], f"success rate ({conf}% CI)", True)
     bars(axes[1], labels, [summary["rewards"][a] for a in agents], f"reward per episode ({conf}% CI)", False)
-    bars(axes[2], labels, [summary.get("format_error_rate", {}).get(a, {}) for a in agents], f"format-error rate ({conf}% CI)", True)
+    bars(
+        axes[2],
+        labels,
+        [summary.get("format_error_rate", {}).get(a, {}) for a in agents],
+        f"format-error rate ({conf}% CI)",
+        True,
+    )
     fig.suptitle(f"{summary.get('env_id')}: {summary.get('episodes')} episodes")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

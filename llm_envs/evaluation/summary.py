@@ -57,14 +57,21 @@ def summarize(
 
     rewards, format_errors, call_errors, tokens_by_agent = {}, {}, {}, {}
     for agent_id in agent_ids:
-        rewards[agent_id] = mean_interval([float(e.rewards.get(agent_id, 0.0)) for e in episodes], confidence).to_dict()
+        rewards[agent_id] = mean_interval(
+            [float(e.rewards.get(agent_id, 0.0)) for e in episodes], confidence
+        ).to_dict()
         actions = [r for e in episodes for r in e.records if r.get("agent") == agent_id]
         bad = sum(1 for r in actions if not r.get("format_ok", True))
         format_errors[agent_id] = {**wilson_interval(bad, len(actions), confidence).to_dict(), "errors": bad}
         steps = [s for e in episodes for s in e.steps if s.get("agent") == agent_id]
         failed = sum(1 for s in steps if s.get("error"))
-        call_errors[agent_id] = {**wilson_interval(failed, len(steps), confidence).to_dict(), "errors": failed}
-        tokens_by_agent[agent_id] = mean_interval([float(sum(e.tokens(agent_id))) for e in episodes], confidence).to_dict()
+        call_errors[agent_id] = {
+            **wilson_interval(failed, len(steps), confidence).to_dict(),
+            "errors": failed,
+        }
+        tokens_by_agent[agent_id] = mean_interval(
+            [float(sum(e.tokens(agent_id))) for e in episodes], confidence
+        ).to_dict()
     summary["rewards"] = rewards
     summary["format_error_rate"] = format_errors
     summary["call_error_rate"] = call_errors
@@ -73,7 +80,9 @@ def summarize(
     summary["tokens_per_episode"] = {
         "prompt": mean_interval(prompt, confidence).to_dict(),
         "completion": mean_interval(completion, confidence).to_dict(),
-        "total": mean_interval([p + c for p, c in zip(prompt, completion)], confidence).to_dict(),
+        "total": mean_interval(
+            [p + c for p, c in zip(prompt, completion, strict=True)], confidence
+        ).to_dict(),
         "by_agent": tokens_by_agent,
     }
     metric_names: list[str] = []
@@ -113,7 +122,9 @@ def _table(rows: Sequence[Sequence[str]], header: Sequence[str] | None = None) -
     if not all_rows:
         return ""
     widths = [max(len(row[i]) for row in all_rows) for i in range(len(all_rows[0]))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in all_rows]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in all_rows
+    ]
     if header:
         lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
@@ -156,7 +167,14 @@ def format_summary(summary: Mapping[str, Any]) -> str:
         )
     agent_table = _table(
         agent_rows,
-        ["agent", "played by", f"reward / episode [{conf}% CI]", "format-error rate", "call errors", "tokens / ep"],
+        [
+            "agent",
+            "played by",
+            f"reward / episode [{conf}% CI]",
+            "format-error rate",
+            "call errors",
+            "tokens / ep",
+        ],
     )
     return f"{title}\n\n{run_table}\n\n{agent_table}"
 
@@ -185,17 +203,28 @@ def compare_summaries(a: Mapping[str, Any], b: Mapping[str, Any], labels: Iterab
     label_a, label_b = list(labels)
     rows: list[list[str]] = []
 
-    def add(name: str, left: Mapping[str, Any] | None, right: Mapping[str, Any] | None, digits: int = 3) -> None:
+    def add(
+        name: str, left: Mapping[str, Any] | None, right: Mapping[str, Any] | None, digits: int = 3
+    ) -> None:
         ia, ib = _interval(left), _interval(right)
         delta = ib.value - ia.value if ia.n and ib.n else math.nan
-        rows.append([name, ia.format(digits), ib.format(digits), "" if math.isnan(delta) else f"{delta:+.{digits}f}"])
+        rows.append(
+            [name, ia.format(digits), ib.format(digits), "" if math.isnan(delta) else f"{delta:+.{digits}f}"]
+        )
 
     rows.append(["environment", str(a.get("env_id")), str(b.get("env_id")), ""])
     rows.append(["episodes", str(a.get("episodes")), str(b.get("episodes")), ""])
     add("success rate", a.get("success"), b.get("success"))
     add("turns / episode", a.get("turns"), b.get("turns"), 2)
-    add("tokens / episode", a.get("tokens_per_episode", {}).get("total"), b.get("tokens_per_episode", {}).get("total"), 1)
-    agent_ids = list(a.get("rewards", {})) + [x for x in b.get("rewards", {}) if x not in a.get("rewards", {})]
+    add(
+        "tokens / episode",
+        a.get("tokens_per_episode", {}).get("total"),
+        b.get("tokens_per_episode", {}).get("total"),
+        1,
+    )
+    agent_ids = list(a.get("rewards", {})) + [
+        x for x in b.get("rewards", {}) if x not in a.get("rewards", {})
+    ]
     for agent_id in agent_ids:
         rows.append(
             [
@@ -211,7 +240,9 @@ def compare_summaries(a: Mapping[str, Any], b: Mapping[str, Any], labels: Iterab
             a.get("format_error_rate", {}).get(agent_id),
             b.get("format_error_rate", {}).get(agent_id),
         )
-    metric_names = list(a.get("metrics", {})) + [m for m in b.get("metrics", {}) if m not in a.get("metrics", {})]
+    metric_names = list(a.get("metrics", {})) + [
+        m for m in b.get("metrics", {}) if m not in a.get("metrics", {})
+    ]
     for name in metric_names:
         add(name, a.get("metrics", {}).get(name), b.get("metrics", {}).get(name))
     return _table(rows, ["", label_a, label_b, "B - A"])

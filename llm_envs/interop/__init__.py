@@ -20,7 +20,7 @@ import functools
 from pettingzoo.env_registry.registration import parallel_registry
 from pettingzoo.env_registry.registration import register as _pz_register
 
-from llm_envs.interop import fallback_moves as _fallback_moves  # noqa: F401 (registers them)
+from llm_envs.interop import fallback_moves  # noqa: F401  (registers the wrapper-side move lists)
 from llm_envs.interop.encoding import ByteEncoder, CharEncoder, TextEncoder, TokenizerEncoder, encode_fixed
 from llm_envs.interop.hooks import (
     LegalActions,

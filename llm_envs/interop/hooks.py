@@ -26,8 +26,9 @@ implements::
 Each text is a complete action exactly as an LLM would write it (e.g. ``"#### U"``), so playing it
 goes through the environment's normal parser and rewards. Where an environment has no such
 method, a *wrapper-side* enumerator registered with :func:`register_moves` stands in (those that
-ship are in :mod:`llm_envs.interop.fallback_moves`: Signalling, Plan-Path, Sokoban, Sudoku). :func:`candidate_actions` builds a generic menu for any
-environment instead: the reference action plus well-formed random actions, shuffled.
+ship are in :mod:`llm_envs.interop.fallback_moves`: Signalling, Plan-Path, Sokoban, Sudoku).
+:func:`candidate_actions` builds a generic menu for any environment instead: the reference action
+plus well-formed random actions, shuffled.
 """
 
 from __future__ import annotations
@@ -58,11 +59,7 @@ def _class_paths(env: Any) -> list[str]:
 #: Environments known to satisfy the simultaneous-cycle conditions above although they do not
 #: set ``metadata["is_parallelizable"]`` (yet). Each entry is verified by the interop tests and
 #: still checked at run time by ``SimultaneousParallelEnv``.
-SIMULTANEOUS_FALLBACK: set[str] = {
-    # Debate: every prompt of turn t shows only answers of turns < t; the episode ends after
-    # the last agent of turn T-1.
-    "llm_envs.envs.debate.env:DebateEnv",
-}
+SIMULTANEOUS_FALLBACK: set[str] = set()
 
 
 def is_simultaneous(env: Any) -> bool:

@@ -94,14 +94,25 @@ class HubSpec:
     def default_policy(self) -> str:
         return "official" if self.official_splits else "hash"
 
-    def how_to_get(self, hub_split: str, config: str | None) -> str:
+    def how_to_get(self, hub_split: str, config: str | None, options: Mapping[str, Any] | None = None) -> str:
         """Commands that make the dataset available offline."""
-        config_arg = f", {config!r}" if config else ""
+        if self.data_files is not None:
+            files = self.data_files(options or self.default_options).get(hub_split, [])
+            names = " ".join(f.rsplit("/", 1)[-1] for f in files)
+            fetch = (
+                f"    huggingface-cli download {self.repo} {names} --repo-type dataset "
+                f"--local-dir <dir>\n"
+            )
+        else:
+            config_arg = f", {config!r}" if config else ""
+            fetch = (
+                f"    python -c \"import datasets; datasets.load_dataset({self.repo!r}{config_arg}, "
+                f"split={hub_split!r}).to_json('{hub_split}.jsonl')\"\n"
+            )
         return (
-            f"Get it on a machine with internet access, then copy the file(s) here:\n"
-            f"    python -c \"import datasets; datasets.load_dataset({self.repo!r}{config_arg}, "
-            f"split={hub_split!r}).to_json('{hub_split}.jsonl')\"\n"
-            f"and pass path='<the file or its directory>' (task_path= in an environment config). "
+            "Get it on a machine with internet access, then copy the file(s) here:\n"
+            + fetch
+            + "and pass path='<the file or its directory>' (task_path= in an environment config). "
             f"Alternatively point HF_HOME at a Hugging Face cache that already holds {self.repo}. "
             f"Expected schema: {self.schema}"
         )
@@ -206,7 +217,7 @@ def load_hub_split(spec: HubSpec, hub_split: str, options: Mapping[str, Any]) ->
     except Exception as error:  # noqa: BLE001 - offline, missing, gated, renamed: all "unavailable"
         raise DatasetUnavailableError(
             f"{spec.name}: could not load {spec.repo} (config {config!r}, split {hub_split!r}) "
-            f"from the Hugging Face Hub: {type(error).__name__}: {error}\n" + spec.how_to_get(hub_split, config)
+            f"from the Hugging Face Hub: {type(error).__name__}: {error}\n" + spec.how_to_get(hub_split, config, options)
         ) from error
 
 

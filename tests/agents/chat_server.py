@@ -58,7 +58,9 @@ class ChatServer:
         self.httpd.daemon_threads = True
         self.httpd.block_on_close = False
         self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     def __enter__(self) -> ChatServer:
         self.thread.start()
@@ -134,11 +136,19 @@ class ChatServer:
         else:
             raise ValueError(f"unknown plan action {action!r}")
 
-    def _send(self, handler: BaseHTTPRequestHandler, status: int, data: Any, headers: dict[str, str] | None = None) -> None:
+    def _send(
+        self, handler: BaseHTTPRequestHandler, status: int, data: Any, headers: dict[str, str] | None = None
+    ) -> None:
         self._send_raw(handler, status, json.dumps(data).encode(), "application/json", headers)
 
     @staticmethod
-    def _send_raw(handler: BaseHTTPRequestHandler, status: int, payload: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
+    def _send_raw(
+        handler: BaseHTTPRequestHandler,
+        status: int,
+        payload: bytes,
+        content_type: str,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         handler.send_response(status)
         handler.send_header("Content-Type", content_type)
         handler.send_header("Content-Length", str(len(payload)))

@@ -38,8 +38,14 @@ def _agent(server: ChatServer, **kwargs) -> OpenAIHTTPAgent:
 def test_batch_answers_in_order_with_usage_and_request_fields(chat_server, monkeypatch):
     monkeypatch.setenv("MY_TEST_KEY", "sk-test-123")
     agent = _agent(
-        chat_server, api_key_env="MY_TEST_KEY", temperature=0.3, top_p=0.9, max_tokens=17,
-        stop=["\n\n"], seed=5, logprobs=True,
+        chat_server,
+        api_key_env="MY_TEST_KEY",
+        temperature=0.3,
+        top_p=0.9,
+        max_tokens=17,
+        stop=["\n\n"],
+        seed=5,
+        logprobs=True,
     )
     requests = _requests(10)
     outputs = agent.act_batch(requests)
@@ -53,7 +59,11 @@ def test_batch_answers_in_order_with_usage_and_request_fields(chat_server, monke
     assert body["model"] == "test-model"
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
     assert (body["temperature"], body["top_p"], body["max_tokens"], body["stop"], body["seed"]) == (
-        0.3, 0.9, 17, ["\n\n"], 5
+        0.3,
+        0.9,
+        17,
+        ["\n\n"],
+        5,
     )
     assert body["logprobs"] is True
     assert chat_server.headers[0]["authorization"] == "Bearer sk-test-123"
@@ -158,7 +168,9 @@ def test_connection_errors_are_retried_then_reported():
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    agent = OpenAIHTTPAgent(f"http://127.0.0.1:{port}/v1", "m", max_retries=2, backoff_initial_s=0.01, timeout_s=2)
+    agent = OpenAIHTTPAgent(
+        f"http://127.0.0.1:{port}/v1", "m", max_retries=2, backoff_initial_s=0.01, timeout_s=2
+    )
     [output] = agent.act_batch(_requests(1))
     assert output.text == "" and "connection error" in output.error
     assert output.meta["attempts"] == 3
@@ -189,7 +201,9 @@ def test_runner_plays_on_through_a_malformed_response(chat_server, tmp_path):
     chat_server.delay_s = 0.02
     chat_server.plan = lambda number, body: "not-json" if number == 5 else "ok"
     agent = _agent(chat_server, max_concurrency=4)
-    results = run_episodes(SumsEnv, agent, num_episodes=8, seed=0, concurrency=8, out_path=tmp_path / "e.jsonl")
+    results = run_episodes(
+        SumsEnv, agent, num_episodes=8, seed=0, concurrency=8, out_path=tmp_path / "e.jsonl"
+    )
 
     assert len(results) == 8
     failed_steps = [(e.index, s) for e in results for s in e.steps if s["error"]]

@@ -83,7 +83,9 @@ def test_resolve_shares_identical_specs_and_applies_model_defaults():
     assert agents["alice"].sampling == {"temperature": 0.2, "max_tokens": 64}
     assert agents["alice"].name == "openai:http://127.0.0.1:9/v1@m"
 
-    agents = resolve_agents({"alice": "random:3", None: "reference"}, ["alice", "bob"], model_defaults={"temperature": 1.0})
+    agents = resolve_agents(
+        {"alice": "random:3", None: "reference"}, ["alice", "bob"], model_defaults={"temperature": 1.0}
+    )
     assert isinstance(agents["alice"], RandomAgent) and agents["alice"].name == "random:3"
     assert isinstance(agents["bob"], ReferenceAgent)
 
@@ -98,8 +100,9 @@ def test_resolve_errors_name_the_agents():
 
 def test_yaml_file_with_options(tmp_path):
     path = tmp_path / "agents.yaml"
-    path.write_text(textwrap.dedent(
-        """
+    path.write_text(
+        textwrap.dedent(
+            """
         agents:
           default: reference
           alice:
@@ -107,10 +110,13 @@ def test_yaml_file_with_options(tmp_path):
             temperature: 0.7
             max_concurrency: 3
         """
-    ))
+        )
+    )
     assignments = load_agents_config(path)
     assert set(assignments) == {None, "alice"}
-    agents = resolve_agents(assignments, ["alice", "bob"], model_defaults={"temperature": 0.0, "max_tokens": 9})
+    agents = resolve_agents(
+        assignments, ["alice", "bob"], model_defaults={"temperature": 0.0, "max_tokens": 9}
+    )
     alice = agents["alice"]
     assert alice.sampling == {"temperature": 0.7, "max_tokens": 9}  # the file's value wins
     assert alice.max_concurrency == 3
@@ -145,7 +151,9 @@ def test_py_spec_builds_any_agent():
 def test_torch_agents_explain_missing_extras(monkeypatch):
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *a: None if name in ("torch", "vllm") else real_find_spec(name, *a)
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name in ("torch", "vllm") else real_find_spec(name, *a),
     )
     with pytest.raises(AgentSpecError, match=r"need torch.*pip install 'llm-envs\[train\]'"):
         build_agent("hf:/some/model")
@@ -165,9 +173,23 @@ def test_hf_spec_builds_a_local_model_that_plays(tmp_path):
         pytest.skip(f"llm_trainers.tiny is not available: {exc}")
     env = SumsEnv()
     env.reset(seed=0)
-    texts = [env.observe("alice")["instruction"], env.observe("alice")["prompt"]] + [str(i) for i in range(100)]
-    path = build_tiny_model(tmp_path / "tiny", texts, hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, intermediate_size=64)
-    agents = resolve_agents({None: f"hf:{path}"}, ["alice", "bob"], model_defaults={"max_tokens": 4, "temperature": 1.0, "stop": ["x"]})
+    texts = [env.observe("alice")["instruction"], env.observe("alice")["prompt"]] + [
+        str(i) for i in range(100)
+    ]
+    path = build_tiny_model(
+        tmp_path / "tiny",
+        texts,
+        hidden_size=32,
+        num_layers=1,
+        num_heads=2,
+        num_kv_heads=1,
+        intermediate_size=64,
+    )
+    agents = resolve_agents(
+        {None: f"hf:{path}"},
+        ["alice", "bob"],
+        model_defaults={"max_tokens": 4, "temperature": 1.0, "stop": ["x"]},
+    )
     agent = agents["alice"]
     assert agents["bob"] is agent and agent.name == f"hf:{path}"
     results = run_episodes(SumsEnv, agent, 4, concurrency=4)

@@ -20,7 +20,9 @@ from tests.runner.toy_envs import SumsEnv
 @pytest.fixture
 def broken_env_id():
     env_id = "llm/RunnerTestBroken-v0"
-    registry.register_env(env_id, "tests.runner.toy_envs:NoSuchEnv", agents=("x",), task="none", description="broken")
+    registry.register_env(
+        env_id, "tests.runner.toy_envs:NoSuchEnv", agents=("x",), task="none", description="broken"
+    )
     yield env_id
     registry._ENTRIES.pop(env_id, None)
     aec_registry.pop(env_id, None)
@@ -63,7 +65,9 @@ def test_play_one_role_from_scripted_stdin(capsys, monkeypatch, sums_env_id):
     assert "Question 1: What is" in out  # bob's prompt was shown
     assert f"--- turn 1 | bob (bob)\n{answer}\n" in out  # the transcript, as it goes
     assert "=== episode over ===" in out
-    rewards = {line.split()[0]: line.split()[1] for line in out.splitlines() if line.startswith(("alice ", "bob "))}
+    rewards = {
+        line.split()[0]: line.split()[1] for line in out.splitlines() if line.startswith(("alice ", "bob "))
+    }
     assert rewards == {"alice": "+1.500", "bob": "+1.500"}
     assert "success=1" in out
 
@@ -84,8 +88,24 @@ def test_play_with_a_wrong_answer_and_with_closed_input(capsys, monkeypatch, sum
 # ---------------------------------------------------------------------------- eval
 def test_eval_writes_summary_episodes_and_plot(capsys, tmp_path, sums_env_id):
     out_dir = tmp_path / "run"
-    status, out, _ = _run(capsys, "eval", sums_env_id, "--agent", "alice=random", "--agent", "reference",
-                          "--episodes", "12", "--seed", "3", "--concurrency", "5", "--out", str(out_dir), "--no-progress")
+    status, out, _ = _run(
+        capsys,
+        "eval",
+        sums_env_id,
+        "--agent",
+        "alice=random",
+        "--agent",
+        "reference",
+        "--episodes",
+        "12",
+        "--seed",
+        "3",
+        "--concurrency",
+        "5",
+        "--out",
+        str(out_dir),
+        "--no-progress",
+    )
     assert status == 0
     summary = json.loads((out_dir / "summary.json").read_text())
     episodes = load_episodes(out_dir / "episodes.jsonl")
@@ -96,9 +116,13 @@ def test_eval_writes_summary_episodes_and_plot(capsys, tmp_path, sums_env_id):
     # The summary is what the transcripts say.
     assert summary["success"]["value"] == pytest.approx(sum(e.success for e in episodes) / 12)
     for agent_id in ("alice", "bob"):
-        assert summary["rewards"][agent_id]["value"] == pytest.approx(sum(e.rewards[agent_id] for e in episodes) / 12)
+        assert summary["rewards"][agent_id]["value"] == pytest.approx(
+            sum(e.rewards[agent_id] for e in episodes) / 12
+        )
     assert summary["turns"]["value"] == 4.0
-    assert summary["metrics"]["accuracy"]["value"] == pytest.approx(sum(e.metrics["accuracy"] for e in episodes) / 12)
+    assert summary["metrics"]["accuracy"]["value"] == pytest.approx(
+        sum(e.metrics["accuracy"] for e in episodes) / 12
+    )
     low, high = summary["success"]["low"], summary["success"]["high"]
     assert 0.0 <= low <= summary["success"]["value"] <= high <= 1.0
     # The table.
@@ -110,24 +134,58 @@ def test_eval_writes_summary_episodes_and_plot(capsys, tmp_path, sums_env_id):
 
 def test_eval_refuses_to_overwrite_then_resumes_and_compares(capsys, tmp_path, sums_env_id):
     run_a, run_b = tmp_path / "a", tmp_path / "b"
-    assert _run(capsys, "eval", sums_env_id, "--episodes", "6", "--out", str(run_a), "--no-progress", "--no-plot")[0] == 0
-    status, _, err = _run(capsys, "eval", sums_env_id, "--episodes", "6", "--out", str(run_a), "--no-progress")
+    assert (
+        _run(
+            capsys, "eval", sums_env_id, "--episodes", "6", "--out", str(run_a), "--no-progress", "--no-plot"
+        )[0]
+        == 0
+    )
+    status, _, err = _run(
+        capsys, "eval", sums_env_id, "--episodes", "6", "--out", str(run_a), "--no-progress"
+    )
     assert status == 2 and "already holds a run" in err
 
-    status, _, _ = _run(capsys, "eval", sums_env_id, "--episodes", "10", "--out", str(run_a), "--resume", "--no-progress", "--no-plot")
+    status, _, _ = _run(
+        capsys,
+        "eval",
+        sums_env_id,
+        "--episodes",
+        "10",
+        "--out",
+        str(run_a),
+        "--resume",
+        "--no-progress",
+        "--no-plot",
+    )
     assert status == 0
     summary = json.loads((run_a / "summary.json").read_text())
-    assert summary["episodes"] == 10 and summary["episodes_resumed"] == 6 and summary["episodes_played_now"] == 4
+    assert (
+        summary["episodes"] == 10 and summary["episodes_resumed"] == 6 and summary["episodes_played_now"] == 4
+    )
     assert len((run_a / "episodes.jsonl").read_text().splitlines()) == 10
 
-    _run(capsys, "eval", sums_env_id, "--agent", "random", "--episodes", "6", "--out", str(run_b), "--no-progress", "--no-plot")
+    _run(
+        capsys,
+        "eval",
+        sums_env_id,
+        "--agent",
+        "random",
+        "--episodes",
+        "6",
+        "--out",
+        str(run_b),
+        "--no-progress",
+        "--no-plot",
+    )
     status, out, _ = _run(capsys, "eval", "--compare", str(run_a), str(run_b))
     assert status == 0
     lines = out.splitlines()
     assert str(run_a) in lines[0] and str(run_b) in lines[0] and "B - A" in lines[0]
     success = next(line for line in lines if line.startswith("success rate"))
     assert "1.000 [" in success and "-1.000" in success
-    assert any(line.startswith("alice: played by") and "reference" in line and "random" in line for line in lines)
+    assert any(
+        line.startswith("alice: played by") and "reference" in line and "random" in line for line in lines
+    )
 
     status, _, err = _run(capsys, "eval", "--compare", str(run_a), str(tmp_path / "missing"))
     assert status == 2 and "no summary" in err
@@ -136,9 +194,21 @@ def test_eval_refuses_to_overwrite_then_resumes_and_compares(capsys, tmp_path, s
 def test_eval_with_an_openai_compatible_server(capsys, tmp_path, sums_env_id, chat_server):
     out_dir = tmp_path / "http"
     status, out, _ = _run(
-        capsys, "eval", sums_env_id, "--agent", f"openai:{chat_server.base_url}@tiny-model",
-        "--episodes", "5", "--out", str(out_dir), "--temperature", "0", "--max-tokens", "8",
-        "--no-progress", "--no-plot",
+        capsys,
+        "eval",
+        sums_env_id,
+        "--agent",
+        f"openai:{chat_server.base_url}@tiny-model",
+        "--episodes",
+        "5",
+        "--out",
+        str(out_dir),
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "8",
+        "--no-progress",
+        "--no-plot",
     )
     assert status == 0
     summary = json.loads((out_dir / "summary.json").read_text())
@@ -166,9 +236,11 @@ def test_eval_usage_errors(capsys, sums_env_id):
 # ---------------------------------------------------------------------------- demo
 def test_demo_plays_reference_and_random_and_skips_broken_envs(capsys, tmp_path, sums_env_id, broken_env_id):
     out_dir = tmp_path / "demo"
-    status, out, _ = _run(capsys, "demo", "--env", sums_env_id, "--env", broken_env_id, "--episodes", "3", "--out", str(out_dir))
+    status, out, _ = _run(
+        capsys, "demo", "--env", sums_env_id, "--env", broken_env_id, "--episodes", "3", "--out", str(out_dir)
+    )
     assert status == 0
-    table = out[out.index("environment"):]
+    table = out[out.index("environment") :]
     reference = next(line for line in table.splitlines() if sums_env_id in line and " reference " in line)
     random_row = next(line for line in table.splitlines() if sums_env_id in line and " random " in line)
     assert "1.00 [" in reference and "alice=+3.00 bob=+3.00" in reference
@@ -176,6 +248,10 @@ def test_demo_plays_reference_and_random_and_skips_broken_envs(capsys, tmp_path,
     broken = next(line for line in table.splitlines() if broken_env_id in line)
     assert "skipped: does not construct" in broken
     rows = json.loads((out_dir / "summary.json").read_text())["rows"]
-    assert [(r["env_id"], r["agent"]) for r in rows] == [(sums_env_id, "reference"), (sums_env_id, "random"), (broken_env_id, "-")]
+    assert [(r["env_id"], r["agent"]) for r in rows] == [
+        (sums_env_id, "reference"),
+        (sums_env_id, "random"),
+        (broken_env_id, "-"),
+    ]
     assert not math.isnan(rows[1]["success"]["value"])
     assert len(load_episodes(out_dir / "RunnerTestSums-v0" / "random" / "episodes.jsonl")) == 3

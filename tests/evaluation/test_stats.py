@@ -10,7 +10,17 @@ import pytest
 from llm_envs.evaluation.stats import mean_interval, t_quantile, wilson_interval
 
 # Two-sided 95% critical values of Student's t, from any statistics table.
-T_TABLE_975 = {1: 12.706, 2: 4.303, 3: 3.182, 5: 2.571, 10: 2.228, 20: 2.086, 30: 2.042, 60: 2.000, 120: 1.980}
+T_TABLE_975 = {
+    1: 12.706,
+    2: 4.303,
+    3: 3.182,
+    5: 2.571,
+    10: 2.228,
+    20: 2.086,
+    30: 2.042,
+    60: 2.000,
+    120: 1.980,
+}
 
 
 @pytest.mark.parametrize("df,expected", sorted(T_TABLE_975.items()))
@@ -47,7 +57,9 @@ def test_mean_interval():
     interval = mean_interval(values)
     sd = math.sqrt(sum((v - 2.5) ** 2 for v in values) / 3)
     half = 3.182446 * sd / 2
-    assert (interval.value, interval.low, interval.high) == pytest.approx((2.5, 2.5 - half, 2.5 + half), abs=1e-5)
+    assert (interval.value, interval.low, interval.high) == pytest.approx(
+        (2.5, 2.5 - half, 2.5 + half), abs=1e-5
+    )
     assert mean_interval([7.0]).low == mean_interval([7.0]).high == 7.0
     assert mean_interval([]).n == 0
 

@@ -78,7 +78,10 @@ def test_spaces_are_equal_across_agents_and_infos_are_tensor_friendly(name):
             view.step(None)
             continue
         space = view.action_space(agent)
-        view.step(space.sample() if view.actions == "text" else int(rng.choice(np.flatnonzero(view.action_mask(agent)))))
+        if view.actions == "text":
+            view.step(space.sample())
+        else:
+            view.step(int(rng.choice(np.flatnonzero(view.action_mask(agent)))))
 
 
 def test_discrete_space_is_padded_to_the_largest_menu_and_masks_the_rest():

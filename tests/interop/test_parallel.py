@@ -165,12 +165,15 @@ def test_turn_based_form_fixes_pettingzoo_1_27():
 def test_turn_based_rewards_add_up_to_the_records():
     par = parallel_env(llm_envs.make("llm/Signalling-v0", rounds=3))
     for seed in range(3):
-        totals = play_cycles(par, seed, lambda env, agent: env.unwrapped.reference_action(env.unwrapped.agent_selection))
+        mover = lambda env, agent: env.unwrapped.reference_action(env.unwrapped.agent_selection)  # noqa: E731
+        totals = play_cycles(par, seed, mover)
         assert totals == pytest.approx(par.unwrapped.agent_rewards())
         assert par.unwrapped.episode_metrics()["success"] == 1.0
 
 
-@pytest.mark.parametrize("make", [lambda: debate(num_agents=3), lambda: llm_envs.make("llm/PlanPath-v0")], ids=["debate", "planpath"])
+@pytest.mark.parametrize(
+    "make", [lambda: debate(num_agents=3), lambda: llm_envs.make("llm/PlanPath-v0")], ids=["debate", "planpath"]
+)
 def test_example_plays_reference_episodes_through_the_parallel_form(make):
     import pettingzoo_parallel
 
@@ -178,3 +181,13 @@ def test_example_plays_reference_episodes_through_the_parallel_form(make):
     totals = pettingzoo_parallel.play(env, seed=2)
     assert env.unwrapped.episode_metrics()["success"] == 1.0
     assert totals == pytest.approx(env.unwrapped.agent_rewards())
+
+
+def test_an_episode_that_ends_in_mid_cycle_ends_cleanly():
+    par = SimultaneousParallelEnv(GuessEnv(turns=1, end_mid_cycle=True))
+    par.reset(seed=0)
+    secret = str(par.unwrapped.secret)
+    observations, rewards, terminations, truncations, _ = par.step({"agent_0": secret, "agent_1": secret})
+    assert par.agents == [] and all(terminations.values())
+    assert rewards == {"agent_0": 1.0, "agent_1": 0.0}  # agent_1's action was never played
+    assert [r.agent for r in par.unwrapped.records] == ["agent_0"]

@@ -109,6 +109,7 @@ class CorridorEnv(TextEnv):
 class GuessConfig:
     turns: int = 3
     leak: bool = False
+    end_mid_cycle: bool = False  # end the episode after agent_0's last guess (breaks promise 3)
 
 
 class GuessEnv(TextEnv):
@@ -132,6 +133,10 @@ class GuessEnv(TextEnv):
         self._records[agent] = record
         self.current[agent] = guess[:10]
         if agent == "agent_0":
+            if self.config.end_mid_cycle and self.turn == self.config.turns - 1:
+                self._credit(record, "local", float(guess == str(self.secret)))
+                self._end_episode()
+                return None
             return "agent_1"
         # End of the cycle: both guesses are scored together.
         hits = {a: self.current[a] == str(self.secret) for a in self.possible_agents}

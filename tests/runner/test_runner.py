@@ -92,7 +92,9 @@ def test_batches_follow_concurrency_and_max_batch_size():
     runner = Runner(SumsEnv, agent, 8, concurrency=8, max_batch_size=3)
     runner.run()
     assert max(agent.batch_sizes) == 3 and sum(agent.batch_sizes) == 8 * STEPS_PER_EPISODE
-    assert runner.stats == [{"agent": "reference", "plays": ["alice", "bob"], "calls": len(agent.batch_sizes), "requests": 32}]
+    assert runner.stats == [
+        {"agent": "reference", "plays": ["alice", "bob"], "calls": len(agent.batch_sizes), "requests": 32}
+    ]
 
     agent = CountingReference()
     run_episodes(SumsEnv, agent, num_episodes=5, concurrency=1)
@@ -116,11 +118,15 @@ def test_every_finished_episode_is_on_disk_when_it_is_reported(tmp_path):
     def on_episode(result):
         lines_at_callback.append(len(path.read_text().splitlines()))
 
-    results = run_episodes(SumsEnv, ReferenceAgent(), 7, seed=3, concurrency=3, out_path=path, on_episode=on_episode)
+    results = run_episodes(
+        SumsEnv, ReferenceAgent(), 7, seed=3, concurrency=3, out_path=path, on_episode=on_episode
+    )
     assert lines_at_callback == list(range(1, 8))
     stored = [json.loads(line) for line in path.read_text().splitlines()]
     assert sorted(d["index"] for d in stored) == list(range(7))
-    assert outcomes(load_episodes(path)) != [] and sorted(r.index for r in load_episodes(path)) == list(range(7))
+    assert outcomes(load_episodes(path)) != [] and sorted(r.index for r in load_episodes(path)) == list(
+        range(7)
+    )
     for data in stored:
         episode = EpisodeResult.from_dict(data)
         assert episode.seed == 3 + episode.index
@@ -164,21 +170,31 @@ def test_resume_after_a_crash_gives_the_results_of_an_uninterrupted_run(tmp_path
 
     path = tmp_path / "episodes.jsonl"
     with pytest.raises(KeyboardInterrupt):
-        run_episodes(SumsEnv, CrashAfter(make_agent(), calls=calls_needed // 2), 20, seed=11,
-                     concurrency=4, env_kwargs=env_kwargs, out_path=path)
+        run_episodes(
+            SumsEnv,
+            CrashAfter(make_agent(), calls=calls_needed // 2),
+            20,
+            seed=11,
+            concurrency=4,
+            env_kwargs=env_kwargs,
+            out_path=path,
+        )
     finished = load_episodes(path)
     assert 0 < len(finished) < 20  # some episodes were saved, some were lost in play
     with open(path, "a", encoding="utf-8") as f:
         f.write('{"index": 19, "seed": 30, "env_id": "runner_te')  # a write torn by the crash
 
-    resumed = run_episodes(SumsEnv, make_agent(), 20, seed=11, concurrency=3, env_kwargs=env_kwargs,
-                           out_path=path, resume=True)
+    resumed = run_episodes(
+        SumsEnv, make_agent(), 20, seed=11, concurrency=3, env_kwargs=env_kwargs, out_path=path, resume=True
+    )
     assert outcomes(resumed) == outcomes(full)
     lines = path.read_text().splitlines()
     assert len(lines) == 20 and sorted(json.loads(line)["index"] for line in lines) == list(range(20))
     # Resuming a complete run plays nothing more.
     never_called = CrashAfter(make_agent(), calls=0)
-    again = run_episodes(SumsEnv, never_called, 20, seed=11, env_kwargs=env_kwargs, out_path=path, resume=True)
+    again = run_episodes(
+        SumsEnv, never_called, 20, seed=11, env_kwargs=env_kwargs, out_path=path, resume=True
+    )
     assert outcomes(again) == outcomes(full)
 
 
@@ -188,15 +204,30 @@ def test_same_seed_same_results_whatever_the_concurrency_and_global_rngs():
         random.seed(global_seed)
         np.random.seed(global_seed)
         agent = RandomAgent(1, per_decision_seed=True)
-        return outcomes(run_episodes(SumsEnv, agent, 12, seed=5, concurrency=concurrency,
-                                     env_kwargs={"stop_on_error": True, "upper": 4}))
+        return outcomes(
+            run_episodes(
+                SumsEnv,
+                agent,
+                12,
+                seed=5,
+                concurrency=concurrency,
+                env_kwargs={"stop_on_error": True, "upper": 4},
+            )
+        )
 
     baseline = play(1, 0)
     assert play(5, 123) == baseline
     assert play(12, 7) == baseline
     # The random agent really is random across seeds, and across episodes.
-    other = outcomes(run_episodes(SumsEnv, RandomAgent(2, per_decision_seed=True), 12, seed=5,
-                                  env_kwargs={"stop_on_error": True, "upper": 4}))
+    other = outcomes(
+        run_episodes(
+            SumsEnv,
+            RandomAgent(2, per_decision_seed=True),
+            12,
+            seed=5,
+            env_kwargs={"stop_on_error": True, "upper": 4},
+        )
+    )
     assert other != baseline
     assert len({json.dumps([r["action"] for r in e["records"]]) for e in baseline}) > 3
 
@@ -206,7 +237,9 @@ def test_agent_mapping_must_cover_the_environment():
     with pytest.raises(RunnerError, match="missing \\['bob'\\]"):
         run_episodes(SumsEnv, {"alice": ReferenceAgent()}, 1)
     with pytest.raises(RunnerError, match="unknown \\['carol'\\]"):
-        run_episodes(SumsEnv, {"alice": ReferenceAgent(), "bob": ReferenceAgent(), "carol": ReferenceAgent()}, 1)
+        run_episodes(
+            SumsEnv, {"alice": ReferenceAgent(), "bob": ReferenceAgent(), "carol": ReferenceAgent()}, 1
+        )
 
 
 def test_an_agent_returning_the_wrong_number_of_outputs_is_an_error():

@@ -96,7 +96,9 @@ class _Answer:
 class DebateEnv(TextEnv):
     """MAPoRL collaborative debate; see the module docstring."""
 
-    metadata = {**TextEnv.metadata, "name": "debate_v0"}
+    # Every prompt of turn t shows only answers of turns < t and the episode ends after the last
+    # agent of a turn, so the AEC cycles are simultaneous moves (PettingZoo's parallel flag).
+    metadata = {**TextEnv.metadata, "name": "debate_v0", "is_parallelizable": True}
     config_class = DebateConfig
 
     def __init__(

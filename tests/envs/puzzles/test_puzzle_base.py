@@ -13,6 +13,7 @@ from llm_envs.envs.puzzle_base import (
     extract_program,
     extract_program_output_plan,
     generate_in_split,
+    outside_code_blocks,
     truncate_middle,
 )
 
@@ -35,6 +36,15 @@ from llm_envs.envs.puzzle_base import (
 )
 def test_extract_program(text, expected):
     assert extract_program(text) == expected
+
+
+def test_answer_lines_inside_code_count_only_as_a_fallback():
+    reply = "```python\n#### helpers\nprint('#### U')\n```\n#### R"
+    assert extract_answer(reply) == "R"
+    code_only = "```python\n#### helpers\nprint(1)\n```"
+    assert extract_answer(code_only) == "helpers"
+    assert extract_answer(code_only, search_code_blocks=False) is None
+    assert outside_code_blocks("a```x```b```y") == "a\nb"
 
 
 def test_extract_program_handles_many_fences():

@@ -253,11 +253,16 @@ def test_single_agent_variant(sandbox):
     env.step(printing("D D R R U"))  # from (0,1): the shortest path to G
     assert env.records[1].parsed["plan_source"] == "program"
     assert env.episode_metrics()["success"] == 1.0 and env.turn == 2
+    # A "####" comment inside the program is not a final answer.
+    env.reset(options={"puzzle": HAND})
+    env.step(program("#### BFS would go here\nprint('#### D D R R R U')"))
+    assert env.records[0].parsed["plan_source"] == "program"
+    assert env.episode_metrics()["success"] == 1.0
     # Neither: format penalty.
     env.reset(options={"puzzle": HAND})
     env.step("just text")
     assert env.records[0].reward == pytest.approx(-4.0) and env.records[0].parsed["plan"] is None
-    assert len(sandbox.runs) == 2
+    assert len(sandbox.runs) == 3
 
 
 @pytest.mark.parametrize("split", ["train", "validation", "test"])

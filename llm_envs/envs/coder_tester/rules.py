@@ -1,0 +1,246 @@
+"""Coder–Tester rules without PettingZoo: reward formulas, feedback, prompts, reference replies.
+
+Rewards (Stronger-MAS / REFERENCES.md §4), each in [0, 1] before mixing:
+
+* team ``r_team`` = golden pass rate of the coder's code this turn;
+* coder ``r_local`` = 0.1·builds + 0.1·runs on the first golden tests + 0.8·golden pass rate;
+* tester ``r_local`` = 0.2·valid + 0.8·pass rate of the **golden solution** on the tester's tests;
+* an action's reward ``r = alpha·r_team + r_local`` (``alpha`` = 1 in the paper).
+
+With ``reward_mode="outcome"`` shaping is dropped: ``r = alpha·1[the coder's code passes every
+golden test]`` for both agents.
+
+Sandbox runs happen in :mod:`llm_envs.envs.coder_tester.env`; everything here is pure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from llm_envs.tasks import Problem
+from llm_envs.verifiers.code import function_tests_block, io_tests_block
+
+REWARD_MODES = ("dense", "outcome")
+AGENT_MODES = ("multi", "single")
+
+
+@dataclass(frozen=True)
+class CoderWeights:
+    """Coder local reward weights: builds, runs on the first tests, golden pass rate."""
+
+    builds: float = 0.1
+    runs: float = 0.1
+    golden: float = 0.8
+
+
+@dataclass(frozen=True)
+class TesterWeights:
+    """Tester local reward weights: tests valid, golden solution's pass rate on them."""
+
+    valid: float = 0.2
+    golden: float = 0.8
+
+
+def coder_local_reward(builds: bool, runs: bool, golden_pass_rate: float, weights: CoderWeights = CoderWeights()) -> float:
+    """``0.1·builds + 0.1·runs + 0.8·golden pass rate`` (with the default weights)."""
+    return weights.builds * float(builds) + weights.runs * float(runs) + weights.golden * float(golden_pass_rate)
+
+
+def tester_local_reward(valid: bool, golden_solution_pass_rate: float, weights: TesterWeights = TesterWeights()) -> float:
+    """``0.2·valid + 0.8·pass rate of the golden solution on the generated tests``."""
+    return weights.valid * float(valid) + weights.golden * float(golden_solution_pass_rate)
+
+
+def mixed_reward(team: float, local: float, alpha: float) -> float:
+    """``alpha·team + local`` (Stronger-MAS reward mixing)."""
+    return alpha * team + local
+
+
+# ---------------------------------------------------------------------------------------------
+# feedback
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """A tester's test that the coder's code failed, for the next turn's prompts.
+
+    Attributes:
+        test: The test as written (the assertion, or the stdin for I/O problems).
+        expected: The tester's expected output (I/O problems), else ``None``.
+        actual: What the code printed (I/O problems), else ``None``.
+        error: Why it failed (``wrong answer``, an exception, ``timed out``...).
+    """
+
+    test: str
+    expected: str | None
+    actual: str | None
+    error: str | None
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to about ``limit`` characters, keeping its head and tail."""
+    if len(text) <= limit:
+        return text
+    head = max(1, limit * 2 // 3)
+    tail = max(1, limit - head)
+    return f"{text[:head]}\n... [{len(text) - head - tail} characters cut] ...\n{text[-tail:]}"
+
+
+def format_mismatches(mismatches: Sequence[Mismatch], *, passed: int, total: int, limit: int, field_chars: int = 600) -> str:
+    """The mismatch section of a later-turn prompt."""
+    if total == 0:
+        return "The tester wrote no valid tests, so the code was not checked against any."
+    lines = [f"The code passed {passed} of the tester's {total} tests."]
+    for number, mismatch in enumerate(mismatches[:limit], start=1):
+        lines.append(f"\nFailed test {number}:")
+        if mismatch.expected is None:
+            lines.append(_fenced(clip(mismatch.test, field_chars * 2)))
+            lines.append(f"Result: {clip(mismatch.error or 'failed', field_chars)}")
+        else:
+            lines.append("Input:")
+            lines.append(_fenced(clip(mismatch.test, field_chars)))
+            lines.append("Expected output (from the tester):")
+            lines.append(_fenced(clip(mismatch.expected, field_chars)))
+            if mismatch.error == "wrong answer":
+                lines.append("Actual output (from the code):")
+                lines.append(_fenced(clip(mismatch.actual or "", field_chars)))
+            else:
+                lines.append(f"The code failed: {clip(mismatch.error or 'failed', field_chars)}")
+                if mismatch.actual:
+                    lines.append("Output before it failed:")
+                    lines.append(_fenced(clip(mismatch.actual, field_chars)))
+    if len(mismatches) > limit:
+        lines.append(f"\n({len(mismatches) - limit} more failed tests not shown.)")
+    return "\n".join(lines)
+
+
+def _fenced(text: str) -> str:
+    # A body containing a fence would end the block early: break such fences apart.
+    return "```\n" + text.replace("```", "`` `").rstrip("\n") + "\n```"
+
+
+# ---------------------------------------------------------------------------------------------
+# prompts
+
+
+def coder_instruction(style: str, entry_point: str | None, multi_agent: bool) -> str:
+    team = (
+        "You are the coder in a two-agent team: you write the solution, a tester writes unit "
+        "tests for it. Both of you are rewarded when your code passes the hidden reference tests.\n"
+        if multi_agent
+        else "You are an expert Python programmer. Your code is judged by hidden reference tests.\n"
+    )
+    if style == "function":
+        task = (
+            f"Write a complete Python solution that defines the function `{entry_point}` with the "
+            "signature given in the problem. Include the imports and helper functions it needs. "
+            "Do not read input, do not print, and do not write tests or example calls."
+        )
+    else:
+        task = (
+            "Write a complete Python 3 program that reads the input from standard input (input() "
+            "or sys.stdin) and prints the answer to standard output, exactly in the format the "
+            "problem asks for. Print nothing else (no prompts, no debugging output)."
+        )
+    return (
+        team
+        + task
+        + "\n\nReply format: optional brief reasoning, then exactly one code block:\n"
+        "**Code:**\n```python\n# your complete solution\n```\n"
+        "Only the last ```python block of your reply is used."
+    )
+
+
+def tester_instruction(style: str, entry_point: str | None, max_tests: int) -> str:
+    head = (
+        "You are the tester in a two-agent team: a coder writes the solution, you write unit "
+        "tests that a correct solution passes and a wrong solution fails. You are rewarded when "
+        "the reference solution passes your tests, so every expected value must be right: work "
+        "it out carefully from the problem statement.\n"
+    )
+    if style == "function":
+        fmt = (
+            f"Write your tests as Python assert statements that call `{entry_point}` directly, one "
+            f"per line, in one code block (at most {max_tests} tests; each assert is one test):\n"
+            "**Tests:**\n```python\n"
+            f"assert {entry_point}(...) == ...\n"
+            f"assert {entry_point}(...) == ...\n```\n"
+            "Do not define the function under test and do not write a solution."
+        )
+    else:
+        fmt = (
+            f"Write each test as an input block followed by its expected output block (at most "
+            f"{max_tests} tests):\n"
+            "**Test Input:**\n```\n<the exact text given on standard input>\n```\n"
+            "**Test Output:**\n```\n<the exact expected standard output>\n```"
+        )
+    return head + fmt
+
+
+def problem_section(problem: Problem) -> str:
+    if problem.style == "function":
+        return f"Problem (complete the function `{problem.entry_point}`):\n```python\n{problem.prompt.rstrip()}\n```"
+    return f"Problem:\n{problem.prompt.rstrip()}"
+
+
+def coder_prompt(problem: Problem, previous_code: str | None, feedback: str | None, shown_chars: int) -> str:
+    parts = [problem_section(problem)]
+    if previous_code is None and feedback is None:
+        parts.append("Write your solution.")
+        return "\n\n".join(parts)
+    parts.append("Your previous solution:\n" + _code_or_none(previous_code, shown_chars))
+    if feedback:
+        parts.append("Result on the tester's tests:\n" + feedback)
+    parts.append(
+        "For each failed test decide whether your code or the test is wrong (the tester can make "
+        "mistakes too). Then write your improved, complete solution."
+    )
+    return "\n\n".join(parts)
+
+
+def tester_prompt(
+    problem: Problem,
+    previous_tests: str | None,
+    coder_code: str | None,
+    feedback: str | None,
+    shown_chars: int,
+) -> str:
+    parts = [problem_section(problem)]
+    if previous_tests is None and feedback is None:
+        parts.append("Write your tests.")
+        return "\n\n".join(parts)
+    parts.append("Your previous tests:\n" + (_fenced(clip(previous_tests, shown_chars)) if previous_tests else "(none)"))
+    parts.append("The coder's code:\n" + _code_or_none(coder_code, shown_chars))
+    if feedback:
+        parts.append("Result of the code on your tests:\n" + feedback)
+    parts.append(
+        "For each failed test decide whether the code or your test is wrong. Then write your "
+        "corrected, complete set of tests (they replace the previous ones)."
+    )
+    return "\n\n".join(parts)
+
+
+def _code_or_none(code: str | None, shown_chars: int) -> str:
+    if code is None:
+        return "(no code block was found in that reply)"
+    return "```python\n" + clip(code.replace("```", "`` `"), shown_chars).rstrip("\n") + "\n```"
+
+
+# ---------------------------------------------------------------------------------------------
+# reference and random replies
+
+
+def reference_coder_reply(problem: Problem) -> str:
+    """The golden solution as a coder reply (a stub comment when the dataset has none)."""
+    if problem.solution is None:
+        return "**Code:**\n```python\n# this dataset ships no golden solution\n```"
+    return f"**Code:**\n```python\n{problem.solution.rstrip()}\n```"
+
+
+def reference_tester_reply(problem: Problem, max_tests: int) -> str:
+    """The first ``max_tests`` golden tests in the tester format."""
+    tests = list(problem.tests)[:max_tests]
+    if problem.style == "function":
+        return "**Tests:**\n" + function_tests_block(tests)
+    return io_tests_block(tests)

@@ -1,0 +1,481 @@
+"""Code judging: pull programs and tests out of model text, run them in a sandbox, report.
+
+Parsing never executes anything: code is only split on fences and parsed with ``ast``. Running
+happens only in a :class:`sandboxes.Sandbox` through its harnesses
+(:func:`sandboxes.run_function_tests`, :func:`sandboxes.run_io_cases`); a program that does not
+even compile on the host (``compile`` never executes) is reported without a sandbox run.
+
+Test formats written by a tester agent:
+
+* **function style** (HumanEval, MBPP): Python in a ```` ```python ```` block. Each top-level
+  statement that contains an ``assert`` is one test; other top-level statements (imports,
+  helpers, variables) run before the tests that follow them. A ``def test_*():`` function is one
+  test (it is called), so is each ``test_*`` method of a ``unittest.TestCase`` class, and a
+  ``def check(candidate):`` function is split into its assertions like HumanEval's. Lines that
+  break the parse do not sink the rest: if the block does not parse, every line that starts with
+  ``assert`` and parses alone is still a test.
+* **stdin/stdout style** (APPS, CodeContests, LiveCodeBench): pairs of fenced blocks, the first
+  after a line naming it an input (``**Test Input:**``, ``Input 2:``, ...), the second after a
+  line naming it an output (``**Test Output:**``, ``Expected output:``).
+
+Equality assertions of generated tests (``assert f(x) == y``) are rewritten so that a failure
+reads ``expected <y>, got <f(x)>``: the feedback shows the actual value, not only "failed".
+"""
+
+from __future__ import annotations
+
+import ast
+import concurrent.futures
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+_FENCE = "```"
+_PYTHON_TAGS = ("python", "python3", "py", "py3")
+#: Tests taken from one tester reply at most (the rest are ignored and reported).
+DEFAULT_MAX_TESTS = 16
+#: Longest test snippet or stdin accepted from a tester (characters).
+MAX_TEST_CHARS = 20_000
+
+_T = TypeVar("_T")
+
+# ---------------------------------------------------------------------------------------------
+# code blocks
+
+
+@dataclass(frozen=True)
+class CodeBlock:
+    """One fenced block of a reply.
+
+    Attributes:
+        lang: The language tag, lower case (may be empty).
+        body: The text between the tag line and the closing fence.
+        closed: False for a last fence left open (a truncated reply): the body runs to the end.
+        start: Offset of the opening fence in the reply.
+        end: Offset just after the closing fence (the end of the reply if unclosed).
+    """
+
+    lang: str
+    body: str
+    closed: bool
+    start: int
+    end: int
+
+
+def code_blocks(text: str) -> list[CodeBlock]:
+    """Every fenced block in ``text``, in order; an unclosed last fence runs to the end.
+
+    Linear in the length of ``text`` (a split on fences, no backtracking regex).
+    """
+    if not isinstance(text, str) or _FENCE not in text:
+        return []
+    parts = text.split(_FENCE)
+    starts = []  # offset of each part in text
+    position = 0
+    for part in parts:
+        starts.append(position)
+        position += len(part) + len(_FENCE)
+    blocks = []
+    for i in range(1, len(parts), 2):
+        raw = parts[i]
+        closed = i + 1 < len(parts)
+        first, newline, rest = raw.partition("\n")
+        tag = first.strip().lower()
+        if newline and (not tag or re.fullmatch(r"[\w+#.-]{1,20}", tag)):
+            lang, body = tag, rest
+        else:  # "```print(1)```" or no newline: the whole thing is the body
+            lang, body = "", raw
+        start = starts[i] - len(_FENCE)
+        end = starts[i] + len(raw) + (len(_FENCE) if closed else 0)
+        blocks.append(CodeBlock(lang=lang, body=body, closed=closed, start=start, end=end))
+    return blocks
+
+
+def extract_code(text: str) -> str | None:
+    """The program in a reply: the last Python-tagged block, else the last block of any tag.
+
+    A Python block left unclosed at the end of the reply (a truncated generation) counts.
+    Returns ``None`` when the reply has no fenced block or the block is empty.
+    """
+    blocks = code_blocks(text)
+    python = [b for b in blocks if b.lang in _PYTHON_TAGS]
+    chosen = python[-1] if python else (blocks[-1] if blocks else None)
+    if chosen is None or not chosen.body.strip():
+        return None
+    return chosen.body
+
+
+def compile_error(source: str, filename: str = "<solution>") -> str | None:
+    """``None`` if ``source`` compiles on the host (nothing is executed), else the error text."""
+    try:
+        compile(source, filename, "exec")
+    except SyntaxError as error:
+        return f"SyntaxError: {error.msg} (line {error.lineno})"
+    except (ValueError, RecursionError, MemoryError, OverflowError, TypeError) as error:
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# function-style tests
+
+
+@dataclass(frozen=True)
+class ParsedTests:
+    """Tests found in a tester's reply.
+
+    Attributes:
+        tests: Function style: runnable snippets (context + test); I/O style: ``(stdin, expected)``.
+        shown: A short text of each test for feedback (the assertion, or the input).
+        found: How many tests the reply contained (before the ``max_tests`` cap).
+        problems: Why parts of the reply were not usable (for feedback).
+    """
+
+    tests: tuple[Any, ...] = ()
+    shown: tuple[str, ...] = ()
+    found: int = 0
+    problems: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def valid(self) -> bool:
+        return bool(self.tests)
+
+
+_SHOW_HELPER = (
+    "def __llm_envs_show(value):\n"
+    "    try:\n"
+    "        text = repr(value)\n"
+    "    except BaseException:\n"
+    "        text = '<unprintable>'\n"
+    "    return text if len(text) <= 300 else text[:297] + '...'\n"
+)
+
+
+def _instrument_assert(statement: ast.Assert) -> list[ast.stmt]:
+    """``assert a == b`` -> statements that report ``expected b, got a`` when it fails."""
+    if not (
+        statement.msg is None
+        and isinstance(statement.test, ast.Compare)
+        and len(statement.test.ops) == 1
+        and isinstance(statement.test.ops[0], ast.Eq)
+    ):
+        return [statement]
+    left, right = statement.test.left, statement.test.comparators[0]
+    code = (
+        f"__llm_envs_actual = {ast.unparse(left)}\n"
+        f"__llm_envs_expected = {ast.unparse(right)}\n"
+        "assert __llm_envs_actual == __llm_envs_expected, "
+        "'expected ' + __llm_envs_show(__llm_envs_expected) + ', got ' + __llm_envs_show(__llm_envs_actual)\n"
+    )
+    return ast.parse(code).body
+
+
+class _AssertInstrumenter(ast.NodeTransformer):
+    def visit_Assert(self, node: ast.Assert) -> Any:
+        return _instrument_assert(node)
+
+    def visit_Lambda(self, node: ast.Lambda) -> Any:
+        return node  # no statements inside
+
+
+def _instrument(statement: ast.stmt) -> list[ast.stmt]:
+    """``statement`` with each equality assertion in it (also nested) made self-explaining."""
+    if isinstance(statement, ast.Assert):
+        return _instrument_assert(statement)
+    import copy
+
+    transformed = _AssertInstrumenter().visit(copy.deepcopy(statement))
+    return [ast.fix_missing_locations(transformed)]
+
+
+def _is_main_guard(node: ast.stmt) -> bool:
+    return (
+        isinstance(node, ast.If)
+        and isinstance(node.test, ast.Compare)
+        and isinstance(node.test.left, ast.Name)
+        and node.test.left.id == "__name__"
+    )
+
+
+def _contains_assert(node: ast.AST) -> bool:
+    return any(isinstance(n, ast.Assert) for n in ast.walk(node))
+
+
+def _is_testcase_class(node: ast.stmt) -> bool:
+    if not isinstance(node, ast.ClassDef):
+        return False
+    return any(
+        (isinstance(base, ast.Attribute) and base.attr == "TestCase") or (isinstance(base, ast.Name) and base.id == "TestCase")
+        for base in node.bases
+    )
+
+
+def _snippets_from_module(module: ast.Module, entry_point: str | None) -> tuple[list[str], list[str]]:
+    """(snippets, shown) for each test of a parsed module (see the module docstring)."""
+    header = [f"candidate = {entry_point}"] if entry_point else []
+    context: list[str] = []
+    snippets: list[str] = []
+    shown: list[str] = []
+    body: list[ast.stmt] = []
+    for node in module.body:
+        body.extend(node.body if _is_main_guard(node) else [node])
+    for node in body:
+        if isinstance(node, ast.FunctionDef) and node.name == "check" and _contains_assert(node):
+            param = node.args.args[0].arg if node.args.args else "candidate"
+            local: list[str] = []
+            for statement in node.body:
+                if _contains_assert(statement):
+                    lines = [_SHOW_HELPER, *header, *context, f"{param} = {entry_point or param}", *local]
+                    lines += [ast.unparse(s) for s in _instrument(statement)]
+                    snippets.append("\n".join(lines))
+                    shown.append(ast.unparse(statement))
+                elif not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)):
+                    local.append(ast.unparse(statement))
+        elif isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
+            test_function = ast.unparse(_instrument(node)[0])
+            snippets.append("\n".join([_SHOW_HELPER, *header, *context, test_function, f"{node.name}()"]))
+            shown.append(ast.unparse(node))
+        elif _is_testcase_class(node):
+            methods = [m for m in node.body if isinstance(m, ast.FunctionDef) and m.name.startswith("test")]
+            for method in methods:
+                runner = (
+                    "import unittest as __llm_envs_unittest\n"
+                    f"__llm_envs_result = __llm_envs_unittest.TestResult()\n"
+                    f"{node.name}({method.name!r}).run(__llm_envs_result)\n"
+                    "for __llm_envs_test, __llm_envs_trace in __llm_envs_result.errors:\n"
+                    "    raise RuntimeError((__llm_envs_trace.strip().splitlines() or ['error'])[-1])\n"
+                    "for __llm_envs_test, __llm_envs_trace in __llm_envs_result.failures:\n"
+                    "    raise AssertionError((__llm_envs_trace.strip().splitlines() or ['failed'])[-1])\n"
+                )
+                snippets.append("\n".join([_SHOW_HELPER, *header, *context, ast.unparse(node), runner]))
+                shown.append(f"{node.name}.{method.name}: " + ast.unparse(method))
+        elif isinstance(node, (ast.Assert, ast.For, ast.While, ast.With, ast.If, ast.Try)) and _contains_assert(node):
+            lines = [_SHOW_HELPER, *header, *context] + [ast.unparse(s) for s in _instrument(node)]
+            snippets.append("\n".join(lines))
+            shown.append(ast.unparse(node))
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue  # a docstring or a stray string
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) and node.value.func.id in {"check", "unittest"}:
+            continue  # "check(f)" or similar driver calls: the tests run without them
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute) and node.value.func.attr == "main":
+            continue  # unittest.main()
+        else:
+            context.append(ast.unparse(node))
+    return snippets, shown
+
+
+def parse_function_tests(text: str, entry_point: str | None, *, max_tests: int = DEFAULT_MAX_TESTS) -> ParsedTests:
+    """Function-style tests from a tester's reply (all Python blocks; see the module docstring)."""
+    if not isinstance(text, str):
+        return ParsedTests(problems=("the reply is not text",))
+    blocks = [b for b in code_blocks(text) if b.lang in _PYTHON_TAGS or not b.lang]
+    if not blocks:
+        return ParsedTests(problems=("no ```python code block with tests was found",))
+    snippets: list[str] = []
+    shown: list[str] = []
+    problems: list[str] = []
+    for block in blocks:
+        source = block.body
+        if len(source) > MAX_TEST_CHARS * max(1, max_tests):
+            problems.append(f"a test block of {len(source)} characters was ignored (too long)")
+            continue
+        try:
+            module = ast.parse(source)
+        except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as error:
+            problems.append(f"the test block does not parse ({type(error).__name__}); only its assert lines were used")
+            module = ast.Module(body=[], type_ignores=[])
+            for line in source.splitlines():
+                if line.strip().startswith("assert"):
+                    try:
+                        module.body.extend(ast.parse(line.strip()).body)
+                    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+                        continue
+        try:
+            found, labels = _snippets_from_module(module, entry_point)
+        except (RecursionError, MemoryError, ValueError) as error:
+            problems.append(f"the test block could not be processed ({type(error).__name__})")
+            continue
+        snippets.extend(found)
+        shown.extend(labels)
+    total = len(snippets)
+    if total > max_tests:
+        problems.append(f"{total} tests found; only the first {max_tests} were run")
+    kept = [(s, label) for s, label in zip(snippets, shown) if len(s) <= MAX_TEST_CHARS + len(_SHOW_HELPER) + 2000][:max_tests]
+    if not kept and total:
+        problems.append("every test was too long")
+    if not total and not problems:
+        problems.append("the code block contains no assert statement")
+    return ParsedTests(
+        tests=tuple(s for s, _ in kept),
+        shown=tuple(label for _, label in kept),
+        found=total,
+        problems=tuple(problems),
+    )
+
+
+def function_tests_block(tests: Sequence[str]) -> str:
+    """Golden function-style snippets as one tester reply (what a reference tester writes).
+
+    Each snippet becomes a ``def test_<i>():`` function, so that the helper statements of one
+    snippet (imports, ``candidate = ...``) stay out of the others.
+    """
+    parts = []
+    for index, snippet in enumerate(tests):
+        body = "\n".join("    " + line if line.strip() else "" for line in snippet.splitlines())
+        parts.append(f"def test_{index}():\n{body}\n")
+    return "```python\n" + "\n".join(parts) + "```"
+
+
+# ---------------------------------------------------------------------------------------------
+# stdin/stdout tests
+
+_LABEL_WORD = re.compile(r"\b(inputs?|stdin|outputs?|stdout|expected)\b", re.IGNORECASE)
+
+
+def _label_kind(label: str) -> str | None:
+    """"input", "output" or None for the line before a block (the last label word wins)."""
+    words = _LABEL_WORD.findall(label)
+    if not words:
+        return None
+    last = words[-1].lower()
+    return "input" if last.startswith("input") or last == "stdin" else "output"
+
+
+def parse_io_tests(text: str, *, max_tests: int = DEFAULT_MAX_TESTS) -> ParsedTests:
+    """``(stdin, expected stdout)`` pairs from a tester's reply (see the module docstring)."""
+    if not isinstance(text, str):
+        return ParsedTests(problems=("the reply is not text",))
+    blocks = code_blocks(text)
+    pairs: list[tuple[str, str]] = []
+    pending_input: str | None = None
+    previous_end = 0
+    problems: list[str] = []
+    for block in blocks:
+        before = text[previous_end : block.start]
+        previous_end = block.end
+        label_lines = [line for line in before.strip().splitlines() if line.strip()]
+        kind = _label_kind(label_lines[-1]) if label_lines else None
+        if kind == "output":
+            if pending_input is None:
+                problems.append("an output block without an input block before it was ignored")
+                continue
+            pairs.append((pending_input, block.body))
+            pending_input = None
+        elif kind == "input":
+            if pending_input is not None:
+                problems.append("an input block without an output block was ignored")
+            pending_input = block.body
+    if pending_input is not None:
+        problems.append("the last input block has no output block")
+    cleaned = []
+    for stdin, expected in pairs:
+        if len(stdin) > MAX_TEST_CHARS or len(expected) > MAX_TEST_CHARS:
+            problems.append("a test longer than the limit was ignored")
+            continue
+        stdin = stdin.strip("\n") + "\n"
+        cleaned.append((stdin, expected.strip("\n") + "\n"))
+    total = len(cleaned)
+    if total > max_tests:
+        problems.append(f"{total} tests found; only the first {max_tests} were run")
+    if not total and not problems:
+        problems.append("no **Test Input:** / **Test Output:** block pair was found")
+    kept = cleaned[:max_tests]
+    return ParsedTests(tests=tuple(kept), shown=tuple(i for i, _ in kept), found=total, problems=tuple(problems))
+
+
+def io_tests_block(cases: Sequence[tuple[str, str]]) -> str:
+    """Stdin/stdout cases as one tester reply in the expected format."""
+    parts = []
+    for stdin, expected in cases:
+        parts.append(f"**Test Input:**\n```\n{stdin.rstrip(chr(10))}\n```\n**Test Output:**\n```\n{expected.rstrip(chr(10))}\n```")
+    return "\n\n".join(parts)
+
+
+# ---------------------------------------------------------------------------------------------
+# running
+
+
+def _not_compiled(tests: Sequence[Any], error: str, io_style: bool) -> Any:
+    from sandboxes import TestReport, TestResult
+
+    results = [
+        TestResult(
+            index=i,
+            name=f"case {i}" if io_style else "test",
+            passed=False,
+            error=error,
+            expected=(test[1] if io_style else None),
+        )
+        for i, test in enumerate(tests)
+    ]
+    return TestReport(results=results, compiled=False, ran=False, error=error)
+
+
+def judge_function(
+    sandbox: Any,
+    solution: str,
+    tests: Sequence[str],
+    *,
+    setup: str = "",
+    entry_point: str | None = None,
+    time_s: float = 5.0,
+    memory_mb: int = 512,
+) -> Any:
+    """Run function-style ``tests`` against ``solution`` in ``sandbox``; a ``TestReport``."""
+    from sandboxes import run_function_tests
+
+    error = compile_error(solution)
+    if error is not None:
+        return _not_compiled(tests, error, io_style=False)
+    return run_function_tests(
+        sandbox, solution, list(tests), setup=setup, entry_point=entry_point, time_s=time_s, memory_mb=memory_mb
+    )
+
+
+def judge_io(sandbox: Any, program: str, cases: Sequence[tuple[str, str]], *, time_s: float = 5.0, memory_mb: int = 512) -> Any:
+    """Run ``program`` on each ``(stdin, expected)`` case in ``sandbox``; a ``TestReport``."""
+    from sandboxes import run_io_cases
+
+    error = compile_error(program)
+    if error is not None:
+        return _not_compiled(cases, error, io_style=True)
+    return run_io_cases(sandbox, program, list(cases), time_s=time_s, memory_mb=memory_mb)
+
+
+def judge(sandbox: Any, problem: Any, code: str, tests: Sequence[Any] | None = None, *, time_s: float = 5.0) -> Any:
+    """Run ``code`` against ``tests`` (default: the problem's golden tests) in its style."""
+    tests = problem.tests if tests is None else tests
+    if problem.style == "io":
+        return judge_io(sandbox, code, tests, time_s=time_s)
+    if problem.style == "function":
+        return judge_function(sandbox, code, tests, setup=problem.setup, entry_point=problem.entry_point, time_s=time_s)
+    raise ValueError(f"problem {problem.id} has style {problem.style!r}; code judging needs 'function' or 'io'")
+
+
+def run_concurrently(tasks: Sequence[Callable[[], _T]], max_workers: int) -> list[_T]:
+    """Run zero-argument callables on a thread pool (sandbox runs wait on pipes, not the GIL)."""
+    if len(tasks) <= 1:
+        return [task() for task in tasks]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, max_workers)) as pool:
+        return list(pool.map(lambda task: task(), tasks))
+
+
+def judge_many(sandbox: Any, items: Sequence[tuple[Any, str]], *, time_s: float = 5.0) -> list[Any]:
+    """``judge`` each ``(problem, code)`` pair against its golden tests, concurrently."""
+    width = max(1, int(getattr(sandbox, "max_concurrency", 2)))
+    return run_concurrently([lambda p=p, c=c: judge(sandbox, p, c, time_s=time_s) for p, c in items], width)
+
+
+def test_ran(result: Any, io_style: bool) -> bool:
+    """Whether the code under test ran to completion on this test (a wrong answer counts as ran).
+
+    Function style: passed, or failed by an ``AssertionError``; I/O style: passed or a wrong
+    answer (exit status 0 in time).
+    """
+    if result.passed:
+        return True
+    error = result.error or ""
+    if io_style:
+        return error == "wrong answer"
+    return error.startswith("AssertionError")
