@@ -315,6 +315,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "torch_threads": torch.get_num_threads(),
         "machine": {
             "cpus": os.cpu_count(),
+            # Other load disturbs CPU timings; the best of --repeats alternating runs counts.
+            "load_average_1_5_15_min": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
             "python": platform.python_version(),
             "torch": torch.__version__,
             "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
@@ -332,7 +334,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.out.with_suffix(".md").write_text(
         f"# eval_throughput\n\n{env_id}, {agent_kind}, {episodes} episodes per cell, "
         f"{args.max_new_tokens} new tokens, device {args.device}, {os.cpu_count()} CPUs, "
-        f"{torch.get_num_threads()} torch thread(s)\n\n{table}\n"
+        f"{torch.get_num_threads()} torch thread(s), best of {args.repeats} alternating runs, "
+        f"load average {os.getloadavg()[0]:.1f} at the end\n\n{table}\n"
     )
     print(f"\nwrote {args.out} and {args.out.with_suffix('.md')}")
     return 0

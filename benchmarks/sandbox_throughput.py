@@ -24,13 +24,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import sandboxes  # noqa: E402
-from sandboxes import Limits, SandboxUnavailable  # noqa: E402
+import sandboxes
+from sandboxes import Limits, SandboxUnavailable
 
 WORKLOADS = {
     "trivial": "print(sum(range(100)))\n",

@@ -196,6 +196,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
     possible_agents = list(probe.possible_agents)
     probe.close()
     agents, specs = _build_eval_agents(args, possible_agents)
+    from llm_envs.agents.human import HumanAgent
+
+    if any(isinstance(agent, HumanAgent) for agent in agents.values()):
+        # A person answers one prompt at a time, and a progress bar would cut through them.
+        if args.concurrency != 1:
+            print("a human plays: one episode at a time (--concurrency 1)", file=sys.stderr)
+        args.concurrency, args.no_progress = 1, True
     out = args.out or Path("runs") / "eval" / env_entry.id.split("/")[-1] / _slug(
         "+".join(f"{k}={v}" if k != "*" else v for k, v in sorted(specs.items())) + f"-seed{args.seed}"
     )

@@ -394,6 +394,8 @@ class Runner:
         finally:
             if writer is not None:
                 writer.close()
+            for env in envs:
+                env.close()
             for agent in unique_agents:
                 aclose = getattr(agent, "aclose", None)
                 if aclose is not None:

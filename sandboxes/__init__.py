@@ -14,9 +14,30 @@ See docs/sandboxes.md for the threat model and what each backend guarantees.
 Only the standard library is needed; ``docker`` is imported lazily by the docker backend.
 """
 
-from .core import DEFAULT_LIMITS, Job, Limits, RunResult, Sandbox, SandboxError, SandboxUnavailable
-from .factory import BACKENDS, available_backends, close_shared_sandboxes, make_sandbox, shared_sandbox
-from .harness import TestReport, TestResult, outputs_match, run_function_tests, run_io_cases, split_check_function
+from .core import (
+    DEFAULT_LIMITS,
+    Job,
+    Limits,
+    RunResult,
+    Sandbox,
+    SandboxError,
+    SandboxUnavailable,
+)
+from .factory import (
+    BACKENDS,
+    available_backends,
+    close_shared_sandboxes,
+    make_sandbox,
+    shared_sandbox,
+)
+from .harness import (
+    TestReport,
+    TestResult,
+    outputs_match,
+    run_function_tests,
+    run_io_cases,
+    split_check_function,
+)
 
 __all__ = [
     "BACKENDS",

@@ -302,7 +302,7 @@ class Worker:
                 if pidfd in readable:
                     # The program exited. Take what is already in the pipes, but do not wait for
                     # EOF: a background child may hold them open.
-                    for fd in list(open_fds):
+                    for fd in open_fds:
                         while len(buffers[fd]) <= cap:
                             ready, _, _ = select.select([fd], [], [], 0)
                             if not ready:

@@ -8,9 +8,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import os
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Optional, Union
+from typing import Union
 
 FileContent = Union[str, bytes]
 FileMap = Mapping[str, FileContent]
@@ -83,7 +84,7 @@ class RunResult:
 
     stdout: str
     stderr: str
-    exit_code: Optional[int]
+    exit_code: int | None
     timed_out: bool = False
     oom: bool = False
     stdout_truncated: bool = False
@@ -103,11 +104,11 @@ class Job:
 
     source: str
     stdin: str = ""
-    files: Optional[FileMap] = None
-    limits: Optional[Limits] = None
+    files: FileMap | None = None
+    limits: Limits | None = None
 
 
-def validate_files(files: Optional[FileMap]) -> dict[str, bytes]:
+def validate_files(files: FileMap | None) -> dict[str, bytes]:
     """Check file names (relative, no ``..``, not ``main.py``) and encode contents as bytes.
 
     File names come from the caller, not from the program, so a bad name is a caller bug and
@@ -144,9 +145,20 @@ class Sandbox:
     max_concurrency: int = 2
 
     def __init__(self) -> None:
-        self._executor: Optional[concurrent.futures.ThreadPoolExecutor] = None
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
         self._closed = False
+        self._owner_pid = os.getpid()
+
+    def _check_usable(self) -> None:
+        """Refuse use after close() or from a forked child (its pipes belong to the parent)."""
+        if self._closed:
+            raise SandboxError(f"{self.name} sandbox is closed")
+        if os.getpid() != self._owner_pid:
+            raise SandboxError(
+                f"this {self.name} sandbox belongs to process {self._owner_pid}; after fork() create a new "
+                "one in the child (shared_sandbox() keeps one per process)"
+            )
 
     # -- the one method a backend must provide -------------------------------------------
     def run(
@@ -154,8 +166,8 @@ class Sandbox:
         source: str,
         *,
         stdin: str = "",
-        files: Optional[FileMap] = None,
-        limits: Optional[Limits] = None,
+        files: FileMap | None = None,
+        limits: Limits | None = None,
     ) -> RunResult:
         raise NotImplementedError
 
@@ -190,8 +202,8 @@ class Sandbox:
         source: str,
         *,
         stdin: str = "",
-        files: Optional[FileMap] = None,
-        limits: Optional[Limits] = None,
+        files: FileMap | None = None,
+        limits: Limits | None = None,
     ) -> RunResult:
         """Async form of `run`; runs on the sandbox's thread pool so the event loop stays free."""
         loop = asyncio.get_running_loop()
@@ -211,7 +223,7 @@ class Sandbox:
         if executor is not None:
             executor.shutdown(wait=True)
 
-    def __enter__(self) -> "Sandbox":
+    def __enter__(self) -> Sandbox:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

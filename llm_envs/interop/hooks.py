@@ -26,7 +26,7 @@ implements::
 Each text is a complete action exactly as an LLM would write it (e.g. ``"#### U"``), so playing it
 goes through the environment's normal parser and rewards. Where an environment has no such
 method, a *wrapper-side* enumerator registered with :func:`register_moves` stands in (those that
-ship are in :mod:`llm_envs.interop.fallback_moves`: Signalling, Plan-Path, Sokoban, Sudoku).
+ship are in :mod:`llm_envs.interop.fallback_moves`: Signalling (the puzzles implement the hook themselves)).
 :func:`candidate_actions` builds a generic menu for any environment instead: the reference action
 plus well-formed random actions, shuffled.
 """

@@ -467,7 +467,7 @@ def judge_many(sandbox: Any, items: Sequence[tuple[Any, str]], *, time_s: float 
     return run_concurrently([lambda p=p, c=c: judge(sandbox, p, c, time_s=time_s) for p, c in items], width)
 
 
-def test_ran(result: Any, io_style: bool) -> bool:
+def ran_to_completion(result: Any, io_style: bool) -> bool:
     """Whether the code under test ran to completion on this test (a wrong answer counts as ran).
 
     Function style: passed, or failed by an ``AssertionError``; I/O style: passed or a wrong

@@ -50,43 +50,50 @@ _BOX_COMMAND = re.compile(r"\\(?:boxed|fbox)")
 def extract_boxed(text: str) -> str | None:
     """The content of the last ``\\boxed{...}`` (or ``\\fbox{...}``) in ``text``, stripped.
 
-    Braces inside the box are balanced (``\\boxed{\\frac{1}{2}}`` gives ``\\frac{1}{2}``). The
-    brace-less form ``\\boxed 5`` gives the token after the space. Returns ``None`` when there is
-    no complete box (e.g. an unclosed brace), and also for an empty box.
+    Braces inside the box are balanced (``\\boxed{\\frac{1}{2}}`` gives ``\\frac{1}{2}``);
+    escaped braces ``\\{`` ``\\}`` do not count. The brace-less form ``\\boxed 5`` gives the
+    token after the space. Returns ``None`` when there is no complete box (e.g. an unclosed
+    brace) or the box is empty. Linear in the length of ``text``.
     """
-    if not isinstance(text, str):
+    if not isinstance(text, str) or ("\\boxed" not in text and "\\fbox" not in text):
         return None
+    closing = _matching_braces(text)
     for match in reversed(list(_BOX_COMMAND.finditer(text))):
-        content = _box_content(text, match.end())
-        if content is not None:
-            content = content.strip()
-            return content or None
-    return None
-
-
-def _box_content(text: str, start: int) -> str | None:
-    i = start
-    while i < len(text) and text[i] in " \t":
-        i += 1
-    if i >= len(text):
-        return None
-    if text[i] != "{":
-        if i == start:  # "\boxedfoo" is another command, not a box
-            return None
-        token = re.match(r"[^\s$]+", text[i:])
-        return token.group(0) if token else None
-    depth = 0
-    for j in range(i, len(text)):
-        char = text[j]
-        if char == "\\" and j + 1 < len(text) and text[j + 1] in "{}":
+        i = match.end()
+        while i < len(text) and text[i] in " \t":
+            i += 1
+        if i >= len(text):
             continue
-        if char == "{" and not (j > 0 and text[j - 1] == "\\"):
-            depth += 1
-        elif char == "}" and not (j > 0 and text[j - 1] == "\\"):
-            depth -= 1
-            if depth == 0:
-                return text[i + 1 : j]
+        if text[i] == "{":
+            j = closing.get(i)
+            if j is None:
+                continue
+            content = text[i + 1 : j].strip()
+        elif i > match.end():  # "\\boxed 5"; "\\boxedfoo" is another command
+            token = re.match(r"[^\s$]+", text[i:])
+            content = token.group(0) if token else ""
+        else:
+            continue
+        return content or None
     return None
+
+
+def _matching_braces(text: str) -> dict[int, int]:
+    """Position of each unescaped ``{`` -> position of its matching ``}`` (one pass)."""
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    escaped = False
+    for position, char in enumerate(text):
+        if escaped:
+            escaped = False
+            continue
+        if char == "\\":
+            escaped = True
+        elif char == "{":
+            stack.append(position)
+        elif char == "}" and stack:
+            pairs[stack.pop()] = position
+    return pairs
 
 
 # ---------------------------------------------------------------------------------------------
@@ -101,7 +108,7 @@ _LATEX_FRACTION = re.compile(r"^([+-]?)\\frac(?:\{([+-]?\d+)\}\{([+-]?\d+)\}|(\d
 
 def normalize_answer(answer: str) -> str:
     """A canonical spelling of a short answer, for string comparison (not a parser)."""
-    text = answer.strip()
+    text = answer.strip().rstrip(".").strip()
     for left, right in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
         if len(text) >= len(left) + len(right) and text.startswith(left) and text.endswith(right):
             text = text[len(left) : len(text) - len(right)].strip()

@@ -214,7 +214,7 @@ def test_sandbox_backend_env_override(monkeypatch):
 def test_auto_never_falls_back_to_unsafe_silently(monkeypatch, tmp_path):
     # Make bwrap unavailable and break the process backend's launcher: auto must raise, not
     # quietly run programs unisolated.
-    import sandboxes.factory as factory
+    from sandboxes import factory
 
     def broken(**_):
         raise SandboxUnavailable("disabled for this test")
@@ -281,3 +281,19 @@ def test_job_killing_its_own_worker_gets_a_result(isolated):
     res = isolated.run("import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nimport time\ntime.sleep(0.5)", limits=Limits(time_s=3))
     assert isinstance(res, RunResult)
     assert isolated.run("print(3)").stdout == "3\n"
+
+
+def test_forked_child_cannot_use_parents_sandbox(isolated):
+    assert isolated.run("print(1)").ok
+    pid = os.fork()
+    if pid == 0:
+        try:
+            isolated.run("print(1)")
+            os._exit(1)
+        except SandboxError as exc:
+            os._exit(0 if "after fork()" in str(exc) else 2)
+        except BaseException:
+            os._exit(3)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert isolated.run("print(2)").stdout == "2\n"

@@ -24,12 +24,16 @@ Rewards (outcome)      ``r_local`` = 1 if the agent's own plan reaches the goal;
 Termination            the goal is reached
 Truncation             ``max_turns`` turns played without reaching it
 Splits                 by a hash of the grid text (``split`` config field): never overlap
+Legal actions          ``legal_actions(agent)`` (the interop hook; ``max_legal_actions`` = 4):
+                       for the agent to act, each single step U/D/L/R that moves, as
+                       ``#### U`` (tool: a program ``print('#### U')``); one step per turn,
+                       so raise ``max_turns`` to reach the goal this way
 =====================  ======================================================================
 
 Version history:
 
 * v0: first release (Stronger-MAS games/planning MAS, with BFS-distance shaping and a real
-  sandbox).
+  sandbox); ``legal_actions``/``max_legal_actions`` added later without changing play.
 """
 
 from __future__ import annotations

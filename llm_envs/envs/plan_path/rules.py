@@ -193,6 +193,16 @@ def format_moves(moves: tuple[str, ...]) -> str:
     return " ".join(moves)
 
 
+def single_step_plans(state: PathState) -> list[tuple[str, ...]]:
+    """The one-move plans that change the position, in the order U, D, L, R (the moves of the
+    enumerable-moves hook). A blocked step is left out, unless every step is blocked: then all
+    four are listed, so that the list is never empty (such a start cannot reach any goal, so
+    this does not happen in a served puzzle)."""
+    steps = [(name,) for name in MOVES]
+    moving = [plan for plan in steps if step(state.grid, state.position, plan[0])[1]]
+    return moving or steps
+
+
 def shortest_path(state: PathState) -> tuple[str, ...] | None:
     """A shortest move list from the position to the goal (``None`` if unreachable).
 
@@ -351,6 +361,14 @@ class PlanPathRules:
     def random_plan(self, state: PathState, rng: np.random.Generator) -> tuple[str, ...]:
         length = int(rng.integers(1, state.grid.rows + state.grid.cols + 1))
         return tuple(str(m) for m in rng.choice(list(MOVES), size=length))
+
+    @property
+    def max_legal_plans(self) -> int:
+        """At most one plan per direction."""
+        return len(MOVES)
+
+    def legal_plans(self, state: PathState) -> list[tuple[str, ...]]:
+        return single_step_plans(state)
 
     def rules_text(self) -> str:
         return (

@@ -79,10 +79,9 @@ class SignallingEnv(TextEnv):
         return SPEAKER
 
     def _instruction(self, agent: str) -> str:
-        symbols = " ".join(self.config.symbols)
         if agent == SPEAKER:
-            return f"You are the speaker. Symbols: {symbols}. Name the target symbol in one word."
-        return f"You are the listener. Symbols: {symbols}. Answer with the symbol the message names."
+            return "You are the speaker. Name the target symbol in one word."
+        return "You are the listener. Answer with the symbol the message names, in one word."
 
     def _prompt(self, agent: str) -> str:
         if self._episode_over:

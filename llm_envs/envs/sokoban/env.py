@@ -24,12 +24,17 @@ Rewards (outcome)      ``r_local`` = 1 if the agent's own plan solves the level;
 Termination            every box on a target
 Truncation             ``max_turns`` turns played without solving
 Splits                 by a hash of the level text (``split`` config field): never overlap
+Legal actions          ``legal_actions(agent)`` (the interop hook; ``max_legal_actions`` = 4):
+                       for the agent to act, each single step U/D/L/R that walks or pushes
+                       (all four if every step is blocked), as ``#### U`` (tool: a program
+                       ``print('#### U')``); one step per turn, so raise ``max_turns``
 =====================  ======================================================================
 
 Version history:
 
 * v0: first release (Stronger-MAS games/planning MAS; reverse-play generation verified by a
-  BFS solver; a real sandbox).
+  BFS solver; a real sandbox); ``legal_actions``/``max_legal_actions`` added later without
+  changing play.
 """
 
 from __future__ import annotations

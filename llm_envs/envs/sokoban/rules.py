@@ -227,6 +227,15 @@ def solve(state: SokobanState, max_states: int = 500_000) -> tuple[str, ...] | N
     return None
 
 
+def single_step_plans(state: SokobanState) -> list[tuple[str, ...]]:
+    """The one-move plans that change the state (a walk or a push), in the order U, D, L, R
+    (the moves of the enumerable-moves hook). A blocked step is left out, unless every step is
+    blocked: then all four are listed, so that the list is never empty."""
+    steps = [(name,) for name in MOVES]
+    moving = [plan for plan in steps if move(state, plan[0])[1]]
+    return moving or steps
+
+
 def count_pushes(state: SokobanState, moves: tuple[str, ...]) -> int:
     pushes = 0
     for direction in moves:
@@ -453,6 +462,14 @@ class SokobanRules:
     def random_plan(self, state: SokobanState, rng: np.random.Generator) -> tuple[str, ...]:
         length = int(rng.integers(1, 2 * (state.room.rows + state.room.cols) + 1))
         return tuple(str(m) for m in rng.choice(list(MOVES), size=length))
+
+    @property
+    def max_legal_plans(self) -> int:
+        """At most one plan per direction."""
+        return len(MOVES)
+
+    def legal_plans(self, state: SokobanState) -> list[tuple[str, ...]]:
+        return single_step_plans(state)
 
     def rules_text(self) -> str:
         return (

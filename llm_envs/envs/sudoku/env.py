@@ -27,12 +27,19 @@ Rewards (outcome)      ``r_local`` = 1 if the agent's own grid solves the puzzle
 Termination            the board equals the (unique) solution
 Truncation             ``max_turns`` turns played without solving
 Splits                 by a hash of the clue text (``split`` config field): never overlap
+Legal actions          ``legal_actions(agent)`` (the interop hook; ``max_legal_actions`` =
+                       ``size**3``): for the agent to act, the current board with one empty
+                       cell filled by a number not yet in its row, column or box, as
+                       ``#### [[...], ...]`` (tool: a program printing that line); at a dead
+                       end (no such fill, not solved) only the clues, i.e. start over. One
+                       cell per turn, so raise ``max_turns``
 =====================  ======================================================================
 
 Version history:
 
 * v0: first release (Stronger-MAS games/planning MAS; every puzzle has a unique solution,
-  answers must keep every clue; a real sandbox).
+  answers must keep every clue; a real sandbox); ``legal_actions``/``max_legal_actions``
+  added later without changing play (a given puzzle must now match ``size``).
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ A solved submission thus earns -0.01 + 0.5 + 2.0 = 2.49 with the defaults.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from dataclasses import dataclass
@@ -102,6 +103,42 @@ def has_conflict(grid: Grid, size: int) -> bool:
         if len(values) != len(set(values)):
             return True
     return False
+
+
+@functools.cache
+def peers(size: int) -> tuple[frozenset[int], ...]:
+    """For each cell, the other cells that share a row, column or box with it."""
+    related: list[set[int]] = [set() for _ in range(size * size)]
+    for unit in units(size):
+        for cell in unit:
+            related[cell].update(unit)
+    return tuple(frozenset(cells - {cell}) for cell, cells in enumerate(related))
+
+
+def single_fill_plans(state: SudokuState) -> list[Grid]:
+    """The one-cell moves of the enumerable-moves hook, as whole grids (the answer format).
+
+    Each is the current board with one empty cell filled by a number that is not already in
+    that cell's row, column or box; cells in row-major order, numbers ascending. On a board
+    without repeats (every board that such moves reach) this is exactly "fill one cell without
+    creating a repeat". A board where no cell can be filled that way (a dead end: every empty
+    cell sees all numbers, or a full board that is not the solution) gets one move instead:
+    the clues, i.e. start over. Empty only for a solved board.
+    """
+    puzzle, board = state.puzzle, state.board
+    size = puzzle.size
+    cell_peers = peers(size)
+    plans: list[Grid] = []
+    for cell, value in enumerate(board):
+        if value:
+            continue
+        seen = {board[other] for other in cell_peers[cell]}
+        for number in range(1, size + 1):
+            if number not in seen:
+                plans.append(board[:cell] + (number,) + board[cell + 1 :])
+    if not plans and board != puzzle.solution:
+        return [puzzle.clues]
+    return plans
 
 
 # ------------------------------------------------------------------------------------ solver
@@ -398,6 +435,11 @@ class SudokuRules:
 
     def load(self, text: str) -> SudokuState:
         puzzle = parse_puzzle_text(text)
+        # The prompts state the configured size, and the bound on the moves depends on it.
+        if puzzle.size != self.size:
+            raise ValueError(
+                f"the puzzle is {puzzle.size}x{puzzle.size}, the rules are for size={self.size}"
+            )
         return SudokuState(puzzle, puzzle.clues)
 
     def puzzle_text(self, state: SudokuState) -> str:
@@ -432,6 +474,14 @@ class SudokuRules:
         """The clues kept and every empty cell filled with a random number."""
         size = state.puzzle.size
         return tuple(v if v else int(rng.integers(1, size + 1)) for v in state.puzzle.clues)
+
+    @property
+    def max_legal_plans(self) -> int:
+        """Every cell times every number (a bound; the real count is much smaller)."""
+        return self.size**3
+
+    def legal_plans(self, state: SudokuState) -> list[Grid]:
+        return single_fill_plans(state)
 
     def rules_text(self) -> str:
         n = self.size

@@ -1,0 +1,1 @@
+"""Coder–Tester environment (Stronger-MAS code generation): ``llm/CoderTester-v0``."""

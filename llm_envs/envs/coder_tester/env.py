@@ -1,0 +1,430 @@
+"""``llm/CoderTester-v0``: Stronger-MAS code generation with a coder and a unit-test writer.
+
+Each turn the coder writes a solution and the tester writes unit tests. The environment runs,
+in the sandbox, the coder's code on the golden tests (team and coder rewards), the **golden
+solution** on the tester's tests (tester reward: are the tests right?), and the coder's code on
+the tester's tests (agreement, and the mismatches shown in the next turn). Within a turn the
+coder acts first, but the tester's prompt shows only earlier turns, so a turn is simultaneous
+in effect, as in the paper.
+
+=====================  ======================================================================
+Import                 ``llm_envs.make("llm/CoderTester-v0")`` (``task="mbpp"``, ``"apps"``,
+                       ``"code_contests"``, ``"livecodebench"``; ``task_path=`` for local files)
+Agents                 ``["coder", "tester"]``; ``agents="single"``: ``["coder"]`` alone
+Turn order             coder, tester, coder, tester, ... for at most ``max_turns`` = 4 turns
+Actions                any text. Coder: one ```` ```python ```` block with the complete solution
+                       (function-style problems: defines the entry point; stdin/stdout
+                       problems: a program). Tester: function style, a ```` ```python ````
+                       block of ``assert entry_point(...) == ...`` lines (``def test_*``,
+                       ``unittest`` methods and ``def check(candidate)`` also work); I/O style,
+                       ``**Test Input:**`` / ``**Test Output:**`` block pairs
+Observations           ``{"instruction": role and exact format, "prompt": the problem; from
+                       turn 1 on also the agent's previous reply, the coder's last code (for
+                       the tester), and each failed tester test with input, expected and
+                       actual output or error}``
+Rewards (dense)        ``alpha * r_team + r_local`` per action, all known at the action's own
+                       step. ``r_team`` = golden pass rate of this turn's code; coder
+                       ``r_local`` = 0.1 builds + 0.1 runs (first ``runs_check_tests`` golden
+                       tests execute without crashing) + 0.8 golden pass rate; tester
+                       ``r_local`` = 0.2 valid (at least one test parsed) + 0.8 pass rate of
+                       the golden solution on its tests. A reply without code or tests earns 0
+                       for those terms (no separate penalty)
+Rewards (outcome)      ``alpha * 1[this turn's code passes every golden test]`` for both
+Termination            the coder's code passes every one of the tester's (valid) tests
+Truncation             ``max_turns`` turns played without that agreement; the single-agent
+                       variant ends after its one turn
+``success``            the last code passes every golden test
+Splits                 per task source; HumanEval: 80/10/10 by prompt hash (``task_kwargs=
+                       {"split_policy": "benchmark"}`` and ``split="test"`` for all 164)
+=====================  ======================================================================
+
+Version history:
+
+* v0: first release (golden solution loaded for the tester reward; sandboxed execution;
+  function-style and stdin/stdout problems).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from llm_envs.core.env import TextEnv
+from llm_envs.core.splits import check_split
+from llm_envs.envs.coder_tester import rules
+from llm_envs.tasks import Problem, TaskSource, load_task_source
+from llm_envs.verifiers import code as code_verifier
+
+
+@dataclass
+class CoderTesterConfig:
+    """Options of :class:`CoderTesterEnv` (defaults follow Stronger-MAS).
+
+    Attributes:
+        task: Task source name (``"humaneval"``, ``"mbpp"``, ``"apps"``, ``"code_contests"``,
+            ``"livecodebench"``); see docs/tasks.md.
+        split: ``"train"``, ``"validation"`` or ``"test"``.
+        task_path: A local JSONL/parquet file or directory in the dataset's hub schema.
+        task_kwargs: Extra options of the task source (``split_policy``, ``limit``, ...).
+        agents: ``"multi"`` (coder and tester) or ``"single"`` (the coder alone, one turn).
+        max_turns: Turn limit T. Paper: 4.
+        reward_mode: ``"dense"`` (shaped) or ``"outcome"`` (team outcome only).
+        alpha: Weight of the team reward in ``alpha * r_team + r_local``. Paper: 1.
+        coder_weights: Coder local reward weights (0.1 builds, 0.1 runs, 0.8 golden).
+        tester_weights: Tester local reward weights (0.2 valid, 0.8 golden solution pass rate).
+        runs_check_tests: How many of the first golden tests must execute for "runs".
+        max_golden_tests: Use only the first N golden tests (``None``: all). The released
+            code used 4 in training.
+        max_generated_tests: Tests taken from one tester reply at most.
+        test_time_s: Time limit of one test (function style) or one program run (I/O style).
+        shown_chars: Code and tests echoed into prompts are cut to this many characters.
+        max_mismatches_shown: Failed tests listed in a prompt at most.
+    """
+
+    task: str = "humaneval"
+    split: str = "train"
+    task_path: str | None = None
+    task_kwargs: dict[str, Any] = field(default_factory=dict)
+    agents: str = "multi"
+    max_turns: int = 4
+    reward_mode: str = "dense"
+    alpha: float = 1.0
+    coder_weights: rules.CoderWeights = rules.CoderWeights()
+    tester_weights: rules.TesterWeights = rules.TesterWeights()
+    runs_check_tests: int = 3
+    max_golden_tests: int | None = None
+    max_generated_tests: int = 16
+    test_time_s: float = 5.0
+    shown_chars: int = 4000
+    max_mismatches_shown: int = 5
+
+    def validate(self) -> None:
+        if self.agents not in rules.AGENT_MODES:
+            raise ValueError(f"agents must be one of {rules.AGENT_MODES}, got {self.agents!r}")
+        if self.reward_mode not in rules.REWARD_MODES:
+            raise ValueError(f"reward_mode must be one of {rules.REWARD_MODES}, got {self.reward_mode!r}")
+        if self.max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
+        if self.test_time_s <= 0:
+            raise ValueError("test_time_s must be positive")
+        if self.max_generated_tests < 1 or self.runs_check_tests < 1:
+            raise ValueError("max_generated_tests and runs_check_tests must be >= 1")
+        check_split(self.split)
+
+
+@dataclass
+class _Turn:
+    """What one completed turn left for the next prompts."""
+
+    code: str | None
+    tests_text: str | None
+    mismatches: list[rules.Mismatch]
+    passed: int
+    total: int
+
+
+class CoderTesterEnv(TextEnv):
+    """Coder–Tester code generation (Stronger-MAS); see the module docstring."""
+
+    metadata = {**TextEnv.metadata, "name": "coder_tester_v0"}
+    config_class = CoderTesterConfig
+
+    def __init__(
+        self,
+        config: CoderTesterConfig | None = None,
+        *,
+        render_mode: str | None = None,
+        sandbox: Any = None,
+        task_source: TaskSource | None = None,
+        **overrides: Any,
+    ) -> None:
+        """Args:
+        config: A :class:`CoderTesterConfig`; keyword ``overrides`` replace its fields.
+        render_mode: ``"ansi"``, ``"human"`` or ``None``.
+        sandbox: A :class:`sandboxes.Sandbox` or a spec string for
+            ``sandboxes.shared_sandbox``; ``None`` uses ``shared_sandbox("auto")`` on first use.
+        task_source: A ready task source; replaces ``config.task``.
+        """
+        self.config: CoderTesterConfig = self._build_config(config, overrides)
+        cfg = self.config
+        cfg.validate()
+        if task_source is None:
+            kwargs = dict(cfg.task_kwargs)
+            if cfg.task_path is not None:
+                kwargs["path"] = cfg.task_path
+            task_source = load_task_source(cfg.task, split=cfg.split, **kwargs)
+        self.task_source = task_source
+        first = task_source.get(0)
+        if first.style not in ("function", "io"):
+            raise ValueError(f"task {task_source.name!r} has {first.style!r} problems; CoderTester needs code problems")
+        self.multi_agent = cfg.agents == "multi"
+        if self.multi_agent and not getattr(task_source, "has_golden_solutions", True):
+            raise ValueError(
+                f"task {task_source.name!r} has no golden solutions, which the tester reward needs "
+                "(0.8 x pass rate of the golden solution on the tests); use agents='single'"
+            )
+        self._sandbox_spec = sandbox if isinstance(sandbox, str) else None
+        self._sandbox = None if isinstance(sandbox, str) else sandbox
+        super().__init__(["coder", "tester"] if self.multi_agent else ["coder"], render_mode=render_mode)
+        self.problem: Problem | None = None
+        self.golden_tests: tuple[Any, ...] = ()
+        self.history: list[_Turn] = []
+        self._code: str | None = None
+        self._golden_pass_rate = 0.0
+        self._last_tester: dict[str, float] = {}
+        self._agreed = False
+        self._sandbox_seconds = 0.0
+
+    # ------------------------------------------------------------------ sandbox
+    @property
+    def sandbox(self) -> Any:
+        """The sandbox code runs in (created on first use when none was given)."""
+        if self._sandbox is None:
+            import sandboxes
+
+            self._sandbox = sandboxes.shared_sandbox(self._sandbox_spec or "auto")
+        return self._sandbox
+
+    @property
+    def sandbox_seconds(self) -> float:
+        """Wall-clock seconds this episode spent waiting for the sandbox (for benchmarks; kept
+        out of the metrics and the transcript, which must not depend on timing)."""
+        return self._sandbox_seconds
+
+    def _shared_resources(self) -> list[Any]:
+        shared: list[Any] = [self.task_source]
+        if self._sandbox is not None:
+            shared.append(self._sandbox)
+        return shared
+
+    def _judge(self, code: str, tests: Any, *, golden_setup: bool = True) -> Any:
+        """Run ``code`` on ``tests`` in the problem's style; time spent is added to the metrics."""
+        assert self.problem is not None
+        problem = self.problem
+        started = time.perf_counter()
+        try:
+            if problem.style == "io":
+                return code_verifier.judge_io(self.sandbox, code, tests, time_s=self.config.test_time_s)
+            return code_verifier.judge_function(
+                self.sandbox,
+                code,
+                tests,
+                setup=problem.setup if golden_setup else "",
+                entry_point=problem.entry_point,
+                time_s=self.config.test_time_s,
+            )
+        finally:
+            self._sandbox_seconds += time.perf_counter() - started
+
+    # ------------------------------------------------------------------ episode
+    def _start_episode(self, options: dict[str, Any]) -> str:
+        self.problem = self._choose_problem(options)
+        if self.problem.style not in ("function", "io") or not self.problem.tests:
+            raise ValueError(f"problem {self.problem.id!r} is not a code problem with golden tests")
+        limit = self.config.max_golden_tests
+        self.golden_tests = tuple(self.problem.tests[:limit] if limit is not None else self.problem.tests)
+        self.history = []
+        self._code = None
+        self._golden_pass_rate = 0.0
+        self._last_tester = {}
+        self._agreed = False
+        self._sandbox_seconds = 0.0
+        return "coder"
+
+    def _choose_problem(self, options: dict[str, Any]) -> Problem:
+        """``options["problem"]`` (a Problem), ``options["problem_index"]`` (an index into the
+        task source, e.g. to evaluate a whole benchmark in order), else a seeded draw."""
+        if options.get("problem") is not None:
+            problem = options["problem"]
+            if not isinstance(problem, Problem):
+                raise TypeError(f"options['problem'] must be a Problem, got {type(problem).__name__}")
+            return problem
+        if options.get("problem_index") is not None:
+            return self.task_source.get(int(options["problem_index"]))
+        return self.task_source.sample(self.np_random)
+
+    def _apply_action(self, agent: str, action: str) -> str | None:
+        if agent == "coder":
+            return self._coder_step(action)
+        return self._tester_step(action)
+
+    def _coder_step(self, action: str) -> str | None:
+        cfg = self.config
+        code = code_verifier.extract_code(action)
+        record = self._add_record("coder", action, parsed={"code": code}, format_ok=code is not None)
+        if code is None:
+            builds = runs = False
+            golden_rate = 0.0
+            info: dict[str, Any] = {"error": "no ```python code block found"}
+        else:
+            report = self._judge(code, self.golden_tests)
+            builds = report.compiled
+            first = report.results[: cfg.runs_check_tests]
+            io_style = self.problem is not None and self.problem.style == "io"
+            runs = builds and bool(first) and all(code_verifier.ran_to_completion(r, io_style) for r in first)
+            if not io_style:
+                runs = runs and report.ran
+            golden_rate = report.pass_rate
+            info = {"golden_passed": report.passed, "golden_total": report.total, "error": report.error}
+        self._code = code
+        self._golden_pass_rate = golden_rate
+        record.info.update({"builds": builds, "runs": runs, "golden_pass_rate": golden_rate, **info})
+        if cfg.reward_mode == "outcome":
+            self._credit(record, "team", cfg.alpha * float(golden_rate >= 1.0))
+        else:
+            self._credit(record, "team", cfg.alpha * golden_rate)
+            self._credit(record, "local", rules.coder_local_reward(builds, runs, golden_rate, cfg.coder_weights))
+        if not self.multi_agent:
+            self.turn += 1
+            self.history.append(_Turn(code, None, [], 0, 0))
+            self._end_episode()  # one-shot: the single coder's episode is its one turn
+            return None
+        return "tester"
+
+    def _tester_step(self, action: str) -> str | None:
+        cfg = self.config
+        problem = self.problem
+        assert problem is not None
+        if problem.style == "io":
+            parsed = code_verifier.parse_io_tests(action, max_tests=cfg.max_generated_tests)
+        else:
+            parsed = code_verifier.parse_function_tests(action, problem.entry_point, max_tests=cfg.max_generated_tests)
+        record = self._add_record(
+            "tester",
+            action,
+            parsed={"tests": len(parsed.tests), "found": parsed.found, "problems": list(parsed.problems)},
+            format_ok=parsed.valid,
+        )
+        golden_solution_rate = 0.0
+        mismatches: list[rules.Mismatch] = []
+        passed = 0
+        if parsed.valid:
+            tasks = []
+            if problem.solution is not None:
+                tasks.append(lambda: self._judge(problem.solution, parsed.tests))
+            if self._code is not None:
+                tasks.append(lambda: self._judge(self._code, parsed.tests))
+            reports = code_verifier.run_concurrently(tasks, max_workers=2)
+            golden_report = reports.pop(0) if problem.solution is not None else None
+            code_report = reports.pop(0) if self._code is not None else None
+            golden_solution_rate = golden_report.pass_rate if golden_report is not None else 0.0
+            if code_report is not None:
+                passed = code_report.passed
+                for result, shown in zip(code_report.results, parsed.shown):
+                    if not result.passed:
+                        io_style = problem.style == "io"
+                        mismatches.append(
+                            rules.Mismatch(
+                                test=shown,
+                                expected=result.expected if io_style else None,
+                                actual=result.stdout if io_style else None,
+                                error=result.error,
+                            )
+                        )
+            else:
+                mismatches = [rules.Mismatch(test=s, expected=None, actual=None, error="the coder gave no code") for s in parsed.shown]
+        self._agreed = parsed.valid and self._code is not None and passed == len(parsed.tests)
+        record.info.update(
+            {
+                "valid": parsed.valid,
+                "golden_solution_pass_rate": golden_solution_rate,
+                "code_passed": passed,
+                "agreed": self._agreed,
+            }
+        )
+        self._last_tester = {"valid": float(parsed.valid), "golden_solution_pass_rate": golden_solution_rate}
+        if cfg.reward_mode == "outcome":
+            self._credit(record, "team", cfg.alpha * float(self._golden_pass_rate >= 1.0))
+        else:
+            self._credit(record, "team", cfg.alpha * self._golden_pass_rate)
+            self._credit(record, "local", rules.tester_local_reward(parsed.valid, golden_solution_rate, cfg.tester_weights))
+        tests_text = code_verifier.extract_code(action) if problem.style == "function" else action
+        self.history.append(_Turn(self._code, tests_text, mismatches, passed, len(parsed.tests)))
+        self.turn += 1
+        if self._agreed:
+            self._end_episode()
+            return None
+        if self.turn >= cfg.max_turns:
+            self._end_episode(truncated=True)
+            return None
+        return "coder"
+
+    # ------------------------------------------------------------------ observations
+    def _role(self, agent: str) -> str:
+        return agent
+
+    def _instruction(self, agent: str) -> str:
+        assert self.problem is not None
+        style, entry = self.problem.style, self.problem.entry_point
+        if agent == "coder":
+            return rules.coder_instruction(style, entry, self.multi_agent)
+        return rules.tester_instruction(style, entry, self.config.max_generated_tests)
+
+    def _prompt(self, agent: str) -> str:
+        assert self.problem is not None
+        if self._episode_over:
+            return "The episode is over."
+        cfg = self.config
+        last = self.history[-1] if self.history else None
+        feedback = None
+        if last is not None:
+            feedback = rules.format_mismatches(
+                last.mismatches, passed=last.passed, total=last.total, limit=cfg.max_mismatches_shown
+            )
+        if agent == "coder":
+            return rules.coder_prompt(self.problem, last.code if last else None, feedback, cfg.shown_chars)
+        return rules.tester_prompt(
+            self.problem,
+            last.tests_text if last else None,
+            last.code if last else None,
+            feedback,
+            cfg.shown_chars,
+        )
+
+    def _describe_episode(self) -> str:
+        if self.problem is None:
+            return ""
+        return f"problem {self.problem.id} ({self.problem.style}, {len(self.golden_tests)} golden tests)\n{rules.clip(self.problem.prompt, 1500)}"
+
+    def _episode_metrics(self) -> dict[str, float]:
+        metrics = {
+            "success": float(self._golden_pass_rate >= 1.0),
+            "golden_pass_rate": self._golden_pass_rate,
+            "agreed": float(self._agreed),
+        }
+        if self.multi_agent:
+            metrics["tester_valid"] = self._last_tester.get("valid", 0.0)
+            metrics["tester_golden_pass_rate"] = self._last_tester.get("golden_solution_pass_rate", 0.0)
+        return metrics
+
+    # ------------------------------------------------------------------ scripted play
+    def reference_action(self, agent: str) -> str:
+        """Coder: the golden solution. Tester: the first golden tests in the tester format."""
+        assert self.problem is not None
+        if agent == "coder":
+            return rules.reference_coder_reply(self.problem)
+        return rules.reference_tester_reply(self.problem, self.config.max_generated_tests)
+
+    def random_action(self, agent: str, rng: np.random.Generator) -> str:
+        """Well-formed but uninformed: code returning (or printing) a random constant; tests
+        expecting random constants."""
+        assert self.problem is not None
+        value = int(rng.integers(-10, 100))
+        if agent == "coder":
+            if self.problem.style == "function":
+                body = f"def {self.problem.entry_point}(*args, **kwargs):\n    return {value}\n"
+            else:
+                body = f"print({value})\n"
+            return f"**Code:**\n```python\n{body}```"
+        count = int(rng.integers(1, 4))
+        if self.problem.style == "function":
+            lines = [
+                f"assert {self.problem.entry_point}({int(rng.integers(0, 10))}) == {int(rng.integers(-10, 100))}"
+                for _ in range(count)
+            ]
+            return "**Tests:**\n```python\n" + "\n".join(lines) + "\n```"
+        cases = [(f"{int(rng.integers(0, 100))}\n", f"{int(rng.integers(0, 100))}\n") for _ in range(count)]
+        return code_verifier.io_tests_block(cases)

@@ -1,0 +1,1 @@
+"""Reasoner–Tool environment (Stronger-MAS math): ``llm/ReasonerTool-v0``."""

@@ -1,0 +1,321 @@
+"""``llm/ReasonerTool-v0``: Stronger-MAS math with a reasoning agent and a Python tool agent.
+
+Each turn the reasoner reasons step by step and boxes an answer; the tool agent writes a
+program whose printed answer is taken from the sandbox run. Answers are checked against the
+ground truth with :func:`llm_envs.verifiers.math.check_answer` (a fast exact path, then
+math-verify under our own deadline). Within a turn the reasoner acts first, but the tool
+agent's prompt shows only earlier turns, so a turn is simultaneous in effect, as in the paper.
+
+=====================  ======================================================================
+Import                 ``llm_envs.make("llm/ReasonerTool-v0")`` (``task="gsm8k"``,
+                       ``"math500"``, ``"aime2024"``, ``"aime2025"``, ``"olympiadbench"``;
+                       ``task_path=`` for local files)
+Agents                 ``["reasoner", "tool"]``; ``agents="single"``: ``["reasoner"]`` alone
+Turn order             reasoner, tool, reasoner, tool, ... for at most ``max_turns`` = 4 turns
+Actions                any text. Reasoner: step-by-step reasoning ending with
+                       ``\\boxed{answer}``. Tool: one ```` ```python ```` block whose program
+                       prints the answer as its last line (or in ``\\boxed{}``)
+Observations           ``{"instruction": role and exact format, "prompt": the problem; from
+                       turn 1 on also every earlier turn: the reasoning (first and last 500
+                       characters) and its answer, the tool's code, output and answer}``
+Rewards (dense)        ``alpha * r_team + r_local`` per action, known at the action's own step.
+                       ``r_team`` = 1 if this turn's reasoner answer is correct. Reasoner
+                       ``r_local`` = 0.2 format (a non-empty ``\\boxed{}``) + 0.8 correct;
+                       tool ``r_local`` = 0.1 builds + 0.1 runs (exit 0 in time) + 0.8 correct
+Rewards (outcome)      ``alpha * r_team`` for both
+Termination            the reasoner's and the tool's answers of a turn agree (math-verify)
+Truncation             ``max_turns`` turns without agreement; the single-agent variant ends
+                       after its one turn
+``success``            the reasoner's last answer is correct
+Splits                 per task source; ``arithmetic`` by a hash of the question (80/10/10)
+=====================  ======================================================================
+
+Version history:
+
+* v0: first release (math-verify with our own timeouts; sandboxed tool programs; offline
+  default task).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from llm_envs.core.env import TextEnv
+from llm_envs.core.splits import check_split
+from llm_envs.envs.reasoner_tool import rules
+from llm_envs.tasks import Problem, TaskSource, load_task_source
+from llm_envs.verifiers.code import compile_error, extract_code
+from llm_envs.verifiers.math import check_answer
+
+
+@dataclass
+class ReasonerToolConfig:
+    """Options of :class:`ReasonerToolEnv` (defaults follow Stronger-MAS).
+
+    Attributes:
+        task: Task source name (``"arithmetic"``, ``"gsm8k"``, ``"math500"``, ``"aime2024"``,
+            ``"aime2025"``, ``"olympiadbench"``); see docs/tasks.md.
+        split: ``"train"``, ``"validation"`` or ``"test"``.
+        task_path: A local JSONL/parquet file or directory in the dataset's hub schema.
+        task_kwargs: Extra options of the task source (``split_policy``, ``level``, ...).
+        agents: ``"multi"`` (reasoner and tool) or ``"single"`` (the reasoner alone, one turn).
+        max_turns: Turn limit T. Paper: 4.
+        reward_mode: ``"dense"`` (shaped) or ``"outcome"`` (team outcome only).
+        alpha: Weight of the team reward in ``alpha * r_team + r_local``. Paper: 1.
+        reasoner_weights: Reasoner local weights (0.2 format, 0.8 correct).
+        tool_weights: Tool local weights (0.1 builds, 0.1 runs, 0.8 correct).
+        program_time_s: Wall-clock limit of one tool program run. The released code: 20 s.
+        program_memory_mb: Memory limit of one tool program run.
+        answer_timeout_s: Deadline of one math-verify comparison (an overrun is "incorrect").
+        shown_head_chars: Characters of each earlier reply shown from its start (paper: 500).
+        shown_tail_chars: ... and from its end (paper: 500).
+    """
+
+    task: str = "arithmetic"
+    split: str = "train"
+    task_path: str | None = None
+    task_kwargs: dict[str, Any] = field(default_factory=dict)
+    agents: str = "multi"
+    max_turns: int = 4
+    reward_mode: str = "dense"
+    alpha: float = 1.0
+    reasoner_weights: rules.ReasonerWeights = rules.ReasonerWeights()
+    tool_weights: rules.ToolWeights = rules.ToolWeights()
+    program_time_s: float = 10.0
+    program_memory_mb: int = 512
+    answer_timeout_s: float = 5.0
+    shown_head_chars: int = 500
+    shown_tail_chars: int = 500
+
+    def validate(self) -> None:
+        if self.agents not in rules.AGENT_MODES:
+            raise ValueError(f"agents must be one of {rules.AGENT_MODES}, got {self.agents!r}")
+        if self.reward_mode not in rules.REWARD_MODES:
+            raise ValueError(f"reward_mode must be one of {rules.REWARD_MODES}, got {self.reward_mode!r}")
+        if self.max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
+        if self.program_time_s <= 0 or self.program_memory_mb < 1 or self.answer_timeout_s <= 0:
+            raise ValueError("program_time_s, program_memory_mb and answer_timeout_s must be positive")
+        check_split(self.split)
+
+
+class ReasonerToolEnv(TextEnv):
+    """Reasoner–Tool math (Stronger-MAS); see the module docstring."""
+
+    metadata = {**TextEnv.metadata, "name": "reasoner_tool_v0"}
+    config_class = ReasonerToolConfig
+
+    def __init__(
+        self,
+        config: ReasonerToolConfig | None = None,
+        *,
+        render_mode: str | None = None,
+        sandbox: Any = None,
+        task_source: TaskSource | None = None,
+        **overrides: Any,
+    ) -> None:
+        """Args:
+        config: A :class:`ReasonerToolConfig`; keyword ``overrides`` replace its fields.
+        render_mode: ``"ansi"``, ``"human"`` or ``None``.
+        sandbox: A :class:`sandboxes.Sandbox` or a spec string for
+            ``sandboxes.shared_sandbox``; ``None`` uses ``shared_sandbox("auto")`` on first use.
+        task_source: A ready task source; replaces ``config.task``.
+        """
+        self.config: ReasonerToolConfig = self._build_config(config, overrides)
+        cfg = self.config
+        cfg.validate()
+        if task_source is None:
+            kwargs = dict(cfg.task_kwargs)
+            if cfg.task_path is not None:
+                kwargs["path"] = cfg.task_path
+            task_source = load_task_source(cfg.task, split=cfg.split, **kwargs)
+        self.task_source = task_source
+        self.multi_agent = cfg.agents == "multi"
+        self._sandbox_spec = sandbox if isinstance(sandbox, str) else None
+        self._sandbox = None if isinstance(sandbox, str) else sandbox
+        super().__init__(["reasoner", "tool"] if self.multi_agent else ["reasoner"], render_mode=render_mode)
+        self.problem: Problem | None = None
+        self.reasoner_history: list[rules.ReasonerEntry] = []
+        self.tool_history: list[rules.ToolEntry] = []
+        self._reasoner_correct = False
+        self._agreed = False
+        self._tool_correct = False
+        self._sandbox_seconds = 0.0
+
+    # ------------------------------------------------------------------ sandbox
+    @property
+    def sandbox(self) -> Any:
+        """The sandbox tool programs run in (created on first use when none was given)."""
+        if self._sandbox is None:
+            import sandboxes
+
+            self._sandbox = sandboxes.shared_sandbox(self._sandbox_spec or "auto")
+        return self._sandbox
+
+    @property
+    def sandbox_seconds(self) -> float:
+        """Wall-clock seconds this episode spent waiting for the sandbox (for benchmarks; kept
+        out of the metrics and the transcript, which must not depend on timing)."""
+        return self._sandbox_seconds
+
+    def _shared_resources(self) -> list[Any]:
+        shared: list[Any] = [self.task_source]
+        if self._sandbox is not None:
+            shared.append(self._sandbox)
+        return shared
+
+    # ------------------------------------------------------------------ episode
+    def _start_episode(self, options: dict[str, Any]) -> str:
+        self.problem = self._choose_problem(options)
+        if self.problem.answer is None:
+            raise ValueError(f"problem {self.problem.id!r} has no ground-truth answer")
+        self.reasoner_history = []
+        self.tool_history = []
+        self._reasoner_correct = False
+        self._agreed = False
+        self._tool_correct = False
+        self._sandbox_seconds = 0.0
+        return "reasoner"
+
+    def _correct(self, answer: str | None) -> bool:
+        assert self.problem is not None and self.problem.answer is not None
+        return answer is not None and check_answer(answer, self.problem.answer, timeout_s=self.config.answer_timeout_s)
+
+    def _choose_problem(self, options: dict[str, Any]) -> Problem:
+        """``options["problem"]`` (a Problem), ``options["problem_index"]`` (an index into the
+        task source, e.g. to evaluate a whole benchmark in order), else a seeded draw."""
+        if options.get("problem") is not None:
+            problem = options["problem"]
+            if not isinstance(problem, Problem):
+                raise TypeError(f"options['problem'] must be a Problem, got {type(problem).__name__}")
+            return problem
+        if options.get("problem_index") is not None:
+            return self.task_source.get(int(options["problem_index"]))
+        return self.task_source.sample(self.np_random)
+
+    def _apply_action(self, agent: str, action: str) -> str | None:
+        if agent == "reasoner":
+            return self._reasoner_step(action)
+        return self._tool_step(action)
+
+    def _reasoner_step(self, action: str) -> str | None:
+        cfg = self.config
+        answer = rules.reasoner_answer(action)
+        record = self._add_record("reasoner", action, parsed={"answer": answer}, format_ok=answer is not None)
+        correct = self._correct(answer)
+        self._reasoner_correct = correct
+        record.info["correct"] = correct
+        self._credit(record, "team", cfg.alpha * float(correct))
+        if cfg.reward_mode == "dense":
+            self._credit(record, "local", rules.reasoner_local_reward(answer is not None, correct, cfg.reasoner_weights))
+        self.reasoner_history.append(rules.ReasonerEntry(action, answer))
+        if not self.multi_agent:
+            self.turn += 1
+            self._end_episode()  # one-shot: the single reasoner's episode is its one turn
+            return None
+        return "tool"
+
+    def _tool_step(self, action: str) -> str | None:
+        cfg = self.config
+        code = extract_code(action)
+        builds = code is not None and compile_error(code, "<tool>") is None
+        runs = False
+        output = ""
+        if builds:
+            import sandboxes
+
+            started = time.perf_counter()
+            try:
+                result = self.sandbox.run(
+                    code, limits=sandboxes.Limits(time_s=cfg.program_time_s, memory_mb=cfg.program_memory_mb)
+                )
+            finally:
+                self._sandbox_seconds += time.perf_counter() - started
+            runs = result.ok
+            output = result.stdout
+            if not result.ok:
+                reason = "timed out" if result.timed_out else "out of memory" if result.oom else f"exit status {result.exit_code}"
+                tail = rules.stable_traceback("\n".join(result.stderr.strip().splitlines()[-3:]))
+                output = f"{output}\n[the program failed: {reason}]\n{tail}".strip()
+        elif code is not None:
+            output = f"[the code does not compile: {compile_error(code, '<tool>')}]"
+        answer = rules.tool_answer(output) if runs else None
+        correct = self._correct(answer)
+        self._tool_correct = correct
+        record = self._add_record(
+            "tool",
+            action,
+            parsed={"code": code, "answer": answer},
+            format_ok=code is not None,
+            info={"builds": builds, "runs": runs, "correct": correct, "output": output[-2000:]},
+        )
+        self._credit(record, "team", cfg.alpha * float(self._reasoner_correct))
+        if cfg.reward_mode == "dense":
+            self._credit(record, "local", rules.tool_local_reward(builds, runs, correct, cfg.tool_weights))
+        self.tool_history.append(rules.ToolEntry(code, output, answer))
+        reasoner = self.reasoner_history[-1].answer
+        self._agreed = (
+            answer is not None
+            and reasoner is not None
+            and check_answer(answer, reasoner, timeout_s=cfg.answer_timeout_s)
+        )
+        record.info["agreed"] = self._agreed
+        self.turn += 1
+        if self._agreed:
+            self._end_episode()
+            return None
+        if self.turn >= cfg.max_turns:
+            self._end_episode(truncated=True)
+            return None
+        return "reasoner"
+
+    # ------------------------------------------------------------------ observations
+    def _instruction(self, agent: str) -> str:
+        if agent == "tool":
+            return rules.TOOL_INSTRUCTION
+        return rules.REASONER_INSTRUCTION_MULTI if self.multi_agent else rules.REASONER_INSTRUCTION_SINGLE
+
+    def _prompt(self, agent: str) -> str:
+        assert self.problem is not None
+        if self._episode_over:
+            return "The episode is over."
+        # Only completed turns are shown: the tool never sees this turn's reasoning.
+        done = self.turn
+        history = rules.history_section(
+            self.reasoner_history[:done], self.tool_history[:done], self.config.shown_head_chars, self.config.shown_tail_chars
+        )
+        if agent == "reasoner":
+            return rules.reasoner_prompt(self.problem, history)
+        return rules.tool_prompt(self.problem, history)
+
+    def _describe_episode(self) -> str:
+        if self.problem is None:
+            return ""
+        return f"problem {self.problem.id} (answer {self.problem.answer})\n{self.problem.prompt}"
+
+    def _episode_metrics(self) -> dict[str, float]:
+        metrics = {"success": float(self._reasoner_correct)}
+        if self.multi_agent:
+            metrics["tool_correct"] = float(self._tool_correct)
+            metrics["agreed"] = float(self._agreed)
+        return metrics
+
+    # ------------------------------------------------------------------ scripted play
+    def reference_action(self, agent: str) -> str:
+        """Reasoner: the worked solution with the true answer boxed. Tool: a program printing
+        the true answer (the source's own program when it has one)."""
+        assert self.problem is not None
+        if agent == "reasoner":
+            return rules.reference_reasoner_reply(self.problem)
+        return rules.reference_tool_reply(self.problem)
+
+    def random_action(self, agent: str, rng: np.random.Generator) -> str:
+        """Well-formed but uninformed: a random boxed integer; a program printing one."""
+        value = int(rng.integers(-100, 1000))
+        if agent == "reasoner":
+            return f"Let me think step by step. I estimate the result. The answer is \\boxed{{{value}}}."
+        return f"```python\nprint({value})\n```"
