@@ -239,7 +239,7 @@ class ReasonerToolEnv(TextEnv):
             output = result.stdout
             if not result.ok:
                 reason = "timed out" if result.timed_out else "out of memory" if result.oom else f"exit status {result.exit_code}"
-                tail = rules.stable_traceback("\n".join(result.stderr.strip().splitlines()[-3:]))
+                tail = rules.stable_traceback("\n".join(result.stderr.strip().splitlines()[-6:]))
                 output = f"{output}\n[the program failed: {reason}]\n{tail}".strip()
         elif code is not None:
             output = f"[the code does not compile: {compile_error(code, '<tool>')}]"

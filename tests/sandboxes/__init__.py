@@ -1,0 +1,1 @@
+"""Tests of the sandboxes package (real backends; see conftest.py)."""
