@@ -403,6 +403,9 @@ class Worker:
             job = _recv(self.in_fd)
             if job is None:
                 return
+            # Acknowledge first: if this worker dies before the ack, the host knows the job never
+            # started and can safely give it to another worker.
+            _send(self.out_fd, {"accepted": True})
             _send(self.out_fd, self.run_job(job))
 
 
@@ -492,7 +495,7 @@ def main():
     if not work_dir:
         import tempfile
 
-        work_dir = tempfile.mkdtemp(prefix="sandbox-worker-")
+        work_dir = tempfile.mkdtemp(prefix=config.get("work_dir_prefix") or "sandbox-worker-")
         config["work_dir"] = work_dir
     os.makedirs(work_dir, exist_ok=True)
     subreaper = os.getpid() == 1 or _become_subreaper()

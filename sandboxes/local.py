@@ -195,6 +195,8 @@ class LocalSandbox(Sandbox):
             "seccomp_bpf": seccomp.build_filter().hex() if seccomp_on and seccomp.supported() else None,
             "seccomp_required": seccomp_required,
             "env": {},
+            # Host pid in the name: a directory left on the host says which process made it.
+            "work_dir_prefix": f"sandbox-worker-{os.getpid()}-",
         }
 
     def _spawn_worker(self, preload: list[str]) -> Worker:

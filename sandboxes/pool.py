@@ -65,6 +65,8 @@ DEFAULT_HEAVY_PRELOAD: tuple[str, ...] = ("numpy", "numpy.random", "sympy")
 # Extra wall-clock allowance, beyond the job's own time limit, before the host declares a worker
 # hung: covers writing files, forking and reaping a fork bomb.
 _HOST_GRACE_S = 15.0
+# A live worker acknowledges a job at once; silence this long means it is gone or wedged.
+_ACK_TIMEOUT_S = 10.0
 
 
 class _Spawner:
@@ -450,19 +452,20 @@ class WarmPool:
     # -- running -----------------------------------------------------------------------------
     def run(self, source: str, stdin: str, files: dict[str, bytes], limits: Limits) -> RunResult:
         job = _encode_job(source, stdin, files, limits)
-        for attempt in range(2):
+        for attempt in range(3):
             worker = self._acquire()
-            sent = False
+            started = False
             try:
                 worker._send(job)
-                sent = True
+                worker._recv(time.monotonic() + _ACK_TIMEOUT_S)  # {"accepted": true}
+                started = True
                 worker.jobs_done += 1
                 reply = worker._recv(time.monotonic() + limits.time_s + _HOST_GRACE_S)
             except WorkerDied as exc:
                 detail = worker.worker_died_result(exc)  # before the worker is torn down
                 self._discard(worker, replace=True)
-                if not sent and attempt == 0:
-                    continue  # the worker was already gone before it saw the job: try another
+                if not started and attempt < 2:
+                    continue  # the worker was gone before it took the job (killed while idle): retry
                 return RunResult(
                     stdout="",
                     stderr=f"sandbox: the worker running this program died or hung ({exc}); it was replaced",
@@ -493,9 +496,12 @@ class WarmPool:
         raise AssertionError("unreachable")
 
     def worker_pids(self) -> Sequence[int]:
-        """Host pids of the live workers (for tests and diagnostics)."""
+        """Host pids of the live workers' top processes (bwrap, launcher or interpreter; none for
+        containers), for tests and diagnostics: every process of a worker's sandbox descends
+        from it."""
         with self._lock:
-            return [worker.proc.pid for worker in self._all if worker.alive()]
+            workers = list(self._all)
+        return [w.proc.pid for w in workers if getattr(w, "proc", None) is not None and w.alive()]
 
 
 class PreloadRouter:

@@ -16,10 +16,10 @@ from llm_envs.tasks.base import (
 )
 
 # Registration side effects: each module registers its sources by name.
-from llm_envs.tasks import arithmetic as _arithmetic  # noqa: E402,F401  isort: skip
-from llm_envs.tasks import code_datasets as _code_datasets  # noqa: E402,F401  isort: skip
-from llm_envs.tasks import humaneval as _humaneval  # noqa: E402,F401  isort: skip
-from llm_envs.tasks import math_datasets as _math_datasets  # noqa: E402,F401  isort: skip
+from llm_envs.tasks import arithmetic as _arithmetic  # noqa: F401  isort: skip
+from llm_envs.tasks import code_datasets as _code_datasets  # noqa: F401  isort: skip
+from llm_envs.tasks import humaneval as _humaneval  # noqa: F401  isort: skip
+from llm_envs.tasks import math_datasets as _math_datasets  # noqa: F401  isort: skip
 
 __all__ = [
     "DatasetUnavailableError",

@@ -74,7 +74,9 @@ def format_answer(value: Fraction) -> str:
 
 
 def _program(expression: str) -> str:
-    return f"from fractions import Fraction as F\n\nanswer = {expression}\nprint(answer)\n"
+    return (
+        f"from fractions import Fraction as F\n\nanswer = {expression}\nprint(answer)\n"
+    )
 
 
 def _int(rng: np.random.Generator, low: int, high: int) -> int:
@@ -118,20 +120,42 @@ def _level2(rng: np.random.Generator) -> _Draft:
     template = _int(rng, 0, 3)
     a, b, c, d = (_int(rng, 2, 30) for _ in range(4))
     if template == 0:
-        text, py, value = f"({a} + {b}) × {c} − {d}", f"({a} + {b}) * {c} - {d}", (a + b) * c - d
+        text, py, value = (
+            f"({a} + {b}) × {c} − {d}",
+            f"({a} + {b}) * {c} - {d}",
+            (a + b) * c - d,
+        )
         steps = f"({a} + {b}) = {a + b}; {a + b} × {c} = {(a + b) * c}; {(a + b) * c} − {d} = {value}."
     elif template == 1:
-        text, py, value = f"{a} × {b} + {c} × {d}", f"{a} * {b} + {c} * {d}", a * b + c * d
-        steps = f"{a} × {b} = {a * b}; {c} × {d} = {c * d}; {a * b} + {c * d} = {value}."
+        text, py, value = (
+            f"{a} × {b} + {c} × {d}",
+            f"{a} * {b} + {c} * {d}",
+            a * b + c * d,
+        )
+        steps = (
+            f"{a} × {b} = {a * b}; {c} × {d} = {c * d}; {a * b} + {c * d} = {value}."
+        )
     elif template == 2:
         product = a * c  # (a·c) ÷ c is exact by construction
-        text, py, value = f"{product} ÷ {c} + {b} × {d}", f"{product} // {c} + {b} * {d}", a + b * d
+        text, py, value = (
+            f"{product} ÷ {c} + {b} × {d}",
+            f"{product} // {c} + {b} * {d}",
+            a + b * d,
+        )
         steps = f"{product} ÷ {c} = {a}; {b} × {d} = {b * d}; {a} + {b * d} = {value}."
     else:
-        text, py, value = f"{a} × ({b} − {c}) + {d}", f"{a} * ({b} - {c}) + {d}", a * (b - c) + d
+        text, py, value = (
+            f"{a} × ({b} − {c}) + {d}",
+            f"{a} * ({b} - {c}) + {d}",
+            a * (b - c) + d,
+        )
         steps = f"{b} − {c} = {b - c}; {a} × {b - c} = {a * (b - c)}; {a * (b - c)} + {d} = {value}."
-    phrasing = _pick(rng, ("What is {e}?", "Evaluate {e}.", "Compute the value of {e}."))
-    return _Draft(phrasing.format(e=text), Fraction(value), steps, _program(py), "expression")
+    phrasing = _pick(
+        rng, ("What is {e}?", "Evaluate {e}.", "Compute the value of {e}.")
+    )
+    return _Draft(
+        phrasing.format(e=text), Fraction(value), steps, _program(py), "expression"
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -139,7 +163,11 @@ def _level2(rng: np.random.Generator) -> _Draft:
 
 
 def _fraction_text(value: Fraction) -> str:
-    return str(value.numerator) if value.denominator == 1 else f"{value.numerator}/{value.denominator}"
+    return (
+        str(value.numerator)
+        if value.denominator == 1
+        else f"{value.numerator}/{value.denominator}"
+    )
 
 
 def _level3(rng: np.random.Generator) -> _Draft:
@@ -182,8 +210,24 @@ def _level3(rng: np.random.Generator) -> _Draft:
 # ---------------------------------------------------------------------------------------------
 # level 4: word problems
 
-_NAMES = ("Maya", "Omar", "Lena", "Ravi", "Sofia", "Kenji", "Amara", "Tom", "Ines", "Yusuf")
-_ITEMS = (("pencils", "pencil"), ("notebooks", "notebook"), ("apples", "apple"), ("stamps", "stamp"))
+_NAMES = (
+    "Maya",
+    "Omar",
+    "Lena",
+    "Ravi",
+    "Sofia",
+    "Kenji",
+    "Amara",
+    "Tom",
+    "Ines",
+    "Yusuf",
+)
+_ITEMS = (
+    ("pencils", "pencil"),
+    ("notebooks", "notebook"),
+    ("apples", "apple"),
+    ("stamps", "stamp"),
+)
 
 
 def _word_change(rng: np.random.Generator) -> _Draft:
@@ -200,7 +244,13 @@ def _word_change(rng: np.random.Generator) -> _Draft:
         f"and pays with a ${bill} bill. How many dollars of change does {name} get?"
     )
     steps = f"Cost: {count} × {format_answer(price)} = {format_answer(total)}. Change: {bill} − {format_answer(total)} = {format_answer(change)}."
-    return _Draft(question, change, steps, _program(f"{bill} - {count} * F({cents}, 100)"), "change")
+    return _Draft(
+        question,
+        change,
+        steps,
+        _program(f"{bill} - {count} * F({cents}, 100)"),
+        "change",
+    )
 
 
 def _word_speed(rng: np.random.Generator) -> _Draft:
@@ -214,7 +264,9 @@ def _word_speed(rng: np.random.Generator) -> _Draft:
         f"How many kilometres does it travel in {later} hours at the same speed?"
     )
     steps = f"Speed: {distance} ÷ {hours} = {speed} km/h. Distance: {speed} × {later} = {speed * later}."
-    return _Draft(question, value, steps, _program(f"F({distance}, {hours}) * {later}"), "speed")
+    return _Draft(
+        question, value, steps, _program(f"F({distance}, {hours}) * {later}"), "speed"
+    )
 
 
 def _word_ages(rng: np.random.Generator) -> _Draft:
@@ -228,7 +280,9 @@ def _word_ages(rng: np.random.Generator) -> _Draft:
         f"How old will the grandmother be in {years} year{'s' if years != 1 else ''}?"
     )
     steps = f"Grandmother now: {age} × {factor} = {age * factor}. In {years} years: {age * factor + years}."
-    return _Draft(question, value, steps, _program(f"{age} * {factor} + {years}"), "ages")
+    return _Draft(
+        question, value, steps, _program(f"{age} * {factor} + {years}"), "ages"
+    )
 
 
 def _word_tank(rng: np.random.Generator) -> _Draft:
@@ -244,7 +298,13 @@ def _word_tank(rng: np.random.Generator) -> _Draft:
         f"Water now: {capacity} × {numerator}/{denominator} = {capacity * numerator // denominator}. "
         f"Missing: {capacity} − {capacity * numerator // denominator} = {format_answer(value)}."
     )
-    return _Draft(question, value, steps, _program(f"{capacity} * (1 - F({numerator}, {denominator}))"), "tank")
+    return _Draft(
+        question,
+        value,
+        steps,
+        _program(f"{capacity} * (1 - F({numerator}, {denominator}))"),
+        "tank",
+    )
 
 
 def _word_share(rng: np.random.Generator) -> _Draft:
@@ -257,8 +317,12 @@ def _word_share(rng: np.random.Generator) -> _Draft:
         f"{people} friends share ${total} equally. Each friend then spends ${spent}. "
         f"How many dollars does each friend have left?"
     )
-    steps = f"Each gets {total} ÷ {people} = {share}; {share} − {spent} = {share - spent}."
-    return _Draft(question, value, steps, _program(f"F({total}, {people}) - {spent}"), "share")
+    steps = (
+        f"Each gets {total} ÷ {people} = {share}; {share} − {spent} = {share - spent}."
+    )
+    return _Draft(
+        question, value, steps, _program(f"F({total}, {people}) - {spent}"), "share"
+    )
 
 
 def _word_discount(rng: np.random.Generator) -> _Draft:
@@ -270,7 +334,13 @@ def _word_discount(rng: np.random.Generator) -> _Draft:
         f"What is the sale price in dollars?"
     )
     steps = f"{price} × (100 − {percent})/100 = {format_answer(value)}."
-    return _Draft(question, value, steps, _program(f"{price} * F(100 - {percent}, 100)"), "discount")
+    return _Draft(
+        question,
+        value,
+        steps,
+        _program(f"{price} * F(100 - {percent}, 100)"),
+        "discount",
+    )
 
 
 def _word_equation(rng: np.random.Generator) -> _Draft:
@@ -280,8 +350,12 @@ def _word_equation(rng: np.random.Generator) -> _Draft:
     value = Fraction(c - b, a)
     b_text = f"+ {b}" if b >= 0 else f"− {-b}"
     question = f"Solve for x: {a}x {b_text} = {c}."
-    steps = f"{a}x = {c} − ({b}) = {c - b}, so x = {c - b}/{a} = {format_answer(value)}."
-    return _Draft(question, value, steps, _program(f"F({c} - ({b}), {a})"), "linear_equation")
+    steps = (
+        f"{a}x = {c} − ({b}) = {c - b}, so x = {c - b}/{a} = {format_answer(value)}."
+    )
+    return _Draft(
+        question, value, steps, _program(f"F({c} - ({b}), {a})"), "linear_equation"
+    )
 
 
 _WORD_PROBLEMS: tuple[Callable[[np.random.Generator], _Draft], ...] = (
@@ -308,7 +382,9 @@ def _level5(rng: np.random.Generator) -> _Draft:
     if template == 0:
         base, exponent, modulus = _int(rng, 2, 30), _int(rng, 5, 60), _int(rng, 3, 97)
         value = pow(base, exponent, modulus)
-        question = f"What is the remainder when {base}^{exponent} is divided by {modulus}?"
+        question = (
+            f"What is the remainder when {base}^{exponent} is divided by {modulus}?"
+        )
         steps = f"By repeated squaring modulo {modulus}, {base}^{exponent} ≡ {value} (mod {modulus})."
         program = f"print(pow({base}, {exponent}, {modulus}))\n"
     elif template == 1:
@@ -322,7 +398,9 @@ def _level5(rng: np.random.Generator) -> _Draft:
         a, b = _int(rng, 2, 40), _int(rng, 2, 40)
         value = a * b // math.gcd(a, b)
         question = f"What is the least common multiple of {a} and {b}?"
-        steps = f"lcm = {a} × {b} ÷ gcd({a}, {b}) = {a * b} ÷ {math.gcd(a, b)} = {value}."
+        steps = (
+            f"lcm = {a} × {b} ÷ gcd({a}, {b}) = {a * b} ÷ {math.gcd(a, b)} = {value}."
+        )
         program = f"import math\nprint({a} * {b} // math.gcd({a}, {b}))\n"
     elif template == 3:
         k, limit = _int(rng, 2, 13), _int(rng, 30, 500)
@@ -360,7 +438,13 @@ class ArithmeticSource(TaskSource):
 
     name = "arithmetic"
 
-    def __init__(self, split: str = "train", *, levels: Sequence[int] | None = None, level: int | None = None) -> None:
+    def __init__(
+        self,
+        split: str = "train",
+        *,
+        levels: Sequence[int] | None = None,
+        level: int | None = None,
+    ) -> None:
         self.split = check_split(split)
         if level is not None:
             if levels is not None:
@@ -369,7 +453,9 @@ class ArithmeticSource(TaskSource):
         chosen = tuple(sorted(set(levels if levels is not None else LEVELS)))
         unknown = [lv for lv in chosen if lv not in _GENERATORS]
         if not chosen or unknown:
-            raise ValueError(f"levels must be a non-empty subset of {LEVELS}, got {levels!r}")
+            raise ValueError(
+                f"levels must be a non-empty subset of {LEVELS}, got {levels!r}"
+            )
         self.levels = chosen
 
     def __len__(self) -> int:
@@ -377,14 +463,20 @@ class ArithmeticSource(TaskSource):
 
     def get(self, index: int) -> Problem:
         if not 0 <= index < NOMINAL_SIZE:
-            raise IndexError(f"index {index} out of range for {self.name} ({NOMINAL_SIZE} problems)")
+            raise IndexError(
+                f"index {index} out of range for {self.name} ({NOMINAL_SIZE} problems)"
+            )
         # The generator state is a pure function of (split, index, levels), never of global RNGs.
         rng = np.random.default_rng([split_seed(self.split, index), *self.levels])
         for _ in range(_MAX_DRAWS):
             level = self.levels[int(rng.integers(0, len(self.levels)))]
             draft = _GENERATORS[level](rng)
             if split_of(draft.question) == self.split:
-                answer = _fraction_text(draft.answer) if draft.as_fraction else format_answer(draft.answer)
+                answer = (
+                    _fraction_text(draft.answer)
+                    if draft.as_fraction
+                    else format_answer(draft.answer)
+                )
                 return Problem(
                     id=f"arithmetic/{self.split}/{index}",
                     prompt=draft.question,
@@ -392,9 +484,15 @@ class ArithmeticSource(TaskSource):
                     answer=answer,
                     solution=f"{draft.steps}\nThe answer is \\boxed{{{answer}}}.",
                     style="answer",
-                    metadata={"level": level, "kind": draft.kind, "program": draft.program},
+                    metadata={
+                        "level": level,
+                        "kind": draft.kind,
+                        "program": draft.program,
+                    },
                 )
-        raise RuntimeError(f"no {self.split} problem after {_MAX_DRAWS} draws (levels {self.levels})")
+        raise RuntimeError(
+            f"no {self.split} problem after {_MAX_DRAWS} draws (levels {self.levels})"
+        )
 
 
 register_task_source("arithmetic", ArithmeticSource)

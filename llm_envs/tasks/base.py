@@ -58,6 +58,9 @@ class TaskSource(abc.ABC):
     name: str = "task"
     #: The split this instance serves.
     split: str = "train"
+    #: Whether problems carry a golden solution (``Problem.solution``); LiveCodeBench does not.
+    #: Environments whose rewards need one (the Coder–Tester tester reward) check it.
+    has_golden_solutions: bool = True
 
     @abc.abstractmethod
     def __len__(self) -> int:

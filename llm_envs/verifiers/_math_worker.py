@@ -53,7 +53,9 @@ def _equal(predicted: str, truth: str) -> bool:
 def main() -> None:
     memory_mb = int(sys.argv[1]) if len(sys.argv) > 1 else 2048
     _limit_memory(memory_mb)
-    logging.disable(logging.WARNING)  # math-verify warns that its (signal) timeouts are off
+    logging.disable(
+        logging.WARNING
+    )  # math-verify warns that its (signal) timeouts are off
     import math_verify  # noqa: F401  (import before "ready", so start-up is not billed to a check)
 
     out = sys.stdout

@@ -88,7 +88,9 @@ def code_blocks(text: str) -> list[CodeBlock]:
             lang, body = "", raw
         start = starts[i] - len(_FENCE)
         end = starts[i] + len(raw) + (len(_FENCE) if closed else 0)
-        blocks.append(CodeBlock(lang=lang, body=body, closed=closed, start=start, end=end))
+        blocks.append(
+            CodeBlock(lang=lang, body=body, closed=closed, start=start, end=end)
+        )
     return blocks
 
 
@@ -206,12 +208,15 @@ def _is_testcase_class(node: ast.stmt) -> bool:
     if not isinstance(node, ast.ClassDef):
         return False
     return any(
-        (isinstance(base, ast.Attribute) and base.attr == "TestCase") or (isinstance(base, ast.Name) and base.id == "TestCase")
+        (isinstance(base, ast.Attribute) and base.attr == "TestCase")
+        or (isinstance(base, ast.Name) and base.id == "TestCase")
         for base in node.bases
     )
 
 
-def _snippets_from_module(module: ast.Module, entry_point: str | None) -> tuple[list[str], list[str]]:
+def _snippets_from_module(
+    module: ast.Module, entry_point: str | None
+) -> tuple[list[str], list[str]]:
     """(snippets, shown) for each test of a parsed module (see the module docstring)."""
     header = [f"candidate = {entry_point}"] if entry_point else []
     context: list[str] = []
@@ -221,23 +226,44 @@ def _snippets_from_module(module: ast.Module, entry_point: str | None) -> tuple[
     for node in module.body:
         body.extend(node.body if _is_main_guard(node) else [node])
     for node in body:
-        if isinstance(node, ast.FunctionDef) and node.name == "check" and _contains_assert(node):
+        if (
+            isinstance(node, ast.FunctionDef)
+            and node.name == "check"
+            and _contains_assert(node)
+        ):
             param = node.args.args[0].arg if node.args.args else "candidate"
             local: list[str] = []
             for statement in node.body:
                 if _contains_assert(statement):
-                    lines = [_SHOW_HELPER, *header, *context, f"{param} = {entry_point or param}", *local]
+                    lines = [
+                        _SHOW_HELPER,
+                        *header,
+                        *context,
+                        f"{param} = {entry_point or param}",
+                        *local,
+                    ]
                     lines += [ast.unparse(s) for s in _instrument(statement)]
                     snippets.append("\n".join(lines))
                     shown.append(ast.unparse(statement))
-                elif not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)):
+                elif not (
+                    isinstance(statement, ast.Expr)
+                    and isinstance(statement.value, ast.Constant)
+                ):
                     local.append(ast.unparse(statement))
         elif isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
             test_function = ast.unparse(_instrument(node)[0])
-            snippets.append("\n".join([_SHOW_HELPER, *header, *context, test_function, f"{node.name}()"]))
+            snippets.append(
+                "\n".join(
+                    [_SHOW_HELPER, *header, *context, test_function, f"{node.name}()"]
+                )
+            )
             shown.append(ast.unparse(node))
         elif _is_testcase_class(node):
-            methods = [m for m in node.body if isinstance(m, ast.FunctionDef) and m.name.startswith("test")]
+            methods = [
+                m
+                for m in node.body
+                if isinstance(m, ast.FunctionDef) and m.name.startswith("test")
+            ]
             for method in methods:
                 runner = (
                     "import unittest as __llm_envs_unittest\n"
@@ -248,24 +274,44 @@ def _snippets_from_module(module: ast.Module, entry_point: str | None) -> tuple[
                     "for __llm_envs_test, __llm_envs_trace in __llm_envs_result.failures:\n"
                     "    raise AssertionError((__llm_envs_trace.strip().splitlines() or ['failed'])[-1])\n"
                 )
-                snippets.append("\n".join([_SHOW_HELPER, *header, *context, ast.unparse(node), runner]))
+                snippets.append(
+                    "\n".join(
+                        [_SHOW_HELPER, *header, *context, ast.unparse(node), runner]
+                    )
+                )
                 shown.append(f"{node.name}.{method.name}: " + ast.unparse(method))
-        elif isinstance(node, (ast.Assert, ast.For, ast.While, ast.With, ast.If, ast.Try)) and _contains_assert(node):
-            lines = [_SHOW_HELPER, *header, *context] + [ast.unparse(s) for s in _instrument(node)]
+        elif isinstance(
+            node, (ast.Assert, ast.For, ast.While, ast.With, ast.If, ast.Try)
+        ) and _contains_assert(node):
+            lines = [_SHOW_HELPER, *header, *context] + [
+                ast.unparse(s) for s in _instrument(node)
+            ]
             snippets.append("\n".join(lines))
             shown.append(ast.unparse(node))
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
             continue  # a docstring or a stray string
-        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Name) and node.value.func.id in {"check", "unittest"}:
+        elif (
+            isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Name)
+            and node.value.func.id in {"check", "unittest"}
+        ):
             continue  # "check(f)" or similar driver calls: the tests run without them
-        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and isinstance(node.value.func, ast.Attribute) and node.value.func.attr == "main":
+        elif (
+            isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Attribute)
+            and node.value.func.attr == "main"
+        ):
             continue  # unittest.main()
         else:
             context.append(ast.unparse(node))
     return snippets, shown
 
 
-def parse_function_tests(text: str, entry_point: str | None, *, max_tests: int = DEFAULT_MAX_TESTS) -> ParsedTests:
+def parse_function_tests(
+    text: str, entry_point: str | None, *, max_tests: int = DEFAULT_MAX_TESTS
+) -> ParsedTests:
     """Function-style tests from a tester's reply (all Python blocks; see the module docstring)."""
     if not isinstance(text, str):
         return ParsedTests(problems=("the reply is not text",))
@@ -278,30 +324,52 @@ def parse_function_tests(text: str, entry_point: str | None, *, max_tests: int =
     for block in blocks:
         source = block.body
         if len(source) > MAX_TEST_CHARS * max(1, max_tests):
-            problems.append(f"a test block of {len(source)} characters was ignored (too long)")
+            problems.append(
+                f"a test block of {len(source)} characters was ignored (too long)"
+            )
             continue
         try:
             module = ast.parse(source)
-        except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError) as error:
-            problems.append(f"the test block does not parse ({type(error).__name__}); only its assert lines were used")
+        except (
+            SyntaxError,
+            ValueError,
+            RecursionError,
+            MemoryError,
+            OverflowError,
+        ) as error:
+            problems.append(
+                f"the test block does not parse ({type(error).__name__}); only its assert lines were used"
+            )
             module = ast.Module(body=[], type_ignores=[])
             for line in source.splitlines():
                 if line.strip().startswith("assert"):
                     try:
                         module.body.extend(ast.parse(line.strip()).body)
-                    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+                    except (
+                        SyntaxError,
+                        ValueError,
+                        RecursionError,
+                        MemoryError,
+                        OverflowError,
+                    ):
                         continue
         try:
             found, labels = _snippets_from_module(module, entry_point)
         except (RecursionError, MemoryError, ValueError) as error:
-            problems.append(f"the test block could not be processed ({type(error).__name__})")
+            problems.append(
+                f"the test block could not be processed ({type(error).__name__})"
+            )
             continue
         snippets.extend(found)
         shown.extend(labels)
     total = len(snippets)
     if total > max_tests:
         problems.append(f"{total} tests found; only the first {max_tests} were run")
-    kept = [(s, label) for s, label in zip(snippets, shown) if len(s) <= MAX_TEST_CHARS + len(_SHOW_HELPER) + 2000][:max_tests]
+    kept = [
+        (s, label)
+        for s, label in zip(snippets, shown)
+        if len(s) <= MAX_TEST_CHARS + len(_SHOW_HELPER) + 2000
+    ][:max_tests]
     if not kept and total:
         problems.append("every test was too long")
     if not total and not problems:
@@ -322,7 +390,9 @@ def function_tests_block(tests: Sequence[str]) -> str:
     """
     parts = []
     for index, snippet in enumerate(tests):
-        body = "\n".join("    " + line if line.strip() else "" for line in snippet.splitlines())
+        body = "\n".join(
+            "    " + line if line.strip() else "" for line in snippet.splitlines()
+        )
         parts.append(f"def test_{index}():\n{body}\n")
     return "```python\n" + "\n".join(parts) + "```"
 
@@ -334,7 +404,7 @@ _LABEL_WORD = re.compile(r"\b(inputs?|stdin|outputs?|stdout|expected)\b", re.IGN
 
 
 def _label_kind(label: str) -> str | None:
-    """"input", "output" or None for the line before a block (the last label word wins)."""
+    """ "input", "output" or None for the line before a block (the last label word wins)."""
     words = _LABEL_WORD.findall(label)
     if not words:
         return None
@@ -358,7 +428,9 @@ def parse_io_tests(text: str, *, max_tests: int = DEFAULT_MAX_TESTS) -> ParsedTe
         kind = _label_kind(label_lines[-1]) if label_lines else None
         if kind == "output":
             if pending_input is None:
-                problems.append("an output block without an input block before it was ignored")
+                problems.append(
+                    "an output block without an input block before it was ignored"
+                )
                 continue
             pairs.append((pending_input, block.body))
             pending_input = None
@@ -381,14 +453,21 @@ def parse_io_tests(text: str, *, max_tests: int = DEFAULT_MAX_TESTS) -> ParsedTe
     if not total and not problems:
         problems.append("no **Test Input:** / **Test Output:** block pair was found")
     kept = cleaned[:max_tests]
-    return ParsedTests(tests=tuple(kept), shown=tuple(i for i, _ in kept), found=total, problems=tuple(problems))
+    return ParsedTests(
+        tests=tuple(kept),
+        shown=tuple(i for i, _ in kept),
+        found=total,
+        problems=tuple(problems),
+    )
 
 
 def io_tests_block(cases: Sequence[tuple[str, str]]) -> str:
     """Stdin/stdout cases as one tester reply in the expected format."""
     parts = []
     for stdin, expected in cases:
-        parts.append(f"**Test Input:**\n```\n{stdin.rstrip(chr(10))}\n```\n**Test Output:**\n```\n{expected.rstrip(chr(10))}\n```")
+        parts.append(
+            f"**Test Input:**\n```\n{stdin.rstrip(chr(10))}\n```\n**Test Output:**\n```\n{expected.rstrip(chr(10))}\n```"
+        )
     return "\n\n".join(parts)
 
 
@@ -429,28 +508,59 @@ def judge_function(
     if error is not None:
         return _not_compiled(tests, error, io_style=False)
     return run_function_tests(
-        sandbox, solution, list(tests), setup=setup, entry_point=entry_point, time_s=time_s, memory_mb=memory_mb
+        sandbox,
+        solution,
+        list(tests),
+        setup=setup,
+        entry_point=entry_point,
+        time_s=time_s,
+        memory_mb=memory_mb,
     )
 
 
-def judge_io(sandbox: Any, program: str, cases: Sequence[tuple[str, str]], *, time_s: float = 5.0, memory_mb: int = 512) -> Any:
+def judge_io(
+    sandbox: Any,
+    program: str,
+    cases: Sequence[tuple[str, str]],
+    *,
+    time_s: float = 5.0,
+    memory_mb: int = 512,
+) -> Any:
     """Run ``program`` on each ``(stdin, expected)`` case in ``sandbox``; a ``TestReport``."""
     from sandboxes import run_io_cases
 
     error = compile_error(program)
     if error is not None:
         return _not_compiled(cases, error, io_style=True)
-    return run_io_cases(sandbox, program, list(cases), time_s=time_s, memory_mb=memory_mb)
+    return run_io_cases(
+        sandbox, program, list(cases), time_s=time_s, memory_mb=memory_mb
+    )
 
 
-def judge(sandbox: Any, problem: Any, code: str, tests: Sequence[Any] | None = None, *, time_s: float = 5.0) -> Any:
+def judge(
+    sandbox: Any,
+    problem: Any,
+    code: str,
+    tests: Sequence[Any] | None = None,
+    *,
+    time_s: float = 5.0,
+) -> Any:
     """Run ``code`` against ``tests`` (default: the problem's golden tests) in its style."""
     tests = problem.tests if tests is None else tests
     if problem.style == "io":
         return judge_io(sandbox, code, tests, time_s=time_s)
     if problem.style == "function":
-        return judge_function(sandbox, code, tests, setup=problem.setup, entry_point=problem.entry_point, time_s=time_s)
-    raise ValueError(f"problem {problem.id} has style {problem.style!r}; code judging needs 'function' or 'io'")
+        return judge_function(
+            sandbox,
+            code,
+            tests,
+            setup=problem.setup,
+            entry_point=problem.entry_point,
+            time_s=time_s,
+        )
+    raise ValueError(
+        f"problem {problem.id} has style {problem.style!r}; code judging needs 'function' or 'io'"
+    )
 
 
 def run_concurrently(tasks: Sequence[Callable[[], _T]], max_workers: int) -> list[_T]:
@@ -461,10 +571,14 @@ def run_concurrently(tasks: Sequence[Callable[[], _T]], max_workers: int) -> lis
         return list(pool.map(lambda task: task(), tasks))
 
 
-def judge_many(sandbox: Any, items: Sequence[tuple[Any, str]], *, time_s: float = 5.0) -> list[Any]:
+def judge_many(
+    sandbox: Any, items: Sequence[tuple[Any, str]], *, time_s: float = 5.0
+) -> list[Any]:
     """``judge`` each ``(problem, code)`` pair against its golden tests, concurrently."""
     width = max(1, int(getattr(sandbox, "max_concurrency", 2)))
-    return run_concurrently([lambda p=p, c=c: judge(sandbox, p, c, time_s=time_s) for p, c in items], width)
+    return run_concurrently(
+        [lambda p=p, c=c: judge(sandbox, p, c, time_s=time_s) for p, c in items], width
+    )
 
 
 def ran_to_completion(result: Any, io_style: bool) -> bool:

@@ -103,14 +103,20 @@ _TEXT_COMMAND = re.compile(r"\\(?:text|textbf|mathrm|mbox)\{([^{}]*)\}")
 _THOUSANDS = re.compile(r"^([+-]?)(\d{1,3}(?:,\d{3})+)(\.\d+)?$")
 _DECIMAL = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE]([+-]?\d+))?$")
 _SLASH_FRACTION = re.compile(r"^([+-]?\d+)\s*/\s*([+-]?\d+)$")
-_LATEX_FRACTION = re.compile(r"^([+-]?)\\frac(?:\{([+-]?\d+)\}\{([+-]?\d+)\}|(\d)(\d))$")
+_LATEX_FRACTION = re.compile(
+    r"^([+-]?)\\frac(?:\{([+-]?\d+)\}\{([+-]?\d+)\}|(\d)(\d))$"
+)
 
 
 def normalize_answer(answer: str) -> str:
     """A canonical spelling of a short answer, for string comparison (not a parser)."""
     text = answer.strip().rstrip(".").strip()
     for left, right in (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]")):
-        if len(text) >= len(left) + len(right) and text.startswith(left) and text.endswith(right):
+        if (
+            len(text) >= len(left) + len(right)
+            and text.startswith(left)
+            and text.endswith(right)
+        ):
             text = text[len(left) : len(text) - len(right)].strip()
     text = _TEXT_COMMAND.sub(r"\1", text)
     for old, new in (
@@ -135,7 +141,11 @@ def normalize_answer(answer: str) -> str:
         text = text[:-1].rstrip()
     thousands = _THOUSANDS.match(text)
     if thousands:
-        text = thousands.group(1) + thousands.group(2).replace(",", "") + (thousands.group(3) or "")
+        text = (
+            thousands.group(1)
+            + thousands.group(2).replace(",", "")
+            + (thousands.group(3) or "")
+        )
     return re.sub(r"\s+", "", text)
 
 
@@ -206,7 +216,9 @@ class _WorkerDied(Exception):
     pass
 
 
-_WORKER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_math_worker.py")
+_WORKER_SCRIPT = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "_math_worker.py"
+)
 _WORKER_START_TIMEOUT_S = 120.0
 
 
@@ -214,7 +226,8 @@ class _Worker:
     """One ``_math_worker.py`` process: a request line in, an answer line out."""
 
     def __init__(self, memory_mb: int) -> None:
-        self._stderr = tempfile.TemporaryFile()
+        # Kept open for the worker's lifetime (read only if it fails to start); closed in kill().
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115
         # -I: isolated mode (no PYTHON* variables, no script directory or user site on the path).
         self.process = subprocess.Popen(
             [sys.executable, "-I", _WORKER_SCRIPT, str(memory_mb)],
@@ -236,7 +249,9 @@ class _Worker:
             ) from error
         if json.loads(ready) != {"ready": True}:
             self.kill()
-            raise VerifierUnavailableError(f"unexpected greeting from the math worker: {ready!r}")
+            raise VerifierUnavailableError(
+                f"unexpected greeting from the math worker: {ready!r}"
+            )
 
     def ask(self, predicted: str, truth: str, deadline: float) -> bool:
         """The worker's verdict; ``TimeoutError`` past ``deadline``, ``_WorkerDied`` on a crash."""
@@ -300,20 +315,34 @@ class _WorkerPool:
             with self._lock:
                 worker = self._idle.pop() if self._idle else None
             if worker is None:
-                worker = _Worker(self.memory_mb)  # start-up time is not billed to the check
+                worker = _Worker(
+                    self.memory_mb
+                )  # start-up time is not billed to the check
             try:
-                equal = worker.ask(predicted, truth, time.monotonic() + max(0.0, timeout_s))
+                equal = worker.ask(
+                    predicted, truth, time.monotonic() + max(0.0, timeout_s)
+                )
             except TimeoutError:
                 # Killing the process is the only way to stop sympy mid-computation; the next
                 # check starts a fresh worker.
                 worker.kill()
                 with self._lock:
                     self.overruns += 1
-                logger.info("answer check overran %.1fs: %r vs %r", timeout_s, predicted[:80], truth[:80])
+                logger.info(
+                    "answer check overran %.1fs: %r vs %r",
+                    timeout_s,
+                    predicted[:80],
+                    truth[:80],
+                )
                 return False
             except (_WorkerDied, ValueError) as error:
                 worker.kill()
-                logger.info("math-verify worker failed (%s) on %r vs %r", error, predicted[:80], truth[:80])
+                logger.info(
+                    "math-verify worker failed (%s) on %r vs %r",
+                    error,
+                    predicted[:80],
+                    truth[:80],
+                )
                 return False
             with self._lock:
                 self._idle.append(worker)
@@ -332,7 +361,9 @@ _POOL_SIZE = max(1, min(4, os.cpu_count() or 1))
 _MEMORY_MB = 2048
 
 
-def configure_verifier(*, workers: int | None = None, memory_mb: int | None = None) -> None:
+def configure_verifier(
+    *, workers: int | None = None, memory_mb: int | None = None
+) -> None:
     """Set the number of math-verify worker processes and their memory limit (MiB).
 
     Takes effect for checks started after the call (the current workers are stopped).

@@ -99,3 +99,36 @@ def processes_with_marker(marker: str) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def sandbox_processes(sandbox: Sandbox) -> set[int]:
+    """Every host process of `sandbox` right now: its workers' top processes and their descendants."""
+    found: set[int] = set()
+    for pid in sandbox.worker_pids():
+        found.add(pid)
+        found.update(descendants(pid))
+    return found
+
+
+def alive(pids: set[int]) -> list[int]:
+    """Those of `pids` that still exist (zombies count as gone)."""
+    living = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        if stat[stat.rfind(b")") + 2 :].split()[0] != b"Z":
+            living.append(pid)
+    return living
+
+
+def idle_tree_is_clean(sandbox: Sandbox) -> bool:
+    """An idle worker's tree is a bare chain (bwrap monitor -> init -> worker, or launcher ->
+    worker, or the worker alone): no process left behind by a job."""
+    for top in sandbox.worker_pids():
+        tree = [top] + descendants(top)
+        if len(tree) > 3:
+            return False
+    return True

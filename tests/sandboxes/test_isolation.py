@@ -6,6 +6,7 @@ secret environment variables, leftover processes), not just what the program pri
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import socket
 import subprocess
@@ -17,12 +18,7 @@ import uuid
 import pytest
 
 from sandboxes import Limits
-from tests.sandboxes.conftest import (
-    ISOLATED_BACKENDS,
-    descendants,
-    make,
-    processes_with_marker,
-)
+from tests.sandboxes.conftest import ISOLATED_BACKENDS, alive, make, processes_with_marker, sandbox_processes
 
 SHORT = Limits(time_s=1.0)
 
@@ -200,20 +196,31 @@ def test_memory_bomb_is_contained(isolated):
 def test_fork_bomb_is_contained_and_leaves_nothing(backend):
     sandbox = make(backend, pool_size=1)
     try:
-        before = set(descendants())
-        start = time.monotonic()
-        res = sandbox.run(
-            "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
-            limits=Limits(time_s=1.0, max_processes=16),
-        )
+        _still_works(sandbox)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            start = time.monotonic()
+            future = pool.submit(
+                sandbox.run,
+                "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass",
+                limits=Limits(time_s=1.5, max_processes=16),
+            )
+            time.sleep(0.8)
+            during = sandbox_processes(sandbox)  # the bomb's processes, seen from the host
+            res = future.result()
         assert res.timed_out and not res.ok
         assert time.monotonic() - start < 10
+        if sandbox.worker_pids() or during:  # host processes exist (not for docker containers)
+            assert len(during) > 3, "the bomb should have been running"
+            assert len(during) <= 16 + 4, f"process limit not enforced: {len(during)} processes"
+        deadline = time.monotonic() + 5
+        while alive(during) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert alive(during) == [], "the bomb's processes outlived the run"
         _still_works(sandbox)
+        during_close = sandbox_processes(sandbox)
     finally:
         sandbox.close()
-    # `before` holds the workers of other (module-scoped) sandboxes; nothing else may remain.
-    leftover = set(descendants()) - before
-    assert not leftover, f"{backend}: processes left after close(): {sorted(leftover)}"
+    assert alive(during_close) == [], "processes left after close()"
 
 
 def test_process_limit_is_enforced(isolated):

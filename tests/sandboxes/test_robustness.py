@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sandboxes import Job, Limits, RunResult
-from tests.sandboxes.conftest import descendants, make
+from tests.sandboxes.conftest import alive, descendants, idle_tree_is_clean, make, sandbox_processes
 
 QUICK = Limits(time_s=1.0, output_bytes=4096)
 
@@ -50,7 +50,10 @@ def test_python_like_text_never_raises(sandbox, source, stdin):
 
 
 def _temp_entries() -> set[str]:
-    return {name for name in os.listdir(tempfile.gettempdir()) if name.startswith("sandbox-")}
+    # Workers name their host directories after this process, so parallel test processes and
+    # other users of the machine do not disturb the count.
+    prefix = f"sandbox-worker-{os.getpid()}-"
+    return {name for name in os.listdir(tempfile.gettempdir()) if name.startswith(prefix)}
 
 
 @pytest.mark.parametrize("backend, runs", [("bwrap", 1000), ("process", 300), ("unsafe", 200)])
@@ -63,7 +66,6 @@ def test_many_runs_leave_no_processes_or_temp_dirs(backend, runs):
         ("open('f{i}', 'w').write('x')\nprint(open('f{i}').read())", lambda i, r: r.ok and r.stdout == "x\n"),
     ]
     temp_before = _temp_entries()
-    procs_before = set(descendants())
     options = {"allow_unsafe": True} if backend == "unsafe" else {}
     sandbox = make(backend, max_jobs_per_worker=100, **options)  # recycle workers along the way
     try:
@@ -73,9 +75,34 @@ def test_many_runs_leave_no_processes_or_temp_dirs(backend, runs):
             jobs.append(Job(template.format(i=i)))
             checks.append((i, check))
         results = sandbox.run_batch(jobs)
-        bad = [(i, r) for (i, check), r in zip(checks, results) if not check(i, r)]
+        bad = [(i, r) for (i, check), r in zip(checks, results, strict=True) if not check(i, r)]
         assert not bad, bad[:3]
+        # Every fifth program left a sleeping child: none may survive its run.
+        assert idle_tree_is_clean(sandbox), {p: descendants(p) for p in sandbox.worker_pids()}
+        ours = sandbox_processes(sandbox)
+        if backend != "unsafe":
+            assert _temp_entries() - temp_before == set()  # their work dirs live on private tmpfs
     finally:
         sandbox.close()
-    assert set(descendants()) - procs_before == set()
+    assert alive(ours) == []
     assert _temp_entries() - temp_before == set()
+
+
+def test_host_work_dirs_are_removed_even_when_a_worker_is_killed():
+    # The unsafe backend keeps its work dirs on the host: they must go with the worker, also
+    # when the worker is SIGKILLed and cannot tidy up itself.
+    import signal
+
+    before = _temp_entries()
+    sandbox = make("unsafe", allow_unsafe=True, pool_size=1)
+    try:
+        assert sandbox.run("print(1)").ok
+        created = _temp_entries() - before
+        assert len(created) == 1
+        for pid in sandbox.worker_pids():
+            os.kill(pid, signal.SIGKILL)
+        assert sandbox.run("print(2)").stdout == "2\n"  # a fresh worker
+        assert not (created & _temp_entries()), "the killed worker's directory was left behind"
+    finally:
+        sandbox.close()
+    assert _temp_entries() - before == set()

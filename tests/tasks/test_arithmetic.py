@@ -5,8 +5,8 @@ from __future__ import annotations
 from fractions import Fraction
 
 import pytest
-import sandboxes
 
+import sandboxes
 from llm_envs.core.splits import split_of
 from llm_envs.tasks import load_task_source
 from llm_envs.tasks.arithmetic import LEVELS, ArithmeticSource, format_answer
@@ -50,7 +50,10 @@ def test_the_reference_programs_print_the_answer_in_the_sandbox():
     runs = sandbox.run_batch([sandboxes.Job(p.metadata["program"]) for p in problems])
     for problem, run in zip(problems, runs):
         assert run.ok, (problem.prompt, run.stderr)
-        assert check_answer(run.stdout.strip().splitlines()[-1], problem.answer), (problem.prompt, run.stdout)
+        assert check_answer(run.stdout.strip().splitlines()[-1], problem.answer), (
+            problem.prompt,
+            run.stdout,
+        )
 
 
 def test_levels_option_is_checked():

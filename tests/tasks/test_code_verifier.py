@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-import sandboxes
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import sandboxes
 from llm_envs.verifiers.code import (
     code_blocks,
     compile_error,
@@ -62,7 +62,24 @@ def test_code_block_offsets_cover_the_fences():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.sampled_from(["`", "```", "```python\n", "\n", "a", " ", "Input:", "Output:", "assert f(1) == 1"]), max_size=60).map("".join))
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "`",
+                "```",
+                "```python\n",
+                "\n",
+                "a",
+                " ",
+                "Input:",
+                "Output:",
+                "assert f(1) == 1",
+            ]
+        ),
+        max_size=60,
+    ).map("".join)
+)
 def test_code_parsing_never_raises(text):
     extract_code(text)
     parse_io_tests(text)
@@ -73,7 +90,9 @@ def test_compile_error_never_executes_and_reports():
     assert compile_error("x = 1") is None
     assert compile_error("def f(:\n").startswith("SyntaxError")
     assert compile_error("x = 1\x00") is not None
-    assert compile_error("(" * 500 + ")" * 500) is not None  # too deeply nested for the parser
+    assert (
+        compile_error("(" * 500 + ")" * 500) is not None
+    )  # too deeply nested for the parser
 
 
 # ---------------------------------------------------------------------------------------------
@@ -101,9 +120,13 @@ if __name__ == "__main__":
 ```"""
     parsed = parse_function_tests(reply, "add")
     assert parsed.found == 6 and len(parsed.tests) == 6 and not parsed.problems
-    good = judge_function(sandbox, "def add(a, b):\n    return a + b\n", parsed.tests, entry_point="add")
+    good = judge_function(
+        sandbox, "def add(a, b):\n    return a + b\n", parsed.tests, entry_point="add"
+    )
     assert good.pass_rate == 1.0
-    bad = judge_function(sandbox, "def add(a, b):\n    return None\n", parsed.tests, entry_point="add")
+    bad = judge_function(
+        sandbox, "def add(a, b):\n    return None\n", parsed.tests, entry_point="add"
+    )
     assert bad.passed == 0
     # Equality assertions explain themselves; every failure is an assertion (the code ran).
     assert bad.results[0].error == "AssertionError: expected 3, got None"
@@ -115,26 +138,46 @@ def test_function_tests_survive_a_broken_block_and_are_capped():
     reply = "```python\nassert f(1) == 1\nthis is not (python\nassert f(2) == 4\n```"
     parsed = parse_function_tests(reply, "f")
     assert parsed.shown == ("assert f(1) == 1", "assert f(2) == 4") and parsed.problems
-    many = "```python\n" + "\n".join(f"assert f({i}) == {i}" for i in range(40)) + "\n```"
+    many = (
+        "```python\n" + "\n".join(f"assert f({i}) == {i}" for i in range(40)) + "\n```"
+    )
     capped = parse_function_tests(many, "f", max_tests=5)
-    assert capped.found == 40 and len(capped.tests) == 5 and "only the first 5" in capped.problems[0]
+    assert (
+        capped.found == 40
+        and len(capped.tests) == 5
+        and "only the first 5" in capped.problems[0]
+    )
     assert not parse_function_tests("no block", "f").valid
     assert not parse_function_tests("```python\nx = 1\n```", "f").valid
 
 
 def test_a_crashing_function_did_not_run_its_tests(sandbox):
     parsed = parse_function_tests("```python\nassert f(1) == 1\n```", "f")
-    report = judge_function(sandbox, "def f(x):\n    raise KeyError(x)\n", parsed.tests, entry_point="f")
-    assert report.results[0].error == "KeyError: 1" and not ran_to_completion(report.results[0], io_style=False)
+    report = judge_function(
+        sandbox, "def f(x):\n    raise KeyError(x)\n", parsed.tests, entry_point="f"
+    )
+    assert report.results[0].error == "KeyError: 1" and not ran_to_completion(
+        report.results[0], io_style=False
+    )
 
 
 def test_unittest_errors_are_not_mistaken_for_failures(sandbox):
     reply = "```python\nimport unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(f(1), 2)\n```"
     parsed = parse_function_tests(reply, "f")
-    crash = judge_function(sandbox, "def f(x):\n    raise ValueError('boom')\n", parsed.tests, entry_point="f")
-    wrong = judge_function(sandbox, "def f(x):\n    return 3\n", parsed.tests, entry_point="f")
+    crash = judge_function(
+        sandbox,
+        "def f(x):\n    raise ValueError('boom')\n",
+        parsed.tests,
+        entry_point="f",
+    )
+    wrong = judge_function(
+        sandbox, "def f(x):\n    return 3\n", parsed.tests, entry_point="f"
+    )
     assert not ran_to_completion(crash.results[0], io_style=False)
-    assert ran_to_completion(wrong.results[0], io_style=False) and "3 != 2" in wrong.results[0].error
+    assert (
+        ran_to_completion(wrong.results[0], io_style=False)
+        and "3 != 2" in wrong.results[0].error
+    )
 
 
 def test_io_tests_pairs_with_labels_and_order():
@@ -172,15 +215,27 @@ unpaired
 def test_reference_blocks_round_trip():
     cases = [("1 2\n", "3\n"), ("4\n5\n", "9\n")]
     assert parse_io_tests(io_tests_block(cases)).tests == tuple(cases)
-    golden = ["from typing import List\ncandidate = f\nassert candidate([1]) == 1", "candidate = f\nassert candidate([]) == 0"]
+    golden = [
+        "from typing import List\ncandidate = f\nassert candidate([1]) == 1",
+        "candidate = f\nassert candidate([]) == 0",
+    ]
     assert len(parse_function_tests(function_tests_block(golden), "f").tests) == 2
 
 
 def test_io_judging(sandbox):
     cases = [("1 2\n", "3\n"), ("5 5\n", "10\n")]
-    assert judge_io(sandbox, "a, b = map(int, input().split())\nprint(a + b)", cases).pass_rate == 1.0
+    assert (
+        judge_io(
+            sandbox, "a, b = map(int, input().split())\nprint(a + b)", cases
+        ).pass_rate
+        == 1.0
+    )
     wrong = judge_io(sandbox, "print(3)", cases)
-    assert wrong.passed == 1 and wrong.results[1].error == "wrong answer" and wrong.results[1].stdout == "3\n"
+    assert (
+        wrong.passed == 1
+        and wrong.results[1].error == "wrong answer"
+        and wrong.results[1].stdout == "3\n"
+    )
     assert ran_to_completion(wrong.results[1], io_style=True)
     crash = judge_io(sandbox, "raise SystemExit(3)", cases)
     assert not any(ran_to_completion(r, io_style=True) for r in crash.results)

@@ -13,8 +13,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import sandboxes
 
+import sandboxes
 from llm_envs.tasks import DatasetUnavailableError, load_task_source
 from llm_envs.tasks.code_datasets import decode_lcb_tests, lcb_files
 from llm_envs.tasks.math_datasets import gsm8k_final_answer
@@ -56,15 +56,23 @@ def gsm8k_rows(start: int, count: int) -> list[dict]:
 
 def test_gsm8k_official_splits_from_a_directory(tmp_path):
     write_jsonl(tmp_path / "gsm8k" / "train.jsonl", gsm8k_rows(0, 30))
-    write_parquet(tmp_path / "gsm8k" / "test-00000-of-00001.parquet", gsm8k_rows(100, 10))
+    write_parquet(
+        tmp_path / "gsm8k" / "test-00000-of-00001.parquet", gsm8k_rows(100, 10)
+    )
     train = load_task_source("gsm8k", split="train", path=tmp_path / "gsm8k")
     test = load_task_source("gsm8k", split="test", path=str(tmp_path / "gsm8k"))
     assert (len(train), len(test)) == (30, 10)
     assert not ids(train) & ids(test)
     problem = test.get(3)
-    assert problem.answer == str(2 * 103 + 1000)  # "1,206" in the file: separators removed
+    assert problem.answer == str(
+        2 * 103 + 1000
+    )  # "1,206" in the file: separators removed
     assert problem.prompt.startswith("Tom has 103 apples")
-    assert "####" not in problem.solution and problem.style == "answer" and problem.split == "test"
+    assert (
+        "####" not in problem.solution
+        and problem.style == "answer"
+        and problem.split == "test"
+    )
     with pytest.raises(ValueError, match="split_policy='hash'"):
         load_task_source("gsm8k", split="validation", path=tmp_path / "gsm8k")
 
@@ -72,9 +80,16 @@ def test_gsm8k_official_splits_from_a_directory(tmp_path):
 def test_gsm8k_hash_policy_pools_and_partitions_all_rows(tmp_path):
     write_jsonl(tmp_path / "train.jsonl", gsm8k_rows(0, 120))
     write_jsonl(tmp_path / "test.jsonl", gsm8k_rows(500, 40))
-    parts = {s: ids(load_task_source("gsm8k", split=s, path=tmp_path, split_policy="hash")) for s in ("train", "validation", "test")}
+    parts = {
+        s: ids(load_task_source("gsm8k", split=s, path=tmp_path, split_policy="hash"))
+        for s in ("train", "validation", "test")
+    }
     assert sum(len(v) for v in parts.values()) == 160
-    assert not parts["train"] & parts["test"] and not parts["train"] & parts["validation"] and not parts["validation"] & parts["test"]
+    assert (
+        not parts["train"] & parts["test"]
+        and not parts["train"] & parts["validation"]
+        and not parts["validation"] & parts["test"]
+    )
 
 
 def test_gsm8k_missing_split_file_and_unnamed_file_are_clear_errors(tmp_path):
@@ -109,10 +124,16 @@ def test_math500_single_split_hash_and_benchmark(tmp_path):
         for i in range(80)
     ]
     path = write_jsonl(tmp_path / "anything.jsonl", rows)
-    everything = load_task_source("math500", split="test", path=path, split_policy="benchmark")
+    everything = load_task_source(
+        "math500", split="test", path=path, split_policy="benchmark"
+    )
     assert len(everything) == 80
     problem = everything.get(7)
-    assert (problem.id, problem.answer, problem.metadata["level"]) == ("math500/test/prealgebra/7.json", "14", 3)
+    assert (problem.id, problem.answer, problem.metadata["level"]) == (
+        "math500/test/prealgebra/7.json",
+        "14",
+        3,
+    )
     train = load_task_source("math500", split="train", path=path)
     test = load_task_source("math500", split="test", path=path)
     assert len(train) + len(test) <= 80 and len(train) > len(test) > 0
@@ -125,26 +146,78 @@ def test_math500_single_split_hash_and_benchmark(tmp_path):
 
 def test_aime_2024_parquet_and_2025_jsonl(tmp_path):
     aime24 = [
-        {"id": 60 + i, "problem": f"AIME 2024 problem {i}", "solution": "...", "answer": str(100 + i), "url": "u", "year": "2024"}
+        {
+            "id": 60 + i,
+            "problem": f"AIME 2024 problem {i}",
+            "solution": "...",
+            "answer": str(100 + i),
+            "url": "u",
+            "year": "2024",
+        }
         for i in range(30)
     ]
-    source = load_task_source("aime2024", split="test", split_policy="benchmark", path=write_parquet(tmp_path / "train.parquet", aime24))
+    source = load_task_source(
+        "aime2024",
+        split="test",
+        split_policy="benchmark",
+        path=write_parquet(tmp_path / "train.parquet", aime24),
+    )
     assert len(source) == 30
-    assert (source.get(0).id, source.get(0).answer, source.get(0).prompt) == ("aime2024/60", "100", "AIME 2024 problem 0")
-    aime25 = [{"problem": f"AIME 2025 problem {i}", "answer": str(i), "id": f"I-{i}"} for i in range(30)]
-    source = load_task_source("aime2025", split="test", split_policy="benchmark", path=write_jsonl(tmp_path / "aime25.jsonl", aime25))
-    assert [p.answer for p in source][:3] == ["0", "1", "2"] and source.get(2).id == "aime2025/I-2"
+    assert (source.get(0).id, source.get(0).answer, source.get(0).prompt) == (
+        "aime2024/60",
+        "100",
+        "AIME 2024 problem 0",
+    )
+    aime25 = [
+        {"problem": f"AIME 2025 problem {i}", "answer": str(i), "id": f"I-{i}"}
+        for i in range(30)
+    ]
+    source = load_task_source(
+        "aime2025",
+        split="test",
+        split_policy="benchmark",
+        path=write_jsonl(tmp_path / "aime25.jsonl", aime25),
+    )
+    assert [p.answer for p in source][:3] == ["0", "1", "2"] and source.get(
+        2
+    ).id == "aime2025/I-2"
 
 
 def test_olympiadbench_answers_context_and_units(tmp_path):
-    base = {"solution": ["step one", "step two"], "is_multiple_answer": False, "answer_type": "Numerical", "subfield": "Algebra", "language": "English", "context": None, "unit": None}
+    base = {
+        "solution": ["step one", "step two"],
+        "is_multiple_answer": False,
+        "answer_type": "Numerical",
+        "subfield": "Algebra",
+        "language": "English",
+        "context": None,
+        "unit": None,
+    }
     rows = [
         {**base, "id": 1, "question": "Find $x$.", "final_answer": ["$\\frac{1}{2}$"]},
-        {**base, "id": 2, "question": "Find all roots.", "final_answer": ["$1$", "$2$"], "is_multiple_answer": True},
-        {**base, "id": 3, "question": "How far?", "final_answer": ["$5$"], "context": "A car moves.", "unit": "m"},
+        {
+            **base,
+            "id": 2,
+            "question": "Find all roots.",
+            "final_answer": ["$1$", "$2$"],
+            "is_multiple_answer": True,
+        },
+        {
+            **base,
+            "id": 3,
+            "question": "How far?",
+            "final_answer": ["$5$"],
+            "context": "A car moves.",
+            "unit": "m",
+        },
         {**base, "id": 4, "question": "No answer", "final_answer": []},
     ]
-    source = load_task_source("olympiadbench", split="test", split_policy="benchmark", path=write_jsonl(tmp_path / "train.jsonl", rows))
+    source = load_task_source(
+        "olympiadbench",
+        split="test",
+        split_policy="benchmark",
+        path=write_jsonl(tmp_path / "train.jsonl", rows),
+    )
     assert len(source) == 3  # the row without a final answer is skipped
     first, second, third = (source.get(i) for i in range(3))
     assert first.answer == "\\frac{1}{2}" and check_answer("0.5", first.answer)
@@ -169,33 +242,79 @@ def mbpp_row(task_id: int) -> dict:
 
 
 def test_mbpp_full_official_splits_and_golden_code_passes(tmp_path):
-    for split, start in (("train", 600), ("validation", 510), ("test", 11), ("prompt", 1)):
-        write_jsonl(tmp_path / f"{split}.jsonl", [mbpp_row(start + i) for i in range(4)])
-    sources = {s: load_task_source("mbpp", split=s, path=tmp_path) for s in ("train", "validation", "test")}
-    assert {s: len(v) for s, v in sources.items()} == {"train": 4, "validation": 4, "test": 4}
+    for split, start in (
+        ("train", 600),
+        ("validation", 510),
+        ("test", 11),
+        ("prompt", 1),
+    ):
+        write_jsonl(
+            tmp_path / f"{split}.jsonl", [mbpp_row(start + i) for i in range(4)]
+        )
+    sources = {
+        s: load_task_source("mbpp", split=s, path=tmp_path)
+        for s in ("train", "validation", "test")
+    }
+    assert {s: len(v) for s, v in sources.items()} == {
+        "train": 4,
+        "validation": 4,
+        "test": 4,
+    }
     problem = sources["test"].get(0)
-    assert problem.id == "mbpp/11" and problem.entry_point == "add_11" and problem.style == "function"
+    assert (
+        problem.id == "mbpp/11"
+        and problem.entry_point == "add_11"
+        and problem.style == "function"
+    )
     assert problem.setup == "import math" and len(problem.tests) == 3
-    assert "assert add_11(0) == 11" in problem.prompt  # the first test is shown as an example
+    assert (
+        "assert add_11(0) == 11" in problem.prompt
+    )  # the first test is shown as an example
     sandbox = sandboxes.shared_sandbox("auto")
     assert judge(sandbox, problem, problem.solution).pass_rate == 1.0
     assert judge(sandbox, problem, "def add_11(x):\n    return x\n").pass_rate == 0.0
 
 
 def test_mbpp_sanitized_schema(tmp_path):
-    row = {"source_file": "x", "task_id": 2, "prompt": "Write a function to find shared elements.", "code": "def similar_elements(a, b):\n    return tuple(set(a) & set(b))\n", "test_imports": [], "test_list": ["assert set(similar_elements((3, 4, 5, 6),(5, 7, 4, 10))) == set((4, 5))"]}
-    source = load_task_source("mbpp", split="test", path=write_parquet(tmp_path / "test.parquet", [row]), config="sanitized")
+    row = {
+        "source_file": "x",
+        "task_id": 2,
+        "prompt": "Write a function to find shared elements.",
+        "code": "def similar_elements(a, b):\n    return tuple(set(a) & set(b))\n",
+        "test_imports": [],
+        "test_list": [
+            "assert set(similar_elements((3, 4, 5, 6),(5, 7, 4, 10))) == set((4, 5))"
+        ],
+    }
+    source = load_task_source(
+        "mbpp",
+        split="test",
+        path=write_parquet(tmp_path / "test.parquet", [row]),
+        config="sanitized",
+    )
     problem = source.get(0)
-    assert problem.entry_point == "similar_elements" and problem.prompt.startswith("Write a function to find")
-    assert judge(sandboxes.shared_sandbox("auto"), problem, problem.solution).pass_rate == 1.0
+    assert problem.entry_point == "similar_elements" and problem.prompt.startswith(
+        "Write a function to find"
+    )
+    assert (
+        judge(sandboxes.shared_sandbox("auto"), problem, problem.solution).pass_rate
+        == 1.0
+    )
 
 
 def apps_row(problem_id: int, **overrides) -> dict:
     row = {
         "id": problem_id,
         "question": f"Read two integers and print their sum plus {problem_id}.",
-        "solutions": json.dumps([f"a, b = map(int, input().split())\nprint(a + b + {problem_id})\n"]),
-        "input_output": json.dumps({"inputs": ["1 2\n", ["3 4"]], "outputs": [f"{3 + problem_id}\n", [f"{7 + problem_id}"]]}),
+        "solutions": json.dumps(
+            [f"a, b = map(int, input().split())\nprint(a + b + {problem_id})\n"]
+        ),
+        "input_output": json.dumps(
+            {
+                "inputs": ["1 2\n", ["3 4"]],
+                "outputs": [f"{3 + problem_id}\n", [f"{7 + problem_id}"]],
+            }
+        ),
         "difficulty": "introductory",
         "url": "https://example.com",
         "starter_code": "",
@@ -208,7 +327,12 @@ def test_apps_stdin_problems_only_and_golden_program_passes(tmp_path):
     rows = [
         apps_row(1),
         apps_row(2),
-        apps_row(3, input_output=json.dumps({"fn_name": "f", "inputs": [[1]], "outputs": [[2]]})),  # call-based
+        apps_row(
+            3,
+            input_output=json.dumps(
+                {"fn_name": "f", "inputs": [[1]], "outputs": [[2]]}
+            ),
+        ),  # call-based
         apps_row(4, solutions=""),  # no golden program
         apps_row(5, input_output=""),  # no tests
     ]
@@ -216,10 +340,20 @@ def test_apps_stdin_problems_only_and_golden_program_passes(tmp_path):
     write_jsonl(tmp_path / "train.jsonl", [apps_row(100 + i) for i in range(3)])
     test = load_task_source("apps", split="test", path=tmp_path)
     assert sorted(p.id for p in test) == ["apps/1", "apps/2"]
-    assert len(load_task_source("apps", split="test", path=tmp_path, require_solution=False)) == 3
+    assert (
+        len(
+            load_task_source(
+                "apps", split="test", path=tmp_path, require_solution=False
+            )
+        )
+        == 3
+    )
     assert len(load_task_source("apps", split="train", path=tmp_path)) == 3
     problem = test.get(1)
-    assert problem.style == "io" and problem.tests == (("1 2\n", "5\n"), ("3 4\n", "9\n"))
+    assert problem.style == "io" and problem.tests == (
+        ("1 2\n", "5\n"),
+        ("3 4\n", "9\n"),
+    )
     report = judge(sandboxes.shared_sandbox("auto"), problem, problem.solution)
     assert report.pass_rate == 1.0
     assert judge(sandboxes.shared_sandbox("auto"), problem, "print(0)").pass_rate == 0.0
@@ -245,22 +379,50 @@ def cc_row(name: str, python3: bool = True) -> dict:
 
 
 def test_code_contests_parquet_splits_tests_and_python3_solution(tmp_path):
-    write_parquet(tmp_path / "train.parquet", [cc_row("t1"), cc_row("t2", python3=False)])
+    write_parquet(
+        tmp_path / "train.parquet", [cc_row("t1"), cc_row("t2", python3=False)]
+    )
     write_parquet(tmp_path / "valid.parquet", [cc_row("v1")])
     write_parquet(tmp_path / "test.parquet", [cc_row("x1"), cc_row("x2")])
-    assert [p.id for p in load_task_source("code_contests", split="train", path=tmp_path)] == ["code_contests/t1"]
-    assert len(load_task_source("code_contests", split="train", path=tmp_path, require_solution=False)) == 2
-    assert [p.id for p in load_task_source("code_contests", split="validation", path=tmp_path)] == ["code_contests/v1"]
+    assert [
+        p.id for p in load_task_source("code_contests", split="train", path=tmp_path)
+    ] == ["code_contests/t1"]
+    assert (
+        len(
+            load_task_source(
+                "code_contests", split="train", path=tmp_path, require_solution=False
+            )
+        )
+        == 2
+    )
+    assert [
+        p.id
+        for p in load_task_source("code_contests", split="validation", path=tmp_path)
+    ] == ["code_contests/v1"]
     test = load_task_source("code_contests", split="test", path=tmp_path)
     problem = test.get(0)
     assert problem.tests == (("3\n", "6\n"), ("10\n", "20\n"), ("0\n", "0\n"))
     assert problem.metadata["time_limit_s"] == pytest.approx(2.5)
-    assert len(load_task_source("code_contests", split="test", path=tmp_path, include_generated=True).get(0).tests) == 4
-    assert judge(sandboxes.shared_sandbox("auto"), problem, problem.solution).pass_rate == 1.0
+    assert (
+        len(
+            load_task_source(
+                "code_contests", split="test", path=tmp_path, include_generated=True
+            )
+            .get(0)
+            .tests
+        )
+        == 4
+    )
+    assert (
+        judge(sandboxes.shared_sandbox("auto"), problem, problem.solution).pass_rate
+        == 1.0
+    )
 
 
 def lcb_compressed(cases: list[dict]) -> str:
-    return base64.b64encode(zlib.compress(pickle.dumps(json.dumps(cases)))).decode("ascii")
+    return base64.b64encode(zlib.compress(pickle.dumps(json.dumps(cases)))).decode(
+        "ascii"
+    )
 
 
 def test_livecodebench_stdin_problems_with_compressed_private_tests(tmp_path):
@@ -273,18 +435,49 @@ def test_livecodebench_stdin_problems_with_compressed_private_tests(tmp_path):
         "contest_date": "2024-08-01T00:00:00",
         "starter_code": "",
         "difficulty": "easy",
-        "public_test_cases": json.dumps([{"input": "2\n", "output": "4\n", "testtype": "stdin"}]),
-        "private_test_cases": lcb_compressed([{"input": "5\n", "output": "10\n", "testtype": "stdin"}]),
+        "public_test_cases": json.dumps(
+            [{"input": "2\n", "output": "4\n", "testtype": "stdin"}]
+        ),
+        "private_test_cases": lcb_compressed(
+            [{"input": "5\n", "output": "10\n", "testtype": "stdin"}]
+        ),
         "metadata": "{}",
     }
-    plain_row = {**stdin_row, "question_id": "abc002_a", "question_content": "Read n, print 2n (again).", "private_test_cases": json.dumps([{"input": "1\n", "output": "2\n", "testtype": "stdin"}])}
-    functional = {**stdin_row, "question_id": "lc1", "platform": "leetcode", "question_content": "class Solution...", "public_test_cases": json.dumps([{"input": "[1]", "output": "2", "testtype": "functional"}])}
+    plain_row = {
+        **stdin_row,
+        "question_id": "abc002_a",
+        "question_content": "Read n, print 2n (again).",
+        "private_test_cases": json.dumps(
+            [{"input": "1\n", "output": "2\n", "testtype": "stdin"}]
+        ),
+    }
+    functional = {
+        **stdin_row,
+        "question_id": "lc1",
+        "platform": "leetcode",
+        "question_content": "class Solution...",
+        "public_test_cases": json.dumps(
+            [{"input": "[1]", "output": "2", "testtype": "functional"}]
+        ),
+    }
     path = write_jsonl(tmp_path / "test6.jsonl", [stdin_row, plain_row, functional])
-    source = load_task_source("livecodebench", split="test", split_policy="benchmark", path=path)
-    assert [p.id for p in source] == ["livecodebench/abc001_a", "livecodebench/abc002_a"]
-    assert source.get(0).tests == (("2\n", "4\n"), ("5\n", "10\n")) and source.get(1).tests == (("2\n", "4\n"), ("1\n", "2\n"))
+    source = load_task_source(
+        "livecodebench", split="test", split_policy="benchmark", path=path
+    )
+    assert [p.id for p in source] == [
+        "livecodebench/abc001_a",
+        "livecodebench/abc002_a",
+    ]
+    assert source.get(0).tests == (("2\n", "4\n"), ("5\n", "10\n")) and source.get(
+        1
+    ).tests == (("2\n", "4\n"), ("1\n", "2\n"))
     assert source.get(0).solution is None and source.has_golden_solutions is False
-    assert judge(sandboxes.shared_sandbox("auto"), source.get(0), "print(2 * int(input()))").pass_rate == 1.0
+    assert (
+        judge(
+            sandboxes.shared_sandbox("auto"), source.get(0), "print(2 * int(input()))"
+        ).pass_rate
+        == 1.0
+    )
 
 
 class _Exploit:
@@ -294,13 +487,21 @@ class _Exploit:
 
 def test_livecodebench_decoding_refuses_pickled_code():
     with pytest.raises(ValueError, match="cannot decode"):
-        decode_lcb_tests(base64.b64encode(zlib.compress(pickle.dumps(_Exploit()))).decode("ascii"))
+        decode_lcb_tests(
+            base64.b64encode(zlib.compress(pickle.dumps(_Exploit()))).decode("ascii")
+        )
     assert decode_lcb_tests("") == [] and decode_lcb_tests("[]") == []
 
 
 def test_livecodebench_versions():
-    assert lcb_files("v6") == ["hf://datasets/livecodebench/code_generation_lite/test6.jsonl"]
-    assert [f.rsplit("/", 1)[-1] for f in lcb_files("release_v3")] == ["test.jsonl", "test2.jsonl", "test3.jsonl"]
+    assert lcb_files("v6") == [
+        "hf://datasets/livecodebench/code_generation_lite/test6.jsonl"
+    ]
+    assert [f.rsplit("/", 1)[-1] for f in lcb_files("release_v3")] == [
+        "test.jsonl",
+        "test2.jsonl",
+        "test3.jsonl",
+    ]
     with pytest.raises(ValueError):
         lcb_files("latest")
 
@@ -312,7 +513,9 @@ def test_livecodebench_versions():
 def test_a_missing_path_says_how_to_get_the_data(tmp_path):
     with pytest.raises(DatasetUnavailableError, match="does not exist") as info:
         load_task_source("math500", split="test", path=tmp_path / "missing.jsonl")
-    assert "HuggingFaceH4/MATH-500" in str(info.value) and "load_dataset" in str(info.value)
+    assert "HuggingFaceH4/MATH-500" in str(info.value) and "load_dataset" in str(
+        info.value
+    )
 
 
 def test_a_dataset_not_on_disk_and_not_reachable_is_an_error_not_a_fallback():
@@ -321,7 +524,10 @@ def test_a_dataset_not_on_disk_and_not_reachable_is_an_error_not_a_fallback():
         load_task_source("gsm8k", split="train")
     message = str(info.value)
     assert "openai/gsm8k" in message and "path=" in message and "to_json" in message
-    with pytest.raises(DatasetUnavailableError, match="huggingface-cli download livecodebench/code_generation_lite test6.jsonl"):
+    with pytest.raises(
+        DatasetUnavailableError,
+        match="huggingface-cli download livecodebench/code_generation_lite test6.jsonl",
+    ):
         load_task_source("livecodebench", split="test")
 
 

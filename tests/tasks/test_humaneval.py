@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-import sandboxes
 
+import sandboxes
 from llm_envs.core.splits import split_of
 from llm_envs.tasks import load_task_source
 from llm_envs.tasks.humaneval import load_humaneval_problems
@@ -23,18 +23,30 @@ def test_all_164_problems_with_split_assertions(benchmark):
         assert problem.style == "function" and problem.split == "test"
         assert problem.entry_point and f"def {problem.entry_point}" in problem.prompt
         assert problem.solution.startswith(problem.prompt)
-        assert problem.tests and all("candidate" in t or problem.entry_point in t for t in problem.tests)
+        assert problem.tests and all(
+            "candidate" in t or problem.entry_point in t for t in problem.tests
+        )
     # The check bodies are split into single assertions: far more tests than problems.
     assert sum(len(p.tests) for p in benchmark) > 3 * 164
 
 
 def test_hash_splits_partition_humaneval_without_overlap():
-    by_split = {s: load_task_source("humaneval", split=s) for s in ("train", "validation", "test")}
+    by_split = {
+        s: load_task_source("humaneval", split=s)
+        for s in ("train", "validation", "test")
+    }
     ids = {s: {p.id for p in source} for s, source in by_split.items()}
     assert sum(len(v) for v in ids.values()) == 164
-    assert not ids["train"] & ids["test"] and not ids["train"] & ids["validation"] and not ids["validation"] & ids["test"]
+    assert (
+        not ids["train"] & ids["test"]
+        and not ids["train"] & ids["validation"]
+        and not ids["validation"] & ids["test"]
+    )
     for split, source in by_split.items():
-        assert all(p.split == split and split_of(" ".join(p.prompt.split())) == split for p in source)
+        assert all(
+            p.split == split and split_of(" ".join(p.prompt.split())) == split
+            for p in source
+        )
 
 
 def test_benchmark_policy_is_test_only_and_unknown_options_fail():
@@ -44,22 +56,38 @@ def test_benchmark_policy_is_test_only_and_unknown_options_fail():
         load_task_source("humaneval", split="test", split_policy="official")
     with pytest.raises(TypeError):
         load_task_source("humaneval", split="test", path="/nowhere")
-    assert len(load_task_source("humaneval", split="test", split_policy="benchmark", limit=5)) == 5
+    assert (
+        len(
+            load_task_source(
+                "humaneval", split="test", split_policy="benchmark", limit=5
+            )
+        )
+        == 5
+    )
 
 
 def test_every_canonical_solution_passes_its_golden_tests_in_the_sandbox(benchmark):
     sandbox = sandboxes.shared_sandbox("auto")
     reports = judge_many(sandbox, [(p, p.solution) for p in benchmark])
-    failures = {p.id: [r.error for r in rep.results if not r.passed] for p, rep in zip(benchmark, reports) if rep.pass_rate < 1.0}
+    failures = {
+        p.id: [r.error for r in rep.results if not r.passed]
+        for p, rep in zip(benchmark, reports)
+        if rep.pass_rate < 1.0
+    }
     assert not failures
 
 
 def test_a_solution_returning_none_fails_every_problem(benchmark):
     sandbox = sandboxes.shared_sandbox("auto")
-    wrong = [(p, f"def {p.entry_point}(*args, **kwargs):\n    return None\n") for p in benchmark]
+    wrong = [
+        (p, f"def {p.entry_point}(*args, **kwargs):\n    return None\n")
+        for p in benchmark
+    ]
     reports = judge_many(sandbox, wrong)
     assert all(rep.compiled and rep.ran for rep in reports)
-    assert all(rep.pass_rate < 1.0 for rep in reports), [p.id for p, rep in zip(benchmark, reports) if rep.pass_rate >= 1.0]
+    assert all(rep.pass_rate < 1.0 for rep in reports), [
+        p.id for p, rep in zip(benchmark, reports) if rep.pass_rate >= 1.0
+    ]
 
 
 def test_problems_are_loaded_once():

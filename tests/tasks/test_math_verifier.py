@@ -13,7 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from llm_envs.verifiers import math as math_verifier
-from llm_envs.verifiers.math import check_answer, extract_boxed, normalize_answer, overrun_count, parse_number
+from llm_envs.verifiers.math import (
+    check_answer,
+    extract_boxed,
+    normalize_answer,
+    overrun_count,
+    parse_number,
+)
 
 
 @pytest.mark.parametrize(
@@ -24,7 +30,10 @@ from llm_envs.verifiers.math import check_answer, extract_boxed, normalize_answe
         ("\\boxed{\\{1, 2\\}}", "\\{1, 2\\}"),
         ("\\boxed 7 is it", "7"),
         ("\\fbox{x^{2}}", "x^{2}"),
-        ("\\boxed{a} and \\boxed{\\frac{1}{2}", "a"),  # the last box is unclosed: the one before
+        (
+            "\\boxed{a} and \\boxed{\\frac{1}{2}",
+            "a",
+        ),  # the last box is unclosed: the one before
         ("no box here", None),
         ("\\boxed{}", None),
         ("\\boxed{   }", None),
@@ -67,7 +76,15 @@ def test_equivalent_answers_are_accepted(predicted, truth):
 
 @pytest.mark.parametrize(
     ("predicted", "truth"),
-    [("3", "4"), ("0.5", "1/3"), ("\\pi", "3.14159"), ("", "0"), ("\\boxed{}", "1"), ("x+1", "x+2"), ("7/12", "12/7")],
+    [
+        ("3", "4"),
+        ("0.5", "1/3"),
+        ("\\pi", "3.14159"),
+        ("", "0"),
+        ("\\boxed{}", "1"),
+        ("x+1", "x+2"),
+        ("7/12", "12/7"),
+    ],
 )
 def test_different_answers_are_rejected(predicted, truth):
     assert not check_answer(predicted, truth)
@@ -83,17 +100,26 @@ def test_fast_path_parses_numbers_exactly():
 
 def test_math_verify_works_off_the_main_thread():
     results: list[bool] = []
-    thread = threading.Thread(target=lambda: results.append(check_answer("x^2+2x+1", "(x+1)^2")))
+    thread = threading.Thread(
+        target=lambda: results.append(check_answer("x^2+2x+1", "(x+1)^2"))
+    )
     thread.start()
     thread.join(60)
     assert results == [True]
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        verdicts = list(pool.map(lambda pair: check_answer(*pair), [("2x+2", "2(x+1)"), ("x+2", "x+1")] * 4))
+        verdicts = list(
+            pool.map(
+                lambda pair: check_answer(*pair),
+                [("2x+2", "2(x+1)"), ("x+2", "x+1")] * 4,
+            )
+        )
     assert verdicts == [True, False] * 4
 
 
 def test_an_overrunning_check_is_incorrect_within_our_deadline_and_the_next_check_works():
-    check_answer("x+1", "1+x")  # warm a worker so start-up is not part of the measurement
+    check_answer(
+        "x+1", "1+x"
+    )  # warm a worker so start-up is not part of the measurement
     before = overrun_count()
     started = time.monotonic()
     # sympy would need hours (and gigabytes) for this power tower; the GIL never frees meanwhile.
@@ -109,7 +135,12 @@ def test_an_overrun_in_a_worker_thread_is_bounded_too():
 
     def run() -> None:
         started = time.monotonic()
-        outcome.append((check_answer("2^{2^{2^{2^{9}}}}", "7", timeout_s=1.0), time.monotonic() - started))
+        outcome.append(
+            (
+                check_answer("2^{2^{2^{2^{9}}}}", "7", timeout_s=1.0),
+                time.monotonic() - started,
+            )
+        )
 
     thread = threading.Thread(target=run)
     thread.start()

@@ -36,6 +36,8 @@ Truncation             ``max_turns`` turns played without that agreement; the si
 ``success``            the last code passes every golden test
 Splits                 per task source; HumanEval: 80/10/10 by prompt hash (``task_kwargs=
                        {"split_policy": "benchmark"}`` and ``split="test"`` for all 164)
+Reset options          ``{"problem_index": i}`` (a given problem of the task source, e.g. to
+                       evaluate a benchmark in order) or ``{"problem": Problem(...)}``
 =====================  ======================================================================
 
 Version history:
@@ -48,7 +50,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -92,8 +94,8 @@ class CoderTesterConfig:
     max_turns: int = 4
     reward_mode: str = "dense"
     alpha: float = 1.0
-    coder_weights: rules.CoderWeights = rules.CoderWeights()
-    tester_weights: rules.TesterWeights = rules.TesterWeights()
+    coder_weights: rules.CoderWeights = field(default_factory=rules.CoderWeights)
+    tester_weights: rules.TesterWeights = field(default_factory=rules.TesterWeights)
     runs_check_tests: int = 3
     max_golden_tests: int | None = None
     max_generated_tests: int = 16
@@ -103,9 +105,13 @@ class CoderTesterConfig:
 
     def validate(self) -> None:
         if self.agents not in rules.AGENT_MODES:
-            raise ValueError(f"agents must be one of {rules.AGENT_MODES}, got {self.agents!r}")
+            raise ValueError(
+                f"agents must be one of {rules.AGENT_MODES}, got {self.agents!r}"
+            )
         if self.reward_mode not in rules.REWARD_MODES:
-            raise ValueError(f"reward_mode must be one of {rules.REWARD_MODES}, got {self.reward_mode!r}")
+            raise ValueError(
+                f"reward_mode must be one of {rules.REWARD_MODES}, got {self.reward_mode!r}"
+            )
         if self.max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
         if self.test_time_s <= 0:
@@ -129,7 +135,7 @@ class _Turn:
 class CoderTesterEnv(TextEnv):
     """Coder–Tester code generation (Stronger-MAS); see the module docstring."""
 
-    metadata = {**TextEnv.metadata, "name": "coder_tester_v0"}
+    metadata: ClassVar[dict[str, Any]] = {**TextEnv.metadata, "name": "coder_tester_v0"}
     config_class = CoderTesterConfig
 
     def __init__(
@@ -159,7 +165,9 @@ class CoderTesterEnv(TextEnv):
         self.task_source = task_source
         first = task_source.get(0)
         if first.style not in ("function", "io"):
-            raise ValueError(f"task {task_source.name!r} has {first.style!r} problems; CoderTester needs code problems")
+            raise ValueError(
+                f"task {task_source.name!r} has {first.style!r} problems; CoderTester needs code problems"
+            )
         self.multi_agent = cfg.agents == "multi"
         if self.multi_agent and not getattr(task_source, "has_golden_solutions", True):
             raise ValueError(
@@ -168,7 +176,10 @@ class CoderTesterEnv(TextEnv):
             )
         self._sandbox_spec = sandbox if isinstance(sandbox, str) else None
         self._sandbox = None if isinstance(sandbox, str) else sandbox
-        super().__init__(["coder", "tester"] if self.multi_agent else ["coder"], render_mode=render_mode)
+        super().__init__(
+            ["coder", "tester"] if self.multi_agent else ["coder"],
+            render_mode=render_mode,
+        )
         self.problem: Problem | None = None
         self.golden_tests: tuple[Any, ...] = ()
         self.history: list[_Turn] = []
@@ -200,21 +211,31 @@ class CoderTesterEnv(TextEnv):
             shared.append(self._sandbox)
         return shared
 
-    def _judge(self, code: str, tests: Any, *, golden_setup: bool = True) -> Any:
-        """Run ``code`` on ``tests`` in the problem's style; time spent is added to the metrics."""
+    def _judge(self, code: str, tests: Any) -> Any:
+        """Run ``code`` on ``tests`` in the problem's style (a ``sandboxes.TestReport``)."""
         assert self.problem is not None
         problem = self.problem
+        if problem.style == "io":
+            return code_verifier.judge_io(
+                self.sandbox, code, tests, time_s=self.config.test_time_s
+            )
+        return code_verifier.judge_function(
+            self.sandbox,
+            code,
+            tests,
+            setup=problem.setup,
+            entry_point=problem.entry_point,
+            time_s=self.config.test_time_s,
+        )
+
+    def _judge_all(self, jobs: list[tuple[str, Any]]) -> list[Any]:
+        """``_judge`` each ``(code, tests)`` concurrently; the wall time (not the sum of the
+        concurrent runs) is added to :attr:`sandbox_seconds`."""
         started = time.perf_counter()
         try:
-            if problem.style == "io":
-                return code_verifier.judge_io(self.sandbox, code, tests, time_s=self.config.test_time_s)
-            return code_verifier.judge_function(
-                self.sandbox,
-                code,
-                tests,
-                setup=problem.setup if golden_setup else "",
-                entry_point=problem.entry_point,
-                time_s=self.config.test_time_s,
+            return code_verifier.run_concurrently(
+                [lambda c=c, t=t: self._judge(c, t) for c, t in jobs],
+                max_workers=len(jobs) or 1,
             )
         finally:
             self._sandbox_seconds += time.perf_counter() - started
@@ -223,9 +244,13 @@ class CoderTesterEnv(TextEnv):
     def _start_episode(self, options: dict[str, Any]) -> str:
         self.problem = self._choose_problem(options)
         if self.problem.style not in ("function", "io") or not self.problem.tests:
-            raise ValueError(f"problem {self.problem.id!r} is not a code problem with golden tests")
+            raise ValueError(
+                f"problem {self.problem.id!r} is not a code problem with golden tests"
+            )
         limit = self.config.max_golden_tests
-        self.golden_tests = tuple(self.problem.tests[:limit] if limit is not None else self.problem.tests)
+        self.golden_tests = tuple(
+            self.problem.tests[:limit] if limit is not None else self.problem.tests
+        )
         self.history = []
         self._code = None
         self._golden_pass_rate = 0.0
@@ -240,7 +265,9 @@ class CoderTesterEnv(TextEnv):
         if options.get("problem") is not None:
             problem = options["problem"]
             if not isinstance(problem, Problem):
-                raise TypeError(f"options['problem'] must be a Problem, got {type(problem).__name__}")
+                raise TypeError(
+                    f"options['problem'] must be a Problem, got {type(problem).__name__}"
+                )
             return problem
         if options.get("problem_index") is not None:
             return self.task_source.get(int(options["problem_index"]))
@@ -254,29 +281,45 @@ class CoderTesterEnv(TextEnv):
     def _coder_step(self, action: str) -> str | None:
         cfg = self.config
         code = code_verifier.extract_code(action)
-        record = self._add_record("coder", action, parsed={"code": code}, format_ok=code is not None)
+        record = self._add_record(
+            "coder", action, parsed={"code": code}, format_ok=code is not None
+        )
         if code is None:
             builds = runs = False
             golden_rate = 0.0
             info: dict[str, Any] = {"error": "no ```python code block found"}
         else:
-            report = self._judge(code, self.golden_tests)
+            (report,) = self._judge_all([(code, self.golden_tests)])
             builds = report.compiled
             first = report.results[: cfg.runs_check_tests]
             io_style = self.problem is not None and self.problem.style == "io"
-            runs = builds and bool(first) and all(code_verifier.ran_to_completion(r, io_style) for r in first)
+            runs = (
+                builds
+                and bool(first)
+                and all(code_verifier.ran_to_completion(r, io_style) for r in first)
+            )
             if not io_style:
                 runs = runs and report.ran
             golden_rate = report.pass_rate
-            info = {"golden_passed": report.passed, "golden_total": report.total, "error": report.error}
+            info = {
+                "golden_passed": report.passed,
+                "golden_total": report.total,
+                "error": report.error,
+            }
         self._code = code
         self._golden_pass_rate = golden_rate
-        record.info.update({"builds": builds, "runs": runs, "golden_pass_rate": golden_rate, **info})
+        record.info.update(
+            {"builds": builds, "runs": runs, "golden_pass_rate": golden_rate, **info}
+        )
         if cfg.reward_mode == "outcome":
             self._credit(record, "team", cfg.alpha * float(golden_rate >= 1.0))
         else:
             self._credit(record, "team", cfg.alpha * golden_rate)
-            self._credit(record, "local", rules.coder_local_reward(builds, runs, golden_rate, cfg.coder_weights))
+            self._credit(
+                record,
+                "local",
+                rules.coder_local_reward(builds, runs, golden_rate, cfg.coder_weights),
+            )
         if not self.multi_agent:
             self.turn += 1
             self.history.append(_Turn(code, None, [], 0, 0))
@@ -289,28 +332,38 @@ class CoderTesterEnv(TextEnv):
         problem = self.problem
         assert problem is not None
         if problem.style == "io":
-            parsed = code_verifier.parse_io_tests(action, max_tests=cfg.max_generated_tests)
+            parsed = code_verifier.parse_io_tests(
+                action, max_tests=cfg.max_generated_tests
+            )
         else:
-            parsed = code_verifier.parse_function_tests(action, problem.entry_point, max_tests=cfg.max_generated_tests)
+            parsed = code_verifier.parse_function_tests(
+                action, problem.entry_point, max_tests=cfg.max_generated_tests
+            )
         record = self._add_record(
             "tester",
             action,
-            parsed={"tests": len(parsed.tests), "found": parsed.found, "problems": list(parsed.problems)},
+            parsed={
+                "tests": len(parsed.tests),
+                "found": parsed.found,
+                "problems": list(parsed.problems),
+            },
             format_ok=parsed.valid,
         )
         golden_solution_rate = 0.0
         mismatches: list[rules.Mismatch] = []
         passed = 0
         if parsed.valid:
-            tasks = []
+            jobs = []
             if problem.solution is not None:
-                tasks.append(lambda: self._judge(problem.solution, parsed.tests))
+                jobs.append((problem.solution, parsed.tests))
             if self._code is not None:
-                tasks.append(lambda: self._judge(self._code, parsed.tests))
-            reports = code_verifier.run_concurrently(tasks, max_workers=2)
+                jobs.append((self._code, parsed.tests))
+            reports = self._judge_all(jobs)
             golden_report = reports.pop(0) if problem.solution is not None else None
             code_report = reports.pop(0) if self._code is not None else None
-            golden_solution_rate = golden_report.pass_rate if golden_report is not None else 0.0
+            golden_solution_rate = (
+                golden_report.pass_rate if golden_report is not None else 0.0
+            )
             if code_report is not None:
                 passed = code_report.passed
                 for result, shown in zip(code_report.results, parsed.shown):
@@ -325,8 +378,18 @@ class CoderTesterEnv(TextEnv):
                             )
                         )
             else:
-                mismatches = [rules.Mismatch(test=s, expected=None, actual=None, error="the coder gave no code") for s in parsed.shown]
-        self._agreed = parsed.valid and self._code is not None and passed == len(parsed.tests)
+                mismatches = [
+                    rules.Mismatch(
+                        test=s,
+                        expected=None,
+                        actual=None,
+                        error="the coder gave no code",
+                    )
+                    for s in parsed.shown
+                ]
+        self._agreed = (
+            parsed.valid and self._code is not None and passed == len(parsed.tests)
+        )
         record.info.update(
             {
                 "valid": parsed.valid,
@@ -335,14 +398,31 @@ class CoderTesterEnv(TextEnv):
                 "agreed": self._agreed,
             }
         )
-        self._last_tester = {"valid": float(parsed.valid), "golden_solution_pass_rate": golden_solution_rate}
+        self._last_tester = {
+            "valid": float(parsed.valid),
+            "golden_solution_pass_rate": golden_solution_rate,
+        }
         if cfg.reward_mode == "outcome":
-            self._credit(record, "team", cfg.alpha * float(self._golden_pass_rate >= 1.0))
+            self._credit(
+                record, "team", cfg.alpha * float(self._golden_pass_rate >= 1.0)
+            )
         else:
             self._credit(record, "team", cfg.alpha * self._golden_pass_rate)
-            self._credit(record, "local", rules.tester_local_reward(parsed.valid, golden_solution_rate, cfg.tester_weights))
-        tests_text = code_verifier.extract_code(action) if problem.style == "function" else action
-        self.history.append(_Turn(self._code, tests_text, mismatches, passed, len(parsed.tests)))
+            self._credit(
+                record,
+                "local",
+                rules.tester_local_reward(
+                    parsed.valid, golden_solution_rate, cfg.tester_weights
+                ),
+            )
+        tests_text = (
+            code_verifier.extract_code(action)
+            if problem.style == "function"
+            else action
+        )
+        self.history.append(
+            _Turn(self._code, tests_text, mismatches, passed, len(parsed.tests))
+        )
         self.turn += 1
         if self._agreed:
             self._end_episode()
@@ -372,10 +452,15 @@ class CoderTesterEnv(TextEnv):
         feedback = None
         if last is not None:
             feedback = rules.format_mismatches(
-                last.mismatches, passed=last.passed, total=last.total, limit=cfg.max_mismatches_shown
+                last.mismatches,
+                passed=last.passed,
+                total=last.total,
+                limit=cfg.max_mismatches_shown,
             )
         if agent == "coder":
-            return rules.coder_prompt(self.problem, last.code if last else None, feedback, cfg.shown_chars)
+            return rules.coder_prompt(
+                self.problem, last.code if last else None, feedback, cfg.shown_chars
+            )
         return rules.tester_prompt(
             self.problem,
             last.tests_text if last else None,
@@ -397,7 +482,9 @@ class CoderTesterEnv(TextEnv):
         }
         if self.multi_agent:
             metrics["tester_valid"] = self._last_tester.get("valid", 0.0)
-            metrics["tester_golden_pass_rate"] = self._last_tester.get("golden_solution_pass_rate", 0.0)
+            metrics["tester_golden_pass_rate"] = self._last_tester.get(
+                "golden_solution_pass_rate", 0.0
+            )
         return metrics
 
     # ------------------------------------------------------------------ scripted play
@@ -406,7 +493,9 @@ class CoderTesterEnv(TextEnv):
         assert self.problem is not None
         if agent == "coder":
             return rules.reference_coder_reply(self.problem)
-        return rules.reference_tester_reply(self.problem, self.config.max_generated_tests)
+        return rules.reference_tester_reply(
+            self.problem, self.config.max_generated_tests
+        )
 
     def random_action(self, agent: str, rng: np.random.Generator) -> str:
         """Well-formed but uninformed: code returning (or printing) a random constant; tests
@@ -426,5 +515,8 @@ class CoderTesterEnv(TextEnv):
                 for _ in range(count)
             ]
             return "**Tests:**\n```python\n" + "\n".join(lines) + "\n```"
-        cases = [(f"{int(rng.integers(0, 100))}\n", f"{int(rng.integers(0, 100))}\n") for _ in range(count)]
+        cases = [
+            (f"{int(rng.integers(0, 100))}\n", f"{int(rng.integers(0, 100))}\n")
+            for _ in range(count)
+        ]
         return code_verifier.io_tests_block(cases)

@@ -42,14 +42,29 @@ class TesterWeights:
     golden: float = 0.8
 
 
-def coder_local_reward(builds: bool, runs: bool, golden_pass_rate: float, weights: CoderWeights = CoderWeights()) -> float:
+def coder_local_reward(
+    builds: bool,
+    runs: bool,
+    golden_pass_rate: float,
+    weights: CoderWeights = CoderWeights(),
+) -> float:
     """``0.1·builds + 0.1·runs + 0.8·golden pass rate`` (with the default weights)."""
-    return weights.builds * float(builds) + weights.runs * float(runs) + weights.golden * float(golden_pass_rate)
+    return (
+        weights.builds * float(builds)
+        + weights.runs * float(runs)
+        + weights.golden * float(golden_pass_rate)
+    )
 
 
-def tester_local_reward(valid: bool, golden_solution_pass_rate: float, weights: TesterWeights = TesterWeights()) -> float:
+def tester_local_reward(
+    valid: bool,
+    golden_solution_pass_rate: float,
+    weights: TesterWeights = TesterWeights(),
+) -> float:
     """``0.2·valid + 0.8·pass rate of the golden solution on the generated tests``."""
-    return weights.valid * float(valid) + weights.golden * float(golden_solution_pass_rate)
+    return weights.valid * float(valid) + weights.golden * float(
+        golden_solution_pass_rate
+    )
 
 
 def mixed_reward(team: float, local: float, alpha: float) -> float:
@@ -87,10 +102,19 @@ def clip(text: str, limit: int) -> str:
     return f"{text[:head]}\n... [{len(text) - head - tail} characters cut] ...\n{text[-tail:]}"
 
 
-def format_mismatches(mismatches: Sequence[Mismatch], *, passed: int, total: int, limit: int, field_chars: int = 600) -> str:
+def format_mismatches(
+    mismatches: Sequence[Mismatch],
+    *,
+    passed: int,
+    total: int,
+    limit: int,
+    field_chars: int = 600,
+) -> str:
     """The mismatch section of a later-turn prompt."""
     if total == 0:
-        return "The tester wrote no valid tests, so the code was not checked against any."
+        return (
+            "The tester wrote no valid tests, so the code was not checked against any."
+        )
     lines = [f"The code passed {passed} of the tester's {total} tests."]
     for number, mismatch in enumerate(mismatches[:limit], start=1):
         lines.append(f"\nFailed test {number}:")
@@ -106,7 +130,9 @@ def format_mismatches(mismatches: Sequence[Mismatch], *, passed: int, total: int
                 lines.append("Actual output (from the code):")
                 lines.append(_fenced(clip(mismatch.actual or "", field_chars)))
             else:
-                lines.append(f"The code failed: {clip(mismatch.error or 'failed', field_chars)}")
+                lines.append(
+                    f"The code failed: {clip(mismatch.error or 'failed', field_chars)}"
+                )
                 if mismatch.actual:
                     lines.append("Output before it failed:")
                     lines.append(_fenced(clip(mismatch.actual, field_chars)))
@@ -184,12 +210,16 @@ def problem_section(problem: Problem) -> str:
     return f"Problem:\n{problem.prompt.rstrip()}"
 
 
-def coder_prompt(problem: Problem, previous_code: str | None, feedback: str | None, shown_chars: int) -> str:
+def coder_prompt(
+    problem: Problem, previous_code: str | None, feedback: str | None, shown_chars: int
+) -> str:
     parts = [problem_section(problem)]
     if previous_code is None and feedback is None:
         parts.append("Write your solution.")
         return "\n\n".join(parts)
-    parts.append("Your previous solution:\n" + _code_or_none(previous_code, shown_chars))
+    parts.append(
+        "Your previous solution:\n" + _code_or_none(previous_code, shown_chars)
+    )
     if feedback:
         parts.append("Result on the tester's tests:\n" + feedback)
     parts.append(
@@ -210,7 +240,10 @@ def tester_prompt(
     if previous_tests is None and feedback is None:
         parts.append("Write your tests.")
         return "\n\n".join(parts)
-    parts.append("Your previous tests:\n" + (_fenced(clip(previous_tests, shown_chars)) if previous_tests else "(none)"))
+    parts.append(
+        "Your previous tests:\n"
+        + (_fenced(clip(previous_tests, shown_chars)) if previous_tests else "(none)")
+    )
     parts.append("The coder's code:\n" + _code_or_none(coder_code, shown_chars))
     if feedback:
         parts.append("Result of the code on your tests:\n" + feedback)
@@ -224,7 +257,11 @@ def tester_prompt(
 def _code_or_none(code: str | None, shown_chars: int) -> str:
     if code is None:
         return "(no code block was found in that reply)"
-    return "```python\n" + clip(code.replace("```", "`` `"), shown_chars).rstrip("\n") + "\n```"
+    return (
+        "```python\n"
+        + clip(code.replace("```", "`` `"), shown_chars).rstrip("\n")
+        + "\n```"
+    )
 
 
 # ---------------------------------------------------------------------------------------------

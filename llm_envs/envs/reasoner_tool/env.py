@@ -28,6 +28,8 @@ Truncation             ``max_turns`` turns without agreement; the single-agent v
                        after its one turn
 ``success``            the reasoner's last answer is correct
 Splits                 per task source; ``arithmetic`` by a hash of the question (80/10/10)
+Reset options          ``{"problem_index": i}`` (a given problem of the task source, e.g. to
+                       evaluate a benchmark in order) or ``{"problem": Problem(...)}``
 =====================  ======================================================================
 
 Version history:
@@ -40,7 +42,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -83,8 +85,10 @@ class ReasonerToolConfig:
     max_turns: int = 4
     reward_mode: str = "dense"
     alpha: float = 1.0
-    reasoner_weights: rules.ReasonerWeights = rules.ReasonerWeights()
-    tool_weights: rules.ToolWeights = rules.ToolWeights()
+    reasoner_weights: rules.ReasonerWeights = field(
+        default_factory=rules.ReasonerWeights
+    )
+    tool_weights: rules.ToolWeights = field(default_factory=rules.ToolWeights)
     program_time_s: float = 10.0
     program_memory_mb: int = 512
     answer_timeout_s: float = 5.0
@@ -93,20 +97,33 @@ class ReasonerToolConfig:
 
     def validate(self) -> None:
         if self.agents not in rules.AGENT_MODES:
-            raise ValueError(f"agents must be one of {rules.AGENT_MODES}, got {self.agents!r}")
+            raise ValueError(
+                f"agents must be one of {rules.AGENT_MODES}, got {self.agents!r}"
+            )
         if self.reward_mode not in rules.REWARD_MODES:
-            raise ValueError(f"reward_mode must be one of {rules.REWARD_MODES}, got {self.reward_mode!r}")
+            raise ValueError(
+                f"reward_mode must be one of {rules.REWARD_MODES}, got {self.reward_mode!r}"
+            )
         if self.max_turns < 1:
             raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
-        if self.program_time_s <= 0 or self.program_memory_mb < 1 or self.answer_timeout_s <= 0:
-            raise ValueError("program_time_s, program_memory_mb and answer_timeout_s must be positive")
+        if (
+            self.program_time_s <= 0
+            or self.program_memory_mb < 1
+            or self.answer_timeout_s <= 0
+        ):
+            raise ValueError(
+                "program_time_s, program_memory_mb and answer_timeout_s must be positive"
+            )
         check_split(self.split)
 
 
 class ReasonerToolEnv(TextEnv):
     """Reasoner–Tool math (Stronger-MAS); see the module docstring."""
 
-    metadata = {**TextEnv.metadata, "name": "reasoner_tool_v0"}
+    metadata: ClassVar[dict[str, Any]] = {
+        **TextEnv.metadata,
+        "name": "reasoner_tool_v0",
+    }
     config_class = ReasonerToolConfig
 
     def __init__(
@@ -137,7 +154,10 @@ class ReasonerToolEnv(TextEnv):
         self.multi_agent = cfg.agents == "multi"
         self._sandbox_spec = sandbox if isinstance(sandbox, str) else None
         self._sandbox = None if isinstance(sandbox, str) else sandbox
-        super().__init__(["reasoner", "tool"] if self.multi_agent else ["reasoner"], render_mode=render_mode)
+        super().__init__(
+            ["reasoner", "tool"] if self.multi_agent else ["reasoner"],
+            render_mode=render_mode,
+        )
         self.problem: Problem | None = None
         self.reasoner_history: list[rules.ReasonerEntry] = []
         self.tool_history: list[rules.ToolEntry] = []
@@ -183,7 +203,9 @@ class ReasonerToolEnv(TextEnv):
 
     def _correct(self, answer: str | None) -> bool:
         assert self.problem is not None and self.problem.answer is not None
-        return answer is not None and check_answer(answer, self.problem.answer, timeout_s=self.config.answer_timeout_s)
+        return answer is not None and check_answer(
+            answer, self.problem.answer, timeout_s=self.config.answer_timeout_s
+        )
 
     def _choose_problem(self, options: dict[str, Any]) -> Problem:
         """``options["problem"]`` (a Problem), ``options["problem_index"]`` (an index into the
@@ -191,7 +213,9 @@ class ReasonerToolEnv(TextEnv):
         if options.get("problem") is not None:
             problem = options["problem"]
             if not isinstance(problem, Problem):
-                raise TypeError(f"options['problem'] must be a Problem, got {type(problem).__name__}")
+                raise TypeError(
+                    f"options['problem'] must be a Problem, got {type(problem).__name__}"
+                )
             return problem
         if options.get("problem_index") is not None:
             return self.task_source.get(int(options["problem_index"]))
@@ -205,13 +229,21 @@ class ReasonerToolEnv(TextEnv):
     def _reasoner_step(self, action: str) -> str | None:
         cfg = self.config
         answer = rules.reasoner_answer(action)
-        record = self._add_record("reasoner", action, parsed={"answer": answer}, format_ok=answer is not None)
+        record = self._add_record(
+            "reasoner", action, parsed={"answer": answer}, format_ok=answer is not None
+        )
         correct = self._correct(answer)
         self._reasoner_correct = correct
         record.info["correct"] = correct
         self._credit(record, "team", cfg.alpha * float(correct))
         if cfg.reward_mode == "dense":
-            self._credit(record, "local", rules.reasoner_local_reward(answer is not None, correct, cfg.reasoner_weights))
+            self._credit(
+                record,
+                "local",
+                rules.reasoner_local_reward(
+                    answer is not None, correct, cfg.reasoner_weights
+                ),
+            )
         self.reasoner_history.append(rules.ReasonerEntry(action, answer))
         if not self.multi_agent:
             self.turn += 1
@@ -231,15 +263,26 @@ class ReasonerToolEnv(TextEnv):
             started = time.perf_counter()
             try:
                 result = self.sandbox.run(
-                    code, limits=sandboxes.Limits(time_s=cfg.program_time_s, memory_mb=cfg.program_memory_mb)
+                    code,
+                    limits=sandboxes.Limits(
+                        time_s=cfg.program_time_s, memory_mb=cfg.program_memory_mb
+                    ),
                 )
             finally:
                 self._sandbox_seconds += time.perf_counter() - started
             runs = result.ok
             output = result.stdout
             if not result.ok:
-                reason = "timed out" if result.timed_out else "out of memory" if result.oom else f"exit status {result.exit_code}"
-                tail = rules.stable_traceback("\n".join(result.stderr.strip().splitlines()[-6:]))
+                reason = (
+                    "timed out"
+                    if result.timed_out
+                    else "out of memory"
+                    if result.oom
+                    else f"exit status {result.exit_code}"
+                )
+                tail = rules.stable_traceback(
+                    "\n".join(result.stderr.strip().splitlines()[-6:])
+                )
                 output = f"{output}\n[the program failed: {reason}]\n{tail}".strip()
         elif code is not None:
             output = f"[the code does not compile: {compile_error(code, '<tool>')}]"
@@ -251,11 +294,20 @@ class ReasonerToolEnv(TextEnv):
             action,
             parsed={"code": code, "answer": answer},
             format_ok=code is not None,
-            info={"builds": builds, "runs": runs, "correct": correct, "output": output[-2000:]},
+            info={
+                "builds": builds,
+                "runs": runs,
+                "correct": correct,
+                "output": output[-2000:],
+            },
         )
         self._credit(record, "team", cfg.alpha * float(self._reasoner_correct))
         if cfg.reward_mode == "dense":
-            self._credit(record, "local", rules.tool_local_reward(builds, runs, correct, cfg.tool_weights))
+            self._credit(
+                record,
+                "local",
+                rules.tool_local_reward(builds, runs, correct, cfg.tool_weights),
+            )
         self.tool_history.append(rules.ToolEntry(code, output, answer))
         reasoner = self.reasoner_history[-1].answer
         self._agreed = (
@@ -277,7 +329,11 @@ class ReasonerToolEnv(TextEnv):
     def _instruction(self, agent: str) -> str:
         if agent == "tool":
             return rules.TOOL_INSTRUCTION
-        return rules.REASONER_INSTRUCTION_MULTI if self.multi_agent else rules.REASONER_INSTRUCTION_SINGLE
+        return (
+            rules.REASONER_INSTRUCTION_MULTI
+            if self.multi_agent
+            else rules.REASONER_INSTRUCTION_SINGLE
+        )
 
     def _prompt(self, agent: str) -> str:
         assert self.problem is not None
@@ -286,7 +342,10 @@ class ReasonerToolEnv(TextEnv):
         # Only completed turns are shown: the tool never sees this turn's reasoning.
         done = self.turn
         history = rules.history_section(
-            self.reasoner_history[:done], self.tool_history[:done], self.config.shown_head_chars, self.config.shown_tail_chars
+            self.reasoner_history[:done],
+            self.tool_history[:done],
+            self.config.shown_head_chars,
+            self.config.shown_tail_chars,
         )
         if agent == "reasoner":
             return rules.reasoner_prompt(self.problem, history)

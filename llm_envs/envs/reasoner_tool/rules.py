@@ -40,20 +40,30 @@ class ToolWeights:
     correct: float = 0.8
 
 
-def reasoner_local_reward(formatted: bool, correct: bool, weights: ReasonerWeights = ReasonerWeights()) -> float:
+def reasoner_local_reward(
+    formatted: bool, correct: bool, weights: ReasonerWeights = ReasonerWeights()
+) -> float:
     """``0.2·format + 0.8·correct`` (with the default weights)."""
     return weights.format * float(formatted) + weights.correct * float(correct)
 
 
-def tool_local_reward(builds: bool, runs: bool, correct: bool, weights: ToolWeights = ToolWeights()) -> float:
+def tool_local_reward(
+    builds: bool, runs: bool, correct: bool, weights: ToolWeights = ToolWeights()
+) -> float:
     """``0.1·builds + 0.1·runs + 0.8·correct`` (with the default weights)."""
-    return weights.builds * float(builds) + weights.runs * float(runs) + weights.correct * float(correct)
+    return (
+        weights.builds * float(builds)
+        + weights.runs * float(runs)
+        + weights.correct * float(correct)
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # answers
 
-_ANSWER_PREFIX = re.compile(r"^(?:#+|\**\s*(?:final\s+)?answer\s*(?:is)?\s*[:=]?\**)\s*", re.IGNORECASE)
+_ANSWER_PREFIX = re.compile(
+    r"^(?:#+|\**\s*(?:final\s+)?answer\s*(?:is)?\s*[:=]?\**)\s*", re.IGNORECASE
+)
 #: Longest printed line taken as an answer.
 MAX_TOOL_ANSWER_CHARS = 1000
 
@@ -154,15 +164,31 @@ def history_section(
         parts.append(f"--- Turn {turn + 1} ---")
         if turn < len(reasoner_history):
             entry = reasoner_history[turn]
-            parts.append("Reasoning agent's solution:\n" + _fenced(clip_middle(entry.text, head, tail)))
-            shown = entry.answer if entry.answer is not None else "(no \\boxed{} answer)"
+            parts.append(
+                "Reasoning agent's solution:\n"
+                + _fenced(clip_middle(entry.text, head, tail))
+            )
+            shown = (
+                entry.answer if entry.answer is not None else "(no \\boxed{} answer)"
+            )
             parts.append(f"Reasoning agent's answer: {shown}")
         if turn < len(tool_history):
             tool = tool_history[turn]
             code = tool.code if tool.code is not None else "(no code block was found)"
-            parts.append("Tool agent's code:\n" + _fenced(clip_middle(code, head, tail), "python"))
-            parts.append("Its output:\n" + _fenced(clip_middle(tool.output, head // 2, tail // 2) or "(nothing printed)"))
-            parts.append(f"Tool agent's answer: {tool.answer if tool.answer is not None else '(none)'}")
+            parts.append(
+                "Tool agent's code:\n"
+                + _fenced(clip_middle(code, head, tail), "python")
+            )
+            parts.append(
+                "Its output:\n"
+                + _fenced(
+                    clip_middle(tool.output, head // 2, tail // 2)
+                    or "(nothing printed)"
+                )
+            )
+            parts.append(
+                f"Tool agent's answer: {tool.answer if tool.answer is not None else '(none)'}"
+            )
     return "\n".join(parts)
 
 
@@ -204,7 +230,9 @@ def reference_tool_reply(problem: Problem) -> str:
     """The source's program when it has one (``metadata["program"]``), else one that prints the
     true answer."""
     assert problem.answer is not None
-    program = problem.metadata.get("program") if isinstance(problem.metadata, dict) else None
+    program = (
+        problem.metadata.get("program") if isinstance(problem.metadata, dict) else None
+    )
     if not program:
         program = f"print({problem.answer!r})\n"
     return f"```python\n{program.rstrip()}\n```"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import pytest
-import sandboxes
 
+import sandboxes
 from llm_envs.tasks import Problem, TaskSource
 
 
@@ -15,7 +15,9 @@ class ListSource(TaskSource):
 
     name = "list"
 
-    def __init__(self, problems: Sequence[Problem], *, has_golden_solutions: bool = True) -> None:
+    def __init__(
+        self, problems: Sequence[Problem], *, has_golden_solutions: bool = True
+    ) -> None:
         self.problems = list(problems)
         self.split = self.problems[0].split
         self.has_golden_solutions = has_golden_solutions
@@ -27,7 +29,13 @@ class ListSource(TaskSource):
         return self.problems[index]
 
 
-def play(env, policy: Callable[[object, str], str], *, seed: int = 0, options: dict | None = None) -> dict[str, float]:
+def play(
+    env,
+    policy: Callable[[object, str], str],
+    *,
+    seed: int = 0,
+    options: dict | None = None,
+) -> dict[str, float]:
     """Play one episode; return per-agent sums of the rewards PettingZoo reported."""
     env.reset(seed=seed, options=options)
     totals = {a: 0.0 for a in env.possible_agents}

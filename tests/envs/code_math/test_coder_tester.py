@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import json
 
 import numpy as np
 import pytest
@@ -19,7 +20,12 @@ ADD = Problem(
     prompt='def add(a, b):\n    """Return a + b."""\n',
     split="train",
     solution="def add(a, b):\n    return a + b\n",
-    tests=("assert add(1, 2) == 3", "assert add(0, 0) == 0", "assert add(-1, 1) == 0", "assert add(2, 2) == 4"),
+    tests=(
+        "assert add(1, 2) == 3",
+        "assert add(0, 0) == 0",
+        "assert add(-1, 1) == 0",
+        "assert add(2, 2) == 4",
+    ),
     style="function",
     entry_point="add",
 )
@@ -41,13 +47,19 @@ def written_tests(*lines: str) -> str:
     return "**Tests:**\n```python\n" + "\n".join(lines) + "\n```"
 
 
-HALF_RIGHT = code("def add(a, b):\n    return a + b if 0 <= a < 2 else -5\n")  # passes 2 of 4
+HALF_RIGHT = code(
+    "def add(a, b):\n    return a + b if 0 <= a < 2 else -5\n"
+)  # passes 2 of 4
 GOLDEN = code(ADD.solution)
-TESTS_HALF_RIGHT = written_tests("assert add(1, 1) == 2", "assert add(2, 2) == 5")  # golden passes 1 of 2
+TESTS_HALF_RIGHT = written_tests(
+    "assert add(1, 1) == 2", "assert add(2, 2) == 5"
+)  # golden passes 1 of 2
 
 
 def make_env(problem: Problem = ADD, sandbox=None, **overrides) -> CoderTesterEnv:
-    return CoderTesterEnv(task_source=ListSource([problem]), sandbox=sandbox, **overrides)
+    return CoderTesterEnv(
+        task_source=ListSource([problem]), sandbox=sandbox, **overrides
+    )
 
 
 def components(env, agent: str, turn: int = 0) -> dict[str, float]:
@@ -88,15 +100,31 @@ def test_alpha_scales_only_the_team_term(sandbox):
 
 
 def test_a_crash_on_an_early_golden_test_loses_the_runs_term(sandbox):
-    crashing = code("def add(a, b):\n    if a < 0:\n        raise TypeError('negative')\n    return a + b\n")
+    crashing = code(
+        "def add(a, b):\n    if a < 0:\n        raise TypeError('negative')\n    return a + b\n"
+    )
     env = make_env(sandbox=sandbox, max_turns=1)
     play(env, scripted({"coder": [crashing], "tester": [TESTS_HALF_RIGHT]}))
     record = env.records[0]
-    assert (record.info["builds"], record.info["runs"], record.info["golden_pass_rate"]) == (True, False, 0.75)
-    assert components(env, "coder") == pytest.approx({"team": 0.75, "local": 0.1 + 0.8 * 0.75})
+    assert (
+        record.info["builds"],
+        record.info["runs"],
+        record.info["golden_pass_rate"],
+    ) == (True, False, 0.75)
+    assert components(env, "coder") == pytest.approx(
+        {"team": 0.75, "local": 0.1 + 0.8 * 0.75}
+    )
 
 
-@pytest.mark.parametrize("reply", ["def add(a, b) return a + b", "```python\ndef add(a, b) return\n```", "", "x" * 1_000_000])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "def add(a, b) return a + b",
+        "```python\ndef add(a, b) return\n```",
+        "",
+        "x" * 1_000_000,
+    ],
+)
 def test_no_code_or_code_that_does_not_build_earns_nothing(sandbox, reply):
     env = make_env(sandbox=sandbox, max_turns=1)
     play(env, scripted({"coder": [reply], "tester": ["no tests, sorry"]}))
@@ -121,13 +149,18 @@ def test_the_golden_solution_judges_the_testers_tests(sandbox):
         env = make_env(sandbox=sandbox, max_turns=1)
         play(env, scripted({"coder": [HALF_RIGHT], "tester": [reply]}))
         assert env.records[1].info["golden_solution_pass_rate"] == golden_rate
-        assert components(env, "tester")["local"] == pytest.approx(0.2 + 0.8 * golden_rate)
+        assert components(env, "tester")["local"] == pytest.approx(
+            0.2 + 0.8 * golden_rate
+        )
 
 
 def test_max_golden_tests_limits_the_golden_tests(sandbox):
     env = make_env(sandbox=sandbox, max_turns=1, max_golden_tests=2)
     play(env, scripted({"coder": [HALF_RIGHT], "tester": [TESTS_HALF_RIGHT]}))
-    assert env.records[0].info["golden_pass_rate"] == 1.0 and env.episode_metrics()["success"] == 1.0
+    assert (
+        env.records[0].info["golden_pass_rate"] == 1.0
+        and env.episode_metrics()["success"] == 1.0
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -142,7 +175,11 @@ def test_agreement_terminates_and_the_limit_truncates(sandbox):
     assert env.terminations == {"coder": True, "tester": True}
     assert env.truncations == {"coder": False, "tester": False}
     metrics = env.episode_metrics()
-    assert metrics["agreed"] == 1.0 and metrics["success"] == 1.0 and metrics["turns"] == 1.0
+    assert (
+        metrics["agreed"] == 1.0
+        and metrics["success"] == 1.0
+        and metrics["turns"] == 1.0
+    )
 
     env = make_env(sandbox=sandbox, max_turns=3)
     env.reset(seed=0)
@@ -150,15 +187,29 @@ def test_agreement_terminates_and_the_limit_truncates(sandbox):
         assert not any(env.truncations.values())
         env.step(HALF_RIGHT)
         env.step(written_tests("assert add(3, 4) == 7"))
-    assert env.truncations == {"coder": True, "tester": True} and not any(env.terminations.values())
-    assert env.episode_metrics()["turns"] == 3.0 and env.episode_metrics()["agreed"] == 0.0
+    assert env.truncations == {"coder": True, "tester": True} and not any(
+        env.terminations.values()
+    )
+    assert (
+        env.episode_metrics()["turns"] == 3.0 and env.episode_metrics()["agreed"] == 0.0
+    )
 
 
 def test_agreement_on_wrong_tests_ends_the_episode_without_success(sandbox):
     env = make_env(sandbox=sandbox)
-    play(env, scripted({"coder": [HALF_RIGHT], "tester": [written_tests("assert add(5, 5) == -5")]}))
-    assert env.episode_metrics()["agreed"] == 1.0 and env.episode_metrics()["success"] == 0.0
-    assert components(env, "tester")["local"] == pytest.approx(0.2)  # valid, but the golden solution fails it
+    play(
+        env,
+        scripted(
+            {"coder": [HALF_RIGHT], "tester": [written_tests("assert add(5, 5) == -5")]}
+        ),
+    )
+    assert (
+        env.episode_metrics()["agreed"] == 1.0
+        and env.episode_metrics()["success"] == 0.0
+    )
+    assert components(env, "tester")["local"] == pytest.approx(
+        0.2
+    )  # valid, but the golden solution fails it
 
 
 def test_later_turns_show_mismatches_and_the_tester_never_sees_this_turns_code(sandbox):
@@ -171,8 +222,13 @@ def test_later_turns_show_mismatches_and_the_tester_never_sees_this_turns_code(s
     assert "MARKER-17" not in env.observe("tester")["prompt"]  # simultaneous turn
     env.step(written_tests("assert add(1, 2) == 3", "assert add(2, 2) == 4"))
     coder_prompt = env.observe("coder")["prompt"]
-    assert "MARKER-17" in coder_prompt and "passed 1 of the tester's 2 tests" in coder_prompt
-    assert "assert add(1, 2) == 3" in coder_prompt and "expected 3, got 2" in coder_prompt
+    assert (
+        "MARKER-17" in coder_prompt
+        and "passed 1 of the tester's 2 tests" in coder_prompt
+    )
+    assert (
+        "assert add(1, 2) == 3" in coder_prompt and "expected 3, got 2" in coder_prompt
+    )
     env.step(code(ADD.solution))
     tester_prompt = env.observe("tester")["prompt"]
     assert "MARKER-17" in tester_prompt and "expected 3, got 2" in tester_prompt
@@ -184,17 +240,36 @@ def test_io_problems_show_input_expected_and_actual(sandbox):
     env.reset(seed=0)
     assert "Test Input" in env.observe("tester")["instruction"]
     env.step(code("print(3)\n"))
-    assert components(env, "coder") == pytest.approx({"team": 0.5, "local": 0.1 + 0.1 + 0.4})
-    env.step(rules.reference_tester_reply(SUM_IO, 16).replace("5 5", "2 2").replace("10", "5"))
-    assert components(env, "tester") == pytest.approx({"team": 0.5, "local": 0.2 + 0.8 * 0.5})
+    assert components(env, "coder") == pytest.approx(
+        {"team": 0.5, "local": 0.1 + 0.1 + 0.4}
+    )
+    env.step(
+        rules.reference_tester_reply(SUM_IO, 16)
+        .replace("5 5", "2 2")
+        .replace("10", "5")
+    )
+    assert components(env, "tester") == pytest.approx(
+        {"team": 0.5, "local": 0.2 + 0.8 * 0.5}
+    )
     prompt = env.observe("coder")["prompt"]
-    assert "Input:\n```\n2 2\n```" in prompt and "Expected output (from the tester):\n```\n5\n```" in prompt
+    assert (
+        "Input:\n```\n2 2\n```" in prompt
+        and "Expected output (from the tester):\n```\n5\n```" in prompt
+    )
     assert "Actual output (from the code):\n```\n3\n```" in prompt
 
 
 def test_a_hanging_program_is_cut_off(sandbox):
     env = make_env(SUM_IO, sandbox=sandbox, max_turns=1, test_time_s=0.5)
-    play(env, scripted({"coder": [code("while True:\n    pass\n")], "tester": [rules.reference_tester_reply(SUM_IO, 16)]}))
+    play(
+        env,
+        scripted(
+            {
+                "coder": [code("while True:\n    pass\n")],
+                "tester": [rules.reference_tester_reply(SUM_IO, 16)],
+            }
+        ),
+    )
     assert components(env, "coder") == pytest.approx({"team": 0.0, "local": 0.1})
     assert env.episode_metrics()["success"] == 0.0
 
@@ -203,12 +278,17 @@ def test_single_agent_variant_is_one_coder_turn(sandbox):
     env = make_env(sandbox=sandbox, agents="single")
     assert env.possible_agents == ["coder"]
     totals = play(env, scripted({"coder": [HALF_RIGHT]}))
-    assert totals == pytest.approx({"coder": 1.1}) and env.episode_metrics()["turns"] == 1.0
+    assert (
+        totals == pytest.approx({"coder": 1.1})
+        and env.episode_metrics()["turns"] == 1.0
+    )
     assert "tester" not in env.observe("coder")["instruction"]
 
 
 def test_sources_without_golden_solutions_need_the_single_agent_variant(sandbox):
-    no_solution = Problem(id="x", prompt=SUM_IO.prompt, split="test", tests=SUM_IO.tests, style="io")
+    no_solution = Problem(
+        id="x", prompt=SUM_IO.prompt, split="test", tests=SUM_IO.tests, style="io"
+    )
     source = ListSource([no_solution], has_golden_solutions=False)
     with pytest.raises(ValueError, match="golden solutions"):
         CoderTesterEnv(task_source=source, sandbox=sandbox)
@@ -232,7 +312,11 @@ def test_clone_mid_turn_is_independent(sandbox):
     env.step(HALF_RIGHT)
     twin = env.clone()
     twin.step(written_tests("assert add(0, 1) == 1"))
-    assert len(twin.records) == 2 and len(env.records) == 1 and env.agent_selection == "tester"
+    assert (
+        len(twin.records) == 2
+        and len(env.records) == 1
+        and env.agent_selection == "tester"
+    )
     env.step("no tests")
     assert env.records[1].format_ok is False and twin.records[1].format_ok is True
 
@@ -240,7 +324,11 @@ def test_clone_mid_turn_is_independent(sandbox):
 def test_default_config_is_humaneval_train(sandbox):
     env = llm_envs.make("llm/CoderTester-v0")
     env.reset(seed=0)
-    assert env.config.task == "humaneval" and env.problem.id.startswith("HumanEval/") and env.problem.split == "train"
+    assert (
+        env.config.task == "humaneval"
+        and env.problem.id.startswith("HumanEval/")
+        and env.problem.split == "train"
+    )
 
 
 def test_random_agents_are_well_formed_and_far_below_the_reference(sandbox):
@@ -260,28 +348,87 @@ def test_random_agents_are_well_formed_and_far_below_the_reference(sandbox):
 
 
 def _reference_episodes(indices: range, sandbox) -> list[tuple[str, list[dict], dict]]:
-    env = CoderTesterEnv(split="test", task_kwargs={"split_policy": "benchmark"}, sandbox=sandbox)
+    env = CoderTesterEnv(
+        split="test", task_kwargs={"split_policy": "benchmark"}, sandbox=sandbox
+    )
     out = []
     for index in indices:
-        play(env, lambda e, a: e.reference_action(a), seed=index, options={"problem_index": index})
-        out.append((env.problem.id, [r.reward_components for r in env.records], env.episode_metrics()))
+        play(
+            env,
+            lambda e, a: e.reference_action(a),
+            seed=index,
+            options={"problem_index": index},
+        )
+        out.append(
+            (
+                env.problem.id,
+                [r.reward_components for r in env.records],
+                env.episode_metrics(),
+            )
+        )
     return out
 
 
 def test_reference_agents_earn_full_team_reward_on_all_164_humaneval_problems(sandbox):
     chunks = [range(k, 164, 4) for k in range(4)]
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
-        episodes = [e for chunk in pool.map(lambda c: _reference_episodes(c, sandbox), chunks) for e in chunk]
+        episodes = [
+            e
+            for chunk in pool.map(lambda c: _reference_episodes(c, sandbox), chunks)
+            for e in chunk
+        ]
     assert len({problem_id for problem_id, _, _ in episodes}) == 164
     for problem_id, reward_components, metrics in episodes:
         assert [c["team"] for c in reward_components] == [1.0, 1.0], problem_id
-        assert [c["local"] for c in reward_components] == pytest.approx([1.0, 1.0]), problem_id
-        assert metrics["success"] == 1.0 and metrics["agreed"] == 1.0 and metrics["turns"] == 1.0, problem_id
+        assert [c["local"] for c in reward_components] == pytest.approx([1.0, 1.0]), (
+            problem_id
+        )
+        assert (
+            metrics["success"] == 1.0
+            and metrics["agreed"] == 1.0
+            and metrics["turns"] == 1.0
+        ), problem_id
 
 
 def test_a_coder_returning_none_scores_below_one_on_humaneval(sandbox):
-    env = CoderTesterEnv(split="test", task_kwargs={"split_policy": "benchmark"}, sandbox=sandbox, agents="single")
+    env = CoderTesterEnv(
+        split="test",
+        task_kwargs={"split_policy": "benchmark"},
+        sandbox=sandbox,
+        agents="single",
+    )
     for index in range(0, 164, 8):
         env.reset(seed=0, options={"problem_index": index})
-        env.step(code(f"def {env.problem.entry_point}(*args, **kwargs):\n    return None\n"))
+        env.step(
+            code(f"def {env.problem.entry_point}(*args, **kwargs):\n    return None\n")
+        )
         assert env.records[0].reward_components["team"] < 1.0, env.problem.id
+
+
+def test_stdin_stdout_tasks_from_a_local_apps_file(sandbox, tmp_path):
+    rows = [
+        {
+            "id": i,
+            "question": f"Read an integer n and print n + {i}.",
+            "solutions": json.dumps([f"print(int(input()) + {i})\n"]),
+            "input_output": json.dumps(
+                {"inputs": ["1\n", "5\n"], "outputs": [f"{1 + i}\n", f"{5 + i}\n"]}
+            ),
+            "difficulty": "introductory",
+            "url": "",
+            "starter_code": "",
+        }
+        for i in range(3)
+    ]
+    (tmp_path / "test.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8"
+    )
+    env = CoderTesterEnv(
+        task="apps", split="test", task_path=str(tmp_path), sandbox=sandbox
+    )
+    for index in range(3):
+        play(env, lambda e, a: e.reference_action(a), options={"problem_index": index})
+        assert env.problem.style == "io"
+        assert env.episode_metrics()[
+            "success"
+        ] == 1.0 and env.agent_rewards() == pytest.approx({"coder": 2.0, "tester": 2.0})

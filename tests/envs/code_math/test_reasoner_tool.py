@@ -14,12 +14,27 @@ from llm_envs.tasks import Problem
 
 from .conftest import ListSource, play, scripted
 
-TWELVE = Problem(id="toy/12", prompt="What is 3 × 4?", split="train", answer="12", solution="3 × 4 = 12.", style="answer")
-HALF = Problem(id="toy/half", prompt="What is 1/2 + 0?", split="train", answer="\\frac{1}{2}", style="answer")
+TWELVE = Problem(
+    id="toy/12",
+    prompt="What is 3 × 4?",
+    split="train",
+    answer="12",
+    solution="3 × 4 = 12.",
+    style="answer",
+)
+HALF = Problem(
+    id="toy/half",
+    prompt="What is 1/2 + 0?",
+    split="train",
+    answer="\\frac{1}{2}",
+    style="answer",
+)
 
 
 def make_env(problem: Problem = TWELVE, sandbox=None, **overrides) -> ReasonerToolEnv:
-    return ReasonerToolEnv(task_source=ListSource([problem]), sandbox=sandbox, **overrides)
+    return ReasonerToolEnv(
+        task_source=ListSource([problem]), sandbox=sandbox, **overrides
+    )
 
 
 def components(env, agent: str, turn: int = 0) -> dict[str, float]:
@@ -44,19 +59,51 @@ def test_reward_formulas():
     ("reasoner", "tool", "expected_reasoner", "expected_tool"),
     [
         # both right: team 1; reasoner 0.2 + 0.8; tool 0.1 + 0.1 + 0.8
-        ("3 × 4 = 12, so \\boxed{12}.", program("print(3 * 4)\n"), {"team": 1.0, "local": 1.0}, {"team": 1.0, "local": 1.0}),
+        (
+            "3 × 4 = 12, so \\boxed{12}.",
+            program("print(3 * 4)\n"),
+            {"team": 1.0, "local": 1.0},
+            {"team": 1.0, "local": 1.0},
+        ),
         # reasoner wrong but well formatted, tool right: the team term follows the reasoner
-        ("\\boxed{13}", program("print(12)\n"), {"team": 0.0, "local": 0.2}, {"team": 0.0, "local": 1.0}),
+        (
+            "\\boxed{13}",
+            program("print(12)\n"),
+            {"team": 0.0, "local": 0.2},
+            {"team": 0.0, "local": 1.0},
+        ),
         # reasoner right, tool prints a wrong answer: builds + runs
-        ("\\boxed{12}", program("print(7)\n"), {"team": 1.0, "local": 1.0}, {"team": 1.0, "local": 0.2}),
+        (
+            "\\boxed{12}",
+            program("print(7)\n"),
+            {"team": 1.0, "local": 1.0},
+            {"team": 1.0, "local": 0.2},
+        ),
         # no box; tool crashes: builds only
-        ("twelve", program("raise ValueError('x')\n"), {"team": 0.0, "local": 0.0}, {"team": 0.0, "local": 0.1}),
+        (
+            "twelve",
+            program("raise ValueError('x')\n"),
+            {"team": 0.0, "local": 0.0},
+            {"team": 0.0, "local": 0.1},
+        ),
         # tool code that does not compile, or no code at all
-        ("\\boxed{}", program("print(12\n"), {"team": 0.0, "local": 0.0}, {"team": 0.0, "local": 0.0}),
-        ("\\boxed{12}", "print(12)", {"team": 1.0, "local": 1.0}, {"team": 1.0, "local": 0.0}),
+        (
+            "\\boxed{}",
+            program("print(12\n"),
+            {"team": 0.0, "local": 0.0},
+            {"team": 0.0, "local": 0.0},
+        ),
+        (
+            "\\boxed{12}",
+            "print(12)",
+            {"team": 1.0, "local": 1.0},
+            {"team": 1.0, "local": 0.0},
+        ),
     ],
 )
-def test_rewards_hand_computed(sandbox, reasoner, tool, expected_reasoner, expected_tool):
+def test_rewards_hand_computed(
+    sandbox, reasoner, tool, expected_reasoner, expected_tool
+):
     env = make_env(sandbox=sandbox, max_turns=1)
     totals = play(env, scripted({"reasoner": [reasoner], "tool": [tool]}))
     assert components(env, "reasoner") == pytest.approx(expected_reasoner)
@@ -67,7 +114,9 @@ def test_rewards_hand_computed(sandbox, reasoner, tool, expected_reasoner, expec
 def test_alpha_and_outcome_mode(sandbox):
     env = make_env(sandbox=sandbox, max_turns=1, alpha=0.5)
     play(env, scripted({"reasoner": ["\\boxed{12}"], "tool": [program("print(7)\n")]}))
-    assert env.agent_rewards() == pytest.approx({"reasoner": 0.5 + 1.0, "tool": 0.5 + 0.2})
+    assert env.agent_rewards() == pytest.approx(
+        {"reasoner": 0.5 + 1.0, "tool": 0.5 + 0.2}
+    )
     env = make_env(sandbox=sandbox, max_turns=1, reward_mode="outcome")
     play(env, scripted({"reasoner": ["\\boxed{12}"], "tool": [program("print(7)\n")]}))
     assert env.agent_rewards() == {"reasoner": 1.0, "tool": 1.0}
@@ -77,10 +126,17 @@ def test_equivalent_answers_count_and_agree(sandbox):
     env = make_env(HALF, sandbox=sandbox)
     env.reset(seed=0)
     env.step("So the sum is \\boxed{0.5}")
-    env.step(program("from fractions import Fraction\nprint('Answer:', Fraction(1, 2))\n"))
+    env.step(
+        program("from fractions import Fraction\nprint('Answer:', Fraction(1, 2))\n")
+    )
     assert env.terminations == {"reasoner": True, "tool": True}
     assert env.records[1].parsed["answer"] == "1/2"
-    assert env.episode_metrics() == {"success": 1.0, "turns": 1.0, "tool_correct": 1.0, "agreed": 1.0}
+    assert env.episode_metrics() == {
+        "success": 1.0,
+        "turns": 1.0,
+        "tool_correct": 1.0,
+        "agreed": 1.0,
+    }
 
 
 def test_disagreement_runs_to_the_turn_limit_and_shows_the_history(sandbox):
@@ -98,7 +154,10 @@ def test_disagreement_runs_to_the_turn_limit_and_shows_the_history(sandbox):
     env.step(program("print(1 / 0)\n"))
     assert env.truncations == {"reasoner": True, "tool": True}
     assert env.episode_metrics()["success"] == 0.0
-    assert "ZeroDivisionError" in env.records[-1].info["output"] and "program.py" in env.records[-1].info["output"]
+    assert (
+        "ZeroDivisionError" in env.records[-1].info["output"]
+        and "program.py" in env.records[-1].info["output"]
+    )
 
 
 def test_long_replies_are_shown_head_and_tail(sandbox):
@@ -107,12 +166,22 @@ def test_long_replies_are_shown_head_and_tail(sandbox):
     env.step("HEAD " + "x" * 5000 + " TAIL \\boxed{1}")
     env.step(program("print(2)\n"))
     prompt = env.observe("reasoner")["prompt"]
-    assert "HEAD" in prompt and "TAIL" in prompt and "characters cut" in prompt and len(prompt) < 3000
+    assert (
+        "HEAD" in prompt
+        and "TAIL" in prompt
+        and "characters cut" in prompt
+        and len(prompt) < 3000
+    )
 
 
 def test_a_hanging_tool_program_is_cut_off(sandbox):
     env = make_env(sandbox=sandbox, max_turns=1, program_time_s=0.5)
-    play(env, scripted({"reasoner": ["\\boxed{12}"], "tool": [program("while True:\n    pass\n")]}))
+    play(
+        env,
+        scripted(
+            {"reasoner": ["\\boxed{12}"], "tool": [program("while True:\n    pass\n")]}
+        ),
+    )
     assert components(env, "tool") == pytest.approx({"team": 1.0, "local": 0.1})
     assert "timed out" in env.records[1].info["output"]
 
@@ -130,7 +199,10 @@ def test_single_agent_variant(sandbox):
     env = make_env(sandbox=sandbox, agents="single")
     assert env.possible_agents == ["reasoner"]
     totals = play(env, scripted({"reasoner": ["\\boxed{12}"]}))
-    assert totals == pytest.approx({"reasoner": 2.0}) and env.episode_metrics() == {"success": 1.0, "turns": 1.0}
+    assert totals == pytest.approx({"reasoner": 2.0}) and env.episode_metrics() == {
+        "success": 1.0,
+        "turns": 1.0,
+    }
 
 
 def test_reference_agents_solve_arithmetic_and_random_agents_do_not(sandbox):
@@ -138,7 +210,12 @@ def test_reference_agents_solve_arithmetic_and_random_agents_do_not(sandbox):
     assert env.config.task == "arithmetic"
     for seed in range(12):
         play(env, lambda e, a: e.reference_action(a), seed=seed)
-        assert env.episode_metrics() == {"success": 1.0, "turns": 1.0, "tool_correct": 1.0, "agreed": 1.0}
+        assert env.episode_metrics() == {
+            "success": 1.0,
+            "turns": 1.0,
+            "tool_correct": 1.0,
+            "agreed": 1.0,
+        }
         assert env.agent_rewards() == pytest.approx({"reasoner": 2.0, "tool": 2.0})
     rng = np.random.default_rng(1)
     wins = 0
@@ -150,14 +227,29 @@ def test_reference_agents_solve_arithmetic_and_random_agents_do_not(sandbox):
 
 
 def test_hub_math_tasks_from_a_local_file(sandbox, tmp_path):
-    rows = [{"question": f"What is {i} + {i}?", "answer": f"{i} + {i} = {2 * i}\n#### {2 * i}"} for i in range(12)]
-    (tmp_path / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    env = ReasonerToolEnv(task="gsm8k", split="test", task_path=str(tmp_path), sandbox=sandbox)
+    rows = [
+        {
+            "question": f"What is {i} + {i}?",
+            "answer": f"{i} + {i} = {2 * i}\n#### {2 * i}",
+        }
+        for i in range(12)
+    ]
+    (tmp_path / "test.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8"
+    )
+    env = ReasonerToolEnv(
+        task="gsm8k", split="test", task_path=str(tmp_path), sandbox=sandbox
+    )
     for index in range(3):
         play(env, lambda e, a: e.reference_action(a), options={"problem_index": index})
-        assert env.problem.id.startswith("gsm8k/") and env.episode_metrics()["success"] == 1.0
+        assert (
+            env.problem.id.startswith("gsm8k/")
+            and env.episode_metrics()["success"] == 1.0
+        )
     # The reference reasoner boxes the true answer after the worked solution.
-    assert env.reference_action("reasoner").endswith("\\boxed{4}.") or "\\boxed{" in env.reference_action("reasoner")
+    assert env.reference_action("reasoner").endswith(
+        "\\boxed{4}."
+    ) or "\\boxed{" in env.reference_action("reasoner")
 
 
 def test_code_tasks_and_bad_options_are_rejected():
