@@ -27,6 +27,7 @@ import os
 import platform
 import statistics
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -38,9 +39,11 @@ RESULTS = Path(__file__).resolve().parent / "results" / "env_throughput.json"
 
 
 class TimedSandbox:
-    """Wraps a sandbox and adds up the wall time spent in its ``run`` / ``run_batch`` calls.
+    """Wraps a sandbox and measures the wall time during which at least one call is running.
 
-    Everything else (``arun``, attributes) is forwarded; helpers such as
+    Overlapping calls (an environment may run two programs at once from threads) count once:
+    the clock runs from the moment the first call starts until the last running one ends.
+    Everything else (attributes) is forwarded; helpers such as
     ``sandboxes.run_function_tests(sb, ...)`` go through ``run``/``run_batch`` and are timed.
     """
 
@@ -48,31 +51,44 @@ class TimedSandbox:
         self.inner = inner
         self.seconds = 0.0
         self.runs = 0
+        self._active = 0
+        self._since = 0.0
+        self._lock = threading.Lock()
+
+    def _enter(self, runs: int) -> None:
+        with self._lock:
+            if self._active == 0:
+                self._since = time.perf_counter()
+            self._active += 1
+            self.runs += runs
+
+    def _exit(self) -> None:
+        with self._lock:
+            self._active -= 1
+            if self._active == 0:
+                self.seconds += time.perf_counter() - self._since
 
     def run(self, *args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
+        self._enter(1)
         try:
             return self.inner.run(*args, **kwargs)
         finally:
-            self.seconds += time.perf_counter() - start
-            self.runs += 1
+            self._exit()
 
     def run_batch(self, jobs: Any, *args: Any, **kwargs: Any) -> Any:
         jobs = list(jobs)
-        start = time.perf_counter()
+        self._enter(len(jobs))
         try:
             return self.inner.run_batch(jobs, *args, **kwargs)
         finally:
-            self.seconds += time.perf_counter() - start
-            self.runs += len(jobs)
+            self._exit()
 
     async def arun(self, *args: Any, **kwargs: Any) -> Any:
-        start = time.perf_counter()
+        self._enter(1)
         try:
             return await self.inner.arun(*args, **kwargs)
         finally:
-            self.seconds += time.perf_counter() - start
-            self.runs += 1
+            self._exit()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

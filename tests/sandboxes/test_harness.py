@@ -148,7 +148,7 @@ def test_humaneval_canonical_solutions_all_pass_and_wrong_ones_fail(sandbox):
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
         reports = list(pool.map(lambda p: grade(p, p["canonical_solution"]), problems))
         wrong = list(pool.map(lambda p: grade(p, "    return None\n"), problems[:20]))
-    failures = {p["task_id"]: [r.error for r in rep.results if not r.passed] for p, rep in zip(problems, reports) if not rep.all_passed}
+    failures = {p["task_id"]: [r.error for r in rep.results if not r.passed] for p, rep in zip(problems, reports, strict=True) if not rep.all_passed}
     assert not failures, failures
     assert sum(rep.total for rep in reports) > 1000
     assert all(rep.pass_rate < 1.0 for rep in wrong)

@@ -135,7 +135,13 @@ class _Turn:
 class CoderTesterEnv(TextEnv):
     """Coder–Tester code generation (Stronger-MAS); see the module docstring."""
 
-    metadata: ClassVar[dict[str, Any]] = {**TextEnv.metadata, "name": "coder_tester_v0"}
+    # Within a turn the tester sees only earlier turns and the episode ends after the turn's last
+    # agent, so each turn is a simultaneous move (PettingZoo's parallel flag).
+    metadata: ClassVar[dict[str, Any]] = {
+        **TextEnv.metadata,
+        "name": "coder_tester_v0",
+        "is_parallelizable": True,
+    }
     config_class = CoderTesterConfig
 
     def __init__(

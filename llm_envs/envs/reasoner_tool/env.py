@@ -123,6 +123,9 @@ class ReasonerToolEnv(TextEnv):
     metadata: ClassVar[dict[str, Any]] = {
         **TextEnv.metadata,
         "name": "reasoner_tool_v0",
+        # Within a turn the tool agent sees only earlier turns and the episode ends after the
+        # turn's last agent, so each turn is a simultaneous move (PettingZoo's parallel flag).
+        "is_parallelizable": True,
     }
     config_class = ReasonerToolConfig
 
