@@ -327,7 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("demo", help="every environment with reference and random agents, one table")
-    p.add_argument("--episodes", type=int, default=10, help="episodes per environment and agent (default 10)")
+    p.add_argument("--episodes", type=int, default=20, help="episodes per environment and agent (default 20)")
     p.add_argument("--concurrency", type=int, default=4)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="runs/demo", help="results directory (default: runs/demo)")
