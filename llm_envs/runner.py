@@ -29,7 +29,6 @@ gives exactly the results of an uninterrupted one, whatever the concurrency.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import json
 import os
 import time
@@ -39,7 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llm_envs.agents.base import ActRequest, Agent, AgentOutput
+from llm_envs.agents.base import ActRequest, Agent, AgentOutput, run_blocking
 
 __all__ = [
     "EpisodeResult",
@@ -315,18 +314,9 @@ class Runner:
 
     # ------------------------------------------------------------------ entry points
     def run(self) -> list[EpisodeResult]:
-        """Play the run and return every episode's result (resumed ones included), by index."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            in_loop = False
-        else:
-            in_loop = True
-        if not in_loop:
-            return asyncio.run(self.arun())
-        # Called from inside an event loop (a notebook): play on a private loop in a thread.
-        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-            return pool.submit(asyncio.run, self.arun()).result()
+        """Play the run and return every episode's result (resumed ones included), by index.
+        From inside an event loop (a notebook) it plays on a private loop in a thread."""
+        return run_blocking(self.arun())
 
     async def arun(self) -> list[EpisodeResult]:
         """The coroutine form of :meth:`run`."""

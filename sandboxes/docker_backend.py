@@ -22,25 +22,9 @@ import time
 from typing import Any
 
 from . import seccomp
-from .core import (
-    FileMap,
-    Limits,
-    RunResult,
-    Sandbox,
-    SandboxError,
-    SandboxUnavailable,
-    validate_files,
-)
-from .local import _SCRUBBED_ENV, SANDBOX_WORK_DIR, _default_pool_size
-from .pool import (
-    DEFAULT_HEAVY_PRELOAD,
-    DEFAULT_PRELOAD,
-    WORKER_SOURCE,
-    PreloadRouter,
-    Worker,
-    WorkerDied,
-    WorkerSpec,
-)
+from .core import Limits, SandboxError, SandboxUnavailable
+from .local import _SCRUBBED_ENV, SANDBOX_WORK_DIR
+from .pool import WORKER_SOURCE, PooledSandbox, Worker, WorkerDied, WorkerSpec
 
 log = logging.getLogger("sandboxes")
 
@@ -206,7 +190,7 @@ class _ContainerWorker(Worker):
                 pass
 
 
-class DockerSandbox(Sandbox):
+class DockerSandbox(PooledSandbox):
     """Warm workers in locked-down Docker containers (see the module docstring)."""
 
     name = "docker"
@@ -247,7 +231,13 @@ class DockerSandbox(Sandbox):
                 limits are derived from them (with headroom for the worker itself).
             docker_client: an existing ``docker.DockerClient`` (default ``docker.from_env()``).
         """
-        super().__init__()
+        super().__init__(
+            pool_size=pool_size,
+            preload=preload,
+            heavy_preload=heavy_preload,
+            max_jobs_per_worker=max_jobs_per_worker,
+            default_limits=default_limits,
+        )
         self.client = connect(docker_client)
         try:
             self.client.images.get(image)
@@ -262,21 +252,9 @@ class DockerSandbox(Sandbox):
         self.tmpfs_mb = tmpfs_mb
         self.python_in_image = python_in_image
         self.runtime = runtime
-        self.preload = list(DEFAULT_PRELOAD if preload is None else preload)
-        self.heavy_preload = list(DEFAULT_HEAVY_PRELOAD if heavy_preload is None else heavy_preload)
-        self.default_limits = default_limits or Limits()
         # Per-job limits are rlimits set by the worker; the container limits are the outer fence.
         self.container_memory_mb = self.default_limits.memory_mb * 2 + 256
         self.pids_limit = self.default_limits.max_processes + 16
-        self.max_concurrency = pool_size or _default_pool_size()
-        self._pool = PreloadRouter(
-            self._spawn_worker,
-            preload=self.preload,
-            heavy_preload=self.heavy_preload,
-            size=self.max_concurrency,
-            max_jobs_per_worker=max_jobs_per_worker,
-            backend=self.name,
-        )
 
     def _spawn_worker(self, preload: list[str]) -> Worker:
         config = {
@@ -297,32 +275,11 @@ class DockerSandbox(Sandbox):
         worker = self._spawn_worker([])
         worker.stop()
 
-    def warm(self, heavy: bool = True) -> DockerSandbox:
-        self._pool.warm(heavy)
-        return self
-
-    def run(
-        self,
-        source: str,
-        *,
-        stdin: str = "",
-        files: FileMap | None = None,
-        limits: Limits | None = None,
-    ) -> RunResult:
-        self._check_usable()
-        if not isinstance(source, str):
-            raise TypeError(f"source must be str, got {type(source).__name__}")
-        return self._pool.run(source, stdin, validate_files(files), limits or self.default_limits)
-
     def describe(self) -> str:
         return (
             f"docker (image {self.image}; no network, read-only root, non-root {self.user}, no capabilities, "
             f"memory/pids/cpu limits; {self.max_concurrency} warm containers)"
         )
-
-    def close(self) -> None:
-        self._pool.close()
-        super().close()
 
 
 __all__ = ["DockerSandbox", "SandboxError", "WorkerDied", "connect", "docker_unavailable_reason"]

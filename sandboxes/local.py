@@ -33,21 +33,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import seccomp
-from .core import (
-    FileMap,
-    Limits,
-    RunResult,
-    Sandbox,
-    SandboxError,
-    SandboxUnavailable,
-    validate_files,
-)
+from .core import Limits, SandboxError, SandboxUnavailable
 from .pool import (
-    DEFAULT_HEAVY_PRELOAD,
-    DEFAULT_PRELOAD,
     LAUNCHER_SOURCE,
     WORKER_SOURCE,
-    PreloadRouter,
+    PooledSandbox,
     Worker,
     WorkerSpec,
 )
@@ -75,10 +65,6 @@ _SCRUBBED_ENV = {
     "MKL_NUM_THREADS": "1",
     "NUMEXPR_NUM_THREADS": "1",
 }
-
-
-def _default_pool_size() -> int:
-    return max(2, os.cpu_count() or 2)
 
 
 def python_library_paths(extra: Sequence[str] = ()) -> list[str]:
@@ -129,8 +115,8 @@ def _random_uid() -> int:
     return _UID_RANGE[0] + secrets.randbelow(_UID_RANGE[1] - _UID_RANGE[0])
 
 
-class LocalSandbox(Sandbox):
-    """Common part of the pool-based backends."""
+class LocalSandbox(PooledSandbox):
+    """Common part of the local backends (bwrap, process, unsafe)."""
 
     strength = 0
 
@@ -159,21 +145,15 @@ class LocalSandbox(Sandbox):
             extra_paths: more directories for the sandboxed import path (mounted read-only).
             default_limits: limits for runs that pass none.
         """
-        super().__init__()
+        super().__init__(
+            pool_size=pool_size,
+            preload=preload,
+            heavy_preload=heavy_preload,
+            max_jobs_per_worker=max_jobs_per_worker,
+            default_limits=default_limits,
+        )
         self.python = os.path.realpath(python or sys.executable)
         self.sys_path = python_library_paths(extra_paths)
-        self.preload = list(DEFAULT_PRELOAD if preload is None else preload)
-        self.heavy_preload = list(DEFAULT_HEAVY_PRELOAD if heavy_preload is None else heavy_preload)
-        self.default_limits = default_limits or Limits()
-        self.max_concurrency = pool_size or _default_pool_size()
-        self._pool = PreloadRouter(
-            self._spawn_worker,
-            preload=self.preload,
-            heavy_preload=self.heavy_preload,
-            size=self.max_concurrency,
-            max_jobs_per_worker=max_jobs_per_worker,
-            backend=self.name,
-        )
 
     # -- to be provided by each backend --------------------------------------------------------
     def worker_spec(self, preload: list[str]) -> WorkerSpec:
@@ -207,34 +187,6 @@ class LocalSandbox(Sandbox):
             worker.kill()
             raise
         return worker
-
-    def warm(self, heavy: bool = True) -> LocalSandbox:
-        """Start every worker now (they otherwise start on first use); `heavy`: the heavy
-        workers too. Returns self."""
-        self._pool.warm(heavy)
-        return self
-
-    def run(
-        self,
-        source: str,
-        *,
-        stdin: str = "",
-        files: FileMap | None = None,
-        limits: Limits | None = None,
-    ) -> RunResult:
-        self._check_usable()
-        if not isinstance(source, str):
-            raise TypeError(f"source must be str, got {type(source).__name__}")
-        if not isinstance(stdin, str):
-            raise TypeError(f"stdin must be str, got {type(stdin).__name__}")
-        return self._pool.run(source, stdin, validate_files(files), limits or self.default_limits)
-
-    def worker_pids(self) -> Sequence[int]:
-        return self._pool.worker_pids()
-
-    def close(self) -> None:
-        self._pool.close()
-        super().close()
 
 
 # ---------------------------------------------------------------------------------------------

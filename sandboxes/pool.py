@@ -1,11 +1,12 @@
-"""Host side of the warm worker pool shared by the local backends (bwrap, process, unsafe).
+"""Host side of the warm worker pool shared by every backend (bwrap, process, unsafe, docker).
 
 A *worker* is a Python interpreter started inside the sandbox (its command line comes from the
 backend) that preloads common modules and then forks one child per job; see
 ``_worker_main.py``. The pool keeps up to ``size`` workers, hands each job to an idle one, and
 replaces a worker after ``max_jobs_per_worker`` jobs, after any timeout or out-of-memory, when
 the job left processes behind, or when the worker died. Replacements start in the background so
-callers do not wait for the preload.
+callers do not wait for the preload. :class:`PooledSandbox` is the `Sandbox` built on it that
+the backends subclass.
 """
 
 from __future__ import annotations
@@ -25,9 +26,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .core import Limits, RunResult, SandboxError
+from .core import FileMap, Limits, RunResult, Sandbox, SandboxError, validate_files
+
+if TYPE_CHECKING:  # pragma: no cover - Self is Python 3.11+; annotations are not evaluated
+    from typing import Self
 
 log = logging.getLogger("sandboxes")
 
@@ -566,3 +570,72 @@ class PreloadRouter:
         self.light.close()
         if self.heavy is not None:
             self.heavy.close()
+
+
+def default_pool_size() -> int:
+    """Warm workers per pool when the caller does not choose: one per CPU, at least two."""
+    return max(2, os.cpu_count() or 2)
+
+
+class PooledSandbox(Sandbox):
+    """A `Sandbox` whose runs go to warm workers behind a `PreloadRouter`: the part the local
+    backends and the docker backend share. A backend implements `_spawn_worker`."""
+
+    def __init__(
+        self,
+        *,
+        pool_size: int | None,
+        preload: Sequence[str] | None,
+        heavy_preload: Sequence[str] | None,
+        max_jobs_per_worker: int,
+        default_limits: Limits | None,
+    ) -> None:
+        """Arguments as documented by the backends; ``None`` picks the defaults
+        (`default_pool_size`, `DEFAULT_PRELOAD`, `DEFAULT_HEAVY_PRELOAD`, ``Limits()``). No
+        worker starts before the first run (or `warm`)."""
+        super().__init__()
+        self.preload = list(DEFAULT_PRELOAD if preload is None else preload)
+        self.heavy_preload = list(DEFAULT_HEAVY_PRELOAD if heavy_preload is None else heavy_preload)
+        self.default_limits = default_limits or Limits()
+        self.max_concurrency = pool_size or default_pool_size()
+        self._pool = PreloadRouter(
+            self._spawn_worker,
+            preload=self.preload,
+            heavy_preload=self.heavy_preload,
+            size=self.max_concurrency,
+            max_jobs_per_worker=max_jobs_per_worker,
+            backend=self.name,
+        )
+
+    def _spawn_worker(self, preload: list[str]) -> Worker:
+        """Start one worker that has imported `preload` (raises `SandboxError` if it cannot)."""
+        raise NotImplementedError
+
+    def warm(self, heavy: bool = True) -> Self:
+        """Start every worker now (they otherwise start on first use); `heavy`: the heavy
+        workers too. Returns self."""
+        self._pool.warm(heavy)
+        return self
+
+    def run(
+        self,
+        source: str,
+        *,
+        stdin: str = "",
+        files: FileMap | None = None,
+        limits: Limits | None = None,
+    ) -> RunResult:
+        self._check_usable()
+        if not isinstance(source, str):
+            raise TypeError(f"source must be str, got {type(source).__name__}")
+        if not isinstance(stdin, str):
+            raise TypeError(f"stdin must be str, got {type(stdin).__name__}")
+        return self._pool.run(source, stdin, validate_files(files), limits or self.default_limits)
+
+    def worker_pids(self) -> Sequence[int]:
+        """Host pids of the live workers' top processes (none for docker containers)."""
+        return self._pool.worker_pids()
+
+    def close(self) -> None:
+        self._pool.close()
+        super().close()

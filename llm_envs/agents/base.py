@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import abc
 import asyncio
-from collections.abc import Sequence
+import concurrent.futures
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:  # pragma: no cover
     from llm_envs.core.env import Observation, TextEnv
+
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -84,3 +87,15 @@ class Agent(abc.ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
+
+
+def run_blocking(coroutine: Coroutine[Any, Any, _T]) -> _T:
+    """Run ``coroutine`` to completion from synchronous code and return its result: on a new
+    event loop, or, when the caller already runs one (a notebook), on a private loop in a
+    worker thread (a running loop cannot be blocked on)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()

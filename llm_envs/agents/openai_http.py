@@ -25,7 +25,6 @@ no ``Authorization`` header is sent.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import email.utils
 import json
 import os
@@ -38,7 +37,7 @@ from typing import Any
 
 import httpx
 
-from llm_envs.agents.base import ActRequest, Agent, AgentOutput
+from llm_envs.agents.base import ActRequest, Agent, AgentOutput, run_blocking
 from llm_envs.core.messages import to_chat_messages
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -205,16 +204,7 @@ class OpenAIHTTPAgent(Agent):
             finally:
                 await self.aclose()
 
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            in_loop = False
-        else:
-            in_loop = True
-        if not in_loop:
-            return asyncio.run(run())
-        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-            return pool.submit(asyncio.run, run()).result()
+        return run_blocking(run())
 
     async def aclose(self) -> None:
         """Close the connection pool that belongs to the running event loop."""

@@ -58,6 +58,13 @@ import numpy as np
 
 from llm_envs.core.env import TextEnv
 from llm_envs.core.splits import check_split, split_of
+from llm_envs.envs._common import (  # noqa: F401  (AGENT_MODES, REWARD_MODES re-exported)
+    AGENT_MODES,
+    REWARD_MODES,
+    SandboxUser,
+    check_team_options,
+    end_turn,
+)
 
 State = TypeVar("State")
 Plan = TypeVar("Plan")
@@ -67,9 +74,6 @@ ANSWER_MARKER = "####"
 #: Also accepted at the start of a program's output line, for compatibility with the prompts of
 #: the released PettingLLMs code.
 LEGACY_OUTPUT_MARKER = "**Actions List**:"
-
-AGENT_MODES = ("multi", "single")
-REWARD_MODES = ("dense", "outcome")
 
 
 class PlanFormatError(ValueError):
@@ -330,12 +334,7 @@ class PuzzleConfig:
     shown_chars: int = 3_000
 
     def validate(self) -> None:
-        if self.agents not in AGENT_MODES:
-            raise ValueError(f"agents must be one of {AGENT_MODES}, got {self.agents!r}")
-        if self.reward_mode not in REWARD_MODES:
-            raise ValueError(f"reward_mode must be one of {REWARD_MODES}, got {self.reward_mode!r}")
-        if self.max_turns < 1:
-            raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
+        check_team_options(self)
         if self.program_time_s <= 0 or self.program_memory_mb < 1:
             raise ValueError("program_time_s and program_memory_mb must be positive")
         check_split(self.split)
@@ -384,7 +383,7 @@ class _Stats:
 
 
 # ---------------------------------------------------------------------------------- the env
-class PuzzleEnv(TextEnv):
+class PuzzleEnv(SandboxUser, TextEnv):
     """The AEC layer shared by the puzzle environments; subclasses supply the rules.
 
     Subclasses set ``metadata``, ``config_class`` and implement :meth:`_make_rules`.
@@ -413,8 +412,7 @@ class PuzzleEnv(TextEnv):
         self.config = self._build_config(config, overrides)
         self.config.validate()
         self.rules: PuzzleRules = self._make_rules(self.config)
-        self._sandbox_spec = sandbox if isinstance(sandbox, str) else None
-        self._sandbox = None if isinstance(sandbox, str) else sandbox
+        self._keep_sandbox(sandbox)
         agents = ["tool", "plan"] if self.config.agents == "multi" else ["solver"]
         super().__init__(agents, render_mode=render_mode)
         self.initial_state: Any = None
@@ -428,21 +426,9 @@ class PuzzleEnv(TextEnv):
         raise NotImplementedError
 
     # ------------------------------------------------------------------ sandbox
-    @property
-    def sandbox(self) -> Any:
-        """The sandbox programs run in (created on first use when none was given)."""
-        if self._sandbox is None:
-            import sandboxes  # imported lazily: an env that never runs a program needs none
-
-            self._sandbox = sandboxes.shared_sandbox(self._sandbox_spec or "auto")
-        return self._sandbox
-
     def _shared_resources(self) -> list[Any]:
         # The rules and the config are never mutated during play: clones share them.
-        shared: list[Any] = [self.rules, self.config]
-        if self._sandbox is not None:
-            shared.append(self._sandbox)
-        return shared
+        return [self.rules, self.config, *self._sandbox_if_started()]
 
     def _run_program(self, reply: str) -> ProgramRun:
         """Extract the program from ``reply``, check it compiles, run it on the puzzle."""
@@ -636,11 +622,7 @@ class PuzzleEnv(TextEnv):
 
     def _finish_turn(self, log: TurnLog) -> str | None:
         log.solved = self.rules.is_solved(self.state)
-        self.turn += 1
-        if log.solved or self.turn >= self.config.max_turns:
-            self._end_episode(truncated=not log.solved)
-            return None
-        return self.possible_agents[0]
+        return end_turn(self, log.solved, self.possible_agents[0])
 
     # ------------------------------------------------------------------ text
     def _instruction(self, agent: str) -> str:

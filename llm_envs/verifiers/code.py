@@ -309,6 +309,10 @@ def _snippets_from_module(
     return snippets, shown
 
 
+# What ``ast.parse`` raises for text that is not a parsable program (never executed).
+_PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError)
+
+
 def parse_function_tests(
     text: str, entry_point: str | None, *, max_tests: int = DEFAULT_MAX_TESTS
 ) -> ParsedTests:
@@ -330,13 +334,7 @@ def parse_function_tests(
             continue
         try:
             module = ast.parse(source)
-        except (
-            SyntaxError,
-            ValueError,
-            RecursionError,
-            MemoryError,
-            OverflowError,
-        ) as error:
+        except _PARSE_ERRORS as error:
             problems.append(
                 f"the test block does not parse ({type(error).__name__}); only its assert lines were used"
             )
@@ -345,13 +343,7 @@ def parse_function_tests(
                 if line.strip().startswith("assert"):
                     try:
                         module.body.extend(ast.parse(line.strip()).body)
-                    except (
-                        SyntaxError,
-                        ValueError,
-                        RecursionError,
-                        MemoryError,
-                        OverflowError,
-                    ):
+                    except _PARSE_ERRORS:
                         continue
         try:
             found, labels = _snippets_from_module(module, entry_point)

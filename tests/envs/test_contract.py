@@ -19,7 +19,7 @@ from pettingzoo.test import api_test, render_test, seed_test
 
 import llm_envs
 from llm_envs.agents import RandomAgent, ReferenceAgent
-from llm_envs.agents.base import ActRequest
+from tests.envs.helpers import agent_policy, play
 
 ENV_IDS = llm_envs.env_ids()
 
@@ -28,24 +28,11 @@ def make(env_id, **kwargs):
     return llm_envs.make(env_id, **kwargs)
 
 
-def play_episode(env, policy, seed):
-    """Play one episode from ``reset(seed)``; return per-agent sums of PettingZoo rewards."""
-    env.reset(seed=seed)
-    totals = {a: 0.0 for a in env.possible_agents}
-    for agent in env.agent_iter(max_iter=10_000):
-        _, reward, terminated, truncated, _ = env.last()
-        totals[agent] += reward
-        env.step(None if terminated or truncated else policy(env, agent))
-    return totals
-
-
-def reference_policy(env, agent):
-    return ReferenceAgent().act_batch([ActRequest(env.observe(agent), agent, env)])[0].text
+reference_policy = agent_policy(ReferenceAgent())
 
 
 def random_policy_factory(seed):
-    agent_impl = RandomAgent(seed)
-    return lambda env, agent: agent_impl.act_batch([ActRequest(env.observe(agent), agent, env)])[0].text
+    return agent_policy(RandomAgent(seed))
 
 
 @pytest.fixture(autouse=True)
@@ -117,7 +104,7 @@ def test_clone_is_independent(env_id):
 def test_record_sums_equal_pettingzoo_rewards(env_id):
     env = make(env_id)
     for seed, policy in [(0, reference_policy), (1, random_policy_factory(1))]:
-        totals = play_episode(env, policy, seed)
+        totals = play(env, policy, seed)
         assert totals == pytest.approx(env.agent_rewards(), abs=1e-9)
         assert all(record.final for record in env.records)
 
@@ -129,7 +116,7 @@ def test_same_seed_same_episode_whatever_the_global_rngs(env_id):
         random.seed(global_seed)
         np.random.seed(global_seed)
         env = make(env_id)
-        play_episode(env, random_policy_factory(3), seed=17)
+        play(env, random_policy_factory(3), seed=17)
         transcripts.append(env.transcript())
     assert transcripts[0] == transcripts[1]
 
@@ -140,11 +127,11 @@ def test_reference_agents_solve_and_random_agents_do_worse(env_id):
     seeds = range(3)
     reference = []
     for seed in seeds:
-        play_episode(env, reference_policy, seed)
+        play(env, reference_policy, seed)
         reference.append(env.episode_metrics()["success"])
     randoms = []
     for seed in seeds:
-        play_episode(env, random_policy_factory(seed), seed)
+        play(env, random_policy_factory(seed), seed)
         randoms.append(env.episode_metrics()["success"])
     assert reference == [1.0] * len(reference), f"reference agents failed: {reference}"
     assert np.mean(randoms) <= np.mean(reference)

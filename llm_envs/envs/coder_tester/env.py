@@ -48,7 +48,6 @@ Version history:
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -56,8 +55,16 @@ import numpy as np
 
 from llm_envs.core.env import TextEnv
 from llm_envs.core.splits import check_split
+from llm_envs.envs._common import (
+    TimedSandboxUser,
+    check_team_options,
+    choose_problem,
+    credit_team_and_local,
+    end_turn,
+    resolve_task_source,
+)
 from llm_envs.envs.coder_tester import rules
-from llm_envs.tasks import Problem, TaskSource, load_task_source
+from llm_envs.tasks import Problem, TaskSource
 from llm_envs.verifiers import code as code_verifier
 
 
@@ -104,16 +111,7 @@ class CoderTesterConfig:
     max_mismatches_shown: int = 5
 
     def validate(self) -> None:
-        if self.agents not in rules.AGENT_MODES:
-            raise ValueError(
-                f"agents must be one of {rules.AGENT_MODES}, got {self.agents!r}"
-            )
-        if self.reward_mode not in rules.REWARD_MODES:
-            raise ValueError(
-                f"reward_mode must be one of {rules.REWARD_MODES}, got {self.reward_mode!r}"
-            )
-        if self.max_turns < 1:
-            raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
+        check_team_options(self)
         if self.test_time_s <= 0:
             raise ValueError("test_time_s must be positive")
         if self.max_generated_tests < 1 or self.runs_check_tests < 1:
@@ -132,7 +130,7 @@ class _Turn:
     total: int
 
 
-class CoderTesterEnv(TextEnv):
+class CoderTesterEnv(TimedSandboxUser, TextEnv):
     """Coder–Tester code generation (Stronger-MAS); see the module docstring."""
 
     # Within a turn the tester sees only earlier turns and the episode ends after the turn's last
@@ -163,25 +161,19 @@ class CoderTesterEnv(TextEnv):
         self.config: CoderTesterConfig = self._build_config(config, overrides)
         cfg = self.config
         cfg.validate()
-        if task_source is None:
-            kwargs = dict(cfg.task_kwargs)
-            if cfg.task_path is not None:
-                kwargs["path"] = cfg.task_path
-            task_source = load_task_source(cfg.task, split=cfg.split, **kwargs)
-        self.task_source = task_source
-        first = task_source.get(0)
+        self.task_source = resolve_task_source(cfg, task_source)
+        first = self.task_source.get(0)
         if first.style not in ("function", "io"):
             raise ValueError(
-                f"task {task_source.name!r} has {first.style!r} problems; CoderTester needs code problems"
+                f"task {self.task_source.name!r} has {first.style!r} problems; CoderTester needs code problems"
             )
         self.multi_agent = cfg.agents == "multi"
-        if self.multi_agent and not getattr(task_source, "has_golden_solutions", True):
+        if self.multi_agent and not getattr(self.task_source, "has_golden_solutions", True):
             raise ValueError(
-                f"task {task_source.name!r} has no golden solutions, which the tester reward needs "
+                f"task {self.task_source.name!r} has no golden solutions, which the tester reward needs "
                 "(0.8 x pass rate of the golden solution on the tests); use agents='single'"
             )
-        self._sandbox_spec = sandbox if isinstance(sandbox, str) else None
-        self._sandbox = None if isinstance(sandbox, str) else sandbox
+        self._keep_sandbox(sandbox)
         super().__init__(
             ["coder", "tester"] if self.multi_agent else ["coder"],
             render_mode=render_mode,
@@ -196,59 +188,29 @@ class CoderTesterEnv(TextEnv):
         self._sandbox_seconds = 0.0
 
     # ------------------------------------------------------------------ sandbox
-    @property
-    def sandbox(self) -> Any:
-        """The sandbox code runs in (created on first use when none was given)."""
-        if self._sandbox is None:
-            import sandboxes
-
-            self._sandbox = sandboxes.shared_sandbox(self._sandbox_spec or "auto")
-        return self._sandbox
-
-    @property
-    def sandbox_seconds(self) -> float:
-        """Wall-clock seconds this episode spent waiting for the sandbox (for benchmarks; kept
-        out of the metrics and the transcript, which must not depend on timing)."""
-        return self._sandbox_seconds
-
     def _shared_resources(self) -> list[Any]:
-        shared: list[Any] = [self.task_source]
-        if self._sandbox is not None:
-            shared.append(self._sandbox)
-        return shared
-
-    def _judge(self, code: str, tests: Any) -> Any:
-        """Run ``code`` on ``tests`` in the problem's style (a ``sandboxes.TestReport``)."""
-        assert self.problem is not None
-        problem = self.problem
-        if problem.style == "io":
-            return code_verifier.judge_io(
-                self.sandbox, code, tests, time_s=self.config.test_time_s
-            )
-        return code_verifier.judge_function(
-            self.sandbox,
-            code,
-            tests,
-            setup=problem.setup,
-            entry_point=problem.entry_point,
-            time_s=self.config.test_time_s,
-        )
+        return [self.task_source, *self._sandbox_if_started()]
 
     def _judge_all(self, jobs: list[tuple[str, Any]]) -> list[Any]:
-        """``_judge`` each ``(code, tests)`` concurrently; the wall time (not the sum of the
-        concurrent runs) is added to :attr:`sandbox_seconds`."""
-        started = time.perf_counter()
-        try:
+        """Run each ``(code, tests)`` in the problem's style, concurrently (a
+        ``sandboxes.TestReport`` each); the wall time (not the sum of the concurrent runs) is
+        added to :attr:`sandbox_seconds`."""
+        problem, time_s = self.problem, self.config.test_time_s
+        assert problem is not None
+        with self._waiting_for_sandbox():
             return code_verifier.run_concurrently(
-                [lambda c=c, t=t: self._judge(c, t) for c, t in jobs],
+                [
+                    lambda c=c, t=t: code_verifier.judge(
+                        self.sandbox, problem, c, t, time_s=time_s
+                    )
+                    for c, t in jobs
+                ],
                 max_workers=len(jobs) or 1,
             )
-        finally:
-            self._sandbox_seconds += time.perf_counter() - started
 
     # ------------------------------------------------------------------ episode
     def _start_episode(self, options: dict[str, Any]) -> str:
-        self.problem = self._choose_problem(options)
+        self.problem = choose_problem(self.task_source, options, self.np_random)
         if self.problem.style not in ("function", "io") or not self.problem.tests:
             raise ValueError(
                 f"problem {self.problem.id!r} is not a code problem with golden tests"
@@ -264,20 +226,6 @@ class CoderTesterEnv(TextEnv):
         self._agreed = False
         self._sandbox_seconds = 0.0
         return "coder"
-
-    def _choose_problem(self, options: dict[str, Any]) -> Problem:
-        """``options["problem"]`` (a Problem), ``options["problem_index"]`` (an index into the
-        task source, e.g. to evaluate a whole benchmark in order), else a seeded draw."""
-        if options.get("problem") is not None:
-            problem = options["problem"]
-            if not isinstance(problem, Problem):
-                raise TypeError(
-                    f"options['problem'] must be a Problem, got {type(problem).__name__}"
-                )
-            return problem
-        if options.get("problem_index") is not None:
-            return self.task_source.get(int(options["problem_index"]))
-        return self.task_source.sample(self.np_random)
 
     def _apply_action(self, agent: str, action: str) -> str | None:
         if agent == "coder":
@@ -317,15 +265,12 @@ class CoderTesterEnv(TextEnv):
         record.info.update(
             {"builds": builds, "runs": runs, "golden_pass_rate": golden_rate, **info}
         )
-        if cfg.reward_mode == "outcome":
-            self._credit(record, "team", cfg.alpha * float(golden_rate >= 1.0))
-        else:
-            self._credit(record, "team", cfg.alpha * golden_rate)
-            self._credit(
-                record,
-                "local",
-                rules.coder_local_reward(builds, runs, golden_rate, cfg.coder_weights),
-            )
+        credit_team_and_local(
+            self,
+            record,
+            self._team_reward(),
+            rules.coder_local_reward(builds, runs, golden_rate, cfg.coder_weights),
+        )
         if not self.multi_agent:
             self.turn += 1
             self.history.append(_Turn(code, None, [], 0, 0))
@@ -408,19 +353,12 @@ class CoderTesterEnv(TextEnv):
             "valid": float(parsed.valid),
             "golden_solution_pass_rate": golden_solution_rate,
         }
-        if cfg.reward_mode == "outcome":
-            self._credit(
-                record, "team", cfg.alpha * float(self._golden_pass_rate >= 1.0)
-            )
-        else:
-            self._credit(record, "team", cfg.alpha * self._golden_pass_rate)
-            self._credit(
-                record,
-                "local",
-                rules.tester_local_reward(
-                    parsed.valid, golden_solution_rate, cfg.tester_weights
-                ),
-            )
+        credit_team_and_local(
+            self,
+            record,
+            self._team_reward(),
+            rules.tester_local_reward(parsed.valid, golden_solution_rate, cfg.tester_weights),
+        )
         tests_text = (
             code_verifier.extract_code(action)
             if problem.style == "function"
@@ -429,14 +367,14 @@ class CoderTesterEnv(TextEnv):
         self.history.append(
             _Turn(self._code, tests_text, mismatches, passed, len(parsed.tests))
         )
-        self.turn += 1
-        if self._agreed:
-            self._end_episode()
-            return None
-        if self.turn >= cfg.max_turns:
-            self._end_episode(truncated=True)
-            return None
-        return "coder"
+        return end_turn(self, self._agreed, "coder")
+
+    def _team_reward(self) -> float:
+        """``r_team`` of this turn's code: its golden pass rate, or in outcome mode 1 if it
+        passes every golden test."""
+        if self.config.reward_mode == "outcome":
+            return float(self._golden_pass_rate >= 1.0)
+        return self._golden_pass_rate
 
     # ------------------------------------------------------------------ observations
     def _role(self, agent: str) -> str:

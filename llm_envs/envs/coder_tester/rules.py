@@ -18,11 +18,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from llm_envs.envs._common import AGENT_MODES, REWARD_MODES  # noqa: F401  (re-exported)
 from llm_envs.tasks import Problem
 from llm_envs.verifiers.code import function_tests_block, io_tests_block
-
-REWARD_MODES = ("dense", "outcome")
-AGENT_MODES = ("multi", "single")
 
 
 @dataclass(frozen=True)

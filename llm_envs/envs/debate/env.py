@@ -44,10 +44,11 @@ import numpy as np
 
 from llm_envs.core.env import TextEnv
 from llm_envs.core.records import ActionRecord
+from llm_envs.envs._common import resolve_task_source
 from llm_envs.envs.debate import rules
 from llm_envs.envs.debate.verifiers import GroundTruthVerifier, Verifier, labels_of
 from llm_envs.envs.forum.rules import clip_text, wrong_answer
-from llm_envs.tasks import Problem, TaskSource, load_task_source
+from llm_envs.tasks import Problem, TaskSource
 
 
 @dataclass
@@ -129,11 +130,7 @@ class DebateEnv(TextEnv):
         if cfg.history not in ("all", "last"):
             raise ValueError(f"history must be 'all' or 'last', got {cfg.history!r}")
         self.sandbox = sandbox
-        self.task_source = (
-            task_source
-            if task_source is not None
-            else load_task_source(cfg.task, split=cfg.split, **cfg.task_kwargs)
-        )
+        self.task_source = resolve_task_source(cfg, task_source)
         self.ground_truth = GroundTruthVerifier()
         self.verifier: Verifier | None = verifier
         super().__init__([f"agent_{k}" for k in range(cfg.num_agents)], render_mode=render_mode)

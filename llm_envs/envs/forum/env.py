@@ -45,8 +45,9 @@ from typing import Any
 
 from llm_envs.core.env import TextEnv
 from llm_envs.core.records import ActionRecord
+from llm_envs.envs._common import resolve_task_source
 from llm_envs.envs.forum import rules
-from llm_envs.tasks import Problem, TaskSource, load_task_source
+from llm_envs.tasks import Problem, TaskSource
 from llm_envs.verifiers.math import check_answer, extract_boxed
 
 
@@ -148,11 +149,7 @@ class ForumEnv(TextEnv):
             else cfg.schedule == "paper"
         )
         self.sandbox = sandbox
-        self.task_source = (
-            task_source
-            if task_source is not None
-            else load_task_source(cfg.task, split=cfg.split, **cfg.task_kwargs)
-        )
+        self.task_source = resolve_task_source(cfg, task_source)
         super().__init__([f"agent_{k}" for k in range(cfg.num_agents)], render_mode=render_mode)
         self.problem: Problem | None = None
         self.schedule: list[rules.Step] = []

@@ -54,9 +54,10 @@ import numpy as np
 
 from llm_envs.core.env import TextEnv
 from llm_envs.core.records import ActionRecord
+from llm_envs.envs._common import resolve_task_source
 from llm_envs.envs.proposer_solver_judge import rules
 from llm_envs.envs.proposer_solver_judge.pool import PoolEntry, QuestionPool, question_key
-from llm_envs.tasks import Problem, TaskSource, load_task_source
+from llm_envs.tasks import Problem, TaskSource
 from llm_envs.verifiers.math import check_answer
 
 
@@ -146,11 +147,7 @@ class ProposerSolverJudgeEnv(TextEnv):
         if cfg.num_solver_samples < 1:
             raise ValueError("num_solver_samples must be >= 1")
         self.sandbox = sandbox
-        self.task_source = (
-            task_source
-            if task_source is not None
-            else load_task_source(cfg.task, split=cfg.split, **cfg.task_kwargs)
-        )
+        self.task_source = resolve_task_source(cfg, task_source)
         if pool is None:
             seed = QuestionPool.from_task_source(
                 self.task_source, cfg.pool_seed_size, min_quality=cfg.quality_threshold

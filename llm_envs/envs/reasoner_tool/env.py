@@ -40,7 +40,6 @@ Version history:
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -48,8 +47,16 @@ import numpy as np
 
 from llm_envs.core.env import TextEnv
 from llm_envs.core.splits import check_split
+from llm_envs.envs._common import (
+    TimedSandboxUser,
+    check_team_options,
+    choose_problem,
+    credit_team_and_local,
+    end_turn,
+    resolve_task_source,
+)
 from llm_envs.envs.reasoner_tool import rules
-from llm_envs.tasks import Problem, TaskSource, load_task_source
+from llm_envs.tasks import Problem, TaskSource
 from llm_envs.verifiers.code import compile_error, extract_code
 from llm_envs.verifiers.math import check_answer
 
@@ -96,16 +103,7 @@ class ReasonerToolConfig:
     shown_tail_chars: int = 500
 
     def validate(self) -> None:
-        if self.agents not in rules.AGENT_MODES:
-            raise ValueError(
-                f"agents must be one of {rules.AGENT_MODES}, got {self.agents!r}"
-            )
-        if self.reward_mode not in rules.REWARD_MODES:
-            raise ValueError(
-                f"reward_mode must be one of {rules.REWARD_MODES}, got {self.reward_mode!r}"
-            )
-        if self.max_turns < 1:
-            raise ValueError(f"max_turns must be >= 1, got {self.max_turns}")
+        check_team_options(self)
         if (
             self.program_time_s <= 0
             or self.program_memory_mb < 1
@@ -117,7 +115,7 @@ class ReasonerToolConfig:
         check_split(self.split)
 
 
-class ReasonerToolEnv(TextEnv):
+class ReasonerToolEnv(TimedSandboxUser, TextEnv):
     """Reasoner–Tool math (Stronger-MAS); see the module docstring."""
 
     metadata: ClassVar[dict[str, Any]] = {
@@ -148,15 +146,9 @@ class ReasonerToolEnv(TextEnv):
         self.config: ReasonerToolConfig = self._build_config(config, overrides)
         cfg = self.config
         cfg.validate()
-        if task_source is None:
-            kwargs = dict(cfg.task_kwargs)
-            if cfg.task_path is not None:
-                kwargs["path"] = cfg.task_path
-            task_source = load_task_source(cfg.task, split=cfg.split, **kwargs)
-        self.task_source = task_source
+        self.task_source = resolve_task_source(cfg, task_source)
         self.multi_agent = cfg.agents == "multi"
-        self._sandbox_spec = sandbox if isinstance(sandbox, str) else None
-        self._sandbox = None if isinstance(sandbox, str) else sandbox
+        self._keep_sandbox(sandbox)
         super().__init__(
             ["reasoner", "tool"] if self.multi_agent else ["reasoner"],
             render_mode=render_mode,
@@ -169,31 +161,12 @@ class ReasonerToolEnv(TextEnv):
         self._tool_correct = False
         self._sandbox_seconds = 0.0
 
-    # ------------------------------------------------------------------ sandbox
-    @property
-    def sandbox(self) -> Any:
-        """The sandbox tool programs run in (created on first use when none was given)."""
-        if self._sandbox is None:
-            import sandboxes
-
-            self._sandbox = sandboxes.shared_sandbox(self._sandbox_spec or "auto")
-        return self._sandbox
-
-    @property
-    def sandbox_seconds(self) -> float:
-        """Wall-clock seconds this episode spent waiting for the sandbox (for benchmarks; kept
-        out of the metrics and the transcript, which must not depend on timing)."""
-        return self._sandbox_seconds
-
     def _shared_resources(self) -> list[Any]:
-        shared: list[Any] = [self.task_source]
-        if self._sandbox is not None:
-            shared.append(self._sandbox)
-        return shared
+        return [self.task_source, *self._sandbox_if_started()]
 
     # ------------------------------------------------------------------ episode
     def _start_episode(self, options: dict[str, Any]) -> str:
-        self.problem = self._choose_problem(options)
+        self.problem = choose_problem(self.task_source, options, self.np_random)
         if self.problem.answer is None:
             raise ValueError(f"problem {self.problem.id!r} has no ground-truth answer")
         self.reasoner_history = []
@@ -210,20 +183,6 @@ class ReasonerToolEnv(TextEnv):
             answer, self.problem.answer, timeout_s=self.config.answer_timeout_s
         )
 
-    def _choose_problem(self, options: dict[str, Any]) -> Problem:
-        """``options["problem"]`` (a Problem), ``options["problem_index"]`` (an index into the
-        task source, e.g. to evaluate a whole benchmark in order), else a seeded draw."""
-        if options.get("problem") is not None:
-            problem = options["problem"]
-            if not isinstance(problem, Problem):
-                raise TypeError(
-                    f"options['problem'] must be a Problem, got {type(problem).__name__}"
-                )
-            return problem
-        if options.get("problem_index") is not None:
-            return self.task_source.get(int(options["problem_index"]))
-        return self.task_source.sample(self.np_random)
-
     def _apply_action(self, agent: str, action: str) -> str | None:
         if agent == "reasoner":
             return self._reasoner_step(action)
@@ -238,15 +197,12 @@ class ReasonerToolEnv(TextEnv):
         correct = self._correct(answer)
         self._reasoner_correct = correct
         record.info["correct"] = correct
-        self._credit(record, "team", cfg.alpha * float(correct))
-        if cfg.reward_mode == "dense":
-            self._credit(
-                record,
-                "local",
-                rules.reasoner_local_reward(
-                    answer is not None, correct, cfg.reasoner_weights
-                ),
-            )
+        credit_team_and_local(
+            self,
+            record,
+            float(correct),
+            rules.reasoner_local_reward(answer is not None, correct, cfg.reasoner_weights),
+        )
         self.reasoner_history.append(rules.ReasonerEntry(action, answer))
         if not self.multi_agent:
             self.turn += 1
@@ -263,16 +219,13 @@ class ReasonerToolEnv(TextEnv):
         if builds:
             import sandboxes
 
-            started = time.perf_counter()
-            try:
+            with self._waiting_for_sandbox():
                 result = self.sandbox.run(
                     code,
                     limits=sandboxes.Limits(
                         time_s=cfg.program_time_s, memory_mb=cfg.program_memory_mb
                     ),
                 )
-            finally:
-                self._sandbox_seconds += time.perf_counter() - started
             runs = result.ok
             output = result.stdout
             if not result.ok:
@@ -304,13 +257,12 @@ class ReasonerToolEnv(TextEnv):
                 "output": output[-2000:],
             },
         )
-        self._credit(record, "team", cfg.alpha * float(self._reasoner_correct))
-        if cfg.reward_mode == "dense":
-            self._credit(
-                record,
-                "local",
-                rules.tool_local_reward(builds, runs, correct, cfg.tool_weights),
-            )
+        credit_team_and_local(
+            self,
+            record,
+            float(self._reasoner_correct),
+            rules.tool_local_reward(builds, runs, correct, cfg.tool_weights),
+        )
         self.tool_history.append(rules.ToolEntry(code, output, answer))
         reasoner = self.reasoner_history[-1].answer
         self._agreed = (
@@ -319,14 +271,7 @@ class ReasonerToolEnv(TextEnv):
             and check_answer(answer, reasoner, timeout_s=cfg.answer_timeout_s)
         )
         record.info["agreed"] = self._agreed
-        self.turn += 1
-        if self._agreed:
-            self._end_episode()
-            return None
-        if self.turn >= cfg.max_turns:
-            self._end_episode(truncated=True)
-            return None
-        return "reasoner"
+        return end_turn(self, self._agreed, "reasoner")
 
     # ------------------------------------------------------------------ observations
     def _instruction(self, agent: str) -> str:

@@ -16,11 +16,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from llm_envs.envs._common import AGENT_MODES, REWARD_MODES  # noqa: F401  (re-exported)
 from llm_envs.tasks import Problem
 from llm_envs.verifiers.math import extract_boxed
-
-REWARD_MODES = ("dense", "outcome")
-AGENT_MODES = ("multi", "single")
 
 
 @dataclass(frozen=True)

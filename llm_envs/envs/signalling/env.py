@@ -51,7 +51,7 @@ class SignallingEnv(TextEnv):
             symbol = rules.parse_symbol(action, cfg.symbols)
             record = self._add_record(agent, action, parsed={"symbol": symbol, "target": target},
                                       format_ok=symbol is not None)
-            self._credit(record, "local", rules.speaker_local_reward(symbol, target))
+            self._credit(record, "local", cfg.speaker_local_weight * rules.speaker_local_reward(symbol, target))
             if symbol is None and cfg.format_penalty:
                 self._credit(record, "format", cfg.format_penalty)
             self._message = rules.clip_message(action)
@@ -64,7 +64,8 @@ class SignallingEnv(TextEnv):
                                   format_ok=answer is not None)
         team = rules.team_reward(answer, target)
         self._credit(record, "team", cfg.alpha * team)
-        self._credit(record, "local", rules.listener_local_reward(answer, self._message_symbol))
+        self._credit(record, "local",
+                     cfg.listener_local_weight * rules.listener_local_reward(answer, self._message_symbol))
         if answer is None and cfg.format_penalty:
             self._credit(record, "format", cfg.format_penalty)
         self._credit(self._speaker_record, "team", cfg.alpha * team)  # delayed credit
@@ -86,14 +87,14 @@ class SignallingEnv(TextEnv):
     def _prompt(self, agent: str) -> str:
         if self._episode_over:
             return "The game is over."
-        head = f"Round {self.turn + 1} of {self.config.rounds}."
+        head = f"Round {self.turn + 1} of {self.config.rounds}. " if self.config.rounds > 1 else ""
         if agent == SPEAKER:
             if self._message is not None:
-                return f"{head} Waiting for the listener."
-            return f"{head} Target: {self._targets[self.turn]}"
+                return f"{head}Waiting for the listener."
+            return f"{head}Target: {self._targets[self.turn]}"
         if self._message is None:
-            return f"{head} Waiting for the speaker."
-        return f"{head} Message: {self._message}"
+            return f"{head}Waiting for the speaker."
+        return f"{head}Message: {self._message}"
 
     def _episode_metrics(self) -> dict[str, float]:
         return {"success": self._correct / self.config.rounds, "correct_rounds": float(self._correct)}

@@ -5,10 +5,13 @@ and answers with a symbol. The team wins the round when the listener's answer is
 
 Rewards (AT-GRPO's mixing ``r = α·r_team + r_local``):
 
-* team: ``1`` if the listener's answer is the target, else ``0``; credited to the listener when
-  it answers and, as delayed credit, to the speaker's record of the same round.
-* speaker local: ``1`` if the message names the target (its first symbol is the target).
-* listener local: ``1`` if the answer is the symbol the message names (it followed the message).
+* team: ``α·1[answer = target]``; credited to the listener when it answers and, as delayed
+  credit, to the speaker's record of the same round.
+* speaker local: ``w_s·1[the message's first symbol is the target]``.
+* listener local: ``w_l·1[the answer is the symbol the message names]`` (it followed the
+  message). Off by default: when the speaker is biased towards one symbol, rewarding the
+  listener for following it teaches the shared model that symbol everywhere, a rich-get-richer
+  collapse; the team reward alone is balanced across targets.
 * format: a message or answer that names no symbol at all earns ``format_penalty`` (default 0).
 
 The game is deliberately easy: a random-weight model with a small vocabulary names the right
@@ -37,12 +40,16 @@ class SignallingConfig:
         symbols: The symbol vocabulary (lower-case words).
         rounds: Rounds per episode (one speaker and one listener action each).
         alpha: Weight α of the team reward in ``α·r_team + r_local``.
+        speaker_local_weight: ``w_s``, weight of the speaker's local reward.
+        listener_local_weight: ``w_l``, weight of the listener's local reward.
         format_penalty: Reward added to an action that names no symbol (≤ 0).
     """
 
     symbols: tuple[str, ...] = DEFAULT_SYMBOLS
     rounds: int = 1
     alpha: float = 1.0
+    speaker_local_weight: float = 1.0
+    listener_local_weight: float = 0.0
     format_penalty: float = 0.0
 
     def __post_init__(self) -> None:

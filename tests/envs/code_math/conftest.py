@@ -7,26 +7,7 @@ from collections.abc import Callable, Sequence
 import pytest
 
 import sandboxes
-from llm_envs.tasks import Problem, TaskSource
-
-
-class ListSource(TaskSource):
-    """A task source over a fixed list of problems (for hand-computed reward checks)."""
-
-    name = "list"
-
-    def __init__(
-        self, problems: Sequence[Problem], *, has_golden_solutions: bool = True
-    ) -> None:
-        self.problems = list(problems)
-        self.split = self.problems[0].split
-        self.has_golden_solutions = has_golden_solutions
-
-    def __len__(self) -> int:
-        return len(self.problems)
-
-    def get(self, index: int) -> Problem:
-        return self.problems[index]
+from tests.envs import helpers
 
 
 def play(
@@ -36,14 +17,14 @@ def play(
     seed: int = 0,
     options: dict | None = None,
 ) -> dict[str, float]:
-    """Play one episode; return per-agent sums of the rewards PettingZoo reported."""
-    env.reset(seed=seed, options=options)
-    totals = {a: 0.0 for a in env.possible_agents}
-    for agent in env.agent_iter(max_iter=1000):
-        _, reward, terminated, truncated, _ = env.last()
-        totals[agent] += reward
-        env.step(None if terminated or truncated else policy(env, agent))
-    return totals
+    """:func:`tests.envs.helpers.play`, from seed 0 unless told otherwise."""
+    return helpers.play(env, policy, seed, options)
+
+
+def components(env, agent: str, turn: int = 0) -> dict[str, float]:
+    """The reward components of ``agent``'s record of ``turn``."""
+    (record,) = [r for r in env.records if r.agent == agent and r.turn == turn]
+    return record.reward_components
 
 
 def scripted(replies: dict[str, Sequence[str]]) -> Callable[[object, str], str]:

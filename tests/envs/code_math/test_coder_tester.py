@@ -12,8 +12,9 @@ import llm_envs
 from llm_envs.envs.coder_tester import rules
 from llm_envs.envs.coder_tester.env import CoderTesterEnv
 from llm_envs.tasks import Problem
+from tests.envs.helpers import ListSource
 
-from .conftest import ListSource, play, scripted
+from .conftest import components, play, scripted
 
 ADD = Problem(
     id="toy/add",
@@ -60,11 +61,6 @@ def make_env(problem: Problem = ADD, sandbox=None, **overrides) -> CoderTesterEn
     return CoderTesterEnv(
         task_source=ListSource([problem]), sandbox=sandbox, **overrides
     )
-
-
-def components(env, agent: str, turn: int = 0) -> dict[str, float]:
-    (record,) = [r for r in env.records if r.agent == agent and r.turn == turn]
-    return record.reward_components
 
 
 # ---------------------------------------------------------------------------------------------

@@ -11,8 +11,9 @@ import llm_envs
 from llm_envs.envs.reasoner_tool import rules
 from llm_envs.envs.reasoner_tool.env import ReasonerToolEnv
 from llm_envs.tasks import Problem
+from tests.envs.helpers import ListSource
 
-from .conftest import ListSource, play, scripted
+from .conftest import components, play, scripted
 
 TWELVE = Problem(
     id="toy/12",
@@ -35,11 +36,6 @@ def make_env(problem: Problem = TWELVE, sandbox=None, **overrides) -> ReasonerTo
     return ReasonerToolEnv(
         task_source=ListSource([problem]), sandbox=sandbox, **overrides
     )
-
-
-def components(env, agent: str, turn: int = 0) -> dict[str, float]:
-    (record,) = [r for r in env.records if r.agent == agent and r.turn == turn]
-    return record.reward_components
 
 
 def program(body: str) -> str:

@@ -16,8 +16,7 @@ from llm_envs.envs.debate.env import DebateEnv
 from llm_envs.envs.debate.scripted import DebateScriptedAgent
 from llm_envs.envs.debate.verifiers import AgentVerifier, parse_probability
 from llm_envs.tasks import Problem
-
-from .conftest import ListSource, agent_policy, play
+from tests.envs.helpers import ListSource, agent_policy, play
 
 INCENTIVES = dict(alpha0=0.1, alpha1=0.2, beta0=0.3, beta1=0.4)
 

@@ -10,8 +10,7 @@ from llm_envs.envs.debate.env import DebateConfig
 from llm_envs.envs.forum.env import ForumConfig, ForumEnv
 from llm_envs.envs.proposer_solver_judge.env import ProposerSolverJudgeConfig
 from llm_envs.tasks import task_source_names
-
-from .conftest import agent_policy, play
+from tests.envs.helpers import agent_policy, play
 
 
 def test_config_defaults_are_the_papers():

@@ -10,8 +10,7 @@ from pettingzoo.test import api_test, render_test, seed_test
 from llm_envs.agents import ReferenceAgent
 from llm_envs.envs.forum.env import ForumEnv
 from llm_envs.envs.forum.scripted import ForumScriptedAgent
-
-from .conftest import agent_policy, play
+from tests.envs.helpers import agent_policy, play
 
 
 def scripted(**behaviour):

@@ -12,8 +12,7 @@ from llm_envs.agents import RandomAgent, ReferenceAgent
 from llm_envs.envs.proposer_solver_judge.env import ProposerSolverJudgeEnv
 from llm_envs.envs.proposer_solver_judge.pool import PoolEntry, QuestionPool
 from llm_envs.envs.proposer_solver_judge.scripted import PSJScriptedAgent
-
-from .conftest import agent_policy, play
+from tests.envs.helpers import agent_policy, play
 
 
 def scripted(**behaviour):

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from llm_envs.envs.proposer_solver_judge.pool import PoolEntry, QuestionPool, question_key
+from tests.envs.helpers import ListSource
 
-from .conftest import ListSource, math_problems
+from .conftest import math_problems
 
 
 def test_seeded_from_a_task_source():

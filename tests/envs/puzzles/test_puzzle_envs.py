@@ -17,6 +17,7 @@ from llm_envs.core.splits import split_of
 from llm_envs.envs.plan_path.env import PlanPathEnv
 from llm_envs.envs.sokoban.env import SokobanEnv
 from llm_envs.envs.sudoku.env import SudokuEnv
+from tests.envs.helpers import play
 
 # api_test's advice for numeric spaces and agent names does not apply to text environments.
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -49,17 +50,6 @@ def program(body: str) -> str:
 
 def printing(plan: str) -> str:
     return program(f"print({('#### ' + plan)!r})")
-
-
-def play(env, policy, seed=None, options=None):
-    """Play an episode; return per-agent sums of the PettingZoo rewards."""
-    env.reset(seed=seed, options=options)
-    totals = {a: 0.0 for a in env.possible_agents}
-    for agent in env.agent_iter(max_iter=100):
-        _, reward, terminated, truncated, _ = env.last()
-        totals[agent] += reward
-        env.step(None if terminated or truncated else policy(env, agent))
-    return totals
 
 
 def play_until_over(env, policy, seed=None, options=None):

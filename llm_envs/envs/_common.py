@@ -1,0 +1,149 @@
+"""Pieces that several environments share: task sources, the lazily created sandbox, and the
+team options, reward mixing and turn ends of the Stronger-MAS environments (Coder–Tester,
+Reasoner–Tool and the puzzles).
+
+Pure Python without PettingZoo, so that the ``rules.py`` modules may import the constants.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from llm_envs.tasks import Problem, TaskSource, load_task_source
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+    from llm_envs.core.env import TextEnv
+    from llm_envs.core.records import ActionRecord
+
+#: ``agents=``: the paper's two-agent team, or one agent doing both parts.
+AGENT_MODES = ("multi", "single")
+#: ``reward_mode=``: shaped rewards, or the team outcome only.
+REWARD_MODES = ("dense", "outcome")
+
+
+# ---------------------------------------------------------------------------------- tasks
+def resolve_task_source(config: Any, task_source: TaskSource | None) -> TaskSource:
+    """``task_source`` when one was given, else ``config.task`` loaded for ``config.split``
+    with ``config.task_kwargs`` (plus ``path=config.task_path`` for configs that have a
+    ``task_path`` field and set it)."""
+    if task_source is not None:
+        return task_source
+    kwargs = dict(config.task_kwargs)
+    task_path = getattr(config, "task_path", None)
+    if task_path is not None:
+        kwargs["path"] = task_path
+    return load_task_source(config.task, split=config.split, **kwargs)
+
+
+def choose_problem(
+    task_source: TaskSource, options: dict[str, Any], rng: np.random.Generator
+) -> Problem:
+    """The episode's problem from ``reset`` options: ``options["problem"]`` (a Problem),
+    ``options["problem_index"]`` (an index into the task source, e.g. to evaluate a whole
+    benchmark in order), else a draw from ``rng`` (the environment's ``np_random``)."""
+    if options.get("problem") is not None:
+        problem = options["problem"]
+        if not isinstance(problem, Problem):
+            raise TypeError(
+                f"options['problem'] must be a Problem, got {type(problem).__name__}"
+            )
+        return problem
+    if options.get("problem_index") is not None:
+        return task_source.get(int(options["problem_index"]))
+    return task_source.sample(rng)
+
+
+# ---------------------------------------------------------------------------------- sandbox
+class SandboxUser:
+    """Mixin for an environment whose agents' programs run in a sandbox.
+
+    The constructor's ``sandbox=`` is a sandbox object (used as is), a spec string for
+    ``sandboxes.shared_sandbox``, or ``None`` (``"auto"``); a spec is resolved on first use, so
+    an environment that never runs a program never starts a sandbox.
+    """
+
+    _sandbox: Any = None
+    _sandbox_spec: str | None = None
+
+    def _keep_sandbox(self, sandbox: Any) -> None:
+        """Store the constructor's ``sandbox=`` argument (see the class docstring)."""
+        self._sandbox_spec = sandbox if isinstance(sandbox, str) else None
+        self._sandbox = None if isinstance(sandbox, str) else sandbox
+
+    @property
+    def sandbox(self) -> Any:
+        """The sandbox programs run in (created on first use when none was given)."""
+        if self._sandbox is None:
+            import sandboxes  # imported lazily: an env that never runs a program needs none
+
+            self._sandbox = sandboxes.shared_sandbox(self._sandbox_spec or "auto")
+        return self._sandbox
+
+    def _sandbox_if_started(self) -> list[Any]:
+        """``[sandbox]`` once there is one, else ``[]``: for ``_shared_resources``, so that
+        clones share it."""
+        return [] if self._sandbox is None else [self._sandbox]
+
+
+class TimedSandboxUser(SandboxUser):
+    """A :class:`SandboxUser` that also adds up the wall time each episode waits for the
+    sandbox (reset it with ``self._sandbox_seconds = 0.0`` when an episode starts)."""
+
+    _sandbox_seconds: float = 0.0
+
+    @property
+    def sandbox_seconds(self) -> float:
+        """Wall-clock seconds this episode spent waiting for the sandbox (for benchmarks; kept
+        out of the metrics and the transcript, which must not depend on timing)."""
+        return self._sandbox_seconds
+
+    @contextlib.contextmanager
+    def _waiting_for_sandbox(self) -> Iterator[None]:
+        """Add the wall time of the ``with`` block to :attr:`sandbox_seconds` (once, however
+        many sandbox runs it waits for concurrently)."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._sandbox_seconds += time.perf_counter() - started
+
+
+# ---------------------------------------------------------------------------------- team play
+def check_team_options(config: Any) -> None:
+    """Validate the options every Stronger-MAS config has: ``agents``, ``reward_mode`` and
+    ``max_turns`` (a ``ValueError`` naming the field)."""
+    if config.agents not in AGENT_MODES:
+        raise ValueError(f"agents must be one of {AGENT_MODES}, got {config.agents!r}")
+    if config.reward_mode not in REWARD_MODES:
+        raise ValueError(
+            f"reward_mode must be one of {REWARD_MODES}, got {config.reward_mode!r}"
+        )
+    if config.max_turns < 1:
+        raise ValueError(f"max_turns must be >= 1, got {config.max_turns}")
+
+
+def credit_team_and_local(
+    env: TextEnv, record: ActionRecord, team: float, local: float
+) -> None:
+    """Credit Stronger-MAS's ``r = alpha·r_team + r_local`` to ``record`` as its ``"team"``
+    (``alpha·team``) and ``"local"`` components; with ``reward_mode="outcome"`` the shaped
+    local term is dropped (the caller passes the outcome's ``team`` value)."""
+    config = env.config  # type: ignore[attr-defined]
+    env._credit(record, "team", config.alpha * team)
+    if config.reward_mode == "dense":
+        env._credit(record, "local", local)
+
+
+def end_turn(env: TextEnv, done: bool, next_agent: str) -> str | None:
+    """Count the turn just completed; end the episode when ``done`` (terminated) or when
+    ``max_turns`` turns are played (truncated); else return ``next_agent`` to act."""
+    env.turn += 1
+    if done or env.turn >= env.config.max_turns:  # type: ignore[attr-defined]
+        env._end_episode(truncated=not done)
+        return None
+    return next_agent
