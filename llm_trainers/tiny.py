@@ -70,6 +70,7 @@ def build_tiny_model(
     intermediate_size: int = 256,
     max_position_embeddings: int = 512,
     arch: str = "qwen3",
+    tie_word_embeddings: bool = False,
     seed: int = 0,
 ) -> Path:
     """Train a word-level tokenizer on ``texts``, build a random-weight decoder, save both.
@@ -80,6 +81,7 @@ def build_tiny_model(
         hidden_size, num_layers, num_heads, num_kv_heads, intermediate_size,
         max_position_embeddings: The decoder's shape.
         arch: ``"qwen3"`` or ``"llama"``.
+        tie_word_embeddings: Share the input embedding and the output head.
         seed: Seed of the random weights.
 
     Returns:
@@ -115,7 +117,7 @@ def build_tiny_model(
         num_attention_heads=num_heads,
         num_key_value_heads=num_kv_heads,
         max_position_embeddings=max_position_embeddings,
-        tie_word_embeddings=True,
+        tie_word_embeddings=tie_word_embeddings,
         bos_token_id=None,
         eos_token_id=fast.eos_token_id,
         pad_token_id=fast.pad_token_id,

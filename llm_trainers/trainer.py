@@ -167,6 +167,9 @@ class Trainer:
             k=cfg.rollout.k if cfg.rollout.tree else 1, tree=cfg.rollout.tree, max_decisions=cfg.env.max_decisions,
         )
         self.envs = res.envs
+        offload = getattr(self.engine, "offload", None)
+        if offload is not None:  # vLLM sleep mode: give the GPU memory to the learner
+            offload()
         metrics: dict[str, float] = {}
         metrics.update(_rollout_metrics(res.records, res.episodes, "rollout"))
         train_agents = set(cfg.env.train_agents) if cfg.env.train_agents is not None else None

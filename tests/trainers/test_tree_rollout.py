@@ -62,7 +62,9 @@ def test_tree_later_agents_get_their_own_comparison(engine):
     assert any(len({m.reward for m in g}) > 1 for g in listener.values())
     for g in listener.values():
         chosen_speaker = next(r for r in res.records if r.chosen and r.agent == "speaker" and r.slot == g[0].slot)
-        assert chosen_speaker.text in engine.policies["shared"].tokenizer.decode(g[0].prompt_ids)
+        listener_obs = res.envs[g[0].slot].records[g[0].index].observation
+        assert listener_obs["prompt"] == f"Message: {chosen_speaker.text}"
+        assert engine.encode("shared", listener_obs) == g[0].prompt_ids
 
 
 def test_records_are_token_in_token_out(engine):
