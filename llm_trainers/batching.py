@@ -21,9 +21,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from llm_trainers.algorithms.losses import entropy_from_logits, token_logprobs_from_logits
+from llm_trainers.algorithms.losses import (
+    entropy_from_logits,
+    token_logprobs_from_logits,
+)
 
-__all__ = ["PackedBatch", "pack_sequences", "completion_logprobs", "pad_right"]
+__all__ = ["PackedBatch", "completion_logprobs", "pack_sequences", "pad_right"]
 
 
 @dataclass
@@ -115,12 +118,12 @@ def completion_logprobs(
         and must be masked by the caller.
     """
     tc = batch.completion_ids.shape[1]
-    kwargs = dict(
-        input_ids=batch.input_ids,
-        attention_mask=batch.attention_mask,
-        position_ids=batch.position_ids,
-        use_cache=False,
-    )
+    kwargs = {
+        "input_ids": batch.input_ids,
+        "attention_mask": batch.attention_mask,
+        "position_ids": batch.position_ids,
+        "use_cache": False,
+    }
     if _accepts_logits_to_keep(model):
         kwargs["logits_to_keep"] = tc + 1
         logits = model(**kwargs).logits[:, :-1, :]

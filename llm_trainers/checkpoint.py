@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["save_checkpoint", "load_checkpoint", "latest_checkpoint", "prune_checkpoints"]
+__all__ = ["latest_checkpoint", "load_checkpoint", "prune_checkpoints", "save_checkpoint"]
 
 
 def _fsync_dir(path: Path) -> None:

@@ -49,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     overrides = list(args.overrides)
     try:
         cfg = load_config(args.config, overrides)
-    except (ValueError, KeyError, TypeError, FileNotFoundError) as exc:
+    except (ValueError, KeyError, TypeError, FileNotFoundError) as exc:  # a config problem: say what
         print(f"llm-train: error: {exc}", file=sys.stderr)
         return 2
     if args.print_config:

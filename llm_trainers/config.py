@@ -18,9 +18,20 @@ from typing import Any
 import yaml
 
 __all__ = [
-    "RunConfig", "EnvConfig", "ModelConfig", "LoraConfig", "RolloutConfig", "VLLMConfig",
-    "AlgorithmConfig", "TrainConfig", "Config", "load_config", "apply_overrides", "config_to_dict",
-    "config_from_dict", "shipped_configs",
+    "AlgorithmConfig",
+    "Config",
+    "EnvConfig",
+    "LoraConfig",
+    "ModelConfig",
+    "RolloutConfig",
+    "RunConfig",
+    "TrainConfig",
+    "VLLMConfig",
+    "apply_overrides",
+    "config_from_dict",
+    "config_to_dict",
+    "load_config",
+    "shipped_configs",
 ]
 
 
@@ -63,7 +74,9 @@ class EnvConfig:
 
     Attributes:
         id: Registered id (``llm/PlanPath-v0``, ...).
-        kwargs: Constructor options for training episodes (the env's config fields).
+        kwargs: Constructor options for training episodes (the env's config fields). The text
+            ``{output_dir}`` in a string option is replaced by the run's output directory (e.g.
+            ``pool_path: "{output_dir}/question_pool.jsonl"``).
         eval_kwargs: Options for evaluation episodes, merged over ``kwargs``
             (e.g. ``{split: validation}``).
         num_envs: Environment instances (episodes) per training step.
@@ -221,6 +234,8 @@ class TrainConfig:
         micro_batch_size: Samples per forward/backward.
         mini_batch_size: Samples per optimizer step (null = all of a policy's samples: one step
             per iteration, exactly on-policy).
+        num_mini_batches: Or: optimizer steps per iteration (the samples split evenly); takes
+            precedence over ``mini_batch_size``.
         epochs: Passes over the samples per iteration (PPO epochs).
         clip_low, clip_high: PPO ratio clip ``[1 − clip_low, 1 + clip_high]``.
         dual_clip: Dual-clip constant (> 1) for negative advantages (null = off).
@@ -240,6 +255,7 @@ class TrainConfig:
     max_grad_norm: float | None = 1.0
     micro_batch_size: int = 8
     mini_batch_size: int | None = None
+    num_mini_batches: int | None = None
     epochs: int = 1
     clip_low: float = 0.2
     clip_high: float = 0.2
@@ -375,7 +391,7 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
                 node[p] = {}
             node = node[p]
             if not isinstance(node, dict):
-                raise ValueError(f"override {item!r}: {p!r} is not a section")
+                raise TypeError(f"override {item!r}: {p!r} is not a section")
         node[parts[-1]] = value
     return data
 

@@ -32,11 +32,15 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from llm_trainers.algorithms.losses import clipped_surrogate_loss, kl_estimate, token_mean
+from llm_trainers.algorithms.losses import (
+    clipped_surrogate_loss,
+    kl_estimate,
+    token_mean,
+)
 from llm_trainers.batching import completion_logprobs, pack_sequences, pad_right
 from llm_trainers.policies import Policy, PolicySet
 
-__all__ = ["OptimConfig", "LossConfig", "UpdateSample", "Learner", "lr_lambda"]
+__all__ = ["Learner", "LossConfig", "OptimConfig", "UpdateSample", "lr_lambda"]
 
 
 @dataclass
@@ -142,6 +146,8 @@ class Learner:
         loss: Loss settings.
         micro_batch_size: Samples per forward/backward pass.
         mini_batch_size: Samples per optimizer step (None = all of a policy's samples).
+        num_mini_batches: Alternatively, split a policy's samples into this many optimizer steps
+            (the papers' "batch 128, mini-batch 64" is 2); overrides ``mini_batch_size``.
         epochs: Passes over the samples per update (PPO epochs).
         temperature: Sampling temperature (log-probabilities are of the scaled policy).
         bf16: Autocast the forward pass to bfloat16 (GPU; allowed on CPU for testing).
@@ -158,6 +164,7 @@ class Learner:
         mini_batch_size: int | None = None,
         epochs: int = 1,
         temperature: float = 1.0,
+        num_mini_batches: int | None = None,
         bf16: bool = False,
         seed: int = 0,
         lr_overrides: dict[str, float] | None = None,
@@ -167,6 +174,7 @@ class Learner:
         self.loss_cfg = loss or LossConfig()
         self.micro_batch_size = micro_batch_size
         self.mini_batch_size = mini_batch_size
+        self.num_mini_batches = num_mini_batches
         self.epochs = epochs
         self.temperature = temperature
         self.bf16 = bf16
@@ -234,7 +242,7 @@ class Learner:
             with pol.activated() as model:
                 for _ in range(self.epochs):
                     order = torch.randperm(len(samples), generator=self.generators[policy]).tolist()
-                    for mini in _chunks([samples[i] for i in order], self.mini_batch_size):
+                    for mini in _chunks([samples[i] for i in order], self._mini_size(len(samples))):
                         n_tokens = sum(len(s.completion_ids) for s in mini)
                         if n_tokens == 0:
                             continue
@@ -242,8 +250,8 @@ class Learner:
                         sums = {"loss": 0.0, "pg": 0.0, "kl": 0.0, "ent": 0.0, "clip": 0.0, "rmax": 0.0}
                         for micro in _chunks(mini, self.micro_batch_size):
                             stats = self._micro_step(model, pol, micro, n_tokens, pad, need_entropy, need_kl)
-                            for k in sums:
-                                sums[k] = max(sums[k], stats[k]) if k == "rmax" else sums[k] + stats[k]
+                            for k, v in stats.items():
+                                sums[k] = max(sums[k], v) if k == "rmax" else sums[k] + v
                         grad_norm = self._clip(params)
                         opt.step()
                         self.trained_tokens += n_tokens
@@ -262,6 +270,11 @@ class Learner:
         out["lr"] = lr
         out["samples"] = float(len(samples))
         return out
+
+    def _mini_size(self, n: int) -> int | None:
+        if self.num_mini_batches:
+            return max(1, math.ceil(n / self.num_mini_batches))
+        return self.mini_batch_size
 
     def _micro_step(self, model: torch.nn.Module, pol: Policy, micro: Sequence[UpdateSample], n_tokens: int,
                     pad: int, need_entropy: bool, need_kl: bool) -> dict[str, float]:

@@ -38,7 +38,7 @@ class MetricsLogger:
                 from torch.utils.tensorboard import SummaryWriter
 
                 self._tb = SummaryWriter(str(tensorboard_dir))
-            except Exception as exc:  # not installed (the 'tensorboard' extra)
+            except ImportError as exc:  # not installed (the 'tensorboard' extra)
                 self.tensorboard_error = f"{type(exc).__name__}: {exc}"
 
     def log(self, step: int, metrics: dict[str, Any]) -> None:

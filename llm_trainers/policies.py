@@ -218,7 +218,9 @@ class Policy:
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         if self.adapter is not None:
-            self.model.save_pretrained(str(path), selected_adapters=[self.adapter])
+            # The vocabulary is never resized, so the base embedding/head weights are not saved
+            # with the adapter (peft would copy them whenever lm_head is a LoRA target).
+            self.model.save_pretrained(str(path), selected_adapters=[self.adapter], save_embedding_layers=False)
             # peft writes non-default adapters under a sub-directory named after the adapter.
             sub = path / self.adapter
             return sub if sub.is_dir() else path

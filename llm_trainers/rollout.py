@@ -35,7 +35,7 @@ import numpy as np
 
 from llm_envs.core.env import TextEnv
 
-__all__ = ["TrainRecord", "RolloutResult", "RolloutEngine", "collect"]
+__all__ = ["RolloutEngine", "RolloutResult", "TrainRecord", "collect", "spawn_envs"]
 
 
 class RolloutEngine(Protocol):
@@ -206,7 +206,7 @@ def collect(
                     )
                     if c == best:
                         pending_rewards[(i, index)] = len(records) - 1
-                envs[i] = clones[best]
+                envs[i] = _promote(clones[best], env)
             else:
                 g = gens[0]
                 env.step(g.text)
@@ -244,3 +244,24 @@ def collect(
             m[f"reward/{agent}"] = float(total)
         episodes.append(m)
     return RolloutResult(records, episodes, envs, generate_s=generate_s, env_s=env_s, generated_tokens=generated)
+
+
+def spawn_envs(first: TextEnv, n: int) -> list[TextEnv]:
+    """``n`` instances: ``first`` and ``n − 1`` clones of it, which share its heavy resources
+    (sandbox, task source, question pool) as the runner's instances do. A clone that would not
+    commit to a shared pool by default (a tree branch) is made a full instance."""
+    envs = [first]
+    for _ in range(n - 1):
+        envs.append(_promote(first.clone(), first))
+    return envs
+
+
+def _promote(branch: TextEnv, original: TextEnv) -> TextEnv:
+    """Give a tree branch that continues the episode the standing of the instance it replaces.
+
+    Environments with cross-episode shared state mark branches as non-committing (the
+    Proposer–Solver–Judge pool: ``commits_to_pool``); the chosen branch *is* the episode now.
+    """
+    if hasattr(original, "commits_to_pool") and hasattr(branch, "commits_to_pool"):
+        branch.commits_to_pool = original.commits_to_pool
+    return branch

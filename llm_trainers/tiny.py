@@ -109,20 +109,20 @@ def build_tiny_model(
     fast.chat_template = CHAT_TEMPLATE
     fast.save_pretrained(path)
 
-    common = dict(
-        vocab_size=len(fast),
-        hidden_size=hidden_size,
-        intermediate_size=intermediate_size,
-        num_hidden_layers=num_layers,
-        num_attention_heads=num_heads,
-        num_key_value_heads=num_kv_heads,
-        max_position_embeddings=max_position_embeddings,
-        tie_word_embeddings=tie_word_embeddings,
-        bos_token_id=None,
-        eos_token_id=fast.eos_token_id,
-        pad_token_id=fast.pad_token_id,
-        attention_dropout=0.0,
-    )
+    common = {
+        "vocab_size": len(fast),
+        "hidden_size": hidden_size,
+        "intermediate_size": intermediate_size,
+        "num_hidden_layers": num_layers,
+        "num_attention_heads": num_heads,
+        "num_key_value_heads": num_kv_heads,
+        "max_position_embeddings": max_position_embeddings,
+        "tie_word_embeddings": tie_word_embeddings,
+        "bos_token_id": None,
+        "eos_token_id": fast.eos_token_id,
+        "pad_token_id": fast.pad_token_id,
+        "attention_dropout": 0.0,
+    }
     if arch == "qwen3":
         from transformers import Qwen3Config
 

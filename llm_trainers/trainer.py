@@ -34,14 +34,19 @@ from llm_trainers.agents.hf import HFEngine, SamplingParams
 from llm_trainers.algorithms.advantages import compute_advantages
 from llm_trainers.algorithms.losses import kl_estimate
 from llm_trainers.batching import pad_right
-from llm_trainers.checkpoint import latest_checkpoint, load_checkpoint, prune_checkpoints, save_checkpoint
+from llm_trainers.checkpoint import (
+    latest_checkpoint,
+    load_checkpoint,
+    prune_checkpoints,
+    save_checkpoint,
+)
 from llm_trainers.config import Config, config_to_dict
 from llm_trainers.learner import Learner, LossConfig, OptimConfig, UpdateSample
 from llm_trainers.metrics import MetricsLogger
 from llm_trainers.policies import LoraSettings, PolicySet, build_policies
-from llm_trainers.rollout import TrainRecord, collect
+from llm_trainers.rollout import TrainRecord, collect, spawn_envs
 
-__all__ = ["Trainer", "EVAL_SEED_BASE"]
+__all__ = ["EVAL_SEED_BASE", "Trainer"]
 
 #: Evaluation episodes use seeds ``EVAL_SEED_BASE + i``, far from the training seeds.
 EVAL_SEED_BASE = 1_000_000_000
@@ -68,8 +73,8 @@ class Trainer:
             self._resume_state = load_checkpoint(ckpt)
         (self.out / "config.yaml").write_text(_to_yaml(config_to_dict(cfg)))
 
-        probe = llm_envs.make(cfg.env.id, **cfg.env.kwargs)
-        self.agents = list(probe.possible_agents)
+        first = llm_envs.make(cfg.env.id, **self._env_kwargs(cfg.env.kwargs))
+        self.agents = list(first.possible_agents)
         model_path = self._model_path()
         lora = cfg.model.lora
         self.policies: PolicySet = build_policies(
@@ -105,6 +110,7 @@ class Trainer:
             ),
             micro_batch_size=t.micro_batch_size,
             mini_batch_size=t.mini_batch_size,
+            num_mini_batches=t.num_mini_batches,
             epochs=t.epochs,
             temperature=cfg.rollout.temperature,
             bf16=bool(bf16),
@@ -113,8 +119,9 @@ class Trainer:
         )
         r = cfg.rollout
         self.sampling = SamplingParams(r.temperature, r.top_p, r.top_k, r.max_new_tokens)
+        self.bf16 = bool(bf16)
         self.engine = self._build_engine()
-        self.envs = [llm_envs.make(cfg.env.id, **cfg.env.kwargs) for _ in range(cfg.env.num_envs)]
+        self.envs = spawn_envs(first, cfg.env.num_envs)
         keep_lines = None
         if self._resume_state is not None:
             keep_lines = self._restore(self._resume_state)
@@ -126,6 +133,12 @@ class Trainer:
         self.last_eval: dict[str, float] = {}
 
     # ------------------------------------------------------------------ construction helpers
+    def _env_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        out = {}
+        for k, v in kwargs.items():
+            out[k] = v.replace("{output_dir}", str(self.out)) if isinstance(v, str) else v
+        return out
+
     def _model_path(self) -> str:
         path = self.cfg.model.path
         if not path.startswith("tiny:"):
@@ -143,7 +156,7 @@ class Trainer:
         r = self.cfg.rollout
         if r.engine == "hf":
             return HFEngine(self.policies, self.sampling, seed=self.cfg.run.seed, max_batch_size=r.max_batch_size,
-                            chat_template_kwargs=self.cfg.model.chat_template_kwargs)
+                            chat_template_kwargs=self.cfg.model.chat_template_kwargs, bf16=self.bf16)
         from llm_trainers.agents.vllm import VLLMEngine
 
         return VLLMEngine(self.policies, self.sampling, seed=self.cfg.run.seed, settings=r.vllm,
@@ -271,17 +284,28 @@ class Trainer:
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, episodes: int | None = None) -> dict[str, float]:
-        """Flat-sampled episodes on fixed seeds with the eval temperature; mean metrics."""
+        """Evaluate through the runner (:func:`llm_envs.runner.run_episodes`): flat sampling at
+        the eval temperature on fixed seeds, one model agent per policy (agents that share a
+        policy share its batches). Transcripts go to ``<output_dir>/eval/step_<n>.jsonl``."""
+        from llm_envs.runner import run_episodes
+
         cfg = self.cfg
         n = episodes or cfg.run.eval_episodes
         temp = cfg.rollout.eval_temperature if cfg.rollout.eval_temperature is not None else cfg.rollout.temperature
-        sampling = dataclasses.replace(self.sampling, temperature=temp)
-        engine = self.engine.view(seed=cfg.run.seed + 7919, sampling=sampling)
-        kwargs = {**cfg.env.kwargs, **cfg.env.eval_kwargs}
-        envs = [llm_envs.make(cfg.env.id, **kwargs) for _ in range(n)]
-        res = collect(envs, [EVAL_SEED_BASE + i for i in range(n)], engine, self.policies.agent_to_policy,
-                      max_decisions=cfg.env.max_decisions)
-        return _rollout_metrics(res.records, res.episodes, "eval")
+        engine = self.engine.view(seed=cfg.run.seed + 7919, sampling=dataclasses.replace(self.sampling, temperature=temp))
+        agent_cls = _agent_class(engine)
+        by_policy = {name: agent_cls(engine, name) for name in self.policies.names()}
+        agents = {a: by_policy[self.policies.agent_to_policy[a]] for a in self.agents}
+        out_path = self.out / "eval" / f"step_{self.step:08d}.jsonl"
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        if out_path.exists():
+            out_path.unlink()  # a re-run of this evaluation (after a resume) replaces it
+        results = run_episodes(
+            cfg.env.id, agents, n, seed=EVAL_SEED_BASE, concurrency=n,
+            env_kwargs=self._env_kwargs({**cfg.env.kwargs, **cfg.env.eval_kwargs}), out_path=out_path,
+            max_batch_size=cfg.rollout.max_batch_size,
+        )
+        return _episode_metrics(results, "eval")
 
     # ------------------------------------------------------------------ loop
     def train(self, until_step: int | None = None) -> dict[str, float]:
@@ -323,7 +347,9 @@ class Trainer:
     # ------------------------------------------------------------------ checkpoints
     def save(self) -> Path:
         """Atomic checkpoint of everything the run needs to continue exactly."""
-        env_states = [env.state_dict() if hasattr(env, "state_dict") else None for env in self.envs]
+        # Cross-episode environment state (e.g. a question pool) lives in resources the instances
+        # share; an environment exposes it through state_dict()/load_state_dict().
+        env_state = self.envs[0].state_dict() if hasattr(self.envs[0], "state_dict") else None
         path = save_checkpoint(
             self.out / "checkpoints",
             self.step,
@@ -333,7 +359,7 @@ class Trainer:
                 "state": {
                     "step": self.step,
                     "engine": self.engine.state_dict(),
-                    "envs": env_states,
+                    "env": env_state,
                     "metrics_lines": self.logger.lines,
                     "last_eval": self.last_eval,
                     "config": config_to_dict(self.cfg),
@@ -351,9 +377,8 @@ class Trainer:
         self.step = int(state["step"])
         self.engine.load_state_dict(state["engine"])
         self.engine.sync(self.policies.names())
-        for env, es in zip(self.envs, state.get("envs") or []):
-            if es is not None and hasattr(env, "load_state_dict"):
-                env.load_state_dict(es)
+        if state.get("env") is not None and hasattr(self.envs[0], "load_state_dict"):
+            self.envs[0].load_state_dict(state["env"])
         self.last_eval = dict(state.get("last_eval") or {})
         return int(state.get("metrics_lines", 0))
 
@@ -391,6 +416,37 @@ def _rollout_metrics(records: Sequence[TrainRecord], episodes: Sequence[dict[str
             per_agent[r.agent].append(r.reward)
         for agent, vals in per_agent.items():
             out[f"{prefix}/record_reward/{agent}"] = float(np.mean(vals))
+    return out
+
+
+def _agent_class(engine: Any) -> type:
+    if isinstance(engine, HFEngine):
+        from llm_trainers.agents.hf import HFAgent
+
+        return HFAgent
+    from llm_trainers.agents.vllm import VLLMAgent
+
+    return VLLMAgent
+
+
+def _episode_metrics(results: Sequence[Any], prefix: str) -> dict[str, float]:
+    """Means over the runner's episode results: env metrics, per-agent rewards, formats, tokens."""
+    out: dict[str, float] = {}
+    if not results:
+        return out
+    keys = sorted({k for r in results for k in r.metrics})
+    for k in keys:
+        out[f"{prefix}/{k}"] = float(np.mean([r.metrics[k] for r in results if k in r.metrics]))
+    agents = sorted({a for r in results for a in r.rewards})
+    for a in agents:
+        out[f"{prefix}/reward/{a}"] = float(np.mean([r.rewards.get(a, 0.0) for r in results]))
+    records = [rec for r in results for rec in r.records]
+    if records:
+        out[f"{prefix}/format_ok"] = float(np.mean([bool(rec["format_ok"]) for rec in records]))
+    steps = [s for r in results for s in r.steps]
+    if steps:
+        out[f"{prefix}/completion_len"] = float(np.mean([s.get("completion_tokens", 0) for s in steps]))
+        out[f"{prefix}/errors"] = float(np.mean([s.get("error") is not None for s in steps]))
     return out
 
 

@@ -17,6 +17,7 @@ protocol, with :meth:`HFAgent.sample` for ``n`` candidates per request (tree sam
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from llm_envs.agents.base import ActRequest, Agent, AgentOutput
 from llm_envs.core.messages import to_chat_messages
 from llm_trainers.policies import Policy, PolicySet, build_policies
 
-__all__ = ["SamplingParams", "Generation", "HFEngine", "HFAgent", "encode_observation"]
+__all__ = ["Generation", "HFAgent", "HFEngine", "SamplingParams", "encode_observation"]
 
 
 @dataclass
@@ -88,6 +89,7 @@ class HFEngine:
         max_batch_size: Most sequences (prompts × n) per ``generate`` call.
         chat_template_kwargs: Extra chat-template variables (e.g. ``{"enable_thinking": False}``
             for Qwen3, as the papers ran it).
+        bf16: Autocast sampling to bfloat16 (as the learner's passes, so both score alike).
     """
 
     name = "hf"
@@ -99,8 +101,10 @@ class HFEngine:
         seed: int = 0,
         max_batch_size: int = 64,
         chat_template_kwargs: Mapping[str, Any] | None = None,
+        bf16: bool = False,
     ) -> None:
         self.policies = policies
+        self.bf16 = bf16
         self.sampling = sampling or SamplingParams()
         self.rng = np.random.default_rng(seed)
         self.max_batch_size = max_batch_size
@@ -154,7 +158,7 @@ class HFEngine:
         """This engine's policies with their own sampling generator (and parameters), e.g. for
         evaluation that must not disturb the training stream."""
         return HFEngine(self.policies, sampling or self.sampling, seed=seed, max_batch_size=self.max_batch_size,
-                        chat_template_kwargs=self.chat_template_kwargs)
+                        chat_template_kwargs=self.chat_template_kwargs, bf16=self.bf16)
 
     def _stop_ids(self, pol: Policy, params: SamplingParams) -> list[int]:
         eos = pol.tokenizer.eos_token_id
@@ -170,19 +174,19 @@ class HFEngine:
         from transformers import GenerationConfig
 
         greedy = params.temperature <= 0
-        kwargs: dict[str, Any] = dict(
-            max_new_tokens=params.max_new_tokens,
-            do_sample=not greedy,
-            eos_token_id=stop_ids,
-            pad_token_id=pol.tokenizer.pad_token_id,
-            return_dict_in_generate=True,
-            output_logits=True,
+        kwargs: dict[str, Any] = {
+            "max_new_tokens": params.max_new_tokens,
+            "do_sample": not greedy,
+            "eos_token_id": stop_ids,
+            "pad_token_id": pol.tokenizer.pad_token_id,
+            "return_dict_in_generate": True,
+            "output_logits": True,
             # Every knob that a model's own generation_config could set is pinned here, so the
             # sampled distribution is exactly the one the trainer scores.
-            repetition_penalty=1.0,
-            num_beams=1,
-            bos_token_id=None,
-        )
+            "repetition_penalty": 1.0,
+            "num_beams": 1,
+            "bos_token_id": None,
+        }
         if not greedy:
             kwargs.update(temperature=params.temperature, top_p=params.top_p, top_k=params.top_k)
         return GenerationConfig(**kwargs)
@@ -202,7 +206,9 @@ class HFEngine:
         config = self._generation_config(pol, params, stop_ids)
         seed = int(self.rng.integers(0, 2**63 - 1))
         devices = [device] if device.type == "cuda" else []
-        with pol.activated() as model, torch.random.fork_rng(devices=devices):
+        autocast = (torch.autocast(device_type=device.type, dtype=torch.bfloat16) if self.bf16
+                    else contextlib.nullcontext())
+        with pol.activated() as model, torch.random.fork_rng(devices=devices), autocast:
             torch.manual_seed(seed)
             out = model.generate(
                 input_ids=input_ids.to(device), attention_mask=attention.to(device), generation_config=config

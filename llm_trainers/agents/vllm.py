@@ -38,7 +38,7 @@ from llm_envs.agents.base import ActRequest, Agent, AgentOutput
 from llm_trainers.agents.hf import Generation, SamplingParams, encode_observation
 from llm_trainers.policies import PolicySet
 
-__all__ = ["VLLMEngine", "VLLMAgent", "vllm_available", "WORKER_EXTENSION"]
+__all__ = ["WORKER_EXTENSION", "VLLMAgent", "VLLMEngine", "vllm_available"]
 
 #: Worker extension class (importable by vLLM's workers) that receives full-weight updates.
 WORKER_EXTENSION = "llm_trainers.agents.vllm_worker.WeightUpdateExtension"
@@ -48,7 +48,7 @@ def vllm_available() -> tuple[bool, str]:
     """Whether ``import vllm`` works, and why not."""
     try:
         import vllm  # noqa: F401
-    except Exception as exc:  # ImportError, or a CUDA/driver error raised at import
+    except (ImportError, RuntimeError, OSError) as exc:  # missing, or a CUDA/driver error at import
         return False, f"{type(exc).__name__}: {exc}"
     return True, ""
 
@@ -56,7 +56,7 @@ def vllm_available() -> tuple[bool, str]:
 def _import_vllm() -> Any:
     try:
         import vllm
-    except Exception as exc:
+    except (ImportError, RuntimeError, OSError) as exc:
         raise ImportError(
             f"the vLLM engine needs vllm ({type(exc).__name__}: {exc}); "
             "install the extra: pip install 'llm-envs[vllm]' (Linux + CUDA GPU)"
@@ -123,17 +123,17 @@ class VLLMEngine:
     def _llm_kwargs(self, model_path: str, tokenizer: str, seed: int, gpu_share: float, lora_rank: int | None,
                     max_loras: int) -> dict[str, Any]:
         s = self.settings
-        kwargs: dict[str, Any] = dict(
-            model=model_path,
-            tokenizer=tokenizer,
-            seed=seed,
-            gpu_memory_utilization=gpu_share,
-            max_model_len=s.max_model_len,
-            enable_prefix_caching=s.enable_prefix_caching,
-            enforce_eager=s.enforce_eager,
-            dtype=s.dtype,
-            enable_sleep_mode=s.sleep,
-        )
+        kwargs: dict[str, Any] = {
+            "model": model_path,
+            "tokenizer": tokenizer,
+            "seed": seed,
+            "gpu_memory_utilization": gpu_share,
+            "max_model_len": s.max_model_len,
+            "enable_prefix_caching": s.enable_prefix_caching,
+            "enforce_eager": s.enforce_eager,
+            "dtype": s.dtype,
+            "enable_sleep_mode": s.sleep,
+        }
         if lora_rank is not None:
             kwargs.update(enable_lora=True, max_loras=max(1, max_loras), max_lora_rank=max(s.max_lora_rank, lora_rank))
         else:

@@ -1,8 +1,53 @@
 """Advantage estimators and loss terms (pure tensor functions, no models)."""
 
-from llm_trainers.algorithms.advantages import *  # noqa: F401,F403
-from llm_trainers.algorithms.advantages import __all__ as _adv_all
-from llm_trainers.algorithms.losses import *  # noqa: F401,F403
-from llm_trainers.algorithms.losses import __all__ as _loss_all
+from llm_trainers.algorithms.advantages import (
+    ESTIMATORS,
+    broadcast_to_tokens,
+    compute_advantages,
+    group_baseline_rewards,
+    group_ids_from_keys,
+    group_mean,
+    group_normalized_advantages,
+    group_std,
+    kl_penalized_token_rewards,
+    masked_mean,
+    masked_whiten,
+    partitioned_whiten,
+    reinforce_pp_advantages,
+    returns_to_go,
+)
+from llm_trainers.algorithms.losses import (
+    KL_ESTIMATORS,
+    SurrogateStats,
+    clipped_surrogate_loss,
+    entropy_from_logits,
+    kl_estimate,
+    policy_ratio,
+    token_logprobs_from_logits,
+    token_mean,
+)
 
-__all__ = [*_adv_all, *_loss_all]
+__all__ = [
+    "ESTIMATORS",
+    "KL_ESTIMATORS",
+    "SurrogateStats",
+    "broadcast_to_tokens",
+    "clipped_surrogate_loss",
+    "compute_advantages",
+    "entropy_from_logits",
+    "group_baseline_rewards",
+    "group_ids_from_keys",
+    "group_mean",
+    "group_normalized_advantages",
+    "group_std",
+    "kl_estimate",
+    "kl_penalized_token_rewards",
+    "masked_mean",
+    "masked_whiten",
+    "partitioned_whiten",
+    "policy_ratio",
+    "reinforce_pp_advantages",
+    "returns_to_go",
+    "token_logprobs_from_logits",
+    "token_mean",
+]

@@ -25,19 +25,19 @@ from torch import Tensor
 
 __all__ = [
     "ESTIMATORS",
+    "broadcast_to_tokens",
+    "compute_advantages",
+    "group_baseline_rewards",
     "group_ids_from_keys",
     "group_mean",
-    "group_std",
     "group_normalized_advantages",
-    "group_baseline_rewards",
+    "group_std",
     "kl_penalized_token_rewards",
-    "returns_to_go",
     "masked_mean",
     "masked_whiten",
     "partitioned_whiten",
-    "broadcast_to_tokens",
     "reinforce_pp_advantages",
-    "compute_advantages",
+    "returns_to_go",
 ]
 
 ESTIMATORS = (
@@ -127,7 +127,7 @@ def group_normalized_advantages(
     adv = centered / (std + eps) if scale else centered
     # All-equal groups: exact zero (max − min == 0 is exact, unlike std == 0 after round-off).
     num_groups = int(group_ids.max()) + 1 if group_ids.numel() else 0
-    full = dict(dtype=rewards.dtype, device=rewards.device)
+    full = {"dtype": rewards.dtype, "device": rewards.device}
     gmax = torch.full((num_groups,), -torch.inf, **full).scatter_reduce(0, group_ids, rewards, "amax")
     gmin = torch.full((num_groups,), torch.inf, **full).scatter_reduce(0, group_ids, rewards, "amin")
     uniform = (gmax == gmin)[group_ids]

@@ -19,13 +19,13 @@ from torch import Tensor
 
 __all__ = [
     "KL_ESTIMATORS",
+    "SurrogateStats",
+    "clipped_surrogate_loss",
+    "entropy_from_logits",
     "kl_estimate",
     "policy_ratio",
-    "clipped_surrogate_loss",
-    "SurrogateStats",
-    "entropy_from_logits",
-    "token_mean",
     "token_logprobs_from_logits",
+    "token_mean",
 ]
 
 KL_ESTIMATORS = ("k1", "k2", "k3")
@@ -147,7 +147,7 @@ def token_logprobs_from_logits(logits: Tensor, tokens: Tensor) -> Tensor:
     return picked - torch.logsumexp(logits, dim=-1)
 
 
-def token_mean(values: Tensor, mask: Tensor, num_tokens: float | int | Tensor | None = None) -> Tensor:
+def token_mean(values: Tensor, mask: Tensor, num_tokens: float | Tensor | None = None) -> Tensor:
     """Token-mean over the optimizer step: ``Σ_{i,t} v_{i,t}·m_{i,t} / N_tokens``.
 
     ``N_tokens`` is the number of action tokens in the *whole* optimizer step (every micro-batch

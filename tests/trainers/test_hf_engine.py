@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from llm_envs.agents.base import ActRequest
 from llm_trainers.agents.hf import HFAgent, HFEngine, SamplingParams, encode_observation
 from llm_trainers.batching import completion_logprobs, pack_sequences
 from llm_trainers.policies import build_policies
-from llm_envs.agents.base import ActRequest
 
 OBS = [
     {"instruction": "You are the speaker. Symbols: red green blue yellow.", "prompt": "Round 1 of 2. Target: blue"},
@@ -66,7 +66,7 @@ def test_sampling_is_seeded_and_leaves_global_rng_alone(policies):
     b = HFEngine(policies, SamplingParams(max_new_tokens=5), seed=7).generate("shared", prompts, n=4)
     c = HFEngine(policies, SamplingParams(max_new_tokens=5), seed=8).generate("shared", prompts, n=4)
     assert torch.equal(state, torch.random.get_rng_state())
-    ids = lambda r: [g.token_ids for g in r[0]]  # noqa: E731
+    ids = lambda r: [g.token_ids for g in r[0]]
     assert ids(a) == ids(b) and ids(a) != ids(c)
 
 

@@ -8,7 +8,13 @@ import pytest
 import torch
 
 from llm_trainers.batching import completion_logprobs, pack_sequences
-from llm_trainers.learner import Learner, LossConfig, OptimConfig, UpdateSample, lr_lambda
+from llm_trainers.learner import (
+    Learner,
+    LossConfig,
+    OptimConfig,
+    UpdateSample,
+    lr_lambda,
+)
 from llm_trainers.policies import build_policies
 
 

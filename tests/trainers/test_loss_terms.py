@@ -63,7 +63,7 @@ def test_clipped_surrogate_hand_values(ratio, adv, low, high, dual, expected):
 
 
 def test_clip_stats_flags():
-    loss, stats = clipped_surrogate_loss(T([L(1.5), L(1.0), L(5.0)]), torch.zeros(3), T([1.0, 1.0, -1.0]), dual_clip=3.0)
+    _loss, stats = clipped_surrogate_loss(T([L(1.5), L(1.0), L(5.0)]), torch.zeros(3), T([1.0, 1.0, -1.0]), dual_clip=3.0)
     assert stats.clipped.tolist() == [1.0, 0.0, 0.0]
     assert stats.dual_clipped.tolist() == [0.0, 0.0, 1.0]
     with pytest.raises(ValueError):

@@ -136,9 +136,8 @@ def test_l2_requires_lora_and_reference_needs_building(tiny_model_dir):
     with pytest.raises(ValueError):
         build_policies("L2", AGENTS, tiny_model_dir, device="cpu")
     ps = build_policies("L1", AGENTS, tiny_model_dir, device="cpu")
-    with pytest.raises(RuntimeError):
-        with ps["shared"].reference():
-            pass
+    with pytest.raises(RuntimeError), ps["shared"].reference():
+        pass
 
 
 def test_adapter_save_and_reload_roundtrip(tiny_model_dir, tmp_path):

@@ -31,7 +31,7 @@ def test_tree_groups_share_identical_prompts_and_observations(engine):
     # 6 episodes x 2 rounds x 2 agents decision points, each a group of exactly k = 4
     assert len(groups) == 6 * 2 * 2
     assert all(len(g) == 4 for g in groups.values())
-    for key, members in groups.items():
+    for members in groups.values():
         assert len({tuple(m.prompt_ids) for m in members}) == 1
         assert len({(m.slot, m.agent, m.turn, m.index) for m in members}) == 1
         assert sum(m.chosen for m in members) == 1

@@ -1,0 +1,135 @@
+"""Configs (YAML + overrides), shipped configs, and the llm-train CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import torch
+import yaml
+
+import llm_envs
+from llm_trainers.cli import main
+from llm_trainers.config import (
+    apply_overrides,
+    config_from_dict,
+    load_config,
+    shipped_configs,
+)
+
+
+def test_overrides_parse_yaml_values_and_coerce_numbers(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("run: {steps: 5}\ntrain: {lr: 1e-5}\n")
+    cfg = load_config(path, ["train.lr=3e-3", "rollout.k=8", "env.kwargs={rounds: 2}", "model.lora={r: 4}",
+                             "model.level=L2", "train.dual_clip=3"])
+    assert cfg.train.lr == pytest.approx(3e-3) and isinstance(cfg.train.lr, float)
+    assert cfg.rollout.k == 8 and cfg.env.kwargs == {"rounds": 2}
+    assert cfg.model.lora.r == 4 and cfg.model.lora.alpha == 32
+    assert cfg.train.dual_clip == 3.0 and isinstance(cfg.train.dual_clip, float)
+    assert cfg.run.steps == 5
+
+
+def test_unknown_keys_and_bad_values_are_errors():
+    with pytest.raises(KeyError, match="valid"):
+        config_from_dict({"train": {"learning_rate": 1.0}})
+    with pytest.raises(KeyError):
+        config_from_dict({"nonsense": {}})
+    with pytest.raises(ValueError, match="estimator"):
+        load_config(None, ["algorithm.estimator=ppo"])
+    with pytest.raises(ValueError, match="L2"):
+        load_config(None, ["model.level=L2"])
+    with pytest.raises(ValueError, match="tree"):
+        load_config(None, ["rollout.tree=false"])  # at_grpo needs tree sampling
+    with pytest.raises(ValueError):
+        apply_overrides({}, ["no_equals_sign"])
+    with pytest.raises(FileNotFoundError, match="shipped"):
+        load_config("no_such_config")
+
+
+@pytest.mark.parametrize("name", sorted(shipped_configs()))
+def test_shipped_config_is_valid_for_its_environment(name):
+    cfg = load_config(name)
+    entry = llm_envs.entry(cfg.env.id)
+    env_cls = entry.load()
+    fields = {f.name for f in dataclasses.fields(env_cls.config_class)}
+    for kwargs in (cfg.env.kwargs, cfg.env.eval_kwargs):
+        unknown = set(kwargs) - fields
+        assert not unknown, f"{name}: {cfg.env.id} has no options {unknown}"
+    if cfg.model.policy_map:
+        assert set(cfg.model.policy_map) <= set(entry.agents)
+    assert (cfg.algorithm.estimator == "at_grpo") == cfg.rollout.tree
+
+
+def test_shipped_configs_cover_the_papers_setups():
+    by_name = {n: load_config(n) for n in shipped_configs()}
+    for env in ("plan_path", "sokoban", "sudoku", "code", "math"):
+        levels = {by_name[f"{env}_at_grpo_{lv}"].model.level for lv in ("l1", "l2", "l3")}
+        assert levels == {"L1", "L2", "L3"}
+        assert all(by_name[f"{env}_at_grpo_{lv}"].model.path.startswith("Qwen/Qwen3-") for lv in ("l1", "l2", "l3"))
+        assert by_name[f"{env}_at_grpo_l1"].rollout.k == 4
+    assert by_name["forum_reinforce_pp_l3"].algorithm.estimator == "per_agent_reinforce_pp"
+    psj = by_name["proposer_solver_judge_task_relative"]
+    assert psj.algorithm.estimator == "task_relative_reinforce_pp"
+    assert (psj.train.clip_high, psj.train.dual_clip, psj.train.entropy_coef) == (0.28, 3.0, 0.001)
+    debate = by_name["debate_reinforce_pp"]
+    assert debate.algorithm.estimator == "reinforce_pp" and debate.algorithm.kl_coef == 0.002
+
+
+def test_cli_list_and_print_config(capsys):
+    assert main(["--list"]) == 0
+    assert "plan_path_at_grpo_l2" in capsys.readouterr().out
+    assert main(["signalling_at_grpo_l1", "train.lr=0.5", "--print-config"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["train"]["lr"] == 0.5 and printed["env"]["id"] == "llm/Signalling-v0"
+    assert main([]) == 2
+    assert main(["signalling_at_grpo_l1", "train.nope=1"]) == 2
+
+
+def test_cli_trains_resumes_and_exports(tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ["signalling_at_grpo_l2", f"run.output_dir={out}", "run.steps=2", "run.eval_every=1",
+            "run.eval_episodes=4", "run.save_every=1", "run.progress=false", "env.num_envs=4", "rollout.k=2"]
+    assert main(args) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["step"] == 2 and "eval/success" in summary
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1, 2]
+    for key in ("time/generate_s", "time/env_s", "time/logprob_s", "time/advantage_s", "time/update_s",
+                "time/push_s", "tokens/generated", "train/speaker/loss", "train/listener/loss", "rollout/success"):
+        assert key in rows[1], key
+    assert list((out / "tensorboard").glob("events.out.tfevents.*"))
+    exported = json.loads((out / "final" / "policies.json").read_text())
+    assert exported["level"] == "L2" and set(exported["policies"]) == {"speaker", "listener"}
+
+    # a second start in the same directory must not silently overwrite the run
+    assert main(args) == 2
+    assert "--resume" in capsys.readouterr().err
+    # --resume continues the same run to a new step count
+    assert main([*args, "run.steps=3", "--resume"]) == 0
+    assert json.loads(capsys.readouterr().out)["step"] == 3
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1, 2, 3]
+
+
+def test_exported_adapter_loads_with_peft(tmp_path):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from llm_trainers.trainer import Trainer
+
+    cfg = load_config("signalling_at_grpo_l2", [f"run.output_dir={tmp_path}", "run.steps=2", "run.eval_every=-1",
+                                                 "run.progress=false", "run.tensorboard=false", "env.num_envs=8"])
+    trainer = Trainer(cfg)
+    trainer.train()
+    trainer.close()
+    base = AutoModelForCausalLM.from_pretrained(tmp_path / "tiny_model")
+    info = json.loads((tmp_path / "final" / "policies.json").read_text())
+    model = PeftModel.from_pretrained(base, info["policies"]["speaker"])
+    trained = trainer.policies["speaker"].trainable_state_dict()
+    loaded = {n.replace(".default.", ".speaker."): p for n, p in model.named_parameters() if ".lora_" in n}
+    assert loaded.keys() == trained.keys()
+    assert any(float(v.abs().sum()) > 0 for k, v in trained.items() if "lora_B" in k)  # it did train
+    for k, v in trained.items():
+        assert torch.equal(loaded[k].detach(), v), k
