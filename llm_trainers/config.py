@@ -176,6 +176,8 @@ class RolloutConfig:
         max_new_tokens: Completion length limit.
         eval_temperature: Evaluation temperature (None = ``temperature``; CoMAS uses 0.7).
         max_batch_size: Most sequences per generate call (HF engine).
+        env_workers: Threads stepping environments and tree candidates concurrently (for
+            environments that run code in a sandbox); results do not depend on it.
         vllm: vLLM engine settings.
     """
 
@@ -188,6 +190,7 @@ class RolloutConfig:
     max_new_tokens: int = 256
     eval_temperature: float | None = None
     max_batch_size: int = 64
+    env_workers: int = 1
     vllm: VLLMConfig = field(default_factory=VLLMConfig)
 
 

@@ -223,7 +223,10 @@ class Policy:
             self.model.save_pretrained(str(path), selected_adapters=[self.adapter], save_embedding_layers=False)
             # peft writes non-default adapters under a sub-directory named after the adapter.
             sub = path / self.adapter
-            return sub if sub.is_dir() else path
+            out = sub if sub.is_dir() else path
+            if self.tokenizer is not None:  # so the directory is self-contained for evaluation
+                self.tokenizer.save_pretrained(str(out))
+            return out
         self.model.save_pretrained(str(path))
         if self.tokenizer is not None:
             self.tokenizer.save_pretrained(str(path))

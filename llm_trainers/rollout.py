@@ -126,6 +126,7 @@ def collect(
     tree: bool = False,
     max_decisions: int = 256,
     reset_options: Mapping[str, Any] | None = None,
+    env_workers: int = 1,
 ) -> RolloutResult:
     """Play one episode in each environment and return its training records.
 
@@ -140,6 +141,9 @@ def collect(
         max_decisions: Safety cap on actions per episode; a longer episode is cut (and
             reported as ``truncated``).
         reset_options: ``options`` passed to every ``reset``.
+        env_workers: Threads that step environments (and tree candidates) concurrently — worth
+            it when a step runs code in a sandbox. Results do not depend on it: every instance
+            and clone steps with its own state and RNG.
 
     Returns:
         A :class:`RolloutResult`.
@@ -178,19 +182,26 @@ def collect(
         generate_s += time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        for (i, agent, policy, prompt), gens in zip(meta, outputs):
+        # Play every sampled action of this wave (on clones in tree mode), possibly in threads.
+        jobs: list[tuple[TextEnv, str]] = []
+        before = [len(envs[i].records) for (i, _, _, _) in meta]
+        for (i, _, _, _), gens in zip(meta, outputs):
+            if tree:
+                jobs += [(envs[i].clone(), g.text) for g in gens]
+            else:
+                jobs.append((envs[i], gens[0].text))
+        _step_all(jobs, env_workers)
+        cursor = 0
+        for (i, agent, policy, prompt), gens, index in zip(meta, outputs, before):
             env = envs[i]
-            index = len(env.records)
             generated += sum(len(g.token_ids) for g in gens)
             if tree:
-                clones, scored = [], []
-                for g in gens:
-                    clone = env.clone()
-                    clone.step(g.text)
+                clones = [job[0] for job in jobs[cursor : cursor + len(gens)]]
+                cursor += len(gens)
+                for clone in clones:
                     if len(clone.records) <= index:
                         raise RuntimeError(f"{type(env).__name__}.step added no record for agent {agent!r}")
-                    clones.append(clone)
-                    scored.append(clone.records[index])
+                scored = [clone.records[index] for clone in clones]
                 scores = [r.reward for r in scored]
                 best = int(np.argmax(scores))
                 group = ("tree", i, index, agent, scored[0].turn)
@@ -209,7 +220,7 @@ def collect(
                 envs[i] = _promote(clones[best], env)
             else:
                 g = gens[0]
-                env.step(g.text)
+                cursor += 1
                 if len(env.records) <= index:
                     raise RuntimeError(f"{type(env).__name__}.step added no record for agent {agent!r}")
                 rec = env.records[index]
@@ -244,6 +255,18 @@ def collect(
             m[f"reward/{agent}"] = float(total)
         episodes.append(m)
     return RolloutResult(records, episodes, envs, generate_s=generate_s, env_s=env_s, generated_tokens=generated)
+
+
+def _step_all(jobs: Sequence[tuple[TextEnv, str]], workers: int) -> None:
+    """``env.step(text)`` for every job; in a thread pool when ``workers > 1``."""
+    if workers <= 1 or len(jobs) <= 1:
+        for env, text in jobs:
+            env.step(text)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        list(pool.map(lambda job: job[0].step(job[1]), jobs))
 
 
 def spawn_envs(first: TextEnv, n: int) -> list[TextEnv]:

@@ -122,15 +122,14 @@ class Trainer:
         self.bf16 = bool(bf16)
         self.engine = self._build_engine()
         self.envs = spawn_envs(first, cfg.env.num_envs)
-        keep_lines = None
+        self.last_eval: dict[str, float] = {}
+        keep_lines = 0  # a fresh run starts a fresh metrics file
         if self._resume_state is not None:
             keep_lines = self._restore(self._resume_state)
+            self._resume_state = None
         self.logger = MetricsLogger(
-            self.out / "metrics.jsonl",
-            self.out / "tensorboard" if cfg.run.tensorboard else None,
-            keep_lines=keep_lines if keep_lines is not None else (0 if not resume else None),
+            self.out / "metrics.jsonl", self.out / "tensorboard" if cfg.run.tensorboard else None, keep_lines=keep_lines
         )
-        self.last_eval: dict[str, float] = {}
 
     # ------------------------------------------------------------------ construction helpers
     def _env_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -178,6 +177,7 @@ class Trainer:
         res = collect(
             self.envs, self.train_seeds(self.step), self.engine, self.policies.agent_to_policy,
             k=cfg.rollout.k if cfg.rollout.tree else 1, tree=cfg.rollout.tree, max_decisions=cfg.env.max_decisions,
+            env_workers=cfg.rollout.env_workers,
         )
         self.envs = res.envs
         offload = getattr(self.engine, "offload", None)

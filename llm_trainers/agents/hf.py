@@ -30,7 +30,7 @@ from llm_envs.agents.base import ActRequest, Agent, AgentOutput
 from llm_envs.core.messages import to_chat_messages
 from llm_trainers.policies import Policy, PolicySet, build_policies
 
-__all__ = ["Generation", "HFAgent", "HFEngine", "SamplingParams", "encode_observation"]
+__all__ = ["Generation", "HFAgent", "HFEngine", "SamplingParams", "encode_observation", "resolve_adapter_path"]
 
 
 @dataclass
@@ -77,6 +77,21 @@ def encode_observation(tokenizer: Any, observation: Mapping[str, str], chat_temp
     )
     ids = out["input_ids"]
     return list(ids[0] if ids and isinstance(ids[0], list) else ids)
+
+
+def resolve_adapter_path(path: str, adapter_path: str | None) -> tuple[str, str | None]:
+    """``(base model, adapter)``: a peft adapter directory given as the model stands for its base
+    model (``base_model_name_or_path`` of its ``adapter_config.json``) plus itself."""
+    import json
+    from pathlib import Path
+
+    config = Path(path) / "adapter_config.json"
+    if adapter_path is None and config.is_file():
+        base = json.loads(config.read_text()).get("base_model_name_or_path")
+        if not base:
+            raise ValueError(f"{config} names no base model (base_model_name_or_path)")
+        return str(base), str(path)
+    return path, adapter_path
 
 
 class HFEngine:
@@ -275,7 +290,10 @@ class HFAgent(Agent):
         chat_template_kwargs: Mapping[str, Any] | None = None,
         adapter_path: str | None = None,
     ) -> HFAgent:
-        """A stand-alone agent for any causal LM by path or hub id (optionally with a peft adapter)."""
+        """A stand-alone agent for any causal LM by path or hub id, optionally with a peft adapter
+        (``adapter_path``); ``path`` may itself be an adapter directory (its base model is read
+        from ``adapter_config.json``), e.g. ``final/<policy>`` of an L2 training run."""
+        path, adapter_path = resolve_adapter_path(path, adapter_path)
         policies = build_policies("L1", ["*"], path, policy_map={"*": "shared"}, device=device, dtype=dtype)
         if adapter_path:
             from peft import PeftModel

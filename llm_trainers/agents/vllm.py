@@ -421,8 +421,10 @@ class VLLMAgent(Agent):
 
         The learner's HF copy is loaded on the CPU only to provide the tokenizer and the adapter.
         """
+        from llm_trainers.agents.hf import resolve_adapter_path
         from llm_trainers.policies import build_policies
 
+        path, adapter_path = resolve_adapter_path(path, adapter_path)
         policies = build_policies("L1", ["*"], path, policy_map={"*": "shared"}, device="cpu")
         if adapter_path:
             from peft import PeftModel

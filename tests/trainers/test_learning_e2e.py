@@ -2,7 +2,9 @@
 
 The model is built from a config with random weights and a tokenizer trained on the spot
 (``model.path: tiny:llm/Signalling-v0``). Each run evaluates before training and after, on the
-same fixed evaluation seeds, and must improve far beyond the untrained start.
+same fixed evaluation seeds, and must improve far beyond the untrained start. Step counts leave
+a margin: over run seeds 0-4 the worst final success was 0.47 (L1, 40 steps), 0.42 (L2, 50
+steps) and 0.42 (REINFORCE++, 30 steps; 0.58 at 40), against a threshold of 0.35.
 """
 
 from __future__ import annotations
@@ -30,11 +32,14 @@ COMMON = [
 ]
 
 CASES = {
-    "at_grpo_L1": ["run.steps=30", "env.num_envs=32", "rollout.tree=true", "rollout.k=4",
+    "at_grpo_L1": ["run.steps=40", "env.num_envs=32", "rollout.tree=true", "rollout.k=4",
                    "algorithm.estimator=at_grpo", "model.level=L1", "train.lr=2e-3"],
-    "at_grpo_L2": ["run.steps=30", "env.num_envs=32", "rollout.tree=true", "rollout.k=4",
-                   "algorithm.estimator=at_grpo", "model.level=L2", LORA_WITH_HEAD, "train.lr=3e-3"],
-    "reinforce_pp_L1": ["run.steps=30", "env.num_envs=128", "rollout.tree=false",
+    # Per-agent adapters: the listener's "follow the message" reward is a dense signal that
+    # cannot leak into the speaker (it would under L1, see llm_envs/envs/signalling/rules.py).
+    "at_grpo_L2": ["run.steps=50", "env.num_envs=32", "rollout.tree=true", "rollout.k=4",
+                   "algorithm.estimator=at_grpo", "model.level=L2", LORA_WITH_HEAD, "train.lr=3e-3",
+                   "env.kwargs={listener_local_weight: 1.0}"],
+    "reinforce_pp_L1": ["run.steps=40", "env.num_envs=128", "rollout.tree=false",
                         "algorithm.estimator=reinforce_pp", "model.level=L1", "train.lr=1e-3"],
 }
 

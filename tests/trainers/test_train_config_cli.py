@@ -133,3 +133,24 @@ def test_exported_adapter_loads_with_peft(tmp_path):
     assert any(float(v.abs().sum()) > 0 for k, v in trained.items() if "lora_B" in k)  # it did train
     for k, v in trained.items():
         assert torch.equal(loaded[k].detach(), v), k
+
+
+def test_exported_adapter_directory_is_an_agent(tmp_path):
+    """``hf:final/<policy>`` (what the eval CLI builds) loads the base model plus the adapter."""
+    from llm_envs.agents.base import ActRequest
+    from llm_trainers.agents.hf import HFAgent, SamplingParams, resolve_adapter_path
+    from llm_trainers.trainer import Trainer
+
+    cfg = load_config("signalling_at_grpo_l2", [f"run.output_dir={tmp_path}", "run.steps=2", "run.eval_every=-1",
+                                                 "run.progress=false", "run.tensorboard=false", "env.num_envs=8"])
+    trainer = Trainer(cfg)
+    trainer.train()
+    trainer.close()
+    adapter_dir = json.loads((tmp_path / "final" / "policies.json").read_text())["policies"]["listener"]
+    assert resolve_adapter_path(adapter_dir, None) == (str(tmp_path / "tiny_model"), adapter_dir)
+    agent = HFAgent.from_pretrained(adapter_dir, sampling=SamplingParams(temperature=0.0, max_new_tokens=1),
+                                    device="cpu")
+    obs = {"instruction": "You are the listener.", "prompt": "Message: green"}
+    out = agent.act_batch([ActRequest(obs, "listener")])[0]
+    expected = trainer.learner.logprobs("listener", [out.prompt_token_ids], [out.token_ids])[0]
+    assert torch.allclose(torch.tensor(out.logprobs), expected, atol=1e-5)

@@ -100,3 +100,31 @@ def test_flat_rejects_k_and_max_decisions_cuts(engine):
     res = collect(_envs(2, rounds=3), [0, 1], engine, lambda a: "shared", max_decisions=2)
     assert all(ep["truncated"] == 1.0 for ep in res.episodes)
     assert len(res.records) == 4
+
+
+def test_spawned_instances_share_resources_and_keep_committing():
+    """Instances are clones of the first (shared pool); a clone made to be an instance, and a
+    chosen tree branch, commit to the Proposer-Solver-Judge pool like the original."""
+    from llm_trainers.rollout import _promote, spawn_envs
+
+    first = llm_envs.make("llm/ProposerSolverJudge-v0")
+    envs = spawn_envs(first, 3)
+    assert all(e.pool is first.pool for e in envs)
+    assert all(e.commits_to_pool for e in envs)
+    branch = first.clone()
+    assert branch.commits_to_pool is False  # the env's own rule for branches
+    assert _promote(branch, first).commits_to_pool is True
+    # environments without the notion are left alone
+    sig = llm_envs.make("llm/Signalling-v0")
+    assert _promote(sig.clone(), sig) is not None
+
+
+@pytest.mark.parametrize("tree", [True, False])
+def test_threaded_env_stepping_gives_the_same_records(engine, tree):
+    def run(workers):
+        eng = engine.view(seed=5)
+        res = collect(_envs(6, rounds=2), range(6), eng, lambda a: "shared", k=4 if tree else 1, tree=tree,
+                      env_workers=workers)
+        return [(r.group, r.text, r.reward, r.final_reward, r.chosen) for r in res.records]
+
+    assert run(1) == run(4)
