@@ -84,7 +84,7 @@ def test_torchrl_aec_rollout_respects_masks_and_carries_the_text():
         assert acting.any()
         assert all(masks[i, actions[i]] for i in range(16) if acting[i])
         tokens = data[group, "observation", "observation"][0, 0].numpy()
-        assert "Symbols:" in encoder.decode(tokens)  # the real text, not TorchRL's placeholder
+        assert "Round 1 of 2" in encoder.decode(tokens)  # the real text, not TorchRL's placeholder
     assert data["next", "done"].any()  # at least one episode ended inside the rollout
 
 
