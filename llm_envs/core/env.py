@@ -274,6 +274,16 @@ class TextEnv(AECEnv[str, Observation, str]):
         """The role ``agent`` plays now (defaults to the agent id)."""
         return self._role(agent)
 
+    def state_dict(self) -> dict[str, Any]:
+        """State that outlives an episode and a training checkpoint must keep (a question
+        pool, say). Empty for environments whose episodes are independent."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`state_dict` returned (a resumed training run)."""
+        if state:
+            raise ValueError(f"{type(self).__name__} keeps no cross-episode state: got {sorted(state)}")
+
     def random_action(self, agent: str, rng: np.random.Generator) -> str:
         """A random action for ``agent``; environments override this with a *well-formed* one."""
         length = int(rng.integers(0, 64))

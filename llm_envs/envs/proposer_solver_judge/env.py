@@ -189,6 +189,14 @@ class ProposerSolverJudgeEnv(TextEnv):
         twin.commits_to_pool = commits_to_pool
         return twin
 
+    def state_dict(self) -> dict[str, Any]:
+        """Cross-episode state a training checkpoint must keep: the question pool."""
+        return {"pool": self.pool.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict` (the pool is shared, so every instance sees it)."""
+        self.pool.load_state_dict(state["pool"])
+
     def commit_pool_additions(self) -> int:
         """Add this episode's staged questions to the pool (each once); return how many
         joined. Called automatically at episode end when :attr:`commits_to_pool` is true."""

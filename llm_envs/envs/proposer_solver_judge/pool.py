@@ -230,6 +230,36 @@ class QuestionPool:
             Path(temp_name).unlink(missing_ok=True)
             raise
 
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self) -> dict[str, Any]:
+        """The pool's contents, JSON-serialisable, for a training checkpoint."""
+        with self._lock:
+            return {"min_quality": self.min_quality, "entries": [asdict(e) for e in self._entries]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Replace the contents with a :meth:`state_dict` (a resumed run's pool).
+
+        Entries added after the checkpoint are dropped, and the backing file, if any, is
+        rewritten to match, so the resumed run continues from exactly the checkpointed pool.
+        """
+        entries = [
+            PoolEntry(
+                str(data["question"]),
+                None if data.get("answer") is None else str(data["answer"]),
+                None if data.get("quality") is None else float(data["quality"]),
+                str(data.get("source", "seed")),
+            )
+            for data in state["entries"]
+        ]
+        with self._lock:
+            self.min_quality = float(state.get("min_quality", self.min_quality))
+            self._entries = []
+            self._keys = {}
+            for entry in entries:
+                self._insert(entry)
+            if self.path is not None:
+                self.save(self.path)
+
     # ------------------------------------------------------------------ internals
     def _insert(self, entry: PoolEntry) -> None:
         if entry.key not in self._keys:

@@ -113,3 +113,31 @@ def test_copies_and_pickles_get_their_own_lock():
 def test_question_key_ignores_whitespace_only():
     assert question_key("a  b\n c") == question_key(" a b c ")
     assert question_key("a b c") != question_key("A b c")
+
+
+def test_checkpointed_pool_state_restores_exactly_and_rewrites_its_file(tmp_path):
+    path = tmp_path / "pool.jsonl"
+    pool = QuestionPool.open(path, [PoolEntry("What is 1 + 1?", "2")], min_quality=0.7)
+    assert pool.add("What is 2 + 2?", 0.9)
+    checkpoint = pool.state_dict()
+    json.dumps(checkpoint)  # a checkpoint must be serialisable
+    assert pool.add("What is 3 + 3?", 0.8)  # joins after the checkpoint
+    pool.load_state_dict(checkpoint)
+    assert [e.question for e in pool] == ["What is 1 + 1?", "What is 2 + 2?"]
+    assert "What is 3 + 3?" not in pool
+    reread = QuestionPool.load(path)
+    assert [e.question for e in reread] == ["What is 1 + 1?", "What is 2 + 2?"]
+    assert reread.lookup("What is 2 + 2?").quality == 0.9
+
+
+def test_environment_state_dict_carries_the_shared_pool(math_source):
+    from llm_envs.envs.proposer_solver_judge.env import ProposerSolverJudgeEnv
+
+    env = ProposerSolverJudgeEnv(task_source=math_source, pool_seed_size=3)
+    twin = env.clone()  # shares the pool, as the trainer's instances do
+    state = env.state_dict()
+    env.pool.add("A brand-new question?", 0.95)
+    assert "A brand-new question?" in twin.pool
+    twin.load_state_dict(state)
+    assert "A brand-new question?" not in env.pool
+    assert len(env.pool) == 3
