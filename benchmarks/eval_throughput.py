@@ -10,8 +10,8 @@ side in one process:
 
 The model is a tiny causal LM with random weights built from a config, with a tokenizer trained
 on the spot on the environment's own texts (nothing is downloaded), played through
-``llm_trainers.agents.hf.HFAgent`` (``hf:PATH`` spec) when it is importable, otherwise through a
-minimal batched-generate agent defined here. ``--model PATH`` runs any local model instead
+``llm_trainers.agents.hf.HFAgent`` (the ``hf:PATH`` spec of ``llm-envs eval``; needs the
+``train`` extra). ``--model PATH`` runs any local model instead
 (on the GPU when one is available: ``--device cuda``).
 
 Outputs: a table on screen and ``benchmarks/results/eval_throughput.json`` (and ``.md``).
@@ -34,11 +34,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 import llm_envs
-from llm_envs.agents import ActRequest, Agent, AgentOutput, ReferenceAgent
-from llm_envs.core.messages import to_chat_messages
+from llm_envs.agents import Agent, ReferenceAgent
 from llm_envs.runner import Runner
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -59,130 +56,31 @@ def pick_env(requested: str | None) -> str:
     raise SystemExit("no environment could be played:\n  " + "\n  ".join(problems))
 
 
-def env_texts(env_id: str, episodes: int = 60) -> list[str]:
-    """Instructions, prompts and actions the environment produces (the tokenizer's corpus)."""
-    env = llm_envs.make(env_id)
-    rng = np.random.default_rng(0)
-    texts: list[str] = []
-    for episode in range(episodes):
-        env.reset(seed=episode)
-        for agent in env.agent_iter():
-            _, _, terminated, truncated, _ = env.last(observe=False)
-            if terminated or truncated:
-                env.step(None)
-                continue
-            observation = env.observe(agent)
-            texts += [observation["instruction"], observation["prompt"]]
-            action = env.reference_action(agent) if episode % 2 == 0 else env.random_action(agent, rng)
-            texts.append(action)
-            env.step(action)
-    return texts
-
-
 # ---------------------------------------------------------------------------- model
-def build_tiny_model(path: Path, texts: Sequence[str]) -> Path:
-    """A random-weight decoder and a word-level tokenizer trained on ``texts``, saved to disk."""
-    try:
-        from llm_trainers.tiny import build_tiny_model as build
-    except ImportError:
-        build = None
-    if build is not None:
-        return build(
-            path, texts, hidden_size=64, num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=128
-        )
+def build_tiny_model(path: Path, env_id: str) -> Path:
+    """A random-weight decoder and a tokenizer trained on the environment's own texts."""
+    from llm_trainers.tiny import build_tiny_model as build
+    from llm_trainers.tiny import env_corpus
 
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import AutoModelForCausalLM, LlamaConfig, PreTrainedTokenizerFast
-
-    specials = ["<pad>", "<unk>", "<eos>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>"]
-    tokenizer = Tokenizer(models.WordLevel(unk_token="<unk>"))
-    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer.decoder = decoders.WordPiece(prefix="##")
-    tokenizer.train_from_iterator(list(texts), trainers.WordLevelTrainer(special_tokens=specials))
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, pad_token="<pad>", unk_token="<unk>", eos_token="<eos>"
-    )
-    fast.chat_template = (
-        "{% for m in messages %}{{ '<|' + m['role'] + '|> ' + m['content'] + ' <|end|> ' }}{% endfor %}"
-        "{% if add_generation_prompt %}{{ '<|assistant|>' }}{% endif %}"
-    )
-    fast.save_pretrained(path)
-    config = LlamaConfig(
-        vocab_size=len(fast),
+    return build(
+        path,
+        env_corpus(env_id, episodes=60),
         hidden_size=64,
+        num_layers=2,
+        num_heads=4,
+        num_kv_heads=2,
         intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=2048,
-        eos_token_id=fast.eos_token_id,
-        pad_token_id=fast.pad_token_id,
-        bos_token_id=None,
     )
-    torch.manual_seed(0)
-    AutoModelForCausalLM.from_config(config).save_pretrained(path)
-    return path
-
-
-class MinimalHFAgent(Agent):
-    """Batched ``generate`` with left padding: the fallback when llm_trainers is not there."""
-
-    def __init__(self, path: str, max_new_tokens: int, device: str) -> None:
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        self.torch = torch
-        self.tokenizer = AutoTokenizer.from_pretrained(path, padding_side="left")
-        self.model = AutoModelForCausalLM.from_pretrained(path).to(device).eval()
-        self.max_new_tokens = max_new_tokens
-        self.device = device
-        self.name = f"minimal-hf:{path}"
-
-    def act_batch(self, requests: Sequence[ActRequest]) -> list[AgentOutput]:
-        prompts = [
-            self.tokenizer.apply_chat_template(
-                to_chat_messages(r.observation), add_generation_prompt=True, tokenize=False
-            )
-            for r in requests
-        ]
-        batch = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(
-            self.device
-        )
-        with self.torch.no_grad():
-            out = self.model.generate(
-                **batch,
-                max_new_tokens=self.max_new_tokens,
-                do_sample=True,
-                temperature=1.0,
-                pad_token_id=self.tokenizer.pad_token_id,
-            )
-        new = out[:, batch["input_ids"].shape[1] :]
-        outputs = []
-        for row, mask in zip(new, batch["attention_mask"], strict=True):
-            ids = [int(t) for t in row if int(t) != self.tokenizer.pad_token_id]
-            outputs.append(
-                AgentOutput(
-                    text=self.tokenizer.decode(ids, skip_special_tokens=True),
-                    prompt_tokens=int(mask.sum()),
-                    completion_tokens=len(ids),
-                )
-            )
-        return outputs
 
 
 def make_agent(path: str, max_new_tokens: int, device: str) -> tuple[Agent, str]:
-    """The HF agent of llm_trainers through an ``hf:`` spec, else the minimal one."""
-    from llm_envs.agents.spec import AgentSpecError, build_agent, parse_agent_spec
+    """The Hugging Face agent of llm_trainers, built from an ``hf:`` spec as ``eval`` does."""
+    from llm_envs.agents.spec import build_agent, parse_agent_spec
 
     spec = parse_agent_spec(f"hf:{path}").with_options(
         {"max_tokens": max_new_tokens, "temperature": 1.0, "device": device}
     )
-    try:
-        return build_agent(spec), "llm_trainers.agents.hf.HFAgent"
-    except AgentSpecError as exc:
-        print(f"(HFAgent unavailable: {exc}; using the minimal batched agent)", file=sys.stderr)
-        return MinimalHFAgent(path, max_new_tokens, device), "benchmark MinimalHFAgent"
+    return build_agent(spec), "llm_trainers.agents.hf.HFAgent"
 
 
 # ---------------------------------------------------------------------------- measuring
@@ -278,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"building a tiny random model with a tokenizer trained on {env_id}'s texts...",
                 file=sys.stderr,
             )
-            model_path = str(build_tiny_model(Path(tmp) / "tiny", env_texts(env_id)))
+            model_path = str(build_tiny_model(Path(tmp) / "tiny", env_id))
         agent, agent_kind = make_agent(model_path, args.max_new_tokens, args.device)
         measure(env_id, agent, 4, 4, None)  # warm-up (lazy initialisation, caches)
 
