@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from llm_trainers.checkpoint import latest_checkpoint, load_checkpoint
+from llm_trainers.checkpoint import latest_checkpoint
 from llm_trainers.config import load_config
 from llm_trainers.trainer import Trainer
 
@@ -98,19 +98,19 @@ def test_without_optimizer_state_the_run_diverges(tmp_path):
     assert any(not torch.equal(expected[k], got[k]) for k in expected)
 
 
-def test_environment_state_round_trips_through_the_checkpoint(tmp_path):
-    """An environment exposing state_dict()/load_state_dict() gets its state back on resume."""
-    import types
+def test_environment_state_round_trips_through_the_checkpoint(tmp_path, monkeypatch):
+    """An environment's cross-episode state (TextEnv.state_dict) comes back on resume."""
+    from llm_envs.envs.signalling.env import SignallingEnv
 
+    monkeypatch.setattr(SignallingEnv, "state_dict", lambda self: {"pool": ["q1", "q2"]})
+    restored: dict = {}
+    monkeypatch.setattr(SignallingEnv, "load_state_dict", lambda self, state: restored.update(state))
     cfg = [*BASE, f"run.output_dir={tmp_path}", "run.steps=1", "run.eval_every=-1"]
     trainer = Trainer(load_config(None, cfg))
-    trainer.envs[0].state_dict = types.MethodType(lambda self: {"pool": ["q1", "q2"]}, trainer.envs[0])
     trainer.train()
     trainer.close()
+    assert restored == {}
     resumed = Trainer(load_config(None, cfg), resume=True)
-    restored = {}
-    resumed.envs[0].load_state_dict = types.MethodType(lambda self, s: restored.update(s), resumed.envs[0])
-    resumed._restore(load_checkpoint(latest_checkpoint(tmp_path / "checkpoints")))  # again, now hooked
     resumed.close()
     assert restored == {"pool": ["q1", "q2"]}
 
