@@ -167,10 +167,7 @@ def test_torch_agents_explain_missing_extras(monkeypatch):
     reason="needs the torch extras",
 )
 def test_hf_spec_builds_a_local_model_that_plays(tmp_path):
-    try:
-        from llm_trainers.tiny import build_tiny_model
-    except ImportError as exc:  # the trainer package is built beside this one
-        pytest.skip(f"llm_trainers.tiny is not available: {exc}")
+    from llm_trainers.tiny import build_tiny_model
     env = SumsEnv()
     env.reset(seed=0)
     texts = [env.observe("alice")["instruction"], env.observe("alice")["prompt"]] + [

@@ -9,7 +9,6 @@ from llm_envs.agents import ReferenceAgent
 from llm_envs.envs.debate.env import DebateConfig
 from llm_envs.envs.forum.env import ForumConfig, ForumEnv
 from llm_envs.envs.proposer_solver_judge.env import ProposerSolverJudgeConfig
-from llm_envs.tasks import task_source_names
 from tests.envs.helpers import agent_policy, play
 
 
@@ -52,10 +51,6 @@ def test_registry_entries_match_the_classes():
     assert llm_envs.entry("llm/Debate-v0").agents == ("agent_0", "agent_1")
 
 
-@pytest.mark.skipif(
-    "arithmetic" not in task_source_names(),
-    reason="the arithmetic task source (llm_envs.tasks) is not registered yet",
-)
 @pytest.mark.parametrize("env_id", ["llm/Forum-v0", "llm/ProposerSolverJudge-v0", "llm/Debate-v0"])
 def test_registered_defaults_play_to_success(env_id):
     env = llm_envs.make(env_id)
