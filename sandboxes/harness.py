@@ -26,13 +26,18 @@ from .core import Job, Limits, RunResult, Sandbox
 _TEST_STDOUT_CHARS = 2000
 
 # CPython 3.11 can raise a spurious "SystemError: AST constructor recursion depth mismatch" from
-# `ast.parse` in threaded programs (python/cpython#106905); one of our threaded tests hit it once.
-# Environments grade from many threads: parse one at a time here, and retry once if it happens
-# anyway (another library may be parsing concurrently).
+# `ast.parse` when threads parse concurrently (python/cpython#106905). Environments grade from many
+# threads, so every parse in this project goes through `parse_python`: one at a time, and retried
+# once if it happens anyway (a third-party library may be parsing without the lock).
 _AST_LOCK = threading.Lock()
 
 
-def _parse(source: str) -> ast.Module:
+def parse_python(source: str) -> ast.Module:
+    """``ast.parse(source)``, safe to call from many threads at once (see the comment above).
+
+    Raises what ``ast.parse`` raises for text that is not a program (``SyntaxError``,
+    ``ValueError``, ``RecursionError``, ``MemoryError``).
+    """
     with _AST_LOCK:
         try:
             return ast.parse(source)
@@ -355,7 +360,7 @@ def split_check_function(test_code: str, entry_point: str) -> list[str]:
         ValueError: the code does not parse, or has no ``check`` function.
     """
     try:
-        module = _parse(test_code)
+        module = parse_python(test_code)
     except SyntaxError as exc:
         raise ValueError(f"test code does not parse: {exc}") from None
     check = next(
@@ -399,7 +404,7 @@ def outputs_match(actual: str, expected: str) -> bool:
 
 def _parses(program: str) -> tuple[bool, str | None]:
     try:
-        _parse(program)
+        parse_python(program)
     except SyntaxError as exc:
         return False, f"SyntaxError: {exc.msg} (line {exc.lineno})"
     except (ValueError, RecursionError, MemoryError, OverflowError) as exc:

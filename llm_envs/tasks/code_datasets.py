@@ -50,6 +50,8 @@ import zlib
 from collections.abc import Mapping
 from typing import Any
 
+from sandboxes import parse_python
+
 from llm_envs.tasks.base import Problem, register_task_source
 from llm_envs.tasks.hub import HubSpec, Row, hub_factory
 
@@ -78,7 +80,7 @@ _WRAPPERS = frozenset(
 def called_function(test: str) -> str | None:
     """The name of the first plain function called in an assertion (``assert f(1) == 2`` -> f)."""
     try:
-        tree = ast.parse(test)
+        tree = parse_python(test)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     for node in ast.walk(tree):
@@ -94,7 +96,7 @@ def called_function(test: str) -> str | None:
 def defined_function(code: str) -> str | None:
     """The name of the first top-level function defined in ``code``."""
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     for node in tree.body:

@@ -31,6 +31,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from sandboxes import parse_python
+
 _FENCE = "```"
 _PYTHON_TAGS = ("python", "python3", "py", "py3")
 #: Tests taken from one tester reply at most (the rest are ignored and reported).
@@ -170,7 +172,7 @@ def _instrument_assert(statement: ast.Assert) -> list[ast.stmt]:
         "assert __llm_envs_actual == __llm_envs_expected, "
         "'expected ' + __llm_envs_show(__llm_envs_expected) + ', got ' + __llm_envs_show(__llm_envs_actual)\n"
     )
-    return ast.parse(code).body
+    return parse_python(code).body
 
 
 class _AssertInstrumenter(ast.NodeTransformer):
@@ -333,7 +335,7 @@ def parse_function_tests(
             )
             continue
         try:
-            module = ast.parse(source)
+            module = parse_python(source)
         except _PARSE_ERRORS as error:
             problems.append(
                 f"the test block does not parse ({type(error).__name__}); only its assert lines were used"
@@ -342,7 +344,7 @@ def parse_function_tests(
             for line in source.splitlines():
                 if line.strip().startswith("assert"):
                     try:
-                        module.body.extend(ast.parse(line.strip()).body)
+                        module.body.extend(parse_python(line.strip()).body)
                     except _PARSE_ERRORS:
                         continue
         try:
