@@ -7,6 +7,8 @@
 ``llm-envs eval ENV --agent SPEC ...``     evaluate agents: table, ``summary.json``,
                                            ``episodes.jsonl``, ``plot.png``
 ``llm-envs eval --compare RUN_A RUN_B``    two evaluation runs side by side
+``llm-envs show RUN [--failed] ...``       saved episodes of an eval or demo run, as readable
+                                           transcripts (every action with its reward)
 ``llm-envs demo``                          every environment with its reference agents and
                                            with the random agent, in one table
 =========================================  ==================================================
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import re
 import sys
 import time
@@ -260,6 +263,24 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_show(args: argparse.Namespace) -> int:
+    from llm_envs.evaluation.transcripts import TranscriptError, episode_transcript, load_episodes, select_episodes
+
+    try:
+        episodes = load_episodes(args.run)
+    except TranscriptError as exc:
+        raise CLIError(str(exc)) from None
+    outcome = "failed" if args.failed else "succeeded" if args.succeeded else None
+    chosen = select_episodes(episodes, indices=args.episode, outcome=outcome, agent=args.agent)
+    if not chosen:
+        raise CLIError(f"no episode under {args.run} matches (of {len(episodes)} saved)")
+    shown = chosen if args.limit <= 0 else chosen[: args.limit]
+    print("\n\n".join(episode_transcript(e, prompts=args.prompts) for e in shown))
+    if len(shown) < len(chosen):
+        print(f"\n({len(chosen) - len(shown)} more matching episodes; use --limit 0 to show all)")
+    return 0
+
+
 # ---------------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -326,6 +347,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_eval)
 
+    p = sub.add_parser("show", help="print saved episodes of an eval or demo run as transcripts")
+    p.add_argument("run", type=Path, help="a run directory (searched for episodes.jsonl) or the file")
+    p.add_argument("--episode", type=int, action="append", metavar="I", help="only episode I (repeatable)")
+    outcome = p.add_mutually_exclusive_group()
+    outcome.add_argument("--failed", action="store_true", help="only episodes that did not succeed")
+    outcome.add_argument("--succeeded", action="store_true", help="only episodes that succeeded")
+    p.add_argument("--agent", help="only this agent's actions")
+    p.add_argument("--prompts", action="store_true", help="show the prompt each agent saw before its action")
+    p.add_argument("--limit", type=int, default=5, help="most episodes printed (default 5; 0 = all)")
+    p.set_defaults(func=cmd_show)
+
     p = sub.add_parser("demo", help="every environment with reference and random agents, one table")
     p.add_argument("--episodes", type=int, default=20, help="episodes per environment and agent (default 20)")
     p.add_argument("--concurrency", type=int, default=4)
@@ -347,6 +379,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (CLIError, AgentSpecError, RunnerError, ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        # The reader went away (``llm-envs show RUN | head``): stop quietly, as Unix tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
     except KeyboardInterrupt:
         print(
             "\ninterrupted; finished episodes are saved (use --resume to continue an eval)", file=sys.stderr

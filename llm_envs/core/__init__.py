@@ -2,7 +2,7 @@
 
 from llm_envs.core.env import EnvStateError, Observation, TextEnv
 from llm_envs.core.messages import to_chat_messages
-from llm_envs.core.records import ActionRecord
+from llm_envs.core.records import ActionRecord, format_transcript
 from llm_envs.core.spaces import FreeText
 from llm_envs.core.splits import SPLITS, check_split, split_of, split_seed
 
@@ -14,6 +14,7 @@ __all__ = [
     "Observation",
     "TextEnv",
     "check_split",
+    "format_transcript",
     "split_of",
     "split_seed",
     "to_chat_messages",

@@ -43,7 +43,7 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import AECEnv
 
-from llm_envs.core.records import ActionRecord
+from llm_envs.core.records import ActionRecord, format_transcript
 from llm_envs.core.spaces import action_space, observation_space
 
 Observation = dict[str, str]
@@ -234,24 +234,18 @@ class TextEnv(AECEnv[str, Observation, str]):
         memo = {id(resource): resource for resource in shared}
         return copy.deepcopy(self, memo)
 
-    def transcript(self) -> str:
-        """The episode so far as readable text: the task, then every action with its reward."""
-        lines = [f"=== {self.metadata['name']} | episode {self.episode_id} ==="]
-        description = self._describe_episode()
-        if description:
-            lines.append(description)
-        for r in self.records:
-            parts = ", ".join(f"{k}={v:+.3f}" for k, v in r.reward_components.items())
-            fmt = "" if r.format_ok else "  [format error]"
-            lines.append(
-                f"--- turn {r.turn} | {r.agent} ({r.role}) | reward {r.reward:+.3f}"
-                f"{' (' + parts + ')' if parts else ''}{fmt}"
-            )
-            lines.append(r.action if r.action.strip() else "<empty action>")
-        if self._episode_over:
-            metrics = ", ".join(f"{k}={v}" for k, v in self.episode_metrics().items())
-            lines.append(f"=== episode over: {metrics} ===")
-        return "\n".join(lines)
+    def transcript(self, prompts: bool = False) -> str:
+        """The episode so far as readable text: the task, then every action with its reward.
+
+        With ``prompts=True`` each action is preceded by the prompt its agent saw.
+        """
+        return format_transcript(
+            f"{self.metadata['name']} | episode {self.episode_id}",
+            self.records,
+            description=self._describe_episode() or None,
+            metrics=self.episode_metrics() if self._episode_over else None,
+            prompts=prompts,
+        )
 
     def episode_metrics(self) -> dict[str, float]:
         """Numbers that describe the episode; always includes ``success`` and ``turns``."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -68,3 +69,43 @@ def _jsonable(value: Any) -> Any:
         except (TypeError, ValueError):
             pass
     return repr(value)
+
+
+def format_transcript(
+    title: str,
+    records: Iterable[ActionRecord | Mapping[str, Any]],
+    *,
+    description: str | None = None,
+    metrics: Mapping[str, Any] | None = None,
+    prompts: bool = False,
+) -> str:
+    """An episode as readable text: a title, the task, every action with its reward, the metrics.
+
+    ``records`` are :class:`ActionRecord` objects (a live environment) or their
+    :meth:`~ActionRecord.to_dict` form (an ``episodes.jsonl`` line), so a transcript read back
+    from disk looks exactly like one printed during play. With ``prompts=True`` each action is
+    preceded by the prompt its agent saw. ``metrics`` (when given) closes the transcript.
+    """
+    lines = [f"=== {title} ==="]
+    if description:
+        lines.append(description)
+    for record in records:
+        r = record.to_dict() if isinstance(record, ActionRecord) else record
+        components = r.get("reward_components") or {}
+        parts = ", ".join(f"{k}={float(v):+.3f}" for k, v in components.items())
+        flag = "" if r.get("format_ok", True) else "  [format error]"
+        lines.append(
+            f"--- turn {r.get('turn')} | {r.get('agent')} ({r.get('role')}) | "
+            f"reward {float(r.get('reward', 0.0)):+.3f}{' (' + parts + ')' if parts else ''}{flag}"
+        )
+        if prompts:
+            observation = r.get("observation") or {}
+            lines.append(">>> prompt")
+            lines.append(str(observation.get("prompt", "")))
+            lines.append("<<< action")
+        action = str(r.get("action", ""))
+        lines.append(action if action.strip() else "<empty action>")
+    if metrics is not None:
+        shown = ", ".join(f"{k}={v}" for k, v in metrics.items())
+        lines.append(f"=== episode over: {shown} ===")
+    return "\n".join(lines)
