@@ -34,7 +34,10 @@ def _offline(kwargs: dict) -> dict:
 def _tiny_model(env_id: str, env_kwargs: dict, root) -> str:
     """One tiny model per environment for the whole session (building one is most of the cost)."""
     if env_id not in _TINY_MODELS:
-        texts = env_corpus(env_id, episodes=12, **env_kwargs)
+        # Paths in a config are relative to the run ("{output_dir}/..."); keep these in tmp too.
+        local = {k: v.replace("{output_dir}", str(root)) if isinstance(v, str) else v
+                 for k, v in env_kwargs.items()}
+        texts = env_corpus(env_id, episodes=12, **local)
         path = root / env_id.replace("/", "_")
         build_tiny_model(path, texts)
         _TINY_MODELS[env_id] = str(path)
