@@ -34,9 +34,13 @@ class Problem:
             ``style="io"``: ``(stdin, expected_stdout)`` pairs.
         style: ``"function"`` (tests call a function), ``"io"`` (stdin/stdout programs) or
             ``"answer"`` (a final answer to check).
-        entry_point: The function the tests call (function style).
+        entry_point: The name the solution must define (function style): the function the
+            tests call, or the class whose method they call (``"Solution"`` for LeetCode-style
+            problems; see :attr:`call`).
         setup: Code the tests need before they run (imports, helpers), function style.
         metadata: Anything else (difficulty, source, ...), small and JSON-serialisable.
+            ``metadata["call"]``, where present, is how the tests call the code (see
+            :attr:`call`).
     """
 
     id: str
@@ -49,6 +53,12 @@ class Problem:
     entry_point: str | None = None
     setup: str = ""
     metadata: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def call(self) -> str | None:
+        """How the tests call the code under test: ``metadata["call"]`` where the loader set it
+        (``"Solution().twoSum"`` for a LeetCode-style class), else :attr:`entry_point`."""
+        return self.metadata.get("call") or self.entry_point
 
 
 class TaskSource(abc.ABC):

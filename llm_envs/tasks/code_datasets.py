@@ -5,11 +5,11 @@ name                hub id (config / files)                 splits             s
 ==================  ======================================  =================  ====================
 ``mbpp``            ``google-research-datasets/mbpp``       train/validation/  function (asserts)
                     (``full``; ``sanitized`` optional)      test (+ prompt)
-``apps``            ``codeparrot/apps`` (``train.jsonl``,   train/test         stdin/stdout
-                    ``test.jsonl``)
+``apps``            ``codeparrot/apps`` (``train.jsonl``,   train/test         stdin/stdout, or
+                    ``test.jsonl``)                                            function (call-based)
 ``code_contests``   ``deepmind/code_contests``              train/valid/test   stdin/stdout
-``livecodebench``   ``livecodebench/code_generation_lite``  test               stdin/stdout
-                    (``test6.jsonl`` = ``v6`` by default)
+``livecodebench``   ``livecodebench/code_generation_lite``  test               stdin/stdout, or
+                    (``test6.jsonl`` = ``v6`` by default)                      function (functional)
 ==================  ======================================  =================  ====================
 
 Schemas (the fields read; a local JSONL/parquet copy must have them):
@@ -21,9 +21,11 @@ Schemas (the fields read; a local JSONL/parquet copy must have them):
   The entry point is the function that ``test_list[0]`` calls.
 * **apps**: ``id`` (or ``problem_id``), ``question``, ``solutions`` (JSON text: list of Python
   programs), ``input_output`` (JSON text: ``{"inputs": [...], "outputs": [...], "fn_name"?}``),
-  ``difficulty``, ``url``, ``starter_code``. Only stdin/stdout problems (no ``fn_name``) with at
-  least one test are served; with ``require_solution=True`` (default) only those with a golden
-  program. The hub repo has no loader that ``datasets`` 4+ runs, so its JSONL files are read.
+  ``difficulty``, ``url``, ``starter_code``. Problems with at least one test are served; with
+  ``require_solution=True`` (default) only those with a golden program (the first of
+  ``solutions``). Without ``fn_name``: stdin/stdout style. With ``fn_name`` (call-based:
+  Codewars functions, LeetCode ``class Solution`` methods): function style, see below. The
+  hub repo has no loader that ``datasets`` 4+ runs, so its JSONL files are read.
 * **code_contests**: ``name``, ``description``, ``public_tests`` / ``private_tests`` /
   ``generated_tests`` (``{"input": [str], "output": [str]}``), ``solutions``
   (``{"language": [int], "solution": [str]}``; language 3 = Python 3), ``difficulty``,
@@ -34,9 +36,41 @@ Schemas (the fields read; a local JSONL/parquet copy must have them):
   ``difficulty``, ``contest_date``, ``starter_code``, ``public_test_cases`` (JSON text: list of
   ``{"input", "output", "testtype"}``), ``private_test_cases`` (JSON text, or base64 of a
   zlib-compressed pickle of that JSON text: decoded with an unpickler that refuses every
-  class, so a crafted file cannot run code), ``metadata`` (JSON text). Only ``stdin`` problems
-  are served. LiveCodeBench ships **no golden solutions**: the coder-only variant works, the
-  tester reward and the reference coder do not (the environment says so).
+  class, so a crafted file cannot run code), ``metadata`` (JSON text). Problems whose public
+  tests are all ``"stdin"`` are stdin/stdout style; those whose public tests are all
+  ``"functional"`` (LeetCode: each ``input`` is one JSON value per line, one per argument;
+  ``output`` one JSON value) are function style, see below. LiveCodeBench ships **no golden
+  solutions**: the coder-only variant works, the tester reward and the reference coder do not
+  (the environment says so).
+
+Call-based problems become ordinary function-style problems, so the environments, the tester's
+assertion tests and the harness (:func:`sandboxes.run_function_tests`) treat them like MBPP:
+
+* Each case is one golden assertion snippet (:func:`call_test`): ``assert
+  __llm_envs_equal(f(1, [2, 3]), [6])``, the arguments and the expected value written as Python
+  literals of the parsed JSON (nothing from the dataset is evaluated on the host). The
+  comparison helper is defined inside every snippet, after the solution ran, so a solution
+  cannot replace it. Returned tuples compare as lists, at any depth (both official checkers
+  convert the top level); for APPS an expected one-element list ``[x]`` also accepts ``x``
+  (APPS wraps most outputs so), and integer-looking string keys of a dict argument or result
+  are turned back into ints (JSON made them strings), as APPS's checker does.
+* The call (``Problem.call``, stored as ``metadata["call"]``): APPS ``fn_name`` itself, or
+  ``Solution().<fn_name>`` when the starter code defines ``class Solution``; LiveCodeBench
+  ``Solution().<method>``, the method read from the starter code with the ``ast`` (the one
+  named by ``metadata["func_name"]`` if the class has several). ``entry_point`` is the function
+  or ``"Solution"``, the name the solution must define.
+* The prompt is the question, a sentence saying how the tests call the code, and the starter
+  code in a ```` ```python ```` block. ``setup`` is what the official checker imports first
+  (:data:`APPS_PRELUDE`, :data:`LCB_PRELUDE`: ``typing``'s ``List``, ``collections``, ...).
+* Rows that cannot be used are skipped like other unusable rows (the ``keep`` filter): JSON that
+  does not parse, ``inputs``/``outputs`` of different lengths, a ``fn_name`` that is not a
+  Python name or argument lists that are not lists, a starter code without a ``Solution``
+  method, public cases that are not all of one type or whose values do not parse, public
+  tests that cannot be decoded. A LiveCodeBench private case whose values do not parse (private
+  tests are only read when the problem is built) is left out and counted in
+  ``metadata["skipped_tests"]``; a private field that cannot be decoded at all raises
+  ``ValueError`` then, as for stdin problems. Test counts and sizes are not capped (as for
+  stdin/stdout problems; ``max_golden_tests`` of the environment limits them).
 """
 
 from __future__ import annotations
@@ -45,15 +79,16 @@ import ast
 import base64
 import io
 import json
+import keyword
+import math
 import pickle
 import zlib
 from collections.abc import Mapping
 from typing import Any
 
-from sandboxes import parse_python
-
 from llm_envs.tasks.base import Problem, register_task_source
 from llm_envs.tasks.hub import HubSpec, Row, hub_factory
+from sandboxes import parse_python
 
 # ---------------------------------------------------------------------------------------------
 # helpers
@@ -121,6 +156,204 @@ def _load_json(text: Any) -> Any:
         return json.loads(text)
     except ValueError:
         return None
+
+
+# ---------------------------------------------------------------------------------------------
+# call-based problems (APPS `fn_name`, LiveCodeBench "functional"): function-style golden tests
+
+#: What APPS's official checker imports before a call-based solution (numpy where installed).
+APPS_PRELUDE = """\
+import sys
+import time
+import itertools
+from itertools import accumulate, product, permutations, combinations
+import collections
+from collections import Counter, OrderedDict, deque, defaultdict, ChainMap
+from functools import lru_cache
+import math
+from math import sqrt, sin, cos, tan, ceil, fabs, floor, gcd, exp, log, log2
+import fractions
+from typing import List, Tuple
+import random
+import heapq
+from heapq import *
+try:
+    import numpy as np
+except ImportError:
+    pass
+"""
+
+#: What LiveCodeBench's official checker imports before every solution.
+LCB_PRELUDE = """\
+from string import *
+from re import *
+from datetime import *
+from collections import *
+from heapq import *
+from bisect import *
+from copy import *
+from math import *
+from random import *
+from statistics import *
+from itertools import *
+from functools import *
+from operator import *
+from io import *
+from sys import *
+from json import *
+from builtins import *
+from typing import *
+import string
+import re
+import datetime
+import collections
+import heapq
+import bisect
+import copy
+import math
+import random
+import statistics
+import itertools
+import functools
+import operator
+import io
+import sys
+import json
+sys.setrecursionlimit(50000)
+"""
+
+# Defined inside every golden test (after the solution ran), so a solution cannot replace it.
+_EQUAL_HELPER = """\
+def __llm_envs_equal(actual, expected, one_element_list=False):
+    # Equal as JSON data: tuples count as lists; with one_element_list (APPS), [x] also accepts x.
+    def plain(value):
+        if isinstance(value, (list, tuple)):
+            return [plain(item) for item in value]
+        if isinstance(value, dict):
+            return {key: plain(item) for key, item in value.items()}
+        return value
+    actual = plain(actual)
+    if actual == expected:
+        return True
+    return one_element_list and isinstance(expected, list) and len(expected) == 1 and actual == expected[0]
+"""
+
+
+def python_literal(value: Any) -> str:
+    """Python source for a JSON value (``NaN`` and ``Infinity`` included); never evaluated here.
+
+    Raises:
+        TypeError: ``value`` is not JSON data.
+        RecursionError: absurdly deep nesting.
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({str(value)!r})"
+    if value is None or isinstance(value, (str, int, float)):  # bool is an int
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(python_literal(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return (
+            "{"
+            + ", ".join(
+                f"{python_literal(k)}: {python_literal(v)}" for k, v in value.items()
+            )
+            + "}"
+        )
+    raise TypeError(f"not JSON data: {type(value).__name__}")
+
+
+def call_test(
+    call: str, args: list[Any], expected: Any, *, one_element_list: bool = False
+) -> str:
+    """A golden assertion snippet: ``call(*args)`` returns ``expected`` (as JSON data).
+
+    ``call`` is a function name or ``Solution().method``; ``args`` and ``expected`` are parsed
+    JSON, written into the snippet as literals. Tuples returned compare as lists; with
+    ``one_element_list`` (APPS's checker) an expected ``[x]`` also accepts ``x``.
+    """
+    arguments = ", ".join(python_literal(a) for a in args)
+    flag = ", one_element_list=True" if one_element_list else ""
+    return (
+        f"{_EQUAL_HELPER}"
+        f"assert __llm_envs_equal({call}({arguments}), {python_literal(expected)}{flag})"
+    )
+
+
+def is_identifier(name: Any) -> bool:
+    """``name`` can be written as a Python name in a test (not a keyword)."""
+    return isinstance(name, str) and name.isidentifier() and not keyword.iskeyword(name)
+
+
+def _starter_module(starter_code: str) -> ast.Module | None:
+    """Starter code parsed; a last ``def`` left without a body (LeetCode's) gets ``pass``."""
+    code = starter_code.rstrip()
+    lines = code.splitlines()
+    attempts = [code]
+    if lines:
+        indent = lines[-1][: len(lines[-1]) - len(lines[-1].lstrip())]
+        attempts.append(f"{code}\n{indent}    pass")
+    for attempt in attempts:
+        try:
+            return parse_python(attempt)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+    return None
+
+
+def _solution_class(starter_code: str) -> ast.ClassDef | None:
+    """The top-level ``class Solution`` of starter code, if it has one."""
+    module = _starter_module(starter_code) if starter_code.strip() else None
+    if module is None:
+        return None
+    return next(
+        (
+            node
+            for node in module.body
+            if isinstance(node, ast.ClassDef) and node.name == "Solution"
+        ),
+        None,
+    )
+
+
+def solution_method(starter_code: str, preferred: str | None = None) -> str | None:
+    """The method of ``class Solution`` in LeetCode starter code that the tests call:
+    ``preferred`` if the class defines it, else its first public method; ``None`` without one.
+    """
+    cls = _solution_class(starter_code)
+    if cls is None:
+        return None
+    methods = [
+        node.name
+        for node in cls.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and not node.name.startswith("_")
+    ]
+    if preferred in methods:
+        return preferred
+    return methods[0] if methods else None
+
+
+def _call_prompt(question: str, starter_code: str, call: str) -> str:
+    """The statement of a call-based problem: the question, how it is called, the starter code."""
+    how = (
+        f"Solve it in Python: the tests call `{call}(...)` with the arguments of each case and "
+        "compare the value it returns (do not read input or print)."
+    )
+    starter = starter_code.rstrip().lstrip("\n")
+    if not starter.strip():
+        return f"{question.strip()}\n\n{how}"
+    return f"{question.strip()}\n\n{how} Complete this starter code:\n```python\n{starter}\n```"
+
+
+def _int_keys(value: Any) -> Any:
+    """A dict with its JSON string keys turned back into ints, where every key is one (APPS)."""
+    if isinstance(value, dict):
+        try:
+            return {int(k): v for k, v in value.items()}
+        except (TypeError, ValueError):
+            return value
+    return value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -193,35 +426,88 @@ def _apps_solutions(row: Row) -> list[str]:
 
 def _apps_keep(row: Row, options: Mapping[str, Any]) -> bool:
     io_spec = _apps_io(row)
-    if io_spec is None or io_spec.get("fn_name") or not io_spec.get("inputs"):
+    if io_spec is None:
         return False
-    if len(io_spec.get("inputs", [])) != len(io_spec.get("outputs", [])):
+    inputs, outputs = io_spec.get("inputs"), io_spec.get("outputs")
+    if not isinstance(inputs, list) or not isinstance(outputs, list):
         return False
+    if not inputs or len(inputs) != len(outputs):
+        return False
+    fn_name = io_spec.get("fn_name")
+    if fn_name and not (
+        is_identifier(fn_name) and all(isinstance(i, list) for i in inputs)
+    ):
+        return False  # call-based, but no usable function name or argument lists
     return bool(_apps_solutions(row)) or not options.get("require_solution", True)
+
+
+def _apps_call_tests(
+    call: str, inputs: list[Any], outputs: list[Any]
+) -> tuple[tuple[str, ...], int]:
+    """Golden snippets of an APPS call-based problem, and how many cases could not be written.
+
+    As APPS's checker: JSON turned the keys of a dict argument (the first) or of an expected
+    dict into strings, so integer-looking keys become ints again; an expected ``[x]`` also
+    accepts ``x``; tuples compare as lists.
+    """
+    tests: list[str] = []
+    skipped = 0
+    for args, expected in zip(inputs, outputs):
+        args = [_int_keys(args[0]), *args[1:]] if args else []
+        if isinstance(expected, list) and len(expected) == 1:
+            expected = [_int_keys(expected[0])]
+        else:
+            expected = _int_keys(expected)
+        try:
+            tests.append(call_test(call, args, expected, one_element_list=True))
+        except (TypeError, RecursionError):
+            skipped += 1
+    return tuple(tests), skipped
 
 
 def _apps_convert(
     row: Row, split: str, index: int, options: Mapping[str, Any]
 ) -> Problem:
     io_spec = _apps_io(row) or {}
-    tests = tuple(
+    solutions = _apps_solutions(row)
+    problem_id = row.get("problem_id", row.get("id", index))
+    metadata = {
+        "source": "apps",
+        "difficulty": str(row.get("difficulty", "")),
+        "url": str(row.get("url", "")),
+    }
+    fn_name = io_spec.get("fn_name")
+    if fn_name:
+        # Call-based (Codewars functions, LeetCode `class Solution` methods): function style.
+        starter = str(row.get("starter_code") or "")
+        in_class = _solution_class(starter) is not None or "class Solution" in starter
+        call = f"Solution().{fn_name}" if in_class else str(fn_name)
+        tests, skipped = _apps_call_tests(
+            call, io_spec.get("inputs", []), io_spec.get("outputs", [])
+        )
+        return Problem(
+            id=f"apps/{problem_id}",
+            prompt=_call_prompt(str(row["question"]), starter, call),
+            split=split,
+            solution=solutions[0] if solutions else None,
+            tests=tests,
+            style="function",
+            entry_point="Solution" if in_class else str(fn_name),
+            setup=APPS_PRELUDE,
+            metadata={**metadata, "call": call, "skipped_tests": skipped},
+        )
+    tests_io = tuple(
         (_as_text(i), _as_text(o))
         for i, o in zip(io_spec.get("inputs", []), io_spec.get("outputs", []))
     )
-    solutions = _apps_solutions(row)
-    problem_id = row.get("problem_id", row.get("id", index))
     return Problem(
         id=f"apps/{problem_id}",
         prompt=str(row["question"]).strip(),
         split=split,
         solution=solutions[0] if solutions else None,
-        tests=tests,
+        tests=tests_io,
         style="io",
-        metadata={
-            "source": "apps",
-            "difficulty": str(row.get("difficulty", "")),
-            "url": str(row.get("url", "")),
-        },
+        metadata=metadata,
     )
 
 
@@ -373,36 +659,100 @@ def decode_lcb_tests(field: Any) -> list[dict[str, Any]]:
     )
 
 
+def _lcb_public(row: Row) -> list[dict[str, Any]]:
+    try:
+        return decode_lcb_tests(row.get("public_test_cases"))
+    except ValueError:
+        return []
+
+
+def _lcb_method(row: Row) -> str | None:
+    """The ``Solution`` method a functional problem's tests call, from its starter code
+    (``metadata["func_name"]`` chooses among several methods)."""
+    meta = _load_json(row.get("metadata"))
+    preferred = meta.get("func_name") if isinstance(meta, dict) else None
+    return solution_method(str(row.get("starter_code") or ""), preferred)
+
+
+def _lcb_functional_case(case: Mapping[str, Any]) -> tuple[list[Any], Any] | None:
+    """``(arguments, expected)`` of a functional test case (one JSON value per input line, one
+    for the output), or ``None`` if it is not one."""
+    text, output = case.get("input"), case.get("output")
+    if case.get("testtype") != "functional" or not isinstance(text, str):
+        return None
+    if not isinstance(output, str):
+        return None
+    try:
+        args = [json.loads(line) for line in text.rstrip("\n").split("\n")]
+        return args, json.loads(output)
+    except (ValueError, RecursionError):
+        return None
+
+
 def _lcb_keep(row: Row, options: Mapping[str, Any]) -> bool:
-    public = decode_lcb_tests(row.get("public_test_cases"))
-    return bool(public) and all(t.get("testtype") == "stdin" for t in public)
+    public = _lcb_public(row)
+    if not public:
+        return False
+    if all(t.get("testtype") == "stdin" for t in public):
+        return True
+    return _lcb_method(row) is not None and all(
+        _lcb_functional_case(t) is not None for t in public
+    )
 
 
 def _lcb_convert(
     row: Row, split: str, index: int, options: Mapping[str, Any]
 ) -> Problem:
-    cases = decode_lcb_tests(row.get("public_test_cases")) + decode_lcb_tests(
-        row.get("private_test_cases")
-    )
-    tests = tuple(
+    public = decode_lcb_tests(row.get("public_test_cases"))
+    cases = public + decode_lcb_tests(row.get("private_test_cases"))
+    metadata = {
+        "source": "livecodebench",
+        "title": str(row.get("question_title", "")),
+        "platform": str(row.get("platform", "")),
+        "difficulty": str(row.get("difficulty", "")),
+        "contest_date": str(row.get("contest_date", "")),
+    }
+    problem_id = f"livecodebench/{row.get('question_id', index)}"
+    method = _lcb_method(row)
+    if method is not None and any(t.get("testtype") == "functional" for t in public):
+        # LeetCode style: `Solution().<method>(*args)` returns the expected value.
+        call = f"Solution().{method}"
+        tests: list[str] = []
+        skipped = 0
+        for case in cases:
+            parsed = _lcb_functional_case(case)
+            try:
+                if parsed is None:
+                    raise TypeError("not a functional case")
+                tests.append(call_test(call, *parsed))
+            except (TypeError, RecursionError):
+                skipped += 1
+        return Problem(
+            id=problem_id,
+            prompt=_call_prompt(
+                str(row["question_content"]), str(row.get("starter_code") or ""), call
+            ),
+            split=split,
+            solution=None,
+            tests=tuple(tests),
+            style="function",
+            entry_point="Solution",
+            setup=LCB_PRELUDE,
+            metadata={**metadata, "call": call, "skipped_tests": skipped},
+        )
+    tests_io = tuple(
         (str(t.get("input", "")), str(t.get("output", "")))
         for t in cases
         if t.get("testtype", "stdin") == "stdin"
     )
     return Problem(
-        id=f"livecodebench/{row.get('question_id', index)}",
+        id=problem_id,
         prompt=str(row["question_content"]).strip(),
         split=split,
         solution=None,
-        tests=tests,
+        tests=tests_io,
         style="io",
-        metadata={
-            "source": "livecodebench",
-            "title": str(row.get("question_title", "")),
-            "platform": str(row.get("platform", "")),
-            "difficulty": str(row.get("difficulty", "")),
-            "contest_date": str(row.get("contest_date", "")),
-        },
+        metadata=metadata,
     )
 
 
@@ -441,7 +791,7 @@ LIVECODEBENCH = HubSpec(
     data_files=lambda options: {"test": lcb_files(str(options.get("version", "v6")))},
     default_options={"version": "v6"},
     has_golden_solutions=False,
-    scan_fields=("question_content", "public_test_cases"),
+    scan_fields=("question_content", "public_test_cases", "starter_code", "metadata"),
 )
 
 

@@ -323,7 +323,7 @@ def apps_row(problem_id: int, **overrides) -> dict:
     return row
 
 
-def test_apps_stdin_problems_only_and_golden_program_passes(tmp_path):
+def test_apps_problems_and_golden_program_passes(tmp_path):
     rows = [
         apps_row(1),
         apps_row(2),
@@ -332,21 +332,23 @@ def test_apps_stdin_problems_only_and_golden_program_passes(tmp_path):
             input_output=json.dumps(
                 {"fn_name": "f", "inputs": [[1]], "outputs": [[2]]}
             ),
-        ),  # call-based
+            solutions=json.dumps(["def f(x):\n    return x + 1\n"]),
+        ),  # call-based: a function-style problem (more in test_call_based.py)
         apps_row(4, solutions=""),  # no golden program
         apps_row(5, input_output=""),  # no tests
     ]
     write_jsonl(tmp_path / "test.jsonl", rows)
     write_jsonl(tmp_path / "train.jsonl", [apps_row(100 + i) for i in range(3)])
     test = load_task_source("apps", split="test", path=tmp_path)
-    assert sorted(p.id for p in test) == ["apps/1", "apps/2"]
+    assert sorted(p.id for p in test) == ["apps/1", "apps/2", "apps/3"]
+    assert [p.style for p in test] == ["io", "io", "function"]
     assert (
         len(
             load_task_source(
                 "apps", split="test", path=tmp_path, require_solution=False
             )
         )
-        == 3
+        == 4
     )
     assert len(load_task_source("apps", split="train", path=tmp_path)) == 3
     problem = test.get(1)
@@ -451,7 +453,7 @@ def test_livecodebench_stdin_problems_with_compressed_private_tests(tmp_path):
             [{"input": "1\n", "output": "2\n", "testtype": "stdin"}]
         ),
     }
-    functional = {
+    functional = {  # no starter code, so no method to call: skipped (see test_call_based.py)
         **stdin_row,
         "question_id": "lc1",
         "platform": "leetcode",

@@ -13,9 +13,10 @@ Import                 ``llm_envs.make("llm/CoderTester-v0")`` (``task="mbpp"``,
 Agents                 ``["coder", "tester"]``; ``agents="single"``: ``["coder"]`` alone
 Turn order             coder, tester, coder, tester, ... for at most ``max_turns`` = 4 turns
 Actions                any text. Coder: one ```` ```python ```` block with the complete solution
-                       (function-style problems: defines the entry point; stdin/stdout
-                       problems: a program). Tester: function style, a ```` ```python ````
-                       block of ``assert entry_point(...) == ...`` lines (``def test_*``,
+                       (function-style problems: defines the entry point, or the starter
+                       code's ``class Solution``; stdin/stdout problems: a program). Tester:
+                       function style, a ```` ```python ```` block of ``assert
+                       entry_point(...) == ...`` lines (``Solution().method(...)``; ``def test_*``,
                        ``unittest`` methods and ``def check(candidate)`` also work); I/O style,
                        ``**Test Input:**`` / ``**Test Output:**`` block pairs
 Observations           ``{"instruction": role and exact format, "prompt": the problem; from
@@ -382,10 +383,14 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
 
     def _instruction(self, agent: str) -> str:
         assert self.problem is not None
-        style, entry = self.problem.style, self.problem.entry_point
+        style, entry, call = (
+            self.problem.style,
+            self.problem.entry_point,
+            self.problem.call,
+        )
         if agent == "coder":
-            return rules.coder_instruction(style, entry, self.multi_agent)
-        return rules.tester_instruction(style, entry, self.config.max_generated_tests)
+            return rules.coder_instruction(style, entry, self.multi_agent, call)
+        return rules.tester_instruction(style, call, self.config.max_generated_tests)
 
     def _prompt(self, agent: str) -> str:
         assert self.problem is not None
@@ -446,16 +451,21 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         expecting random constants."""
         assert self.problem is not None
         value = int(rng.integers(-10, 100))
+        entry, call = self.problem.entry_point, self.problem.call
         if agent == "coder":
-            if self.problem.style == "function":
-                body = f"def {self.problem.entry_point}(*args, **kwargs):\n    return {value}\n"
+            if self.problem.style == "function" and call != entry:
+                # Solution().twoSum -> a class Solution with a method twoSum
+                method = str(call).rpartition(".")[2]
+                body = f"class {entry}:\n    def {method}(self, *args, **kwargs):\n        return {value}\n"
+            elif self.problem.style == "function":
+                body = f"def {entry}(*args, **kwargs):\n    return {value}\n"
             else:
                 body = f"print({value})\n"
             return f"**Code:**\n```python\n{body}```"
         count = int(rng.integers(1, 4))
         if self.problem.style == "function":
             lines = [
-                f"assert {self.problem.entry_point}({int(rng.integers(0, 10))}) == {int(rng.integers(-10, 100))}"
+                f"assert {call}({int(rng.integers(0, 10))}) == {int(rng.integers(-10, 100))}"
                 for _ in range(count)
             ]
             return "**Tests:**\n```python\n" + "\n".join(lines) + "\n```"

@@ -139,6 +139,9 @@ def format_mismatches(
     return "\n".join(lines)
 
 
+_FENCE = "```"
+
+
 def _fenced(text: str) -> str:
     # A body containing a fence would end the block early: break such fences apart.
     return "```\n" + text.replace("```", "`` `").rstrip("\n") + "\n```"
@@ -148,7 +151,11 @@ def _fenced(text: str) -> str:
 # prompts
 
 
-def coder_instruction(style: str, entry_point: str | None, multi_agent: bool) -> str:
+def coder_instruction(
+    style: str, entry_point: str | None, multi_agent: bool, call: str | None = None
+) -> str:
+    """The coder's role and reply format; ``call`` is how the tests call the code when it is not
+    ``entry_point`` itself (``Solution().twoSum``: a method of the class ``entry_point``)."""
     team = (
         "You are the coder in a two-agent team: you write the solution, a tester writes unit "
         "tests for it. Both of you are rewarded when your code passes the hidden reference tests.\n"
@@ -156,10 +163,16 @@ def coder_instruction(style: str, entry_point: str | None, multi_agent: bool) ->
         else "You are an expert Python programmer. Your code is judged by hidden reference tests.\n"
     )
     if style == "function":
+        target = (
+            f"the function `{entry_point}` with the signature given in the problem"
+            if call is None or call == entry_point
+            else f"the class `{entry_point}` of the starter code given in the problem (the tests "
+            f"call `{call}(...)`)"
+        )
         task = (
-            f"Write a complete Python solution that defines the function `{entry_point}` with the "
-            "signature given in the problem. Include the imports and helper functions it needs. "
-            "Do not read input, do not print, and do not write tests or example calls."
+            f"Write a complete Python solution that defines {target}. Include the imports and "
+            "helper functions it needs. Do not read input, do not print, and do not write tests "
+            "or example calls."
         )
     else:
         task = (
@@ -177,6 +190,8 @@ def coder_instruction(style: str, entry_point: str | None, multi_agent: bool) ->
 
 
 def tester_instruction(style: str, entry_point: str | None, max_tests: int) -> str:
+    """The tester's role and reply format; ``entry_point`` is what the tests call (for a
+    LeetCode-style class, ``Solution().method``: :attr:`Problem.call`)."""
     head = (
         "You are the tester in a two-agent team: a coder writes the solution, you write unit "
         "tests that a correct solution passes and a wrong solution fails. You are rewarded when "
@@ -203,8 +218,19 @@ def tester_instruction(style: str, entry_point: str | None, max_tests: int) -> s
 
 
 def problem_section(problem: Problem) -> str:
+    """The problem as prompts show it: a function-style prompt is code (HumanEval's signature and
+    docstring) shown in a ```python block, unless it is text with its own code blocks (the
+    statement and starter code of APPS / LiveCodeBench call-based problems)."""
     if problem.style == "function":
-        return f"Problem (complete the function `{problem.entry_point}`):\n```python\n{problem.prompt.rstrip()}\n```"
+        call = problem.call
+        what = (
+            f"the function `{problem.entry_point}`"
+            if call == problem.entry_point
+            else f"the method `{str(call).rpartition('.')[2]}` of the class `{problem.entry_point}`"
+        )
+        if _FENCE in problem.prompt:
+            return f"Problem (complete {what}):\n{problem.prompt.rstrip()}"
+        return f"Problem (complete {what}):\n```python\n{problem.prompt.rstrip()}\n```"
     return f"Problem:\n{problem.prompt.rstrip()}"
 
 

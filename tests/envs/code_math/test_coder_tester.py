@@ -428,3 +428,108 @@ def test_stdin_stdout_tasks_from_a_local_apps_file(sandbox, tmp_path):
         assert env.episode_metrics()[
             "success"
         ] == 1.0 and env.agent_rewards() == pytest.approx({"coder": 2.0, "tester": 2.0})
+
+
+def test_call_based_apps_problems_from_a_local_file(sandbox, tmp_path):
+    rows = [
+        {  # Codewars style: a function; outputs wrapped in a one-element list
+            "id": 7,
+            "question": "Return the sum of the squares of a and b.",
+            "solutions": json.dumps(["def sum_sq(a, b):\n    return a * a + b * b\n"]),
+            "input_output": json.dumps(
+                {"fn_name": "sum_sq", "inputs": [[1, 2], [0, 3]], "outputs": [[5], [9]]}
+            ),
+            "difficulty": "introductory",
+            "url": "",
+            "starter_code": "def sum_sq(a, b):\n\t",
+        },
+        {  # LeetCode style: a method of `class Solution`
+            "id": 8,
+            "question": "Return the list reversed.",
+            "solutions": json.dumps(
+                [
+                    (
+                        "class Solution:\n    def rev(self, xs: List[int]) -> List[int]:\n"
+                        "        return xs[::-1]\n"
+                    )
+                ]
+            ),
+            "input_output": json.dumps(
+                {
+                    "fn_name": "rev",
+                    "inputs": [[[1, 2, 3]], [[]]],
+                    "outputs": [[3, 2, 1], []],
+                }
+            ),
+            "difficulty": "interview",
+            "url": "",
+            "starter_code": "class Solution:\n    def rev(self, xs: List[int]) -> List[int]:\n        ",
+        },
+    ]
+    (tmp_path / "test.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8"
+    )
+    env = CoderTesterEnv(
+        task="apps", split="test", task_path=str(tmp_path), sandbox=sandbox
+    )
+    for index, call in ((0, "sum_sq"), (1, "Solution().rev")):
+        env.reset(seed=0, options={"problem_index": index})
+        assert env.problem.style == "function" and env.problem.call == call
+        prompt = env.observe("coder")["prompt"]
+        assert "```python\n" + rows[index]["starter_code"].rstrip() + "\n```" in prompt
+        # The statement is not wrapped in a second block.
+        assert prompt.count("```") == 2
+        assert f"`{call}" in env.observe("coder")["instruction"]
+        assert f"assert {call}(...) == ..." in env.observe("tester")["instruction"]
+        play(env, lambda e, a: e.reference_action(a), options={"problem_index": index})
+        assert [r.reward_components["team"] for r in env.records] == [1.0, 1.0]
+        assert env.episode_metrics()["success"] == 1.0
+        assert env.agent_rewards() == pytest.approx({"coder": 2.0, "tester": 2.0})
+    # A tester's plain asserts on the method work as for any function-style problem.
+    play(
+        env,
+        scripted(
+            {
+                "coder": [code(json.loads(rows[1]["solutions"])[0])],
+                "tester": [written_tests("assert Solution().rev([1, 2]) == [2, 1]")],
+            }
+        ),
+        options={"problem_index": 1},
+    )
+    assert env.episode_metrics()["agreed"] == 1.0
+    assert components(env, "tester") == {"team": 1.0, "local": pytest.approx(1.0)}
+
+
+def test_livecodebench_functional_problems_for_the_coder_alone(sandbox, tmp_path):
+    cases = [
+        {"input": "[1, 2, 3]\n2", "output": "[2, 4, 6]", "testtype": "functional"},
+        {"input": "[]\n5", "output": "[]", "testtype": "functional"},
+    ]
+    row = {
+        "question_title": "Scale",
+        "question_content": "Multiply every element of nums by k.",
+        "platform": "leetcode",
+        "question_id": "3001",
+        "contest_id": "weekly-contest-1",
+        "contest_date": "2024-08-03T00:00:00",
+        "starter_code": "class Solution:\n    def scale(self, nums: List[int], k: int) -> List[int]:\n        ",
+        "difficulty": "easy",
+        "public_test_cases": json.dumps(cases[:1]),
+        "private_test_cases": json.dumps(cases[1:]),
+        "metadata": json.dumps({"func_name": "scale"}),
+    }
+    (tmp_path / "test6.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
+    env = CoderTesterEnv(
+        task="livecodebench",
+        split="test",
+        task_path=str(tmp_path),
+        task_kwargs={"split_policy": "benchmark"},
+        agents="single",
+        sandbox=sandbox,
+    )
+    right = "class Solution:\n    def scale(self, nums, k):\n        return [n * k for n in nums]\n"
+    play(env, scripted({"coder": [code(right)]}))
+    assert env.episode_metrics()["success"] == 1.0
+    play(env, scripted({"coder": [code(right.replace("n * k", "n + k"))]}))
+    # Only the empty list comes out right.
+    assert env.records[0].reward_components["team"] == 0.5
