@@ -183,3 +183,66 @@ def test_outputs_match():
     assert sandboxes.outputs_match("  a\tb \n\n", "a b")
     assert not sandboxes.outputs_match("12", "1 2")
     assert not sandboxes.outputs_match("", "0")
+
+
+# ---------------------------------------------------------------------------- equality hacks
+# A solution that returns an object claiming equality with everything must not pass tests that
+# compare with plain data, wherever the object hides; legitimate results still compare normally.
+_ALWAYS_EQUAL = (
+    "class Anything:\n"
+    "    def __eq__(self, other): return True\n"
+    "    def __ne__(self, other): return False\n"
+    "    def __hash__(self): return 0\n"
+)
+_EQUALITY_HACKS = {
+    "object": _ALWAYS_EQUAL + "def f(x): return Anything()\n",
+    "int subclass": "class Int(int):\n    def __eq__(self, other): return True\n"
+    "    def __ne__(self, other): return False\ndef f(x): return Int(0)\n",
+    "inside a list": _ALWAYS_EQUAL + "def f(x): return [Anything(), Anything()]\n",
+    "inside a dict": _ALWAYS_EQUAL + "def f(x): return {'a': Anything()}\n",
+    "list subclass": "class L(list):\n    def __eq__(self, other): return True\n"
+    "    def __ne__(self, other): return False\ndef f(x): return L()\n",
+}
+_PLAIN_TESTS = [
+    "assert f(1) == [1, 2]",
+    "assert [2, 3] == f(2)",
+    "assert f(3) != [0]",
+    "assert f(4) == {'a': 4}",
+    "def check(candidate):\n    assert candidate(5) == [5, 6]\ncheck(f)",
+]
+
+
+@pytest.mark.parametrize("hack", list(_EQUALITY_HACKS))
+def test_an_object_that_equals_everything_passes_no_test(sandbox, hack):
+    report = run_function_tests(sandbox, _EQUALITY_HACKS[hack], _PLAIN_TESTS, entry_point="f")
+    assert report.ran and report.passed == 0, [r.error for r in report.results]
+
+
+def test_legitimate_results_still_compare_as_python_does(sandbox):
+    solution = (
+        "import collections, fractions\n"
+        "import numpy as np\n"
+        "Point = collections.namedtuple('Point', 'x y')\n"
+        "class Node:\n"
+        "    def __init__(self, v): self.v = v\n"
+        "    def __eq__(self, other): return isinstance(other, Node) and other.v == self.v\n"
+        "def f(x): return [x, x + 1]\n"
+        "def g(x): return Point(x, x + 1)\n"
+        "def h(x): return np.int64(x) * 2\n"
+        "def node(x): return Node(x)\n"
+        "def half(x): return fractions.Fraction(x, 2)\n"
+    )
+    tests = [
+        "assert f(1) == [1, 2]",
+        "assert g(1) == (1, 2)",  # a namedtuple compares as a tuple
+        "assert g(1) != [1, 2]",  # and a tuple is not a list, as in Python
+        "assert h(2) == 4 and [h(1)] == [2]",  # numpy scalars are data
+        "assert node(3) == Node(3)",  # the problem's own class keeps its own equality
+        "assert node(3) != Node(4)",
+        "assert half(1) == 0.5",
+        "assert type(f(1)) == list and f(1) != None",
+        "assert (lambda: f(1) == [1, 2])()",  # comparisons inside expressions too
+        "assert f(1) == [1, 3]",  # and a wrong answer is still wrong
+    ]
+    report = run_function_tests(sandbox, solution, tests)
+    assert [r.passed for r in report.results] == [True] * 9 + [False], [r.error for r in report.results]

@@ -401,6 +401,32 @@ def test_a_coder_returning_none_scores_below_one_on_humaneval(sandbox):
         assert env.records[0].reward_components["team"] < 1.0, env.problem.id
 
 
+def test_a_coder_returning_an_always_equal_object_earns_no_team_reward_on_humaneval(sandbox):
+    # The classic reward hack of code RL: a result whose __eq__ always says True.
+    env = CoderTesterEnv(
+        split="test",
+        task_kwargs={"split_policy": "benchmark"},
+        sandbox=sandbox,
+        agents="single",
+    )
+    hack = (
+        "class Anything(int):\n"
+        "    def __eq__(self, other): return True\n"
+        "    def __ne__(self, other): return False\n"
+        "    __hash__ = int.__hash__\n"
+        "    def __bool__(self): return True\n"
+        "    def __lt__(self, other): return True\n"
+        "    def __sub__(self, other): return 0\n"
+        "    def __abs__(self): return 0\n"
+    )
+    for index in range(0, 164, 8):
+        env.reset(seed=0, options={"problem_index": index})
+        env.step(code(hack + f"def {env.problem.entry_point}(*args, **kwargs):\n    return Anything()\n"))
+        # Tests written as `abs(candidate(x) - y) < 1e-6` or plain truth tests can still be
+        # fooled; no HumanEval problem is graded by those alone.
+        assert env.records[0].reward_components["team"] < 1.0, env.problem.id
+
+
 def test_stdin_stdout_tasks_from_a_local_apps_file(sandbox, tmp_path):
     rows = [
         {
