@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed-stamp
 # pytest workers; the suite is sized for a 2-core machine.
 WORKERS ?= 2
 
-.PHONY: install demo test test-fast bench clean
+.PHONY: install demo test test-fast lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,13 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(WORKERS) --timeout 600
+
+# Everything but the tests marked slow (the CPU training runs): about a minute.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -n $(WORKERS) --timeout 600 -m "not slow"
+
+lint: $(STAMP)
+	$(BIN)/ruff check llm_envs llm_trainers sandboxes tests benchmarks examples
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/env_throughput.py --quick

@@ -264,7 +264,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from llm_envs.evaluation.transcripts import TranscriptError, episode_transcript, load_episodes, select_episodes
+    from llm_envs.evaluation.transcripts import (
+        TranscriptError,
+        episode_transcript,
+        load_episodes,
+        select_episodes,
+    )
 
     try:
         episodes = load_episodes(args.run)

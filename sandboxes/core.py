@@ -11,9 +11,8 @@ import dataclasses
 import os
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Union
 
-FileContent = Union[str, bytes]
+FileContent = str | bytes
 FileMap = Mapping[str, FileContent]
 
 

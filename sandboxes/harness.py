@@ -358,6 +358,9 @@ def run_function_tests(
         time_s: time limit for the solution's top level and for each test.
         memory_mb: memory budget of the whole run.
 
+    Every ``==`` and ``!=`` in the tests is checked so that a result cannot fake equality (an
+    object whose ``__eq__`` always returns True never equals plain data; see docs/sandboxes.md).
+
     Returns:
         A `TestReport`; a solution that crashes, hangs, exits early or floods output fails the
         tests it did not get to, with the reason in each `TestResult.error`.

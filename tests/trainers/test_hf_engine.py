@@ -66,7 +66,10 @@ def test_sampling_is_seeded_and_leaves_global_rng_alone(policies):
     b = HFEngine(policies, SamplingParams(max_new_tokens=5), seed=7).generate("shared", prompts, n=4)
     c = HFEngine(policies, SamplingParams(max_new_tokens=5), seed=8).generate("shared", prompts, n=4)
     assert torch.equal(state, torch.random.get_rng_state())
-    ids = lambda r: [g.token_ids for g in r[0]]
+
+    def ids(result):
+        return [g.token_ids for g in result[0]]
+
     assert ids(a) == ids(b) and ids(a) != ids(c)
 
 

@@ -65,8 +65,8 @@ def test_resume_gives_the_same_parameters_as_an_uninterrupted_run(tmp_path):
         assert torch.equal(expected[k], got[k]), k
 
     # the metrics file of the resumed run matches the uninterrupted one line for line (same steps)
-    rows_a = [json.loads(l) for l in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
-    rows_b = [json.loads(l) for l in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
+    rows_a = [json.loads(line) for line in (tmp_path / "a" / "metrics.jsonl").read_text().splitlines()]
+    rows_b = [json.loads(line) for line in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows_a] == [r["step"] for r in rows_b] == [0, 1, 2, 3]
     for a, b in zip(rows_a, rows_b):
         for key in a:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import sandboxes
 from pettingzoo.test import api_test
 
 import llm_envs
+import sandboxes
 from llm_envs.core.splits import split_of
 from llm_envs.envs.plan_path.env import PlanPathEnv
 from llm_envs.envs.sokoban.env import SokobanEnv
