@@ -8,7 +8,10 @@ how a row becomes a :class:`~llm_envs.tasks.base.Problem`, and how to get it off
   (``path=``): a file named after a hub split (``train.jsonl``, ``test.parquet``,
   ``test-00000-of-00001.parquet``) holds that split; in a directory every such file is read.
   For a dataset with a single hub split any file name is accepted. Nothing is downloaded.
-* the **hub**, through ``datasets.load_dataset`` (cached by ``datasets`` as usual).
+* the **hub**, through ``datasets.load_dataset`` (cached by ``datasets`` as usual); with
+  ``repo=`` from another hub id (a mirror or fork) or from a local copy of the hub repository
+  (``git clone``, ``huggingface-cli download --local-dir``), read by the same
+  ``datasets.load_dataset`` code with nothing downloaded.
 
 A dataset that cannot be found raises :class:`~llm_envs.tasks.base.DatasetUnavailableError`
 with the commands that fetch it; nothing ever falls back to other data.
@@ -118,7 +121,9 @@ class HubSpec:
             "Get it on a machine with internet access, then copy the file(s) here:\n"
             + fetch
             + "and pass path='<the file or its directory>' (task_path= in an environment config). "
-            f"Alternatively point HF_HOME at a Hugging Face cache that already holds {self.repo}. "
+            f"Alternatively pass repo='<directory>' with a copy of the whole hub repository "
+            f"(huggingface-cli download {self.repo} --repo-type dataset --local-dir <directory>), "
+            f"or point HF_HOME at a Hugging Face cache that already holds {self.repo}. "
             f"Expected schema: {self.schema}"
         )
 
@@ -219,11 +224,31 @@ def read_local(spec: HubSpec, path: str | Path) -> dict[str, list[Row]]:
 # reading the hub
 
 
+def _hub_files(spec: HubSpec, files: Sequence[str], repo: str | Path | None) -> list[str]:
+    """``spec``'s raw hub files, moved to ``repo`` (another hub id, or a local copy's paths)."""
+    if repo is None:
+        return list(files)
+    prefix = f"hf://datasets/{spec.repo}/"
+    relative = [f[len(prefix) :] if f.startswith(prefix) else f for f in files]
+    if Path(repo).is_dir():
+        return [str(Path(repo) / name) for name in relative]
+    return [f"hf://datasets/{repo}/{name}" for name in relative]
+
+
 def load_hub_split(
-    spec: HubSpec, hub_split: str, options: Mapping[str, Any]
+    spec: HubSpec,
+    hub_split: str,
+    options: Mapping[str, Any],
+    *,
+    repo: str | Path | None = None,
 ) -> Sequence[Row]:
-    """One split of the hub dataset through ``datasets.load_dataset`` (a lazy Arrow table)."""
+    """One split of the hub dataset through ``datasets.load_dataset`` (a lazy Arrow table).
+
+    ``repo`` replaces the dataset's hub id: another hub id, or a local directory holding a copy
+    of the hub repository.
+    """
     config = options.get("config", spec.config)
+    where = spec.repo if repo is None else str(repo)
     try:
         import datasets
     except ImportError as error:
@@ -233,15 +258,16 @@ def load_hub_split(
         ) from error
     try:
         if spec.data_files is not None:
-            files = spec.data_files(options)[hub_split]
+            files = _hub_files(spec, spec.data_files(options)[hub_split], repo)
             return datasets.load_dataset(
                 "json", data_files={hub_split: files}, split=hub_split
             )
-        return datasets.load_dataset(spec.repo, config, split=hub_split)
+        return datasets.load_dataset(where, config, split=hub_split)
     except Exception as error:
+        source = "the Hugging Face Hub" if repo is None or not Path(repo).is_dir() else "a local copy"
         raise DatasetUnavailableError(
-            f"{spec.name}: could not load {spec.repo} (config {config!r}, split {hub_split!r}) "
-            f"from the Hugging Face Hub: {type(error).__name__}: {error}\n"
+            f"{spec.name}: could not load {where} (config {config!r}, split {hub_split!r}) "
+            f"from {source}: {type(error).__name__}: {error}\n"
             + spec.how_to_get(hub_split, config, options)
         ) from error
 
@@ -257,6 +283,9 @@ class HubTaskSource(TaskSource):
         spec: The dataset.
         split: ``"train"``, ``"validation"`` or ``"test"``.
         path: A local file or directory in the hub schema; ``None`` loads from the hub.
+        repo: Where ``datasets.load_dataset`` finds the hub repository: another hub id, or a
+            local directory holding a copy of it (its own layout: ``README.md`` configs, shard
+            files). Default: the dataset's hub id. Exclusive with ``path``.
         split_policy: ``"official"``, ``"hash"`` or ``"benchmark"``; default per dataset.
         limit: Keep only the first ``limit`` problems of the split.
         **options: Dataset options (see each loader's ``default_options``).
@@ -268,10 +297,13 @@ class HubTaskSource(TaskSource):
         split: str = "train",
         *,
         path: str | Path | None = None,
+        repo: str | Path | None = None,
         split_policy: str | None = None,
         limit: int | None = None,
         **options: Any,
     ) -> None:
+        if path is not None and repo is not None:
+            raise ValueError(f"{spec.name}: give path= (files in the hub schema) or repo= (a hub repository), not both")
         self.spec = spec
         self.name = spec.name
         self.split = check_split(split)
@@ -280,7 +312,7 @@ class HubTaskSource(TaskSource):
         if unknown:
             raise TypeError(
                 f"{spec.name}: unknown option(s) {unknown}; valid: "
-                f"{sorted(set(spec.default_options) | {'path', 'split_policy', 'limit'})}"
+                f"{sorted(set(spec.default_options) | {'path', 'repo', 'split_policy', 'limit'})}"
             )
         self.options = {**spec.default_options, **options}
         policy = split_policy or spec.default_policy
@@ -307,14 +339,14 @@ class HubTaskSource(TaskSource):
                     continue
                 self._tables[hub_split] = local[hub_split]
             else:
-                self._tables[hub_split] = load_hub_split(spec, hub_split, self.options)
+                self._tables[hub_split] = load_hub_split(spec, hub_split, self.options, repo=repo)
         self._index: list[tuple[str, int]] = self._select_rows()
         if limit is not None:
             self._index = self._index[: max(0, int(limit))]
         if not self._index:
             raise ValueError(
                 f"{spec.name}: split {self.split!r} (policy {policy!r}) has no usable problems "
-                f"in {path or spec.repo}"
+                f"in {path or repo or spec.repo}"
             )
         self._convert_cached = functools.lru_cache(maxsize=256)(self._convert)
 

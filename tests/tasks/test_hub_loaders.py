@@ -546,3 +546,70 @@ def test_unknown_options_are_rejected(tmp_path):
         load_task_source("gsm8k", split="test", path=path, colour="blue")
     with pytest.raises(ValueError, match="split_policy"):
         load_task_source("gsm8k", split="test", path=path, split_policy="random")
+
+
+# ---------------------------------------------------------------------------------------------
+# the hub road: datasets.load_dataset on local copies of hub repositories (repo=)
+
+
+@pytest.fixture
+def datasets_cache(tmp_path, monkeypatch):
+    """``datasets`` writes its Arrow cache here, not into the user's cache."""
+    datasets = pytest.importorskip("datasets", reason="the 'data' extra (datasets) is not installed")
+    cache = tmp_path / "hf_datasets_cache"
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", cache)
+    return cache
+
+
+def gsm8k_repo(root: Path) -> Path:
+    """The layout of openai/gsm8k on the hub: two configs, parquet shards, README configs."""
+    write_parquet(root / "main" / "train-00000-of-00001.parquet", gsm8k_rows(0, 30))
+    write_parquet(root / "main" / "test-00000-of-00001.parquet", gsm8k_rows(100, 10))
+    write_parquet(root / "socratic" / "train-00000-of-00001.parquet", gsm8k_rows(500, 5))
+    write_parquet(root / "socratic" / "test-00000-of-00001.parquet", gsm8k_rows(600, 5))
+    (root / "README.md").write_text(
+        "---\nconfigs:\n"
+        "- config_name: main\n  data_files:\n"
+        "  - split: train\n    path: main/train-*\n  - split: test\n    path: main/test-*\n"
+        "- config_name: socratic\n  data_files:\n"
+        "  - split: train\n    path: socratic/train-*\n  - split: test\n    path: socratic/test-*\n"
+        "---\n# GSM8K (local copy)\n",
+        encoding="utf-8",
+    )
+    return root
+
+
+def test_gsm8k_through_datasets_load_dataset_matches_the_file_reader(tmp_path, datasets_cache):
+    repo = gsm8k_repo(tmp_path / "gsm8k_repo")
+    hub = load_task_source("gsm8k", split="test", repo=repo)
+    write_parquet(tmp_path / "files" / "test.parquet", gsm8k_rows(100, 10))
+    files = load_task_source("gsm8k", split="test", path=tmp_path / "files")
+    assert [(p.id, p.prompt, p.answer, p.solution) for p in hub] == [
+        (p.id, p.prompt, p.answer, p.solution) for p in files
+    ]
+    assert list(datasets_cache.iterdir()), "the rows came through datasets' Arrow cache"
+    # The config option picks the repository's other config, as on the hub.
+    socratic = load_task_source("gsm8k", split="train", repo=str(repo), config="socratic")
+    assert len(socratic) == 5 and socratic.get(0).prompt.startswith("Tom has 500 apples")
+
+
+def test_raw_file_datasets_read_from_a_local_repository_copy(tmp_path, datasets_cache):
+    # APPS is stored as raw JSONL files on the hub (no loader): train.jsonl and test.jsonl.
+    repo = tmp_path / "apps_repo"
+    write_jsonl(repo / "test.jsonl", [apps_row(1), apps_row(2)])
+    write_jsonl(repo / "train.jsonl", [apps_row(10), apps_row(11), apps_row(12)])
+    test = load_task_source("apps", split="test", repo=repo)
+    train = load_task_source("apps", split="train", repo=repo)
+    assert sorted(p.id for p in test) == ["apps/1", "apps/2"]
+    assert sorted(p.id for p in train) == ["apps/10", "apps/11", "apps/12"]
+    assert test.get(0).tests == load_task_source("apps", split="test", path=repo).get(0).tests
+
+
+def test_a_broken_repository_copy_is_a_clear_error(tmp_path, datasets_cache):
+    empty = tmp_path / "not_a_copy"
+    empty.mkdir()
+    with pytest.raises(DatasetUnavailableError, match="from a local copy") as info:
+        load_task_source("gsm8k", split="train", repo=empty)
+    assert "openai/gsm8k" in str(info.value)  # how to get the real one
+    with pytest.raises(ValueError, match="not both"):
+        load_task_source("gsm8k", split="train", repo=empty, path=empty)
