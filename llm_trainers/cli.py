@@ -35,7 +35,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    # Intermixed, so that overrides may also follow a flag: `llm-train cfg --resume run.steps=300`.
+    args = _parser().parse_intermixed_args(argv)
     from llm_trainers.config import config_to_dict, load_config, shipped_configs
 
     if args.list:

@@ -4,7 +4,7 @@ All three run the same worker (``_worker_main.py``) and differ only in how it is
 
 ``bwrap``
     bubblewrap with user, pid, network, IPC, UTS and mount namespaces; only ``/usr``, the
-    interpreter and its library directories are visible, read-only; ``/work`` and ``/tmp`` are
+    interpreter and its library directories are visible, read-only; ``/sandbox`` and ``/tmp`` are
     private size-capped tmpfs; the environment is scrubbed; the uid is non-root (as root the
     launcher first switches to a fresh unprivileged uid, because ``RLIMIT_NPROC`` is not enforced
     for uid 0); a seccomp filter denies non-Unix sockets and namespace/kernel-admin syscalls.
@@ -262,7 +262,7 @@ class BwrapSandbox(LocalSandbox):
         """
         Args:
             bwrap: path of the bwrap binary; default `find_bwrap()`.
-            work_dir_mb: size cap of the private ``/work`` tmpfs (programs' work directories),
+            work_dir_mb: size cap of the private ``/sandbox`` tmpfs (programs' work directories),
                 where the binary supports ``--size`` (bubblewrap >= 0.10).
             tmp_mb: size cap of the private ``/tmp`` tmpfs.
             **kwargs: see `LocalSandbox`.

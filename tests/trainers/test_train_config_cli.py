@@ -84,6 +84,10 @@ def test_cli_list_and_print_config(capsys):
     printed = yaml.safe_load(capsys.readouterr().out)
     assert printed["train"]["lr"] == 0.5 and printed["env"]["id"] == "llm/Signalling-v0"
     assert main([]) == 2
+    # Overrides may follow a flag as well as precede it.
+    assert main(["signalling_at_grpo_l1", "--print-config", "train.lr=0.25", "rollout.k=3"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed["train"]["lr"] == 0.25 and printed["rollout"]["k"] == 3
     assert main(["signalling_at_grpo_l1", "train.nope=1"]) == 2
 
 
