@@ -10,7 +10,7 @@ environments). The ``k`` records form one group keyed by (instance, decision, ag
 the episode continues from the best candidate's clone (first maximum on ties). So every member
 of a group shares the identical prompt, the next agent acts on the state the chosen action
 produced, and later agents in a turn get their own ``k``-way comparison (the two bugs the
-reference implementation has, ``shared/REFERENCES.md`` §5).
+reference implementation has; docs/papers.md).
 
 Credit that arrives after a candidate was scored (e.g. the team reward of a speaker, known only
 when the listener answers) reaches only the chosen candidate's record; it is not part of the

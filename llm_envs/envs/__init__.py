@@ -10,7 +10,7 @@ register_env(
     "llm/Sudoku-v0",
     "llm_envs.envs.sudoku.env:SudokuEnv",
     agents=("tool", "plan"),
-    task="procedural 4x4 Sudoku (9x9 option), unique solutions",
+    task="procedural 4x4 Sudoku (6x6, 9x9 options), unique solutions",
     description="Tool agent writes a solver program, plan agent submits the filled grid.",
     paper="Stronger-MAS (AT-GRPO)",
 )

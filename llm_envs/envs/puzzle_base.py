@@ -18,7 +18,7 @@ optional program and an optional final line ``#### <plan>``. The final line wins
 given; otherwise the program's printed plan is applied. The program's output is shown in the
 next turn's prompt either way.
 
-Rewards (REFERENCES.md §4: ``r = alpha * r_team + r_local``, ``alpha = 1``):
+Rewards (Stronger-MAS, arXiv 2510.11062: ``r = alpha * r_team + r_local``, ``alpha = 1``):
 
 =================  ===========================================================================
 ``reward_mode``    meaning

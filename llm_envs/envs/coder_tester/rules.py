@@ -1,6 +1,6 @@
 """Coder–Tester rules without PettingZoo: reward formulas, feedback, prompts, reference replies.
 
-Rewards (Stronger-MAS / REFERENCES.md §4), each in [0, 1] before mixing:
+Rewards (Stronger-MAS, arXiv 2510.11062), each in [0, 1] before mixing:
 
 * team ``r_team`` = golden pass rate of the coder's code this turn;
 * coder ``r_local`` = 0.1·builds + 0.1·runs on the first golden tests + 0.8·golden pass rate;

@@ -13,7 +13,7 @@ Observation            ``{"instruction": debate rules, "prompt": the question (t
                        question, the agent's own earlier answers and the other agents' answers
                        (turn t >= 1; all earlier turns, or only the last with
                        ``history="last"``), optionally with verifier scores}``
-Rewards (per action)   influence-aware verification reward with γ = 0.3 (REFERENCES.md §3):
+Rewards (per action)   influence-aware verification reward with γ = 0.3 (arXiv 2502.18439):
                        the answer's own score V/Z_t is credited at once; each later answer
                        s_{t',j} adds (1/A)·γ^{t'−t}·V(s_{t',j})/Z_t to every earlier answer
                        when it is given (delayed credit), Z_t = Σ_{t'=t}^{T−1} γ^{t'−t}.
@@ -53,7 +53,7 @@ from llm_envs.tasks import Problem, TaskSource
 
 @dataclass
 class DebateConfig:
-    """Settings of :class:`DebateEnv`; defaults follow MAPoRL (REFERENCES.md §3).
+    """Settings of :class:`DebateEnv`; defaults follow MAPoRL (arXiv 2502.18439).
 
     Attributes:
         num_agents: A (agent ids ``agent_0`` … ``agent_{A-1}``).

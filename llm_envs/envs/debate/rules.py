@@ -1,6 +1,6 @@
 """Pure rules of MAPoRL's collaborative debate: rewards, incentives, majority vote, parsing.
 
-Source: MAPoRL (``seeds/maporl.txt``; REFERENCES.md §3). Turns are numbered ``0 … T−1`` here
+Source: MAPoRL (arXiv 2502.18439; docs/papers.md). Turns are numbered ``0 … T−1`` here
 (the paper writes ``1 … T``); A agents answer in every turn.
 
 Influence-aware verification reward of agent a's answer at turn t (Definition 1)::

@@ -1,7 +1,7 @@
 """Verifiers for ``llm/Debate-v0``: a score in [0, 1] for one agent's answer to a problem.
 
 MAPoRL trains a verifier model; with ground truth available, exact answer correctness is the
-verifier (REFERENCES.md §3). Any callable ``verifier(problem, response) -> float`` replaces it;
+verifier (arXiv 2502.18439). Any callable ``verifier(problem, response) -> float`` replaces it;
 :class:`AgentVerifier` turns any :class:`~llm_envs.agents.base.Agent` (an LLM served anywhere)
 into one.
 """

@@ -53,7 +53,7 @@ from llm_envs.verifiers.math import check_answer, extract_boxed
 
 @dataclass
 class ForumConfig:
-    """Settings of :class:`ForumEnv`; defaults follow CoMAS (REFERENCES.md §1).
+    """Settings of :class:`ForumEnv`; defaults follow CoMAS (arXiv 2510.08529).
 
     Attributes:
         num_agents: Size ``l`` of the agent pool (agent ids ``agent_0`` … ``agent_{l-1}``).

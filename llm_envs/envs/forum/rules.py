@@ -1,7 +1,7 @@
 """Pure rules of the CoMAS forum discussion: schedules, parsers, rewards and prompt text.
 
 Nothing here knows about PettingZoo; :mod:`llm_envs.envs.forum.env` sequences the agents.
-Source: CoMAS (``seeds/comas.txt``; REFERENCES.md §1). Per problem there are ``m`` rounds; a
+Source: CoMAS (arXiv 2510.08529; docs/papers.md). Per problem there are ``m`` rounds; a
 round is one *solution* by an agent drawn uniformly from the pool, then ``n`` *evaluations*
 (each by a uniformly drawn agent), each followed by a *scoring* of the (solution, evaluation)
 pair by a uniformly drawn agent. The scorer answers an integer 1..3 inside ``<score>`` tags:

@@ -63,7 +63,7 @@ from llm_envs.verifiers.math import check_answer
 
 @dataclass
 class ProposerSolverJudgeConfig:
-    """Settings of :class:`ProposerSolverJudgeEnv`; defaults follow MAE (REFERENCES.md §2).
+    """Settings of :class:`ProposerSolverJudgeEnv`; defaults follow MAE (arXiv 2510.23595).
 
     Attributes:
         reference_probability: p: chance that the proposer is shown a pool question and asked

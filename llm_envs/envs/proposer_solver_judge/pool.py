@@ -3,7 +3,7 @@
 The pool outlives episodes (and, through a JSONL file, runs) and is shared by every environment
 instance it is handed to, so it is thread-safe: every read and write holds one lock.
 
-Rules (MAE §4.1, REFERENCES.md §2):
+Rules (MAE, arXiv 2510.23595, §4.1):
 
 * it starts from seed questions (a task source's problems, or a saved JSONL file);
 * a proposed question joins only if its judged quality is ``>= min_quality`` (0.7), which

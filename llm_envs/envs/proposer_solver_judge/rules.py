@@ -1,6 +1,6 @@
 """Pure rules of Multi-Agent Evolve's proposer–solver–judge loop: parsers, rewards, prompts.
 
-Source: Multi-Agent Evolve (``seeds/multi_agent_evolve.txt``; REFERENCES.md §2).
+Source: Multi-Agent Evolve (arXiv 2510.23595; docs/papers.md).
 
 * Tags: proposer ``<question>…</question>``, solver ``<answer>…</answer>``, judge reasons and
   then ``<score>X</score>`` with X in 1..10, normalised ``V = clip((X − 1)/9, 0, 1)``.

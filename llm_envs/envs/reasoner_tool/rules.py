@@ -1,6 +1,6 @@
 """Reasoner–Tool rules without PettingZoo: answer extraction, reward formulas, prompts.
 
-Rewards (Stronger-MAS / REFERENCES.md §4), each in [0, 1] before mixing:
+Rewards (Stronger-MAS, arXiv 2510.11062), each in [0, 1] before mixing:
 
 * team ``r_team`` = 1 if the reasoner's final answer this turn is correct;
 * reasoner ``r_local`` = 0.2·format (a non-empty ``\\boxed{}``) + 0.8·correct;
