@@ -5,16 +5,22 @@
   per-prompt ``lora_request`` list, so every agent's prompts are batched together.
 * Token-in/token-out: prompts go in as ``{"prompt_token_ids": [...]}``; the sampled token ids and
   their log-probabilities (``SamplingParams(logprobs=0)``; engine ``logprobs_mode=
-  "processed_logprobs"`` where available, so temperature is reflected) come back.
+  "processed_logprobs"`` where available, so temperature is reflected — and so is top-k/top-p
+  truncation, unlike the HF engine) come back.
+* Every request carries its own seed (vLLM seeds one generator per request, and child ``i`` of an
+  ``n > 1`` request with ``seed + i``): one seed shared by a whole batch would make identical
+  prompts — the same problem played by several episodes — sample identical completions.
 * After an update (:meth:`VLLMEngine.sync`): under LoRA only the adapters move — each is written
-  as a peft directory (tmpfs by default) and loaded with a new ``LoRARequest`` (in place where
-  vLLM supports ``load_inplace``, else under a fresh id). Full weights go through
-  ``collective_rpc`` into a worker extension that calls the model's ``load_weights`` (CUDA IPC
-  handles when the learner's tensors are on the GPU, plain tensors otherwise). The prefix cache
-  is reset after every change.
-* The first adapter sync is checked: vLLM's log-probabilities of a probe sequence must be closer
-  to the trained adapter's than to the base model's; a wrong module-name prefix would otherwise
-  silently serve the base model (vllm#34186).
+  as a peft directory (tmpfs by default; one private directory per engine) and loaded with a new
+  ``LoRARequest`` (in place where vLLM supports ``load_inplace``, else under a fresh id: vLLM
+  caches adapters by id and would keep serving the old weights under a reused one). Full
+  weights go through ``collective_rpc`` into a worker extension that calls the model's
+  ``load_weights`` (CUDA IPC handles when the learner's tensors are on the GPU, plain tensors
+  otherwise). The prefix cache is reset after every change (vLLM keys it by adapter name).
+* The first sync at which an adapter differs from the base model is checked (the initial one
+  too, for a trained adapter loaded for evaluation): vLLM's log-probabilities of a probe sequence
+  must be closer to the trained adapter's than to the base model's; a wrong module-name prefix
+  would otherwise silently serve the base model (vllm#34186).
 
 ``vllm`` is imported lazily: this module imports without it, and constructing an engine raises
 an ``ImportError`` that names the ``vllm`` extra.
@@ -26,6 +32,7 @@ import dataclasses
 import inspect
 import os
 import shutil
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -42,6 +49,9 @@ __all__ = ["WORKER_EXTENSION", "VLLMAgent", "VLLMEngine", "vllm_available"]
 
 #: Worker extension class (importable by vLLM's workers) that receives full-weight updates.
 WORKER_EXTENSION = "llm_trainers.agents.vllm_worker.WeightUpdateExtension"
+
+#: The values vLLM accepts for ``max_lora_rank`` (it rejects any other).
+VLLM_MAX_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
 
 
 def vllm_available() -> tuple[bool, str]:
@@ -111,13 +121,24 @@ class VLLMEngine:
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         self.engine_kwargs = dict(engine_kwargs or {})
         self.generated_tokens = 0
-        if _shared is not None:  # a view: same engines, own generator
+        if _shared is not None:  # a view: same engines, own generator; the owner closes them
             self.engines, self.served, self._sleeping = _shared["engines"], _shared["served"], _shared["sleeping"]
+            self._adapter_root, self._owner = _shared["adapter_root"], False
             return
         self.engines: dict[str, Any] = {}
         self.served: dict[str, _Served] = {}
         self._sleeping: dict[str, bool] = {}
-        self._build(seed)
+        self._owner = True
+        # One private directory per engine: two engines of one process (a trainer and an evaluation
+        # agent, both with a policy "shared") must not overwrite or delete each other's adapters,
+        # which vLLM may load lazily, at the next request that names them.
+        Path(self.settings.adapter_dir).mkdir(parents=True, exist_ok=True)
+        self._adapter_root = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=self.settings.adapter_dir))
+        try:
+            self._build(seed)
+        except BaseException:
+            shutil.rmtree(self._adapter_root, ignore_errors=True)
+            raise
 
     # ------------------------------------------------------------------ construction
     def _llm_kwargs(self, model_path: str, tokenizer: str, seed: int, gpu_share: float, lora_rank: int | None,
@@ -135,7 +156,8 @@ class VLLMEngine:
             "enable_sleep_mode": s.sleep,
         }
         if lora_rank is not None:
-            kwargs.update(enable_lora=True, max_loras=max(1, max_loras), max_lora_rank=max(s.max_lora_rank, lora_rank))
+            kwargs.update(enable_lora=True, max_loras=max(1, max_loras),
+                          max_lora_rank=_vllm_max_lora_rank(max(s.max_lora_rank, lora_rank)))
         else:
             kwargs.update(worker_extension_cls=WORKER_EXTENSION)
         params = inspect.signature(self.vllm.EngineArgs).parameters if hasattr(self.vllm, "EngineArgs") else {}
@@ -225,11 +247,13 @@ class VLLMEngine:
             llm = self.engines[key]
             prompts = [{"prompt_token_ids": list(requests[i][1])} for i in idx]
             loras = [self._lora_request(self.served[requests[i][0]]) for i in idx]
-            sp = self._vllm_sampling(params, n, int(self.rng.integers(0, 2**31 - 1)))
+            # one seed per request (children of an n > 1 request get seed + 0..n-1): disjoint streams
+            base = int(self.rng.integers(0, 2**31 - 1))
+            sps = [self._vllm_sampling(params, n, base + j * n) for j in range(len(idx))]
             kwargs: dict[str, Any] = {"use_tqdm": False}
             if any(lr is not None for lr in loras):
                 kwargs["lora_request"] = loras
-            results = llm.generate(prompts, sp, **kwargs)
+            results = llm.generate(prompts, sps, **kwargs)
             for i, res in zip(idx, results):
                 row = []
                 for comp in res.outputs:
@@ -264,16 +288,15 @@ class VLLMEngine:
             touched.add(served.engine_key)
         for key in touched:
             self.engines[key].reset_prefix_cache()
-        if not _initial:
-            for name in names:
-                served = self.served[name]
-                if served.adapter is not None and not served.checked:
-                    self._check_adapter(served)
+        for name in names:  # a no-op while an adapter still equals the base model
+            served = self.served[name]
+            if served.adapter is not None and not served.checked:
+                self._check_adapter(served)
         return {"weight_push_bytes": pushed, "weight_push_s": time.perf_counter() - t0}
 
     def _push_adapter(self, served: _Served, pol: Any) -> float:
         served.version += 1
-        root = Path(self.settings.adapter_dir) / f"{os.getpid()}" / served.policy
+        root = self._adapter_root / served.policy
         target = root / f"v{served.version}"
         if target.exists():
             shutil.rmtree(target)
@@ -349,7 +372,8 @@ class VLLMEngine:
         """Same engines, own generator and sampling parameters (for evaluation)."""
         return VLLMEngine(self.policies, sampling or self.sampling, seed=seed, settings=self.settings,
                           chat_template_kwargs=self.chat_template_kwargs,
-                          _shared={"engines": self.engines, "served": self.served, "sleeping": self._sleeping})
+                          _shared={"engines": self.engines, "served": self.served, "sleeping": self._sleeping,
+                                   "adapter_root": self._adapter_root})
 
     def state_dict(self) -> dict[str, Any]:
         return {"rng": self.rng.bit_generator.state}
@@ -358,9 +382,10 @@ class VLLMEngine:
         self.rng.bit_generator.state = state["rng"]
 
     def close(self) -> None:
-        for served in self.served.values():
-            root = Path(self.settings.adapter_dir) / f"{os.getpid()}" / served.policy
-            shutil.rmtree(root, ignore_errors=True)
+        """Drop the engines and their adapter files (a view leaves them to the engine it came from)."""
+        if not self._owner:
+            return
+        shutil.rmtree(self._adapter_root, ignore_errors=True)
         self.engines.clear()
 
 
@@ -371,6 +396,14 @@ def _fields_of(cls: Any) -> set[str]:
     if dataclasses.is_dataclass(cls):
         return {f.name for f in dataclasses.fields(cls)}
     return set(inspect.signature(cls).parameters)
+
+
+def _vllm_max_lora_rank(rank: int) -> int:
+    """The smallest ``max_lora_rank`` vLLM accepts that serves adapters of rank ``rank``."""
+    for allowed in VLLM_MAX_LORA_RANKS:
+        if allowed >= rank:
+            return allowed
+    raise ValueError(f"LoRA rank {rank} exceeds the largest rank vLLM serves ({VLLM_MAX_LORA_RANKS[-1]})")
 
 
 def _next_lora_id(served: Mapping[str, _Served]) -> int:
