@@ -19,6 +19,7 @@ import dataclasses
 import json
 import secrets
 import threading
+from pathlib import Path
 
 from .core import Job, Limits, RunResult, Sandbox
 
@@ -123,7 +124,7 @@ class TestReport:
 # in any file, and prefixes each result line with it, so output printed by the solution cannot
 # pass for a result. (A solution running in the same interpreter can still tamper with the
 # harness by introspection; see docs/sandboxes.md.)
-_DRIVER = r'''
+_DRIVER_BODY = r'''
 import contextlib, io, json, os, signal, sys, traceback
 
 _secret = sys.stdin.readline().strip()
@@ -190,103 +191,6 @@ def _guarded(code, namespace, label):
     return error, timed_out, out.text()
 
 
-# ---- equality that a result object cannot fake
-# `assert candidate(x) == 3` passes for any object whose __eq__ returns True. Tests compare
-# with `==` and `!=` through _harness_eq / _harness_ne instead (the test's AST is rewritten
-# below): a value whose equality is its own (a class of the solution's, an int subclass with its
-# own __eq__, anywhere inside lists, tuples, dicts and sets) never equals plain data. Two such
-# values still compare with their own ==, as tests of a problem's own classes need. The trusted
-# classes are captured here, before the solution runs.
-import ast as _ast
-import builtins as _builtins
-
-_TRUSTED_EQ = frozenset(
-    getattr(_builtins, _name)
-    for _name in ("object", "type", "int", "float", "complex", "bool", "str", "bytes", "bytearray",
-                  "list", "tuple", "dict", "set", "frozenset", "range", "slice", "memoryview")
-) | {type(None), type(NotImplemented), type(Ellipsis)}
-_TRUSTED_MODULES = ("decimal", "fractions", "collections", "datetime", "numpy", "array")
-_CONTAINERS = ((list, list.__iter__), (tuple, tuple.__iter__), (set, set.__iter__),
-               (frozenset, frozenset.__iter__))
-_MAX_VISITS = 1_000_000
-
-
-def _eq_owner(klass):
-    for base in type.__getattribute__(klass, "__mro__"):
-        if "__eq__" in base.__dict__ or "__ne__" in base.__dict__:
-            return base
-    return object
-
-
-def _trusted_class(klass):
-    owner = _eq_owner(klass)
-    if owner in _TRUSTED_EQ:
-        return True
-    module = sys.modules.get(getattr(owner, "__module__", "") or "")
-    root = (getattr(owner, "__module__", "") or "").partition(".")[0]
-    return (root in _TRUSTED_MODULES and module is not None
-            and getattr(module, getattr(owner, "__name__", ""), None) is owner)
-
-
-def _plain(value):
-    """True if no part of `value` defines its own equality (see above)."""
-    stack, seen, visits = [value], set(), 0
-    while stack:
-        item = stack.pop()
-        visits += 1
-        if visits > _MAX_VISITS:
-            return True  # huge data: the test's time limit is the guard
-        klass = type(item)
-        if not _trusted_class(klass):
-            return False
-        if id(item) in seen:
-            continue
-        if isinstance(item, dict):
-            seen.add(id(item))
-            for key, element in dict.items(item):
-                stack.append(key)
-                stack.append(element)
-            continue
-        for container, iterate in _CONTAINERS:
-            if isinstance(item, container):
-                seen.add(id(item))
-                stack.extend(iterate(item))
-                break
-        else:
-            if getattr(getattr(item, "dtype", None), "hasobject", False) and hasattr(item, "flat"):
-                seen.add(id(item))
-                stack.extend(item.flat)  # a numpy array of Python objects
-    return True
-
-
-def _harness_eq(left, right):
-    if _plain(left) != _plain(right):
-        return False
-    return left == right
-
-
-def _harness_ne(left, right):
-    if _plain(left) != _plain(right):
-        return False
-    return left != right
-
-
-class _StrictComparisons(_ast.NodeTransformer):
-    def visit_Compare(self, node):
-        self.generic_visit(node)
-        if len(node.ops) != 1 or not isinstance(node.ops[0], (_ast.Eq, _ast.NotEq)):
-            return node
-        helper = "__harness_eq__" if isinstance(node.ops[0], _ast.Eq) else "__harness_ne__"
-        call = _ast.Call(func=_ast.Name(id=helper, ctx=_ast.Load()),
-                         args=[node.left, node.comparators[0]], keywords=[])
-        return _ast.copy_location(call, node)
-
-
-def _compile_test(source, filename):
-    tree = _StrictComparisons().visit(_ast.parse(source, filename))
-    return compile(_ast.fix_missing_locations(tree), filename, "exec")
-
-
 _namespace = {"__name__": "__solution__", "__builtins__": __builtins__}
 try:
     _setup = compile(_payload["setup"], "setup.py", "exec")
@@ -317,13 +221,18 @@ for _index, _test in enumerate(_payload["tests"]):
     except BaseException as exc:
         _emit({"kind": "test", "index": _index, "error": "test does not compile: %s" % exc, "stdout": "", "timed_out": False})
         continue
-    _test_namespace = dict(_namespace, __harness_eq__=_harness_eq, __harness_ne__=_harness_ne)
+    _test_namespace = dict(_namespace, **_HELPERS)
     _error, _timed_out, _out = _guarded(_code, _test_namespace, _test.strip().splitlines()[-1] if _test.strip() else "")
     _emit({"kind": "test", "index": _index, "error": _error, "stdout": _out, "timed_out": _timed_out})
 _emit({"kind": "done"})
 _channel.close()
 os._exit(0)
 '''
+
+# The driver is one script: the strict-equality helpers (a real module, so that it can be tested
+# on its own), then the driver body.
+_DRIVER = (Path(__file__).with_name("_strict_equality.py")).read_text(encoding="utf-8") + _DRIVER_BODY
+
 
 
 def _test_label(test: str) -> str:

@@ -1,0 +1,116 @@
+"""The strict comparison of function tests (sandboxes/_strict_equality.py), checked on the host.
+
+The module runs inside the sandbox as part of the test driver; here it is imported directly so
+that its rules can be checked exhaustively: for plain data it must agree with Python's own
+``==`` and ``!=`` on every value, and a value with its own equality must never match plain data.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+import fractions
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sandboxes import _strict_equality as strict
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=True),
+    st.text(max_size=5),
+    st.binary(max_size=5),
+)
+hashables = st.recursive(scalars, lambda inner: st.tuples(inner, inner) | st.frozensets(inner, max_size=3), max_leaves=6)
+plain_data = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4)
+    | st.tuples(inner, inner)
+    | st.dictionaries(st.text(max_size=3) | st.integers(), inner, max_size=3)
+    | st.sets(hashables, max_size=3),
+    max_leaves=12,
+)
+
+
+class Anything:
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    __hash__ = object.__hash__
+
+
+class Int(int):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = int.__hash__
+
+
+class Node:
+    def __init__(self, value):
+        self.value = value
+
+    def __eq__(self, other):
+        return isinstance(other, Node) and other.value == self.value
+
+
+@given(plain_data, plain_data)
+def test_plain_data_compares_exactly_as_python_does(left, right):
+    assert strict._harness_eq(left, right) == (left == right)
+    assert strict._harness_ne(left, right) == (left != right)
+    twin = copy.deepcopy(left)
+    assert strict._harness_eq(left, twin) == (left == twin)
+
+
+@given(plain_data)
+def test_a_value_with_its_own_equality_never_matches_plain_data(value):
+    for fake in (Anything(), Int(0), [Anything()], {"k": Anything()}, (1, Int(2))):
+        assert not strict._harness_eq(fake, value) and not strict._harness_eq(value, fake)
+        assert not strict._harness_ne(fake, value) and not strict._harness_ne(value, fake)
+
+
+def test_library_data_types_are_plain():
+    point = collections.namedtuple("Point", "x y")
+    cases = [
+        (np.int64(4), 4, True),
+        (np.array([1.5, 2.0]).tolist(), [1.5, 2.0], True),
+        (fractions.Fraction(1, 2), 0.5, True),
+        (point(1, 2), (1, 2), True),
+        (collections.OrderedDict(a=1), {"a": 1}, True),
+        (collections.Counter("aab"), {"a": 2, "b": 1}, True),
+        (collections.deque([1, 2]), collections.deque([1, 2]), True),
+        (float("nan"), float("nan"), False),  # as in Python
+    ]
+    for left, right, equal in cases:
+        assert bool(strict._harness_eq(left, right)) is equal, (left, right)
+
+
+def test_values_of_a_problems_own_class_keep_their_equality():
+    assert strict._harness_eq(Node(3), Node(3))
+    assert not strict._harness_eq(Node(3), Node(4))
+    assert strict._harness_ne(Node(3), Node(4))
+    assert not strict._harness_eq(Node(3), 3)
+
+
+def test_cycles_and_huge_values_terminate():
+    loop: list = [1]
+    loop.append(loop)
+    assert strict._plain(loop)
+    assert strict._harness_eq(list(range(2_000_000)), list(range(2_000_000)))
+
+
+def test_only_single_equality_comparisons_are_rewritten():
+    namespace = dict(strict._HELPERS, f=lambda: Anything(), g=lambda: 3)
+    code = strict._compile_test("result = [f() == 3, f() != 3, g() == 3, 1 < 2 == 2, (lambda: f() == 3)()]", "t.py")
+    exec(code, namespace)
+    assert namespace["result"] == [False, False, True, True, False]
+    # a chained comparison is left as it is (Python's own semantics)
+    exec(strict._compile_test("chained = 3 == f() == 3", "t.py"), namespace)
+    assert namespace["chained"] is True
