@@ -32,12 +32,15 @@ _TRUSTED_MODULES = ("decimal", "fractions", "collections", "datetime", "numpy", 
 _CONTAINERS = ((list, list.__iter__), (tuple, tuple.__iter__), (set, set.__iter__),
                (frozenset, frozenset.__iter__))
 _MAX_VISITS = 1_000_000
+# A class's own namespace, read past any `__dict__` a metaclass might define to hide an `__eq__`.
+_class_namespace = type.__dict__["__dict__"].__get__
 
 
 def _eq_owner(klass):
     """The class in ``klass``'s MRO that defines its equality."""
     for base in type.__getattribute__(klass, "__mro__"):
-        if "__eq__" in base.__dict__ or "__ne__" in base.__dict__:
+        namespace = _class_namespace(base)
+        if "__eq__" in namespace or "__ne__" in namespace:
             return base
     return object
 

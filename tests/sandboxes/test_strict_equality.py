@@ -114,3 +114,18 @@ def test_only_single_equality_comparisons_are_rewritten():
     # a chained comparison is left as it is (Python's own semantics)
     exec(strict._compile_test("chained = 3 == f() == 3", "t.py"), namespace)
     assert namespace["chained"] is True
+
+
+def test_a_metaclass_cannot_hide_its_classes_equality():
+    class Hiding(type):
+        @property
+        def __dict__(cls):
+            return {}
+
+    class Sneaky(metaclass=Hiding):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = object.__hash__
+
+    assert not strict._harness_eq(Sneaky(), 3)
