@@ -23,16 +23,29 @@ class TranscriptError(ValueError):
     """A path that holds no saved episodes."""
 
 
+#: Where ``llm-train`` writes the transcripts of its periodic evaluations.
+TRAINING_EVAL_FILES = "eval/step_*.jsonl"
+
+
 def episode_files(path: str | Path) -> list[Path]:
-    """The ``episodes.jsonl`` files under ``path`` (a run directory or the file itself), sorted."""
+    """The saved-episode files under ``path``, sorted.
+
+    ``path`` is a file of episodes, an evaluation run directory (every ``episodes.jsonl`` below
+    it), or a training run directory (its evaluations, ``eval/step_*.jsonl``).
+    """
     path = Path(path)
     if path.is_file():
         return [path]
     if not path.exists():
         raise TranscriptError(f"{path} does not exist")
-    files = sorted(path.rglob(EPISODES_FILE))
+    files = sorted(path.rglob(EPISODES_FILE)) or sorted(path.glob(TRAINING_EVAL_FILES))
+    if not files and path.name == "eval":
+        files = sorted(path.glob("step_*.jsonl"))
     if not files:
-        raise TranscriptError(f"no {EPISODES_FILE} under {path}: is it an `llm-envs eval` output directory?")
+        raise TranscriptError(
+            f"no {EPISODES_FILE} under {path} and no {TRAINING_EVAL_FILES}: is it an "
+            "`llm-envs eval` or `llm-train` output directory?"
+        )
     return files
 
 

@@ -116,6 +116,15 @@ def test_cli_trains_resumes_and_exports(tmp_path, capsys):
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1, 2, 3]
 
+    # the evaluations' transcripts read back with `llm-envs show RUN`
+    from llm_envs.cli import main as llm_envs_main
+
+    assert llm_envs_main(["show", str(out), "--limit", "0"]) == 0
+    shown = capsys.readouterr().out
+    evaluations = sorted((out / "eval").glob("step_*.jsonl"))
+    assert len(evaluations) == 4  # steps 0-3
+    assert shown.count("=== llm/Signalling-v0 | episode") == 4 * 4  # run.eval_episodes=4 each
+
 
 def test_exported_adapter_loads_with_peft(tmp_path):
     from peft import PeftModel
