@@ -224,14 +224,23 @@ def read_local(spec: HubSpec, path: str | Path) -> dict[str, list[Row]]:
 # reading the hub
 
 
+def _local_repo(repo: str | Path | None) -> Path | None:
+    """``repo`` as a local directory (``~`` expanded, as for ``path=``), or None for a hub id."""
+    if repo is None:
+        return None
+    local = Path(repo).expanduser()
+    return local if local.is_dir() else None
+
+
 def _hub_files(spec: HubSpec, files: Sequence[str], repo: str | Path | None) -> list[str]:
     """``spec``'s raw hub files, moved to ``repo`` (another hub id, or a local copy's paths)."""
     if repo is None:
         return list(files)
     prefix = f"hf://datasets/{spec.repo}/"
     relative = [f[len(prefix) :] if f.startswith(prefix) else f for f in files]
-    if Path(repo).is_dir():
-        return [str(Path(repo) / name) for name in relative]
+    local = _local_repo(repo)
+    if local is not None:
+        return [str(local / name) for name in relative]
     return [f"hf://datasets/{repo}/{name}" for name in relative]
 
 
@@ -248,7 +257,8 @@ def load_hub_split(
     of the hub repository.
     """
     config = options.get("config", spec.config)
-    where = spec.repo if repo is None else str(repo)
+    local = _local_repo(repo)
+    where = spec.repo if repo is None else str(local or repo)
     try:
         import datasets
     except ImportError as error:
@@ -264,7 +274,7 @@ def load_hub_split(
             )
         return datasets.load_dataset(where, config, split=hub_split)
     except Exception as error:
-        source = "the Hugging Face Hub" if repo is None or not Path(repo).is_dir() else "a local copy"
+        source = "the Hugging Face Hub" if local is None else "a local copy"
         raise DatasetUnavailableError(
             f"{spec.name}: could not load {where} (config {config!r}, split {hub_split!r}) "
             f"from {source}: {type(error).__name__}: {error}\n"

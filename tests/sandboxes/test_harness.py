@@ -202,6 +202,11 @@ _EQUALITY_HACKS = {
     "inside a dict": _ALWAYS_EQUAL + "def f(x): return {'a': Anything()}\n",
     "list subclass": "class L(list):\n    def __eq__(self, other): return True\n"
     "    def __ne__(self, other): return False\ndef f(x): return L()\n",
+    # library objects: an attribute their equality reads, a subclass that redirects it
+    "inside a UserList": _ALWAYS_EQUAL + "import collections\n"
+    "def f(x):\n    u = collections.UserList()\n    u.data = Anything()\n    return u\n",
+    "numpy subclass": "import numpy as np\nclass V(np.ndarray):\n"
+    "    def __array_ufunc__(self, *args, **kwargs): return True\ndef f(x): return np.zeros(1).view(V)\n",
 }
 _PLAIN_TESTS = [
     "assert f(1) == [1, 2]",
@@ -215,6 +220,22 @@ _PLAIN_TESTS = [
 @pytest.mark.parametrize("hack", list(_EQUALITY_HACKS))
 def test_an_object_that_equals_everything_passes_no_test(sandbox, hack):
     report = run_function_tests(sandbox, _EQUALITY_HACKS[hack], _PLAIN_TESTS, entry_point="f")
+    assert report.ran and report.passed == 0, [r.error for r in report.results]
+
+
+def test_an_equality_given_to_the_result_while_it_is_checked_does_not_count(sandbox):
+    # The result has no __eq__ of its own until code of its runs during the check (a property
+    # read): it is then an object that equals everything.
+    solution = (
+        "class Late:\n"
+        "    @property\n"
+        "    def dtype(self):\n"
+        "        Late.__eq__ = lambda a, b: True\n"
+        "    __hash__ = object.__hash__\n"
+        "def f(x): return Late()\n"
+    )
+    tests = ["assert f(1) == [1, 2]", "assert [2, 3] == f(2)", "assert f(4) == {'a': 4}"]
+    report = run_function_tests(sandbox, solution, tests, entry_point="f")
     assert report.ran and report.passed == 0, [r.error for r in report.results]
 
 

@@ -12,6 +12,7 @@ import copy
 import fractions
 
 import numpy as np
+import sympy
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -86,7 +87,17 @@ def test_library_data_types_are_plain():
         (collections.OrderedDict(a=1), {"a": 1}, True),
         (collections.Counter("aab"), {"a": 2, "b": 1}, True),
         (collections.deque([1, 2]), collections.deque([1, 2]), True),
+        (collections.UserList([1]), [1], True),
+        (collections.ChainMap({"a": 1}), {"a": 1}, True),
+        (np.zeros(2).dtype, np.float64, True),
+        (np.array([1, "a"], dtype=object)[1], "a", True),
         (float("nan"), float("nan"), False),  # as in Python
+        ({"a": 1}.keys(), {"a"}, True),
+        ({"a": 1}.items(), {("a", 1)}, True),
+        (sympy.binomial(5, 2), 10, True),
+        (sympy.sqrt(2) ** 2, 2, True),
+        (sympy.Float(1.5), 1.5, True),
+        (sympy.Rational(1, 2), 0.5, False),  # as sympy says
     ]
     for left, right, equal in cases:
         assert bool(strict._harness_eq(left, right)) is equal, (left, right)
@@ -129,3 +140,69 @@ def test_a_metaclass_cannot_hide_its_classes_equality():
         __hash__ = object.__hash__
 
     assert not strict._harness_eq(Sneaky(), 3)
+
+
+def _set(obj, name, value):
+    setattr(obj, name, value)
+    return obj
+
+
+class UfuncArray(np.ndarray):
+    def __array_ufunc__(self, *args, **kwargs):
+        return True
+
+
+class FakeCounter(collections.Counter):
+    def __getitem__(self, key):
+        return Anything()
+
+
+def test_a_library_object_cannot_carry_a_value_with_its_own_equality():
+    # Library classes whose equality reads attributes a solution can set, and subclasses of
+    # library classes (whose equality they can redirect), are not plain data.
+    smuggled = [
+        (_set(collections.UserList(), "data", Anything()), [1, 2]),
+        (_set(collections.UserString("x"), "data", Anything()), "abc"),
+        (_set(fractions.Fraction(1), "_numerator", Anything()), 42),
+        (_set(collections.ChainMap(), "maps", [{"a": Anything()}]), {"a": 1}),
+        (collections.deque([Anything()]), collections.deque([1])),
+        (np.zeros(1).view(UfuncArray), 42),
+        (FakeCounter(), collections.Counter("abc")),
+    ]
+    for fake, value in smuggled:
+        assert not strict._harness_eq(fake, value) and not strict._harness_eq(value, fake), fake
+        assert not strict._harness_ne(fake, value), fake
+
+
+def test_no_code_of_a_value_runs_while_it_is_checked():
+    # Code run by the check (a property read, an isinstance through __class__) could give the
+    # value's class its own __eq__ after it was found to have none.
+    class LateByAttribute:
+        @property
+        def dtype(self):
+            type(self).__eq__ = lambda a, b: True
+            return None
+
+        __hash__ = object.__hash__
+
+    class LateByClass:
+        @property
+        def __class__(self):
+            LateByClass.__eq__ = lambda a, b: True
+            return LateByClass
+
+        __hash__ = object.__hash__
+
+    for late in (LateByAttribute(), LateByClass(), [LateByClass()]):
+        assert not strict._harness_eq(late, 42)
+
+
+def test_views_and_sympy_values_cannot_carry_a_fake():
+    class SympyInt(sympy.Integer):
+        def __eq__(self, other):
+            return True
+
+        __hash__ = sympy.Integer.__hash__
+
+    assert not strict._harness_eq({Anything(): 1}.keys(), {3})
+    assert not strict._harness_eq(SympyInt(3), 5)

@@ -605,6 +605,17 @@ def test_raw_file_datasets_read_from_a_local_repository_copy(tmp_path, datasets_
     assert test.get(0).tests == load_task_source("apps", split="test", path=repo).get(0).tests
 
 
+def test_a_repository_copy_under_the_home_directory(tmp_path, datasets_cache, monkeypatch):
+    # repo="~/..." is a local copy, as path="~/..." is (not a hub id starting with "~").
+    monkeypatch.setenv("HOME", str(tmp_path))
+    write_jsonl(tmp_path / "apps_repo" / "test.jsonl", [apps_row(1), apps_row(2)])
+    write_jsonl(tmp_path / "apps_repo" / "train.jsonl", [apps_row(10)])
+    gsm8k_repo(tmp_path / "gsm8k_repo")
+    assert sorted(p.id for p in load_task_source("apps", split="test", repo="~/apps_repo")) == [
+        "apps/1", "apps/2"]
+    assert len(load_task_source("gsm8k", split="test", repo="~/gsm8k_repo")) == 10
+
+
 def test_a_broken_repository_copy_is_a_clear_error(tmp_path, datasets_cache):
     empty = tmp_path / "not_a_copy"
     empty.mkdir()
