@@ -2,9 +2,9 @@
 
 ``assert candidate(x) == 3`` passes for any object whose ``__eq__`` returns True: the classic
 reward hack of code RL. The function-test driver (:mod:`sandboxes.harness`) rewrites every
-single ``a == b`` and ``a != b`` of a test (on its syntax tree; chained comparisons such as
-``a == b == c`` and ``in`` are left as they are) into ``__harness_eq__(a, b)`` /
-``__harness_ne__(a, b)``:
+single ``a == b``, ``a != b``, ``a in b`` and ``a not in b`` of a test (on its syntax tree;
+chained comparisons such as ``a == b == c`` are left as they are) into ``__harness_eq__(a, b)``,
+``__harness_ne__(a, b)``, ``__harness_in__(a, b)`` and ``__harness_not_in__(a, b)``:
 
 * a value whose equality is its own (a class of the solution's, an ``int`` or ``list`` subclass
   with its own ``__eq__``, a solution's subclass of a library class such as ``Counter`` or
@@ -16,7 +16,10 @@ single ``a == b`` and ``a != b`` of a test (on its syntax tree; chained comparis
   other subclasses of builtin types that keep their base's equality) compares exactly as Python
   compares it;
 * two values that both define their own equality (a problem's own ``Node`` class) still compare
-  with their own ``==``.
+  with their own ``==``;
+* for ``in`` / ``not in``, a container whose membership test is its own (a ``__contains__``,
+  ``__iter__`` or ``__getitem__`` of the solution's) is treated like a value with its own
+  equality.
 
 The check runs no code of the values it inspects (a property or ``__class__`` that gave a class
 an ``__eq__`` between the check and the comparison would otherwise get through).
@@ -183,14 +186,54 @@ def _harness_ne(left, right):
     return left != right
 
 
+def _membership_owner(klass):
+    """The class whose code answers ``x in instance``: ``__contains__``, else ``__iter__``, else
+    ``__getitem__`` (Python's own order)."""
+    mro = type.__getattribute__(klass, "__mro__")
+    for name in ("__contains__", "__iter__", "__getitem__"):
+        for base in mro:
+            if name in _class_namespace(base):
+                return base
+    return object
+
+
+def _plain_container(container):
+    """``container`` is plain data and its membership test is C code or a trusted library's."""
+    if not _plain(container):
+        return False
+    owner = _membership_owner(type(container))
+    return bool(type.__getattribute__(owner, "__flags__") & _IMMUTABLE_TYPE) or _library_class(owner)
+
+
+def _harness_in(item, container):
+    """``item in container``, except that a value with its own equality is never in plain data,
+    and a container with its own membership test never holds plain data."""
+    if _plain(item) != _plain_container(container):
+        return False
+    return item in container
+
+
+def _harness_not_in(item, container):
+    """``item not in container``, under the same conditions as :func:`_harness_in` (never true
+    where those fail)."""
+    if _plain(item) != _plain_container(container):
+        return False
+    return item not in container
+
+
+_REWRITES = {_ast.Eq: "__harness_eq__", _ast.NotEq: "__harness_ne__", _ast.In: "__harness_in__",
+             _ast.NotIn: "__harness_not_in__"}
+
+
 class _StrictComparisons(_ast.NodeTransformer):
-    """Every single ``==`` / ``!=`` comparison becomes a ``__harness_eq__`` / ``__harness_ne__`` call."""
+    """Every single ``==``, ``!=``, ``in`` and ``not in`` comparison becomes a call of its strict
+    helper (``__harness_eq__``, ...); chained comparisons are left as they are."""
 
     def visit_Compare(self, node):
         self.generic_visit(node)
-        if len(node.ops) != 1 or not isinstance(node.ops[0], (_ast.Eq, _ast.NotEq)):
+        helper = _REWRITES.get(type(node.ops[0])) if len(node.ops) == 1 else None
+        if helper is None:
             return node
-        helper = "__harness_eq__" if isinstance(node.ops[0], _ast.Eq) else "__harness_ne__"
         call = _ast.Call(func=_ast.Name(id=helper, ctx=_ast.Load()),
                          args=[node.left, node.comparators[0]], keywords=[])
         return _ast.copy_location(call, node)
@@ -202,4 +245,5 @@ def _compile_test(source, filename):
     return compile(_ast.fix_missing_locations(tree), filename, "exec")
 
 
-_HELPERS = {"__harness_eq__": _harness_eq, "__harness_ne__": _harness_ne}
+_HELPERS = {"__harness_eq__": _harness_eq, "__harness_ne__": _harness_ne, "__harness_in__": _harness_in,
+            "__harness_not_in__": _harness_not_in}

@@ -214,6 +214,7 @@ _PLAIN_TESTS = [
     "assert f(3) != [0]",
     "assert f(4) == {'a': 4}",
     "def check(candidate):\n    assert candidate(5) == [5, 6]\ncheck(f)",
+    "assert f(6) in [[6, 7], [7, 8]]",
 ]
 
 

@@ -206,3 +206,32 @@ def test_views_and_sympy_values_cannot_carry_a_fake():
 
     assert not strict._harness_eq({Anything(): 1}.keys(), {3})
     assert not strict._harness_eq(SympyInt(3), 5)
+
+
+@given(plain_data, st.lists(plain_data, max_size=4))
+def test_membership_in_plain_data_is_pythons(item, container):
+    assert strict._harness_in(item, container) == (item in container)
+    assert strict._harness_not_in(item, container) == (item not in container)
+
+
+def test_a_value_with_its_own_equality_is_never_in_plain_data():
+    for container in ([1, 2], (3,), {4}, {"k": 5}, "text"):
+        assert not strict._harness_in(Anything(), container)
+        assert not strict._harness_not_in(Anything(), container)
+    assert strict._harness_in(Node(3), [Node(1), Node(3)])  # a problem's own class: its own rules
+
+    class HoldsEverything:
+        def __contains__(self, item):
+            return True
+
+    class IteratesAnything:
+        def __iter__(self):
+            return iter([Anything()])
+
+    for container in (HoldsEverything(), IteratesAnything()):
+        assert not strict._harness_in(3, container) and not strict._harness_not_in(3, container)
+    assert strict._harness_in(2, range(3)) and strict._harness_in("a", {"a": 1}.keys())
+    assert strict._harness_in(1, collections.deque([1])) and strict._harness_in(1, collections.UserList([1]))
+    namespace = dict(strict._HELPERS, f=lambda: Anything(), g=lambda: 3)
+    exec(strict._compile_test("result = [f() in [1, 2], f() not in [1], g() in (3,), 'a' in 'cat']", "t.py"), namespace)
+    assert namespace["result"] == [False, False, True, True]
