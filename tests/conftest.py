@@ -14,3 +14,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+# Property tests check correctness, not speed: on a loaded 2-core CI machine one example can take
+# longer than Hypothesis' default 200 ms deadline, which would fail the run for nothing.
+try:
+    from hypothesis import settings as _hypothesis_settings
+
+    _hypothesis_settings.register_profile("llm_envs", deadline=None)
+    _hypothesis_settings.load_profile("llm_envs")
+except ImportError:  # hypothesis is part of the test extra; without it those tests do not import
+    pass
