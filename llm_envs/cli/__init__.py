@@ -1,0 +1,70 @@
+"""The ``llm-envs`` command line: one module per subcommand.
+
+=========================================  ==================================================
+``llm-envs list``                          every registered environment: id, agents, task
+``llm-envs play ENV --as AGENT``           play one agent yourself; reference agents play the
+                                           others; the transcript is printed as it goes
+``llm-envs eval ENV --agent SPEC ...``     evaluate agents: table, ``summary.json``,
+                                           ``episodes.jsonl``, ``plot.png``
+``llm-envs eval --compare RUN_A RUN_B``    two evaluation runs side by side
+``llm-envs show RUN [--failed] ...``       saved episodes of an eval or demo run, as readable
+                                           transcripts (every action with its reward)
+``llm-envs demo``                          every environment with its reference agents and
+                                           with the random agent, in one table
+=========================================  ==================================================
+
+A subcommand lives in its own module with a ``cmd_<name>(args) -> int`` function and an
+``add_parsers(sub)`` that registers it; add the module to ``_COMMAND_MODULES`` below.
+Agent specs are documented in :mod:`llm_envs.agents.spec` and ``docs/evaluation.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from llm_envs.agents.spec import AgentSpecError
+
+from . import demo, envs, evaluate, show
+from ._common import EXIT_USAGE, CLIError
+
+__all__ = ["CLIError", "EXIT_USAGE", "build_parser", "main"]
+
+# In the order `llm-envs --help` lists them.
+_COMMAND_MODULES = (envs, evaluate, show, demo)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="llm-envs",
+        description="Text-based multi-agent environments for LLM agents: list, play, evaluate.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in _COMMAND_MODULES:
+        module.add_parsers(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from llm_envs.runner import RunnerError
+
+    try:
+        return int(args.func(args) or 0)
+    except (CLIError, AgentSpecError, RunnerError, ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:
+        # The reader went away (``llm-envs show RUN | head``): stop quietly, as Unix tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    except KeyboardInterrupt:
+        print(
+            "\ninterrupted; finished episodes are saved (use --resume to continue an eval)", file=sys.stderr
+        )
+        return 130
