@@ -251,6 +251,8 @@ def build_agent(spec: AgentSpec | str) -> Agent:
         raise AgentSpecError(f"unknown agent kind {spec.kind!r}")
     if "name" not in options and (spec.kind in MODEL_KINDS or (spec.kind == "random" and spec.target)):
         agent.name = str(spec)
+    # What the agent was built from: part of its settings fingerprint (Agent.settings).
+    agent.build_spec = spec  # type: ignore[attr-defined]
     return agent
 
 
