@@ -528,9 +528,10 @@ class _Dispatcher:
             self.busy = False
             self._raise_in_episodes(batch, exc)
             return
-        except Exception as exc:  # noqa: BLE001 - the agent failed: every request of the call did
-            failure = AgentError(f"{type(exc).__name__}: {exc}", kind="agent_error")
-            outputs = [failure] * len(batch)
+        except AgentError as exc:  # the agent failed: every request of the call did
+            outputs = [exc] * len(batch)
+        except Exception as exc:  # noqa: BLE001 - any other exception of the agent: the same
+            outputs = [AgentError(f"{type(exc).__name__}: {exc}", kind="agent_error")] * len(batch)
         except BaseException as exc:  # noqa: BLE001 - Ctrl-C inside the agent: handed to the episodes
             self.busy = False
             self._raise_in_episodes(batch, exc)

@@ -159,7 +159,13 @@ def _open_run(
             raise RunnerError(f"cannot read {path}: {exc}; restore it, or start another run with --out") from exc
     entry: dict[str, Any] = {"command": command, "started_at": _now(), "resume": bool(resume)}
     mixed = bool(previous and previous.get("mixed_settings"))
-    if previous is not None and previous.get("fingerprint") != fingerprint:
+    episodes_path = out / EPISODES_FILE
+    has_episodes = episodes_path.exists() and episodes_path.stat().st_size > 0
+    if previous is not None and previous.get("fingerprint") != fingerprint and not has_episodes:
+        # Nothing was played under the old settings (a run stopped by a configuration error):
+        # nothing can be mixed.
+        entry["settings_changed"] = settings_diff(previous.get("settings", {}), settings)
+    elif previous is not None and previous.get("fingerprint") != fingerprint:
         changes = settings_diff(previous.get("settings", {}), settings)
         if not force_resume:
             raise SettingsChangedError(
@@ -171,7 +177,7 @@ def _open_run(
         log(f"warning: resuming {out} with changed settings (--force-resume): {'; '.join(changes)}")
         entry["settings_changed"] = changes
         mixed = True
-    elif resume and previous is None and (out / EPISODES_FILE).exists():
+    elif resume and previous is None and has_episodes:
         log(f"note: {out} has no {RUN_FILE} (an older run): its settings cannot be checked; recording them now")
     info = {
         "format_version": RUN_FORMAT_VERSION,
