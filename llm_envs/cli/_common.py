@@ -42,9 +42,9 @@ def resolve_env(env_id: str) -> Any:
     except KeyError:
         pass
     ids = llm_envs.env_ids()
-    wanted = env_id if "/" in env_id else f"{NAMESPACE}/{env_id}"
-    close = difflib.get_close_matches(wanted.lower(), [i.lower() for i in ids], n=3, cutoff=0.6)
-    suggestion = [i for i in ids if i.lower() in close]
+    names = {i.split("/", 1)[-1].lower(): i for i in ids}
+    wanted = env_id.split("/", 1)[-1] if env_id.startswith(f"{NAMESPACE}/") or "/" not in env_id else env_id
+    suggestion = [names[m] for m in difflib.get_close_matches(wanted.lower(), list(names), n=2, cutoff=0.75)]
     hint = f"did you mean {' or '.join(suggestion)}? " if suggestion else ""
     raise CLIError(f"unknown environment {env_id!r}; {hint}see `llm-envs list` (registered: {', '.join(ids)})")
 
