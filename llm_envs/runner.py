@@ -634,10 +634,7 @@ class _RunState:
             self.abort_event.set()
         limit = self.max_consecutive_failures
         if limit and dispatcher.consecutive_failures >= limit and self.progress.stop_reason is None:
-            self.progress.stop_reason = (
-                f"{dispatcher.consecutive_failures} failed calls in a row of {dispatcher.name} "
-                f"(last: {failure.kind}: {failure})"
-            )
+            self.progress.stop_reason = f"{dispatcher.consecutive_failures} failed calls in a row of {dispatcher.name}"
 
 
 # ---------------------------------------------------------------------------- the runner

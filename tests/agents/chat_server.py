@@ -11,6 +11,8 @@ returning one of
 ``"500"``, ``"503"``...  that HTTP status with an OpenAI-style error body
 ``"sleep:S"``            answer normally after S seconds (to trigger client timeouts)
 ``"reset"``              start a reply, then drop the connection mid-body
+``"down"``               the server dies: it stops listening (new connections are refused)
+                         and drops every connection, this one included, without replying
 ``"not-json"``           HTTP 200 with a body that is not JSON
 ``"no-choices"``         HTTP 200 with JSON that has no ``choices``
 ``"null-content"``       HTTP 200 with ``message.content`` null
@@ -51,6 +53,7 @@ class ChatServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self.stop = threading.Event()  # wakes sleeping handlers at teardown
+        self.is_down = False
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -78,11 +81,40 @@ class ChatServer:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop.set()
+        if self.is_down:
+            self.wait_down()
+        else:
+            self._stop_listening()
+
+    # ------------------------------------------------------------------ request handling
+    def go_down(self) -> None:
+        """Die like a killed process: stop listening, drop every connection."""
+        if self.is_down:
+            return
+        self.is_down = True
+        self._down_thread = threading.Thread(target=self._stop_listening, daemon=True)
+        self._down_thread.start()
+
+    def wait_down(self, timeout_s: float = 10.0) -> None:
+        """Wait until the port is free again (after ``go_down``)."""
+        self._down_thread.join(timeout_s)
+
+    def _stop_listening(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    # ------------------------------------------------------------------ request handling
+    @staticmethod
+    def _drop(handler: BaseHTTPRequestHandler) -> None:
+        handler.close_connection = True
+        try:
+            handler.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
     def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        if self.is_down:  # a kept-alive connection to a dead server
+            self._drop(handler)
+            return
         length = int(handler.headers.get("Content-Length", 0))
         body = json.loads(handler.rfile.read(length) or b"{}")
         with self.lock:
@@ -103,6 +135,10 @@ class ChatServer:
                 )
                 return
             action = self.plan(number, body)
+            if action == "down":
+                self.go_down()
+                self._drop(handler)
+                return
             delay = self.delay_s + (self.delay_of(number, body) if self.delay_of else 0.0)
             if delay:
                 self.stop.wait(delay)
