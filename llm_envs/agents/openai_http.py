@@ -346,7 +346,7 @@ class OpenAIHTTPAgent(Agent):
                 errors.append(message)
                 kind, status = "timeout", None
             except httpx.TransportError as exc:
-                errors.append(f"connection error ({type(exc).__name__}: {exc or 'no detail'})")
+                errors.append(f"connection error ({type(exc).__name__}: {str(exc) or 'no detail'})")
                 kind, status = "connection", None
             else:
                 status = response.status_code

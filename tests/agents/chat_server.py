@@ -66,7 +66,10 @@ class ChatServer:
             def do_POST(self) -> None:  # noqa: N802 - http.server naming
                 server._handle(self)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 128  # the default 5 drops connections when many arrive at once
+
+        self.httpd = Server(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
         self.httpd.block_on_close = False
         self.port = self.httpd.server_address[1]
