@@ -524,7 +524,7 @@ class _Dispatcher:
                 for chunk in chunks:
                     results.append(await self._call_sync(chunk))
             outputs: list[AgentOutput | AgentError] = [out for chunk_outputs in results for out in chunk_outputs]
-        except RunnerError as exc:  # the agent broke the protocol (a bug): stop the run
+        except (RunnerError, EOFError) as exc:  # a broken protocol (a bug), closed input: stop the run
             self.busy = False
             self._raise_in_episodes(batch, exc)
             return

@@ -256,6 +256,14 @@ def build_agent(spec: AgentSpec | str) -> Agent:
     return agent
 
 
+def _check_model_path(spec: AgentSpec) -> None:
+    """A target written as a path (``/``, ``./``, ``../``, ``~``) must exist; anything else may be
+    a hub id."""
+    target = spec.target
+    if target.startswith(("/", "./", "../", "~")) and not Path(target).expanduser().exists():
+        raise AgentSpecError(f"{spec}: no model at {target} (no such file or directory)")
+
+
 def _construct(
     factory: Any, spec: AgentSpec, args: tuple[Any, ...], options: dict[str, Any], *, check: bool = True
 ) -> Any:
@@ -374,6 +382,7 @@ def _torch_agent_interface(kind: str) -> tuple[Any, set[str] | None, type | None
 
 def _build_torch_agent(spec: AgentSpec, options: dict[str, Any]) -> Agent:
     factory, accepted, sampling_cls = _torch_agent_interface(spec.kind)
+    _check_model_path(spec)
     options = dict(options)
     if accepted is not None and "max_tokens" in options and "max_tokens" not in accepted:
         options["max_new_tokens"] = options.pop("max_tokens")

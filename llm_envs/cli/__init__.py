@@ -68,6 +68,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 1
+    except EOFError:
+        print("error: the input ended; finished episodes are saved (use --resume to continue an eval)", file=sys.stderr)
+        return 1
     except OSError as exc:  # a path that cannot be read or written: one line, no traceback
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -192,6 +192,8 @@ def test_progress_shows_episodes_requests_in_flight_tokens_and_errors(
         (["eval", "--compare", "/no/such/run", "/no/such/other"], "does not exist"),
         (["show", "/no/such/run"], "does not exist"),
         (["play", "llm/Signalling-v0", "--others", "py:no_such_module:Agent"], "cannot import"),
+        (["eval", "llm/Signalling-v0", "--agent", "hf:/no/such/model"], "no model at /no/such/model"),
+        (["eval", "llm/Signalling-v0", "--agents-file", "/"], "cannot read agents file"),
     ],
 )
 def test_mistyped_input_gets_one_clean_line(capsys, argv, words):

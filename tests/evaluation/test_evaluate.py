@@ -111,7 +111,10 @@ def test_summary_counts_format_errors_and_tokens_of_what_the_model_wrote():
     assert summary["tokens_per_episode"]["total"]["value"] == pytest.approx(12 * len(alice_records) / 9)
     assert summary["tokens_per_episode"]["by_agent"]["bob"]["value"] == 0.0
     assert summary["success"]["value"] == pytest.approx(sum(r.success for r in results) / 9)
-    assert summary["success"]["method"] == "wilson" and summary["metrics"]["accuracy"]["method"] == "wilson-bounded"
+    assert (
+        summary["success"]["method"] == "wilson"
+        and summary["metrics"]["accuracy"]["method"] == "wilson-bounded"
+    )
     for data in [summary["success"], summary["metrics"]["accuracy"], summary["turns"]]:
         assert data["low"] >= 0.0
     table = format_summary(summary)
@@ -159,3 +162,26 @@ def test_eval_with_a_human_plays_one_episode_at_a_time(capsys, tmp_path, monkeyp
     assert status == 0 and "one episode at a time" in captured.err
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["concurrency"] == 1 and summary["success"]["value"] == 1.0
+
+
+def test_closed_input_stops_an_eval_with_a_human_at_once(capsys, tmp_path, monkeypatch, sums_env_id):
+    """End of input is the person leaving, not an infrastructure failure to retry on the next
+    episode: the run stops (finished episodes kept)."""
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    status = main(
+        [
+            "eval",
+            sums_env_id,
+            "--agent",
+            "bob=human",
+            "--agent",
+            "reference",
+            "--episodes",
+            "3",
+            "--out",
+            str(tmp_path),
+            "--no-plot",
+        ]
+    )
+    assert status == 1 and "the input ended" in capsys.readouterr().err
+    assert load_episodes(tmp_path / "episodes.jsonl") == []
