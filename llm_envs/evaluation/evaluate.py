@@ -114,8 +114,13 @@ def run_settings(
         "seed": int(seed),
         "agents": {agent_id: agent.settings() for agent_id, agent in agents.items()},
     }
-    # Through JSON, so that what is compared is what is stored.
-    return json.loads(json.dumps(settings, sort_keys=True, default=repr))
+    # Through JSON, so that what is compared is what is stored. An object that is not plain data
+    # (a sandbox passed as an env option) counts by its type: its repr may hold a memory address.
+    return json.loads(json.dumps(settings, sort_keys=True, default=_type_name))
+
+
+def _type_name(value: Any) -> str:
+    return f"<{type(value).__module__}.{type(value).__qualname__}>"
 
 
 def settings_fingerprint(settings: Mapping[str, Any]) -> str:
