@@ -516,29 +516,35 @@ class _Dispatcher:
     async def _serve(self, batch: list[tuple[ActRequest, asyncio.Future[AgentOutput]]]) -> None:
         size = self.run.max_batch_size or len(batch)
         chunks = [batch[i : i + size] for i in range(0, len(batch), size)]
-        try:
-            if self.is_async:
-                results = await asyncio.gather(*(self._call_async(chunk) for chunk in chunks))
-            else:
-                results = []
-                for chunk in chunks:
+        results: list[list[AgentOutput] | BaseException]
+        if self.is_async:
+            results = list(await asyncio.gather(*(self._call_async(c) for c in chunks), return_exceptions=True))
+        else:
+            results = []
+            for chunk in chunks:
+                try:
                     results.append(await self._call_sync(chunk))
-            outputs: list[AgentOutput | AgentError] = [out for chunk_outputs in results for out in chunk_outputs]
-        except (RunnerError, EOFError) as exc:  # a broken protocol (a bug), closed input: stop the run
-            self.busy = False
-            self._raise_in_episodes(batch, exc)
-            return
-        except AgentError as exc:  # the agent failed: every request of the call did
-            outputs = [exc] * len(batch)
-        except Exception as exc:  # noqa: BLE001 - any other exception of the agent: the same
-            outputs = [AgentError(f"{type(exc).__name__}: {exc}", kind="agent_error")] * len(batch)
-        except BaseException as exc:  # noqa: BLE001 - Ctrl-C inside the agent: handed to the episodes
-            self.busy = False
-            self._raise_in_episodes(batch, exc)
-            return
+                except asyncio.CancelledError:
+                    raise
+                except BaseException as exc:  # noqa: BLE001 - sorted out below
+                    results.append(exc)
         self.busy = False
-        for (_, future), output in zip(batch, outputs, strict=True):
-            self._resolve(future, output)
+        for result in results:
+            # A broken protocol (a bug), closed input, Ctrl-C inside the agent: stop the run.
+            if isinstance(result, (RunnerError, EOFError)) or (
+                isinstance(result, BaseException) and not isinstance(result, Exception)
+            ):
+                self._raise_in_episodes(batch, result)
+                return
+        for chunk, result in zip(chunks, results, strict=True):
+            if isinstance(result, AgentError):  # the agent failed: every request of the call did
+                outputs: list[AgentOutput | AgentError] = [result] * len(chunk)
+            elif isinstance(result, BaseException):  # any other exception of the agent: the same
+                outputs = [AgentError(f"{type(result).__name__}: {result}", kind="agent_error")] * len(chunk)
+            else:
+                outputs = list(result)
+            for (_, future), output in zip(chunk, outputs, strict=True):
+                self._resolve(future, output)
 
     async def _call_sync(self, chunk: list[tuple[ActRequest, Any]]) -> list[AgentOutput]:
         requests = [request for request, _ in chunk]

@@ -200,7 +200,8 @@ def _open_run(
 class _Progress:
     """A progress bar that tells the truth: episodes done (as each one finishes), episodes
     lost to failures, requests in flight, completion tokens per second, failed calls. A
-    thread redraws it twice a second, so in-flight work shows even while no episode ends."""
+    thread redraws it twice a second (on a terminal), so in-flight work shows even while no
+    episode ends."""
 
     def __init__(self, runner: Runner, label: str, total: int) -> None:
         from tqdm import tqdm
@@ -214,7 +215,9 @@ class _Progress:
         self.thread.start()
 
     def _tick(self) -> None:
-        while not self.stop.wait(0.5):
+        # Twice a second on a terminal; into a log file, every 10 s is plenty.
+        interval = 0.5 if getattr(self.bar.fp, "isatty", lambda: False)() else 10.0
+        while not self.stop.wait(interval):
             self.refresh()
 
     def episode_done(self, result: EpisodeResult) -> None:

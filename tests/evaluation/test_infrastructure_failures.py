@@ -75,11 +75,12 @@ def _finished_episodes_are_whole(out):
 @pytest.mark.parametrize(
     "failure,words",
     [
-        ("down", "connection error"),
-        ("reset", "connection error"),
-        ("sleep:3", "timed out after 1s"),
-        ("500", "HTTP 500: server says 500"),
-        ("429:0.05", "HTTP 429: rate limited"),
+        # A connection made while the dying server closes its socket may hang until the timeout.
+        ("down", ("connection error", "timed out after 1s")),
+        ("reset", ("connection error",)),
+        ("sleep:3", ("timed out after 1s",)),
+        ("500", ("HTTP 500: server says 500",)),
+        ("429:0.05", ("HTTP 429: rate limited",)),
     ],
 )
 def test_a_failing_server_leaves_the_run_incomplete_and_resume_completes_it(
@@ -92,7 +93,7 @@ def test_a_failing_server_leaves_the_run_incomplete_and_resume_completes_it(
         status, _, err = _eval(capsys, sums_env_id, out, agents_file)
         port = server.port
     assert status == EXIT_INCOMPLETE
-    assert "episodes are incomplete" in err and words in err and "--resume" in err
+    assert "episodes are incomplete" in err and any(w in err for w in words) and "--resume" in err
     finished = _finished_episodes_are_whole(out)
     assert 1 <= len(finished) < EPISODES
     summary = json.loads((out / "summary.json").read_text())

@@ -452,3 +452,20 @@ def test_an_agent_failing_after_some_episodes_stops_new_episodes_and_keeps_the_r
     resumed = run_episodes(SumsEnv, DiesAfter(0), 30, concurrency=4, out_path=path, resume=True)
     assert [e.index for e in resumed] == list(range(30)) and all(e.success == 1.0 for e in resumed)
     assert len(path.read_text().splitlines()) == 30
+
+
+def test_a_failed_chunk_of_a_batch_fails_only_its_own_requests(tmp_path):
+    class SecondChunkFails(ReferenceAgent):
+        calls = 0
+
+        def act_batch(self, requests):
+            SecondChunkFails.calls += 1
+            if SecondChunkFails.calls == 2:
+                raise RuntimeError("engine hiccup")
+            return super().act_batch(requests)
+
+    path = tmp_path / "e.jsonl"
+    with pytest.raises(IncompleteRunError) as info:
+        run_episodes(SumsEnv, SecondChunkFails(), 4, concurrency=4, max_batch_size=2, out_path=path)
+    # The first call served episodes 0 and 1, the second (failed) episodes 2 and 3.
+    assert info.value.missing == [2, 3] and sorted(e.index for e in load_episodes(path)) == [0, 1]
