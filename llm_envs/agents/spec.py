@@ -284,8 +284,9 @@ def _construct(
         raise AgentSpecError(f"cannot build agent {spec}: {exc}") from exc
 
 
-def _load_torch_agent(kind: str) -> Any:
-    module_name, attr, extra = _TORCH_AGENTS[kind]
+def _require_extras(kind: str) -> None:
+    """A clear error, before anything heavy is imported, when the kind's packages are missing."""
+    extra = _TORCH_AGENTS[kind][2]
     missing = [
         m
         for m in (("torch", "transformers") if kind == "hf" else ("vllm",))
@@ -296,6 +297,11 @@ def _load_torch_agent(kind: str) -> Any:
             f"{kind}: agents need {', '.join(missing)}, which is not installed; "
             f"install the extra: pip install 'llm-envs[{extra}]'"
         )
+
+
+def _load_torch_agent(kind: str) -> Any:
+    module_name, attr, _ = _TORCH_AGENTS[kind]
+    _require_extras(kind)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -381,8 +387,9 @@ def _torch_agent_interface(kind: str) -> tuple[Any, set[str] | None, type | None
 
 
 def _build_torch_agent(spec: AgentSpec, options: dict[str, Any]) -> Agent:
+    _require_extras(spec.kind)
+    _check_model_path(spec)  # before torch is imported: a mistyped path fails at once
     factory, accepted, sampling_cls = _torch_agent_interface(spec.kind)
-    _check_model_path(spec)
     options = dict(options)
     if accepted is not None and "max_tokens" in options and "max_tokens" not in accepted:
         options["max_new_tokens"] = options.pop("max_tokens")
