@@ -1,7 +1,21 @@
-"""Throughput of the evaluation runner: batched model calls versus one call at a time.
+"""Throughput of the evaluation runner, in two parts (``--mode http``, ``--mode hf``; default both).
 
-For each concurrency (environment instances in play) the same episodes are played twice, side by
-side in one process:
+**http: no batch barrier.** A loopback OpenAI-compatible server answers each request after a
+latency of its own (log-normal, median 60 ms, heavy tail capped at 1.5 s, drawn from the
+request's bytes, so both modes below see exactly the same latencies), like a real server whose
+replies have different lengths. The same episodes are played twice, side by side:
+
+* **per episode**: the HTTP agent as shipped: each request is sent the moment it is made and
+  each episode goes on as soon as its own reply arrives;
+* **lockstep**: the same agent behind a wrapper that only offers ``act_batch_async``, which is
+  how the runner drove it before: all pending requests go out as one batch and no episode moves
+  on before the slowest reply of its batch is in.
+
+Reported: episodes/s, and how long an episode took against the time its own requests took
+(1.0 = it never waited for another episode). I/O only: no torch needed.
+
+**hf: batched model calls versus one call at a time.** For each concurrency (environment
+instances in play) the same episodes are played twice, side by side in one process:
 
 * **batched**: the runner sends every pending request of the model in one ``act_batch`` call
   (one ``generate`` over a left-padded batch);
@@ -14,11 +28,13 @@ on the spot on the environment's own texts (nothing is downloaded), played throu
 ``train`` extra). ``--model PATH`` runs any local model instead
 (on the GPU when one is available: ``--device cuda``).
 
-Outputs: a table on screen and ``benchmarks/results/eval_throughput.json`` (and ``.md``).
-Quote the ratios (batched / one at a time), measured side by side, not the absolute numbers.
+Outputs: tables on screen, ``benchmarks/results/eval_throughput_http.json`` (http) and
+``eval_throughput.json`` (hf), each with a ``.md``. Quote the ratios measured side by side in one
+run, not the absolute numbers.
 
-    python benchmarks/eval_throughput.py            # concurrency 1, 2, 4, 8, 16
-    python benchmarks/eval_throughput.py --quick    # fewer episodes and repeats, concurrency 1, 4, 16
+    python benchmarks/eval_throughput.py --mode http    # per-episode vs lockstep, concurrency 8, 32
+    python benchmarks/eval_throughput.py --mode hf      # concurrency 1, 2, 4, 8, 16
+    python benchmarks/eval_throughput.py --quick        # fewer episodes and repeats
 """
 
 from __future__ import annotations
@@ -134,29 +150,197 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="fewer episodes; concurrency 1, 4, 16")
-    parser.add_argument(
-        "--env", help="environment id (default: the first of Signalling, PlanPath, Sudoku that plays)"
+# ---------------------------------------------------------------------------- http: no barrier
+HTTP_ENV = "llm/Signalling-v0"
+HTTP_ENV_KWARGS = {"rounds": 4}  # 8 decisions per episode, whatever the answers
+
+
+def latency_of(body: bytes, median_s: float = 0.06, sigma: float = 0.8, cap_s: float = 1.5) -> float:
+    """A log-normal reply latency drawn from the request's own bytes (so that both modes see
+    the same latency for the same request)."""
+    import hashlib
+    import random
+    import statistics
+
+    seed = int.from_bytes(hashlib.sha256(body).digest()[:8], "big")
+    z = statistics.NormalDist().inv_cdf(min(max(random.Random(seed).random(), 1e-9), 1 - 1e-9))
+    return min(cap_s, median_s * float(2.718281828459045 ** (sigma * z)))
+
+
+class LoopbackServer:
+    """A minimal OpenAI-compatible chat server on 127.0.0.1 with varied reply latencies."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                time.sleep(latency_of(body))
+                payload = json.dumps(
+                    {
+                        "object": "chat.completion",
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": "red"},
+                                "finish_reason": "stop",
+                            }
+                        ],
+                        "usage": {"prompt_tokens": len(body) // 4, "completion_tokens": 1},
+                    }
+                ).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 1024  # many clients connect at once
+
+        self.httpd = Server(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class Lockstep(Agent):
+    """The HTTP agent as the runner drove it before per-request dispatch: every pending request
+    in one ``act_batch_async`` call, answered all together when the slowest reply is in."""
+
+    def __init__(self, inner: Agent) -> None:
+        self.inner = inner
+        self.name = inner.name
+
+    def act_batch(self, requests):  # pragma: no cover - the runner calls the async form
+        return self.inner.act_batch(requests)
+
+    async def act_batch_async(self, requests):
+        return await self.inner.act_batch_async(requests)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def measure_http(base_url: str, episodes: int, concurrency: int, lockstep: bool) -> dict[str, Any]:
+    from llm_envs.agents import OpenAIHTTPAgent
+
+    http = OpenAIHTTPAgent(base_url, "bench", max_concurrency=concurrency, max_tokens=8, max_retries=0)
+    agent: Agent = Lockstep(http) if lockstep else http
+    runner = Runner(HTTP_ENV, agent, episodes, seed=0, concurrency=concurrency, env_kwargs=HTTP_ENV_KWARGS)
+    started = time.perf_counter()
+    results = runner.run()
+    wall = time.perf_counter() - started
+    own = [sum(float(s["meta"].get("latency_s", 0.0)) for s in r.steps) for r in results]
+    durations = [r.duration_s for r in results]
+    return {
+        "episodes": len(results),
+        "wall_s": wall,
+        "episodes_per_s": len(results) / wall,
+        "mean_episode_s": sum(durations) / len(durations),
+        "mean_own_request_s": sum(own) / len(own),
+        "episode_over_own_requests": sum(durations) / sum(own),
+        "requests": sum(s["requests"] for s in runner.stats),
+    }
+
+
+def http_markdown(rows: list[dict[str, Any]]) -> str:
+    header = [
+        "concurrency",
+        "per-episode ep/s",
+        "lockstep ep/s",
+        "speed-up",
+        "episode time / own request time: per-episode",
+        "lockstep",
+    ]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        a, b = row["per_episode"], row["lockstep"]
+        lines.append(
+            f"| {row['concurrency']} | {a['episodes_per_s']:.2f} | {b['episodes_per_s']:.2f} | "
+            f"{row['speedup']:.2f}x | {a['episode_over_own_requests']:.2f} | {b['episode_over_own_requests']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def run_http(args: argparse.Namespace) -> None:
+    """Per-episode dispatch versus lockstep batches against a varied-latency loopback server."""
+    levels = args.concurrency or ([8] if args.quick else [8, 32])
+    episodes = args.episodes or (32 if args.quick else 64)
+    repeats = min(args.repeats, 2) if args.quick else args.repeats
+    server = LoopbackServer()
+    try:
+        measure_http(server.base_url, 4, 4, lockstep=False)  # warm-up
+        rows = []
+        for concurrency in levels:
+            best: dict[str, dict[str, Any] | None] = {"per_episode": None, "lockstep": None}
+            for _ in range(repeats):  # alternate the modes so that other load hits both alike
+                best["per_episode"] = _faster(
+                    best["per_episode"], measure_http(server.base_url, episodes, concurrency, False)
+                )
+                best["lockstep"] = _faster(
+                    best["lockstep"], measure_http(server.base_url, episodes, concurrency, True)
+                )
+            per_episode, lockstep = best["per_episode"], best["lockstep"]
+            assert per_episode is not None and lockstep is not None
+            rows.append(
+                {
+                    "concurrency": concurrency,
+                    "per_episode": per_episode,
+                    "lockstep": lockstep,
+                    "speedup": per_episode["episodes_per_s"] / lockstep["episodes_per_s"],
+                }
+            )
+            print(
+                f"concurrency {concurrency:>3}: per-episode {per_episode['episodes_per_s']:.2f} ep/s, "
+                f"lockstep {lockstep['episodes_per_s']:.2f} ep/s",
+                file=sys.stderr,
+            )
+    finally:
+        server.close()
+    report = {
+        "benchmark": "eval_throughput_http",
+        "env_id": HTTP_ENV,
+        "env_kwargs": HTTP_ENV_KWARGS,
+        "latency": "log-normal per request: median 60 ms, sigma 0.8, capped at 1.5 s",
+        "episodes_per_measurement": episodes,
+        "repeats_best_of": repeats,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "load_average_1_5_15_min": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+            "python": platform.python_version(),
+        },
+        "rows": rows,
+    }
+    table = http_markdown(rows)
+    title = (
+        f"{HTTP_ENV} (rounds=4, 8 decisions per episode) against a loopback server with log-normal "
+        f"latencies (median 60 ms, capped at 1.5 s), {episodes} episodes per cell, best of {repeats}"
     )
-    parser.add_argument("--model", help="a local model path instead of the tiny random one")
-    parser.add_argument("--device", default="cpu", help="cpu (default), cuda, auto")
-    parser.add_argument("--episodes", type=int, help="episodes per measurement (default 32, quick 16)")
-    parser.add_argument("--max-new-tokens", type=int, default=16)
-    parser.add_argument("--concurrency", type=int, nargs="+", help="concurrency levels")
-    parser.add_argument(
-        "--repeats", type=int, default=3, help="runs per cell; the fastest counts (default 3)"
-    )
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=1,
-        help="torch intra-op threads on the CPU (default 1: a tiny model gains nothing "
-        "from more, and spinning threads collapse on a busy machine)",
-    )
-    parser.add_argument("--out", type=Path, default=RESULTS_DIR / "eval_throughput.json")
-    args = parser.parse_args(argv)
+    print(f"\n{title}\n\n{table}")
+    out = RESULTS_DIR / "eval_throughput_http.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    out.with_suffix(".md").write_text(f"# eval_throughput (http)\n\n{title}\n\n{table}\n")
+    print(f"\nwrote {out} and {out.with_suffix('.md')}")
+
+
+# ---------------------------------------------------------------------------- hf: batching
+def run_hf(args: argparse.Namespace) -> None:
+    """Batched model calls versus one call at a time (the hf part)."""
 
     import torch
 
@@ -164,8 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
 
     levels = args.concurrency or ([1, 4, 16] if args.quick else [1, 2, 4, 8, 16])
-    if args.quick:
-        args.repeats = min(args.repeats, 2)
+    repeats = min(args.repeats, 2) if args.quick else args.repeats
     episodes = args.episodes or (16 if args.quick else 32)
     env_id = pick_env(args.env)
     with tempfile.TemporaryDirectory() as tmp:
@@ -184,7 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for concurrency in levels:
             # Alternate the two modes (ABAB...) so that load from elsewhere hits both alike.
             batched, single = None, None
-            for _ in range(args.repeats):
+            for _ in range(repeats):
                 batched = _faster(batched, measure(env_id, agent, episodes, concurrency, None))
                 single = _faster(single, measure(env_id, agent, episodes, concurrency, 1))
             rows.append(
@@ -208,7 +391,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "model": args.model or "tiny random-weight decoder (2 layers, hidden 64), word-level tokenizer",
         "max_new_tokens": args.max_new_tokens,
         "episodes_per_measurement": episodes,
-        "repeats_best_of": args.repeats,
+        "repeats_best_of": repeats,
         "device": args.device,
         "torch_threads": torch.get_num_threads(),
         "machine": {
@@ -227,15 +410,50 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{args.max_new_tokens} new tokens, device {args.device}\n"
     )
     print(table)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    args.out.with_suffix(".md").write_text(
+    out = args.out or RESULTS_DIR / "eval_throughput.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    out.with_suffix(".md").write_text(
         f"# eval_throughput\n\n{env_id}, {agent_kind}, {episodes} episodes per cell, "
         f"{args.max_new_tokens} new tokens, device {args.device}, {os.cpu_count()} CPUs, "
-        f"{torch.get_num_threads()} torch thread(s), best of {args.repeats} alternating runs, "
+        f"{torch.get_num_threads()} torch thread(s), best of {repeats} alternating runs, "
         f"load average {os.getloadavg()[0]:.1f} at the end\n\n{table}\n"
     )
-    print(f"\nwrote {args.out} and {args.out.with_suffix('.md')}")
+    print(f"\nwrote {out} and {out.with_suffix('.md')}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--mode", choices=("all", "hf", "http"), default="all", help="which part to run (default: both)"
+    )
+    parser.add_argument("--quick", action="store_true", help="fewer episodes, repeats and levels")
+    parser.add_argument(
+        "--env", help="hf: environment id (default: the first of Signalling, PlanPath, Sudoku that plays)"
+    )
+    parser.add_argument("--model", help="hf: a local model path instead of the tiny random one")
+    parser.add_argument("--device", default="cpu", help="hf: cpu (default), cuda, auto")
+    parser.add_argument("--episodes", type=int, help="episodes per measurement (default: hf 32, http 64)")
+    parser.add_argument("--max-new-tokens", type=int, default=16, help="hf: new tokens per decision")
+    parser.add_argument("--concurrency", type=int, nargs="+", help="concurrency levels")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="runs per cell; the fastest counts (default 3)"
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="hf: torch intra-op threads on the CPU (default 1: a tiny model gains nothing "
+        "from more, and spinning threads collapse on a busy machine)",
+    )
+    parser.add_argument(
+        "--out", type=Path, help="hf: result file (default benchmarks/results/eval_throughput.json)"
+    )
+    args = parser.parse_args(argv)
+    if args.mode in ("all", "http"):
+        run_http(args)
+    if args.mode in ("all", "hf"):
+        run_hf(args)
     return 0
 
 

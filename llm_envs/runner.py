@@ -2,25 +2,49 @@
 
 The runner keeps ``concurrency`` environment instances in play. Each instance is driven by its
 own coroutine; when it needs an action it files an :class:`~llm_envs.agents.ActRequest` with the
-agent object that plays the acting agent id, and waits. Whenever every instance is waiting
-(nothing left to compute until an agent answers), each agent object receives *all* its pending
-requests at once:
+agent object that plays the acting agent id, and waits. How the request is served depends on the
+agent:
 
-* a synchronous agent (a local model, the reference agent) gets them in one
-  :meth:`~llm_envs.agents.Agent.act_batch` call (at most ``max_batch_size`` per call), and is
-  sent nothing more until that call returns;
-* an asynchronous agent (one that implements ``act_batch_async``, such as the HTTP agent) gets
-  them in one :meth:`~llm_envs.agents.Agent.act_batch_async` call right away, even while its
-  previous calls are still in flight: the agent bounds its own concurrency.
+* an agent that serves each request on its own (it overrides
+  :meth:`~llm_envs.agents.Agent.act_async`, as the HTTP agent does) gets the request at once,
+  and the episode goes on the moment its own reply arrives: no episode waits for another's
+  reply (the agent bounds how many requests it has in flight);
+* any other agent (a local model, the reference agent) is a batching agent: whenever every
+  instance is waiting (nothing left to compute until an agent answers), it receives *all* its
+  pending requests at once, in one :meth:`~llm_envs.agents.Agent.act_batch` call (at most
+  ``max_batch_size`` per call) and is sent nothing more until that call returns; an agent that
+  implements only ``act_batch_async`` gets its batches even while earlier ones are in flight.
 
 Two agent ids played by the same object (one model for every role) share its batches.
 
+Infrastructure failures are never results
+=========================================
+
+When an agent produces no action (it raises, or returns an output with ``error`` set; see
+:mod:`llm_envs.agents.base`), the episode that needed it stops and is recorded as an
+:class:`EpisodeFailure`; it is **not** written to the results file, so a resumed run plays it
+again. The other episodes go on, except that
+
+* a *configuration error* (HTTP 4xx, e.g. a wrong model name) on an agent none of whose calls has
+  succeeded yet stops the whole run at once: every further call would fail the same way;
+* after ``max_consecutive_failures`` failed calls in a row of one agent (a server that went away)
+  no new episode is started; those in play finish or fail on their own.
+
+A run with any episode missing ends with :class:`IncompleteRunError`, which names how many
+episodes are missing and why and carries the finished ones.
+
+Results file
+============
+
 Every finished episode is appended to a JSONL file at once (one JSON object per line, flushed
-and fsync'ed), so an interrupted run loses only the episodes in play. ``resume=True`` reads the
-file, drops a torn last line, and plays only the episodes that are missing. Episode ``i`` is
-always played from seed ``seed + i`` by a freshly reset instance, so with deterministic agents
-(including :class:`~llm_envs.agents.RandomAgent` with ``per_decision_seed=True``) a resumed run
-gives exactly the results of an uninterrupted one, whatever the concurrency.
+and fsync'ed), so an interrupted run loses only the episodes in play. Each line carries its
+``format_version`` and a ``checksum`` of its own bytes, so that :func:`load_episodes` detects a
+line garbled on disk or a duplicate (the same episode index twice) and reports or repairs it;
+files written before checksums existed still load. ``resume=True`` repairs the file (a torn last
+line is cut, bad lines move to ``<file>.rejected``) and plays only the missing episodes. Episode
+``i`` is always played from seed ``seed + i`` by a freshly reset instance, so with deterministic
+agents (including :class:`~llm_envs.agents.RandomAgent` with ``per_decision_seed=True``) a
+resumed run gives exactly the results of an uninterrupted one, whatever the concurrency.
 
 >>> from llm_envs.agents import ReferenceAgent
 >>> results = run_episodes("llm/Signalling-v0", ReferenceAgent(), num_episodes=8, concurrency=4)
@@ -29,19 +53,34 @@ gives exactly the results of an uninterrupted one, whatever the concurrency.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import os
+import re
 import time
-from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter, deque
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llm_envs.agents.base import ActRequest, Agent, AgentOutput, run_blocking
+from llm_envs.agents.base import (
+    ActRequest,
+    Agent,
+    AgentError,
+    AgentOutput,
+    output_failure,
+    run_blocking,
+    serves_each_request,
+)
 
 __all__ = [
+    "EPISODES_FORMAT_VERSION",
+    "EpisodeFailure",
+    "EpisodeFileError",
     "EpisodeResult",
+    "IncompleteRunError",
+    "RunProgress",
     "Runner",
     "RunnerError",
     "arun_episodes",
@@ -49,9 +88,19 @@ __all__ = [
     "run_episodes",
 ]
 
+#: Version of an ``episodes.jsonl`` line (written into each line as ``format_version``).
+#: 1: no version field, no checksum; 2: ``format_version`` and ``checksum``.
+EPISODES_FORMAT_VERSION = 2
+#: Failed calls in a row of one agent after which no new episode is started.
+DEFAULT_MAX_CONSECUTIVE_FAILURES = 5
+
 
 class RunnerError(RuntimeError):
     """The run cannot go on (a bad agent mapping, a results file from another run, ...)."""
+
+
+class EpisodeFileError(RunnerError):
+    """A results file with corrupt or duplicate lines (see :func:`load_episodes`)."""
 
 
 @dataclass
@@ -69,8 +118,9 @@ class EpisodeResult:
         records: Every :class:`~llm_envs.core.ActionRecord`, as ``to_dict()``.
         steps: One entry per agent decision, in order of play: ``agent``, ``record_index`` (the
             record the action produced), ``prompt_tokens``, ``completion_tokens``, ``error``
-            and ``meta`` of the :class:`~llm_envs.agents.AgentOutput` (plus ``token_ids`` and
-            ``logprobs`` when the run stores them).
+            (always ``None`` since format 2: a failed call is never played) and ``meta`` of the
+            :class:`~llm_envs.agents.AgentOutput` (plus ``token_ids`` and ``logprobs`` when the
+            run stores them).
         duration_s: Wall time from reset to the end of the episode.
     """
 
@@ -115,51 +165,287 @@ class EpisodeResult:
         data.pop("duration_s")
         for step in data["steps"]:
             meta = step.get("meta") or {}
-            step["meta"] = {k: v for k, v in meta.items() if "latency" not in k}
+            step["meta"] = {k: v for k, v in meta.items() if "latency" not in k and k not in ("cached", "attempts")}
         return data
 
 
-# ---------------------------------------------------------------------------- JSONL helpers
-def load_episodes(path: str | os.PathLike[str], *, repair: bool = False) -> list[EpisodeResult]:
-    """Read the episodes of a JSONL results file.
+@dataclass
+class EpisodeFailure:
+    """Why an episode of the run is missing.
 
-    A last line without its newline (or not valid JSON) is what a crash during a write leaves:
-    it is ignored, and with ``repair=True`` cut off the file. Any other bad line is an error.
+    Attributes:
+        index, seed: The episode.
+        reason: The failure kind (:data:`llm_envs.agents.base.ERROR_KINDS`), or
+            ``"not_started"`` (the run stopped before it began) or ``"stopped"`` (it was in play
+            when the run was stopped).
+        message: What happened (the server's message, the exception).
+        agent: The agent id whose call failed, if one did.
+        decisions: Decisions already played in the episode when it stopped.
+    """
+
+    index: int
+    seed: int
+    reason: str
+    message: str
+    agent: str | None = None
+    decisions: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class IncompleteRunError(RunnerError):
+    """Some episodes of the run could not be played because of infrastructure failures.
+
+    None of them was written as finished; ``resume=True`` plays them. Attributes: ``results``
+    (every finished episode, by index), ``failures`` (one :class:`EpisodeFailure` per missing
+    episode, by index), ``num_episodes``, ``stop_reason`` (why no more episodes were started,
+    if the run stopped early) and ``configuration_error`` (the :class:`AgentError` that
+    aborted the run, if it was one).
+    """
+
+    def __init__(
+        self,
+        results: list[EpisodeResult],
+        failures: list[EpisodeFailure],
+        num_episodes: int,
+        *,
+        stop_reason: str | None = None,
+        configuration_error: AgentError | None = None,
+        agent_name: str | None = None,
+    ) -> None:
+        self.results = results
+        self.failures = failures
+        self.num_episodes = num_episodes
+        self.stop_reason = stop_reason
+        self.configuration_error = configuration_error
+        super().__init__(self._message(agent_name))
+
+    @property
+    def missing(self) -> list[int]:
+        return [f.index for f in self.failures]
+
+    def reasons(self) -> dict[str, int]:
+        """``"reason: message"`` → number of episodes, most frequent first."""
+        return dict(Counter(f"{f.reason}: {f.message}" for f in self.failures).most_common())
+
+    def _message(self, agent_name: str | None) -> str:
+        if self.configuration_error is not None:
+            return (
+                f"{agent_name or 'an agent'} failed on its first call with a configuration error, "
+                f"so the run stopped: {self.configuration_error}. Check the model name, the URL "
+                f"and the API key. {len(self.results)} of {self.num_episodes} episodes are finished; "
+                "no other episode was written."
+            )
+        counts = Counter(f.reason for f in self.failures)
+        hit = sum(n for reason, n in counts.items() if reason not in ("not_started", "stopped"))
+        parts = []
+        if hit:
+            first = next(f for f in self.failures if f.reason not in ("not_started", "stopped"))
+            parts.append(f"{hit} hit an infrastructure failure (e.g. {first.reason}: {first.message})")
+        if counts.get("stopped"):
+            parts.append(f"{counts['stopped']} were in play when the run stopped")
+        if counts.get("not_started"):
+            parts.append(f"{counts['not_started']} were not started")
+        why = f"; the run stopped starting episodes after {self.stop_reason}" if self.stop_reason else ""
+        return (
+            f"{len(self.failures)} of {self.num_episodes} episodes are incomplete: "
+            + ", ".join(parts)
+            + why
+            + ". None of them was written as finished; resume the run (--resume) to play them."
+        )
+
+
+@dataclass
+class RunProgress:
+    """Live counters of a run, updated as each call and each episode ends (for progress bars).
+
+    Attributes:
+        total: Episodes of the run.
+        resumed: Episodes already finished by an earlier run.
+        finished: Episodes finished by this run.
+        failed: Episodes stopped by an infrastructure failure.
+        in_flight: Requests made and not yet answered.
+        calls, failed_calls: Agent requests answered, and those that failed.
+        prompt_tokens, completion_tokens: Tokens reported by the agents.
+        started: ``time.perf_counter()`` at the start.
+        stop_reason: Why no new episodes are started, once that happens.
+    """
+
+    total: int = 0
+    resumed: int = 0
+    finished: int = 0
+    failed: int = 0
+    in_flight: int = 0
+    calls: int = 0
+    failed_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    started: float = field(default_factory=time.perf_counter)
+    stop_reason: str | None = None
+
+    @property
+    def done(self) -> int:
+        return self.resumed + self.finished
+
+    def completion_tokens_per_s(self) -> float:
+        elapsed = time.perf_counter() - self.started
+        return self.completion_tokens / elapsed if elapsed > 0 else 0.0
+
+
+# ---------------------------------------------------------------------------- JSONL files
+_CHECKSUM_TAIL = re.compile(rb', "checksum": "sha256:([0-9a-f]{16})"\}\s*$')
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def encode_episode_line(result: EpisodeResult) -> str:
+    """One results-file line (format 2): the episode, its ``format_version`` and a checksum of
+    the line's own bytes (SHA-256 of the line without the checksum field), newline-terminated."""
+    body = json.dumps({**result.to_dict(), "format_version": EPISODES_FORMAT_VERSION}, ensure_ascii=False)
+    return body[:-1] + f', "checksum": "sha256:{_digest(body.encode("utf-8"))}"}}\n'
+
+
+@dataclass
+class EpisodeFileProblem:
+    """A line of a results file that cannot be used: ``kind`` is ``"corrupt"`` (not JSON, not
+    an episode, or its checksum does not match its bytes), ``"duplicate"`` (the same episode
+    line again) or ``"conflict"`` (another result for an episode index already seen), or
+    ``"torn"`` (an unterminated last line, what a crash during a write leaves)."""
+
+    line: int
+    kind: str
+    detail: str
+    index: int | None = None
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.kind}: {self.detail}"
+
+
+def _parse_line(line: bytes) -> EpisodeResult:
+    """The episode of one line, or ``ValueError`` saying what is wrong with it."""
+    try:
+        data = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"a JSON {type(data).__name__}, not an episode object")
+    if "checksum" in data:
+        match = _CHECKSUM_TAIL.search(line)
+        if match is None:
+            raise ValueError("the checksum field is not where the writer puts it")
+        if _digest(line[: match.start()] + b"}") != match.group(1).decode():
+            raise ValueError("checksum mismatch: the line was changed after it was written")
+    try:
+        episode = EpisodeResult.from_dict(data)
+    except TypeError as exc:
+        raise ValueError(f"not an episode record ({exc})") from None
+    if not isinstance(episode.index, int) or episode.index < 0:
+        raise ValueError(f"bad episode index {episode.index!r}")
+    return episode
+
+
+def scan_episode_file(
+    path: str | os.PathLike[str],
+) -> tuple[list[tuple[bytes, EpisodeResult]], list[tuple[bytes, EpisodeFileProblem]]]:
+    """Read a results file: the good lines (raw bytes and episode, first copy of each index)
+    and the problems (raw bytes and what is wrong), in file order."""
+    raw = Path(path).read_bytes()
+    good: list[tuple[bytes, EpisodeResult]] = []
+    bad: list[tuple[bytes, EpisodeFileProblem]] = []
+    seen: dict[int, bytes] = {}
+    lines = raw.split(b"\n")
+    for number, line in enumerate(lines, start=1):
+        if number == len(lines):  # the text after the final newline: empty, or a torn write
+            if line.strip():
+                bad.append((line, EpisodeFileProblem(number, "torn", "unterminated last line (an interrupted write)")))
+            break
+        if not line.strip():
+            continue
+        try:
+            episode = _parse_line(line)
+        except ValueError as exc:
+            bad.append((line, EpisodeFileProblem(number, "corrupt", str(exc))))
+            continue
+        if episode.index in seen:
+            kind = "duplicate" if seen[episode.index] == line else "conflict"
+            detail = (
+                f"episode {episode.index} again"
+                if kind == "duplicate"
+                else f"a different result for episode {episode.index} (the first one is kept)"
+            )
+            bad.append((line, EpisodeFileProblem(number, kind, detail, episode.index)))
+            continue
+        seen[episode.index] = line
+        good.append((line, episode))
+    return good, bad
+
+
+def load_episodes(
+    path: str | os.PathLike[str],
+    *,
+    repair: bool = False,
+    problems: list[EpisodeFileProblem] | None = None,
+) -> list[EpisodeResult]:
+    """Read the episodes of a JSONL results file (in file order; a missing file has none).
+
+    Every line is checked: it must be an episode object whose checksum (format 2) matches its
+    bytes, and each episode index may appear once. A torn last line (no newline: a crash during
+    a write) is always skipped. Any other bad line:
+
+    * by default raises :class:`EpisodeFileError` naming the lines;
+    * with ``problems`` given (a list), is skipped and appended to it as an
+      :class:`EpisodeFileProblem` (torn lines too);
+    * with ``repair=True``, is skipped and the file is rewritten without it: the bad lines are
+      appended to ``<file>.rejected`` (so nothing is lost), the first copy of a duplicated
+      episode is kept. A resumed run then plays the episodes whose lines were rejected.
     """
     path = Path(path)
     if not path.exists():
         return []
-    raw = path.read_bytes()
-    episodes: list[EpisodeResult] = []
-    offset = 0
-    lines = raw.split(b"\n")
-    for number, line in enumerate(lines):
-        is_last = number == len(lines) - 1
-        if is_last:  # the text after the final newline: empty, or a torn write
-            if line.strip() and repair:
-                with open(path, "r+b") as f:
-                    f.truncate(offset)
-                    f.flush()
-                    os.fsync(f.fileno())
-            break
-        if line.strip():
-            try:
-                episodes.append(EpisodeResult.from_dict(json.loads(line)))
-            except (json.JSONDecodeError, UnicodeDecodeError, TypeError) as exc:
-                raise RunnerError(f"{path}:{number + 1} is not an episode record: {exc}") from exc
-        offset += len(line) + 1
-    return episodes
+    good, bad = scan_episode_file(path)
+    if problems is not None:
+        problems.extend(problem for _, problem in bad)
+    serious = [problem for _, problem in bad if problem.kind != "torn"]
+    if repair and bad:
+        _rewrite_episode_file(path, [line for line, _ in good], bad)
+    elif serious and problems is None:
+        listed = "; ".join(str(p) for p in serious[:5]) + (f"; and {len(serious) - 5} more" if len(serious) > 5 else "")
+        raise EpisodeFileError(
+            f"{path} has {len(serious)} bad line(s): {listed}. Resuming the run (--resume, or "
+            f"load_episodes(..., repair=True)) moves them to {path.name}.rejected and plays those "
+            "episodes again."
+        )
+    return [episode for _, episode in good]
+
+
+def _rewrite_episode_file(path: Path, keep: list[bytes], rejected: list[tuple[bytes, EpisodeFileProblem]]) -> None:
+    serious = [(line, problem) for line, problem in rejected if problem.kind != "torn"]
+    if serious:
+        with open(path.with_name(path.name + ".rejected"), "ab") as f:
+            for line, problem in serious:
+                f.write(f"# {problem}\n".encode() + line + b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(b"".join(line + b"\n" for line in keep))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
 
 
 class _EpisodeWriter:
-    """Appends one JSON line per episode, durably (flush + fsync) before returning."""
+    """Appends one line per episode, durably (flush + fsync) before returning."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self._file = open(path, "a", encoding="utf-8")
 
     def write(self, result: EpisodeResult) -> None:
-        self._file.write(json.dumps(result.to_dict(), ensure_ascii=False) + "\n")
+        self._file.write(encode_episode_line(result))
         self._file.flush()
         os.fsync(self._file.fileno())
 
@@ -173,56 +459,92 @@ def _is_async_native(agent: Agent) -> bool:
     return type(agent).act_batch_async is not Agent.act_batch_async
 
 
+class _EpisodeStopped(Exception):
+    """An episode cannot go on: an agent produced no action (wraps the :class:`AgentError`)."""
+
+    def __init__(self, error: AgentError, agent: str | None, decisions: int) -> None:
+        super().__init__(str(error))
+        self.error, self.agent, self.decisions = error, agent, decisions
+
+
 class _Dispatcher:
     """The pending requests of one agent object and the calls that serve them."""
 
-    def __init__(self, agent: Agent, runner: _RunState) -> None:
+    def __init__(self, agent: Agent, run: _RunState) -> None:
         self.agent = agent
-        self.run = runner
+        self.name = getattr(agent, "name", type(agent).__name__)
+        self.run = run
+        self.per_request = serves_each_request(agent)
         self.is_async = _is_async_native(agent)
         self.pending: list[tuple[ActRequest, asyncio.Future[AgentOutput]]] = []
         self.busy = False
         self.calls = 0
         self.requests = 0
+        self.successes = 0
+        self.failures = 0
+        self.consecutive_failures = 0
 
     def submit(self, request: ActRequest) -> asyncio.Future[AgentOutput]:
         future = asyncio.get_running_loop().create_future()
-        self.pending.append((request, future))
+        self.run.progress.in_flight += 1
+        if self.per_request:
+            self.calls += 1
+            self.requests += 1
+            self.run.spawn(self._serve_one(request, future))
+        else:
+            self.pending.append((request, future))
         return future
 
     def flush(self) -> None:
         """Send every pending request, unless a synchronous call is still running."""
-        if not self.pending or (self.busy and not self.is_async):
+        if not self.pending or (self.busy and not self.is_async) or self.run.closing:
             return
         batch, self.pending = self.pending, []
         self.busy = True
-        task = asyncio.get_running_loop().create_task(self._serve(batch))
-        self.run.background.add(task)
-        task.add_done_callback(self.run.background.discard)
+        self.run.spawn(self._serve(batch))
+
+    # ------------------------------------------------------------------ serving
+    async def _serve_one(self, request: ActRequest, future: asyncio.Future[AgentOutput]) -> None:
+        try:
+            outcome: AgentOutput | AgentError = await self.agent.act_async(request)
+        except AgentError as exc:
+            outcome = exc
+        except Exception as exc:  # noqa: BLE001 - any exception of an agent is an agent failure
+            outcome = AgentError(f"{type(exc).__name__}: {exc}", kind="agent_error")
+        self._resolve(future, outcome)
 
     async def _serve(self, batch: list[tuple[ActRequest, asyncio.Future[AgentOutput]]]) -> None:
         size = self.run.max_batch_size or len(batch)
         chunks = [batch[i : i + size] for i in range(0, len(batch), size)]
-        try:
-            if self.is_async:
-                results = await asyncio.gather(*(self._call_async(chunk) for chunk in chunks))
-            else:
-                results = []
-                for chunk in chunks:
+        results: list[list[AgentOutput] | BaseException]
+        if self.is_async:
+            results = list(await asyncio.gather(*(self._call_async(c) for c in chunks), return_exceptions=True))
+        else:
+            results = []
+            for chunk in chunks:
+                try:
                     results.append(await self._call_sync(chunk))
-            outputs = [out for chunk_outputs in results for out in chunk_outputs]
-        except BaseException as exc:  # noqa: BLE001 - handed to the episodes that wait
-            self.busy = False
-            for _, future in batch:
-                if not future.done():
-                    self.run.running += 1
-                    future.set_exception(exc)
-            return
+                except asyncio.CancelledError:
+                    raise
+                except BaseException as exc:  # noqa: BLE001 - sorted out below
+                    results.append(exc)
         self.busy = False
-        for (_, future), output in zip(batch, outputs, strict=True):
-            if not future.done():
-                self.run.running += 1
-                future.set_result(output)
+        for result in results:
+            # A broken protocol (a bug), closed input, Ctrl-C inside the agent: stop the run.
+            if isinstance(result, (RunnerError, EOFError)) or (
+                isinstance(result, BaseException) and not isinstance(result, Exception)
+            ):
+                self._raise_in_episodes(batch, result)
+                return
+        for chunk, result in zip(chunks, results, strict=True):
+            if isinstance(result, AgentError):  # the agent failed: every request of the call did
+                outputs: list[AgentOutput | AgentError] = [result] * len(chunk)
+            elif isinstance(result, BaseException):  # any other exception of the agent: the same
+                outputs = [AgentError(f"{type(result).__name__}: {result}", kind="agent_error")] * len(chunk)
+            else:
+                outputs = list(result)
+            for (_, future), output in zip(chunk, outputs, strict=True):
+                self._resolve(future, output)
 
     async def _call_sync(self, chunk: list[tuple[ActRequest, Any]]) -> list[AgentOutput]:
         requests = [request for request, _ in chunk]
@@ -246,6 +568,37 @@ class _Dispatcher:
             raise RunnerError(f"agent {self.agent!r} returned {len(outputs)} outputs for {expected} requests")
         return outputs
 
+    # ------------------------------------------------------------------ answers
+    def _resolve(self, future: asyncio.Future[AgentOutput], outcome: AgentOutput | AgentError) -> None:
+        progress = self.run.progress
+        progress.in_flight -= 1
+        progress.calls += 1
+        failure = outcome if isinstance(outcome, AgentError) else output_failure(outcome)
+        if failure is None:
+            assert isinstance(outcome, AgentOutput)
+            self.successes += 1
+            self.consecutive_failures = 0
+            progress.prompt_tokens += int(outcome.prompt_tokens or 0)
+            progress.completion_tokens += int(outcome.completion_tokens or 0)
+        else:
+            self.failures += 1
+            self.consecutive_failures += 1
+            progress.failed_calls += 1
+            self.run.call_failed(self, failure)
+        if not future.done():
+            self.run.running += 1
+            if failure is None:
+                future.set_result(outcome)  # type: ignore[arg-type]
+            else:
+                future.set_exception(failure)
+
+    def _raise_in_episodes(self, batch: list[tuple[ActRequest, asyncio.Future[AgentOutput]]], exc: BaseException) -> None:
+        for _, future in batch:
+            self.run.progress.in_flight -= 1
+            if not future.done():
+                self.run.running += 1
+                future.set_exception(exc)
+
 
 @dataclass
 class _RunState:
@@ -253,9 +606,20 @@ class _RunState:
 
     max_batch_size: int | None
     threaded: bool
+    max_consecutive_failures: int | None
+    progress: RunProgress
     running: int = 0
+    closing: bool = False
     background: set[asyncio.Task[Any]] = field(default_factory=set)
     dispatchers: list[_Dispatcher] = field(default_factory=list)
+    abort_error: AgentError | None = None
+    abort_agent: str | None = None
+    abort_event: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
 
     def quiesce(self) -> None:
         """Called whenever an episode coroutine stops computing; at zero, flush everyone."""
@@ -264,10 +628,29 @@ class _RunState:
             for dispatcher in self.dispatchers:
                 dispatcher.flush()
 
+    @property
+    def stopping(self) -> bool:
+        return self.abort_error is not None or self.progress.stop_reason is not None
+
+    def call_failed(self, dispatcher: _Dispatcher, failure: AgentError) -> None:
+        """Stop the run on a configuration error before any success; stop starting episodes
+        after too many failures in a row."""
+        if failure.is_configuration_error and dispatcher.successes == 0 and self.abort_error is None:
+            self.abort_error, self.abort_agent = failure, dispatcher.name
+            self.abort_event.set()
+        limit = self.max_consecutive_failures
+        if limit and dispatcher.consecutive_failures >= limit and self.progress.stop_reason is None:
+            self.progress.stop_reason = f"{dispatcher.consecutive_failures} failed calls in a row of {dispatcher.name}"
+
 
 # ---------------------------------------------------------------------------- the runner
 class Runner:
-    """Plays ``num_episodes`` episodes; see the module docstring and :func:`run_episodes`."""
+    """Plays ``num_episodes`` episodes; see the module docstring and :func:`run_episodes`.
+
+    :attr:`progress` (a :class:`RunProgress`) is live while the run plays; :attr:`stats`
+    (per agent object: the agent ids it plays, calls, requests, failed calls) and
+    :attr:`failures` are filled in when it ends.
+    """
 
     def __init__(
         self,
@@ -284,7 +667,9 @@ class Runner:
         max_batch_size: int | None = None,
         store_token_ids: bool = False,
         on_episode: Callable[[EpisodeResult], None] | None = None,
+        on_failure: Callable[[EpisodeFailure], None] | None = None,
         env_label: str | None = None,
+        max_consecutive_failures: int | None = DEFAULT_MAX_CONSECUTIVE_FAILURES,
     ) -> None:
         if num_episodes < 0:
             raise ValueError(f"num_episodes must be >= 0, got {num_episodes}")
@@ -292,6 +677,8 @@ class Runner:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         if max_batch_size is not None and max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1 or None, got {max_batch_size}")
+        if max_consecutive_failures is not None and max_consecutive_failures < 0:
+            raise ValueError(f"max_consecutive_failures must be >= 0 or None, got {max_consecutive_failures}")
         if resume and out_path is None:
             raise ValueError("resume=True needs out_path (the JSONL file to resume)")
         self.env_spec = env
@@ -306,16 +693,26 @@ class Runner:
         self.max_batch_size = max_batch_size
         self.store_token_ids = store_token_ids
         self.on_episode = on_episode
+        self.on_failure = on_failure
         self.env_label = env_label
+        self.max_consecutive_failures = max_consecutive_failures or None
+        self.progress = RunProgress(total=self.num_episodes)
         #: Filled during the run: per agent object, the agent ids it plays and how many calls
         #: and requests it served (``requests / calls`` is the mean batch size).
         self.stats: list[dict[str, Any]] = []
+        self.failures: list[EpisodeFailure] = []
         self.resumed_episodes = 0
+        #: What resuming found wrong in the results file (and repaired).
+        self.file_problems: list[EpisodeFileProblem] = []
 
     # ------------------------------------------------------------------ entry points
     def run(self) -> list[EpisodeResult]:
         """Play the run and return every episode's result (resumed ones included), by index.
-        From inside an event loop (a notebook) it plays on a private loop in a thread."""
+        From inside an event loop (a notebook) it plays on a private loop in a thread.
+
+        Raises:
+            IncompleteRunError: if any episode could not be played (infrastructure failures).
+        """
         return run_blocking(self.arun())
 
     async def arun(self) -> list[EpisodeResult]:
@@ -328,7 +725,8 @@ class Runner:
         done: dict[int, EpisodeResult] = {}
         if self.out_path is not None:
             if self.resume:
-                for result in load_episodes(self.out_path, repair=True):
+                self.file_problems = []
+                for result in load_episodes(self.out_path, repair=True, problems=self.file_problems):
                     self._check_resumed(result, env_id, names)
                     if result.index < self.num_episodes:
                         done.setdefault(result.index, result)
@@ -338,12 +736,13 @@ class Runner:
                     f"run, or choose another path"
                 )
         self.resumed_episodes = len(done)
+        self.progress = progress = RunProgress(total=self.num_episodes, resumed=len(done))
         todo = deque(i for i in range(self.num_episodes) if i not in done)
         writer = _EpisodeWriter(self.out_path) if self.out_path is not None else None
 
         unique_agents = list({id(a): a for a in agents.values()}.values())
-        threaded = any(_is_async_native(a) for a in unique_agents)
-        state = _RunState(self.max_batch_size, threaded)
+        threaded = any(_is_async_native(a) or serves_each_request(a) for a in unique_agents)
+        state = _RunState(self.max_batch_size, threaded, self.max_consecutive_failures, progress)
         dispatch_of: dict[int, _Dispatcher] = {}
         for agent in unique_agents:
             dispatcher = _Dispatcher(agent, state)
@@ -354,15 +753,36 @@ class Runner:
         workers_count = min(self.concurrency, len(todo))
         envs = [first_env] + [self._spawn(first_env) for _ in range(max(0, workers_count - 1))]
         new_results: dict[int, EpisodeResult] = {}
+        failures: dict[int, EpisodeFailure] = {}
+        in_play: set[int] = set()
 
         async def worker(env: Any) -> None:
             try:
-                while todo:
+                while todo and not state.stopping:
                     index = todo.popleft()
-                    result = await self._play(env, index, env_id, names, by_agent_id, state)
+                    in_play.add(index)
+                    try:
+                        result = await self._play(env, index, env_id, names, by_agent_id, state)
+                    except _EpisodeStopped as stopped:
+                        failure = EpisodeFailure(
+                            index,
+                            self.seed + index,
+                            stopped.error.kind,
+                            str(stopped.error),
+                            stopped.agent,
+                            stopped.decisions,
+                        )
+                        failures[index] = failure
+                        progress.failed += 1
+                        if self.on_failure is not None:
+                            self.on_failure(failure)
+                        continue
+                    finally:
+                        in_play.discard(index)
                     new_results[index] = result
                     if writer is not None:
                         writer.write(result)
+                    progress.finished += 1
                     if self.on_episode is not None:
                         self.on_episode(result)
             finally:
@@ -370,18 +790,20 @@ class Runner:
 
         state.running = workers_count
         tasks = [asyncio.create_task(worker(env)) for env in envs[:workers_count]]
+        abort_wait = asyncio.create_task(state.abort_event.wait())
         try:
-            if tasks:
-                _, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-                for task in pending:
-                    task.cancel()
-                if pending:
-                    await asyncio.gather(*pending, return_exceptions=True)
-                # Retrieve every failure (so none is reported as "never retrieved"), raise the first.
-                errors = [t.exception() for t in tasks if t.done() and not t.cancelled() and t.exception()]
-                if errors:
-                    raise errors[0]
+            pending: set[asyncio.Task[Any]] = set(tasks)
+            while pending:
+                finished, pending = await asyncio.wait(pending | {abort_wait}, return_when=asyncio.FIRST_COMPLETED)
+                pending.discard(abort_wait)
+                if abort_wait in finished or any(not t.cancelled() and t.exception() for t in finished):
+                    break
         finally:
+            state.closing = True
+            stopped_in_play = set(in_play)
+            for task in [*tasks, abort_wait, *state.background]:
+                task.cancel()
+            await asyncio.gather(*tasks, abort_wait, *state.background, return_exceptions=True)
             if writer is not None:
                 writer.close()
             for env in envs:
@@ -392,15 +814,41 @@ class Runner:
                     await aclose()
             self.stats = [
                 {
-                    "agent": getattr(d.agent, "name", type(d.agent).__name__),
+                    "agent": d.name,
                     "plays": [a for a, agent in agents.items() if agent is d.agent],
                     "calls": d.calls,
                     "requests": d.requests,
+                    "failed_requests": d.failures,
                 }
                 for d in state.dispatchers
             ]
+        # Retrieve every failure (so none is reported as "never retrieved"), raise the first.
+        errors = [t.exception() for t in tasks if t.done() and not t.cancelled() and t.exception()]
+        if errors:
+            raise errors[0]  # type: ignore[misc]
         results = {**done, **new_results}
-        return [results[i] for i in sorted(results)]
+        ordered = [results[i] for i in sorted(results)]
+        stop_message = (
+            f"the run stopped: {state.abort_agent} failed with a configuration error"
+            if state.abort_error is not None
+            else progress.stop_reason
+        )
+        for index in range(self.num_episodes):
+            if index in results or index in failures:
+                continue
+            reason = "stopped" if index in stopped_in_play else "not_started"
+            failures[index] = EpisodeFailure(index, self.seed + index, reason, stop_message or "the run stopped")
+        self.failures = [failures[i] for i in sorted(failures)]
+        if self.failures:
+            raise IncompleteRunError(
+                ordered,
+                self.failures,
+                self.num_episodes,
+                stop_reason=progress.stop_reason,
+                configuration_error=state.abort_error,
+                agent_name=state.abort_agent,
+            )
+        return ordered
 
     # ------------------------------------------------------------------ one episode
     async def _play(
@@ -421,19 +869,19 @@ class Runner:
             if env.terminations[agent_id] or env.truncations[agent_id]:
                 env.step(None)  # PettingZoo's dead step
                 continue
-            request = ActRequest(env.observe(agent_id), agent_id, env)
+            request = ActRequest(env.observe(agent_id), agent_id, env, episode_seed=seed, decision=len(steps))
             future = dispatchers[agent_id].submit(request)
             state.quiesce()
-            output = await future  # the dispatcher counted us as running again
-            text, error = output.text, output.error
-            if not isinstance(text, str):
-                error = (error + "; " if error else "") + f"agent returned {type(text).__name__}, not text"
-                text = ""
+            try:
+                output = await future  # the dispatcher counted us as running again
+            except AgentError as exc:
+                raise _EpisodeStopped(exc, agent_id, len(steps)) from exc
             before = len(env.records)
-            env.step(text)
-            steps.append(
-                self._step_entry(agent_id, output, error, before if len(env.records) > before else None)
-            )
+            try:
+                env.step(output.text)
+            except AgentError as exc:  # an agent the environment itself calls (an LLM judge)
+                raise _EpisodeStopped(exc, None, len(steps)) from exc
+            steps.append(self._step_entry(agent_id, output, before if len(env.records) > before else None))
         return EpisodeResult(
             index=index,
             seed=seed,
@@ -447,15 +895,13 @@ class Runner:
             duration_s=time.perf_counter() - started,
         )
 
-    def _step_entry(
-        self, agent_id: str, output: AgentOutput, error: str | None, record_index: int | None
-    ) -> dict[str, Any]:
+    def _step_entry(self, agent_id: str, output: AgentOutput, record_index: int | None) -> dict[str, Any]:
         entry: dict[str, Any] = {
             "agent": agent_id,
             "record_index": record_index,
             "prompt_tokens": int(output.prompt_tokens or 0),
             "completion_tokens": int(output.completion_tokens or 0),
-            "error": error,
+            "error": None,
             "meta": _jsonable(output.meta or {}),
         }
         if self.store_token_ids:
@@ -553,7 +999,13 @@ def run_episodes(
         out_path: JSONL file; each finished episode is appended at once.
         resume: Keep the episodes already in ``out_path`` and play only the missing ones.
         **options: ``reset_options``, ``max_batch_size`` (``1`` = one request per call),
-            ``store_token_ids``, ``on_episode`` (callback per finished episode), ``env_label``.
+            ``store_token_ids``, ``on_episode`` (callback per finished episode), ``on_failure``
+            (callback per episode stopped by a failure), ``env_label``,
+            ``max_consecutive_failures``.
+
+    Raises:
+        IncompleteRunError: if an infrastructure failure kept any episode from finishing
+            (it carries the finished ones).
     """
     runner = Runner(
         env_id,

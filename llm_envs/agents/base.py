@@ -3,7 +3,27 @@
 Every kind of policy (a scripted reference agent, a person at the terminal, an HTTP client for
 an OpenAI-compatible server, a local Hugging Face model, a vLLM engine) implements
 :class:`Agent`. The runner gathers every pending request that belongs to the same agent object
-across many environment instances and sends them in one :meth:`Agent.act_batch` call.
+across many environment instances and sends them in one :meth:`Agent.act_batch` call; an agent
+that serves each request on its own (it overrides :meth:`Agent.act_async`, as the HTTP agent
+does) gets each request as soon as it is made and answers each episode as soon as its own reply
+is in, with no batch barrier.
+
+Model outcome versus infrastructure failure
+===========================================
+
+An agent either produces an action (any text, however bad: that is the model's outcome, judged
+by the environment) or fails to produce one (a connection error, a timeout, an HTTP error, an
+engine out of memory, a bug in the agent): that is an *infrastructure failure*, never a model
+outcome. An agent reports a failure in one of two ways, and the runner treats both alike:
+
+* it raises an exception (:class:`AgentError` with a :attr:`~AgentError.kind`, or any other
+  :class:`Exception`, which counts as kind ``"agent_error"``);
+* or, in a batch, it returns an :class:`AgentOutput` whose :attr:`~AgentOutput.error` is set
+  (the kind, if known, in ``meta["error_kind"]``).
+
+An output with an error is never played: not as an empty action, not as anything. The episode
+that needed it stops and is recorded as incomplete (never written as finished), so that a later
+``--resume`` plays it again. An output whose ``text`` is not a ``str`` is an agent failure too.
 """
 
 from __future__ import annotations
@@ -11,7 +31,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import concurrent.futures
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -19,6 +39,52 @@ if TYPE_CHECKING:  # pragma: no cover
     from llm_envs.core.env import Observation, TextEnv
 
 _T = TypeVar("_T")
+
+#: The kinds of :class:`AgentError`, with what each means.
+ERROR_KINDS: Mapping[str, str] = {
+    "connection": "the connection failed or was reset (after retries)",
+    "timeout": "the request ran past its deadline",
+    "server_error": "the server answered HTTP 5xx (after retries)",
+    "rate_limited": "the server answered HTTP 429 (after retries)",
+    "client_error": "the server refused the request (HTTP 4xx: model name, URL, key, request size)",
+    "malformed_response": "the server's reply could not be read as a chat completion",
+    "agent_error": "the agent raised an exception or reported an error",
+    "bad_output": "the agent returned something that is not an action text",
+}
+
+
+class AgentError(Exception):
+    """An agent could not produce an action: an infrastructure failure, never a model outcome.
+
+    Args:
+        message: What went wrong, with the server's own message where there is one.
+        kind: One of :data:`ERROR_KINDS`.
+        status: The HTTP status, for HTTP failures.
+        attempts: How many attempts were made.
+    """
+
+    def __init__(
+        self, message: str, *, kind: str = "agent_error", status: int | None = None, attempts: int = 1
+    ) -> None:
+        super().__init__(message)
+        if kind not in ERROR_KINDS:
+            raise ValueError(f"unknown AgentError kind {kind!r}; expected one of {', '.join(ERROR_KINDS)}")
+        self.message = message
+        self.kind = kind
+        self.status = status
+        self.attempts = attempts
+
+    @property
+    def is_configuration_error(self) -> bool:
+        """A failure that retrying cannot fix and that, when it hits the very first calls,
+        means the run is misconfigured (a wrong model name, URL or key): HTTP 4xx."""
+        return self.kind == "client_error"
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        return f"AgentError({self.message!r}, kind={self.kind!r})"
 
 
 @dataclass
@@ -30,11 +96,16 @@ class ActRequest:
         agent: The environment's agent id that must act.
         env: The live environment. Only scripted agents (reference, random) read it; model
             agents must use the observation alone.
+        episode_seed: The seed the episode was reset with (set by the runner). With
+            ``decision`` it identifies the decision across reruns (the response cache's key).
+        decision: The decision's position in its episode, from 0 (set by the runner).
     """
 
     observation: Observation
     agent: str
     env: TextEnv | None = None
+    episode_seed: int | None = None
+    decision: int | None = None
 
 
 @dataclass
@@ -42,15 +113,17 @@ class AgentOutput:
     """One action, with what a trainer or an evaluation needs to know about how it was made.
 
     Attributes:
-        text: The action text sent to the environment (``""`` when the call failed).
+        text: The action text sent to the environment.
         prompt_token_ids: The exact prompt tokens the model conditioned on (token-in).
         token_ids: The sampled completion tokens (token-out).
         logprobs: Log-probability of each sampled token under the sampling policy.
         prompt_tokens: Prompt token count (as reported by the model server, if any).
         completion_tokens: Completion token count.
-        error: Why the call failed, if it did; the run goes on and the step is played with
-            ``text`` (empty), which earns the environment's format penalty.
-        meta: Anything else (latency, finish reason, ...).
+        error: Set when no action was produced (an infrastructure failure; see the module
+            docstring). The runner never plays such an output: the episode stops and is
+            recorded as incomplete. ``meta["error_kind"]`` may name one of
+            :data:`ERROR_KINDS`.
+        meta: Anything else (latency, finish reason, attempts, ``cached``...).
     """
 
     text: str
@@ -63,6 +136,50 @@ class AgentOutput:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
+def output_failure(output: Any) -> AgentError | None:
+    """The infrastructure failure an agent's output stands for, or ``None`` if it is an action."""
+    if not isinstance(output, AgentOutput):
+        return AgentError(
+            f"the agent returned a {type(output).__name__}, not an AgentOutput", kind="bad_output"
+        )
+    if output.error is not None:
+        kind = (output.meta or {}).get("error_kind", "agent_error")
+        return AgentError(
+            str(output.error),
+            kind=kind if kind in ERROR_KINDS else "agent_error",
+            status=(output.meta or {}).get("status"),
+            attempts=int((output.meta or {}).get("attempts", 1) or 1),
+        )
+    if not isinstance(output.text, str):
+        return AgentError(
+            f"the agent returned a {type(output.text).__name__} as the action, not text", kind="bad_output"
+        )
+    return None
+
+
+#: Agent options that change how a request travels, never what the model answers; they are left
+#: out of :meth:`Agent.settings`, so that changing them does not block ``--resume``.
+TRANSPORT_OPTIONS = frozenset(
+    {
+        "api_key",
+        "api_key_env",
+        "backoff_initial_s",
+        "backoff_max_s",
+        "cache",
+        "device",
+        "headers",
+        "jitter_seed",
+        "max_batch_size",
+        "max_concurrency",
+        "max_retries",
+        "max_retry_after_s",
+        "name",
+        "retry_timeouts",
+        "timeout_s",
+    }
+)
+
+
 class Agent(abc.ABC):
     """Turns a batch of :class:`ActRequest` into a batch of :class:`AgentOutput`, in order."""
 
@@ -72,21 +189,59 @@ class Agent(abc.ABC):
     @abc.abstractmethod
     def act_batch(self, requests: Sequence[ActRequest]) -> list[AgentOutput]:
         """Return one output per request, in the same order. Must not raise for bad model
-        output; a failed call is reported through :attr:`AgentOutput.error`."""
+        output (that is an action like any other); a call that produced no action is an
+        infrastructure failure: raise, or set :attr:`AgentOutput.error` for that request."""
 
     async def act_batch_async(self, requests: Sequence[ActRequest]) -> list[AgentOutput]:
         """Async form; the default runs :meth:`act_batch` in a worker thread."""
         return await asyncio.to_thread(self.act_batch, list(requests))
 
+    async def act_async(self, request: ActRequest) -> AgentOutput:
+        """One request on its own; raise :class:`AgentError` if no action was produced.
+
+        Agents whose requests are independent and I/O-bound (HTTP) override this: the runner
+        then sends every request the moment it is made and resumes each episode as soon as its
+        own reply arrives, instead of batching. The default serves a batch of one.
+        """
+        [output] = await self.act_batch_async([request])
+        return output
+
     def act(self, observation: Observation, agent: str = "", env: TextEnv | None = None) -> str:
-        """Convenience for a single decision: returns the action text."""
-        return self.act_batch([ActRequest(observation, agent, env)])[0].text
+        """Convenience for a single decision: returns the action text (raises
+        :class:`AgentError` if no action was produced)."""
+        output = self.act_batch([ActRequest(observation, agent, env)])[0]
+        failure = output_failure(output)
+        if failure is not None:
+            raise failure
+        return output.text
+
+    def settings(self) -> dict[str, Any]:
+        """What determines this agent's answers, for the run's settings fingerprint (a resumed
+        run must not mix answers made under other settings). Transport options (timeouts,
+        concurrency, retries, the cache) are left out.
+
+        The default is the class, the name and, for agents built from a spec, the spec and its
+        options; agents with more state that shapes their answers override it.
+        """
+        data: dict[str, Any] = {"class": f"{type(self).__module__}.{type(self).__qualname__}", "name": self.name}
+        spec = getattr(self, "build_spec", None)
+        if spec is not None:
+            data["spec"] = str(spec)
+            data["options"] = {
+                k: v for k, v in getattr(spec, "options", ()) if k not in TRANSPORT_OPTIONS
+            }
+        return data
 
     def close(self) -> None:
         """Release resources (connections, engines)."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
+
+
+def serves_each_request(agent: Agent) -> bool:
+    """True if ``agent`` overrides :meth:`Agent.act_async` (each request served on its own)."""
+    return type(agent).act_async is not Agent.act_async
 
 
 def run_blocking(coroutine: Coroutine[Any, Any, _T]) -> _T:

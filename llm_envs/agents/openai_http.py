@@ -1,21 +1,34 @@
 """An agent backed by any OpenAI-compatible chat-completions server.
 
 It speaks the ``POST {base_url}/chat/completions`` protocol that vLLM, SGLang, llama.cpp's
-server, TGI, Ollama and hosted APIs all serve, with :mod:`httpx` and nothing else:
+server, TGI, Ollama, ``transformers serve`` and hosted APIs all serve, with :mod:`httpx` and
+nothing else:
 
 * each observation becomes ``[system: instruction, user: prompt]``
   (:func:`llm_envs.core.to_chat_messages`);
-* a batch is sent as concurrent requests, at most ``max_concurrency`` in flight for this agent
-  at any moment (an :class:`asyncio.Semaphore`, shared by every batch running on the same event
-  loop), over one pooled connection set;
-* every request has a total deadline (``timeout_s``); a timeout, a connection error, HTTP 429
-  and HTTP 5xx are retried with exponential backoff and jitter, honouring the server's
-  ``Retry-After`` (or ``retry-after-ms``) header when it gives one;
-* a response that cannot be understood, a non-retryable HTTP error (400, 401, 404, ...) or
-  exhausted retries yield ``AgentOutput(text="", error=...)`` for that one step: the episode
-  goes on and the empty action earns the environment's format penalty;
+* each request is served on its own (:meth:`OpenAIHTTPAgent.act_async`), so the runner resumes
+  an episode as soon as its own reply arrives; at most ``max_concurrency`` requests of this
+  agent are in flight at any moment (an :class:`asyncio.Semaphore` per event loop), over one
+  pooled connection set;
+* ``max_tokens`` defaults to :data:`DEFAULT_MAX_TOKENS`, so that a server's own default (often
+  the whole context) never decides how long a run takes;
+* a connection error (refused, reset mid-reply), HTTP 408, 409, 429 and 5xx are retried with
+  exponential backoff and jitter; ``Retry-After`` (or ``retry-after-ms``) is honoured exactly,
+  and it pauses *every* request of the agent, not only the one that was told; a wait longer
+  than ``max_retry_after_s`` is not cut short but reported as a failure;
+* a request that runs past ``timeout_s`` is cancelled (the connection is closed, which makes
+  vLLM and SGLang abort the generation) and **not re-sent** by default: a server that does not
+  notice the closed connection is still working on it, and sending it again would only queue the
+  same work twice (``retry_timeouts=True`` changes that);
+* every failure that remains (after retries) is an infrastructure failure, raised as
+  :class:`~llm_envs.agents.AgentError` with its kind (``connection``, ``timeout``,
+  ``server_error``, ``rate_limited``, ``client_error``, ``malformed_response``); in the batch
+  forms it becomes an output with ``error`` set. It is never an (empty) action;
 * token usage (``usage.prompt_tokens`` / ``usage.completion_tokens``) is recorded in each
-  :class:`AgentOutput`, and per-token log-probabilities too when ``logprobs=True``.
+  :class:`AgentOutput`, and per-token log-probabilities too when ``logprobs=True``;
+* with ``cache=PATH`` successful responses are stored in a :class:`~llm_envs.agents.cache.
+  ResponseCache` and a request already answered (same server, model, messages, sampling fields,
+  episode seed and decision) is not sent again.
 
 The API key is read from the environment variable named by ``api_key_env`` (default
 ``OPENAI_API_KEY``) when the agent is created; local servers usually need none, and without one
@@ -37,18 +50,26 @@ from typing import Any
 
 import httpx
 
-from llm_envs.agents.base import ActRequest, Agent, AgentOutput, run_blocking
+from llm_envs.agents.base import ActRequest, Agent, AgentError, AgentOutput, run_blocking
+from llm_envs.agents.cache import ResponseCache, cache_key
 from llm_envs.core.messages import to_chat_messages
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+#: Completion tokens per request unless told otherwise: enough for a reasoned action in every
+#: environment here; raise it for reasoning models (the papers train with up to 2048).
+DEFAULT_MAX_TOKENS = 1024
+#: Seconds one request may take before it is cancelled.
+DEFAULT_TIMEOUT_S = 300.0
 
-#: HTTP statuses worth another try: request timeout, conflict (lock contention on some hosted
-#: APIs), rate limiting, and every server-side error.
-_RETRYABLE_STATUSES = frozenset({408, 409, 429})
+#: HTTP statuses worth another try, with the failure kind they count as when retries run out.
+_RETRYABLE_STATUSES = {408: "timeout", 409: "server_error", 429: "rate_limited"}
 
 
-def _is_retryable_status(status: int) -> bool:
-    return status in _RETRYABLE_STATUSES or status >= 500
+def _retry_kind(status: int) -> str | None:
+    """The failure kind of a retryable status, or ``None`` if the status is not retried."""
+    if status in _RETRYABLE_STATUSES:
+        return _RETRYABLE_STATUSES[status]
+    return "server_error" if status >= 500 else None
 
 
 def parse_retry_after(headers: httpx.Headers, now: float | None = None) -> float | None:
@@ -79,10 +100,16 @@ def parse_retry_after(headers: httpx.Headers, now: float | None = None) -> float
 @dataclass
 class _LoopState:
     """What belongs to one event loop: an httpx client and the in-flight semaphore are bound
-    to the loop they were first used on, so each loop gets its own."""
+    to the loop they were first used on, so each loop gets its own. ``resume_at`` is the
+    ``time.monotonic()`` before which no request may be sent (a server's ``Retry-After``)."""
 
     client: httpx.AsyncClient
     semaphore: asyncio.Semaphore
+    resume_at: float = 0.0
+
+    async def wait_for_server(self) -> None:
+        while (delay := self.resume_at - time.monotonic()) > 0:
+            await asyncio.sleep(delay)
 
 
 class OpenAIHTTPAgent(Agent):
@@ -93,22 +120,28 @@ class OpenAIHTTPAgent(Agent):
         model: The ``model`` field of each request.
         api_key_env: Name of the environment variable that holds the API key.
         api_key: The key itself (overrides ``api_key_env``; prefer the variable).
-        temperature, top_p, max_tokens, stop, seed: Sampling parameters; ``None`` leaves the
-            server's default.
+        temperature, top_p, stop, seed: Sampling parameters; ``None`` leaves the server's
+            default.
+        max_tokens: Completion length limit (default :data:`DEFAULT_MAX_TOKENS`; ``None``
+            leaves the server's default, which may be the whole context).
         logprobs: Ask for the log-probability of each sampled token.
         extra_body: More request fields, sent as-is (e.g. ``{"top_k": 20}`` for vLLM).
         headers: More HTTP headers.
         max_concurrency: Most requests of this agent in flight at once.
-        timeout_s: Total deadline of one request attempt, in seconds.
-        max_retries: Retries after the first attempt (timeouts, connection errors, 408, 409,
-            429, 5xx).
+        timeout_s: Deadline of one request attempt, in seconds (then it is cancelled).
+        retry_timeouts: Send a timed-out request again (only sensible with a server that
+            aborts work when the client goes away; see the module docstring).
+        max_retries: Retries after the first attempt (connection errors, 408, 409, 429, 5xx,
+            and timeouts with ``retry_timeouts``).
         backoff_initial_s: First backoff delay; it doubles each retry, up to ``backoff_max_s``,
             and is scaled by a random factor in [0.5, 1] (jitter), so that clients that failed
             together do not retry together.
         backoff_max_s: Cap of the backoff delay.
-        max_retry_after_s: A ``Retry-After`` up to this long is honoured exactly; a longer one
-            falls back to the backoff delay (so that one odd header cannot stall a run).
+        max_retry_after_s: Longest ``Retry-After`` to wait for; a server that asks for a
+            longer wait gets no retry (the request fails, to be replayed by ``--resume``).
         jitter_seed: Seed of the jitter generator (timing only; never affects actions).
+        cache: A :class:`~llm_envs.agents.cache.ResponseCache` or the path of one: answered
+            requests are stored and never sent twice.
         name: Name in tables and transcripts (default ``openai:{base_url}@{model}``).
     """
 
@@ -121,19 +154,21 @@ class OpenAIHTTPAgent(Agent):
         api_key: str | None = None,
         temperature: float | None = None,
         top_p: float | None = None,
-        max_tokens: int | None = None,
+        max_tokens: int | None = DEFAULT_MAX_TOKENS,
         stop: str | Sequence[str] | None = None,
         seed: int | None = None,
         logprobs: bool = False,
         extra_body: dict[str, Any] | None = None,
         headers: dict[str, str] | None = None,
         max_concurrency: int = 8,
-        timeout_s: float = 120.0,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        retry_timeouts: bool = False,
         max_retries: int = 4,
         backoff_initial_s: float = 0.5,
         backoff_max_s: float = 30.0,
         max_retry_after_s: float = 60.0,
         jitter_seed: int | None = None,
+        cache: ResponseCache | str | os.PathLike[str] | None = None,
         name: str | None = None,
     ) -> None:
         if not model:
@@ -144,6 +179,10 @@ class OpenAIHTTPAgent(Agent):
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, got {timeout_s}")
+        if max_tokens is not None and max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1 (or None for the server's default), got {max_tokens}")
+        if "://" not in base_url:
+            raise ValueError(f"base_url {base_url!r} is not a URL (e.g. http://127.0.0.1:8000/v1)")
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.url = f"{self.base_url}/chat/completions"
@@ -166,11 +205,14 @@ class OpenAIHTTPAgent(Agent):
         self.extra_body = dict(extra_body or {})
         self.max_concurrency = int(max_concurrency)
         self.timeout_s = float(timeout_s)
+        self.retry_timeouts = bool(retry_timeouts)
         self.max_retries = int(max_retries)
         self.backoff_initial_s = float(backoff_initial_s)
         self.backoff_max_s = float(backoff_max_s)
         self.max_retry_after_s = float(max_retry_after_s)
         self._jitter = random.Random(jitter_seed)
+        self._owns_cache = cache is not None and not isinstance(cache, ResponseCache)
+        self.cache = ResponseCache(cache) if self._owns_cache else cache  # type: ignore[arg-type]
         self.name = name or f"openai:{self.base_url}@{model}"
         self._states: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopState] = (
             weakref.WeakKeyDictionary()
@@ -189,10 +231,46 @@ class OpenAIHTTPAgent(Agent):
         body.update(self.extra_body)
         return body
 
+    def settings(self) -> dict[str, Any]:
+        """What shapes the answers: the server, the model and every request field."""
+        return {
+            "class": f"{type(self).__module__}.{type(self).__qualname__}",
+            "base_url": self.base_url,
+            "model": self.model,
+            "sampling": dict(self.sampling),
+            "logprobs": self.logprobs,
+            "extra_body": dict(self.extra_body),
+        }
+
+    async def act_async(self, request: ActRequest) -> AgentOutput:
+        """Answer one request; raises :class:`AgentError` when no answer could be had."""
+        body = self.request_body(request.observation)
+        key = None
+        if self.cache is not None:
+            key = cache_key(self.base_url, body, request.episode_seed, request.decision, request.agent)
+            stored = self.cache.get(key)
+            if stored is not None:
+                return _output(stored, {"cached": True, "attempts": 0, "latency_s": 0.0})
+        reply, meta = await self._complete(self._state(), body)
+        if self.cache is not None and key is not None:
+            self.cache.put(key, reply)
+        return _output(reply, meta)
+
     async def act_batch_async(self, requests: Sequence[ActRequest]) -> list[AgentOutput]:
-        """Send every request concurrently (bounded by ``max_concurrency``); outputs in order."""
-        state = self._state()
-        return list(await asyncio.gather(*(self._complete(state, r) for r in requests)))
+        """Every request concurrently (bounded by ``max_concurrency``); outputs in order, a
+        failed request as an output with ``error`` set (and ``meta["error_kind"]``)."""
+
+        async def one(request: ActRequest) -> AgentOutput:
+            try:
+                return await self.act_async(request)
+            except AgentError as exc:
+                return AgentOutput(
+                    text="",
+                    error=str(exc),
+                    meta={"error_kind": exc.kind, "status": exc.status, "attempts": exc.attempts},
+                )
+
+        return list(await asyncio.gather(*(one(r) for r in requests)))
 
     def act_batch(self, requests: Sequence[ActRequest]) -> list[AgentOutput]:
         """Blocking form: runs :meth:`act_batch_async` on a private event loop (in a worker
@@ -213,8 +291,13 @@ class OpenAIHTTPAgent(Agent):
             await state.client.aclose()
 
     def close(self) -> None:
-        """Forget every connection pool (pools of loops still running close with them)."""
+        """Forget every connection pool (pools of loops still running close with them) and
+        close the response cache this agent opened."""
         self._states = weakref.WeakKeyDictionary()
+        if self._owns_cache and self.cache is not None:
+            self.cache.close()
+            self.cache = None
+            self._owns_cache = False
 
     # ------------------------------------------------------------------ internals
     def _state(self) -> _LoopState:
@@ -231,90 +314,125 @@ class OpenAIHTTPAgent(Agent):
             self._states[loop] = state
         return state
 
-    def _backoff_delay(self, retry_index: int, retry_after: float | None) -> float:
-        if retry_after is not None and retry_after <= self.max_retry_after_s:
-            return retry_after
+    def _backoff_delay(self, retry_index: int) -> float:
         base = min(self.backoff_max_s, self.backoff_initial_s * (2.0**retry_index))
         return base * (0.5 + 0.5 * self._jitter.random())
 
-    async def _complete(self, state: _LoopState, request: ActRequest) -> AgentOutput:
-        body = self.request_body(request.observation)
+    async def _complete(self, state: _LoopState, body: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Send ``body`` (with retries) and return the parsed reply and its meta."""
         started = time.perf_counter()
         errors: list[str] = []
-        for attempt in range(self.max_retries + 1):
-            retry_after: float | None = None
+        kind, status = "connection", None
+        attempts = self.max_retries + 1
+        for attempt in range(attempts):
+            delay: float | None = None
+            await state.wait_for_server()
             try:
                 async with state.semaphore:
+                    await state.wait_for_server()  # a Retry-After may have come in while queued
                     response = await asyncio.wait_for(
                         state.client.post(self.url, json=body, headers=self._headers),
                         timeout=self.timeout_s,
                     )
             except (asyncio.TimeoutError, httpx.TimeoutException):
-                errors.append(f"timed out after {self.timeout_s:g}s")
+                message = f"timed out after {self.timeout_s:g}s"
+                if not self.retry_timeouts:
+                    raise AgentError(
+                        f"{message}; not re-sent, since the server may still be working on it "
+                        "(raise --timeout, or lower --max-tokens)",
+                        kind="timeout",
+                        attempts=attempt + 1,
+                    ) from None
+                errors.append(message)
+                kind, status = "timeout", None
             except httpx.TransportError as exc:
-                errors.append(f"connection error ({type(exc).__name__}: {exc})")
+                errors.append(f"connection error ({type(exc).__name__}: {str(exc) or 'no detail'})")
+                kind, status = "connection", None
             else:
-                if 200 <= response.status_code < 300:
-                    return self._parse(response, attempt + 1, time.perf_counter() - started)
-                detail = f"HTTP {response.status_code}: {_error_detail(response)}"
-                if not _is_retryable_status(response.status_code):
-                    return _failure(f"{detail} (not retried)", attempt + 1, started)
+                status = response.status_code
+                if 200 <= status < 300:
+                    meta = {"attempts": attempt + 1, "latency_s": time.perf_counter() - started}
+                    return self._parse(response, meta), meta
+                detail = f"HTTP {status}: {_error_detail(response)}"
+                retry_kind = _retry_kind(status)
+                if retry_kind is None:
+                    raise AgentError(
+                        f"{detail} (not retried)",
+                        kind="client_error",  # 4xx (and a 3xx redirect): the request is wrong
+                        status=status,
+                        attempts=attempt + 1,
+                    )
                 errors.append(detail)
+                kind = retry_kind
                 retry_after = parse_retry_after(response.headers)
-            if attempt < self.max_retries:
-                await asyncio.sleep(self._backoff_delay(attempt, retry_after))
-        attempts = self.max_retries + 1
-        return _failure(
-            f"gave up after {attempts} attempt(s); last error: {errors[-1]}", attempts, started, errors
+                if retry_after is not None:
+                    if retry_after > self.max_retry_after_s:
+                        raise AgentError(
+                            f"{detail}; the server asks to wait {retry_after:g}s, more than "
+                            f"max_retry_after_s={self.max_retry_after_s:g}",
+                            kind=kind,
+                            status=status,
+                            attempts=attempt + 1,
+                        )
+                    delay = retry_after
+                    # The server speaks for every request of this client, not only this one.
+                    state.resume_at = max(state.resume_at, time.monotonic() + retry_after)
+            if attempt < attempts - 1:
+                await asyncio.sleep(delay if delay is not None else self._backoff_delay(attempt))
+        raise AgentError(
+            f"gave up after {attempts} attempt(s); last error: {errors[-1]}",
+            kind=kind,
+            status=status,
+            attempts=attempts,
         )
 
-    def _parse(self, response: httpx.Response, attempts: int, latency_s: float) -> AgentOutput:
-        meta: dict[str, Any] = {"attempts": attempts, "latency_s": latency_s}
+    def _parse(self, response: httpx.Response, meta: dict[str, Any]) -> dict[str, Any]:
+        """The reply as plain data (what the cache stores), or :class:`AgentError`."""
+
+        def malformed(why: str) -> AgentError:
+            return AgentError(f"malformed response: {why}", kind="malformed_response", attempts=meta["attempts"])
+
         try:
             data = response.json()
         except (json.JSONDecodeError, UnicodeDecodeError, ValueError):
-            return AgentOutput(
-                text="",
-                error=f"malformed response: body is not JSON: {_snippet(response.text)!r}",
-                meta=meta,
-            )
+            raise malformed(f"body is not JSON: {_snippet(response.text)!r}") from None
         try:
             choice = data["choices"][0]
             message = choice["message"]
             content = message.get("content")
         except (KeyError, IndexError, TypeError, AttributeError):
-            return AgentOutput(
-                text="",
-                error=f"malformed response: no choices[0].message: {_snippet(json.dumps(data))!r}",
-                meta=meta,
-            )
+            raise malformed(f"no choices[0].message: {_snippet(json.dumps(data))!r}") from None
         if isinstance(content, list):  # content given as parts: keep the text parts
             content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+        if content is None:
+            # The model wrote no visible text (e.g. a reasoning model cut off by max_tokens, or a
+            # tool call): that is the model's answer, an empty one, not a failure.
+            content = ""
         if not isinstance(content, str):
-            return AgentOutput(
-                text="",
-                error=f"malformed response: message content is {type(content).__name__}, not text",
-                meta=meta,
-            )
+            raise malformed(f"message content is {type(content).__name__}, not text")
         usage = data.get("usage") if isinstance(data, dict) else None
         usage = usage if isinstance(usage, dict) else {}
-        meta["finish_reason"] = choice.get("finish_reason") if isinstance(choice, dict) else None
-        if isinstance(data.get("model"), str):
-            meta["model"] = data["model"]
-        return AgentOutput(
-            text=content,
-            logprobs=_token_logprobs(choice) if self.logprobs else None,
-            prompt_tokens=_as_int(usage.get("prompt_tokens")),
-            completion_tokens=_as_int(usage.get("completion_tokens")),
-            meta=meta,
-        )
+        return {
+            "text": content,
+            "prompt_tokens": _as_int(usage.get("prompt_tokens")),
+            "completion_tokens": _as_int(usage.get("completion_tokens")),
+            "logprobs": _token_logprobs(choice) if self.logprobs else None,
+            "finish_reason": choice.get("finish_reason") if isinstance(choice, dict) else None,
+            "model": data.get("model") if isinstance(data.get("model"), str) else None,
+        }
 
 
-def _failure(error: str, attempts: int, started: float, history: list[str] | None = None) -> AgentOutput:
-    meta: dict[str, Any] = {"attempts": attempts, "latency_s": time.perf_counter() - started}
-    if history:
-        meta["errors"] = history
-    return AgentOutput(text="", error=error, meta=meta)
+def _output(reply: dict[str, Any], meta: dict[str, Any]) -> AgentOutput:
+    meta = {**meta, "finish_reason": reply.get("finish_reason")}
+    if reply.get("model"):
+        meta["model"] = reply["model"]
+    return AgentOutput(
+        text=str(reply.get("text", "")),
+        logprobs=reply.get("logprobs"),
+        prompt_tokens=_as_int(reply.get("prompt_tokens")),
+        completion_tokens=_as_int(reply.get("completion_tokens")),
+        meta=meta,
+    )
 
 
 def _as_int(value: Any) -> int:
@@ -329,17 +447,20 @@ def _snippet(text: str, limit: int = 300) -> str:
 
 
 def _error_detail(response: httpx.Response) -> str:
-    """The server's error message if it sent the usual ``{"error": {"message": ...}}``."""
+    """The server's error message: OpenAI's ``{"error": {"message": ...}}``, FastAPI's
+    ``{"detail": ...}``, or the body itself."""
     try:
         data = response.json()
+    except (ValueError, UnicodeDecodeError):
+        data = None
+    if isinstance(data, dict):
         error = data.get("error")
         if isinstance(error, dict) and error.get("message"):
             return _snippet(str(error["message"]))
-        if isinstance(error, str):
-            return _snippet(error)
-    except (ValueError, AttributeError):
-        pass
-    return _snippet(response.text) or response.reason_phrase
+        for key in ("error", "detail", "message"):
+            if isinstance(data.get(key), str) and data[key]:
+                return _snippet(data[key])
+    return _snippet(response.text.strip()) or response.reason_phrase
 
 
 def _token_logprobs(choice: dict[str, Any]) -> list[float] | None:

@@ -251,7 +251,17 @@ def build_agent(spec: AgentSpec | str) -> Agent:
         raise AgentSpecError(f"unknown agent kind {spec.kind!r}")
     if "name" not in options and (spec.kind in MODEL_KINDS or (spec.kind == "random" and spec.target)):
         agent.name = str(spec)
+    # What the agent was built from: part of its settings fingerprint (Agent.settings).
+    agent.build_spec = spec  # type: ignore[attr-defined]
     return agent
+
+
+def _check_model_path(spec: AgentSpec) -> None:
+    """A target written as a path (``/``, ``./``, ``../``, ``~``) must exist; anything else may be
+    a hub id."""
+    target = spec.target
+    if target.startswith(("/", "./", "../", "~")) and not Path(target).expanduser().exists():
+        raise AgentSpecError(f"{spec}: no model at {target} (no such file or directory)")
 
 
 def _construct(
@@ -274,8 +284,9 @@ def _construct(
         raise AgentSpecError(f"cannot build agent {spec}: {exc}") from exc
 
 
-def _load_torch_agent(kind: str) -> Any:
-    module_name, attr, extra = _TORCH_AGENTS[kind]
+def _require_extras(kind: str) -> None:
+    """A clear error, before anything heavy is imported, when the kind's packages are missing."""
+    extra = _TORCH_AGENTS[kind][2]
     missing = [
         m
         for m in (("torch", "transformers") if kind == "hf" else ("vllm",))
@@ -286,6 +297,11 @@ def _load_torch_agent(kind: str) -> Any:
             f"{kind}: agents need {', '.join(missing)}, which is not installed; "
             f"install the extra: pip install 'llm-envs[{extra}]'"
         )
+
+
+def _load_torch_agent(kind: str) -> Any:
+    module_name, attr, _ = _TORCH_AGENTS[kind]
+    _require_extras(kind)
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -371,6 +387,8 @@ def _torch_agent_interface(kind: str) -> tuple[Any, set[str] | None, type | None
 
 
 def _build_torch_agent(spec: AgentSpec, options: dict[str, Any]) -> Agent:
+    _require_extras(spec.kind)
+    _check_model_path(spec)  # before torch is imported: a mistyped path fails at once
     factory, accepted, sampling_cls = _torch_agent_interface(spec.kind)
     options = dict(options)
     if accepted is not None and "max_tokens" in options and "max_tokens" not in accepted:

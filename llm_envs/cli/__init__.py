@@ -6,12 +6,17 @@
                                            others; the transcript is printed as it goes
 ``llm-envs eval ENV --agent SPEC ...``     evaluate agents: table, ``summary.json``,
                                            ``episodes.jsonl``, ``plot.png``
-``llm-envs eval --compare RUN_A RUN_B``    two evaluation runs side by side
+``llm-envs eval --compare RUN_A RUN_B``    two evaluation runs side by side, with paired
+                                           tests on the seeds they share
 ``llm-envs show RUN [--failed] ...``       saved episodes of an eval or demo run, as readable
                                            transcripts (every action with its reward)
 ``llm-envs demo``                          every environment with its reference agents and
                                            with the random agent, in one table
 =========================================  ==================================================
+
+Exit status: 0 success; 2 a user error (a mistyped id, spec, option or path, a server that
+refuses the first requests); 3 an evaluation left incomplete by infrastructure failures
+(``--resume`` completes it); 130 interrupted.
 
 A subcommand lives in its own module with a ``cmd_<name>(args) -> int`` function and an
 ``add_parsers(sub)`` that registers it; add the module to ``_COMMAND_MODULES`` below.
@@ -28,9 +33,9 @@ from collections.abc import Sequence
 from llm_envs.agents.spec import AgentSpecError
 
 from . import demo, envs, evaluate, show
-from ._common import EXIT_USAGE, CLIError
+from ._common import EXIT_INCOMPLETE, EXIT_USAGE, CLIError
 
-__all__ = ["CLIError", "EXIT_USAGE", "build_parser", "main"]
+__all__ = ["CLIError", "EXIT_INCOMPLETE", "EXIT_USAGE", "build_parser", "main"]
 
 # In the order `llm-envs --help` lists them.
 _COMMAND_MODULES = (envs, evaluate, show, demo)
@@ -63,6 +68,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 1
+    except EOFError:
+        print("error: the input ended; finished episodes are saved (use --resume to continue an eval)", file=sys.stderr)
+        return 1
+    except OSError as exc:  # a path that cannot be read or written: one line, no traceback
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print(
             "\ninterrupted; finished episodes are saved (use --resume to continue an eval)", file=sys.stderr

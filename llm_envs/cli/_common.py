@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import re
 from collections.abc import Sequence
@@ -9,7 +10,10 @@ from typing import Any
 
 from llm_envs.agents.spec import parse_option_value
 
+#: Exit status of a user error (a mistyped id, spec or path; a misconfigured server).
 EXIT_USAGE = 2
+#: Exit status of a run that infrastructure failures left incomplete (``--resume`` completes it).
+EXIT_INCOMPLETE = 3
 
 
 class CLIError(Exception):
@@ -25,6 +29,24 @@ def env_kwargs(pairs: Sequence[str] | None) -> dict[str, Any]:
             raise CLIError(f"--env-arg takes key=value, got {pair!r}")
         kwargs[key.strip()] = parse_option_value(value)
     return kwargs
+
+
+def resolve_env(env_id: str) -> Any:
+    """The registry entry of ``env_id``, or a one-line :class:`CLIError` naming the closest
+    registered ids (never PettingZoo's list of every environment it knows)."""
+    import llm_envs
+    from llm_envs.registry import NAMESPACE, entry
+
+    try:
+        return entry(env_id)
+    except KeyError:
+        pass
+    ids = llm_envs.env_ids()
+    names = {i.split("/", 1)[-1].lower(): i for i in ids}
+    wanted = env_id.split("/", 1)[-1] if env_id.startswith(f"{NAMESPACE}/") or "/" not in env_id else env_id
+    suggestion = [names[m] for m in difflib.get_close_matches(wanted.lower(), list(names), n=2, cutoff=0.75)]
+    hint = f"did you mean {' or '.join(suggestion)}? " if suggestion else ""
+    raise CLIError(f"unknown environment {env_id!r}; {hint}see `llm-envs list` (registered: {', '.join(ids)})")
 
 
 def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:

@@ -6,12 +6,17 @@ import argparse
 import time
 from typing import Any
 
-from ._common import table
+from ._common import CLIError, resolve_env, table
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from llm_envs.evaluation.evaluate import DEMO_HEADER, run_demo
 
+    if args.episodes < 1:
+        raise CLIError(f"--episodes must be >= 1, got {args.episodes}")
+    if args.concurrency < 1:
+        raise CLIError(f"--concurrency must be >= 1, got {args.concurrency}")
+    env_ids = [resolve_env(env_id).id for env_id in args.env] if args.env else None
     started = time.perf_counter()
     print(
         f"demo: every environment, {args.episodes} episodes each with its reference agents and "
@@ -22,7 +27,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         concurrency=args.concurrency,
         seed=args.seed,
         out_dir=args.out,
-        env_ids=args.env or None,
+        env_ids=env_ids,
     )
     print()
     print(table([r.cells() for r in rows], DEMO_HEADER))
@@ -34,8 +39,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser("demo", help="every environment with reference and random agents, one table")
     p.add_argument("--episodes", type=int, default=20, help="episodes per environment and agent (default 20)")
-    p.add_argument("--concurrency", type=int, default=4)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--concurrency", type=int, default=4, help="environment instances in play at once (default 4)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="episode i is played from seed SEED+i (default 0)")
     p.add_argument("--out", default="runs/demo", help="results directory (default: runs/demo)")
-    p.add_argument("--env", action="append", help="only these environments (repeatable)")
+    p.add_argument("--env", action="append", metavar="ENV", help="only these environments (repeatable)")
     p.set_defaults(func=cmd_demo)

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from ._common import CLIError, env_kwargs, table
+from ._common import CLIError, env_kwargs, resolve_env, table
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -37,22 +37,23 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_play(args: argparse.Namespace) -> int:
     import llm_envs
-    from llm_envs.agents.base import ActRequest
+    from llm_envs.agents.base import ActRequest, output_failure
     from llm_envs.agents.human import HumanAgent
     from llm_envs.agents.spec import build_agent
 
+    env_id = resolve_env(args.env_id).id
     try:
-        env = llm_envs.make(args.env_id, **env_kwargs(args.env_arg))
+        env = llm_envs.make(env_id, **env_kwargs(args.env_arg))
     except (KeyError, TypeError, ValueError, ImportError) as exc:
-        raise CLIError(f"cannot create {args.env_id}: {exc}") from exc
+        raise CLIError(f"cannot create {env_id}: {exc}") from exc
     you = args.as_agent or env.possible_agents[0]
     if you not in env.possible_agents:
-        raise CLIError(f"--as {you!r}: {args.env_id} has agents {', '.join(env.possible_agents)}")
+        raise CLIError(f"--as {you!r}: {env_id} has agents {', '.join(env.possible_agents)}")
     human = HumanAgent(end_marker=args.end_marker)
     others = build_agent(args.others)
     env.reset(seed=args.seed)
     print(
-        f"{args.env_id}, seed {args.seed}: you play {you}; {others.name} plays "
+        f"{env_id}, seed {args.seed}: you play {you}; {others.name} plays "
         f"{', '.join(a for a in env.possible_agents if a != you) or 'nobody else'}."
     )
     print(env.transcript())  # the task (no actions yet)
@@ -68,8 +69,11 @@ def cmd_play(args: argparse.Namespace) -> int:
         except EOFError:
             print("\ninput closed: the game stops here.")
             return 1
-        if output.error:
-            print(f"[{agent}: agent error: {output.error}]")
+        failure = output_failure(output)
+        if failure is not None:  # no action was produced: never play it as an empty one
+            print(f"\n[{agent} ({player.name}) produced no action: {failure.kind}: {failure}]")
+            print("the game stops here.")
+            return 1
         env.step(output.text)
         for record in env.records[shown:]:
             flag = "" if record.format_ok else "  [format error]"
@@ -95,7 +99,7 @@ def add_parsers(sub: Any) -> None:
 
     p = sub.add_parser("play", help="play one agent yourself against reference agents")
     p.add_argument("env_id", help="environment id, e.g. llm/PlanPath-v0")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="the episode's seed (default 0)")
     p.add_argument("--as", dest="as_agent", metavar="AGENT", help="the agent you play (default: the first)")
     p.add_argument(
         "--others",

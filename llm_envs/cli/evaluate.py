@@ -1,15 +1,19 @@
-"""``llm-envs eval``: evaluate agents on an environment, or compare two evaluation runs."""
+"""``llm-envs eval``: evaluate agents on an environment, or compare two evaluation runs.
+
+Exit status: 0 when every episode finished; 2 on a user error, including a server that refuses
+the very first requests (HTTP 4xx: a wrong model name, URL or key); 3 when infrastructure
+failures left episodes unplayed (the message says how many and why; ``--resume`` plays them).
+"""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ._common import CLIError, env_kwargs, slug
+from ._common import EXIT_INCOMPLETE, EXIT_USAGE, CLIError, env_kwargs, resolve_env, slug
 
 
 def _build_eval_agents(
@@ -25,40 +29,49 @@ def _build_eval_agents(
     model_defaults = {
         "temperature": args.temperature,
         "top_p": args.top_p,
-        "max_tokens": args.max_tokens,
+        "max_tokens": args.max_tokens if args.max_tokens else None,
         "stop": args.stop,
         "seed": args.sampling_seed,
         "max_concurrency": args.max_concurrency,
         "timeout_s": args.timeout,
+        "retry_timeouts": True if args.retry_timeouts else None,
+        "cache": str(args.cache) if args.cache else None,
     }
     agents = resolve_agents(assignments, possible_agents, default="reference", model_defaults=model_defaults)
     specs = {("*" if k is None else k): str(v) for k, v in assignments.items()} or {"*": "reference"}
     return agents, specs
 
 
-def cmd_eval(args: argparse.Namespace) -> int:
-    from llm_envs.evaluation import compare_summaries, evaluate, format_summary, load_summary
+def _compare(args: argparse.Namespace) -> int:
+    from llm_envs.evaluation.compare import CompareError, compare_runs
 
+    run_a, run_b = args.compare
+    try:
+        comparison = compare_runs(run_a, run_b)
+    except CompareError as exc:
+        raise CLIError(str(exc)) from exc
+    print(comparison.format())
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
     if args.compare:
-        run_a, run_b = args.compare
-        try:
-            a, b = load_summary(run_a), load_summary(run_b)
-        except (FileNotFoundError, json.JSONDecodeError) as exc:
-            raise CLIError(str(exc)) from exc
-        print(compare_summaries(a, b, labels=(str(run_a), str(run_b))))
-        return 0
+        return _compare(args)
     if not args.env_id:
         raise CLIError("eval needs an environment id (see `llm-envs list`), or --compare RUN_A RUN_B")
+    for flag in ("episodes", "concurrency"):
+        if getattr(args, flag) < 1:
+            raise CLIError(f"--{flag} must be >= 1, got {getattr(args, flag)}")
+    if args.max_tokens is not None and args.max_tokens < 0:
+        raise CLIError(f"--max-tokens must be >= 1 (or 0 for the model's own default), got {args.max_tokens}")
+    if args.force_resume and not args.resume:
+        raise CLIError("--force-resume goes with --resume")
 
     import llm_envs
-    from llm_envs.registry import entry
+    from llm_envs.evaluation import evaluate, format_summary, resolve_split
+    from llm_envs.runner import IncompleteRunError
 
-    try:
-        env_entry = entry(args.env_id)
-    except KeyError as exc:
-        raise CLIError(str(exc.args[0])) from exc
-    from llm_envs.evaluation import resolve_split
-
+    env_entry = resolve_env(args.env_id)
     try:
         kwargs = resolve_split(env_entry.id, args.split, env_kwargs(args.env_arg))
         probe = llm_envs.make(env_entry.id, **kwargs)  # fail early on bad --env-arg
@@ -77,12 +90,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
     out = args.out or Path("runs") / "eval" / env_entry.id.split("/")[-1] / slug(
         "+".join(f"{k}={v}" if k != "*" else v for k, v in sorted(specs.items())) + f"-seed{args.seed}"
     )
+    if out.exists() and not out.is_dir():
+        raise CLIError(f"--out {out} is a file, not a directory")
     print(
         f"evaluating {env_entry.id}: "
         + ", ".join(f"{a}={agent.name}" for a, agent in agents.items())
         + f"; {args.episodes} episodes, concurrency {args.concurrency}; writing to {out}",
         file=sys.stderr,
     )
+    files = f"{out}/summary.json, {out}/episodes.jsonl" + ("" if args.no_plot else f", {out}/plot.png")
     try:
         summary = evaluate(
             env_entry.id,
@@ -93,24 +109,41 @@ def cmd_eval(args: argparse.Namespace) -> int:
             env_kwargs=kwargs,
             out_dir=out,
             resume=args.resume,
+            force_resume=args.force_resume,
             overwrite=args.overwrite,
             progress=not args.no_progress,
             plot=not args.no_plot,
             max_batch_size=args.max_batch_size,
+            max_consecutive_failures=args.max_consecutive_failures or None,
             settings={"agent_specs": specs, "command": "llm-envs " + " ".join(sys.argv[1:])},
             log=lambda message: print(message, file=sys.stderr),
         )
+    except IncompleteRunError as exc:
+        summary = getattr(exc, "summary", None)
+        if summary is not None and summary.get("episodes"):
+            print(format_summary(summary))
+            print(f"\nwrote {files} (status: incomplete)")
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE if exc.configuration_error is not None else EXIT_INCOMPLETE
     finally:
         for agent in {id(a): a for a in agents.values()}.values():
             agent.close()
     print(format_summary(summary))
-    print(f"\nwrote {out}/summary.json, {out}/episodes.jsonl" + ("" if args.no_plot else f", {out}/plot.png"))
+    print(f"\nwrote {files}")
     return 0
 
 
 def add_parsers(sub: Any) -> None:
-    p = sub.add_parser("eval", help="evaluate agents on an environment")
-    p.add_argument("env_id", nargs="?", help="environment id, e.g. llm/PlanPath-v0")
+    from llm_envs.agents.openai_http import DEFAULT_MAX_TOKENS, DEFAULT_TIMEOUT_S
+    from llm_envs.runner import DEFAULT_MAX_CONSECUTIVE_FAILURES
+
+    p = sub.add_parser(
+        "eval",
+        help="evaluate agents on an environment",
+        description="Evaluate agents on an environment (exit status 0: complete; 2: user or "
+        "configuration error; 3: infrastructure failures left episodes unplayed, --resume plays them).",
+    )
+    p.add_argument("env_id", nargs="?", help="environment id, e.g. llm/PlanPath-v0 (see `llm-envs list`)")
     p.add_argument(
         "--agent",
         action="append",
@@ -119,32 +152,83 @@ def add_parsers(sub: Any) -> None:
         "py:MODULE:ATTR; prefix AGENT= for one agent (repeatable)",
     )
     p.add_argument("--agents-file", metavar="YAML", help="agent specs with options (see docs/evaluation.md)")
-    p.add_argument("--episodes", type=int, default=50)
+    p.add_argument("--episodes", type=int, default=50, help="episodes to play (default 50)")
     p.add_argument(
         "--split",
         choices=("train", "validation", "test"),
         help="data split (default: test, where the env has splits)",
     )
-    p.add_argument("--seed", type=int, default=0, help="episode i is played from seed SEED+i")
-    p.add_argument("--concurrency", type=int, default=8, help="environment instances in play at once")
-    p.add_argument("--max-batch-size", type=int, help="most requests per agent call (default: no limit)")
+    p.add_argument("--seed", type=int, default=0, help="episode i is played from seed SEED+i (default 0)")
+    p.add_argument(
+        "--concurrency", type=int, default=8, help="environment instances in play at once (default 8)"
+    )
+    p.add_argument(
+        "--max-batch-size", type=int, help="batching agents: most requests per call (default: no limit)"
+    )
     p.add_argument("--out", type=Path, help="output directory (default: runs/eval/ENV/AGENTS-seedN)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --out")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out: play only the episodes it lacks (refused if the settings changed)",
+    )
+    p.add_argument(
+        "--force-resume",
+        action="store_true",
+        help="with --resume: continue even though the settings changed (recorded as mixed settings)",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace the run in --out")
     p.add_argument("--env-arg", action="append", metavar="KEY=VALUE", help="environment option (repeatable)")
+    p.add_argument(
+        "--max-consecutive-failures",
+        type=int,
+        default=DEFAULT_MAX_CONSECUTIVE_FAILURES,
+        metavar="N",
+        help=f"start no new episode after N failed calls in a row of one agent "
+        f"(default {DEFAULT_MAX_CONSECUTIVE_FAILURES}; 0 = never stop)",
+    )
     sampling = p.add_argument_group(
         "model agents (openai, hf, vllm): defaults for options a spec does not set"
     )
-    sampling.add_argument("--temperature", type=float)
-    sampling.add_argument("--top-p", type=float)
-    sampling.add_argument("--max-tokens", type=int)
+    sampling.add_argument("--temperature", type=float, help="sampling temperature (default: the model's)")
+    sampling.add_argument("--top-p", type=float, help="nucleus sampling mass (default: the model's)")
+    sampling.add_argument(
+        "--max-tokens",
+        type=int,
+        default=DEFAULT_MAX_TOKENS,
+        help=f"most completion tokens per model call (default {DEFAULT_MAX_TOKENS}, so that a "
+        "server's own default, often the whole context, never decides how long a run takes; "
+        "0 = the model's or server's default)",
+    )
     sampling.add_argument("--stop", action="append", help="stop string (repeatable)")
     sampling.add_argument("--sampling-seed", type=int, help="the sampling seed sent to the model")
-    sampling.add_argument("--max-concurrency", type=int, help="HTTP agents: requests in flight")
-    sampling.add_argument("--timeout", type=float, help="HTTP agents: seconds per request")
+    sampling.add_argument(
+        "--max-concurrency", type=int, help="HTTP agents: most requests in flight per agent (default 8)"
+    )
+    sampling.add_argument(
+        "--timeout",
+        type=float,
+        help=f"HTTP agents: seconds per request before it is cancelled (default {DEFAULT_TIMEOUT_S:g}); "
+        "a timed-out request is not re-sent and its episode is left for --resume",
+    )
+    sampling.add_argument(
+        "--retry-timeouts",
+        action="store_true",
+        help="HTTP agents: re-send a timed-out request (only for servers that stop working on a "
+        "request when the client goes away, as vLLM and SGLang do)",
+    )
+    sampling.add_argument(
+        "--cache",
+        type=Path,
+        metavar="PATH",
+        help="HTTP agents: keep every answer in this SQLite file and never send an answered "
+        "request again (key: server, model, messages, sampling fields, episode seed, decision)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-plot", action="store_true", help="no plot.png")
     p.add_argument(
-        "--compare", nargs=2, metavar=("RUN_A", "RUN_B"), help="print two runs side by side and exit"
+        "--compare",
+        nargs=2,
+        metavar=("RUN_A", "RUN_B"),
+        help="compare two runs: side by side, and with paired tests on the seeds they share",
     )
     p.set_defaults(func=cmd_eval)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +18,13 @@ def cmd_show(args: argparse.Namespace) -> int:
         select_episodes,
     )
 
+    problems: list[str] = []
     try:
-        episodes = load_episodes(args.run)
+        episodes = load_episodes(args.run, problems=problems)
     except TranscriptError as exc:
         raise CLIError(str(exc)) from None
+    for problem in problems:  # a garbled or duplicated line: shown, never silently used
+        print(f"warning: skipped {problem}", file=sys.stderr)
     outcome = "failed" if args.failed else "succeeded" if args.succeeded else None
     chosen = select_episodes(episodes, indices=args.episode, outcome=outcome, agent=args.agent)
     if not chosen:

@@ -1,8 +1,10 @@
 """Evaluation: run agents on an environment and report numbers a paper can quote.
 
 * :func:`evaluate` plays a run and writes ``episodes.jsonl``, ``summary.json`` and ``plot.png``;
-* :func:`summarize` / :func:`format_summary` / :func:`compare_summaries` turn results into
-  numbers and tables, with 95% Wilson intervals for rates and Student-t intervals for means;
+* :func:`summarize` / :func:`format_summary` turn results into numbers and tables, with 95%
+  Wilson intervals for 0/1 and [0, 1] metrics and Student-t intervals for other means;
+* :func:`compare_runs` compares two runs side by side and, on the seeds they share, with paired
+  tests (McNemar exact, sign-flip permutation, paired bootstrap);
 * :func:`run_demo` plays every registered environment with its reference and random agents;
 * :func:`load_episodes` / :func:`select_episodes` / :func:`episode_transcript` read saved
   episodes back as transcripts (``llm-envs show``).
@@ -10,8 +12,16 @@
 The command line front end is ``llm-envs eval`` (:mod:`llm_envs.cli`).
 """
 
-from llm_envs.evaluation.evaluate import evaluate, resolve_split, run_demo
-from llm_envs.evaluation.stats import Interval, mean_interval, t_quantile, wilson_interval
+from llm_envs.evaluation.compare import CompareError, compare_runs
+from llm_envs.evaluation.evaluate import SettingsChangedError, evaluate, resolve_split, run_demo
+from llm_envs.evaluation.stats import (
+    Interval,
+    mean_interval,
+    metric_interval,
+    paired_comparison,
+    t_quantile,
+    wilson_interval,
+)
 from llm_envs.evaluation.summary import compare_summaries, format_summary, load_summary, summarize
 from llm_envs.evaluation.transcripts import (
     TranscriptError,
@@ -21,8 +31,11 @@ from llm_envs.evaluation.transcripts import (
 )
 
 __all__ = [
+    "CompareError",
     "Interval",
+    "SettingsChangedError",
     "TranscriptError",
+    "compare_runs",
     "compare_summaries",
     "episode_transcript",
     "evaluate",
@@ -30,6 +43,8 @@ __all__ = [
     "load_episodes",
     "load_summary",
     "mean_interval",
+    "metric_interval",
+    "paired_comparison",
     "resolve_split",
     "run_demo",
     "select_episodes",

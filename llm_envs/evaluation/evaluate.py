@@ -2,20 +2,31 @@
 
 An evaluation directory holds:
 
-``episodes.jsonl``  one line per finished episode (:class:`~llm_envs.runner.EpisodeResult`):
-                    every action record with its reward components, per-agent rewards, the
-                    environment's metrics, and each decision's token usage and call error;
-``summary.json``    :func:`~llm_envs.evaluation.summary.summarize` plus the run's settings;
+``run.json``        the run's settings (everything that shapes the results: environment, split,
+                    options, seed, each agent's model and sampling settings), their
+                    fingerprint, and the history of the commands that played into the
+                    directory; written before the first episode, checked by ``--resume``;
+``episodes.jsonl``  one line per finished episode (:class:`~llm_envs.runner.EpisodeResult`,
+                    with a format version and a checksum): every action record with its reward
+                    components, per-agent rewards, the environment's metrics, and each
+                    decision's token usage;
+``summary.json``    :func:`~llm_envs.evaluation.summary.summarize` plus the run's settings,
+                    its status (complete or incomplete, and why) and the command history;
 ``plot.png``        success rate, reward and format-error rate with confidence intervals
                     (when matplotlib is installed).
+
+The formats are specified in docs/evaluation.md.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import hashlib
 import json
 import math
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -25,11 +36,24 @@ from llm_envs.agents.base import Agent
 from llm_envs.evaluation.plot import PLOT_MISSING, plot_available, plot_summary
 from llm_envs.evaluation.stats import Interval
 from llm_envs.evaluation.summary import summarize
-from llm_envs.runner import EpisodeResult, Runner, RunnerError, load_episodes
+from llm_envs.runner import (
+    DEFAULT_MAX_CONSECUTIVE_FAILURES,
+    EpisodeResult,
+    IncompleteRunError,
+    Runner,
+    RunnerError,
+)
 
 EPISODES_FILE = "episodes.jsonl"
 SUMMARY_FILE = "summary.json"
 PLOT_FILE = "plot.png"
+RUN_FILE = "run.json"
+#: Version of ``run.json``.
+RUN_FORMAT_VERSION = 1
+
+
+class SettingsChangedError(RunnerError):
+    """``--resume`` with settings other than those the run was started with."""
 
 
 def env_supports_split(env_id: str) -> bool:
@@ -70,6 +94,167 @@ def _write_json_atomically(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+# ---------------------------------------------------------------------------- settings
+def run_settings(
+    env_id: str, env_kwargs: Mapping[str, Any], seed: int, agents: Mapping[str, Agent] | Agent
+) -> dict[str, Any]:
+    """Everything that shapes a run's results (and nothing that only shapes its speed): the
+    environment, its split and options, the seed, and each agent's :meth:`Agent.settings`.
+    The number of episodes is not part of it: a run may be extended by resuming it."""
+    if isinstance(agents, Agent):
+        agents = {"*": agents}
+    settings = {
+        "env_id": env_id,
+        "split": env_kwargs.get("split"),
+        "env_kwargs": {k: v for k, v in env_kwargs.items() if k != "split"},
+        "seed": int(seed),
+        "agents": {agent_id: agent.settings() for agent_id, agent in agents.items()},
+    }
+    # Through JSON, so that what is compared is what is stored. An object that is not plain data
+    # (a sandbox passed as an env option) counts by its type: its repr may hold a memory address.
+    return json.loads(json.dumps(settings, sort_keys=True, default=_type_name))
+
+
+def _type_name(value: Any) -> str:
+    return f"<{type(value).__module__}.{type(value).__qualname__}>"
+
+
+def settings_fingerprint(settings: Mapping[str, Any]) -> str:
+    canonical = json.dumps(settings, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=repr)
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+def settings_diff(old: Any, new: Any, prefix: str = "") -> list[str]:
+    """Human-readable differences between two settings dicts (``path: old -> new``)."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        lines = []
+        for key in sorted(set(old) | set(new), key=str):
+            path = f"{prefix}.{key}" if prefix else str(key)
+            if key not in old:
+                lines.append(f"{path}: (unset) -> {json.dumps(new[key])}")
+            elif key not in new:
+                lines.append(f"{path}: {json.dumps(old[key])} -> (unset)")
+            else:
+                lines.extend(settings_diff(old[key], new[key], path))
+        return lines
+    return [] if old == new else [f"{prefix}: {json.dumps(old)} -> {json.dumps(new)}"]
+
+
+def _open_run(
+    out: Path,
+    settings: dict[str, Any],
+    *,
+    resume: bool,
+    force_resume: bool,
+    command: str,
+    log: Callable[[str], None],
+) -> dict[str, Any]:
+    """Write ``run.json`` for this invocation (checking a resumed run's settings) and return it."""
+    path = out / RUN_FILE
+    fingerprint = settings_fingerprint(settings)
+    previous: dict[str, Any] | None = None
+    if resume and path.exists():
+        try:
+            previous = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise RunnerError(f"cannot read {path}: {exc}; restore it, or start another run with --out") from exc
+    entry: dict[str, Any] = {"command": command, "started_at": _now(), "resume": bool(resume)}
+    mixed = bool(previous and previous.get("mixed_settings"))
+    episodes_path = out / EPISODES_FILE
+    has_episodes = episodes_path.exists() and episodes_path.stat().st_size > 0
+    if previous is not None and previous.get("fingerprint") != fingerprint and not has_episodes:
+        # Nothing was played under the old settings (a run stopped by a configuration error):
+        # nothing can be mixed.
+        entry["settings_changed"] = settings_diff(previous.get("settings", {}), settings)
+    elif previous is not None and previous.get("fingerprint") != fingerprint:
+        changes = settings_diff(previous.get("settings", {}), settings)
+        if not force_resume:
+            raise SettingsChangedError(
+                f"{out} was started with other settings; resuming would mix results made under "
+                f"different settings: {'; '.join(changes) or 'see run.json'}. Resume with the same "
+                "settings, use another --out, or pass --force-resume to continue anyway (the summary "
+                "then records mixed settings)."
+            )
+        log(f"warning: resuming {out} with changed settings (--force-resume): {'; '.join(changes)}")
+        entry["settings_changed"] = changes
+        mixed = True
+    elif resume and previous is None and has_episodes:
+        log(f"note: {out} has no {RUN_FILE} (an older run): its settings cannot be checked; recording them now")
+    info = {
+        "format_version": RUN_FORMAT_VERSION,
+        "fingerprint": fingerprint,
+        "settings": settings,
+        "mixed_settings": mixed,
+        "created_at": (previous or {}).get("created_at", _now()),
+        "commands": list((previous or {}).get("commands", [])) + [entry],
+    }
+    _write_json_atomically(path, info)
+    return info
+
+
+# ---------------------------------------------------------------------------- progress
+class _Progress:
+    """A progress bar that tells the truth: episodes done (as each one finishes), episodes
+    lost to failures, requests in flight, completion tokens per second, failed calls. A
+    thread redraws it twice a second (on a terminal), so in-flight work shows even while no
+    episode ends."""
+
+    def __init__(self, runner: Runner, label: str, total: int) -> None:
+        from tqdm import tqdm
+
+        self.runner = runner
+        self.lock = threading.Lock()
+        self.successes: list[float] = []
+        self.bar = tqdm(total=total, desc=label, unit="ep", dynamic_ncols=True)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._tick, name="eval-progress", daemon=True)
+        self.thread.start()
+
+    def _tick(self) -> None:
+        # Twice a second on a terminal; into a log file, every 10 s is plenty.
+        interval = 0.5 if getattr(self.bar.fp, "isatty", lambda: False)() else 10.0
+        while not self.stop.wait(interval):
+            self.refresh()
+
+    def episode_done(self, result: EpisodeResult) -> None:
+        with self.lock:
+            self.successes.append(result.success)
+        self.refresh()
+
+    def refresh(self) -> None:
+        p = self.runner.progress
+        with self.lock:
+            self.bar.n = p.done
+            parts = [f"in flight {p.in_flight}", f"{p.completion_tokens_per_s():.0f} tok/s"]
+            if self.successes:
+                parts.append(f"success {sum(self.successes) / len(self.successes):.3f}")
+            parts.append(f"failed calls {p.failed_calls}")
+            if p.failed:
+                parts.append(f"episodes lost {p.failed}")
+            if p.stop_reason:
+                parts.append("stopping")
+            self.bar.set_postfix_str(", ".join(parts), refresh=False)
+            self.bar.refresh()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join()
+        self.refresh()
+        self.bar.close()
+
+
+def _make_progress(runner: Runner, label: str, total: int) -> _Progress | None:
+    try:
+        return _Progress(runner, label, total)
+    except ImportError:  # tqdm is a core dependency, but a missing bar must not stop a run
+        return None
+
+
+# ---------------------------------------------------------------------------- evaluate
 def evaluate(
     env_id: str,
     agents: Mapping[str, Agent] | Agent,
@@ -81,29 +266,40 @@ def evaluate(
     split: str | None = None,
     out_dir: str | os.PathLike[str],
     resume: bool = False,
+    force_resume: bool = False,
     overwrite: bool = False,
     progress: bool = True,
     plot: bool = True,
     max_batch_size: int | None = None,
+    max_consecutive_failures: int | None = DEFAULT_MAX_CONSECUTIVE_FAILURES,
     settings: Mapping[str, Any] | None = None,
     log: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Play ``episodes`` episodes, write ``episodes.jsonl``, ``summary.json`` and ``plot.png``
-    under ``out_dir``, and return the summary.
+    """Play ``episodes`` episodes, write ``run.json``, ``episodes.jsonl``, ``summary.json`` and
+    ``plot.png`` under ``out_dir``, and return the summary.
 
     Args:
         env_id: A registered environment id.
         agents: One agent for every role, or agent id → agent.
-        episodes, seed, concurrency, max_batch_size: As for :func:`llm_envs.runner.run_episodes`.
+        episodes, seed, concurrency, max_batch_size, max_consecutive_failures: As for
+            :class:`llm_envs.runner.Runner`.
         env_kwargs: Environment constructor keywords.
         split: Data split, for environments that have splits (default ``"test"`` for them).
         out_dir: The evaluation directory.
-        resume: Continue the run already in ``out_dir``.
+        resume: Continue the run already in ``out_dir`` (its settings must be the same).
+        force_resume: Resume even though the settings changed (recorded as mixed settings).
         overwrite: Replace a previous run in ``out_dir`` (otherwise finding one is an error).
-        progress: Show a tqdm progress bar.
+        progress: Show a progress bar.
         plot: Draw ``plot.png`` (skipped with a note when matplotlib is missing).
-        settings: More facts to record in ``summary.json`` (e.g. the agent specs).
+        settings: More facts to record in ``summary.json`` (e.g. the agent specs); its
+            ``"command"`` goes into the command history.
         log: Where notes go (default: nowhere).
+
+    Raises:
+        IncompleteRunError: when infrastructure failures kept episodes from finishing. The
+            files are written first (``summary.json`` says ``"status": "incomplete"``), and the
+            exception carries the summary as ``.summary``.
+        SettingsChangedError: on ``resume`` with other settings (unless ``force_resume``).
     """
     log = log or (lambda message: None)
     out = Path(out_dir)
@@ -115,22 +311,26 @@ def evaluate(
                 f"it, or choose another --out"
             )
         episodes_path.unlink()
-        for stale in (SUMMARY_FILE, PLOT_FILE):
+        for stale in (SUMMARY_FILE, PLOT_FILE, RUN_FILE, EPISODES_FILE + ".rejected"):
             (out / stale).unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
     env_kwargs = resolve_split(env_id, split, env_kwargs or {})
+    extra_settings = dict(settings or {})
+    command = str(extra_settings.pop("command", "") or "python: llm_envs.evaluation.evaluate()")
+    run_info = _open_run(
+        out,
+        run_settings(env_id, env_kwargs, seed, agents),
+        resume=resume,
+        force_resume=force_resume,
+        command=command,
+        log=log,
+    )
 
-    already = 0
-    if resume and episodes_path.exists():
-        already = len({e.index for e in load_episodes(episodes_path) if e.index < episodes})
-    bar = _progress_bar(episodes, already, env_id) if progress else None
-    successes: list[float] = []
+    display: _Progress | None = None
 
     def on_episode(result: EpisodeResult) -> None:
-        successes.append(result.success)
-        if bar is not None:
-            bar.update(1)
-            bar.set_postfix(success=f"{sum(successes) / len(successes):.3f}", refresh=False)
+        if display is not None:
+            display.episode_done(result)
 
     runner = Runner(
         env_id,
@@ -143,18 +343,46 @@ def evaluate(
         resume=resume,
         max_batch_size=max_batch_size,
         on_episode=on_episode,
+        max_consecutive_failures=max_consecutive_failures,
     )
+    if progress:
+        display = _make_progress(runner, env_id, episodes)
     started = time.perf_counter()
+    incomplete: IncompleteRunError | None = None
     try:
         results = runner.run()
+    except IncompleteRunError as exc:
+        incomplete, results = exc, exc.results
     finally:
-        if bar is not None:
-            bar.close()
+        if display is not None:
+            display.close()
     wall = time.perf_counter() - started
+    for problem in runner.file_problems:
+        log(f"repaired {episodes_path}: {problem}" + ("" if problem.kind == "torn" else f" (moved to {EPISODES_FILE}.rejected)"))
     played = len(results) - runner.resumed_episodes
+    live = runner.progress
+    status = "complete" if incomplete is None else "incomplete"
+    run_info["commands"][-1].update(
+        {"ended_at": _now(), "status": status, "episodes_played": played, "failed_calls": live.failed_calls}
+    )
+    _write_json_atomically(out / RUN_FILE, run_info)
     summary = summarize(
         results,
         extra={
+            "status": status,
+            "episodes_requested": episodes,
+            "incomplete": None
+            if incomplete is None
+            else {
+                "episodes": len(incomplete.failures),
+                "indices": incomplete.missing,
+                "reasons": incomplete.reasons(),
+                "stop_reason": incomplete.stop_reason,
+                "configuration_error": str(incomplete.configuration_error)
+                if incomplete.configuration_error
+                else None,
+                "failures": [f.to_dict() for f in incomplete.failures],
+            },
             "seed": seed,
             "split": env_kwargs.get("split"),
             "env_kwargs": {k: v for k, v in env_kwargs.items() if k != "split"},
@@ -164,24 +392,29 @@ def evaluate(
             "episodes_resumed": runner.resumed_episodes,
             "episodes_per_s": played / wall if wall > 0 and played else None,
             "agent_calls": runner.stats,
-            **dict(settings or {}),
+            "infrastructure": {
+                "calls": live.calls,
+                "failed_calls": live.failed_calls,
+                "failed_episodes": live.failed,
+                "file_repairs": [str(p) for p in runner.file_problems],
+            },
+            "fingerprint": run_info["fingerprint"],
+            "settings": run_info["settings"],
+            "mixed_settings": run_info["mixed_settings"],
+            "commands": run_info["commands"],
+            **extra_settings,
         },
     )
     _write_json_atomically(out / SUMMARY_FILE, summary)
-    if plot:
+    if plot and results:
         if plot_available():
             plot_summary(summary, out / PLOT_FILE)
         else:
             log(PLOT_MISSING)
+    if incomplete is not None:
+        incomplete.summary = summary  # type: ignore[attr-defined]
+        raise incomplete
     return summary
-
-
-def _progress_bar(total: int, initial: int, label: str) -> Any:
-    try:
-        from tqdm import tqdm
-    except ImportError:  # tqdm is a core dependency, but a missing bar must not stop a run
-        return None
-    return tqdm(total=total, initial=initial, desc=label, unit="ep", dynamic_ncols=True)
 
 
 # ---------------------------------------------------------------------------- demo

@@ -1,29 +1,56 @@
-"""Confidence intervals for evaluation tables, with the standard library only.
+"""Confidence intervals and paired tests for evaluation tables.
 
-* :func:`wilson_interval`: the Wilson score interval for a proportion (success rate, format
-  error rate). Unlike the normal-approximation interval it stays inside [0, 1] and is not
-  degenerate at 0 or n successes, which is where small evaluations often land.
-* :func:`mean_interval`: the Student-t interval for a mean (rewards, turns, tokens), with the
-  t quantile computed exactly for integer degrees of freedom (:func:`t_quantile`).
+Intervals (:func:`metric_interval` picks one from the values, and says which in
+:attr:`Interval.method`):
+
+* ``"wilson"``: every value is 0 or 1 (success, a flag, a format error per action). The Wilson
+  score interval of a proportion: it stays inside [0, 1] and is informative at 0/n and n/n,
+  where small evaluations often land, unlike the normal-approximation interval.
+* ``"wilson-bounded"``: every value lies in [0, 1] but some are fractions (a pass rate, a share
+  of correct rounds). The Wilson interval of the mean computed as if the values were 0/1. Why:
+  a variable in [0, 1] with mean μ has variance at most μ(1 - μ), with equality for 0/1 values,
+  so this interval is the score interval under the largest variance the bounds allow:
+  conservative (never narrower than the score interval with the true variance), inside
+  [0, 1], deterministic, and the same interval a 0/1 metric gets, so a "success" that is
+  fractional in one environment and 0/1 in another is treated alike. It is wider than needed
+  when the values spread less than 0/1 values would; we prefer that to an interval that leaves
+  the metric's range (the Student-t interval of ``0.013 [-0.014, 0.039]``) or a resampling
+  interval that undercovers at the sample sizes evaluations use.
+* ``"t"``: anything else (rewards, counts). The Student-t interval, with the t quantile computed
+  exactly (no SciPy); :func:`mean_interval` can clip it to a known bound (``lower=0`` for
+  turns and tokens), which never lowers coverage since the true mean lies inside the bound.
+
+Paired tests, for two runs played on the same seeds (:func:`paired_comparison`):
+
+* 0/1 values: McNemar's exact test (a two-sided binomial test on the discordant pairs);
+* other values: the sign-flip permutation test of the mean paired difference (exact up to 16
+  non-zero differences, else 10,000 random sign flips with a fixed seed);
+* the interval of the mean difference: a paired percentile bootstrap (5,000 resamples, fixed
+  seed), which stays inside the range the differences can take.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
 from typing import Any
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class Interval:
-    """A point estimate with its confidence interval (``low <= value <= high``)."""
+    """A point estimate with its confidence interval (``low <= value <= high``) and the
+    method that made it (see the module docstring)."""
 
     value: float
     low: float
     high: float
     n: int
+    method: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -40,24 +67,24 @@ def _z(confidence: float) -> float:
     return NormalDist().inv_cdf(0.5 + confidence / 2.0)
 
 
-def wilson_interval(successes: float, n: int, confidence: float = 0.95) -> Interval:
+def wilson_interval(successes: float, n: int, confidence: float = 0.95, *, method: str = "wilson") -> Interval:
     """The Wilson score interval of a proportion ``successes / n``.
 
-    ``successes`` may be fractional (the sum of per-episode success values in [0, 1], for
-    environments with partial success); the interval is then the Wilson interval of that mean.
-    With ``n == 0`` the value is NaN and the interval is [0, 1].
+    ``successes`` may be fractional (the sum of per-episode values in [0, 1]); the interval is
+    then the conservative bounded-variance interval of that mean (module docstring). With
+    ``n == 0`` the value is NaN and the interval is [0, 1].
     """
     if n < 0 or successes < 0 or successes > n:
         raise ValueError(f"need 0 <= successes <= n, got successes={successes}, n={n}")
     if n == 0:
-        return Interval(math.nan, 0.0, 1.0, 0)
+        return Interval(math.nan, 0.0, 1.0, 0, method)
     z = _z(confidence)
     p = successes / n
     denominator = 1.0 + z * z / n
     centre = (p + z * z / (2 * n)) / denominator
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denominator
     # Clamp rounding noise: the exact interval always contains p and lies in [0, 1].
-    return Interval(p, max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half)), n)
+    return Interval(p, max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half)), n, method)
 
 
 def _t_central_mass(t: float, df: int) -> float:
@@ -107,18 +134,158 @@ def t_quantile(p: float, df: int) -> float:
     return 0.5 * (low + high)
 
 
-def mean_interval(values: Sequence[float], confidence: float = 0.95) -> Interval:
-    """The mean of ``values`` with its Student-t confidence interval.
+def mean_interval(
+    values: Sequence[float],
+    confidence: float = 0.95,
+    *,
+    lower: float | None = None,
+    upper: float | None = None,
+) -> Interval:
+    """The mean of ``values`` with its Student-t confidence interval, clipped to the known
+    bounds ``lower`` / ``upper`` of the quantity when given.
 
     One value gives a zero-width interval around it (nothing is known about the spread); no
     values give NaN.
     """
     n = len(values)
     if n == 0:
-        return Interval(math.nan, math.nan, math.nan, 0)
+        return Interval(math.nan, math.nan, math.nan, 0, "t")
     mean = math.fsum(values) / n
     if n == 1:
-        return Interval(mean, mean, mean, 1)
+        return Interval(mean, mean, mean, 1, "t")
     variance = math.fsum((v - mean) ** 2 for v in values) / (n - 1)
     half = t_quantile(0.5 + confidence / 2.0, n - 1) * math.sqrt(variance / n)
-    return Interval(mean, mean - half, mean + half, n)
+    low, high = mean - half, mean + half
+    if lower is not None:
+        low = max(low, lower)
+    if upper is not None:
+        high = min(high, upper)
+    return Interval(mean, low, high, n, "t")
+
+
+def is_binary(values: Sequence[float]) -> bool:
+    return all(v in (0.0, 1.0) for v in values)
+
+
+def is_unit_bounded(values: Sequence[float]) -> bool:
+    return all(0.0 <= v <= 1.0 for v in values)
+
+
+def metric_interval(values: Sequence[float], confidence: float = 0.95, *, lower: float | None = None) -> Interval:
+    """The interval a metric gets, chosen from its values (module docstring): Wilson for 0/1
+    values, the bounded-variance Wilson interval for values in [0, 1], Student t otherwise
+    (clipped at ``lower`` when the quantity has that known lower bound)."""
+    values = [float(v) for v in values]
+    if values and is_binary(values):
+        return wilson_interval(math.fsum(values), len(values), confidence)
+    if values and is_unit_bounded(values):
+        return wilson_interval(min(float(len(values)), math.fsum(values)), len(values), confidence, method="wilson-bounded")
+    return mean_interval(values, confidence, lower=lower)
+
+
+# ---------------------------------------------------------------------------- paired tests
+def _binomial_two_sided(k: int, n: int) -> float:
+    """Exact two-sided p-value of ``k`` successes in ``n`` fair coin flips (doubling the
+    smaller tail, capped at 1)."""
+    if n == 0:
+        return 1.0
+    tail = min(k, n - k)
+    mass = math.fsum(math.comb(n, i) for i in range(tail + 1)) / 2.0**n
+    return min(1.0, 2.0 * mass)
+
+
+def mcnemar_exact(a: Sequence[float], b: Sequence[float]) -> tuple[float, int, int]:
+    """McNemar's exact test for paired 0/1 outcomes: ``(p, a_only, b_only)`` where
+    ``a_only`` counts pairs with a=1, b=0 and ``b_only`` pairs with a=0, b=1."""
+    a_only = sum(1 for x, y in zip(a, b, strict=True) if x == 1.0 and y == 0.0)
+    b_only = sum(1 for x, y in zip(a, b, strict=True) if x == 0.0 and y == 1.0)
+    return _binomial_two_sided(a_only, a_only + b_only), a_only, b_only
+
+
+def sign_flip_test(differences: Sequence[float], *, samples: int = 10_000, seed: int = 0) -> float:
+    """Two-sided p-value of the paired sign-flip permutation test of mean difference 0.
+
+    Under the null hypothesis each paired difference is as likely positive as negative, so the
+    observed |mean| is compared with the |mean| of every sign assignment: exactly when there
+    are at most 16 non-zero differences, else with ``samples`` random assignments (the p-value
+    then counts the observed assignment too, so it is never 0).
+    """
+    diffs = np.asarray([d for d in differences if d != 0.0], dtype=float)
+    if diffs.size == 0:
+        return 1.0
+    observed = abs(diffs.sum())
+    tolerance = 1e-9 * max(1.0, observed)
+    if diffs.size <= 16:
+        signs = np.array(list(itertools.product((1.0, -1.0), repeat=diffs.size)))
+        sums = np.abs(signs @ diffs)
+        return float(np.mean(sums >= observed - tolerance))
+    rng = np.random.default_rng(seed)
+    extreme = 0
+    for size in _chunks(samples, diffs.size):  # bounded memory for long runs
+        signs = rng.integers(0, 2, size=(size, diffs.size)).astype(float) * 2.0 - 1.0
+        extreme += int(np.sum(np.abs(signs @ diffs) >= observed - tolerance))
+    return float((extreme + 1) / (samples + 1))
+
+
+def _chunks(samples: int, width: int, cells: int = 2_000_000) -> list[int]:
+    """Split ``samples`` resamples of ``width`` values into chunks of about ``cells`` values."""
+    step = max(1, cells // max(1, width))
+    return [min(step, samples - start) for start in range(0, samples, step)]
+
+
+def paired_bootstrap_interval(
+    differences: Sequence[float], confidence: float = 0.95, *, samples: int = 5_000, seed: int = 0
+) -> Interval:
+    """The mean paired difference with a percentile bootstrap interval (pairs resampled)."""
+    diffs = np.asarray(differences, dtype=float)
+    n = int(diffs.size)
+    if n == 0:
+        return Interval(math.nan, math.nan, math.nan, 0, "paired-bootstrap")
+    mean = float(diffs.mean())
+    rng = np.random.default_rng(seed)
+    means = np.concatenate(
+        [diffs[rng.integers(0, n, size=(size, n))].mean(axis=1) for size in _chunks(samples, n)]
+    )
+    alpha = (1.0 - confidence) / 2.0
+    low, high = np.quantile(means, [alpha, 1.0 - alpha])
+    return Interval(mean, float(min(low, mean)), float(max(high, mean)), n, "paired-bootstrap")
+
+
+@dataclass(frozen=True)
+class PairedResult:
+    """The paired comparison of one metric: B - A on the common seeds."""
+
+    name: str
+    n: int
+    mean_a: float
+    mean_b: float
+    difference: Interval
+    p_value: float
+    test: str
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["difference"] = self.difference.to_dict()
+        return data
+
+
+def paired_comparison(name: str, a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> PairedResult:
+    """Compare paired values ``a[i]``, ``b[i]`` (the same seed in two runs): McNemar's exact
+    test for 0/1 values, the sign-flip permutation test otherwise; the difference B - A with a
+    paired bootstrap interval."""
+    if len(a) != len(b):
+        raise ValueError(f"paired values need equal lengths, got {len(a)} and {len(b)}")
+    a = [float(x) for x in a]
+    b = [float(x) for x in b]
+    differences = [y - x for x, y in zip(a, b, strict=True)]
+    interval = paired_bootstrap_interval(differences, confidence)
+    n = len(a)
+    mean_a = math.fsum(a) / n if n else math.nan
+    mean_b = math.fsum(b) / n if n else math.nan
+    if n and is_binary(a) and is_binary(b):
+        p, a_only, b_only = mcnemar_exact(a, b)
+        return PairedResult(
+            name, n, mean_a, mean_b, interval, p, "McNemar exact", f"{a_only} pairs only A, {b_only} only B"
+        )
+    return PairedResult(name, n, mean_a, mean_b, interval, sign_flip_test(differences), "sign-flip permutation")

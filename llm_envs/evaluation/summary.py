@@ -1,19 +1,23 @@
-"""From episode results to the numbers of an evaluation: summary dict, tables, comparisons.
+"""From episode results to the numbers of an evaluation: summary dict and tables.
 
 :func:`summarize` turns a run's :class:`~llm_envs.runner.EpisodeResult` list into a
-JSON-serialisable summary:
+JSON-serialisable summary (every interval says how it was made in ``method``; see
+:mod:`llm_envs.evaluation.stats`):
 
 =========================  ===================================================================
-``success``                mean success with its 95% Wilson interval
-``turns``                  turns per episode (the environment's turn counter), t interval
-``rewards[agent]``         total reward per episode of each agent, t interval
+``success``                mean success: Wilson (0/1 values) or bounded Wilson (fractions)
+``turns``                  turns per episode (the environment's turn counter), t, >= 0
+``rewards[agent]``         total reward per episode of each agent, t
 ``format_error_rate[a]``   share of the agent's actions that broke the output format, Wilson
-``call_error_rate[a]``     share of the agent's decisions whose model call failed (HTTP error,
-                           timeout, malformed response), Wilson
-``tokens_per_episode``     prompt / completion / total tokens per episode (t intervals), and
-                           per agent
-``metrics[name]``          every other number of ``env.episode_metrics()``, t interval
+``call_error_rate[a]``     share of the agent's played decisions whose call failed: always 0
+                           since format 2 (a failed call is never played); kept for readers
+``tokens_per_episode``     prompt / completion / total tokens per episode (t, >= 0), and per
+                           agent
+``metrics[name]``          every other number of ``env.episode_metrics()``: Wilson, bounded
+                           Wilson or t, by its values
 =========================  ===================================================================
+
+Comparing two runs is :mod:`llm_envs.evaluation.compare`.
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from llm_envs.evaluation.stats import Interval, mean_interval, wilson_interval
+from llm_envs.evaluation.stats import Interval, mean_interval, metric_interval, wilson_interval
 from llm_envs.runner import EpisodeResult
 
-SUMMARY_VERSION = 1
+#: Version of ``summary.json`` (see docs/evaluation.md for what each version holds).
+SUMMARY_FORMAT_VERSION = 2
+SUMMARY_VERSION = SUMMARY_FORMAT_VERSION  # the old name
 
 
 def summarize(
@@ -45,15 +51,16 @@ def summarize(
             if agent_id not in agent_ids:
                 agent_ids.append(agent_id)
     summary: dict[str, Any] = {
-        "version": SUMMARY_VERSION,
+        "format_version": SUMMARY_FORMAT_VERSION,
+        "version": SUMMARY_FORMAT_VERSION,
         "env_id": episodes[0].env_id if episodes else None,
         "episodes": n,
         "agents": dict(episodes[0].agents) if episodes else {},
         "confidence": confidence,
     }
     success = [min(1.0, max(0.0, e.success)) for e in episodes]
-    summary["success"] = wilson_interval(math.fsum(success), n, confidence).to_dict()
-    summary["turns"] = mean_interval([e.turns for e in episodes], confidence).to_dict()
+    summary["success"] = metric_interval(success, confidence).to_dict()
+    summary["turns"] = mean_interval([e.turns for e in episodes], confidence, lower=0.0).to_dict()
 
     rewards, format_errors, call_errors, tokens_by_agent = {}, {}, {}, {}
     for agent_id in agent_ids:
@@ -70,7 +77,7 @@ def summarize(
             "errors": failed,
         }
         tokens_by_agent[agent_id] = mean_interval(
-            [float(sum(e.tokens(agent_id))) for e in episodes], confidence
+            [float(sum(e.tokens(agent_id))) for e in episodes], confidence, lower=0.0
         ).to_dict()
     summary["rewards"] = rewards
     summary["format_error_rate"] = format_errors
@@ -78,10 +85,10 @@ def summarize(
     prompt = [float(e.tokens()[0]) for e in episodes]
     completion = [float(e.tokens()[1]) for e in episodes]
     summary["tokens_per_episode"] = {
-        "prompt": mean_interval(prompt, confidence).to_dict(),
-        "completion": mean_interval(completion, confidence).to_dict(),
+        "prompt": mean_interval(prompt, confidence, lower=0.0).to_dict(),
+        "completion": mean_interval(completion, confidence, lower=0.0).to_dict(),
         "total": mean_interval(
-            [p + c for p, c in zip(prompt, completion, strict=True)], confidence
+            [p + c for p, c in zip(prompt, completion, strict=True)], confidence, lower=0.0
         ).to_dict(),
         "by_agent": tokens_by_agent,
     }
@@ -91,7 +98,7 @@ def summarize(
             if name not in ("success", "turns") and name not in metric_names:
                 metric_names.append(name)
     summary["metrics"] = {
-        name: mean_interval(
+        name: metric_interval(
             [float(e.metrics[name]) for e in episodes if name in e.metrics and _finite(e.metrics[name])],
             confidence,
         ).to_dict()
@@ -113,7 +120,9 @@ def _finite(value: Any) -> bool:
 def _interval(data: Mapping[str, Any] | None) -> Interval:
     if not data:
         return Interval(math.nan, math.nan, math.nan, 0)
-    return Interval(float(data["value"]), float(data["low"]), float(data["high"]), int(data["n"]))
+    return Interval(
+        float(data["value"]), float(data["low"]), float(data["high"]), int(data["n"]), str(data.get("method", ""))
+    )
 
 
 # ---------------------------------------------------------------------------- tables
@@ -130,6 +139,21 @@ def _table(rows: Sequence[Sequence[str]], header: Sequence[str] | None = None) -
     return "\n".join(lines)
 
 
+def incomplete_note(summary: Mapping[str, Any]) -> str:
+    """One line saying that (and why) a run is incomplete, or ``""``."""
+    incomplete = summary.get("incomplete") or {}
+    if summary.get("status", "complete") == "complete" or not incomplete:
+        return ""
+    total = summary.get("episodes_requested", "?")
+    reasons = incomplete.get("reasons") or {}
+    top = next(iter(reasons), "")
+    return (
+        f"INCOMPLETE: {incomplete.get('episodes', '?')} of {total} episodes missing "
+        f"(infrastructure failures, not model results{'; e.g. ' + top if top else ''}); "
+        "the numbers cover the finished episodes only. Resume the run to complete it."
+    )
+
+
 def format_summary(summary: Mapping[str, Any]) -> str:
     """The end-of-run table: run-level numbers, then one row per agent."""
     conf = int(round(100 * float(summary.get("confidence", 0.95))))
@@ -139,6 +163,9 @@ def format_summary(summary: Mapping[str, Any]) -> str:
         + (f", seed {summary['seed']}" if "seed" in summary else "")
         + (f", split {summary['split']}" if summary.get("split") else "")
     )
+    note = incomplete_note(summary)
+    if note:
+        title += "\n" + note
     tokens = summary.get("tokens_per_episode", {})
     rows = [
         ["success rate", _interval(summary.get("success")).format()],
@@ -149,11 +176,13 @@ def format_summary(summary: Mapping[str, Any]) -> str:
         rows.append([name, _interval(data).format()])
     if summary.get("episodes_per_s"):
         rows.append(["episodes / s", f"{summary['episodes_per_s']:.2f}"])
+    infra = summary.get("infrastructure") or {}
+    if infra.get("failed_calls"):
+        rows.append(["failed calls (never played)", f"{infra['failed_calls']} of {infra.get('calls', '?')}"])
     run_table = _table(rows, ["metric", f"value [{conf}% CI]"])
     agent_rows = []
     for agent_id in summary.get("rewards", {}):
         fmt = summary.get("format_error_rate", {}).get(agent_id, {})
-        err = summary.get("call_error_rate", {}).get(agent_id, {})
         tok = summary.get("tokens_per_episode", {}).get("by_agent", {}).get(agent_id)
         agent_rows.append(
             [
@@ -161,7 +190,7 @@ def format_summary(summary: Mapping[str, Any]) -> str:
                 str(agents.get(agent_id, "?")),
                 _interval(summary["rewards"][agent_id]).format(),
                 _interval(fmt).format(),
-                f"{err.get('errors', 0)}/{err.get('n', 0)}",
+                f"{fmt.get('errors', 0)}/{fmt.get('n', 0)}",
                 f"{_interval(tok).value:.0f}" if tok and tok.get("n") else "0",
             ]
         )
@@ -172,7 +201,7 @@ def format_summary(summary: Mapping[str, Any]) -> str:
             "played by",
             f"reward / episode [{conf}% CI]",
             "format-error rate",
-            "call errors",
+            "format errors",
             "tokens / ep",
         ],
     )
@@ -195,11 +224,18 @@ def load_summary(path: str | os.PathLike[str]) -> dict[str, Any]:
         path = path / "summary.json"
     if not path.exists():
         raise FileNotFoundError(f"no summary at {path} (is it an `llm-envs eval` output directory?)")
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path} is not a readable summary: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} is not a summary (a JSON {type(data).__name__})")
+    return data
 
 
 def compare_summaries(a: Mapping[str, Any], b: Mapping[str, Any], labels: Iterable[str] = ("A", "B")) -> str:
-    """Two runs side by side, with the difference B - A of each value."""
+    """Two runs side by side, with the difference B - A of each value (no test: see
+    :func:`llm_envs.evaluation.compare.compare_runs` for the paired comparison)."""
     label_a, label_b = list(labels)
     rows: list[list[str]] = []
 

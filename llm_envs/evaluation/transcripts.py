@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from llm_envs.core.records import format_transcript
 from llm_envs.evaluation.evaluate import EPISODES_FILE
@@ -49,9 +50,20 @@ def episode_files(path: str | Path) -> list[Path]:
     return files
 
 
-def load_episodes(path: str | Path) -> list[EpisodeResult]:
-    """Every episode saved under ``path``, file by file (a torn last line is skipped)."""
-    return [episode for file in episode_files(path) for episode in _load_episode_file(file)]
+def load_episodes(path: str | Path, *, problems: list[Any] | None = None) -> list[EpisodeResult]:
+    """Every episode saved under ``path``, file by file (a torn last line is skipped).
+
+    A corrupt or duplicate line raises :class:`~llm_envs.runner.EpisodeFileError`, unless
+    ``problems`` (a list) is given: the line is then skipped and its problem appended there,
+    prefixed with the file it is in.
+    """
+    episodes: list[EpisodeResult] = []
+    for file in episode_files(path):
+        found: list[Any] | None = [] if problems is not None else None
+        episodes += _load_episode_file(file, problems=found)
+        if problems is not None and found:
+            problems.extend(f"{file}: {problem}" for problem in found)
+    return episodes
 
 
 def select_episodes(

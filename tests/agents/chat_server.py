@@ -10,9 +10,17 @@ returning one of
 ``"429ms:MS"``           HTTP 429 with ``retry-after-ms: MS``
 ``"500"``, ``"503"``...  that HTTP status with an OpenAI-style error body
 ``"sleep:S"``            answer normally after S seconds (to trigger client timeouts)
+``"reset"``              start a reply, then drop the connection mid-body
+``"down"``               the server dies: it stops listening (new connections are refused)
+                         and drops every connection, this one included, without replying
 ``"not-json"``           HTTP 200 with a body that is not JSON
 ``"no-choices"``         HTTP 200 with JSON that has no ``choices``
 ``"null-content"``       HTTP 200 with ``message.content`` null
+
+With ``model`` set, a request for another model gets HTTP 400 with an OpenAI-style error (what
+a server says to a mistyped model name). ``port`` binds a given port (to restart a server on the
+port an interrupted run used). ``delay_of`` gives a per-request delay (a function of the
+request number and body) on top of ``delay_s``.
 
 It counts requests and the largest number handled at once (``max_in_flight``), and keeps every
 request body and its headers.
@@ -21,6 +29,7 @@ request body and its headers.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -33,15 +42,18 @@ from tests.runner.toy_envs import solve_prompt
 
 
 class ChatServer:
-    def __init__(self, delay_s: float = 0.0) -> None:
+    def __init__(self, delay_s: float = 0.0, *, model: str | None = None, port: int = 0) -> None:
         self.delay_s = delay_s
+        self.model = model
         self.plan: Callable[[int, dict[str, Any]], str] = lambda number, body: "ok"
+        self.delay_of: Callable[[int, dict[str, Any]], float] | None = None
         self.lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
         self.in_flight = 0
         self.max_in_flight = 0
         self.stop = threading.Event()  # wakes sleeping handlers at teardown
+        self.is_down = False
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -54,10 +66,14 @@ class ChatServer:
             def do_POST(self) -> None:  # noqa: N802 - http.server naming
                 server._handle(self)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 128  # the default 5 drops connections when many arrive at once
+
+        self.httpd = Server(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
         self.httpd.block_on_close = False
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.port = self.httpd.server_address[1]
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.thread = threading.Thread(
             target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
@@ -68,11 +84,40 @@ class ChatServer:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop.set()
+        if self.is_down:
+            self.wait_down()
+        else:
+            self._stop_listening()
+
+    # ------------------------------------------------------------------ request handling
+    def go_down(self) -> None:
+        """Die like a killed process: stop listening, drop every connection."""
+        if self.is_down:
+            return
+        self.is_down = True
+        self._down_thread = threading.Thread(target=self._stop_listening, daemon=True)
+        self._down_thread.start()
+
+    def wait_down(self, timeout_s: float = 10.0) -> None:
+        """Wait until the port is free again (after ``go_down``)."""
+        self._down_thread.join(timeout_s)
+
+    def _stop_listening(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
 
-    # ------------------------------------------------------------------ request handling
+    @staticmethod
+    def _drop(handler: BaseHTTPRequestHandler) -> None:
+        handler.close_connection = True
+        try:
+            handler.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
     def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        if self.is_down:  # a kept-alive connection to a dead server
+            self._drop(handler)
+            return
         length = int(handler.headers.get("Content-Length", 0))
         body = json.loads(handler.rfile.read(length) or b"{}")
         with self.lock:
@@ -85,9 +130,21 @@ class ChatServer:
             if handler.path != "/v1/chat/completions":
                 self._send(handler, 404, {"error": {"message": f"no route {handler.path}"}})
                 return
+            if self.model is not None and body.get("model") != self.model:
+                self._send(
+                    handler,
+                    400,
+                    {"error": {"message": f"The model `{body.get('model')}` does not exist.", "code": 400}},
+                )
+                return
             action = self.plan(number, body)
-            if self.delay_s:
-                self.stop.wait(self.delay_s)
+            if action == "down":
+                self.go_down()
+                self._drop(handler)
+                return
+            delay = self.delay_s + (self.delay_of(number, body) if self.delay_of else 0.0)
+            if delay:
+                self.stop.wait(delay)
             self._respond(handler, action, body)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (timeout test)
@@ -121,6 +178,15 @@ class ChatServer:
                     "usage": {"prompt_tokens": words, "completion_tokens": 1, "total_tokens": words + 1},
                 },
             )
+        elif kind == "reset":
+            handler.send_response(200)
+            handler.send_header("Content-Type", "application/json")
+            handler.send_header("Content-Length", "1000")
+            handler.end_headers()
+            handler.wfile.write(b'{"id": "chatcmpl-test", "choi')
+            handler.wfile.flush()
+            handler.close_connection = True
+            handler.connection.shutdown(socket.SHUT_RDWR)
         elif kind == "429":
             self._send(handler, 429, {"error": {"message": "rate limited"}}, {"Retry-After": arg or "0"})
         elif kind == "429ms":

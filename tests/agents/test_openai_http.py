@@ -14,7 +14,7 @@ import pytest
 
 from llm_envs.agents import ActRequest
 from llm_envs.agents.openai_http import OpenAIHTTPAgent, parse_retry_after
-from llm_envs.runner import run_episodes
+from llm_envs.runner import IncompleteRunError, load_episodes, run_episodes
 from tests.agents.chat_server import ChatServer
 from tests.runner.toy_envs import SumsEnv, solve_prompt
 
@@ -148,20 +148,25 @@ def test_parse_retry_after_forms():
     assert parse_retry_after(httpx.Headers({})) is None
 
 
-def test_a_slow_server_times_out_and_the_retry_recovers(chat_server):
-    chat_server.plan = lambda number, body: "sleep:3" if number == 0 else "ok"
-    started = time.perf_counter()
-    [output] = _agent(chat_server, timeout_s=0.3, max_retries=1).act_batch(_requests(1))
-    assert output.error is None and output.meta["attempts"] == 2
-    assert time.perf_counter() - started < 2.0
-
-
-def test_timeouts_exhaust_retries_into_an_error(chat_server):
+def test_a_timed_out_request_is_cancelled_and_not_sent_again(chat_server):
+    """The server may still be working on a request the client gave up on: sending it again
+    would queue the same work twice. It fails (kind timeout) after one attempt."""
     chat_server.plan = lambda number, body: "sleep:3"
     started = time.perf_counter()
-    [output] = _agent(chat_server, timeout_s=0.2, max_retries=1).act_batch(_requests(1))
-    assert output.text == "" and "timed out after 0.2s" in output.error
+    [output] = _agent(chat_server, timeout_s=0.2, max_retries=3).act_batch(_requests(1))
+    assert output.text == "" and "timed out after 0.2s" in output.error and "not re-sent" in output.error
+    assert output.meta["error_kind"] == "timeout"
+    assert len(chat_server.requests) == 1
     assert time.perf_counter() - started < 2.0
+
+
+def test_retry_timeouts_sends_a_timed_out_request_again(chat_server):
+    chat_server.plan = lambda number, body: "sleep:3" if number == 0 else "ok"
+    [output] = _agent(chat_server, timeout_s=0.3, max_retries=1, retry_timeouts=True).act_batch(_requests(1))
+    assert output.error is None and output.meta["attempts"] == 2
+    chat_server.plan = lambda number, body: "sleep:3"
+    [output] = _agent(chat_server, timeout_s=0.2, max_retries=1, retry_timeouts=True).act_batch(_requests(1))
+    assert "gave up after 2 attempt(s)" in output.error and output.meta["error_kind"] == "timeout"
 
 
 def test_connection_errors_are_retried_then_reported():
@@ -176,13 +181,130 @@ def test_connection_errors_are_retried_then_reported():
     assert output.meta["attempts"] == 3
 
 
-@pytest.mark.parametrize("action", ["not-json", "no-choices", "null-content"])
+@pytest.mark.parametrize("action", ["not-json", "no-choices"])
 def test_malformed_responses_give_an_error_output_without_retrying(chat_server, action):
     chat_server.plan = lambda number, body: action
     [output] = _agent(chat_server, max_retries=3).act_batch(_requests(1))
     assert output.text == ""
     assert output.error.startswith("malformed response")
+    assert output.meta["error_kind"] == "malformed_response"
     assert len(chat_server.requests) == 1
+
+
+def test_null_content_is_the_models_empty_answer_not_a_failure(chat_server):
+    """A reasoning model cut off by max_tokens (or a tool call) has no visible content: that
+    is what the model wrote, judged by the environment like any other answer."""
+    chat_server.plan = lambda number, body: "null-content"
+    [output] = _agent(chat_server).act_batch(_requests(1))
+    assert output.text == "" and output.error is None
+
+
+def test_a_reply_cut_off_mid_body_is_a_connection_error_and_retried(chat_server):
+    chat_server.plan = lambda number, body: "reset" if number == 0 else "ok"
+    [output] = _agent(chat_server, max_retries=1).act_batch(_requests(1))
+    assert output.error is None and output.meta["attempts"] == 2
+    chat_server.plan = lambda number, body: "reset"
+    [output] = _agent(chat_server, max_retries=1).act_batch(_requests(1))
+    assert output.meta["error_kind"] == "connection" and "connection error" in output.error
+
+
+def test_act_async_raises_agent_errors_with_their_kind(chat_server):
+    from llm_envs.agents import AgentError
+
+    agent = _agent(chat_server, max_retries=1)
+
+    async def one(action):
+        chat_server.plan = lambda number, body: action
+        try:
+            return await agent.act_async(_requests(1)[0])
+        finally:
+            await agent.aclose()
+
+    cases = [("500", "server_error", 500), ("429", "rate_limited", 429), ("404", "client_error", 404)]
+    for action, kind, status in cases:
+        with pytest.raises(AgentError) as info:
+            asyncio.run(one(action))
+        assert (info.value.kind, info.value.status) == (kind, status)
+        assert info.value.is_configuration_error == (kind == "client_error")
+    assert asyncio.run(one("ok")).text.isdigit()
+
+
+def test_wrong_model_gets_the_servers_message():
+    with ChatServer(model="the-model") as server:
+        [output] = OpenAIHTTPAgent(server.base_url, "no-such-model", max_retries=3).act_batch(_requests(1))
+    assert "HTTP 400" in output.error and "The model `no-such-model` does not exist" in output.error
+    assert output.meta["error_kind"] == "client_error" and len(server.requests) == 1
+
+
+def test_retry_after_pauses_every_request_of_the_agent(chat_server):
+    """A 429 with Retry-After speaks for the client, not for one request: the other requests
+    wait too instead of hammering the server."""
+    times = {}
+    lock = threading.Lock()
+
+    def plan(number, body):
+        with lock:
+            times[number] = time.monotonic()
+        return "429:0.5" if number == 0 else "ok"
+
+    agent = _agent(chat_server, backoff_initial_s=0.001)
+
+    async def two():
+        first = asyncio.ensure_future(agent.act_async(_requests(1)[0]))
+        while agent._state().resume_at == 0.0:  # until the 429 has come back
+            await asyncio.sleep(0.005)
+        second = await agent.act_async(_requests(1, seed=5)[0])
+        result = [await first, second]
+        await agent.aclose()
+        return result
+
+    chat_server.plan = plan
+    outputs = asyncio.run(two())
+    assert all(o.error is None for o in outputs)
+    # The second prompt was not sent before the 0.5 s the server asked for were over.
+    assert len(times) == 3 and times[1] - times[0] >= 0.45 and times[2] - times[0] >= 0.45
+
+
+def test_a_retry_after_beyond_the_limit_fails_without_waiting(chat_server):
+    chat_server.plan = lambda number, body: "429:120"
+    started = time.perf_counter()
+    [output] = _agent(chat_server, max_retry_after_s=5).act_batch(_requests(1))
+    assert "asks to wait 120s" in output.error and output.meta["error_kind"] == "rate_limited"
+    assert time.perf_counter() - started < 2.0 and len(chat_server.requests) == 1
+
+
+def test_the_response_cache_never_pays_twice(chat_server, tmp_path):
+    from llm_envs.agents import ResponseCache
+
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    requests = _requests(3)
+    for r in requests:
+        r.episode_seed, r.decision = 7, 0
+    first = _agent(chat_server, cache=cache, temperature=0.0).act_batch(requests)
+    assert len(chat_server.requests) == 3 and len(cache) == 3
+    again = _agent(chat_server, cache=tmp_path / "cache.sqlite", temperature=0.0).act_batch(requests)
+    assert len(chat_server.requests) == 3  # nothing sent
+    assert [o.text for o in again] == [o.text for o in first] and all(o.meta["cached"] for o in again)
+    assert [o.completion_tokens for o in again] == [1, 1, 1]
+    # Another sampling setting, another decision or another episode is another request.
+    _agent(chat_server, cache=cache, temperature=0.5).act_batch(requests[:1])
+    requests[1].decision = 1
+    requests[2].episode_seed = 8
+    _agent(chat_server, cache=cache, temperature=0.0).act_batch(requests[1:])
+    assert len(chat_server.requests) == 6
+    # Failures are not stored.
+    chat_server.plan = lambda number, body: "400"
+    requests[0].decision = 5
+    [failed] = _agent(chat_server, cache=cache).act_batch(requests[:1])
+    assert failed.error and len(cache) == 6
+
+
+def test_settings_name_what_shapes_the_answers_and_nothing_else(chat_server):
+    a = _agent(chat_server, temperature=0.2, max_concurrency=2, timeout_s=3)
+    b = _agent(chat_server, temperature=0.2, max_concurrency=9, timeout_s=30, max_retries=0)
+    c = _agent(chat_server, temperature=0.7)
+    assert a.settings() == b.settings() != c.settings()
+    assert a.settings()["sampling"] == {"temperature": 0.2, "max_tokens": 1024}
 
 
 def test_sync_call_works_inside_a_running_event_loop(chat_server):
@@ -195,25 +317,22 @@ def test_sync_call_works_inside_a_running_event_loop(chat_server):
     assert [o.error for o in outputs] == [None, None]
 
 
-def test_runner_plays_on_through_a_malformed_response(chat_server, tmp_path):
-    """One bad response is an empty action (a format error) for that step; the run goes on,
-    and the runner keeps several requests in flight at once."""
+def test_runner_never_plays_a_malformed_response_and_resume_completes(chat_server, tmp_path):
+    """One bad response leaves its episode incomplete (not written); the other episodes finish
+    with several requests in flight at once; a resume plays exactly the missing one."""
     chat_server.delay_s = 0.02
     chat_server.plan = lambda number, body: "not-json" if number == 5 else "ok"
     agent = _agent(chat_server, max_concurrency=4)
-    results = run_episodes(
-        SumsEnv, agent, num_episodes=8, seed=0, concurrency=8, out_path=tmp_path / "e.jsonl"
-    )
-
-    assert len(results) == 8
-    failed_steps = [(e.index, s) for e in results for s in e.steps if s["error"]]
-    assert len(failed_steps) == 1
-    index, step = failed_steps[0]
-    assert "malformed response" in step["error"]
-    episode = results[index]
-    assert episode.records[step["record_index"]]["format_ok"] is False
-    assert episode.success == 0.0
-    assert sum(e.success for e in results) == 7
-    assert all(s["completion_tokens"] == 1 for e in results for s in e.steps if not s["error"])
+    path = tmp_path / "e.jsonl"
+    with pytest.raises(IncompleteRunError) as info:
+        run_episodes(SumsEnv, agent, num_episodes=8, seed=0, concurrency=8, out_path=path)
+    [failure] = info.value.failures
+    assert failure.reason == "malformed_response" and "502 Bad Gateway" in failure.message
+    finished = load_episodes(path)
+    assert len(finished) == 7 and all(e.success == 1.0 for e in finished)
+    assert all(s["error"] is None and s["completion_tokens"] == 1 for e in finished for s in e.steps)
     assert 1 < chat_server.max_in_flight <= 4
-    assert len(chat_server.requests) == 8 * 4
+    sent = len(chat_server.requests)
+    resumed = run_episodes(SumsEnv, agent, num_episodes=8, seed=0, concurrency=8, out_path=path, resume=True)
+    assert [e.index for e in resumed] == list(range(8)) and all(e.success == 1.0 for e in resumed)
+    assert len(chat_server.requests) - sent == 4  # one episode, four decisions

@@ -188,7 +188,7 @@ def test_eval_refuses_to_overwrite_then_resumes_and_compares(capsys, tmp_path, s
     )
 
     status, _, err = _run(capsys, "eval", "--compare", str(run_a), str(tmp_path / "missing"))
-    assert status == 2 and "no summary" in err
+    assert status == 2 and "missing does not exist" in err
 
 
 def test_eval_with_an_openai_compatible_server(capsys, tmp_path, sums_env_id, chat_server):

@@ -11,23 +11,25 @@ import pytest
 from llm_envs.agents import ActRequest, Agent, AgentOutput, ReferenceAgent
 from llm_envs.cli import main
 from llm_envs.evaluation import evaluate, format_summary, summarize
-from llm_envs.runner import run_episodes
+from llm_envs.runner import IncompleteRunError, load_episodes, run_episodes
 from tests.runner.toy_envs import SumsEnv
 
 
 class FlakyModel(Agent):
-    """Answers right with token usage, except every third call fails like a dead server."""
+    """Answers right with token usage, except every third call fails like an overloaded server
+    (while ``broken``): an error output, as the hf and vllm agents return for engine errors."""
 
     name = "flaky"
 
     def __init__(self) -> None:
         self.calls = 0
+        self.broken = True
 
     def act_batch(self, requests: list[ActRequest]) -> list[AgentOutput]:
         outputs = []
         for request in requests:
             self.calls += 1
-            if self.calls % 3 == 0:
+            if self.broken and self.calls % 3 == 0:
                 outputs.append(AgentOutput(text="", error="HTTP 503: overloaded"))
             else:
                 answer = request.env.reference_action(request.agent)
@@ -35,23 +37,88 @@ class FlakyModel(Agent):
         return outputs
 
 
-def test_summary_counts_call_errors_format_errors_and_tokens():
-    results = run_episodes(SumsEnv, {"alice": FlakyModel(), "bob": ReferenceAgent()}, 9, concurrency=3)
+def test_failed_calls_leave_episodes_incomplete_and_are_never_format_errors(tmp_path):
+    """A failed call is an infrastructure failure: its episode is not written, not scored, and
+    its empty 'action' never reaches the environment (no format error); resuming with the
+    server back completes the run with every episode exactly once."""
+    flaky = FlakyModel()
+    with pytest.raises(IncompleteRunError) as info:
+        _evaluate_sums(tmp_path, {"alice": flaky, "bob": ReferenceAgent()})
+    error = info.value
+    summary = error.summary
+    finished = load_episodes(tmp_path / "episodes.jsonl")
+    assert summary["status"] == "incomplete" and summary["episodes"] == len(finished) < 9
+    assert summary["episodes_requested"] == 9
+    assert summary["incomplete"]["episodes"] == 9 - len(finished) == len(error.failures)
+    assert sorted(summary["incomplete"]["indices"] + [e.index for e in finished]) == list(range(9))
+    assert all("HTTP 503: overloaded" in reason for reason in summary["incomplete"]["reasons"])
+    assert summary["format_error_rate"]["alice"]["errors"] == 0  # reference answers, never a failure
+    assert summary["success"]["value"] == 1.0
+    assert summary["infrastructure"]["failed_calls"] == len(error.failures) > 0
+    assert json.loads((tmp_path / "summary.json").read_text())["status"] == "incomplete"
+    assert "INCOMPLETE: " in format_summary(summary)
+
+    flaky.broken = False  # the server is back
+    healthy = _evaluate_sums(tmp_path, {"alice": flaky, "bob": ReferenceAgent()}, resume=True)
+    lines = (tmp_path / "episodes.jsonl").read_text().splitlines()
+    assert sorted(json.loads(line)["index"] for line in lines) == list(range(9))
+    assert healthy["status"] == "complete" and healthy["incomplete"] is None
+    assert healthy["infrastructure"]["failed_calls"] == 0
+    assert healthy["episodes_resumed"] == len(finished)
+    assert [c["status"] for c in healthy["commands"]] == ["incomplete", "complete"]
+
+
+def _evaluate_sums(out_dir, agents, **kwargs):
+    from tests.runner.toy_envs import register_sums_env
+
+    registration = register_sums_env()
+    env_id = next(registration)
+    try:
+        return evaluate(
+            env_id,
+            agents,
+            episodes=9,
+            concurrency=3,
+            out_dir=out_dir,
+            progress=False,
+            plot=False,
+            max_consecutive_failures=None,
+            **kwargs,
+        )
+    finally:
+        registration.close()
+
+
+def test_summary_counts_format_errors_and_tokens_of_what_the_model_wrote():
+    class Sloppy(FlakyModel):
+        def act_batch(self, requests):
+            outputs = []
+            for request in requests:
+                self.calls += 1
+                text = "no idea" if self.calls % 3 == 0 else request.env.reference_action(request.agent)
+                outputs.append(AgentOutput(text=text, prompt_tokens=10, completion_tokens=2))
+            return outputs
+
+    results = run_episodes(SumsEnv, {"alice": Sloppy(), "bob": ReferenceAgent()}, 9, concurrency=3)
     summary = summarize(results)
-    alice_steps = [s for r in results for s in r.steps if s["agent"] == "alice"]
-    failed = sum(1 for s in alice_steps if s["error"])
-    assert failed == len(alice_steps) // 3 and failed > 0
-    assert summary["call_error_rate"]["alice"]["errors"] == failed
-    assert summary["call_error_rate"]["alice"]["value"] == pytest.approx(failed / len(alice_steps))
-    # A failed call is an empty action: a format error for that step.
-    assert summary["format_error_rate"]["alice"]["errors"] == failed
+    alice_records = [r for e in results for r in e.records if r["agent"] == "alice"]
+    bad = sum(1 for r in alice_records if not r["format_ok"])
+    assert bad == len(alice_records) // 3 and bad > 0
+    assert summary["format_error_rate"]["alice"]["errors"] == bad
+    assert summary["format_error_rate"]["alice"]["method"] == "wilson"
     assert summary["format_error_rate"]["bob"]["value"] == 0.0
-    ok = len(alice_steps) - failed
-    assert summary["tokens_per_episode"]["total"]["value"] == pytest.approx(12 * ok / 9)
+    assert summary["call_error_rate"]["alice"]["errors"] == 0
+    assert summary["tokens_per_episode"]["total"]["value"] == pytest.approx(12 * len(alice_records) / 9)
     assert summary["tokens_per_episode"]["by_agent"]["bob"]["value"] == 0.0
     assert summary["success"]["value"] == pytest.approx(sum(r.success for r in results) / 9)
+    assert (
+        summary["success"]["method"] == "wilson"
+        and summary["metrics"]["accuracy"]["method"] == "wilson-bounded"
+    )
+    for data in [summary["success"], summary["metrics"]["accuracy"], summary["turns"]]:
+        assert data["low"] >= 0.0
     table = format_summary(summary)
-    assert f"{failed}/{len(alice_steps)}" in table and "flaky" in table
+    assert f"{bad}/{len(alice_records)}" in table and "flaky" in table
 
 
 def test_missing_matplotlib_skips_the_plot_with_an_install_hint(tmp_path, monkeypatch, sums_env_id):
@@ -95,3 +162,26 @@ def test_eval_with_a_human_plays_one_episode_at_a_time(capsys, tmp_path, monkeyp
     assert status == 0 and "one episode at a time" in captured.err
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["concurrency"] == 1 and summary["success"]["value"] == 1.0
+
+
+def test_closed_input_stops_an_eval_with_a_human_at_once(capsys, tmp_path, monkeypatch, sums_env_id):
+    """End of input is the person leaving, not an infrastructure failure to retry on the next
+    episode: the run stops (finished episodes kept)."""
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    status = main(
+        [
+            "eval",
+            sums_env_id,
+            "--agent",
+            "bob=human",
+            "--agent",
+            "reference",
+            "--episodes",
+            "3",
+            "--out",
+            str(tmp_path),
+            "--no-plot",
+        ]
+    )
+    assert status == 1 and "the input ended" in capsys.readouterr().err
+    assert load_episodes(tmp_path / "episodes.jsonl") == []

@@ -1,13 +1,22 @@
-"""Confidence intervals: Wilson for rates, Student t for means."""
+"""Confidence intervals (Wilson, bounded Wilson, Student t) and paired tests."""
 
 from __future__ import annotations
 
 import math
 import random
 
+import numpy as np
 import pytest
 
-from llm_envs.evaluation.stats import mean_interval, t_quantile, wilson_interval
+from llm_envs.evaluation.stats import (
+    mcnemar_exact,
+    mean_interval,
+    metric_interval,
+    paired_comparison,
+    sign_flip_test,
+    t_quantile,
+    wilson_interval,
+)
 
 # Two-sided 95% critical values of Student's t, from any statistics table.
 T_TABLE_975 = {
@@ -76,3 +85,76 @@ def test_intervals_cover_the_truth_about_95_percent_of_the_time():
         covered_mean += interval.low <= 1.0 <= interval.high
     assert 0.92 <= covered_rate / trials <= 0.98
     assert 0.93 <= covered_mean / trials <= 0.97
+
+
+# ---------------------------------------------------------------------------- choosing an interval
+def test_metric_interval_picks_wilson_for_0_1_and_stays_in_bounds_for_fractions():
+    flags = [0.0] * 74 + [1.0]  # 1 of 75: the case the Student t interval put below zero
+    interval = metric_interval(flags)
+    assert interval.method == "wilson" and interval.low >= 0.0
+    assert interval.value == pytest.approx(1 / 75) and interval.high == pytest.approx(0.0720, abs=1e-3)
+    assert mean_interval(flags).low < 0.0  # what it replaces
+
+    fractions = [0.0] * 70 + [0.25, 0.5, 0.5, 0.75, 1.0]
+    interval = metric_interval(fractions)
+    assert interval.method == "wilson-bounded" and 0.0 <= interval.low <= interval.value <= interval.high <= 1.0
+    rewards = [-1.0, 0.5, 2.0, 3.0]
+    assert metric_interval(rewards).method == "t"
+    clipped = metric_interval([0.0, 0.0, 0.0, 7.0], lower=0.0)
+    assert clipped.low == 0.0 and clipped.method == "t"
+
+
+def test_bounded_wilson_covers_at_least_nominally_for_skewed_fractions():
+    """Values in [0, 1] with most mass at 0 (pass rates of a weak model): the bounded interval
+    must cover the true mean at least ~95% of the time, where the t interval falls short."""
+    rng = np.random.default_rng(0)
+    trials, n, covered_bounded, covered_t = 2000, 30, 0, 0
+    true_mean = 0.2 * 0.5  # 20% of episodes have a uniform pass rate, the rest 0
+    for _ in range(trials):
+        values = np.where(rng.random(n) < 0.2, rng.random(n), 0.0).tolist()
+        bounded = metric_interval(values)
+        assert bounded.method in ("wilson-bounded", "wilson")
+        covered_bounded += bounded.low <= true_mean <= bounded.high
+        t = mean_interval(values)
+        covered_t += t.low <= true_mean <= t.high
+    assert covered_bounded / trials >= 0.95
+    assert covered_t / trials < covered_bounded / trials
+
+
+# ---------------------------------------------------------------------------- paired tests
+def test_mcnemar_exact_matches_the_binomial_test():
+    a = [1.0] * 10 + [0.0] * 10
+    b = [1.0] * 4 + [0.0] * 6 + [1.0] * 1 + [0.0] * 9  # 6 pairs only A, 1 only B
+    p, a_only, b_only = mcnemar_exact(a, b)
+    assert (a_only, b_only) == (6, 1)
+    # Two-sided exact binomial p for 1 of 7 at 1/2: 2 * (1 + 7) / 128.
+    assert p == pytest.approx(16 / 128)
+    assert mcnemar_exact([1.0, 0.0], [1.0, 0.0])[0] == 1.0
+    result = paired_comparison("success", a, b)
+    assert result.test == "McNemar exact" and result.p_value == pytest.approx(0.125)
+    assert result.difference.value == pytest.approx(-0.25)
+    assert -1.0 <= result.difference.low <= -0.25 <= result.difference.high <= 1.0
+
+
+def test_sign_flip_test_exact_and_sampled():
+    # All 5 differences positive: only the all-positive and all-negative assignments are as
+    # extreme: p = 2 / 32.
+    assert sign_flip_test([1.0, 2.0, 0.5, 3.0, 1.5]) == pytest.approx(2 / 32)
+    assert sign_flip_test([0.0, 0.0]) == 1.0
+    assert sign_flip_test([1.0, -1.0, 1.0, -1.0]) == 1.0
+    # Beyond 16 non-zero differences it samples; a large consistent shift is clearly significant
+    # and the estimate is never 0.
+    shifted = [0.5 + 0.1 * (i % 3) for i in range(40)]
+    p = sign_flip_test(shifted)
+    assert 0.0 < p < 1e-3
+    noise = np.random.default_rng(1).normal(0.0, 1.0, 40).tolist()
+    assert sign_flip_test(noise) > 0.05
+
+
+def test_paired_test_false_positive_rate_is_nominal():
+    rng = np.random.default_rng(2)
+    rejections = 0
+    for _ in range(300):
+        differences = rng.normal(0.0, 1.0, 25)  # paired differences with mean 0: the null is true
+        rejections += sign_flip_test(differences.tolist(), samples=2000, seed=int(rng.integers(1 << 30))) < 0.05
+    assert 0.02 <= rejections / 300 <= 0.09

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import llm_envs
@@ -79,13 +81,17 @@ def test_prompts_are_shown_only_on_request(saved_run):
     assert prompt in episode_transcript(episode, prompts=True)
 
 
-def test_failed_agent_calls_are_named_in_the_transcript(tmp_path):
-    class Crashing(Agent):
-        def act_batch(self, requests):
-            return [AgentOutput(text="", error="HTTP 500: upstream overloaded") for _ in requests]
-
+def test_failed_agent_calls_of_old_files_are_named_in_the_transcript(tmp_path):
+    """Files written before format 2 played a failed call as an empty action with its error;
+    they still read back, with the failure named in place of the empty action."""
+    [episode] = run_episodes(SumsEnv, ReferenceAgent(), 1, env_kwargs={"rounds": 1})
+    data = episode.to_dict()
+    for step in data["steps"]:
+        step["error"] = "HTTP 500: upstream overloaded"
+    for record in data["records"]:
+        record["action"], record["format_ok"] = "", False
     path = tmp_path / "episodes.jsonl"
-    run_episodes(SumsEnv, Crashing(), 1, out_path=path, env_kwargs={"rounds": 1})
+    path.write_text(json.dumps(data) + "\n")  # a format-1 line: no version, no checksum
     text = episode_transcript(load_episodes(path)[0])
     assert text.count("<agent call failed: HTTP 500: upstream overloaded>") == 2
     assert "[format error]" in text

@@ -10,8 +10,15 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from llm_envs.agents import ActRequest, Agent, AgentOutput, RandomAgent, ReferenceAgent
-from llm_envs.runner import EpisodeResult, Runner, RunnerError, load_episodes, run_episodes
+from llm_envs.agents import ActRequest, Agent, AgentError, AgentOutput, RandomAgent, ReferenceAgent
+from llm_envs.runner import (
+    EpisodeResult,
+    IncompleteRunError,
+    Runner,
+    RunnerError,
+    load_episodes,
+    run_episodes,
+)
 from tests.runner.toy_envs import SumsEnv
 
 STEPS_PER_EPISODE = 4  # SumsEnv default: 2 rounds x 2 agents
@@ -93,7 +100,13 @@ def test_batches_follow_concurrency_and_max_batch_size():
     runner.run()
     assert max(agent.batch_sizes) == 3 and sum(agent.batch_sizes) == 8 * STEPS_PER_EPISODE
     assert runner.stats == [
-        {"agent": "reference", "plays": ["alice", "bob"], "calls": len(agent.batch_sizes), "requests": 32}
+        {
+            "agent": "reference",
+            "plays": ["alice", "bob"],
+            "calls": len(agent.batch_sizes),
+            "requests": 32,
+            "failed_requests": 0,
+        }
     ]
 
     agent = CountingReference()
@@ -251,7 +264,7 @@ def test_an_agent_returning_the_wrong_number_of_outputs_is_an_error():
         run_episodes(SumsEnv, Short(), 2, concurrency=2)
 
 
-def test_agent_exceptions_stop_the_run_and_keep_finished_episodes(tmp_path):
+def test_an_agent_that_raises_leaves_its_episodes_incomplete_never_finished(tmp_path):
     class Broken(ReferenceAgent):
         calls = 0
 
@@ -262,20 +275,88 @@ def test_agent_exceptions_stop_the_run_and_keep_finished_episodes(tmp_path):
             return super().act_batch(requests)
 
     path = tmp_path / "e.jsonl"
-    with pytest.raises(RuntimeError, match="model crashed"):
+    with pytest.raises(IncompleteRunError) as info:
         run_episodes(SumsEnv, Broken(), 10, concurrency=2, out_path=path)
-    # Calls 1-4 play episodes 0 and 1 to the end (4 steps, both in each batch); call 7 fails.
+    error = info.value
+    # Calls 1-4 play episodes 0 and 1 to the end (4 steps, both in each batch); call 7 fails
+    # the two episodes in play, and each later call fails the next two; after 5 failed calls
+    # in a row no new episode starts.
     assert sorted(e.index for e in load_episodes(path)) == [0, 1]
+    assert [e.index for e in error.results] == [0, 1]
+    assert error.missing == list(range(2, 10))
+    lost = [f for f in error.failures if f.reason == "agent_error"]
+    assert lost and all("RuntimeError: model crashed" in f.message for f in lost)
+    assert {f.reason for f in error.failures} <= {"agent_error", "not_started"}
+    assert "8 of 10 episodes are incomplete" in str(error) and "resume" in str(error)
+    assert error.stop_reason and "5 failed calls in a row" in error.stop_reason
 
 
-def test_non_text_actions_are_played_as_empty_with_an_error():
+def test_outputs_that_are_not_actions_are_never_played(tmp_path):
+    """An error output (what the hf and vllm agents return for an engine failure) and a
+    non-text action both stop the episode: nothing is played, nothing is written."""
+
     class Numbers(Agent):
         def act_batch(self, requests):
             return [AgentOutput(text=42) for _ in requests]  # type: ignore[arg-type]
 
-    [episode] = run_episodes(SumsEnv, Numbers(), 1)
-    assert all("not text" in s["error"] for s in episode.steps)
-    assert all(r["action"] == "" and not r["format_ok"] for r in episode.records)
+    class OutOfMemory(Agent):
+        def act_batch(self, requests):
+            return [AgentOutput(text="", error="RuntimeError: CUDA out of memory") for _ in requests]
+
+    cases = [(Numbers(), "bad_output", "not text"), (OutOfMemory(), "agent_error", "out of memory")]
+    for agent, kind, words in cases:
+        path = tmp_path / f"{kind}.jsonl"
+        with pytest.raises(IncompleteRunError) as info:
+            run_episodes(SumsEnv, agent, 3, concurrency=3, out_path=path)
+        assert load_episodes(path) == [] and info.value.results == []
+        assert [f.reason for f in info.value.failures] == [kind] * 3
+        assert all(words in f.message and f.agent == "alice" and f.decisions == 0 for f in info.value.failures)
+
+
+def test_a_configuration_error_on_the_first_calls_stops_the_run_at_once(tmp_path):
+    class WrongModel(Agent):
+        name = "openai:test@no-such-model"
+        calls = 0
+
+        def act_batch(self, requests):
+            WrongModel.calls += 1
+            raise AgentError("HTTP 404: model 'no-such-model' not found (not retried)", kind="client_error")
+
+    with pytest.raises(IncompleteRunError) as info:
+        run_episodes(SumsEnv, WrongModel(), 20, concurrency=4, out_path=tmp_path / "e.jsonl")
+    error = info.value
+    assert WrongModel.calls == 1  # no other call was made
+    assert error.configuration_error is not None and error.results == []
+    assert "model 'no-such-model' not found" in str(error) and "model name" in str(error)
+    assert len(error.failures) == 20
+    assert not (tmp_path / "e.jsonl").read_text()
+
+
+def test_a_client_error_after_successes_loses_one_episode_not_the_run(tmp_path):
+    """HTTP 4xx on one request mid-run (a prompt too long for the context) is not a
+    configuration error: that episode is incomplete, the others finish."""
+
+    class TooLongOnce(ReferenceAgent):
+        calls = 0
+
+        def act_batch(self, requests):
+            outputs = super().act_batch(requests)
+            for i in range(len(requests)):
+                TooLongOnce.calls += 1
+                if TooLongOnce.calls == 10:
+                    outputs[i] = AgentOutput(
+                        text="", error="HTTP 400: context too long", meta={"error_kind": "client_error"}
+                    )
+            return outputs
+
+    path = tmp_path / "e.jsonl"
+    with pytest.raises(IncompleteRunError) as info:
+        run_episodes(SumsEnv, TooLongOnce(), 6, concurrency=3, out_path=path)
+    failures = [(f.reason, f.message) for f in info.value.failures]
+    assert failures == [("client_error", "HTTP 400: context too long")]
+    assert len(load_episodes(path)) == 5 and info.value.configuration_error is None
+    resumed = run_episodes(SumsEnv, ReferenceAgent(), 6, out_path=path, resume=True)
+    assert [e.index for e in resumed] == list(range(6)) and all(e.success == 1.0 for e in resumed)
 
 
 def test_registered_ids_and_running_inside_an_event_loop(sums_env_id):
@@ -294,3 +375,97 @@ def test_arguments_are_checked():
     with pytest.raises(ValueError, match="out_path"):
         Runner(SumsEnv, ReferenceAgent(), 1, resume=True)
     assert run_episodes(SumsEnv, ReferenceAgent(), 0) == []
+
+
+# ---------------------------------------------------------------------------- no batch barrier
+class PerRequest(Agent):
+    """Serves each request on its own (like the HTTP agent). The first decision of episode 0
+    waits until every other episode has finished: with any batch barrier this deadlocks
+    (and the wait's deadline fails the test)."""
+
+    name = "per-request"
+
+    def __init__(self, others: int) -> None:
+        self.others = others
+        self.finished: asyncio.Event | None = None
+        self.in_flight_seen: list[int] = []
+        self.runner: Runner | None = None
+
+    def act_batch(self, requests):  # pragma: no cover - the runner uses act_async
+        raise AssertionError("the runner must call act_async")
+
+    async def act_async(self, request):
+        if self.runner is not None:
+            self.in_flight_seen.append(self.runner.progress.in_flight)
+        if request.episode_seed == 0 and request.decision == 0:
+            await asyncio.wait_for(self.finished.wait(), timeout=10)
+        else:
+            await asyncio.sleep(0)
+        return AgentOutput(text=request.env.reference_action(request.agent), completion_tokens=1)
+
+
+def test_each_episode_goes_on_as_soon_as_its_own_reply_arrives():
+    agent = PerRequest(others=5)
+    order = []
+
+    def on_episode(result):
+        order.append(result.index)
+        if len(order) == agent.others:
+            agent.finished.set()
+
+    async def play():
+        agent.finished = asyncio.Event()
+        runner = Runner(SumsEnv, agent, 6, concurrency=6, on_episode=on_episode)
+        agent.runner = runner
+        return await runner.arun(), runner
+
+    results, runner = asyncio.run(play())
+    assert order[-1] == 0 and sorted(order) == list(range(6))  # episode 0 finished last
+    assert all(r.success == 1.0 for r in results)
+    assert runner.stats[0]["calls"] == runner.stats[0]["requests"] == 6 * STEPS_PER_EPISODE
+    progress = runner.progress
+    assert (progress.finished, progress.failed, progress.in_flight) == (6, 0, 0)
+    assert progress.calls == 24 and progress.completion_tokens == 24
+    assert max(agent.in_flight_seen) == 6  # every episode had a request out at once
+
+
+def test_an_agent_failing_after_some_episodes_stops_new_episodes_and_keeps_the_rest(tmp_path):
+    class DiesAfter(PerRequest):
+        calls = 0
+
+        async def act_async(self, request):
+            DiesAfter.calls += 1
+            if DiesAfter.calls > 9:
+                raise AgentError("connection error (ConnectError: refused)", kind="connection")
+            return AgentOutput(text=request.env.reference_action(request.agent))
+
+    path = tmp_path / "e.jsonl"
+    with pytest.raises(IncompleteRunError) as info:
+        run_episodes(SumsEnv, DiesAfter(0), 30, concurrency=2, out_path=path, max_consecutive_failures=3)
+    error = info.value
+    finished = load_episodes(path)
+    assert len(finished) == 2 and all(e.success == 1.0 for e in finished)
+    assert DiesAfter.calls < 9 + 6  # no new episode after 3 failures in a row
+    assert {f.reason for f in error.failures} == {"connection", "not_started"}
+    assert len(error.failures) == 28
+    DiesAfter.calls = -(10**6)  # the server is back
+    resumed = run_episodes(SumsEnv, DiesAfter(0), 30, concurrency=4, out_path=path, resume=True)
+    assert [e.index for e in resumed] == list(range(30)) and all(e.success == 1.0 for e in resumed)
+    assert len(path.read_text().splitlines()) == 30
+
+
+def test_a_failed_chunk_of_a_batch_fails_only_its_own_requests(tmp_path):
+    class SecondChunkFails(ReferenceAgent):
+        calls = 0
+
+        def act_batch(self, requests):
+            SecondChunkFails.calls += 1
+            if SecondChunkFails.calls == 2:
+                raise RuntimeError("engine hiccup")
+            return super().act_batch(requests)
+
+    path = tmp_path / "e.jsonl"
+    with pytest.raises(IncompleteRunError) as info:
+        run_episodes(SumsEnv, SecondChunkFails(), 4, concurrency=4, max_batch_size=2, out_path=path)
+    # The first call served episodes 0 and 1, the second (failed) episodes 2 and 3.
+    assert info.value.missing == [2, 3] and sorted(e.index for e in load_episodes(path)) == [0, 1]

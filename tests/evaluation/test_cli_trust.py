@@ -1,0 +1,222 @@
+"""``llm-envs`` as a user meets it: paired comparisons, settings a resume must keep, honest
+progress, and one-line errors for every mistyped input."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from llm_envs.cli import build_parser, main
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    status = main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def _eval(capsys, env_id, out, *extra):
+    return _run(capsys, "eval", env_id, "--out", str(out), "--no-progress", "--no-plot", *extra)
+
+
+# ---------------------------------------------------------------------------- compare
+def test_compare_pairs_episodes_by_seed_with_exact_tests(capsys, tmp_path, sums_env_id):
+    run_a, run_b = tmp_path / "a", tmp_path / "b"
+    assert _eval(capsys, sums_env_id, run_a, "--episodes", "12", "--agent", "reference")[0] == 0
+    assert _eval(capsys, sums_env_id, run_b, "--episodes", "14", "--agent", "random")[0] == 0
+    status, out, _ = _run(capsys, "eval", "--compare", str(run_a), str(run_b))
+    assert status == 0
+    success = next(line for line in out.splitlines() if line.startswith("success ") and "McNemar" in line)
+    # Reference solves all 12 common seeds; the random agent (almost) none: McNemar's exact
+    # p-value is 2 * 0.5^k for k discordant pairs, all one way.
+    summary_b = [json.loads(line) for line in (run_b / "episodes.jsonl").read_text().splitlines()]
+    k = sum(1 for e in summary_b if e["index"] < 12 and e["metrics"]["success"] == 0.0)
+    assert f"{k} pairs only A, 0 only B" in success and f"{2 * 0.5**k:.4f}"[:5] in success
+    assert any(
+        line.startswith("alice: reward") and "sign-flip permutation" in line for line in out.splitlines()
+    )
+    assert "paired on the 12 seeds both runs played (A has 12, B 14)" in out
+
+
+def test_compare_refuses_runs_that_are_not_comparable(capsys, tmp_path, sums_env_id):
+    run_a, shifted, other_env = tmp_path / "a", tmp_path / "shifted", tmp_path / "signalling"
+    _eval(capsys, sums_env_id, run_a, "--episodes", "3")
+    _eval(capsys, sums_env_id, shifted, "--episodes", "3", "--seed", "100")
+    _eval(capsys, "llm/Signalling-v0", other_env, "--episodes", "2")
+    status, _, err = _run(capsys, "eval", "--compare", str(run_a), str(shifted))
+    assert status == 2 and "share no seed" in err and "seeds 100..102" in err
+    status, _, err = _run(capsys, "eval", "--compare", str(run_a), str(other_env))
+    assert status == 2 and "different environments" in err
+
+    demo = tmp_path / "demo"
+    assert _run(capsys, "demo", "--env", sums_env_id, "--episodes", "2", "--out", str(demo))[0] == 0
+    status, out, err = _run(capsys, "eval", "--compare", str(demo), str(run_a))
+    assert status == 2 and "holds 2 runs" in err and out == ""
+    assert len(err.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------------------- settings
+def test_resume_refuses_changed_settings_unless_forced(capsys, tmp_path, sums_env_id, chat_server):
+    out = tmp_path / "run"
+    model = f"openai:{chat_server.base_url}@m"
+    base = ["--agent", model, "--temperature", "0", "--max-tokens", "8"]
+    assert _eval(capsys, sums_env_id, out, "--episodes", "4", *base)[0] == 0
+    first = json.loads((out / "run.json").read_text())
+    assert first["settings"]["agents"]["alice"]["sampling"] == {"temperature": 0.0, "max_tokens": 8}
+
+    status, _, err = _eval(
+        capsys,
+        sums_env_id,
+        out,
+        "--episodes",
+        "6",
+        "--resume",
+        "--agent",
+        model,
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "64",
+    )
+    assert status == 2 and "max_tokens: 8 -> 64" in err and "--force-resume" in err
+    status, _, err = _eval(
+        capsys,
+        sums_env_id,
+        out,
+        "--episodes",
+        "6",
+        "--resume",
+        "--agent",
+        model,
+        "--temperature",
+        "1",
+        "--max-tokens",
+        "8",
+    )
+    assert status == 2 and "temperature: 0.0 -> 1.0" in err
+    assert len((out / "episodes.jsonl").read_text().splitlines()) == 4  # nothing was played
+    status, _, err = _eval(capsys, sums_env_id, out, "--episodes", "6", "--resume", "--seed", "1", *base)
+    assert status == 2 and "seed: 0 -> 1" in err
+
+    # Transport options (concurrency, timeouts) do not change results: accepted.
+    extra = ["--max-concurrency", "3", "--timeout", "10", "--concurrency", "2"]
+    assert _eval(capsys, sums_env_id, out, "--episodes", "6", "--resume", *base, *extra)[0] == 0
+
+    status, _, err = _eval(
+        capsys,
+        sums_env_id,
+        out,
+        "--episodes",
+        "8",
+        "--resume",
+        "--force-resume",
+        "--agent",
+        model,
+        "--temperature",
+        "0",
+        "--max-tokens",
+        "64",
+    )
+    assert status == 0 and "changed settings" in err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["mixed_settings"] is True and summary["episodes"] == 8
+    commands = summary["commands"]
+    assert len(commands) == 3 and [c["resume"] for c in commands] == [False, True, True]
+    assert commands[-1]["settings_changed"] == [
+        "agents.alice.sampling.max_tokens: 8 -> 64",
+        "agents.bob.sampling.max_tokens: 8 -> 64",
+    ]
+    assert all(c["command"].startswith("llm-envs eval") or c["command"] for c in commands)
+    assert [c["episodes_played"] for c in commands] == [4, 2, 2]
+
+    status, _, err = _eval(capsys, sums_env_id, tmp_path / "x", "--force-resume")
+    assert status == 2 and "--force-resume goes with --resume" in err
+
+
+def test_default_max_tokens_is_sent_and_said_in_the_help(capsys, tmp_path, sums_env_id, chat_server):
+    assert (
+        _eval(
+            capsys,
+            sums_env_id,
+            tmp_path / "r",
+            "--episodes",
+            "1",
+            "--agent",
+            f"openai:{chat_server.base_url}@m",
+        )[0]
+        == 0
+    )
+    assert {body["max_tokens"] for body in chat_server.requests} == {1024}
+    help_text = build_parser()._subparsers._group_actions[0].choices["eval"].format_help()
+    assert "default 1024" in " ".join(help_text.split())
+
+
+# ---------------------------------------------------------------------------- progress
+def test_progress_shows_episodes_requests_in_flight_tokens_and_errors(
+    capsys, tmp_path, sums_env_id, chat_server
+):
+    status = main(
+        [
+            "eval",
+            sums_env_id,
+            "--agent",
+            f"openai:{chat_server.base_url}@m",
+            "--episodes",
+            "6",
+            "--out",
+            str(tmp_path / "r"),
+            "--no-plot",
+        ]
+    )
+    err = capsys.readouterr().err
+    assert status == 0
+    final = err.replace("\r", "\n").strip().splitlines()
+    bar = [line for line in final if "6/6" in line][-1]
+    assert "in flight 0" in bar and "tok/s" in bar and "failed calls 0" in bar and "success 1.000" in bar
+
+
+# ---------------------------------------------------------------------------- user errors
+@pytest.mark.parametrize(
+    "argv,words",
+    [
+        (["play", "llm/PlanPth-v0"], "did you mean llm/PlanPath-v0"),
+        (["play", "Sudoku-v9"], "unknown environment 'Sudoku-v9'"),
+        (["eval", "llm/PlanPth-v0"], "did you mean llm/PlanPath-v0"),
+        (["demo", "--env", "llm/Sokobn-v0"], "did you mean llm/Sokoban-v0"),
+        (["eval", "llm/Signalling-v0", "--agent", "openai:localhost:8000@m"], "is not a URL"),
+        (["eval", "llm/Signalling-v0", "--agent", "gpt4"], "unknown agent kind"),
+        (["eval", "llm/Signalling-v0", "--agents-file", "/no/such/agents.yaml"], "cannot read agents file"),
+        (["eval", "llm/Signalling-v0", "--episodes", "0"], "--episodes must be >= 1"),
+        (["eval", "--compare", "/no/such/run", "/no/such/other"], "does not exist"),
+        (["show", "/no/such/run"], "does not exist"),
+        (["play", "llm/Signalling-v0", "--others", "py:no_such_module:Agent"], "cannot import"),
+        (["eval", "llm/Signalling-v0", "--agent", "hf:/no/such/model"], "no model at /no/such/model"),
+        (["eval", "llm/Signalling-v0", "--agents-file", "/"], "cannot read agents file"),
+    ],
+)
+def test_mistyped_input_gets_one_clean_line(capsys, argv, words):
+    status, _, err = _run(capsys, *argv)
+    assert status == 2
+    assert err.startswith("error: ") and words in err
+    assert "Traceback" not in err and "atari" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_out_that_is_a_file_is_a_clean_error(capsys, tmp_path, sums_env_id):
+    target = tmp_path / "file"
+    target.write_text("x")
+    status, _, err = _run(capsys, "eval", sums_env_id, "--out", str(target), "--no-progress")
+    assert status == 2 and "is a file" in err
+
+
+def test_every_option_of_every_command_has_help():
+    parser = build_parser()
+    missing = []
+    for name, sub in parser._subparsers._group_actions[0].choices.items():
+        for action in sub._actions:
+            if isinstance(action, argparse._HelpAction):
+                continue
+            if not action.help:
+                missing.append(f"{name} {'/'.join(action.option_strings) or action.dest}")
+    assert missing == []
