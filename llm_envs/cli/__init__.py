@@ -9,6 +9,8 @@
 ``llm-envs eval --compare RUN_A RUN_B``    two evaluation runs side by side
 ``llm-envs show RUN [--failed] ...``       saved episodes of an eval or demo run, as readable
                                            transcripts (every action with its reward)
+``llm-envs report RUN [RUN ...]``          one self-contained ``report.html`` of an eval, arena
+                                           or training run; several eval runs compared
 ``llm-envs demo``                          every environment with its reference agents and
                                            with the random agent, in one table
 =========================================  ==================================================
@@ -27,13 +29,13 @@ from collections.abc import Sequence
 
 from llm_envs.agents.spec import AgentSpecError
 
-from . import demo, envs, evaluate, show
+from . import demo, envs, evaluate, report, show
 from ._common import EXIT_USAGE, CLIError
 
 __all__ = ["CLIError", "EXIT_USAGE", "build_parser", "main"]
 
 # In the order `llm-envs --help` lists them.
-_COMMAND_MODULES = (envs, evaluate, show, demo)
+_COMMAND_MODULES = (envs, evaluate, show, report, demo)
 
 
 def build_parser() -> argparse.ArgumentParser:
