@@ -105,6 +105,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
             agent.close()
     print(format_summary(summary))
     print(f"\nwrote {out}/summary.json, {out}/episodes.jsonl" + ("" if args.no_plot else f", {out}/plot.png"))
+    if not args.no_report:
+        from llm_envs.report import write_report_safely
+
+        if write_report_safely(out, log=lambda message: print(message, file=sys.stderr)):
+            print(f"wrote {out}/report.html (open it in a browser)")
     return 0
 
 
@@ -144,6 +149,7 @@ def add_parsers(sub: Any) -> None:
     sampling.add_argument("--timeout", type=float, help="HTTP agents: seconds per request")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-plot", action="store_true", help="no plot.png")
+    p.add_argument("--no-report", action="store_true", help="no report.html (see `llm-envs report`)")
     p.add_argument(
         "--compare", nargs=2, metavar=("RUN_A", "RUN_B"), help="print two runs side by side and exit"
     )

@@ -27,7 +27,15 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from llm_envs.report.runs import ArenaRun, EvalRun, ReportError, TrainingRun, detect_kind, label_runs, load_run
+from llm_envs.report.runs import (
+    ArenaRun,
+    EvalRun,
+    ReportError,
+    TrainingRun,
+    detect_kind,
+    label_runs,
+    load_run,
+)
 
 __all__ = ["REPORT_FILE", "ReportError", "build_report", "default_output", "detect_kind", "write_report",
            "write_report_safely"]

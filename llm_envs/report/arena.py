@@ -108,7 +108,7 @@ def _facts(run: ArenaRun) -> str:
 
 
 def games_dataset(run: ArenaRun) -> dict[str, Any]:
-    agents = list((run.summary.get("agents") or {})) or list(
+    agents = list(run.summary.get("agents") or {}) or list(
         dict.fromkeys(a for g in run.games for a in (g.get("seats") or {})))
     episodes: list[EpisodeResult] = []
     rows, extras = [], []

@@ -17,7 +17,7 @@ from llm_envs.evaluation.stats import mean_interval
 from llm_envs.report import svg
 from llm_envs.report.episodes import dataset
 from llm_envs.report.evaluation import _num, run_facts
-from llm_envs.report.page import esc, fmt, fmt_interval, table
+from llm_envs.report.page import esc, fmt_interval, table
 from llm_envs.report.runs import EvalRun
 from llm_envs.runner import EpisodeResult
 
@@ -94,7 +94,7 @@ def sections(runs: Sequence[EvalRun]) -> tuple[list[Section], dict[str, Any], di
     """Page sections, datasets (one per run) and the pairs the script lists."""
     keys = [f"run{i}" for i in range(len(runs))]
     data = {
-        key: dataset(run.episodes, label=run.label, agents=list((run.summary.get("rewards") or {})) or None)
+        key: dataset(run.episodes, label=run.label, agents=list(run.summary.get("rewards") or {}) or None)
         for key, run in zip(keys, runs)
     }
     pairs, unpaired = pair_episodes(runs)
@@ -152,7 +152,3 @@ def sections(runs: Sequence[EvalRun]) -> tuple[list[Section], dict[str, Any], di
 def compare_subtitle(runs: Sequence[EvalRun]) -> str:
     envs = sorted({str(run.summary.get("env_id")) for run in runs})
     return f"{len(runs)} evaluation runs of {', '.join(envs)}: " + " vs ".join(run.label for run in runs)
-
-
-def success_cell(value: float) -> str:
-    return fmt(value, 2)

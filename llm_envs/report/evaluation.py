@@ -158,5 +158,5 @@ def sections(run: EvalRun, key: str = "run") -> tuple[list[Section], dict[str, A
 
 
 def _agents(run: EvalRun) -> list[str]:
-    from_summary = list((run.summary.get("rewards") or {}))
+    from_summary = list(run.summary.get("rewards") or {})
     return list(dict.fromkeys(from_summary + [a for e in run.episodes for a in list(e.agents) + list(e.rewards)]))

@@ -96,17 +96,22 @@ def curves(runs: Sequence[TrainingRun]) -> str:
 
 
 def _series(runs: Sequence[TrainingRun], keys: Sequence[str], several: bool) -> list[svg.Series]:
+    """One series per (run, key). One run: the colour tells the quantity and evaluations are
+    dashed (``rollout/success`` and ``eval/success`` share a colour); several runs: the colour
+    tells the run and the dash the metric."""
+    quantities = list(dict.fromkeys(key.split("/", 1)[-1] for key in keys))
     series = []
     for r, run in enumerate(runs):
         for k, key in enumerate(keys):
             points = _points(run.metrics, key)
             if not points:
                 continue
-            if several:  # colour tells the run, the dash tells the metric
+            if several:
                 series.append(svg.Series(f"{run.label} · {key}", points, color=svg.PALETTE[r % len(svg.PALETTE)],
                                          dash=svg.DASHES[k % len(svg.DASHES)]))
             else:
-                series.append(svg.Series(key, points))
+                colour = svg.PALETTE[quantities.index(key.split("/", 1)[-1]) % len(svg.PALETTE)]
+                series.append(svg.Series(key, points, color=colour, dash="5 3" if key.startswith("eval/") else ""))
     return series
 
 
@@ -163,13 +168,14 @@ def transcripts(runs: Sequence[TrainingRun], steps: Sequence[int] | None) -> tup
     from llm_envs.evaluation.summary import summarize
 
     data: dict[str, Any] = {}
-    options, panels = [], []
+    options, panels, names = [], [], []
     for r, run in enumerate(runs):
         for step in choose_steps(list(run.evaluations), steps):
             episodes = sorted(load_episodes(run.evaluations[step]), key=lambda e: e.index)
             key = f"train{r}-step{step}"
             data[key] = dataset(episodes, label=f"evaluation at step {step}: {len(episodes)} episodes")
             name = f"{run.label}: step {step}" if len(runs) > 1 else f"step {step}"
+            names.append(name)
             summary = summarize(episodes)
             options.append(f'<option value="{esc(key)}">{esc(name)} (success {fmt(summary["success"]["value"], 2)})'
                            "</option>")
@@ -177,7 +183,7 @@ def transcripts(runs: Sequence[TrainingRun], steps: Sequence[int] | None) -> tup
                           f"{episodes_html(key)}</div>")
     if not panels:
         return '<p class="note">No evaluation transcripts saved (run.eval_every &lt; 0?).</p>', data
-    chosen = ", ".join(o.split(">", 1)[1].split(" (")[0] for o in options)
+    chosen = ", ".join(names)
     html = (
         f'<p class="note">Evaluation transcripts embedded for {esc(chosen)}; choose others with '
         "<code>llm-envs report RUN --steps 0,100,200</code>.</p>"
