@@ -151,7 +151,7 @@ def games_dataset(run: ArenaRun) -> dict[str, Any]:
     filters = [("decisive", "decisive"), ("draw", "draws"), ("format-error", "with a format error")]
     filters += [(f"won:{a}", f"won by {a}") for a in agents]
     return dataset(episodes, label=f"{len(run.games)} games", agents=agents, filters=filters, rows=rows,
-                   columns=["seats", "winner"], reward_label="return", extras=extras)
+                   columns=["seats", "winner"], reward_label="return", noun="games", extras=extras)
 
 
 def sections(run: ArenaRun) -> tuple[list[Section], dict[str, Any]]:

@@ -99,6 +99,7 @@ def dataset(
     rows: Sequence[dict[str, Any]] | None = None,
     columns: Sequence[str] = (),
     reward_label: str = "reward",
+    noun: str = "episodes",
     extras: Sequence[Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The dataset of ``episodes`` (see the module docstring).
@@ -111,6 +112,7 @@ def dataset(
         rows: Rows built by the caller (default :func:`episode_row` of each episode); a row may
             carry ``x``, the values of the extra ``columns``.
         reward_label: What the reward columns hold (``reward``, ``return``).
+        noun: What the rows are (``episodes``, ``games``).
         extras: Per episode, more facts to pack with it (an arena game's seats and winner).
     """
     if agents is None:
@@ -122,6 +124,7 @@ def dataset(
         "filters": [list(f) for f in filters],
         "columns": list(columns),
         "rewardLabel": reward_label,
+        "noun": noun,
         "rows": built,
         "packed": [pack(_detail(e, extras[i] if extras else None)) for i, e in enumerate(episodes)],
     }

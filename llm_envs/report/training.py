@@ -71,7 +71,7 @@ def curves(runs: Sequence[TrainingRun]) -> str:
     used: set[str] = set()
     figures = []
     for title, y_label, patterns, y_range in PANELS:
-        keys = [k for k in every_key if k not in used and any(re.match(p, k) for p in patterns)]
+        keys = list(dict.fromkeys(k for p in patterns for k in every_key if k not in used and re.match(p, k)))
         if not keys:
             continue
         used.update(keys)

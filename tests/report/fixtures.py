@@ -120,10 +120,11 @@ def arena_run(directory: Path, games_per_order: int = 2) -> Path:
             for episode in run_episodes(SIGNALLING, agents, games_per_order, seed=seed, concurrency=2):
                 episode.agents = {seat: name for name, seat in seats.items()}
                 returns = {name: float(episode.rewards[seat]) for name, seat in seats.items()}
-                # Made-up decisive rule: the speaker wins a solved round, the listener a failed one
-                # when it answered in format; anything else is a draw.
-                listener_ok = all(r["format_ok"] for r in episode.records if r["agent"] == "listener")
-                winner = a if episode.success >= 1 else b if listener_ok else None
+                # A made-up decisive rule (Signalling is cooperative): who answered in the
+                # required format more often wins; equal counts are a draw.
+                well_formed = {name: sum(r["format_ok"] for r in episode.records if r["agent"] == seat)
+                               for name, seat in seats.items()}
+                winner = a if well_formed[a] > well_formed[b] else b if well_formed[b] > well_formed[a] else None
                 games.append({"game_index": len(games), "seed": episode.seed, "seats": seats, "winner": winner,
                               "returns": returns, "episode": episode.to_dict()})
             seed += games_per_order
@@ -149,9 +150,9 @@ def arena_run(directory: Path, games_per_order: int = 2) -> Path:
         wins, draws, losses = (sum(c[k] for c in cells) for k in ("wins", "draws", "losses"))
         played = wins + draws + losses
         score = (wins + 0.5 * draws) / played
-        mu, sigma = 25 + 10 * (score - 0.5), 3.0
-        ratings.append({"agent": name, "mu": mu, "sigma": sigma, "rating": mu - 3 * sigma, "ci_low": mu - 2 * sigma,
-                        "ci_high": mu + 2 * sigma, "games": played, "wins": wins, "draws": draws, "losses": losses,
+        mu, sigma = 25 + 10 * (score - 0.5), 3.0 / (1 + played / 8)
+        ratings.append({"agent": name, "mu": mu, "sigma": sigma, "rating": mu, "ci_low": mu - 1.96 * sigma,
+                        "ci_high": mu + 1.96 * sigma, "games": played, "wins": wins, "draws": draws, "losses": losses,
                         "score": score})
     summary = {"kind": "arena", "format_version": 1, "env_id": SIGNALLING, "agents": dict(ARENA_AGENTS),
                "ratings": ratings, "head_to_head": head_to_head,

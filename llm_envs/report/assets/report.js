@@ -307,7 +307,7 @@
       this.chosen = chosen;
       this.limit = PAGE_ROWS;
       this.root.dataset.matching = String(chosen.length);
-      this.count.textContent = chosen.length + " of " + rows.length + " episodes";
+      this.count.textContent = chosen.length + " of " + rows.length + " " + (this.data.noun || "episodes");
       this.draw();
     }
 
@@ -316,19 +316,19 @@
       const fragment = document.createDocumentFragment();
       for (const pos of this.chosen.slice(0, this.limit)) {
         const row = d.rows[pos];
-        const cells = [String(row.i), String(row.seed)];
-        if (this.hasOutcome) cells.push(row.s >= 1 ? "✓ succeeded" : row.s > 0 ? "partial " + num(row.s, 2) : "✗ failed");
-        cells.push(num(row.t, 0));
-        for (const a of d.agents) cells.push(a in row.r ? signed(row.r[a]) : "");
-        for (const x of row.x || []) cells.push(String(x));
+        const cells = [[String(row.i), null], [String(row.seed), null]]; // [text, class]
+        if (this.hasOutcome) cells.push([row.s >= 1 ? "✓ succeeded" : row.s > 0 ? "partial " + num(row.s, 2) : "✗ failed", "outcome"]);
+        cells.push([num(row.t, 0), "num"]);
+        for (const a of d.agents) cells.push([a in row.r ? signed(row.r[a]) : "", "num"]);
+        for (const x of row.x || []) cells.push([String(x), null]);
         const sum = (o) => Object.values(o).reduce((a, b) => a + b, 0);
-        cells.push(String(sum(row.fe) || ""), String(sum(row.ce) || ""), String(row.tok || ""));
+        cells.push([String(sum(row.fe) || ""), "num"], [String(sum(row.ce) || ""), "num"], [String(row.tok || ""), "num"]);
         const tr = h("tr", {
           class: "row" + (this.hasOutcome ? (row.s >= 1 ? " ok" : " fail") : ""),
           "data-pos": pos, "data-index": row.i, tabindex: "0",
           onclick: () => this.open(pos),
           onkeydown: (event) => { if (event.key === "Enter") this.open(pos); },
-        }, cells.map((c, i) => h("td", { class: i === 2 && this.hasOutcome ? "outcome" : i >= 2 ? "num" : null, text: c })));
+        }, cells.map(([text, cls]) => h("td", { class: cls, text: text })));
         fragment.append(tr);
       }
       this.tbody.replaceChildren(fragment);
