@@ -22,7 +22,7 @@ from html import escape
 from importlib import resources
 from typing import Any
 
-__all__ = ["esc", "fmt", "fmt_interval", "pack", "render_page", "table"]
+__all__ = ["esc", "fmt", "fmt_interval", "pack", "render_page", "table", "to_json"]
 
 
 def esc(value: Any) -> str:
@@ -78,9 +78,15 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], *, cls: str = ""
     return f'<table class="{esc(cls)}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
-def pack(data: Any) -> str:
-    """JSON, gzip-compressed (deterministically), as base64: how episodes travel in the page."""
-    raw = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=repr).encode("utf-8")
+def to_json(data: Any) -> str:
+    """Compact JSON (values JSON cannot hold become their ``repr``)."""
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=repr)
+
+
+def pack(data: Any = None, *, text: str | None = None) -> str:
+    """JSON (or JSON ``text`` already encoded), gzip-compressed (deterministically), as base64:
+    how episodes travel in the page."""
+    raw = (to_json(data) if text is None else text).encode("utf-8")
     return base64.b64encode(gzip.compress(raw, compresslevel=6, mtime=0)).decode("ascii")
 
 

@@ -104,8 +104,8 @@ def test_eval_report_is_self_contained_and_carries_every_episode(runs):
     data = _data(html)["datasets"]["run"]
     saved = [json.loads(line) for line in (runs["eval"] / "episodes.jsonl").read_text().splitlines()]
     assert sorted(r["i"] for r in data["rows"]) == sorted(e["index"] for e in saved)
-    for row, packed in zip(data["rows"], data["packed"]):
-        detail = _unpack(packed)
+    for row in data["rows"]:
+        detail = _unpack(data["packed"][row["c"]])[row["k"]]
         original = next(e for e in saved if e["index"] == row["i"])
         assert detail["index"] == row["i"] and detail["seed"] == original["seed"]
         assert [r["action"] for r in detail["records"]] == [r["action"] for r in original["records"]]

@@ -53,15 +53,16 @@
   // ------------------------------------------------------------------ unpacking episodes
   const unpacked = new Map();
 
-  function unpack(key, pos) {
-    const id = key + "/" + pos;
+  /* The chunk of consecutive episodes row `pos` lives in (gzip, base64), unpacked once. */
+  function unpackChunk(key, chunk) {
+    const id = key + "/" + chunk;
     if (!unpacked.has(id)) {
       unpacked.set(id, (async function () {
         if (typeof DecompressionStream === "undefined") {
           throw new Error("this browser cannot unpack the episodes (no DecompressionStream); " +
             "use a current Chromium, Firefox or Safari, or `llm-envs show RUN`");
         }
-        const binary = atob(DATASETS[key].packed[pos]);
+        const binary = atob(DATASETS[key].packed[chunk]);
         const bytes = new Uint8Array(binary.length);
         for (let i = 0; i < binary.length; i++) bytes[i] = binary.charCodeAt(i);
         const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
@@ -69,6 +70,11 @@
       })());
     }
     return unpacked.get(id);
+  }
+
+  async function unpack(key, pos) {
+    const row = DATASETS[key].rows[pos];
+    return (await unpackChunk(key, row.c))[row.k];
   }
 
   const haystacks = new Map();
