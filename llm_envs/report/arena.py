@@ -17,7 +17,7 @@ from typing import Any
 from llm_envs.report import svg
 from llm_envs.report.episodes import dataset, episodes_html
 from llm_envs.report.evaluation import _num
-from llm_envs.report.page import esc, fmt, table
+from llm_envs.report.page import esc, fmt, notes_html, table
 from llm_envs.report.runs import ArenaRun, game_episode
 from llm_envs.runner import EpisodeResult
 
@@ -103,8 +103,7 @@ def _facts(run: ArenaRun) -> str:
     if isinstance(settings, Mapping):
         rows += [(str(k), v if isinstance(v, (str, int, float)) else repr(v)) for k, v in settings.items()]
     body = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows if v not in (None, ""))
-    notes = "".join(f'<p class="warning">{esc(n)}</p>' for n in run.notes)
-    return f'{notes}<table class="facts">{body}</table>'
+    return f'<table class="facts">{body}</table>'
 
 
 def games_dataset(run: ArenaRun) -> dict[str, Any]:
@@ -162,10 +161,10 @@ def sections(run: ArenaRun) -> tuple[list[Section], dict[str, Any]]:
     ) if ratings else ""
     data = {"games": games_dataset(run)}
     return [
-        ("run", "Arena", _facts(run)),
-        ("ratings", "Ratings", f'<div class="tables">{rating_table(run.summary)}</div><div class="charts">{chart}</div>'),
+        ("ratings", "Ratings", notes_html(run.notes) + f'<div class="tables">{rating_table(run.summary)}</div><div class="charts">{chart}</div>'),
         ("head-to-head", "Head to head", head_to_head(run.summary)),
         ("games", "Games", episodes_html("games", "Click a game to read it: every move with its agent and seat.")),
+        ("run", "Settings", _facts(run)),
     ], data
 
 

@@ -17,7 +17,7 @@ from llm_envs.evaluation.stats import mean_interval
 from llm_envs.report import svg
 from llm_envs.report.episodes import dataset
 from llm_envs.report.evaluation import _num, run_facts
-from llm_envs.report.page import esc, fmt_interval, table
+from llm_envs.report.page import esc, fmt_interval, notes_html, table
 from llm_envs.report.runs import EvalRun
 from llm_envs.runner import EpisodeResult
 
@@ -129,7 +129,7 @@ def sections(runs: Sequence[EvalRun]) -> tuple[list[Section], dict[str, Any], di
         title="success rate by run (95% CI)", x_range=(0.0, 1.0),
     )
     facts = "".join(
-        f'<details><summary>{esc(run.label)}</summary>{run_facts(run.summary, run.path, run.notes)}</details>'
+        f'<details><summary>{esc(run.label)}</summary>{run_facts(run.summary, run.path)}</details>'
         for run in runs
     )
     differing = sum(1 for p in pairs if p["differs"])
@@ -140,10 +140,11 @@ def sections(runs: Sequence[EvalRun]) -> tuple[list[Section], dict[str, Any], di
         + " Click a pair to read its episodes side by side."
     )
     sections_ = [
-        ("runs", "Runs", facts),
-        ("summary", "Side by side", f'<div class="tables">{side_by_side}</div>{paired_html}'
+        ("summary", "Side by side", notes_html([f"{run.label}: {n}" for run in runs for n in run.notes])
+         + f'<div class="tables">{side_by_side}</div>{paired_html}'
                                     f'<div class="charts">{chart}</div>'),
         ("pairs", "Paired episodes", f'<p class="note">{esc(note)}</p><div class="pairs" data-pairs="main"></div>'),
+        ("runs", "Settings", facts),
     ]
     compare = {"main": {"datasets": keys, "labels": [run.label for run in runs], "pairs": pairs}}
     return sections_, data, compare

@@ -8,14 +8,14 @@ from typing import Any
 
 from llm_envs.report import svg
 from llm_envs.report.episodes import dataset, episodes_html
-from llm_envs.report.page import esc, fmt, fmt_interval, table
+from llm_envs.report.page import esc, fmt, fmt_interval, notes_html, table
 from llm_envs.report.runs import EvalRun
 from llm_envs.runner import EpisodeResult
 
 Section = tuple[str, str, str]
 
 
-def run_facts(summary: Mapping[str, Any], run_path: Any, notes: Sequence[str] = ()) -> str:
+def run_facts(summary: Mapping[str, Any], run_path: Any) -> str:
     """What was run: environment, agents, episodes, seed, split, command, time."""
     specs = summary.get("agent_specs") or {}
     players = summary.get("agents") or {}
@@ -34,8 +34,7 @@ def run_facts(summary: Mapping[str, Any], run_path: Any, notes: Sequence[str] = 
         ("resumed episodes", summary.get("episodes_resumed") or None),
     ]
     body = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows if v not in (None, "", {}))
-    notes_html = "".join(f'<p class="warning">{esc(n)}</p>' for n in notes)
-    return f'{notes_html}<table class="facts">{body}</table>'
+    return f'<table class="facts">{body}</table>'
 
 
 def _compact(value: Any) -> str | None:
@@ -89,22 +88,30 @@ def summary_tables(summary: Mapping[str, Any]) -> str:
          "tokens / episode"],
         agent_rows, cls="summary agents", numeric_from=2,
     )
-    return f'<div class="tables">{run_table}{agent_table}</div>'
+    return (f'<div class="tables">{run_table}<div class="side-charts">{interval_charts(summary)}</div></div>'
+            f'<div class="tables">{agent_table}</div>')
 
 
-def charts(summary: Mapping[str, Any], episodes: Sequence[EpisodeResult]) -> str:
-    """Success and rewards with intervals, reward distributions, success by turn."""
+def interval_charts(summary: Mapping[str, Any]) -> str:
+    """Success, and each agent's reward, with their intervals (the values printed beside)."""
     conf = int(round(100 * _num(summary.get("confidence", 0.95)))) if summary.get("confidence") else 95
-    parts = []
     success = summary.get("success") or {}
     rewards = summary.get("rewards") or {}
-    interval_rows = [("success rate", _num(success.get("value")), _num(success.get("low")), _num(success.get("high")))]
-    parts.append(svg.interval_chart(interval_rows, title=f"success rate ({conf}% CI)", x_range=(0.0, 1.0)))
+    parts = [svg.interval_chart(
+        [("success rate", _num(success.get("value")), _num(success.get("low")), _num(success.get("high")))],
+        title=f"success rate ({conf}% CI)", x_range=(0.0, 1.0))]
     if rewards:
         parts.append(svg.interval_chart(
             [(a, _num(r.get("value")), _num(r.get("low")), _num(r.get("high"))) for a, r in rewards.items()],
             title=f"reward per episode, by agent ({conf}% CI)",
         ))
+    return "".join(parts)
+
+
+def charts(summary: Mapping[str, Any], episodes: Sequence[EpisodeResult]) -> str:
+    """Reward distributions and success by turn."""
+    parts = []
+    rewards = summary.get("rewards") or {}
     if episodes:
         agents = list(dict.fromkeys(a for e in episodes for a in e.rewards))
         parts.append(svg.histograms(
@@ -146,13 +153,13 @@ def sections(run: EvalRun, key: str = "run") -> tuple[list[Section], dict[str, A
     summary = run.summary
     data = {key: dataset(run.episodes, label=f"{len(run.episodes)} episodes", agents=_agents(run))}
     out = [
-        ("run", "Run", run_facts(summary, run.path, run.notes)),
-        ("summary", "Summary", summary_tables(summary)),
+        ("summary", "Summary", notes_html(run.notes) + summary_tables(summary)),
         ("charts", "Charts", charts(summary, run.episodes)),
         ("episodes", "Episodes", episodes_html(
             key, "Click an episode to read it as a conversation: every action with its agent, the "
                  "prompt on demand, the parsed answer, sandbox output, reward components and when "
                  "each credit arrived.")),
+        ("run", "Settings", run_facts(summary, run.path)),
     ]
     return out, data
 

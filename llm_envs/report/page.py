@@ -22,7 +22,7 @@ from html import escape
 from importlib import resources
 from typing import Any
 
-__all__ = ["esc", "fmt", "fmt_interval", "pack", "render_page", "table", "to_json"]
+__all__ = ["esc", "fmt", "fmt_interval", "notes_html", "pack", "render_page", "table", "to_json"]
 
 
 def esc(value: Any) -> str:
@@ -61,6 +61,11 @@ def _float(value: Any) -> float:
         return float(value)
     except (TypeError, ValueError):
         return math.nan
+
+
+def notes_html(notes: Sequence[str]) -> str:
+    """Warnings about the data (an interrupted run, lines that could not be read)."""
+    return "".join(f'<p class="warning">{esc(n)}</p>' for n in notes)
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]], *, cls: str = "", raw: bool = False,

@@ -93,12 +93,12 @@ class _Frame:
     """The plotting area of one chart and its two linear scales."""
 
     def __init__(self, x_range: tuple[float, float], y_range: tuple[float, float],
-                 width: int = WIDTH, height: int = HEIGHT) -> None:
+                 width: int = WIDTH, height: int = HEIGHT, bottom_margin: int = MARGIN_BOTTOM) -> None:
         self.width, self.height = width, height
         self.x0, self.x1 = x_range if x_range[0] != x_range[1] else (x_range[0] - 0.5, x_range[1] + 0.5)
         self.y0, self.y1 = y_range if y_range[0] != y_range[1] else (y_range[0] - 0.5, y_range[1] + 0.5)
         self.left, self.right = MARGIN_LEFT, width - MARGIN_RIGHT
-        self.top, self.bottom = MARGIN_TOP, height - MARGIN_BOTTOM
+        self.top, self.bottom = MARGIN_TOP, height - bottom_margin
 
     def x(self, value: float) -> float:
         return self.left + (value - self.x0) / (self.x1 - self.x0) * (self.right - self.left)
@@ -381,9 +381,10 @@ def interval_chart(rows: Sequence[tuple[str, float, float, float]], *, title: st
     if x_range is None:
         low, high = ticks[0], ticks[-1]
     row_height = 26
-    height = MARGIN_TOP + MARGIN_BOTTOM + row_height * len(rows)
+    bottom_margin = MARGIN_BOTTOM if x_label else 24  # room for the tick labels, and the axis label if any
+    height = MARGIN_TOP + bottom_margin + row_height * len(rows)
     label_width = min(170, 12 + 7 * max(len(r[0]) for r in rows))
-    frame = _Frame((low, high), (0.0, 1.0), height=height)
+    frame = _Frame((low, high), (0.0, 1.0), height=height, bottom_margin=bottom_margin)
     frame.left = label_width
     frame.right = WIDTH - 74
     parts = frame.axes([t for t in ticks if low <= t <= high], [], x_label, "")

@@ -17,7 +17,7 @@ from typing import Any
 from llm_envs.report import svg
 from llm_envs.report.episodes import dataset, episodes_html
 from llm_envs.report.evaluation import summary_tables
-from llm_envs.report.page import esc, fmt
+from llm_envs.report.page import esc, fmt, notes_html
 from llm_envs.report.runs import TrainingRun, metric_value
 from llm_envs.runner import load_episodes
 
@@ -153,14 +153,13 @@ def config_facts(run: TrainingRun) -> str:
         ("evaluations saved", ", ".join(str(s) for s in sorted(run.evaluations)) or "none"),
     ]
     body = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows if v not in (None, ""))
-    notes = "".join(f'<p class="warning">{esc(n)}</p>' for n in run.notes)
     full = ""
     if cfg:
         import yaml
 
         full = (f"<details><summary>full config</summary><pre>{esc(yaml.safe_dump(cfg, sort_keys=False))}</pre>"
                 "</details>")
-    return f'{notes}<table class="facts">{body}</table>{full}'
+    return f'<table class="facts">{body}</table>{full}'
 
 
 def transcripts(runs: Sequence[TrainingRun], steps: Sequence[int] | None) -> tuple[str, dict[str, Any]]:
@@ -200,8 +199,9 @@ def sections(runs: Sequence[TrainingRun], steps: Sequence[int] | None = None) ->
         for run in runs
     )
     transcripts_html, data = transcripts(runs, steps)
+    notes = notes_html([(f"{run.label}: " if len(runs) > 1 else "") + n for run in runs for n in run.notes])
     return [
-        ("run", "Run" if len(runs) == 1 else "Runs", facts),
-        ("curves", "Learning curves", curves(runs)),
+        ("curves", "Learning curves", notes + curves(runs)),
         ("evaluations", "Evaluation transcripts", transcripts_html),
+        ("run", "Settings", facts),
     ], data

@@ -4,6 +4,7 @@ The browser tests need Debian's ``chromium`` and the ``playwright`` Python packa
 browser download is not used); without them they skip and say which is missing. Each report
 they open is checked for console errors and for requests leaving the page, and its screenshot is
 saved under ``tests/artifacts/report/`` (or ``$LLM_ENVS_TEST_ARTIFACTS/report/``; git ignores it).
+``REPORT_TESTS_REQUIRE_BROWSER=1`` (CI) turns the skip into a failure.
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ ARTIFACTS = Path(os.environ.get("LLM_ENVS_TEST_ARTIFACTS") or Path(__file__).res
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     reason = unavailable_reason()
     if reason is not None:
-        pytest.skip(f"the report's browser tests need headless Chromium and Playwright: {reason}")
+        message = f"the report's browser tests need headless Chromium and Playwright: {reason}"
+        if os.environ.get("REPORT_TESTS_REQUIRE_BROWSER"):  # set by .ci/run once chromium is installed
+            pytest.fail(message)
+        pytest.skip(message)
     with open_browser(tmp_path_factory.mktemp("chromium-profile")) as context:
         yield context
 
