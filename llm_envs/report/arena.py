@@ -16,8 +16,7 @@ from typing import Any
 
 from llm_envs.report import svg
 from llm_envs.report.episodes import dataset, episodes_html
-from llm_envs.report.evaluation import _num
-from llm_envs.report.page import esc, fmt, notes_html, table
+from llm_envs.report.page import esc, fmt, notes_html, table, to_float
 from llm_envs.report.runs import ArenaRun, game_episode
 from llm_envs.runner import EpisodeResult
 
@@ -31,18 +30,18 @@ def ranked(summary: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def _sortable(value: Any) -> float:
-    value = _num(value)
+    value = to_float(value)
     return value if math.isfinite(value) else -math.inf
 
 
 def rating_table(summary: Mapping[str, Any]) -> str:
     rows = []
     for rank, r in enumerate(ranked(summary), start=1):
-        rating, low, high = _num(r.get("rating")), _num(r.get("ci_low")), _num(r.get("ci_high"))
+        rating, low, high = to_float(r.get("rating")), to_float(r.get("ci_low")), to_float(r.get("ci_high"))
         interval = f"{fmt(rating, 1)} [{fmt(low, 1)}, {fmt(high, 1)}]"
-        rows.append([str(rank), str(r["agent"]), interval, fmt(_num(r.get("mu")), 2), fmt(_num(r.get("sigma")), 2),
+        rows.append([str(rank), str(r["agent"]), interval, fmt(to_float(r.get("mu")), 2), fmt(to_float(r.get("sigma")), 2),
                      fmt(r.get("games")), f"{fmt(r.get('wins'))} / {fmt(r.get('draws'))} / {fmt(r.get('losses'))}",
-                     fmt(_num(r.get("score")), 3)])
+                     fmt(to_float(r.get("score")), 3)])
     return table(["#", "agent", "rating [interval]", "mu", "sigma", "games", "wins / draws / losses", "score"],
                  rows, cls="summary ratings", numeric_from=2)
 
@@ -77,7 +76,7 @@ def head_to_head(summary: Mapping[str, Any]) -> str:
             if not isinstance(result, Mapping) or not result.get("games"):
                 cells.append('<td class="none">·</td>')
                 continue
-            score = _num(result.get("score"))
+            score = to_float(result.get("score"))
             title = (f"{a} vs {b}: {result.get('wins', 0)} wins, {result.get('draws', 0)} draws, "
                      f"{result.get('losses', 0)} losses in {result.get('games')} games")
             cells.append(
@@ -113,7 +112,7 @@ def games_dataset(run: ArenaRun) -> dict[str, Any]:
     rows, extras = [], []
     for position, game in enumerate(run.games):
         seats = {str(k): str(v) for k, v in (game.get("seats") or {}).items()}
-        returns = {str(k): float(_num(v)) for k, v in (game.get("returns") or {}).items()}
+        returns = {str(k): float(to_float(v)) for k, v in (game.get("returns") or {}).items()}
         winner = game.get("winner")
         episode = game_episode(game) or EpisodeResult(
             index=int(game.get("game_index", position)), seed=int(game.get("seed", 0) or 0),
@@ -156,7 +155,7 @@ def games_dataset(run: ArenaRun) -> dict[str, Any]:
 def sections(run: ArenaRun) -> tuple[list[Section], dict[str, Any]]:
     ratings = ranked(run.summary)
     chart = svg.interval_chart(
-        [(str(r["agent"]), _num(r.get("rating")), _num(r.get("ci_low")), _num(r.get("ci_high"))) for r in ratings],
+        [(str(r["agent"]), to_float(r.get("rating")), to_float(r.get("ci_low")), to_float(r.get("ci_high"))) for r in ratings],
         title="rating with its interval", x_label="rating",
     ) if ratings else ""
     data = {"games": games_dataset(run)}

@@ -16,8 +16,8 @@ from typing import Any
 from llm_envs.evaluation.stats import mean_interval
 from llm_envs.report import svg
 from llm_envs.report.episodes import dataset
-from llm_envs.report.evaluation import _num, run_facts
-from llm_envs.report.page import esc, fmt_interval, notes_html, table
+from llm_envs.report.evaluation import run_facts
+from llm_envs.report.page import esc, fmt_interval, notes_html, table, to_float
 from llm_envs.report.runs import EvalRun
 from llm_envs.runner import EpisodeResult
 
@@ -123,8 +123,8 @@ def sections(runs: Sequence[EvalRun]) -> tuple[list[Section], dict[str, Any], di
         if paired else '<p class="note">No seed was played by every run: the runs cannot be paired.</p>'
     )
     chart = svg.interval_chart(
-        [(run.label, _num((run.summary.get("success") or {}).get("value")),
-          _num((run.summary.get("success") or {}).get("low")), _num((run.summary.get("success") or {}).get("high")))
+        [(run.label, to_float((run.summary.get("success") or {}).get("value")),
+          to_float((run.summary.get("success") or {}).get("low")), to_float((run.summary.get("success") or {}).get("high")))
          for run in runs],
         title="success rate by run (95% CI)", x_range=(0.0, 1.0),
     )

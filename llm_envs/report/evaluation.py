@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import math
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from llm_envs.report import svg
 from llm_envs.report.episodes import dataset, episodes_html
-from llm_envs.report.page import esc, fmt, fmt_interval, notes_html, table
+from llm_envs.report.page import esc, fmt, fmt_interval, notes_html, table, to_float
 from llm_envs.report.runs import EvalRun
 from llm_envs.runner import EpisodeResult
 
@@ -28,13 +28,21 @@ def run_facts(summary: Mapping[str, Any], run_path: Any) -> str:
         ("agents", ", ".join(f"{a} = {p}" for a, p in players.items()) or None),
         ("agent specs", ", ".join(f"{k} = {v}" for k, v in specs.items()) if isinstance(specs, Mapping) else specs),
         ("environment options", _compact(summary.get("env_kwargs"))),
-        ("command", summary.get("command")),
-        ("wall time", f"{fmt(_num(summary.get('wall_s')), 1)} s" if summary.get("wall_s") is not None else None),
-        ("episodes / s", fmt(_num(summary.get("episodes_per_s")), 2) if summary.get("episodes_per_s") else None),
+        ("command", summary.get("command") or _compact(summary.get("commands"))),
+        ("wall time", f"{fmt(to_float(summary.get('wall_s')), 1)} s" if summary.get("wall_s") is not None else None),
+        ("episodes / s", fmt(to_float(summary.get("episodes_per_s")), 2) if summary.get("episodes_per_s") else None),
         ("resumed episodes", summary.get("episodes_resumed") or None),
     ]
     body = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows if v not in (None, "", {}))
-    return f'<table class="facts">{body}</table>'
+    whole = json.dumps(summary, indent=1, ensure_ascii=False, default=repr)
+    return (f'<table class="facts">{body}</table>'
+            f"<details><summary>the whole summary.json</summary><pre>{esc(whole)}</pre></details>")
+
+
+def confidence_percent(summary: Mapping[str, Any]) -> int:
+    """The summary's confidence level in percent (95 when it does not say)."""
+    level = to_float(summary.get("confidence", 0.95))
+    return int(round(100 * level)) if 0 < level < 1 else 95
 
 
 def _compact(value: Any) -> str | None:
@@ -42,19 +50,14 @@ def _compact(value: Any) -> str | None:
         return None
     if isinstance(value, Mapping):
         return ", ".join(f"{k}={v}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return "; ".join(str(v) for v in value)
     return str(value)
-
-
-def _num(value: Any) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return math.nan
 
 
 def summary_tables(summary: Mapping[str, Any]) -> str:
     """The run's numbers with their intervals, then one row per agent."""
-    conf = int(round(100 * _num(summary.get("confidence", 0.95)))) if summary.get("confidence") else 95
+    conf = confidence_percent(summary)
     tokens = summary.get("tokens_per_episode") or {}
     rows = [
         ["success rate", fmt_interval(summary.get("success"))],
@@ -94,15 +97,15 @@ def summary_tables(summary: Mapping[str, Any]) -> str:
 
 def interval_charts(summary: Mapping[str, Any]) -> str:
     """Success, and each agent's reward, with their intervals (the values printed beside)."""
-    conf = int(round(100 * _num(summary.get("confidence", 0.95)))) if summary.get("confidence") else 95
+    conf = confidence_percent(summary)
     success = summary.get("success") or {}
     rewards = summary.get("rewards") or {}
     parts = [svg.interval_chart(
-        [("success rate", _num(success.get("value")), _num(success.get("low")), _num(success.get("high")))],
+        [("success rate", to_float(success.get("value")), to_float(success.get("low")), to_float(success.get("high")))],
         title=f"success rate ({conf}% CI)", x_range=(0.0, 1.0))]
     if rewards:
         parts.append(svg.interval_chart(
-            [(a, _num(r.get("value")), _num(r.get("low")), _num(r.get("high"))) for a, r in rewards.items()],
+            [(a, to_float(r.get("value")), to_float(r.get("low")), to_float(r.get("high"))) for a, r in rewards.items()],
             title=f"reward per episode, by agent ({conf}% CI)",
         ))
     return "".join(parts)
@@ -118,7 +121,7 @@ def charts(summary: Mapping[str, Any], episodes: Sequence[EpisodeResult]) -> str
             {a: [float(e.rewards[a]) for e in episodes if a in e.rewards] for a in agents},
             title="distribution of the reward per episode, by agent",
             x_label="reward per episode",
-            means={a: (_num(r.get("value")), _num(r.get("low")), _num(r.get("high"))) for a, r in rewards.items()},
+            means={a: (to_float(r.get("value")), to_float(r.get("low")), to_float(r.get("high"))) for a, r in rewards.items()},
             note="dot and line: the mean and its interval",
         ))
         parts.append(success_by_turn(episodes))

@@ -22,7 +22,7 @@ from html import escape
 from importlib import resources
 from typing import Any
 
-__all__ = ["esc", "fmt", "fmt_interval", "notes_html", "pack", "render_page", "table", "to_json"]
+__all__ = ["esc", "fmt", "fmt_interval", "notes_html", "pack", "render_page", "table", "to_float", "to_json"]
 
 
 def esc(value: Any) -> str:
@@ -49,14 +49,15 @@ def fmt_interval(data: Mapping[str, Any] | None, digits: int = 3) -> str:
     """``value [low, high]`` from an interval dict; tolerant of missing keys."""
     if not isinstance(data, Mapping) or data.get("value") is None:
         return "-"
-    value = fmt(_float(data.get("value")), digits)
-    low, high = _float(data.get("low")), _float(data.get("high"))
+    value = fmt(to_float(data.get("value")), digits)
+    low, high = to_float(data.get("low")), to_float(data.get("high"))
     if math.isfinite(low) and math.isfinite(high):
         return f"{value} [{fmt(low, digits)}, {fmt(high, digits)}]"
     return value
 
 
-def _float(value: Any) -> float:
+def to_float(value: Any) -> float:
+    """A number from run data, NaN when it is missing or not a number."""
     try:
         return float(value)
     except (TypeError, ValueError):
