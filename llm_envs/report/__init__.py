@@ -64,31 +64,33 @@ def build_report(paths: Sequence[str | os.PathLike[str]], *, steps: Sequence[int
     kinds = sorted({run.kind for run in runs})
     if len(kinds) > 1:
         raise ReportError(f"cannot put different kinds of run in one report: {', '.join(kinds)}")
+    if steps is not None and kinds != ["training"]:
+        raise ReportError(f"--steps chooses evaluation steps of training runs; this is an {kinds[0]} run")
     label_runs(runs)
     data: dict[str, object] = {}
-    if isinstance(runs[0], EvalRun):
-        if len(runs) == 1:
-            run = runs[0]
-            sections, data["datasets"] = evaluation.sections(run)
-            title = f"Evaluation: {run.summary.get('env_id') or run.label}"
-            players = run.summary.get("agents") or {}
-            subtitle = (", ".join(f"{a} = {p}" for a, p in players.items()) +
-                        f" · {len(run.episodes)} episodes · {run.path}")
-        else:
-            sections, data["datasets"], data["compare"] = compare.sections(runs)  # type: ignore[arg-type]
-            title = "Evaluation runs compared"
-            subtitle = compare.compare_subtitle(runs)  # type: ignore[arg-type]
-    elif isinstance(runs[0], TrainingRun):
-        sections, data["datasets"] = training.sections(runs, steps)  # type: ignore[arg-type]
-        names = [str((r.config.get("run") or {}).get("name") or r.label) for r in runs]  # type: ignore[union-attr]
+    evals = [run for run in runs if isinstance(run, EvalRun)]
+    trainings = [run for run in runs if isinstance(run, TrainingRun)]
+    arenas = [run for run in runs if isinstance(run, ArenaRun)]
+    if len(evals) == 1:
+        run = evals[0]
+        sections, data["datasets"] = evaluation.sections(run)
+        title = f"Evaluation: {run.summary.get('env_id') or run.label}"
+        players = run.summary.get("agents") or {}
+        subtitle = ", ".join(f"{a} = {p}" for a, p in players.items()) + f" · {len(run.episodes)} episodes · {run.path}"
+    elif evals:
+        sections, data["datasets"], data["compare"] = compare.sections(evals)
+        title = "Evaluation runs compared"
+        subtitle = compare.compare_subtitle(evals)
+    elif trainings:
+        sections, data["datasets"] = training.sections(trainings, steps)
+        names = [str((r.config.get("run") or {}).get("name") or r.label) for r in trainings]
         title = "Training: " + ", ".join(names)
-        env_ids = sorted({str((r.config.get("env") or {}).get("id")) for r in runs})  # type: ignore[union-attr]
-        subtitle = f"{', '.join(env_ids)} · " + ", ".join(str(r.path) for r in runs)
+        env_ids = sorted({str((r.config.get("env") or {}).get("id")) for r in trainings})
+        subtitle = f"{', '.join(env_ids)} · " + ", ".join(str(r.path) for r in trainings)
     else:
-        if len(runs) > 1:
+        if len(arenas) > 1:
             raise ReportError("an arena report shows one arena run; pass one directory")
-        run = runs[0]
-        assert isinstance(run, ArenaRun)
+        run = arenas[0]
         sections, data["datasets"] = arena.sections(run)
         title = f"Arena: {run.summary.get('env_id') or run.label}"
         subtitle = f"{arena.subtitle(run)} · {run.path}"

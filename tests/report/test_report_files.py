@@ -86,6 +86,8 @@ def test_report_command_errors_and_output_paths(runs, tmp_path, capsys):
     assert sorted(data["datasets"]) == ["train0-step0", "train0-step2"]
     with pytest.raises(SystemExit):
         llm_envs_main(["report", str(runs["training"]), "--steps", "one"])
+    assert llm_envs_main(["report", str(runs["eval"]), "--steps", "1"]) == 2
+    assert "--steps chooses evaluation steps of training runs" in capsys.readouterr().err
 
 
 def test_write_report_safely_never_raises(tmp_path):
