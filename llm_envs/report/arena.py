@@ -10,6 +10,7 @@ seat, ``winner`` or null for a draw, ``returns`` agent → return, ``episode`` a
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -114,11 +115,13 @@ def games_dataset(run: ArenaRun) -> dict[str, Any]:
         seats = {str(k): str(v) for k, v in (game.get("seats") or {}).items()}
         returns = {str(k): float(to_float(v)) for k, v in (game.get("returns") or {}).items()}
         winner = game.get("winner")
+        game_index = int(game.get("game_index", position))
         episode = game_episode(game) or EpisodeResult(
-            index=int(game.get("game_index", position)), seed=int(game.get("seed", 0) or 0),
+            index=game_index, seed=int(game.get("seed", 0) or 0),
             env_id=str(run.summary.get("env_id")), episode_id="", agents={v: k for k, v in seats.items()},
             rewards={}, metrics={}, records=[], steps=[],
         )
+        episode = dataclasses.replace(episode, index=game_index)  # a game is known by its game index
         episodes.append(episode)
         tags = ["draw"] if winner is None else ["decisive", f"won:{winner}"]
         format_errors: dict[str, int] = {}
@@ -129,7 +132,7 @@ def games_dataset(run: ArenaRun) -> dict[str, Any]:
         if format_errors:
             tags.append("format-error")
         rows.append({
-            "i": int(game.get("game_index", position)),
+            "i": game_index,
             "seed": game.get("seed"),
             "id": episode.episode_id,
             "env": episode.env_id,

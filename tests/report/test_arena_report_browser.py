@@ -49,6 +49,11 @@ def test_arena_report_ratings_matrix_and_games(run, open_report):
     page.select_option(".f-outcome", "")
     page.select_option(".f-agent", "gamma")
     assert listed.count() == sum(1 for g in games if "gamma" in g["seats"])
+    with_gamma = next(g for g in games if "gamma" in g["seats"] and "episode" in g)
+    page.click(f".episode-list tbody tr[data-index='{with_gamma['game_index']}']")
+    page.wait_for_selector(f"article.episode[data-episode='{with_gamma['game_index']}']")
+    others = [r for r in with_gamma["episode"]["records"] if r["agent"] != with_gamma["seats"]["gamma"]]
+    assert page.locator("article.episode li.action.dimmed").count() == len(others)  # gamma's moves stand out
     page.select_option(".f-agent", "")
 
     # a game opens with its seats and winner, every move by its seat and the agent in it
@@ -56,6 +61,7 @@ def test_arena_report_ratings_matrix_and_games(run, open_report):
     page.click(f".episode-list tbody tr[data-index='{game['game_index']}']")
     page.wait_for_selector("article.episode")
     text = page.inner_text("article.episode")
+    assert page.locator("article.episode h3").inner_text().startswith(f"Game #{game['game_index']} · seed {game['seed']}")
     a, b = list(game["seats"])
     assert f"{a} as speaker, {b} as listener" in text
     assert f"winner: {game['winner'] or 'draw'}" in text

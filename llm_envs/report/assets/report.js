@@ -151,7 +151,8 @@
     const failedCall = step && step.error;
     const card = h("li", {
       class: "action" + (record.format_ok === false ? " format-error" : "") + (failedCall ? " call-error" : "") +
-        (focusAgent && record.agent !== focusAgent ? " dimmed" : ""),
+        // the chosen agent is an agent id (evaluations) or the name of who played it (arena games)
+        (focusAgent && record.agent !== focusAgent && player !== focusAgent ? " dimmed" : ""),
       "data-agent": record.agent,
       "data-index": record.index,
     });
@@ -206,7 +207,8 @@
     for (const step of detail.steps || []) if (step.record_index !== undefined && step.record_index !== null) steps.set(step.record_index, step);
     const box = h("article", { class: "episode", "data-episode": detail.index });
     const heading = h("div", { class: "episode-head" },
-      h("h3", { text: title || ("Episode #" + detail.index + " · seed " + detail.seed + (detail.id ? " · " + detail.id : "")) }));
+      h("h3", { text: title || ((detail.winner !== undefined ? "Game #" : "Episode #") + detail.index + " · seed " + detail.seed +
+        (detail.id ? " · " + detail.id : "")) }));
     if (onClose) heading.append(h("button", { class: "close", type: "button", text: "close", onclick: onClose }));
     box.append(heading);
     if (detail.winner !== undefined) {
