@@ -119,12 +119,10 @@ def arena_run(directory: Path, games_per_order: int = 2) -> Path:
             agents = resolve_agents({"speaker": ARENA_AGENTS[a], "listener": ARENA_AGENTS[b]}, ["speaker", "listener"])
             for episode in run_episodes(SIGNALLING, agents, games_per_order, seed=seed, concurrency=2):
                 episode.agents = {seat: name for name, seat in seats.items()}
-                returns = {name: float(episode.rewards[seat]) for name, seat in seats.items()}
-                # A made-up decisive rule (Signalling is cooperative): who answered in the
-                # required format more often wins; equal counts are a draw.
-                well_formed = {name: sum(r["format_ok"] for r in episode.records if r["agent"] == seat)
-                               for name, seat in seats.items()}
-                winner = a if well_formed[a] > well_formed[b] else b if well_formed[b] > well_formed[a] else None
+                # Signalling is cooperative: the outcome is made up from the seed (a, b or a
+                # draw in turn), with zero-sum returns as a two-player game would have.
+                winner = (a, b, None)[episode.seed % 3]
+                returns = {name: 0.0 if winner is None else 1.0 if name == winner else -1.0 for name in seats}
                 games.append({"game_index": len(games), "seed": episode.seed, "seats": seats, "winner": winner,
                               "returns": returns, "episode": episode.to_dict()})
             seed += games_per_order
