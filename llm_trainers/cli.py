@@ -88,6 +88,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             metrics = trainer.train()
     finally:
         trainer.close()
+    from llm_envs.report import write_report_safely  # the run's report.html: curves and transcripts
+
+    write_report_safely(cfg.output_dir, log=lambda message: print(message, file=sys.stderr))
     print(json.dumps({"step": trainer.step, "output_dir": str(cfg.output_dir), **metrics}, indent=2))
     return 0
 

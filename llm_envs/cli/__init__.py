@@ -10,6 +10,8 @@
                                            tests on the seeds they share
 ``llm-envs show RUN [--failed] ...``       saved episodes of an eval or demo run, as readable
                                            transcripts (every action with its reward)
+``llm-envs report RUN [RUN ...]``          one self-contained ``report.html`` of an eval, arena
+                                           or training run; several eval runs compared
 ``llm-envs demo``                          every environment with its reference agents and
                                            with the random agent, in one table
 =========================================  ==================================================
@@ -32,13 +34,13 @@ from collections.abc import Sequence
 
 from llm_envs.agents.spec import AgentSpecError
 
-from . import demo, envs, evaluate, show
+from . import demo, envs, evaluate, report, show
 from ._common import EXIT_INCOMPLETE, EXIT_USAGE, CLIError
 
 __all__ = ["CLIError", "EXIT_INCOMPLETE", "EXIT_USAGE", "build_parser", "main"]
 
 # In the order `llm-envs --help` lists them.
-_COMMAND_MODULES = (envs, evaluate, show, demo)
+_COMMAND_MODULES = (envs, evaluate, show, report, demo)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -123,6 +123,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if summary is not None and summary.get("episodes"):
             print(format_summary(summary))
             print(f"\nwrote {files} (status: incomplete)")
+            if not args.no_report:
+                from llm_envs.report import write_report_safely
+
+                write_report_safely(out, log=lambda message: print(message, file=sys.stderr))
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE if exc.configuration_error is not None else EXIT_INCOMPLETE
     finally:
@@ -130,6 +134,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
             agent.close()
     print(format_summary(summary))
     print(f"\nwrote {files}")
+    if not args.no_report:
+        from llm_envs.report import write_report_safely
+
+        if write_report_safely(out, log=lambda message: print(message, file=sys.stderr)):
+            print(f"wrote {out}/report.html (open it in a browser)")
     return 0
 
 
@@ -225,6 +234,7 @@ def add_parsers(sub: Any) -> None:
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-plot", action="store_true", help="no plot.png")
+    p.add_argument("--no-report", action="store_true", help="no report.html (see `llm-envs report`)")
     p.add_argument(
         "--compare",
         nargs=2,

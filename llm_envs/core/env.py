@@ -332,6 +332,7 @@ class TextEnv(AECEnv[str, Observation, str]):
             raise EnvStateError(f"agent {record.agent!r} has left; credit it before the end")
         record.reward_components[component] = record.reward_components.get(component, 0.0) + amount
         record.reward += amount
+        record.credits.append((component, amount, len(self.records) - 1))  # when it arrived
         self.rewards[record.agent] += amount
 
     def _end_episode(self, *, truncated: bool = False) -> None:

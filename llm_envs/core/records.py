@@ -27,6 +27,10 @@ class ActionRecord:
         group_key: The AT-GRPO group key ``(episode_id, agent, turn)``: actions sampled from the
             same observation share it.
         info: Small extra facts for metrics and debugging (never used as reward).
+        credits: Every credit in order of arrival, as ``(component, amount, at)``: ``at`` is the
+            index of the record whose step produced it (this record's own index for an
+            immediate reward, a later one for delayed credit). Records saved before this field
+            existed read back without it.
     """
 
     index: int
@@ -42,6 +46,7 @@ class ActionRecord:
     reward: float = 0.0
     final: bool = False
     info: dict[str, Any] = field(default_factory=dict)
+    credits: list[tuple[str, float, int]] = field(default_factory=list)
 
     @property
     def group_key(self) -> tuple[str, str, int]:
@@ -53,6 +58,7 @@ class ActionRecord:
         data["group_key"] = list(self.group_key)
         data["parsed"] = _jsonable(data["parsed"])
         data["info"] = _jsonable(data["info"])
+        data["credits"] = [{"component": c, "amount": a, "at": at} for c, a, at in self.credits]
         return data
 
 

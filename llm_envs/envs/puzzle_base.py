@@ -356,6 +356,11 @@ class ProgramRun:
     def ran_ok(self) -> bool:
         return self.status == "ok"
 
+    def output(self, limit: int = 2000) -> str:
+        """What the sandbox said, for the record (reports show it): stdout, then the failure."""
+        failure = "\n".join(t for t in (self.detail, self.stderr.strip()) if t and self.status != "ok")
+        return truncate_middle("\n".join(t for t in (self.stdout.rstrip(), failure) if t), limit)
+
 
 @dataclass
 class TurnLog:
@@ -543,7 +548,7 @@ class PuzzleEnv(SandboxUser, TextEnv):
                 "simulated_components": dict(outcome.components) if outcome else {},
             },
             format_ok=plan is not None,
-            info={"sandbox_s": run.duration_s},
+            info={"sandbox_s": run.duration_s, "output": run.output()},
         )
         self._credit(record, "local", self._local_reward(outcome))
         self.history.append(log)
@@ -598,7 +603,7 @@ class PuzzleEnv(SandboxUser, TextEnv):
                 "error": error,
             },
             format_ok=plan is not None,
-            info={"sandbox_s": run.duration_s},
+            info={"sandbox_s": run.duration_s, "output": run.output()},
         )
         self.history.append(log)
         team = self._play_real_plan(plan, answer, error, log)

@@ -311,7 +311,7 @@ def evaluate(
                 f"it, or choose another --out"
             )
         episodes_path.unlink()
-        for stale in (SUMMARY_FILE, PLOT_FILE, RUN_FILE, EPISODES_FILE + ".rejected"):
+        for stale in (SUMMARY_FILE, PLOT_FILE, RUN_FILE, EPISODES_FILE + ".rejected", "report.html"):
             (out / stale).unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
     env_kwargs = resolve_split(env_id, split, env_kwargs or {})

@@ -46,11 +46,18 @@ def plot_summary(summary: Mapping[str, Any], path: str | os.PathLike[str]) -> Pa
         upper = [max(0.0, _num(d.get("high"), v) - v) for v, d in zip(values, data, strict=True)]
         ax.bar(labels, values, yerr=[lower, upper], capsize=4, color="#4C72B0")
         ax.set_title(title)
-        if unit_range:
-            ax.set_ylim(0.0, 1.05)
         ax.axhline(0.0, color="black", linewidth=0.6)
-        for i, v in enumerate(values):
-            ax.annotate(f"{v:.2f}", (i, v), ha="center", va="bottom", fontsize=8)
+        # Each value sits above the top of its error bar (not on the bar, where the bar's
+        # whisker ran through it), with headroom so that it stays inside the axes.
+        tops = [v + u for v, u in zip(values, upper, strict=True)]
+        for i, (v, top) in enumerate(zip(values, tops, strict=True)):
+            ax.annotate(f"{v:.2f}", (i, top), xytext=(0, 3), textcoords="offset points",
+                        ha="center", va="bottom", fontsize=8)
+        low = min([0.0] + [v - d for v, d in zip(values, lower, strict=True)])
+        high = max([0.0] + tops)
+        if unit_range:
+            low, high = 0.0, max(1.0, high)
+        ax.set_ylim(low - 0.02 * (high - low or 1.0), high + 0.14 * (high - low or 1.0))
 
     bars(axes[0], ["success"], [summary.get("success", {})], f"success rate ({conf}% CI)", True)
     bars(axes[1], labels, [summary["rewards"][a] for a in agents], f"reward per episode ({conf}% CI)", False)

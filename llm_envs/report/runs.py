@@ -1,0 +1,241 @@
+"""Reading run directories for a report: which kind of run, and its data, read tolerantly.
+
+=============  ===========================================================================
+evaluation     ``episodes.jsonl`` (and ``summary.json``) from ``llm-envs eval``
+training       ``metrics.jsonl`` (with ``config.yaml`` and ``eval/step_*.jsonl``) from ``llm-train``
+arena          ``summary.json`` with ``"kind": "arena"`` and ``games.jsonl`` from ``llm-envs arena``
+=============  ===========================================================================
+
+Episodes are read through the project's own loaders (:func:`llm_envs.runner.load_episodes`),
+so whatever they accept or refuse, the report does too. Everything else is read with defaults
+for missing keys: a report of an older or newer run shows what it can and says what is absent.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from llm_envs.runner import EpisodeResult, load_episodes
+
+EPISODES_FILE = "episodes.jsonl"
+SUMMARY_FILE = "summary.json"
+METRICS_FILE = "metrics.jsonl"
+CONFIG_FILE = "config.yaml"
+GAMES_FILE = "games.jsonl"
+TRAINING_EVAL_GLOB = "eval/step_*.jsonl"
+
+
+class ReportError(ValueError):
+    """A path that is not a run the report can read, or runs that cannot be shown together."""
+
+
+@dataclass
+class EvalRun:
+    """An evaluation run: its summary (recomputed when ``summary.json`` is missing) and episodes."""
+
+    path: Path
+    summary: dict[str, Any]
+    episodes: list[EpisodeResult]
+    label: str = ""
+    notes: list[str] = field(default_factory=list)
+    kind: str = "evaluation"
+
+
+@dataclass
+class TrainingRun:
+    """A training run: the config, one metrics row per logged step, and its evaluations."""
+
+    path: Path
+    config: dict[str, Any]
+    metrics: list[dict[str, Any]]
+    evaluations: dict[int, Path]
+    label: str = ""
+    notes: list[str] = field(default_factory=list)
+    kind: str = "training"
+
+
+@dataclass
+class ArenaRun:
+    """An arena run: ratings, head-to-head results and the games."""
+
+    path: Path
+    summary: dict[str, Any]
+    games: list[dict[str, Any]]
+    label: str = ""
+    notes: list[str] = field(default_factory=list)
+    kind: str = "arena"
+
+
+Run = EvalRun | TrainingRun | ArenaRun
+
+
+# ---------------------------------------------------------------------------- detection
+def detect_kind(path: str | Path) -> str:
+    """``"evaluation"``, ``"training"`` or ``"arena"``; :class:`ReportError` for anything else."""
+    path = _run_dir(path)
+    summary = _read_json(path / SUMMARY_FILE)
+    if isinstance(summary, dict) and summary.get("kind") == "arena":
+        return "arena"
+    if (path / METRICS_FILE).exists():
+        return "training"
+    if (path / EPISODES_FILE).exists():
+        return "evaluation"
+    if list(path.glob(TRAINING_EVAL_GLOB)) and (path / CONFIG_FILE).exists():
+        return "training"
+    nested = sorted(p.parent for p in path.rglob(EPISODES_FILE))
+    if nested:
+        shown = ", ".join(str(p) for p in nested[:4]) + (", ..." if len(nested) > 4 else "")
+        raise ReportError(
+            f"{path} is not one run but holds {len(nested)} evaluation runs ({shown}): "
+            "pass one of them, or several to compare them"
+        )
+    raise ReportError(
+        f"{path} holds no {EPISODES_FILE}, {METRICS_FILE} or arena {SUMMARY_FILE}: is it an "
+        "`llm-envs eval`, `llm-envs arena` or `llm-train` output directory?"
+    )
+
+
+def _run_dir(path: str | Path) -> Path:
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise ReportError(f"{path} does not exist")
+    if path.is_file():  # a run's own file: the run is its directory
+        if path.name in (EPISODES_FILE, SUMMARY_FILE, METRICS_FILE, GAMES_FILE):
+            return path.parent
+        raise ReportError(f"{path} is a file; pass the run directory that holds it")
+    return path
+
+
+def load_run(path: str | Path) -> Run:
+    """Read the run at ``path`` (see the module docstring for what each kind holds)."""
+    kind = detect_kind(path)
+    directory = _run_dir(path)
+    if kind == "arena":
+        return _load_arena(directory)
+    if kind == "training":
+        return _load_training(directory)
+    return _load_evaluation(directory)
+
+
+def label_runs(runs: Sequence[Run]) -> None:
+    """Give each run the shortest trailing part of its path that tells it from the others."""
+    parts = [run.path.resolve().parts for run in runs]
+    depth = 1
+    while depth < max(len(p) for p in parts):
+        labels = ["/".join(p[-depth:]) for p in parts]
+        if len(set(labels)) == len(labels):
+            break
+        depth += 1
+    for run, p in zip(runs, parts):
+        run.label = "/".join(p[-depth:]) or str(run.path)
+
+
+# ---------------------------------------------------------------------------- evaluation
+def _load_evaluation(path: Path) -> EvalRun:
+    from llm_envs.evaluation.summary import summarize
+
+    episodes = sorted(load_episodes(path / EPISODES_FILE), key=lambda e: e.index)
+    notes: list[str] = []
+    summary = _read_json(path / SUMMARY_FILE)
+    if not isinstance(summary, dict):
+        summary = summarize(episodes)
+        notes.append(f"no readable {SUMMARY_FILE} (an interrupted run?): the summary is computed from the episodes")
+    elif int(summary.get("episodes", len(episodes)) or 0) != len(episodes):
+        notes.append(
+            f"{SUMMARY_FILE} counts {summary.get('episodes')} episodes but {EPISODES_FILE} holds "
+            f"{len(episodes)}: the numbers below are from {SUMMARY_FILE}, the episode list from the file"
+        )
+    return EvalRun(path, summary, episodes, notes=notes)
+
+
+# ---------------------------------------------------------------------------- training
+_STEP_FILE = re.compile(r"step_(\d+)\.jsonl$")
+
+
+def _load_training(path: Path) -> TrainingRun:
+    notes: list[str] = []
+    metrics = read_jsonl(path / METRICS_FILE, notes)
+    config: dict[str, Any] = {}
+    config_path = path / CONFIG_FILE
+    if config_path.exists():
+        try:
+            import yaml
+
+            loaded = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+            config = loaded if isinstance(loaded, dict) else {}
+        except Exception as exc:  # noqa: BLE001 - a damaged config must not hide the curves
+            notes.append(f"{CONFIG_FILE} could not be read: {exc}")
+    evaluations = {}
+    for file in sorted(path.glob(TRAINING_EVAL_GLOB)):
+        match = _STEP_FILE.search(file.name)
+        if match:
+            evaluations[int(match.group(1))] = file
+    return TrainingRun(path, config, metrics, evaluations, notes=notes)
+
+
+def read_jsonl(path: Path, notes: list[str] | None = None) -> list[dict[str, Any]]:
+    """The JSON objects of a JSON-lines file; lines that do not parse are skipped and counted in
+    ``notes`` (a torn last line is what a crash during a write leaves)."""
+    if not path.exists():
+        return []
+    rows, bad = [], 0
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            bad += 1
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+        else:
+            bad += 1
+    if bad and notes is not None:
+        notes.append(f"{path.name}: {bad} line{'s' if bad != 1 else ''} could not be read and {'were' if bad != 1 else 'was'} skipped")
+    return rows
+
+
+def metric_value(value: Any) -> float | None:
+    """A metrics.jsonl value as a finite float, or None (the logger writes non-finite as null)."""
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return float(value)
+    return None
+
+
+# ---------------------------------------------------------------------------- arena
+def _load_arena(path: Path) -> ArenaRun:
+    notes: list[str] = []
+    summary = _read_json(path / SUMMARY_FILE) or {}
+    version = summary.get("format_version")
+    if version not in (None, 1):
+        notes.append(f"arena format_version {version}: this report knows version 1; some parts may be missing")
+    games = read_jsonl(path / GAMES_FILE, notes)
+    games.sort(key=lambda g: (g.get("game_index") is None, g.get("game_index", 0)))
+    return ArenaRun(path, summary, games, notes=notes)
+
+
+def game_episode(game: dict[str, Any]) -> EpisodeResult | None:
+    """The episode of an arena game, or None when the line holds none that parses."""
+    data = game.get("episode")
+    if not isinstance(data, dict):
+        return None
+    try:
+        return EpisodeResult.from_dict(data)
+    except TypeError:
+        return None
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        return None
