@@ -40,7 +40,15 @@ def rewrite_episodes(run: Path, edit: Any) -> None:
     """Apply ``edit(dict)`` to every episodes.jsonl line (to make hostile or damaged data)."""
     path = run / "episodes.jsonl"
     lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    path.write_text("".join(json.dumps(edit(line)) + "\n" for line in lines))
+    path.write_text("".join(_reencode(edit(line)) for line in lines))
+
+
+def _reencode(line: dict[str, Any]) -> str:
+    """The edited line checksummed again, as the runner writes it (an edit is not damage here)."""
+    from llm_envs.runner import EpisodeResult, encode_episode_line
+
+    fields = {k: v for k, v in line.items() if k not in ("checksum", "format_version")}
+    return encode_episode_line(EpisodeResult.from_dict(fields))
 
 
 # ---------------------------------------------------------------------------- training
