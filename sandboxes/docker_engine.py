@@ -210,8 +210,18 @@ def _log_tail(lines: int = 15) -> str:
         return "(no log)"
 
 
+# containerd puts sockets such as <exec root>/containerd/containerd.sock.ttrpc under the run
+# directory, and a unix socket path has at most 107 bytes.
+_MAX_RUN_DIR_CHARS = 60
+
+
 def _start_daemon(storage_driver: str) -> int:
     """Start dockerd in its own session and wait until it answers; return its pid."""
+    if len(str(run_dir())) > _MAX_RUN_DIR_CHARS:
+        raise EngineError(
+            f"the run directory {run_dir()} is too long for the engine's unix sockets "
+            f"({len(str(run_dir()))} characters, at most {_MAX_RUN_DIR_CHARS}): set SANDBOX_DOCKER_RUN_DIR to a shorter path"
+        )
     run_dir().mkdir(parents=True, exist_ok=True, mode=0o711)
     (data_dir() / "docker").mkdir(parents=True, exist_ok=True, mode=0o711)
     for stale in (socket_path(), pid_file()):
@@ -270,6 +280,21 @@ def _terminate(pid: int) -> None:
         if _alive(straggler):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(straggler, signal.SIGKILL)
+
+
+def _unmount_under(roots: Sequence[Path]) -> None:
+    """Detach the mounts dockerd leaves behind under its own directories (it bind-mounts its
+    data root onto itself), deepest first, so that the directories can be deleted."""
+    prefixes = [str(root.resolve()) for root in roots]
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return
+    # Field 5 is the mount point, with spaces and such escaped as octal.
+    points = {line.split()[4].encode().decode("unicode_escape") for line in lines}
+    ours = [p for p in points if any(p == prefix or p.startswith(prefix + "/") for prefix in prefixes)]
+    for point in sorted(ours, key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], capture_output=True)
 
 
 # -- packages and image ---------------------------------------------------------------------
@@ -476,6 +501,7 @@ def _stop_locked(log) -> bool:
         return False
     log(f"docker engine: stopping dockerd (pid {pid})")
     _terminate(pid)
+    _unmount_under([data_dir(), run_dir()])
     for leftover in (socket_path(), pid_file(), run_dir() / "started-by-run"):
         with contextlib.suppress(FileNotFoundError):
             leftover.unlink()
