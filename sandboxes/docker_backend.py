@@ -165,8 +165,12 @@ class _ContainerWorker(Worker):
     def __init__(self, spec: WorkerSpec, backend: str, sandbox: DockerSandbox) -> None:
         self._sandbox = sandbox
         self._raw = bytearray()  # multiplexed stream bytes not yet decoded
+        self._frame_stream = 0  # stream id of the Docker frame being read
+        self._frame_left = 0  # its payload bytes not yet received
+        self._stderr_seen = b""
         self.container: Any = None
         self._sock: socket.socket | None = None
+        self._eof = False  # the attach stream ended: the worker (and its container) is gone
         super().__init__(spec, backend)
 
     def _start(self) -> None:
@@ -218,21 +222,40 @@ class _ContainerWorker(Worker):
         assert self._sock is not None
         self._sock.sendall(data)
 
+    def _demux(self) -> bytes:
+        """Decode Docker's stream framing (an 8-byte header: stream id, 3 zero bytes, length)
+        from what has been received; return the stdout bytes, keep a tail of stderr.
+
+        Payloads are passed on as they arrive, not once a whole Docker frame is in: a header
+        announcing gigabytes must not make the host buffer them (the protocol frames above this
+        layer are bounded by the pool).
+        """
+        out = bytearray()
+        while self._raw:
+            if self._frame_left == 0:
+                if len(self._raw) < _DEMUX_HEADER.size:
+                    break
+                self._frame_stream, self._frame_left = _DEMUX_HEADER.unpack_from(self._raw)
+                del self._raw[: _DEMUX_HEADER.size]
+                continue
+            take = min(self._frame_left, len(self._raw))
+            payload = bytes(self._raw[:take])
+            del self._raw[:take]
+            self._frame_left -= take
+            if self._frame_stream == 1:
+                out += payload
+            elif self._frame_stream == 2:
+                self._stderr_seen = (self._stderr_seen + payload)[-4000:]
+        return bytes(out)
+
     def _read_chunk(self, timeout_s: float) -> bytes | None:
-        """Demultiplex Docker's stream framing (8-byte headers) and return stdout bytes only."""
+        """The worker's stdout bytes (Docker's framing removed); b"" at EOF; None on timeout."""
         assert self._sock is not None
         deadline = time.monotonic() + timeout_s
         while True:
-            while len(self._raw) >= _DEMUX_HEADER.size:
-                stream, size = _DEMUX_HEADER.unpack_from(self._raw)
-                if len(self._raw) < _DEMUX_HEADER.size + size:
-                    break
-                payload = bytes(self._raw[_DEMUX_HEADER.size : _DEMUX_HEADER.size + size])
-                del self._raw[: _DEMUX_HEADER.size + size]
-                if stream == 1 and payload:
-                    return payload
-                if stream == 2:
-                    self._stderr_seen = getattr(self, "_stderr_seen", b"")[-4000:] + payload
+            data = self._demux()
+            if data:
+                return data
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
@@ -241,6 +264,7 @@ class _ContainerWorker(Worker):
                 return None
             chunk = self._sock.recv(1 << 20)
             if not chunk:
+                self._eof = True
                 return b""
             self._raw += chunk
 
@@ -306,7 +330,22 @@ class _ContainerWorker(Worker):
         return None if state.get("Running") else state.get("ExitCode")
 
     def alive(self) -> bool:
-        return bool(self._state().get("Running"))
+        """Whether the attach stream is still open, read locally: the pool asks twice per job,
+        and asking the engine (an inspect call) would cost more than the job itself."""
+        if self._sock is None or self._eof:
+            return False
+        try:
+            ready, _, _ = select.select([self._sock], [], [], 0)
+            if ready:
+                chunk = self._sock.recv(1 << 20)
+                if not chunk:
+                    self._eof = True
+                    return False
+                self._raw += chunk  # decoded by the next _read_chunk
+        except (OSError, ValueError):
+            self._eof = True
+            return False
+        return True
 
     def worker_died_result(self, exc: BaseException) -> dict[str, Any]:
         oom = self._new_oom_kills() or bool(self._state().get("OOMKilled"))
@@ -315,7 +354,7 @@ class _ContainerWorker(Worker):
     def _stderr_text(self) -> str:
         # What the worker wrote to stderr before it was ready came through the attach stream
         # (the container keeps no log).
-        return getattr(self, "_stderr_seen", b"").decode("utf-8", "replace").strip()[-4000:]
+        return self._stderr_seen.decode("utf-8", "replace").strip()[-4000:]
 
     def stop(self, timeout_s: float = 5.0) -> None:
         try:

@@ -583,6 +583,15 @@ def run(command: Sequence[str], *, require: bool = False, log=print) -> int:
                 _stop_locked(log)
 
 
+def cleanup(log=print) -> bool:
+    """Stop the engine if a `run` started it and none is still running (for an exit trap, in
+    case a `run` was killed before it could stop the engine itself). Returns whether it did."""
+    with _locked():
+        if not _live_users() and (run_dir() / "started-by-run").exists():
+            return _stop_locked(log)
+    return False
+
+
 def _call(command: Sequence[str], env: dict[str, str]) -> int:
     """Run the command to its end. SIGTERM and SIGHUP are passed on to it and Ctrl-C reaches it
     from the terminal; either way we wait for it, so that the engine is stopped only after the
@@ -619,6 +628,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.add_parser("stop", help="stop the dockerd that `start` started (by its pid); keeps the image")
     sub.add_parser("status", help="print the engine's state as JSON; exit 0 if it is up with the image")
     sub.add_parser("host", help="print DOCKER_HOST of the engine if it is up (exit 1 if not)")
+    sub.add_parser("cleanup", help="stop the engine if a `run` started it and no `run` uses it any more")
     p_run = sub.add_parser(
         "run", help="run a command with the engine up when possible, then stop it if started here"
     )
@@ -646,6 +656,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             state = status()
             print(json.dumps(state, indent=2))
             return 0 if state["running"] and state["image_present"] else 1
+        if args.action == "cleanup":
+            cleanup(log=log)
+            return 0
         if args.action == "host":
             host = engine_host()
             if host:
