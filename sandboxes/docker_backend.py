@@ -174,6 +174,16 @@ class _ContainerWorker(Worker):
         super().__init__(spec, backend)
 
     def _start(self) -> None:
+        try:
+            self._create_and_start()
+        except Exception as exc:  # noqa: BLE001 - any engine error: remove what was made, then say so
+            self.kill()
+            raise SandboxError(
+                f"docker sandbox: cannot start a worker container in {self._sandbox.image} "
+                f"({type(exc).__name__}: {exc})"
+            ) from None
+
+    def _create_and_start(self) -> None:
         sb = self._sandbox
         user = sb.user or f"{secrets.randbelow(_UID_RANGE[1] - _UID_RANGE[0]) + _UID_RANGE[0]}"
         if ":" not in user:

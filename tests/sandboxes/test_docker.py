@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -84,6 +85,24 @@ def test_image_tag_follows_the_recipe():
     assert docker_engine.image_tag(changed) != tag
 
 
+def test_attach_stream_demux_never_buffers_a_whole_announced_frame():
+    # Docker frames are only chunking: a header announcing 2 GiB of stdout must hand bytes on as
+    # they come (the protocol layer above bounds its own frames), and stderr frames are kept
+    # only as a short tail for error messages.
+    worker = object.__new__(docker_backend._ContainerWorker)
+    worker._raw, worker._frame_stream, worker._frame_left, worker._stderr_seen = bytearray(), 0, 0, b""
+    header = struct.Struct(">BxxxI")
+    worker._raw += header.pack(2, 5) + b"warn\n" + header.pack(1, 2**31) + b"0123456789"
+    assert worker._demux() == b"0123456789"
+    assert worker._stderr_seen == b"warn\n" and worker._frame_left == 2**31 - 10 and not worker._raw
+    worker._raw += b"abc" + header.pack(2, 1)  # still inside the big stdout frame: all stdout
+    assert worker._demux() == b"abc" + header.pack(2, 1)
+    worker._frame_left = 0
+    worker._raw += header.pack(2, 10_000) + b"e" * 10_000 + header.pack(1, 3) + b"end" + header.pack(1, 9)[:4]
+    assert worker._demux() == b"end" and worker._stderr_seen == b"e" * 4000
+    assert worker._raw == header.pack(1, 9)[:4]  # half a header waits for the rest
+
+
 # ---------------------------------------------------------------------------------------------
 # On a real engine
 # ---------------------------------------------------------------------------------------------
@@ -145,6 +164,20 @@ def test_engine_missing_image_is_a_clear_error(monkeypatch):
         DockerSandbox(**options)
 
 
+def test_engine_refusing_a_container_is_a_sandbox_error_not_a_result(client):
+    # An engine that cannot start a container (here: the image vanished) is an infrastructure
+    # failure: run() raises SandboxError naming it, and leaves no half-made container behind.
+    sandbox = make("docker", pool_size=1, preload=[])
+    try:
+        sandbox.image = "llm-envs-sandbox:vanished"
+        with pytest.raises(sandboxes.SandboxError, match="cannot start a worker container"):
+            sandbox.run("print(1)")
+        containers = client.containers.list(all=True, filters={"label": "llm-envs.sandbox"})
+        assert [c for c in containers if c.attrs["Config"]["Image"] == sandbox.image] == []
+    finally:
+        sandbox.close()
+
+
 def test_engine_no_network_and_read_only_root(engine_sandbox):
     res = engine_sandbox.run(
         "import socket\ntry:\n    socket.create_connection(('1.1.1.1', 53), timeout=1)\n    print('CONNECTED')\n"
@@ -194,6 +227,15 @@ def test_engine_timeout_recycles_container(engine_sandbox):
     assert res.timed_out
     assert engine_sandbox.run("print(1)").stdout == "1\n"
     assert before.id not in [c.id for c in _containers(engine_sandbox)]
+
+
+def test_engine_container_killed_while_idle_is_replaced(engine_sandbox):
+    engine_sandbox.run("pass")
+    (container,) = _containers(engine_sandbox)
+    container.kill()  # from outside, as an engine restart or `docker kill` would
+    res = engine_sandbox.run("print('still served')")
+    assert res.ok and res.stdout == "still served\n", res
+    assert container.id not in [c.id for c in _containers(engine_sandbox)]
 
 
 def test_engine_memory_limit_covers_the_whole_process_tree():
@@ -440,7 +482,6 @@ def test_engine_run_wrapper_without_root_runs_the_command_anyway(monkeypatch, tm
 # are bubblewrap sandboxes. Only the engine is replaced; the worker, framing and pool are real.
 # ---------------------------------------------------------------------------------------------
 
-import struct
 import threading
 
 
