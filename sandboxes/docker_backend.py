@@ -481,7 +481,9 @@ class DockerSandbox(PooledSandbox):
             "preload": preload,
             "work_dir": SANDBOX_WORK_DIR,
             "work_dir_is_private": True,
-            "scratch_dirs": ["/tmp", "/dev/shm"],
+            # Every writable place in the container, emptied after each job ("/sandbox" holds
+            # the job directories, and nothing else may survive there either).
+            "scratch_dirs": ["/tmp", "/dev/shm", SANDBOX_WORK_DIR],
             "kill_all": True,  # pid 1 of its own container
             "seccomp_bpf": seccomp.build_filter().hex() if seccomp.supported() else None,
             "seccomp_required": False,
