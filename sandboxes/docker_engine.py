@@ -366,6 +366,19 @@ def _mmdebstrap_argv(recipe: dict[str, object]) -> list[str]:
     return argv + [str(recipe["suite"]), "-"]
 
 
+def _build_tmpdir() -> str:
+    """Where mmdebstrap assembles the root filesystem: in memory when there is room. On disk,
+    unpacking and then deleting ~15,000 files is slow (about 50 s more on the development
+    machine, whose disk is mounted with ``discard``)."""
+    try:
+        stat = os.statvfs("/dev/shm")
+        if stat.f_bavail * stat.f_frsize > 2 * 1024**3:
+            return "/dev/shm"
+    except OSError:
+        pass
+    return os.environ.get("TMPDIR") or "/tmp"
+
+
 def build_image(recipe: dict[str, object] | None = None, log=print) -> float:
     """Build the image from Debian packages and import it under `image_tag`; returns seconds.
 
@@ -387,7 +400,11 @@ def build_image(recipe: dict[str, object] | None = None, log=print) -> float:
     errors_file = run_dir() / "mmdebstrap.log"
     with open(errors_file, "wb") as errors:
         proc = subprocess.Popen(
-            _mmdebstrap_argv(recipe), stdout=subprocess.PIPE, stderr=errors, stdin=subprocess.DEVNULL
+            _mmdebstrap_argv(recipe),
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            stdin=subprocess.DEVNULL,
+            env=dict(os.environ, TMPDIR=_build_tmpdir()),
         )
     assert proc.stdout is not None
     try:
