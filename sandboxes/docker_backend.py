@@ -193,7 +193,8 @@ class _ContainerWorker(Worker):
             command=[sb.python_in_image, "-I", "-B", "-c", WORKER_SOURCE],
             stdin_open=True,
             tty=False,
-            network_mode="none",
+            network_mode="none",  # a network namespace with loopback only
+            network_disabled=True,  # and no network configuration at all
             mem_limit=f"{sb.container_memory_mb}m",
             memswap_limit=f"{sb.container_memory_mb}m",
             pids_limit=sb.pids_limit,

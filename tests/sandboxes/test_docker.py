@@ -210,7 +210,9 @@ def test_engine_container_settings_hold(engine_sandbox):
     (container,) = _containers(engine_sandbox)
     container.reload()
     host, config = container.attrs["HostConfig"], container.attrs["Config"]
-    assert host["NetworkMode"] == "none" and host["ReadonlyRootfs"] is True
+    assert (
+        host["NetworkMode"] == "none" and config["NetworkDisabled"] is True and host["ReadonlyRootfs"] is True
+    )
     assert host["CapDrop"] == ["ALL"] and not host.get("CapAdd")
     assert "no-new-privileges" in host["SecurityOpt"] and not host.get("Privileged")
     assert host["Memory"] > 0 and host["MemorySwap"] == host["Memory"]
