@@ -69,6 +69,8 @@ def make(backend: str, **options) -> Sandbox:
         if required:
             raise
         _unavailable[backend] = str(exc).splitlines()[0][:160]
+        if backend == "docker":  # the engine's error is long; say how to get one at the end
+            _unavailable[backend] += " ... (as root: `python -m sandboxes.docker_engine start`, or `make test`)"
         pytest.skip(f"{backend} backend unavailable here: {_unavailable[backend]}")
 
 
