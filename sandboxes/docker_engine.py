@@ -276,6 +276,9 @@ def _terminate(pid: int) -> None:
     deadline = time.monotonic() + _STOP_TIMEOUT_S
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
+    grace = time.monotonic() + 5  # dockerd stops its containerd on the way out: let it
+    while any(_alive(p) for p in helpers) and time.monotonic() < grace:
+        time.sleep(0.1)
     for straggler in [pid] + helpers:
         if _alive(straggler):
             with contextlib.suppress(ProcessLookupError):
