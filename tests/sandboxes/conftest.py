@@ -1,8 +1,14 @@
 """Fixtures for the sandbox tests: real backends, no mocks.
 
 Every isolated backend that works on this host is exercised; a backend that cannot run here is
-skipped with the reason its probe gave (on CI, bwrap and process must both run: `.ci/run`
-installs bubblewrap). Docker needs an engine and is covered in test_docker.py.
+skipped with the reason its probe gave. On CI, bwrap, process and docker must all run: `.ci/run`
+installs bubblewrap, and `make test` brings up the project's Docker engine
+(``python -m sandboxes.docker_engine run``), which then adds ``docker`` to
+SANDBOX_TESTS_REQUIRE.
+
+Docker tests use the engine named by DOCKER_HOST when it is set, else the project's own engine
+when it is up (``python -m sandboxes.docker_engine start``), so that no variable needs exporting
+and `auto` elsewhere in the suite keeps choosing the same backend as before.
 """
 
 from __future__ import annotations
@@ -26,10 +32,28 @@ ISOLATED_BACKENDS = ["bwrap", "process", "docker"]
 _unavailable: dict[str, str] = {}  # backend -> first line of why it cannot run (probed once)
 
 
+def docker_engine_options() -> dict:
+    """Options that point the docker backend at an engine: {} for DOCKER_HOST (or the SDK's
+    default socket), else a client of the project's engine when that one answers."""
+    if os.environ.get("DOCKER_HOST"):
+        return {}
+    from sandboxes import docker_engine
+
+    host = docker_engine.engine_host()
+    if host is None:
+        return {}
+    try:
+        import docker
+    except ImportError:
+        return {}  # the backend itself reports the missing SDK
+    return {"docker_client": docker.DockerClient(base_url=host, timeout=60)}
+
+
 def make(backend: str, **options) -> Sandbox:
     """A fresh sandbox of `backend`, or skip the test with the probe's reason.
 
-    Set SANDBOX_TESTS_REQUIRE=bwrap,process (as CI does) to turn such a skip into a failure.
+    Set SANDBOX_TESTS_REQUIRE=bwrap,process,docker (as CI does) to turn such a skip into a
+    failure.
     """
     options.setdefault("preload", LIGHT_PRELOAD)
     options.setdefault("heavy_preload", ())
@@ -37,12 +61,16 @@ def make(backend: str, **options) -> Sandbox:
     required = backend in os.environ.get("SANDBOX_TESTS_REQUIRE", "").split(",")
     if backend in _unavailable and not required:
         pytest.skip(f"{backend} backend unavailable here: {_unavailable[backend]}")
+    if backend == "docker":
+        options = {**docker_engine_options(), **options}
     try:
         return sandboxes.make_sandbox(backend, **options)
     except SandboxUnavailable as exc:
         if required:
             raise
         _unavailable[backend] = str(exc).splitlines()[0][:160]
+        if backend == "docker":  # the engine's error is long; say how to get one at the end
+            _unavailable[backend] += " ... (as root: `python -m sandboxes.docker_engine start`, or `make test`)"
         pytest.skip(f"{backend} backend unavailable here: {_unavailable[backend]}")
 
 
