@@ -48,14 +48,15 @@ def test_puzzle_tool_agent_moves_are_programs_run_in_the_sandbox():
     view = NumericView(llm_envs.make("llm/PlanPath-v0", max_turns=3), obs_length=512)
     view.reset(seed=3)
     assert view.agent_selection == "tool"
-    menu = view.menu("tool")
-    assert menu and all(move.startswith("```python") for move in menu)
-    view.step(0)
+    menu = view.menu("tool")  # fixed catalog: one entry per direction, "" where not legal now
+    assert len(menu) == 4 and all(move.startswith("```python") for move in menu if move)
+    index = int(np.flatnonzero(view.action_mask("tool"))[0])
+    view.step(index)
     record = view.unwrapped.records[-1]
     assert record.agent == "tool" and record.parsed["program_status"] == "ok"
-    assert record.parsed["plan"] == menu[0].split("#### ")[1].split("'")[0]
+    assert record.parsed["plan"] == "UDLR"[index] == menu[index].split("#### ")[1].split("'")[0]
     plan_menu = view.menu("plan")
-    assert plan_menu and all(move.startswith("#### ") for move in plan_menu)
+    assert any(plan_menu) and all(move.startswith("#### ") for move in plan_menu if move)
 
 
 @pytest.mark.parametrize("name", sorted(VIEWS))
