@@ -18,7 +18,7 @@ The learner is REINFORCE with a mean baseline and an entropy bonus, written out 
 
 Two forms of rollout are shown (``--parallel`` uses :func:`~llm_envs.interop.parallel_env`):
 
-    python examples/torchrl_train.py                          # Signalling, team reward only
+    python examples/torchrl_train.py                          # Signalling
     python examples/torchrl_train.py --iterations 2 --env llm/Debate-v0 --parallel --actions text
 
 (the second only rolls out: free-text actions have no policy to learn here).
@@ -42,8 +42,9 @@ from torchrl.envs.libs.pettingzoo import PettingZooWrapper
 import llm_envs
 from llm_envs.interop import NumericView, parallel_env
 
-#: The environments' default training settings: team reward only for Signalling.
-PRESETS: dict[str, dict[str, Any]] = {"llm/Signalling-v0": {"speaker_local_weight": 0.0}}
+#: Extra environment settings per id (none by default: Signalling keeps its speaker's local
+#: reward; with the team reward alone, plain REINFORCE tends to settle on a partial code).
+PRESETS: dict[str, dict[str, Any]] = {}
 
 
 def wrap(env: AECEnv, *, parallel: bool = False, seed: int = 0) -> PettingZooWrapper:
@@ -108,7 +109,7 @@ def reinforce_loss(logits: torch.Tensor, actions: torch.Tensor, returns: torch.T
 def train(
     env: PettingZooWrapper,
     *,
-    iterations: int = 60,
+    iterations: int = 30,
     steps_per_iteration: int = 256,
     lr: float = 0.02,
     gamma: float = 0.9,
@@ -157,7 +158,7 @@ def greedy_success(env: PettingZooWrapper, policies: GroupPolicies, steps: int =
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--env", default="llm/Signalling-v0")
-    parser.add_argument("--iterations", type=int, default=60)
+    parser.add_argument("--iterations", type=int, default=30)
     parser.add_argument("--steps-per-iteration", type=int, default=256)
     parser.add_argument("--eval-steps", type=int, default=400)
     parser.add_argument("--parallel", action="store_true")
