@@ -8,7 +8,14 @@ import torch
 from pettingzoo.test import api_test, seed_test
 
 import llm_envs
-from llm_envs.interop import CharEncoder, NumericView, encode_fixed, find_catalog, find_moves, has_state_tensor
+from llm_envs.interop import (
+    CharEncoder,
+    NumericView,
+    encode_fixed,
+    find_catalog,
+    find_moves,
+    has_state_tensor,
+)
 from tests.interop.toy_envs import CorridorEnv, GuessEnv, LockEnv, SumsTaskSource
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:pettingzoo.test.api_test")
@@ -244,7 +251,7 @@ def played_texts_per_index(actions, episodes=6):
     played = {}
     for seed in range(episodes):
         view.reset(seed=seed)
-        for agent in view.agent_iter():
+        for _agent in view.agent_iter():
             observation, _, termination, truncation, _ = view.last()
             if termination or truncation:
                 view.step(None)
@@ -354,7 +361,7 @@ def test_the_default_text_keeps_the_whole_state_at_every_turn_at_obs_length_256(
     rng = np.random.default_rng(0)
     view.reset(seed=5)
     steps = 0
-    for agent in view.agent_iter():
+    for _agent in view.agent_iter():
         for other in view.possible_agents:
             if other in view.agents:
                 decoded = encoder.decode(view.observe(other)["observation"])
