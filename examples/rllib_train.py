@@ -28,6 +28,7 @@ import argparse
 from typing import Any
 
 import numpy as np
+import ray
 from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
 from ray.rllib.env.wrappers.pettingzoo_env import PettingZooEnv
@@ -86,6 +87,9 @@ def sample(runner: MultiAgentEnvRunner, episodes: int) -> list:
 def train(env_id: str, iterations: int, **env_kwargs: Any) -> tuple[Any, list[float]]:
     """Train PPO for ``iterations`` iterations; returns the algorithm and the mean episode
     return after each iteration (summed over agents)."""
+    if not ray.is_initialized():
+        # A small local Ray (the learner and the sampling run in this process's workers).
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     algo = make_config(env_id, **env_kwargs).build_algo()
     curve = []
     for _ in range(iterations):

@@ -3,8 +3,8 @@
 * Signalling with the team reward only (``speaker_local_weight=0``): the speaker's credit arrives
   one step late, when the listener answers; n-step returns over one cycle carry it (the fast
   test checks exactly that on Tianshou's own return computation), and both agents learn a code.
-* Plan-Path on fresh grids (one agent, one step per turn): the fixed U/D/L/R indices and the
-  state planes let a Q-network learn to walk towards the goal on grids it has never seen
+* Plan-Path on fresh grids (one agent, one step per turn, 6x6): the fixed U/D/L/R indices and
+  the state planes let a Q-network learn to walk towards the goal on grids it has never seen
   (evaluated on the ``test`` split, disjoint from training by construction).
 
 The training tests are slow (a few CPU minutes together) and seeded; their thresholds leave a
@@ -27,8 +27,10 @@ pytestmark = [
 
 TEAM_ONLY = {"speaker_local_weight": 0.0}
 SIGNALLING_STEPS = 6_000
-PLAN_PATH_STEPS = 20_000
-PLAN_PATH = {"agents": "single", "max_turns": 30}
+PLAN_PATH_STEPS = 10_000
+#: One agent, one step per turn, 6x6 grids (the paper's 10x10 learns too, more slowly: see
+#: docs/interop.md); every episode a fresh grid.
+PLAN_PATH = {"agents": "single", "rows": 6, "cols": 6, "max_turns": 20}
 
 
 @pytest.fixture(autouse=True)
@@ -93,7 +95,7 @@ def test_tianshou_dqn_learns_plan_path_on_fresh_grids_clearly_above_random():
     unseen = lambda: tianshou_train.make_env("llm/PlanPath-v0", split="test", **PLAN_PATH)  # noqa: E731
     config = tianshou_train.TrainConfig(steps=PLAN_PATH_STEPS, seed=0, hidden=(256, 256))
     algorithm, seconds = tianshou_train.train(make, config)
-    episodes = 300
+    episodes = 400
     baseline = tianshou_train.play(unseen, tianshou_train.uniform_random(0), episodes, seed=700_000)
     trained = tianshou_train.play(unseen, tianshou_train.greedy(algorithm), episodes, seed=700_000)
     random_summary, trained_summary = baseline.summary(), trained.summary()
