@@ -14,7 +14,8 @@ pads short texts to a fixed length and is skipped when decoding. Three encoders 
 =======================  ======================================================================
 
 :func:`encode_fixed` turns a text into an ``int32`` array of exactly ``length`` ids, keeping the
-*end* of a long text by default (prompts end with the current state and the answer format).
+*end* of a long text by default, or its start; :func:`encode_head_and_tail` keeps a *head* whole
+(the state: a grid, a board) and then as much of the end of the rest as fits.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ __all__ = [
     "TextEncoder",
     "TokenizerEncoder",
     "encode_fixed",
+    "encode_head_and_tail",
 ]
 
 
@@ -184,6 +186,31 @@ def encode_fixed(encoder: TextEncoder, text: str, length: int, *, keep: str = "e
     ids = encoder.encode(text)
     if len(ids) > length:
         ids = ids[-length:] if keep == "end" else ids[:length]
+    return _padded(encoder, ids, length)
+
+
+def encode_head_and_tail(
+    encoder: TextEncoder, head: str, text: str, length: int, *, separator: str = "\n\n"
+) -> np.ndarray:
+    """``head``, ``separator`` and then the *end* of ``text``, as exactly ``length`` ids.
+
+    ``head`` (the state: a grid, a board) is never cut: a head longer than ``length`` raises
+    ``ValueError`` that names the length needed, instead of silently dropping the state. What
+    room is left holds the last ids of ``text`` (the current turn, the answer format, the
+    moves); padding goes after.
+    """
+    head_ids = encoder.encode(head + separator)
+    if len(head_ids) > length:
+        raise ValueError(
+            f"the state text needs {len(head_ids)} ids, more than obs_length={length}; raise "
+            "obs_length (or use keep='end'/'start', which may cut the state)"
+        )
+    room = length - len(head_ids)
+    tail_ids = encoder.encode(text)[-room:] if room else []
+    return _padded(encoder, head_ids + tail_ids, length)
+
+
+def _padded(encoder: TextEncoder, ids: list[int], length: int) -> np.ndarray:
     out = np.full(length, encoder.pad_id, dtype=np.int32)
     if ids:
         array = np.asarray(ids, dtype=np.int64)

@@ -1,10 +1,21 @@
 """The optional hooks an environment can implement so that interop wrappers can do more.
 
-Two hooks, both optional; an environment that implements neither still works with every wrapper
-in :mod:`llm_envs.interop` (as a turn-based environment with free-text actions).
+Every hook is optional; an environment that implements none still works with every wrapper in
+:mod:`llm_envs.interop` (as a turn-based environment with free-text actions).
+
+=======================  ===================================================================
+Hook                     Methods (on the unwrapped text environment)
+=======================  ===================================================================
+Simultaneous cycles      ``metadata["is_parallelizable"] = True`` (PettingZoo's own flag)
+Fixed move catalog       ``action_catalog()``, ``action_mask(agent)``; optionally
+                         ``catalog_action(agent, index)``
+Enumerable moves         ``legal_actions(agent)``, ``max_legal_actions``
+State tensor             ``state_space()``, ``state_tensor(agent)``; optionally
+                         ``state_text(agent)``
+=======================  ===================================================================
 
 **Simultaneous cycles** (for the parallel API). An environment declares
-``metadata["is_parallelizable"] = True`` (PettingZoo's own flag, which
+``metadata["is_parallelizable"] = True`` (which
 :func:`pettingzoo.utils.conversions.aec_to_parallel` requires) when its AEC sequencing is one
 *cycle* per round and the agents of a cycle act as if simultaneously:
 
@@ -16,19 +27,55 @@ in :mod:`llm_envs.interop` (as a turn-based environment with free-text actions).
 :class:`~llm_envs.interop.parallel.SimultaneousParallelEnv` checks 1 and 2 at run time and raises
 an error that names the violation.
 
-**Enumerable moves** (for the ``Discrete`` action view). An environment whose moves can be listed
+**Fixed move catalog** (for the ``Discrete`` action view with stable semantics,
+``NumericView(actions="fixed")``, the default where it exists). An environment whose moves
+form a fixed set (a grid step, a board cell with a digit, a symbol, a game's action ids)
 implements::
+
+    def action_catalog(self) -> list[str]:
+        '''Every move, as a text, in a fixed order: index i always means the same move.
+        Fixed by the configuration (the same list before and after reset, every episode).'''
+    def action_mask(self, agent: str) -> numpy.ndarray:
+        '''int8, len(action_catalog()) entries: 1 where that move is legal for `agent` now;
+        all 0 for an agent that is not to act now (and before reset, after the episode).'''
+
+The entry text is a complete action exactly as an LLM would write it (``"#### U"``,
+``"red"``), and playing index ``i`` plays that text. Where the text that plays a move depends on
+the state or the agent (a Sudoku answer is the whole board with one cell filled; a puzzle's
+tool agent plays a program that prints the answer), the entry is the move's fixed *name*
+(``"r1c2=3"``) and the environment also implements::
+
+    def catalog_action(self, agent: str, index: int) -> str:
+        '''The complete action text that plays catalog move `index` for `agent` now.'''
+
+These two (three) names are shared with the OpenSpiel/TextArena game environments.
+
+**Enumerable moves** (for ``NumericView(actions="legal")``: a compacted menu of the moves legal
+now, whose index 0 means different moves in different states). An environment implements::
 
     max_legal_actions: int                      # an upper bound on len(legal_actions(agent))
     def legal_actions(self, agent: str) -> list[str]:
         '''The action texts ``agent`` may play now, in a stable order; [] if none.'''
 
-Each text is a complete action exactly as an LLM would write it (e.g. ``"#### U"``), so playing it
-goes through the environment's normal parser and rewards. Where an environment has no such
-method, a *wrapper-side* enumerator registered with :func:`register_moves` stands in (those that
-ship are in :mod:`llm_envs.interop.fallback_moves`: Signalling (the puzzles implement the hook themselves)).
-:func:`candidate_actions` builds a generic menu for any environment instead: the reference action
-plus well-formed random actions, shuffled.
+Where an environment has no such method, a *wrapper-side* enumerator registered with
+:func:`register_moves` stands in (those that ship are in :mod:`llm_envs.interop.fallback_moves`),
+and failing that the fixed catalog's legal entries (in catalog order). :func:`candidate_actions`
+builds a generic menu for any environment instead: the reference action plus well-formed random
+actions, shuffled.
+
+**State tensor** (for ``NumericView(observation="state")``). An environment whose state is a
+grid or a small vector implements::
+
+    def state_space(self) -> gymnasium.spaces.Box:
+        '''The fixed Box of state_tensor (float32), the same for every agent.'''
+    def state_tensor(self, agent: str) -> numpy.ndarray:
+        '''What `agent` may see now, as float32 planes/features of state_space()'s shape
+        (one-hot planes, channel first, as OpenSpiel's observation tensors); never hidden
+        information. Valid for every possible agent after reset.'''
+
+and optionally ``state_text(agent) -> str``: the part of the observation text that describes the
+state (the grid, the board), which the view's default text encoding (``keep="state"``) puts first
+and never cuts.
 """
 
 from __future__ import annotations
@@ -40,13 +87,19 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 __all__ = [
+    "ActionCatalog",
+    "Catalog",
     "LegalActions",
     "MoveSet",
     "SIMULTANEOUS_FALLBACK",
+    "StateTensor",
     "candidate_actions",
+    "find_catalog",
     "find_moves",
+    "has_state_tensor",
     "is_simultaneous",
     "register_moves",
+    "state_text",
 ]
 
 
@@ -112,7 +165,8 @@ def register_moves(
 
 
 def find_moves(env: Any) -> MoveSet | None:
-    """The move enumerator for ``env``: its own hook first, else a registered fallback."""
+    """The move enumerator for ``env``: its own ``legal_actions`` hook first, else a registered
+    fallback, else the legal entries of its fixed move catalog (``source="catalog"``)."""
     base = env.unwrapped
     if callable(getattr(base, "legal_actions", None)) and hasattr(base, "max_legal_actions"):
         return MoveSet(
@@ -123,7 +177,103 @@ def find_moves(env: Any) -> MoveSet | None:
     for path in _class_paths(env):
         if path in _FALLBACK_MOVES:
             return _FALLBACK_MOVES[path]
+    catalog = find_catalog(env)
+    if catalog is not None:
+        return MoveSet(lambda e, agent: catalog.legal_texts(agent), lambda e: len(catalog), "catalog")
     return None
+
+
+# ------------------------------------------------------------------------------ move catalog
+@runtime_checkable
+class ActionCatalog(Protocol):
+    """The fixed-move-catalog hook (see the module docstring); ``catalog_action`` is optional."""
+
+    def action_catalog(self) -> list[str]: ...
+
+    def action_mask(self, agent: str) -> np.ndarray: ...
+
+
+class Catalog:
+    """The fixed move catalog of one environment, read through its hooks and checked.
+
+    The catalog is read once: it is fixed by the environment's configuration. Every mask is
+    checked against it (length, values), so that a broken hook fails with a message that names
+    the environment instead of silently shifting what the indices mean.
+    """
+
+    def __init__(self, env: Any):
+        self.base = env.unwrapped
+        names = self.base.action_catalog()
+        if not isinstance(names, (list, tuple)) or not names:
+            raise ValueError(f"{self._env_name}.action_catalog() must be a non-empty list of str")
+        if not all(isinstance(name, str) for name in names):
+            raise TypeError(f"{self._env_name}.action_catalog() holds a non-str entry")
+        if len(set(names)) != len(names):
+            raise ValueError(f"{self._env_name}.action_catalog() repeats an entry: indices would be ambiguous")
+        self.names: tuple[str, ...] = tuple(names)
+        play = getattr(self.base, "catalog_action", None)
+        self._play = play if callable(play) else None
+
+    @property
+    def _env_name(self) -> str:
+        return type(self.base).__name__
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def mask(self, agent: str) -> np.ndarray:
+        """The environment's ``int8`` mask for ``agent`` (1 where legal now), checked."""
+        mask = np.asarray(self.base.action_mask(agent))
+        if mask.shape != (len(self.names),):
+            raise ValueError(
+                f"{self._env_name}.action_mask({agent!r}) has shape {mask.shape}; the catalog "
+                f"has {len(self.names)} entries"
+            )
+        if mask.size and not np.isin(mask, (0, 1)).all():
+            raise ValueError(f"{self._env_name}.action_mask({agent!r}) holds values other than 0 and 1")
+        return mask.astype(np.int8, copy=False)
+
+    def text(self, agent: str, index: int) -> str:
+        """The complete action text that plays catalog move ``index`` for ``agent`` now."""
+        if not 0 <= index < len(self.names):
+            raise IndexError(f"catalog index {index} outside [0, {len(self.names)})")
+        if self._play is None:
+            return self.names[index]
+        return str(self._play(agent, index))
+
+    def legal_texts(self, agent: str) -> list[str]:
+        """The action texts of the moves legal for ``agent`` now, in catalog order."""
+        return [self.text(agent, int(i)) for i in np.flatnonzero(self.mask(agent))]
+
+
+def find_catalog(env: Any) -> Catalog | None:
+    """``env``'s fixed move catalog, or ``None`` if it does not implement the hook."""
+    base = env.unwrapped
+    if callable(getattr(base, "action_catalog", None)) and callable(getattr(base, "action_mask", None)):
+        return Catalog(env)
+    return None
+
+
+# ------------------------------------------------------------------------------ state tensor
+@runtime_checkable
+class StateTensor(Protocol):
+    """The state-tensor hook (see the module docstring); ``state_text`` is optional."""
+
+    def state_space(self) -> Any: ...
+
+    def state_tensor(self, agent: str) -> np.ndarray: ...
+
+
+def has_state_tensor(env: Any) -> bool:
+    """Whether ``env`` implements ``state_space()`` and ``state_tensor(agent)``."""
+    base = env.unwrapped
+    return callable(getattr(base, "state_space", None)) and callable(getattr(base, "state_tensor", None))
+
+
+def state_text(env: Any, agent: str) -> str | None:
+    """``env.state_text(agent)`` where the environment implements it, else ``None``."""
+    method = getattr(env.unwrapped, "state_text", None)
+    return str(method(agent)) if callable(method) else None
 
 
 # ------------------------------------------------------------------------------ candidates

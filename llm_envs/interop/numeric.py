@@ -5,35 +5,49 @@ untouched (``view.unwrapped`` is the text env, with its records, transcript and 
 changes only what crosses the API:
 
 ====================  ==========================================================================
-observation           the observation text (instruction, prompt and, with a move menu, the
-                      numbered moves) encoded to ``Box(0, vocab_size - 1, (obs_length,), int32)``
-                      by an encoder (:mod:`llm_envs.interop.encoding`; ``obs_dtype`` may make
-                      it float); with a move menu and
-                      ``mask_in="observation"`` it is ``Dict(observation=Box, action_mask=Box(0,
-                      1, (n,), int8))``, PettingZoo classic's layout
-action                ``actions="legal"``: ``Discrete(n)``, an index into the environment's legal
-                      moves (:mod:`llm_envs.interop.hooks`); ``actions="candidates"``:
-                      ``Discrete(n)`` into a generic menu (reference action + random ones);
-                      ``actions="text"``: ``MultiDiscrete([vocab_size] * action_length)``, ids
-                      decoded to text (padding ids are skipped)
+observation           ``observation="text"`` (default): the observation text encoded to
+                      ``Box(0, vocab_size - 1, (obs_length,), int32)`` by an encoder
+                      (:mod:`llm_envs.interop.encoding`; ``obs_dtype`` may make it float);
+                      ``"state"``: the environment's state tensor (one-hot planes of a grid
+                      or a small vector, ``state_space()``, :mod:`llm_envs.interop.hooks`);
+                      ``"both"``: ``Dict(text=..., state=...)``. With ``Discrete`` actions and
+                      ``mask_in="observation"`` it is wrapped in ``Dict(observation=...,
+                      action_mask=Box(0, 1, (n,), int8))``, PettingZoo classic's layout
+action                ``actions="fixed"`` (the default where the environment has a move
+                      catalog): ``Discrete(n)``, index ``i`` is always catalog move ``i``
+                      (a direction, a cell and a digit, a symbol) and the mask says which are
+                      legal now; ``"legal"``: ``Discrete(n)``, an index into the compacted
+                      menu of the moves legal now (index 0 means different moves in different
+                      states); ``"candidates"``: ``Discrete(n)`` into a generic menu
+                      (reference action + random ones); ``"text"``:
+                      ``MultiDiscrete([vocab_size] * action_length)``, ids decoded to text
+                      (padding ids are skipped)
 infos                 the same four numbers for every agent at every step: ``turn``, ``acting``
                       (1 if the agent is to act now), ``episode_over`` and ``success`` (the
                       episode's success once it is over, else 0); plus ``action_mask`` with
                       ``mask_in="info"``
-rewards, dones        unchanged
+rewards, dones        unchanged (delayed credit arrives on the step it becomes known:
+                      ``docs/interop.md`` says how step-based learners should count it)
 ====================  ==========================================================================
 
 Spaces are identical (equal, not shared objects) for every agent. The action mask of an agent that
 is not to act now enables index 0 only (a placeholder no-op that is never played), so masked
-samplers always have one valid choice. An index outside the current menu (out of range or masked
-off) plays the empty action, which the environment scores like any malformed answer. A ``str``
-action is played as is, in every mode.
+samplers always have one valid choice; so does the mask of an acting agent that has no legal
+move. An index that is masked off (or out of range) plays the empty action, which the
+environment scores like any malformed answer. A ``str`` action is played as is, in every mode.
+
+The encoded text is, by default (``keep="state"``), the environment's state text (the grid, the
+board: ``state_text(agent)``) followed by as much of the *end* of the full text (instruction,
+prompt, moves) as fits, so that a short ``obs_length`` never cuts the state; environments
+without a state text keep the end of the full text.
 
 Examples::
 
-    env = NumericView(llm_envs.make("llm/Signalling-v0"))                 # Discrete + mask
-    env = NumericView(llm_envs.make("llm/Debate-v0"), actions="text")     # token arrays
-    env = NumericView(base, encoder=TokenizerEncoder.from_hf(tokenizer))  # a real tokenizer
+    env = NumericView(llm_envs.make("llm/Signalling-v0"))                  # fixed symbols + mask
+    env = NumericView(llm_envs.make("llm/PlanPath-v0", agents="single", max_turns=30),
+                      observation="state")                                  # planes + U/D/L/R
+    env = NumericView(llm_envs.make("llm/Debate-v0"), actions="text")      # token arrays
+    env = NumericView(base, encoder=TokenizerEncoder.from_hf(tokenizer))   # a real tokenizer
 """
 
 from __future__ import annotations
@@ -47,12 +61,23 @@ from pettingzoo import AECEnv
 from pettingzoo.utils.wrappers import BaseWrapper
 
 from llm_envs.core.env import TextEnv
-from llm_envs.interop.encoding import CharEncoder, TextEncoder, encode_fixed
-from llm_envs.interop.hooks import MoveSet, candidate_actions, find_moves, is_simultaneous
+from llm_envs.interop.encoding import CharEncoder, TextEncoder, encode_fixed, encode_head_and_tail
+from llm_envs.interop.hooks import (
+    Catalog,
+    MoveSet,
+    candidate_actions,
+    find_catalog,
+    find_moves,
+    has_state_tensor,
+    is_simultaneous,
+    state_text,
+)
 
-__all__ = ["ACTION_MODES", "NumericView", "default_text"]
+__all__ = ["ACTION_MODES", "KEEP_MODES", "OBSERVATION_MODES", "NumericView", "default_text"]
 
-ACTION_MODES = ("legal", "candidates", "text")
+ACTION_MODES = ("fixed", "legal", "candidates", "text")
+OBSERVATION_MODES = ("text", "state", "both")
+KEEP_MODES = ("state", "end", "start")
 #: Menu entries longer than this are cut in the observation's move list (not when played).
 MENU_ENTRY_CHARS = 160
 
@@ -67,30 +92,39 @@ class NumericView(BaseWrapper):
 
     Args:
         env: A text environment (a :class:`~llm_envs.core.env.TextEnv`, possibly wrapped).
-        actions: ``"legal"``, ``"candidates"`` or ``"text"`` (see the module docstring).
+        actions: ``"auto"`` (default: ``"fixed"`` where the environment has a move catalog,
+            else ``"legal"`` where its moves can be enumerated), ``"fixed"``, ``"legal"``,
+            ``"candidates"`` or ``"text"`` (see the module docstring).
+        observation: ``"text"`` (default), ``"state"`` or ``"both"`` (see the module
+            docstring); ``"state"`` and ``"both"`` need the environment's state-tensor hook.
         encoder: Text ↔ ids; default :class:`~llm_envs.interop.encoding.CharEncoder` (printable
             ASCII).
-        obs_length: Ids per observation; longer texts keep their end (``keep="end"``).
+        obs_length: Ids per text observation.
         action_length: Ids per text action (``actions="text"``).
-        num_actions: ``n`` of ``Discrete(n)``. Default: the environment's bound on its legal
-            moves (``"legal"``) or ``num_candidates`` (``"candidates"``).
+        num_actions: ``n`` of ``Discrete(n)``. Default: the catalog's length (``"fixed"``), the
+            environment's bound on its legal moves (``"legal"``) or ``num_candidates``
+            (``"candidates"``).
         num_candidates: Menu size of ``actions="candidates"``.
         mask_in: ``"observation"`` (Dict observation, read by Tianshou, TorchRL, PettingZoo's
-            tests) or ``"info"`` (Box observation + ``infos[agent]["action_mask"]``, for
+            tests) or ``"info"`` (plain observation + ``infos[agent]["action_mask"]``, for
             SuperSuit's Box-only wrappers; TorchRL and PettingZoo's tests read it there too).
-        show_moves: Append the numbered move list to the encoded text, so that a policy can see
-            what each index means when menus change from step to step.
+        show_moves: Append the numbered moves legal now to the encoded text (``[2] #### L``),
+            so that a policy can see what each index means.
         text_of: ``observation dict -> str``, the text to encode (default :func:`default_text`).
-        keep: ``"end"`` or ``"start"``: which part of a too-long text to keep.
+        keep: Which part of a text longer than ``obs_length`` to keep: ``"state"`` (default:
+            the environment's state text whole, then the end of the text; the end alone for
+            environments without a state text), ``"end"`` or ``"start"``.
         obs_dtype: dtype of the id array: ``np.int32`` (default) or a float type for libraries
             whose default networks do not cast (RLlib's default encoders need ``np.float32``).
+            State tensors are always ``float32``.
     """
 
     def __init__(
         self,
         env: AECEnv,
         *,
-        actions: str = "legal",
+        actions: str = "auto",
+        observation: str = "text",
         encoder: TextEncoder | None = None,
         obs_length: int = 2048,
         action_length: int = 256,
@@ -99,19 +133,29 @@ class NumericView(BaseWrapper):
         mask_in: str = "observation",
         show_moves: bool = True,
         text_of: Callable[[Mapping[str, str]], str] | None = None,
-        keep: str = "end",
+        keep: str = "state",
         obs_dtype: Any = np.int32,
     ):
         if not isinstance(getattr(env, "unwrapped", None), TextEnv):
             raise TypeError(f"NumericView wraps text environments (TextEnv), got {env!r}")
         super().__init__(env)
-        if actions not in ACTION_MODES:
-            raise ValueError(f"actions must be one of {ACTION_MODES}, got {actions!r}")
+        if actions not in (*ACTION_MODES, "auto"):
+            raise ValueError(f"actions must be 'auto' or one of {ACTION_MODES}, got {actions!r}")
+        if observation not in OBSERVATION_MODES:
+            raise ValueError(f"observation must be one of {OBSERVATION_MODES}, got {observation!r}")
+        if keep not in KEEP_MODES:
+            raise ValueError(f"keep must be one of {KEEP_MODES}, got {keep!r}")
         if mask_in not in ("observation", "info"):
             raise ValueError(f"mask_in must be 'observation' or 'info', got {mask_in!r}")
         if obs_length < 1 or action_length < 1:
             raise ValueError("obs_length and action_length must be >= 1")
-        self.actions = actions
+        name = type(env.unwrapped).__name__
+        if observation != "text" and not has_state_tensor(env):
+            raise ValueError(
+                f"{name} has no state tensor (state_space()/state_tensor(agent), "
+                "llm_envs.interop.hooks); use observation='text'"
+            )
+        self.observation = observation
         self.encoder: TextEncoder = encoder if encoder is not None else CharEncoder()
         self.obs_length = int(obs_length)
         self.action_length = int(action_length)
@@ -122,14 +166,40 @@ class NumericView(BaseWrapper):
         if self.obs_dtype.kind not in "iuf":
             raise ValueError(f"obs_dtype must be an integer or float dtype, got {self.obs_dtype}")
         self._text_of = text_of or default_text
+
+        self._catalog: Catalog | None = None
         self._moves: MoveSet | None = None
-        if actions == "legal":
+        if actions == "auto":
+            actions = "fixed" if find_catalog(env) is not None else "legal"
+            if actions == "legal" and find_moves(env) is None:
+                raise ValueError(
+                    f"{name} cannot enumerate its moves: it has no move catalog "
+                    "(action_catalog()/action_mask()), no legal_actions()/max_legal_actions hook "
+                    "and no registered fallback (llm_envs.interop.hooks). Use actions='candidates' "
+                    "or 'text'."
+                )
+        self.actions = actions
+        if actions == "fixed":
+            self._catalog = find_catalog(env)
+            if self._catalog is None:
+                raise ValueError(
+                    f"{name} has no fixed move catalog (action_catalog()/action_mask(), "
+                    "llm_envs.interop.hooks). Use actions='legal', 'candidates' or 'text'."
+                )
+            if num_actions is not None and num_actions < len(self._catalog):
+                raise ValueError(
+                    f"num_actions={num_actions} is smaller than {name}'s catalog of "
+                    f"{len(self._catalog)} moves"
+                )
+            num_actions = num_actions or len(self._catalog)
+        elif actions == "legal":
             self._moves = find_moves(env)
             if self._moves is None:
                 raise ValueError(
-                    f"{type(env.unwrapped).__name__} cannot enumerate its moves: it has no "
-                    "legal_actions()/max_legal_actions hook and no fallback is registered "
-                    "(llm_envs.interop.hooks.register_moves). Use actions='candidates' or 'text'."
+                    f"{name} cannot enumerate its moves: it has no legal_actions()/"
+                    "max_legal_actions hook, no registered fallback "
+                    "(llm_envs.interop.hooks.register_moves) and no move catalog. Use "
+                    "actions='candidates' or 'text'."
                 )
             num_actions = num_actions or self._moves.max_actions(env.unwrapped)
         elif actions == "candidates":
@@ -145,21 +215,37 @@ class NumericView(BaseWrapper):
         self._version = 0
         self._infos_version = -1
         self._infos: dict[str, dict[str, Any]] = {}
+        self._state_space = self._checked_state_space() if observation != "text" else None
         self._observation_spaces = {a: self._make_observation_space() for a in self.possible_agents}
         self._action_spaces = {a: self._make_action_space() for a in self.possible_agents}
 
     # ------------------------------------------------------------------ spaces
     @property
     def uses_menu(self) -> bool:
-        """Whether actions are indices into a move menu (``Discrete``)."""
+        """Whether actions are indices (``Discrete``): every mode but ``"text"``."""
         return self.actions != "text"
+
+    def _checked_state_space(self) -> spaces.Box:
+        space = self.env.unwrapped.state_space()
+        if not isinstance(space, spaces.Box) or space.dtype != np.float32:
+            raise TypeError(
+                f"{type(self.env.unwrapped).__name__}.state_space() must be a float32 Box, got {space!r}"
+            )
+        return spaces.Box(space.low, space.high, space.shape, np.float32)
 
     def _make_observation_space(self) -> spaces.Space:
         tokens = spaces.Box(0, self.encoder.vocab_size - 1, (self.obs_length,), self.obs_dtype)
+        features: spaces.Space
+        if self.observation == "text":
+            features = tokens
+        elif self.observation == "state":
+            features = self._state_space
+        else:
+            features = spaces.Dict({"text": tokens, "state": self._state_space})
         if self.uses_menu and self.mask_in == "observation":
             mask = spaces.Box(0, 1, (self.num_actions,), np.int8)
-            return spaces.Dict({"observation": tokens, "action_mask": mask})
-        return tokens
+            return spaces.Dict({"observation": features, "action_mask": mask})
+        return features
 
     def _make_action_space(self) -> spaces.Space:
         if self.uses_menu:
@@ -181,20 +267,17 @@ class NumericView(BaseWrapper):
         self._menu_cache.clear()
         self._version += 1
 
-    def observe(self, agent: str) -> np.ndarray | dict[str, np.ndarray]:
-        text_observation = self.env.observe(agent)
-        text = self._text_of(text_observation)
-        menu = self.menu(agent) if self.uses_menu else None
-        if menu and self.show_moves:
-            text += "\n\nMoves:\n" + "\n".join(
-                f"[{i}] {_one_line(move, MENU_ENTRY_CHARS)}" for i, move in enumerate(menu)
-            )
-        tokens = encode_fixed(self.encoder, text, self.obs_length, keep=self.keep)
-        if self.obs_dtype != tokens.dtype:
-            tokens = tokens.astype(self.obs_dtype)
+    def observe(self, agent: str) -> np.ndarray | dict[str, Any]:
+        features: np.ndarray | dict[str, np.ndarray]
+        if self.observation == "text":
+            features = self.encode_text(agent)
+        elif self.observation == "state":
+            features = self.state_tensor(agent)
+        else:
+            features = {"text": self.encode_text(agent), "state": self.state_tensor(agent)}
         if self.uses_menu and self.mask_in == "observation":
-            return {"observation": tokens, "action_mask": self.action_mask(agent)}
-        return tokens
+            return {"observation": features, "action_mask": self.action_mask(agent)}
+        return features
 
     def step(self, action: Any) -> None:
         agent = self.env.agent_selection
@@ -226,6 +309,43 @@ class NumericView(BaseWrapper):
         self._infos, self._infos_version = infos, self._version
         return infos
 
+    # ------------------------------------------------------------------ observations
+    def encode_text(self, agent: str) -> np.ndarray:
+        """The ids of ``agent``'s observation text (plus the moves legal now), ``obs_length``
+        long, cut as ``keep`` says."""
+        text = self._text_of(self.env.observe(agent))
+        if self.show_moves and self.uses_menu:
+            shown = self._shown_moves(agent)
+            if shown:
+                text += "\n\nMoves:\n" + "\n".join(
+                    f"[{i}] {_one_line(move, MENU_ENTRY_CHARS)}" for i, move in shown
+                )
+        head = state_text(self.env, agent) if self.keep == "state" else None
+        if head is not None:
+            tokens = encode_head_and_tail(self.encoder, head, text, self.obs_length)
+        else:
+            tokens = encode_fixed(self.encoder, text, self.obs_length, keep="start" if self.keep == "start" else "end")
+        return tokens.astype(self.obs_dtype, copy=False)
+
+    def state_tensor(self, agent: str) -> np.ndarray:
+        """The environment's state tensor for ``agent``, checked against ``state_space()``."""
+        tensor = np.asarray(self.env.unwrapped.state_tensor(agent), dtype=np.float32)
+        if self._state_space is not None and tensor.shape != self._state_space.shape:
+            raise ValueError(
+                f"{type(self.env.unwrapped).__name__}.state_tensor({agent!r}) has shape "
+                f"{tensor.shape}, state_space() says {self._state_space.shape}"
+            )
+        return tensor
+
+    def _shown_moves(self, agent: str) -> list[tuple[int, str]]:
+        """``(index, label)`` of the moves enabled now: the catalog's names (fixed) or the menu."""
+        if self.actions == "fixed":
+            if not self.is_acting(agent):
+                return []
+            assert self._catalog is not None
+            return [(int(i), self._catalog.names[i]) for i in np.flatnonzero(self._catalog.mask(agent))]
+        return [(i, move) for i, move in enumerate(self.menu(agent)) if move]
+
     # ------------------------------------------------------------------ menus and actions
     def is_acting(self, agent: str) -> bool:
         """Whether ``agent`` is to act now (in a simultaneous cycle: any live agent)."""
@@ -237,12 +357,17 @@ class NumericView(BaseWrapper):
     def menu(self, agent: str) -> list[str]:
         """The action texts the indices of ``agent``'s ``Discrete`` action stand for now.
 
-        Empty for an agent that is not to act now; ``[""]`` (the empty action) for an acting
-        agent without any move.
+        Empty for an agent that is not to act now. ``"fixed"``: one entry per catalog move, ``""``
+        (the empty action) where it is not legal now. Menu modes: the menu, ``[""]`` for an
+        acting agent without any move.
         """
         if not self.uses_menu or not self.is_acting(agent):
             return []
         base = self.env.unwrapped
+        if self.actions == "fixed":
+            assert self._catalog is not None
+            mask = self._catalog.mask(agent)
+            return [self._catalog.text(agent, i) if mask[i] else "" for i in range(len(mask))]
         if self.actions == "legal":
             assert self._moves is not None
             menu = list(self._moves.legal_actions(base, agent))
@@ -263,8 +388,17 @@ class NumericView(BaseWrapper):
         return menu or [""]
 
     def action_mask(self, agent: str) -> np.ndarray:
-        """``int8`` mask over ``Discrete(n)``: the menu's entries, or index 0 for a non-acting agent."""
+        """``int8`` mask over ``Discrete(n)``: the moves legal now, or index 0 alone for an agent
+        that is not to act now (or has no legal move)."""
         mask = np.zeros(self.num_actions, dtype=np.int8)
+        if self.actions == "fixed":
+            if self.is_acting(agent):
+                assert self._catalog is not None
+                legal = self._catalog.mask(agent)
+                mask[: len(legal)] = legal
+            if not mask.any():
+                mask[0] = 1
+            return mask
         menu = self.menu(agent)
         mask[: max(len(menu), 1)] = 1
         return mask
@@ -278,16 +412,21 @@ class NumericView(BaseWrapper):
             if not (np.issubdtype(array.dtype, np.floating) and np.all(array == np.round(array))):
                 raise TypeError(f"expected integer actions, got {array.dtype} {array!r}")
             array = array.astype(np.int64)
-        if self.uses_menu:
-            if array.size != 1:
-                raise TypeError(f"expected one index for Discrete({self.num_actions}), got {array!r}")
-            index = int(array.reshape(()))
-            menu = self.menu(agent)
-            return menu[index] if 0 <= index < len(menu) else ""
-        return self.encoder.decode(array.reshape(-1).tolist())
+        if not self.uses_menu:
+            return self.encoder.decode(array.reshape(-1).tolist())
+        if array.size != 1:
+            raise TypeError(f"expected one index for Discrete({self.num_actions}), got {array!r}")
+        index = int(array.reshape(()))
+        if self.actions == "fixed":
+            assert self._catalog is not None
+            if not (self.is_acting(agent) and 0 <= index < len(self._catalog)):
+                return ""
+            return self._catalog.text(agent, index) if self._catalog.mask(agent)[index] else ""
+        menu = self.menu(agent)
+        return menu[index] if 0 <= index < len(menu) else ""
 
     def __str__(self) -> str:
-        return f"NumericView<{self.env!s}, actions={self.actions}>"
+        return f"NumericView<{self.env!s}, actions={self.actions}, observation={self.observation}>"
 
 
 def _one_line(text: str, limit: int) -> str:

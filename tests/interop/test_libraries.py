@@ -31,21 +31,28 @@ def _need(module: str) -> None:
     "env_id, kwargs",
     [("llm/Signalling-v0", {"rounds": 2}), ("llm/PlanPath-v0", {"agents": "single", "max_turns": 6})],
 )
-def test_tianshou_collector_collects_episodes(env_id, kwargs):
+def test_tianshou_training_stores_legal_moves_over_the_state_tensor(env_id, kwargs):
+    """A short run of the example's DQN: every stored move was legal under the stored mask, and
+    the stored observations are the environment's state tensors."""
     _need("tianshou")
-    import tianshou_collect
+    import tianshou_train
 
-    stats, buffer = tianshou_collect.collect(
-        lambda: tianshou_collect.make_env(env_id, **kwargs), n_episodes=6, num_envs=2
-    )
-    assert stats.n_collected_episodes >= 6
+    make = lambda: tianshou_train.make_env(env_id, **kwargs)  # noqa: E731
+    config = tianshou_train.TrainConfig(steps=64, num_envs=2, batch_size=16)
+    algorithm, _ = tianshou_train.train(make, config)
     n_agents = len(llm_envs.entry(env_id).agents) if kwargs.get("agents") != "single" else 1
-    assert stats.returns.shape[1] == n_agents
-    assert len(buffer) == stats.n_collected_steps
-    stored = buffer[buffer.sample_indices(0)]  # every stored transition
-    # Every action taken was a legal move under the mask Tianshou stored with the observation.
+    assert len(algorithm.policy.policies) == n_agents
+    state_shape = make().env.unwrapped.state_space().shape
+    evaluation = tianshou_train.play(make, tianshou_train.greedy(algorithm), episodes=3, seed=0)
+    assert evaluation.success.shape == (3,) and np.isfinite(evaluation.returns).all()
+    buffer = tianshou_train.VectorReplayBuffer(200, 1)
+    collector = tianshou_train.Collector(algorithm.policy, tianshou_train.DummyVectorEnv([make]), buffer)
+    collector.reset()
+    tianshou_train.set_exploration(algorithm, 1.0)  # random legal moves, through the policy
+    collector.collect(n_episode=4)
+    stored = buffer[buffer.sample_indices(0)]
     assert all(mask[action] for mask, action in zip(stored.obs.mask, stored.act))
-    assert stored.obs.obs.shape[1:] == (256,) and stored.obs.obs.max() > 0
+    assert stored.obs.obs.shape[1:] == state_shape and stored.obs.obs.max() == 1.0
 
 
 def test_tianshou_rewards_match_the_text_environment():
@@ -70,12 +77,12 @@ def test_tianshou_rewards_match_the_text_environment():
 # ------------------------------------------------------------------------------ TorchRL
 def test_torchrl_aec_rollout_respects_masks_and_carries_the_text():
     _need("torchrl")
-    import torchrl_rollout
+    import torchrl_train
 
     encoder = CharEncoder()
     view = NumericView(llm_envs.make("llm/Signalling-v0", rounds=2), obs_length=256, encoder=encoder)
-    env = torchrl_rollout.wrap(view, seed=0)
-    data = torchrl_rollout.rollout(env, 16)
+    env = torchrl_train.wrap(view, seed=0)
+    data = torchrl_train.random_rollout(env, 16)
     assert data.batch_size == (16,)
     for group in ("speaker", "listener"):
         acting = data[group, "mask"].squeeze(-1)
@@ -90,7 +97,7 @@ def test_torchrl_aec_rollout_respects_masks_and_carries_the_text():
 
 def test_torchrl_parallel_rollout_with_text_actions():
     _need("torchrl")
-    import torchrl_rollout
+    import torchrl_train
 
     view = NumericView(
         llm_envs.make("llm/Debate-v0", task_source=SumsTaskSource(), num_turns=2),
@@ -98,9 +105,9 @@ def test_torchrl_parallel_rollout_with_text_actions():
         action_length=8,
         obs_length=256,
     )
-    env = torchrl_rollout.wrap(view, parallel=True)
+    env = torchrl_train.wrap(view, parallel=True)
     assert env.group_map == {"agent": ["agent_0", "agent_1"]}
-    data = torchrl_rollout.rollout(env, 4)
+    data = torchrl_train.random_rollout(env, 4)
     assert data["agent", "action"].shape == (4, 2, 8)
     assert data["next", "agent", "reward"].shape == (4, 2, 1)
     records = view.unwrapped.records
@@ -109,10 +116,10 @@ def test_torchrl_parallel_rollout_with_text_actions():
 
 def test_torchrl_parallel_rollout_on_a_turn_based_env():
     _need("torchrl")
-    import torchrl_rollout
+    import torchrl_train
 
-    env = torchrl_rollout.wrap(NumericView(CorridorEnv(), obs_length=64), parallel=True)
-    data = torchrl_rollout.rollout(env, 12)
+    env = torchrl_train.wrap(NumericView(CorridorEnv(), obs_length=64), parallel=True)
+    data = torchrl_train.random_rollout(env, 12)
     assert set(env.group_map) == {"scout", "walker"}
     assert data["next", "scout", "info", "acting"].shape == (12, 1)
 
@@ -159,22 +166,25 @@ RLLIB_PYTHON = os.environ.get("LLM_ENVS_RLLIB_PYTHON")
         "interpreter to run this test"
     ),
 )
-def test_rllib_env_runner_samples_episodes():
+def test_rllib_samples_episodes_and_trains_ppo():
     if importlib.util.find_spec("ray") is not None:
-        import rllib_sample
+        import rllib_train
 
-        runner = rllib_sample.make_runner("llm/Signalling-v0", obs_length=64)
-        episodes = rllib_sample.sample(runner, 3)
+        runner = rllib_train.make_runner("llm/Signalling-v0", obs_length=64)
+        episodes = rllib_train.sample(runner, 3)
         runner.stop()
         assert len(episodes) >= 3 and all(episode.is_done for episode in episodes)
+        algo, curve = rllib_train.train("llm/Signalling-v0", 1, speaker_local_weight=0.0)
+        algo.stop()
+        assert len(curve) == 1 and 0.0 <= curve[0] <= 2.0  # two agents, team reward 0 or 1 each
         return
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
     result = subprocess.run(
-        [RLLIB_PYTHON, str(ROOT / "examples" / "rllib_sample.py"), "--episodes", "3"],
-        capture_output=True, text=True, timeout=300, env=env, cwd=ROOT,
+        [RLLIB_PYTHON, str(ROOT / "examples" / "rllib_train.py"), "--iterations", "2"],
+        capture_output=True, text=True, timeout=600, env=env, cwd=ROOT,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.count("episode ") == 3, result.stdout
+    assert "mean episode return per iteration" in result.stdout, result.stdout
 
 
 # ------------------------------------------------------------------------------ the scripts
@@ -182,14 +192,14 @@ def test_rllib_env_runner_samples_episodes():
     "module, args",
     [
         ("pettingzoo_parallel", ["--env", "llm/Signalling-v0"]),
-        ("tianshou_collect", ["--episodes", "2", "--num-envs", "1"]),
-        ("torchrl_rollout", ["--steps", "4"]),
-        ("torchrl_rollout", ["--env", "llm/PlanPath-v0", "--parallel", "--actions", "text", "--steps", "2"]),
+        ("tianshou_train", ["--steps", "64", "--episodes", "4"]),
+        ("torchrl_train", ["--iterations", "2", "--steps-per-iteration", "16", "--eval-steps", "16"]),
+        ("torchrl_train", ["--env", "llm/PlanPath-v0", "--parallel", "--actions", "text", "--iterations", "2"]),
         ("supersuit_vector", ["--steps", "4"]),
     ],
 )
 def test_example_scripts_run(module, args, capsys):
-    library = {"tianshou_collect": "tianshou", "torchrl_rollout": "torchrl", "supersuit_vector": "supersuit"}
+    library = {"tianshou_train": "tianshou", "torchrl_train": "torchrl", "supersuit_vector": "supersuit"}
     _need(library.get(module, "pettingzoo"))
     importlib.import_module(module).main(args)
     assert capsys.readouterr().out.strip()

@@ -8,8 +8,15 @@ import torch
 from pettingzoo.test import api_test, seed_test
 
 import llm_envs
-from llm_envs.interop import CharEncoder, NumericView, encode_fixed
-from tests.interop.toy_envs import CorridorEnv, GuessEnv, SumsTaskSource
+from llm_envs.interop import (
+    CharEncoder,
+    NumericView,
+    encode_fixed,
+    find_catalog,
+    find_moves,
+    has_state_tensor,
+)
+from tests.interop.toy_envs import CorridorEnv, GuessEnv, LockEnv, SumsTaskSource
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:pettingzoo.test.api_test")
 
@@ -20,16 +27,30 @@ VIEWS = {
     "corridor-legal-info-mask": lambda: NumericView(CorridorEnv(), obs_length=128, mask_in="info"),
     "corridor-candidates": lambda: NumericView(CorridorEnv(), actions="candidates", num_candidates=3),
     "corridor-text": lambda: NumericView(CorridorEnv(), actions="text", action_length=12, obs_length=64),
+    "lock-fixed-state": lambda: NumericView(LockEnv(), observation="state"),
+    "lock-legal-from-catalog": lambda: NumericView(LockEnv(), actions="legal", obs_length=64),
     "guess-text-float": lambda: NumericView(GuessEnv(), actions="text", action_length=2, obs_dtype=np.float32),
     "signalling-legal": lambda: NumericView(llm_envs.make("llm/Signalling-v0", rounds=3), obs_length=256),
-    "planpath-single-legal": lambda: NumericView(
-        llm_envs.make("llm/PlanPath-v0", agents="single", max_turns=12), obs_length=512
+    "signalling-fixed-state-info-mask": lambda: NumericView(
+        llm_envs.make("llm/Signalling-v0", rounds=3), observation="state", mask_in="info"
     ),
-    "sokoban-single-legal": lambda: NumericView(
-        llm_envs.make("llm/Sokoban-v0", agents="single", max_turns=12), obs_length=512
+    "planpath-single-legal": lambda: NumericView(
+        llm_envs.make("llm/PlanPath-v0", agents="single", max_turns=12), actions="legal", obs_length=512
+    ),
+    "planpath-single-fixed-state": lambda: NumericView(
+        llm_envs.make("llm/PlanPath-v0", agents="single", max_turns=12), observation="state"
+    ),
+    "planpath-multi-fixed-both": lambda: NumericView(
+        llm_envs.make("llm/PlanPath-v0", max_turns=4), observation="both", obs_length=256
+    ),
+    "sokoban-single-fixed-both": lambda: NumericView(
+        llm_envs.make("llm/Sokoban-v0", agents="single", max_turns=12), observation="both", obs_length=256
     ),
     "sudoku-single-legal": lambda: NumericView(
-        llm_envs.make("llm/Sudoku-v0", agents="single", max_turns=8), obs_length=512
+        llm_envs.make("llm/Sudoku-v0", agents="single", max_turns=8), actions="legal", obs_length=512
+    ),
+    "sudoku-single-fixed-state": lambda: NumericView(
+        llm_envs.make("llm/Sudoku-v0", agents="single", max_turns=8), observation="state"
     ),
     "debate-candidates": lambda: NumericView(
         llm_envs.make("llm/Debate-v0", task_source=SumsTaskSource()), actions="candidates", obs_length=512
@@ -48,14 +69,15 @@ def test_puzzle_tool_agent_moves_are_programs_run_in_the_sandbox():
     view = NumericView(llm_envs.make("llm/PlanPath-v0", max_turns=3), obs_length=512)
     view.reset(seed=3)
     assert view.agent_selection == "tool"
-    menu = view.menu("tool")
-    assert menu and all(move.startswith("```python") for move in menu)
-    view.step(0)
+    menu = view.menu("tool")  # fixed catalog: one entry per direction, "" where not legal now
+    assert len(menu) == 4 and all(move.startswith("```python") for move in menu if move)
+    index = int(np.flatnonzero(view.action_mask("tool"))[0])
+    view.step(index)
     record = view.unwrapped.records[-1]
     assert record.agent == "tool" and record.parsed["program_status"] == "ok"
-    assert record.parsed["plan"] == menu[0].split("#### ")[1].split("'")[0]
+    assert record.parsed["plan"] == "UDLR"[index] == menu[index].split("#### ")[1].split("'")[0]
     plan_menu = view.menu("plan")
-    assert plan_menu and all(move.startswith("#### ") for move in plan_menu)
+    assert any(plan_menu) and all(move.startswith("#### ") for move in plan_menu if move)
 
 
 @pytest.mark.parametrize("name", sorted(VIEWS))
@@ -205,3 +227,182 @@ def test_environments_without_moves_need_another_action_mode():
         view.menu("scout")
     with pytest.raises(TypeError):
         NumericView(object())  # not a text environment
+
+
+# ------------------------------------------------------------------------------ fixed moves
+def test_auto_picks_the_fixed_catalog_then_the_legal_menu():
+    assert NumericView(llm_envs.make("llm/PlanPath-v0", agents="single")).actions == "fixed"
+    assert NumericView(llm_envs.make("llm/Signalling-v0")).actions == "fixed"
+    assert NumericView(LockEnv()).actions == "fixed"
+    assert NumericView(CorridorEnv()).actions == "legal"  # a menu but no catalog
+    with pytest.raises(ValueError, match="catalog"):
+        NumericView(CorridorEnv(), actions="fixed")
+    with pytest.raises(ValueError, match="num_actions"):
+        NumericView(llm_envs.make("llm/PlanPath-v0"), num_actions=3)
+    padded = NumericView(llm_envs.make("llm/PlanPath-v0", agents="single"), num_actions=6)
+    padded.reset(seed=0)
+    assert padded.action_space("solver").n == 6 and not padded.action_mask("solver")[4:].any()
+
+
+def played_texts_per_index(actions, episodes=6):
+    """Plan-Path episodes with random legal indices: {index: set of texts it played}."""
+    view = NumericView(llm_envs.make("llm/PlanPath-v0", agents="single", max_turns=15), actions=actions)
+    rng = np.random.default_rng(0)
+    played = {}
+    for seed in range(episodes):
+        view.reset(seed=seed)
+        for _agent in view.agent_iter():
+            observation, _, termination, truncation, _ = view.last()
+            if termination or truncation:
+                view.step(None)
+                continue
+            index = int(rng.choice(np.flatnonzero(observation["action_mask"])))
+            view.step(index)
+            played.setdefault(index, set()).add(view.unwrapped.records[-1].action)
+    return played
+
+
+def test_a_fixed_index_always_plays_the_same_move_and_a_menu_index_does_not():
+    fixed = played_texts_per_index("fixed")
+    assert fixed == {0: {"#### U"}, 1: {"#### D"}, 2: {"#### L"}, 3: {"#### R"}}
+    legal = played_texts_per_index("legal")
+    assert len(legal[0]) > 1  # the compacted menu: index 0 is whichever move is legal first
+
+
+def test_a_masked_off_fixed_index_plays_the_empty_action():
+    view = NumericView(llm_envs.make("llm/PlanPath-v0", agents="single", max_turns=30))
+    for seed in range(20):
+        view.reset(seed=seed)
+        blocked = np.flatnonzero(view.action_mask("solver") == 0)
+        if blocked.size:
+            break
+    assert blocked.size, "no start cell with a blocked step in 20 grids"
+    assert view.action_text("solver", int(blocked[0])) == ""
+    view.step(int(blocked[0]))
+    record = view.unwrapped.records[-1]
+    assert record.action == "" and not record.format_ok
+    assert view.action_text("solver", 99) == ""  # out of range: the empty action too
+
+
+def test_masks_for_agents_not_to_act_and_for_agents_without_moves_enable_index_0_only():
+    view = NumericView(llm_envs.make("llm/Signalling-v0"))
+    view.reset(seed=0)
+    assert view.action_mask("speaker").tolist() == [1, 1, 1, 1]
+    assert view.action_mask("listener").tolist() == [1, 0, 0, 0]  # not its turn: a placeholder
+    lock = NumericView(LockEnv(digits=3, max_turns=5))
+    lock.reset(seed=0)
+    lock.unwrapped.tried = [0, 1, 2]  # every move used up (a state the env lists as no move)
+    assert lock.action_mask("picker").tolist() == [1, 0, 0]
+    lock.step(0)
+    assert lock.unwrapped.records[-1].action == ""  # the placeholder plays nothing
+
+
+def test_a_catalog_without_catalog_action_plays_its_entries_and_serves_the_legal_menu():
+    view = NumericView(LockEnv(digits=4))
+    view.reset(seed=1)
+    view.step(2)
+    assert view.unwrapped.records[-1].action == "try 2"
+    assert view.action_mask("picker").tolist() == [1, 1, 0, 1]
+    assert find_moves(LockEnv()).source == "catalog"
+    menu_view = NumericView(LockEnv(digits=4), actions="legal")
+    menu_view.reset(seed=1)
+    menu_view.step(2)
+    assert menu_view.menu("picker") == ["try 0", "try 1", "try 3"]  # compacted, catalog order
+
+
+def test_broken_catalog_hooks_fail_with_a_message_that_names_the_environment():
+    view = NumericView(LockEnv(broken_mask=True))
+    view.reset(seed=0)
+    with pytest.raises(ValueError, match="LockEnv.action_mask.*shape"):
+        view.observe("picker")
+
+    class Repeating(LockEnv):
+        def action_catalog(self):
+            return ["try 0", "try 0"]
+
+    with pytest.raises(ValueError, match="repeats"):
+        find_catalog(Repeating())
+
+
+# ------------------------------------------------------------------------------ observations
+def test_state_observations_are_the_environment_state_tensor():
+    base = llm_envs.make("llm/Sokoban-v0", agents="single", max_turns=6)
+    view = NumericView(base, observation="both", obs_length=256)
+    space = view.observation_space("solver")
+    assert space["observation"]["state"].shape == (4, 6, 6) and space["observation"]["text"].shape == (256,)
+    view.reset(seed=2)
+    observation = view.observe("solver")["observation"]
+    assert np.array_equal(observation["state"], base.state_tensor("solver"))
+    assert space.contains(view.observe("solver"))
+    state_only = NumericView(llm_envs.make("llm/Signalling-v0"), observation="state", mask_in="info")
+    state_only.reset(seed=0)
+    assert state_only.observe("speaker").shape == (12,) and state_only.observe("speaker")[0] == 1
+    assert has_state_tensor(base) and not has_state_tensor(CorridorEnv())
+    with pytest.raises(ValueError, match="state tensor"):
+        NumericView(CorridorEnv(), observation="state")
+
+
+@pytest.mark.parametrize(
+    "env_id, kwargs",
+    [
+        ("llm/PlanPath-v0", {"agents": "single", "max_turns": 30}),
+        ("llm/PlanPath-v0", {"max_turns": 12}),
+        ("llm/Sokoban-v0", {"agents": "single", "max_turns": 20}),
+        ("llm/Sudoku-v0", {"agents": "single", "max_turns": 14}),
+        ("llm/Signalling-v0", {"rounds": 3}),
+    ],
+    ids=["planpath-single", "planpath-multi", "sokoban", "sudoku", "signalling"],
+)
+def test_the_default_text_keeps_the_whole_state_at_every_turn_at_obs_length_256(env_id, kwargs):
+    """The issue: with keep='end' the grid was cut away at reset (obs_length=256) or from
+    turn 16 on (2048). With the default keep='state' it is always there, whole, first."""
+    encoder = CharEncoder()
+    view = NumericView(llm_envs.make(env_id, **kwargs), obs_length=256, encoder=encoder)
+    rng = np.random.default_rng(0)
+    view.reset(seed=5)
+    steps = 0
+    for _agent in view.agent_iter():
+        for other in view.possible_agents:
+            if other in view.agents:
+                decoded = encoder.decode(view.observe(other)["observation"])
+                assert decoded.startswith(view.unwrapped.state_text(other) + "\n\n")
+        observation, _, termination, truncation, _ = view.last()
+        if termination or truncation:
+            view.step(None)
+            continue
+        view.step(int(rng.choice(np.flatnonzero(observation["action_mask"]))))
+        steps += 1
+    assert steps >= 3
+
+
+def test_keeping_the_end_loses_the_grid_which_is_why_it_is_not_the_default():
+    encoder = CharEncoder()
+    base = llm_envs.make("llm/PlanPath-v0", agents="single", max_turns=30)
+    view = NumericView(base, obs_length=256, encoder=encoder, keep="end")
+    view.reset(seed=5)
+    grid = base.rules.puzzle_text(base.state)
+    assert grid not in encoder.decode(view.observe("solver")["observation"])
+
+
+def test_a_state_longer_than_obs_length_is_an_error_not_a_silent_cut():
+    view = NumericView(llm_envs.make("llm/PlanPath-v0", agents="single"), obs_length=64)
+    view.reset(seed=0)
+    with pytest.raises(ValueError, match="obs_length"):
+        view.observe("solver")
+
+
+# ------------------------------------------------------------------------------ every environment
+def registered_view(env_id, mask_in):
+    env = llm_envs.make(env_id)
+    actions = "auto" if find_catalog(env) is not None or find_moves(env) is not None else "candidates"
+    observation = "both" if has_state_tensor(env) else "text"
+    return NumericView(env, actions=actions, observation=observation, obs_length=256, mask_in=mask_in)
+
+
+@pytest.mark.parametrize("mask_in", ["observation", "info"])
+@pytest.mark.parametrize("env_id", llm_envs.env_ids())
+def test_every_registered_environment_passes_the_api_test_as_a_numeric_view(env_id, mask_in):
+    view = registered_view(env_id, mask_in)
+    if env_id in ("llm/PlanPath-v0", "llm/Sokoban-v0", "llm/Sudoku-v0", "llm/Signalling-v0"):
+        assert view.actions == "fixed" and view.observation == "both"
+    api_test(view, num_cycles=20)

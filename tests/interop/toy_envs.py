@@ -4,6 +4,9 @@
   cell left or right along a corridor towards a hidden goal. Both implement the
   enumerable-moves hook (``legal_actions`` / ``max_legal_actions``) with *different* numbers of
   moves, so the numeric view must pad them to one ``Discrete`` space.
+* :class:`LockEnv`: one agent tries digits on a lock. It implements only the fixed move catalog
+  (``action_catalog``/``action_mask``, no ``catalog_action`` and no ``legal_actions``) and the
+  state tensor, so the wrappers must derive everything else from those.
 * :class:`GuessEnv`: simultaneous. ``agent_0`` and ``agent_1`` guess a hidden digit each turn and
   see only the *previous* turn's guesses (``metadata["is_parallelizable"] = True``).
   ``leak=True`` shows the same turn's earlier guess instead: a deliberately broken variant.
@@ -103,6 +106,78 @@ class CorridorEnv(TextEnv):
 
     def _episode_metrics(self) -> dict[str, float]:
         return {"success": float(self.position == self.goal)}
+
+
+@dataclass
+class LockConfig:
+    digits: int = 6
+    max_turns: int = 4
+    #: Report a mask of the wrong length (a broken hook the wrapper must catch).
+    broken_mask: bool = False
+
+
+class LockEnv(TextEnv):
+    metadata: ClassVar[dict[str, Any]] = {**TextEnv.metadata, "name": "lock_v0"}
+    config_class = LockConfig
+
+    def __init__(self, config: LockConfig | None = None, *, render_mode: str | None = None, **overrides: Any):
+        self.config = self._build_config(config, overrides)
+        super().__init__(("picker",), render_mode=render_mode)
+        self.tried: list[int] = []
+
+    def _start_episode(self, options: dict[str, Any]) -> str:
+        self.code = int(self.np_random.integers(0, self.config.digits))
+        self.tried = []
+        return "picker"
+
+    def action_catalog(self) -> list[str]:
+        return [f"try {d}" for d in range(self.config.digits)]
+
+    def action_mask(self, agent: str) -> np.ndarray:
+        size = self.config.digits + (1 if self.config.broken_mask else 0)
+        mask = np.zeros(size, dtype=np.int8)
+        if self._has_reset and not self.episode_over:
+            mask[: self.config.digits] = 1
+            mask[self.tried] = 0  # a digit already tried is not tried again
+        return mask
+
+    def state_space(self):
+        from gymnasium import spaces
+
+        return spaces.Box(0.0, 1.0, (self.config.digits,), np.float32)
+
+    def state_tensor(self, agent: str) -> np.ndarray:
+        vector = np.zeros(self.config.digits, dtype=np.float32)
+        vector[self.tried] = 1.0
+        return vector
+
+    def _apply_action(self, agent: str, action: str) -> str | None:
+        text = action.strip()
+        digit = int(text[4:]) if text.startswith("try ") and text[4:].isdigit() else None
+        record = self._add_record(agent, action, format_ok=digit is not None)
+        if digit is not None:
+            self.tried.append(digit)
+        self.turn += 1
+        if digit == self.code:
+            self._credit(record, "open", 1.0)
+            self._end_episode()
+            return None
+        if self.turn >= self.config.max_turns:
+            self._end_episode(truncated=True)
+            return None
+        return "picker"
+
+    def _instruction(self, agent: str) -> str:
+        return f"Open the lock: reply 'try <digit>' with a digit below {self.config.digits}."
+
+    def _prompt(self, agent: str) -> str:
+        return f"tried so far: {self.tried}"
+
+    def reference_action(self, agent: str) -> str:
+        return f"try {self.code}"
+
+    def _episode_metrics(self) -> dict[str, float]:
+        return {"success": float(self.code in self.tried)}
 
 
 @dataclass

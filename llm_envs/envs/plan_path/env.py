@@ -28,21 +28,28 @@ Legal actions          ``legal_actions(agent)`` (the interop hook; ``max_legal_a
                        for the agent to act, each single step U/D/L/R that moves, as
                        ``#### U`` (tool: a program ``print('#### U')``); one step per turn,
                        so raise ``max_turns`` to reach the goal this way
+Move catalog           ``action_catalog()`` = ``#### U``, ``#### D``, ``#### L``, ``#### R``
+                       (fixed indices 0-3) and ``action_mask(agent)``: the steps above
+State tensor           ``state_tensor(agent)``: ``float32`` planes ``(3, rows, cols)``:
+                       obstacles, current position, goal (the same for every agent)
 =====================  ======================================================================
 
 Version history:
 
 * v0: first release (Stronger-MAS games/planning MAS, with BFS-distance shaping and a real
-  sandbox); ``legal_actions``/``max_legal_actions`` added later without changing play.
+  sandbox); ``legal_actions``/``max_legal_actions`` added later without changing play;
+  the move catalog and the state tensor (interop hooks) added later without changing play.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from llm_envs.core.env import TextEnv
-from llm_envs.envs.plan_path.rules import PathRewards, PlanPathRules
-from llm_envs.envs.puzzle_base import PuzzleConfig, PuzzleEnv
+from llm_envs.envs.plan_path.rules import PathRewards, PathState, PlanPathRules
+from llm_envs.envs.puzzle_base import PuzzleConfig, PuzzleEnv, SingleStepCatalog
 
 
 @dataclass
@@ -63,7 +70,7 @@ class PlanPathConfig(PuzzleConfig):
     rewards: PathRewards = PathRewards()
 
 
-class PlanPathEnv(PuzzleEnv):
+class PlanPathEnv(SingleStepCatalog, PuzzleEnv):
     """The Plan-Path environment (see the module docstring for the spec)."""
 
     metadata = {**TextEnv.metadata, "name": "plan_path_v0"}
@@ -77,3 +84,16 @@ class PlanPathEnv(PuzzleEnv):
             min_distance=config.min_distance,
             rewards=config.rewards,
         )
+
+    # ------------------------------------------------------------------ state tensor
+    def _state_shape(self) -> tuple[int, int, int]:
+        return (3, self.config.rows, self.config.cols)
+
+    def _state_planes(self, state: PathState) -> np.ndarray:
+        """Plane 0: obstacles; 1: the current position; 2: the goal."""
+        grid = state.grid
+        planes = np.zeros(self._state_shape(), dtype=np.float32)
+        planes[0] = np.array([[cell == "#" for cell in row] for row in grid.cells], dtype=np.float32)
+        planes[1][state.position] = 1.0
+        planes[2][grid.goal] = 1.0
+        return planes

@@ -1,10 +1,36 @@
-"""The signalling game as a PettingZoo AEC text environment (``llm/Signalling-v0``)."""
+"""The signalling game as a PettingZoo AEC text environment (``llm/Signalling-v0``).
+
+=====================  ======================================================================
+Import                 ``llm_envs.make("llm/Signalling-v0")``
+Agents                 ``["speaker", "listener"]``
+Turn order             speaker, listener per round, for ``rounds`` rounds (default 1)
+Actions                any text; the first symbol word in it counts (``"red"``)
+Observations           ``{"instruction": str, "prompt": str}``: the speaker sees the target,
+                       the listener the speaker's message (first 200 characters)
+Rewards                :mod:`llm_envs.envs.signalling.rules` (team reward credited to both,
+                       to the speaker one step late: delayed credit)
+Termination            after the last round
+Move catalog           ``action_catalog()`` = the symbols (fixed indices, in config order);
+                       ``action_mask(agent)``: all symbols for the agent to act, else none
+State tensor           ``state_tensor(agent)``: ``float32`` vector of ``2 * n + 4`` (``n``
+                       symbols): role (speaker, listener), the target (speaker, when it is
+                       to act), the symbol the message names (listener, when it is to act),
+                       a flag for a message that names none, and the round as ``turn /
+                       rounds``; never what the agent's prompt does not show
+=====================  ======================================================================
+
+Version history:
+
+* v0: first release; the move catalog and the state tensor (interop hooks) added later without
+  changing play.
+"""
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
 import numpy as np
+from gymnasium import spaces
 
 from llm_envs.core.env import TextEnv
 from llm_envs.envs.signalling import rules
@@ -111,3 +137,49 @@ class SignallingEnv(TextEnv):
 
     def random_action(self, agent: str, rng: np.random.Generator) -> str:
         return str(rng.choice(self.config.symbols))
+
+    # ------------------------------------------------------------------ interop hooks
+    def action_catalog(self) -> list[str]:
+        """The symbols, in config order: index ``i`` always plays ``symbols[i]``."""
+        return list(self.config.symbols)
+
+    def action_mask(self, agent: str) -> np.ndarray:
+        """Every symbol for the agent to act now; none for the other (or after the episode)."""
+        if agent not in self.possible_agents:
+            raise KeyError(f"unknown agent {agent!r}; possible agents: {self.possible_agents}")
+        acting = self._has_reset and not self._episode_over and agent == self.agent_selection
+        return np.full(len(self.config.symbols), int(acting), dtype=np.int8)
+
+    def state_space(self) -> spaces.Box:
+        """``Box(0, 1, (2 * n + 4,), float32)`` for ``n`` symbols (layout: :meth:`state_tensor`)."""
+        box = self.__dict__.get("_state_space_cache")
+        if box is None:
+            size = 2 * len(self.config.symbols) + 4
+            box = self._state_space_cache = spaces.Box(0.0, 1.0, (size,), np.float32)
+        return box
+
+    def state_tensor(self, agent: str) -> np.ndarray:
+        """``[is_speaker, is_listener, target one-hot (n), message symbol one-hot (n),
+        message names no symbol, turn / rounds]``: the target only while the speaker's prompt
+        shows it, the message only while the listener's does."""
+        if agent not in self.possible_agents:
+            raise KeyError(f"unknown agent {agent!r}; possible agents: {self.possible_agents}")
+        symbols = self.config.symbols
+        n = len(symbols)
+        vector = np.zeros(2 * n + 4, dtype=np.float32)
+        vector[0 if agent == SPEAKER else 1] = 1.0
+        if not self._has_reset or self._episode_over:
+            return vector
+        vector[-1] = self.turn / self.config.rounds
+        if agent == SPEAKER and self._message is None:
+            vector[2 + symbols.index(self._targets[self.turn])] = 1.0
+        elif agent == LISTENER and self._message is not None:
+            if self._message_symbol is None:
+                vector[2 + 2 * n] = 1.0
+            else:
+                vector[2 + n + symbols.index(self._message_symbol)] = 1.0
+        return vector
+
+    def state_text(self, agent: str) -> str:
+        """The role and the prompt (both are short)."""
+        return f"{agent}: {self._prompt(agent)}" if self._has_reset else agent

@@ -28,12 +28,17 @@ Legal actions          ``legal_actions(agent)`` (the interop hook; ``max_legal_a
                        for the agent to act, each single step U/D/L/R that walks or pushes
                        (all four if every step is blocked), as ``#### U`` (tool: a program
                        ``print('#### U')``); one step per turn, so raise ``max_turns``
+Move catalog           ``action_catalog()`` = ``#### U``, ``#### D``, ``#### L``, ``#### R``
+                       (fixed indices 0-3) and ``action_mask(agent)``: the steps above
+State tensor           ``state_tensor(agent)``: ``float32`` planes ``(4, rows, cols)``: walls,
+                       targets, boxes, player (the same for every agent)
 =====================  ======================================================================
 
 Version history:
 
 * v0: first release (Stronger-MAS games/planning MAS; reverse-play generation verified by a
   BFS solver; a real sandbox); ``legal_actions``/``max_legal_actions`` added later without
+  changing play; the move catalog and the state tensor (interop hooks) added later without
   changing play.
 """
 
@@ -41,9 +46,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from llm_envs.core.env import TextEnv
-from llm_envs.envs.puzzle_base import PuzzleConfig, PuzzleEnv
-from llm_envs.envs.sokoban.rules import SokobanRewards, SokobanRules
+from llm_envs.envs.puzzle_base import PuzzleConfig, PuzzleEnv, SingleStepCatalog
+from llm_envs.envs.sokoban.rules import SokobanRewards, SokobanRules, SokobanState
 
 
 @dataclass
@@ -68,7 +75,7 @@ class SokobanConfig(PuzzleConfig):
     rewards: SokobanRewards = SokobanRewards()
 
 
-class SokobanEnv(PuzzleEnv):
+class SokobanEnv(SingleStepCatalog, PuzzleEnv):
     """The Sokoban environment (see the module docstring for the spec)."""
 
     metadata = {**TextEnv.metadata, "name": "sokoban_v0"}
@@ -84,3 +91,15 @@ class SokobanEnv(PuzzleEnv):
             min_pushes=config.min_pushes,
             rewards=config.rewards,
         )
+
+    # ------------------------------------------------------------------ state tensor
+    def _state_shape(self) -> tuple[int, int, int]:
+        return (4, self.config.rows, self.config.cols)
+
+    def _state_planes(self, state: SokobanState) -> np.ndarray:
+        """Plane 0: walls; 1: targets; 2: boxes; 3: the player (as gym-sokoban's layers)."""
+        planes = np.zeros(self._state_shape(), dtype=np.float32)
+        for plane, cells in enumerate((state.room.walls, state.room.targets, state.boxes, (state.player,))):
+            for cell in cells:
+                planes[plane][cell] = 1.0
+        return planes

@@ -33,22 +33,32 @@ Legal actions          ``legal_actions(agent)`` (the interop hook; ``max_legal_a
                        ``#### [[...], ...]`` (tool: a program printing that line); at a dead
                        end (no such fill, not solved) only the clues, i.e. start over. One
                        cell per turn, so raise ``max_turns``
+Move catalog           ``action_catalog()``: ``r<row>c<col>=<digit>`` for every cell and
+                       digit (index ``(row * size + col) * size + digit - 1``, 0-based row and
+                       col), then ``restart`` (index ``size**3``); ``action_mask(agent)``: the
+                       moves above; ``catalog_action(agent, index)``: the text that plays one
+State tensor           ``state_tensor(agent)``: ``float32`` planes ``(size + 1, size, size)``:
+                       one plane per digit (the board of the last accepted answer), then the
+                       clue cells (the same for every agent; never the solution)
 =====================  ======================================================================
 
 Version history:
 
 * v0: first release (Stronger-MAS games/planning MAS; every puzzle has a unique solution,
   answers must keep every clue; a real sandbox); ``legal_actions``/``max_legal_actions``
-  added later without changing play (a given puzzle must now match ``size``).
+  added later without changing play (a given puzzle must now match ``size``); the move
+  catalog and the state tensor (interop hooks) added later without changing play.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from llm_envs.core.env import TextEnv
 from llm_envs.envs.puzzle_base import PuzzleConfig, PuzzleEnv
-from llm_envs.envs.sudoku.rules import SudokuRewards, SudokuRules
+from llm_envs.envs.sudoku.rules import Grid, SudokuRewards, SudokuRules, SudokuState
 
 
 @dataclass
@@ -75,3 +85,43 @@ class SudokuEnv(PuzzleEnv):
 
     def _make_rules(self, config: SudokuConfig) -> SudokuRules:
         return SudokuRules(size=config.size, num_clues=config.num_clues, rewards=config.rewards)
+
+    # ------------------------------------------------------------------ move catalog
+    def _catalog_names(self) -> list[str]:
+        n = self.config.size
+        fills = [f"r{r + 1}c{c + 1}={d}" for r in range(n) for c in range(n) for d in range(1, n + 1)]
+        return [*fills, "restart"]
+
+    def _catalog_plan(self, state: SudokuState, index: int) -> Grid:
+        """Index ``(cell * size) + digit - 1``: the board with that cell set to that digit;
+        the last index: the clues (start over)."""
+        n = self.config.size
+        if index == n**3:
+            return state.puzzle.clues
+        cell, digit = divmod(index, n)
+        return state.board[:cell] + (digit + 1,) + state.board[cell + 1 :]
+
+    def _catalog_index(self, state: SudokuState, plan: Grid) -> int:
+        n = self.config.size
+        changed = [i for i, (old, new) in enumerate(zip(state.board, plan)) if old != new]
+        if len(changed) == 1 and state.board[changed[0]] == 0:
+            return changed[0] * n + plan[changed[0]] - 1
+        if plan == state.puzzle.clues:
+            return n**3
+        raise ValueError("not a one-cell fill of the board or the clues")
+
+    # ------------------------------------------------------------------ state tensor
+    def _state_shape(self) -> tuple[int, int, int]:
+        n = self.config.size
+        return (n + 1, n, n)
+
+    def _state_planes(self, state: SudokuState) -> np.ndarray:
+        """Planes ``0..size-1``: cells holding digit ``1..size`` on the board of the last
+        accepted answer; plane ``size``: the clue cells."""
+        n = self.config.size
+        board = np.asarray(state.board, dtype=np.int64).reshape(n, n)
+        planes = np.zeros(self._state_shape(), dtype=np.float32)
+        for digit in range(1, n + 1):
+            planes[digit - 1] = board == digit
+        planes[n] = np.asarray(state.puzzle.clues, dtype=np.int64).reshape(n, n) > 0
+        return planes
