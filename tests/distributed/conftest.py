@@ -1,0 +1,69 @@
+"""Ray for the scale-out tests: one small instance per test module, shut down afterwards.
+
+The machine is shared: no dashboard, a private temporary directory (``RAY_TMPDIR``: Ray's
+cluster utilities write there too), a small object store, two CPUs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+
+import pytest
+
+ray = pytest.importorskip("ray", reason="the scale-out tests need Ray: pip install 'llm-envs[ray]'")
+
+OBJECT_STORE = 96 * 1024 * 1024
+SYMBOLS = ("red", "green", "blue", "yellow")
+
+
+@pytest.fixture(scope="module")
+def ray_tmpdir():
+    old = os.environ.get("RAY_TMPDIR")
+    path = tempfile.mkdtemp(prefix="rt")
+    os.environ["RAY_TMPDIR"] = path
+    yield path
+    if old is None:
+        os.environ.pop("RAY_TMPDIR", None)
+    else:
+        os.environ["RAY_TMPDIR"] = old
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def local_ray(ray_tmpdir):
+    """A local one-node Ray instance with two CPUs."""
+    if ray.is_initialized():
+        ray.shutdown()
+    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=OBJECT_STORE, _temp_dir=ray_tmpdir,
+             log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def two_node_ray(ray_tmpdir):
+    """A simulated two-node cluster (``ray.cluster_utils.Cluster``), one CPU per node."""
+    from ray.cluster_utils import Cluster
+
+    if ray.is_initialized():
+        ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 1, "include_dashboard": False, "object_store_memory": OBJECT_STORE})
+    cluster.add_node(num_cpus=1, object_store_memory=OBJECT_STORE)
+    ray.init(address=cluster.address, log_to_driver=False)
+    cluster.wait_for_nodes()
+    yield cluster
+    ray.shutdown()
+    cluster.shutdown()
+
+
+def signalling_reply(policy, observation, candidate):
+    """Deterministic Signalling play: the speaker names the target shifted by the candidate number,
+    the listener repeats the message shifted likewise (so tree groups see different rewards)."""
+    text = observation["prompt"]
+    word = re.search(r"(?:Target|Message): (\w+)", text)
+    base = SYMBOLS.index(word.group(1)) if word and word.group(1) in SYMBOLS else 0
+    return SYMBOLS[(base + candidate) % len(SYMBOLS)]
