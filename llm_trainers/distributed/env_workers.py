@@ -170,7 +170,7 @@ class RayEnvGroup(EnvGroup):
             by_worker.setdefault(self._worker_of[move.slot], []).append(pos)
         calls = [(w, self.actors[w].play.remote([moves[p] for p in positions])) for w, positions in by_worker.items()]
         out: list[Played | None] = [None] * len(moves)
-        for (w, positions), results in zip(by_worker.items(), self._gather(calls)):
+        for positions, results in zip(by_worker.values(), self._gather(calls)):
             for p, r in zip(positions, results):
                 out[p] = r
         return out  # type: ignore[return-value]

@@ -67,3 +67,16 @@ def signalling_reply(policy, observation, candidate):
     word = re.search(r"(?:Target|Message): (\w+)", text)
     base = SYMBOLS.index(word.group(1)) if word and word.group(1) in SYMBOLS else 0
     return SYMBOLS[(base + candidate) % len(SYMBOLS)]
+
+
+@pytest.fixture(scope="session")
+def tiny_signalling_model(tmp_path_factory) -> str:
+    """A tiny random-weight model with a tokenizer trained on Signalling's texts (CPU)."""
+    pytest.importorskip("torch", reason="the learner and engine tests need the 'train' extra")
+    pytest.importorskip("transformers", reason="the learner and engine tests need the 'train' extra")
+    pytest.importorskip("peft", reason="the learner and engine tests need the 'train' extra")
+    from llm_trainers.tiny import build_tiny_model, env_corpus
+
+    path = tmp_path_factory.mktemp("tiny_signalling")
+    build_tiny_model(path, env_corpus("llm/Signalling-v0", episodes=60, rounds=2), seed=0)
+    return str(path)
