@@ -127,7 +127,7 @@ def test_vllm_engine_actors_serve_every_update(engine_ray, tiny_signalling_model
             _perturb(mirror, seed=10 + step)
             pushed = dp.sync()
             trainable = sum(t.numel() * t.element_size() for p in mirror for t in p.trainable_state_dict().values())
-            assert pushed["weight_push_bytes"] == 2 * trainable  # adapters only under L2
+            assert pushed["weight_push_bytes"] == 2 * trainable  # the adapters only, under L2
             for (policy, prompt), row in zip(requests, dp.generate_multi(requests, n=2)):
                 assert _gap(mirror[policy], prompt, row) < 1e-4, "an engine serves stale weights"
         for actor in dp.actors:
@@ -137,7 +137,7 @@ def test_vllm_engine_actors_serve_every_update(engine_ray, tiny_signalling_model
                 assert kinds.count("collective_rpc") == 2  # full weights: one push per update
             else:
                 # adapters only: each policy's new adapter loaded after each of the two syncs
-            assert "collective_rpc" not in kinds and kinds.count("load_lora") >= 2 * len(names)
+                assert "collective_rpc" not in kinds and kinds.count("load_lora") >= 2 * len(names)
             assert kinds.count("reset_prefix_cache") >= 2
     finally:
         dp.close()
