@@ -10,12 +10,16 @@ import os
 import re
 import shutil
 import tempfile
+from pathlib import Path
 
 import pytest
 
 ray = pytest.importorskip("ray", reason="the scale-out tests need Ray: pip install 'llm-envs[ray]'")
 
 OBJECT_STORE = 96 * 1024 * 1024
+ROOT = str(Path(__file__).resolve().parents[2])
+#: Ray workers import test helpers (agents, the fake vLLM) from the repository.
+RUNTIME_ENV = {"env_vars": {"PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}}
 SYMBOLS = ("red", "green", "blue", "yellow")
 
 
@@ -38,7 +42,7 @@ def local_ray(ray_tmpdir):
     if ray.is_initialized():
         ray.shutdown()
     ray.init(num_cpus=2, include_dashboard=False, object_store_memory=OBJECT_STORE, _temp_dir=ray_tmpdir,
-             log_to_driver=False)
+             log_to_driver=False, runtime_env=RUNTIME_ENV)
     yield ray
     ray.shutdown()
 
@@ -53,7 +57,7 @@ def two_node_ray(ray_tmpdir):
     cluster = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 1, "include_dashboard": False, "object_store_memory": OBJECT_STORE})
     cluster.add_node(num_cpus=1, object_store_memory=OBJECT_STORE)
-    ray.init(address=cluster.address, log_to_driver=False)
+    ray.init(address=cluster.address, log_to_driver=False, runtime_env=RUNTIME_ENV)
     cluster.wait_for_nodes()
     yield cluster
     ray.shutdown()

@@ -4,9 +4,7 @@ Ray worker by a setup hook."""
 
 from __future__ import annotations
 
-import os
 import tempfile
-from pathlib import Path
 
 import pytest
 
@@ -19,12 +17,11 @@ from llm_trainers.config import VLLMConfig, load_config  # noqa: E402
 from llm_trainers.distributed.engines import DataParallelEngine, EngineSpec, engine_seed  # noqa: E402
 from llm_trainers.policies import build_policies  # noqa: E402
 from llm_trainers.trainer import policy_spec  # noqa: E402
-from tests.distributed.conftest import OBJECT_STORE  # noqa: E402
+from tests.distributed.conftest import OBJECT_STORE, RUNTIME_ENV  # noqa: E402
 
 AGENTS = ["speaker", "listener"]
 OBS = [{"instruction": "You are the speaker. Symbols: red green blue yellow.", "prompt": f"Round 1 of 2. Target: {c}"}
        for c in ("red", "green", "blue", "yellow", "red")]
-ROOT = str(Path(__file__).resolve().parents[2])
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +31,7 @@ def engine_ray(ray_tmpdir):
         ray.shutdown()
     ray.init(num_cpus=2, include_dashboard=False, object_store_memory=OBJECT_STORE, _temp_dir=ray_tmpdir,
              log_to_driver=False, runtime_env={
-                 "worker_process_setup_hook": "tests.trainers.fake_vllm.install_in_process",
-                 "env_vars": {"PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}})
+                 **RUNTIME_ENV, "worker_process_setup_hook": "tests.trainers.fake_vllm.install_in_process"})
     yield ray
     ray.shutdown()
 
