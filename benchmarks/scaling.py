@@ -20,6 +20,11 @@ For each: the single-process layout (``workers = 0``) and 1, 2, ... Ray workers
   second once the workers are up, and the workers' start-up (actors, imports, environments)
   apart.
 
+With ``--train``, also a whole training step of the CPU testbed (``signalling_at_grpo_l2``, tiny
+model) in one process against ``signalling_at_grpo_l2_ray`` (2 environment workers, 1 HF engine
+actor, 2 gloo learner ranks): the time per step and its phases (torch on one thread in every
+process, so the layouts compare on equal footing).
+
 Every Ray row also checks that its records (rollout) or episodes (evaluation) equal the
 single-process ones. Outputs: a table and ``benchmarks/results/scaling.{json,md}``. Quote ratios
 to the single-process row of the same run. On a machine with C cores the curve flattens at
@@ -27,6 +32,7 @@ C workers; ``docs/scaling.md`` extrapolates.
 
     python benchmarks/scaling.py               # workers 1, 2, 4
     python benchmarks/scaling.py --quick       # fewer environments, workers 1, 2
+    python benchmarks/scaling.py --train       # also a training step, single process vs Ray
 """
 
 from __future__ import annotations
@@ -138,12 +144,59 @@ def time_eval(name: str, workers: int, episodes: int, concurrency: int, cpus: fl
             "outcomes": outcomes}
 
 
+def ray_round_trip_ms(calls: int = 300) -> float:
+    """Mean milliseconds of one actor call carrying a wave's worth of observations (32 × 400 bytes)."""
+    import ray
+
+    @ray.remote(num_cpus=0.01)
+    class Echo:
+        def echo(self, value: Any) -> Any:
+            return value
+
+    actor = Echo.remote()
+    payload = [{"instruction": "x" * 200, "prompt": "y" * 200}] * 32
+    ray.get(actor.echo.remote(payload))
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        ray.get(actor.echo.remote(payload))
+    ms = (time.perf_counter() - t0) / calls * 1000
+    ray.kill(actor)
+    return ms
+
+
+PHASES = ("generate_s", "env_s", "logprob_s", "update_s", "push_s", "step_s")
+
+
+def time_train_step(config: str, steps: int) -> dict[str, Any]:
+    """Mean seconds per training step (after one warm-up step) and per phase."""
+    import torch
+
+    from llm_trainers.config import load_config
+    from llm_trainers.trainer import Trainer
+
+    torch.set_num_threads(1)
+    out = Path(tempfile.mkdtemp(prefix="scaling-train-"))
+    cfg = load_config(config, [f"run.steps={steps + 1}", "run.eval_every=-1", "run.save_every=-1",
+                               "run.export_final=false", "run.progress=false", "run.tensorboard=false",
+                               f"run.output_dir={out}"])
+    t0 = time.perf_counter()
+    trainer = Trainer(cfg)
+    startup = time.perf_counter() - t0
+    try:
+        trainer.train()
+    finally:
+        trainer.close()
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()][1:]
+    return {"startup_s": startup, **{p: sum(r[f"time/{p}"] for r in rows) / len(rows) for p in PHASES}}
+
+
 # ---------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--workers", type=int, nargs="+", help="Ray worker counts (default 1 2 4; quick 1 2)")
     parser.add_argument("--cpus", type=int, default=os.cpu_count() or 2, help="CPUs of the local Ray instance")
+    parser.add_argument("--train", action="store_true", help="also time a training step, single process vs Ray")
     args = parser.parse_args(argv)
     workers = args.workers or ([1, 2] if args.quick else [1, 2, 4])
     sizes = {"CoderTester": (8, 16) if args.quick else (16, 32), "Signalling": (32, 64) if args.quick else (64, 128)}
@@ -156,6 +209,8 @@ def main(argv: list[str] | None = None) -> int:
     cpus = max(0.01, args.cpus / max(workers))  # every layout fits in the instance
     rows: list[dict[str, Any]] = []
     try:
+        round_trip = ray_round_trip_ms()
+        print(f"Ray actor round trip with a wave's observations: {round_trip:.2f} ms", flush=True)
         for name in ENVS:
             num_envs, episodes = sizes[name]
             base_roll = base_eval = None
@@ -176,14 +231,22 @@ def main(argv: list[str] | None = None) -> int:
                 }
                 rows.append(row)
                 print(_line(row), flush=True)
+        train = []
+        if args.train:
+            steps = 2 if args.quick else 4
+            for config in ("signalling_at_grpo_l2", "signalling_at_grpo_l2_ray"):
+                train.append({"config": config, **time_train_step(config, steps)})
+                print(f"{config}: {train[-1]['step_s']:.2f} s/step", flush=True)
     finally:
         ray.shutdown()
-    table = _table(rows)
+    table = (_table(rows) + f"\n\nRay actor round trip (a wave's observations): {round_trip:.2f} ms"
+             + ("\n\n" + _train_table(train) if train else ""))
     print("\n" + table)
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     meta = {"machine": platform.platform(), "cpus": os.cpu_count(), "ray_cpus": args.cpus, "quick": args.quick,
-            "python": platform.python_version()}
-    (RESULTS_DIR / "scaling.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+            "python": platform.python_version(), "ray_round_trip_ms": round_trip,
+            "load_average": os.getloadavg()}
+    (RESULTS_DIR / "scaling.json").write_text(json.dumps({"meta": meta, "rows": rows, "train": train}, indent=2) + "\n")
     (RESULTS_DIR / "scaling.md").write_text(table + "\n")
     bad = [r for r in rows if not (r["rollout_equal"] and r["eval_equal"])]
     if bad:
@@ -207,6 +270,18 @@ def _table(rows: list[dict[str, Any]]) -> str:
         lines.append(f"| {r['env']} | {label} | {r['rollout_actions_per_s']:.1f} | {r['rollout_speedup']:.2f}x | "
                      f"{r['eval_episodes_per_s']:.2f} | {r['eval_speedup']:.2f}x | {r['eval_startup_s']:.1f} | "
                      f"{'yes' if r['rollout_equal'] and r['eval_equal'] else 'NO'} |")
+    return "\n".join(lines)
+
+
+def _train_table(rows: list[dict[str, Any]]) -> str:
+    head = ("| config | s/step | generate | env | log-probs | update | push | vs 1 process | start-up s |\n"
+            "|---|---|---|---|---|---|---|---|---|")
+    base = rows[0]["step_s"]
+    lines = [head]
+    for r in rows:
+        lines.append(f"| {r['config']} | {r['step_s']:.2f} | {r['generate_s']:.2f} | {r['env_s']:.2f} | "
+                     f"{r['logprob_s']:.2f} | {r['update_s']:.2f} | {r['push_s']:.2f} | {base / r['step_s']:.2f}x | "
+                     f"{r['startup_s']:.1f} |")
     return "\n".join(lines)
 
 
