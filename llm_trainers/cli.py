@@ -88,7 +88,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         import shutil
 
         shutil.rmtree(ckpts)
-    trainer = Trainer(cfg, resume=args.resume)
+    try:
+        trainer = Trainer(cfg, resume=args.resume)
+    except ImportError as exc:  # e.g. a resources section without Ray installed
+        print(f"llm-train: error: {exc}", file=sys.stderr)
+        return 2
     try:
         if args.eval_only:
             metrics = trainer.evaluate()

@@ -561,8 +561,9 @@ class LearnerGroup:
 
     # ------------------------------------------------------------------ failures
     def _gather(self, refs: Sequence[Any], what: str) -> list[Any]:
-        """Every answer, in order. A lost rank stops the whole group (the survivors would wait in
-        a collective forever) and raises :class:`LearnerLost`."""
+        """Every answer, in order. A rank that fails — lost, or raising — stops the whole group:
+        the others may be waiting for it in a collective, and would wait forever. A lost rank
+        raises :class:`LearnerLost`; a rank's own error is raised as it is."""
         from ray.exceptions import ActorUnavailableError, RayActorError
 
         refs = list(refs)
@@ -571,12 +572,14 @@ class LearnerGroup:
             done, pending = self.ray.wait(pending, num_returns=1)
             try:
                 self.ray.get(done[0])
-            except (RayActorError, ActorUnavailableError) as exc:
+            except BaseException as exc:
                 for actor in self.actors:
                     self.ray.kill(actor, no_restart=True)
                 self.actors = []
-                raise LearnerLost(
-                    f"a learner rank was lost during {what}: {type(exc).__name__}: {exc}. The process group is "
-                    "gone; restart the run with --resume (it continues from the last checkpoint)."
-                ) from exc
+                if isinstance(exc, (RayActorError, ActorUnavailableError)):
+                    raise LearnerLost(
+                        f"a learner rank was lost during {what}: {type(exc).__name__}: {exc}. The process group "
+                        "is gone; restart the run with --resume (it continues from the last checkpoint)."
+                    ) from exc
+                raise
         return self.ray.get(refs)

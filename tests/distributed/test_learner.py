@@ -20,7 +20,8 @@ CASES = {
     "L2": ["model.level=L2", LORA],
     "L2-replicate": ["model.level=L2", LORA, "resources.learner_sharding=replicate"],
     "L3": ["model.level=L3"],
-    "L3-split": ["model.level=L3", "resources.policy_ranks={speaker: [0], listener: [1]}"],
+    "L3-split": ["model.level=L3", "resources.policy_ranks={speaker: [0], listener: [1]}",
+                 "model.gradient_checkpointing=true"],
 }
 
 
