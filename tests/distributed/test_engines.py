@@ -19,6 +19,9 @@ from llm_trainers.policies import build_policies  # noqa: E402
 from llm_trainers.trainer import policy_spec  # noqa: E402
 from tests.distributed.conftest import OBJECT_STORE, RUNTIME_ENV  # noqa: E402
 
+# One module, one Ray instance: under `pytest -n 2 --dist loadgroup` its tests share a worker.
+pytestmark = pytest.mark.xdist_group("test_engines")
+
 AGENTS = ["speaker", "listener"]
 OBS = [{"instruction": "You are the speaker. Symbols: red green blue yellow.", "prompt": f"Round 1 of 2. Target: {c}"}
        for c in ("red", "green", "blue", "yellow", "red")]
