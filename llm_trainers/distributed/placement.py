@@ -123,6 +123,13 @@ def _policy_names(cfg: Any) -> list[str] | None:
         return sorted(values)
     if cfg.model.policy_map:
         return list(dict.fromkeys(cfg.model.policy_map.values()))
+    if "agents" not in cfg.env.kwargs:  # one policy per agent: the registry's default agents
+        try:
+            from llm_envs.registry import entry
+
+            return list(entry(cfg.env.id).agents)
+        except (ImportError, KeyError):
+            pass
     if cfg.resources.policy_ranks:
         return list(cfg.resources.policy_ranks)
     return None
@@ -132,14 +139,10 @@ def layout_problems(cfg: Any) -> list[str]:
     """Everything wrong with ``cfg.resources`` (empty when the layout is valid)."""
     r = cfg.resources
     problems = []
-    for name in ("nodes",):
-        if getattr(r, name) < 1:
-            problems.append(f"resources.{name} must be >= 1")
+    if r.nodes < 1:
+        problems.append("resources.nodes must be >= 1")
     for name in ("gpus_per_node", "env_workers", "engines", "learner_world_size", "gpus_per_engine", "gpus_per_learner",
-                 "max_step_retries"):
-        if getattr(r, name) < 0:
-            problems.append(f"resources.{name} must be >= 0")
-    for name in ("cpus_per_env_worker", "cpus_per_engine", "cpus_per_learner"):
+                 "max_step_retries", "cpus_per_env_worker", "cpus_per_engine", "cpus_per_learner"):
         if getattr(r, name) < 0:
             problems.append(f"resources.{name} must be >= 0")
     if r.learner_backend not in BACKENDS:
