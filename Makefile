@@ -26,11 +26,11 @@ demo: $(STAMP)
 	$(BIN)/llm-envs demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(WORKERS) --dist loadgroup --timeout 600
+	$(BIN)/python -m pytest -q -n $(WORKERS) --timeout 600
 
 # Everything but the tests marked slow (the CPU training runs): about a minute.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(WORKERS) --dist loadgroup --timeout 600 -m "not slow"
+	$(BIN)/python -m pytest -q -n $(WORKERS) --timeout 600 -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check llm_envs llm_trainers sandboxes tests benchmarks examples

@@ -1,7 +1,10 @@
-"""Ray for the scale-out tests: one small instance per test module, shut down afterwards.
+"""Ray for the scale-out tests: one small local instance per pytest process, shared by the
+modules that need it, and a simulated two-node cluster for the modules that ask for one.
 
 The machine is shared: no dashboard, a private temporary directory (``RAY_TMPDIR``: Ray's
-cluster utilities write there too), a small object store, two CPUs.
+cluster utilities write there too), a small object store, two CPUs. Every Ray worker imports the
+test helpers from the repository and installs the fake vLLM (a real one needs a GPU), so engine
+actors of kind ``vllm`` run against it.
 """
 
 from __future__ import annotations
@@ -18,17 +21,26 @@ ray = pytest.importorskip("ray", reason="the scale-out tests need Ray: pip insta
 
 OBJECT_STORE = 96 * 1024 * 1024
 ROOT = str(Path(__file__).resolve().parents[2])
-#: Ray workers import test helpers (agents, the fake vLLM) from the repository.
-RUNTIME_ENV = {"env_vars": {"PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}}
+RUNTIME_ENV = {
+    "env_vars": {"PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")},
+    "worker_process_setup_hook": "tests.trainers.fake_vllm.install_in_process",
+}
 SYMBOLS = ("red", "green", "blue", "yellow")
 
+#: What this process is connected to: None, "local" or "cluster".
+_CONNECTED: dict[str, str | None] = {"kind": None}
 
-@pytest.fixture(scope="module")
+
+@pytest.fixture(scope="session")
 def ray_tmpdir():
+    """A private Ray directory for this pytest process; Ray is shut down at the end."""
     old = os.environ.get("RAY_TMPDIR")
     path = tempfile.mkdtemp(prefix="rt")
     os.environ["RAY_TMPDIR"] = path
     yield path
+    if ray.is_initialized():
+        ray.shutdown()
+    _CONNECTED["kind"] = None
     if old is None:
         os.environ.pop("RAY_TMPDIR", None)
     else:
@@ -38,13 +50,14 @@ def ray_tmpdir():
 
 @pytest.fixture(scope="module")
 def local_ray(ray_tmpdir):
-    """A local one-node Ray instance with two CPUs."""
-    if ray.is_initialized():
-        ray.shutdown()
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=OBJECT_STORE, _temp_dir=ray_tmpdir,
-             log_to_driver=False, runtime_env=RUNTIME_ENV)
+    """A local one-node Ray instance with two CPUs (started once, reused by later modules)."""
+    if _CONNECTED["kind"] != "local":
+        if ray.is_initialized():
+            ray.shutdown()
+        ray.init(num_cpus=2, include_dashboard=False, object_store_memory=OBJECT_STORE, _temp_dir=ray_tmpdir,
+                 log_to_driver=False, runtime_env=RUNTIME_ENV)
+        _CONNECTED["kind"] = "local"
     yield ray
-    ray.shutdown()
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +67,7 @@ def two_node_ray(ray_tmpdir):
 
     if ray.is_initialized():
         ray.shutdown()
+    _CONNECTED["kind"] = "cluster"
     cluster = Cluster(initialize_head=True, head_node_args={
         "num_cpus": 1, "include_dashboard": False, "object_store_memory": OBJECT_STORE})
     cluster.add_node(num_cpus=1, object_store_memory=OBJECT_STORE)
@@ -62,6 +76,7 @@ def two_node_ray(ray_tmpdir):
     yield cluster
     ray.shutdown()
     cluster.shutdown()
+    _CONNECTED["kind"] = None
 
 
 def signalling_reply(policy, observation, candidate):

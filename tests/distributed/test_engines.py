@@ -1,6 +1,6 @@
 """Inference engines as Ray actors, data-parallel: HF engines on the CPU, and the vLLM engine's
 orchestration against the computing fake of vLLM (tests/trainers/fake_vllm.py), loaded into every
-Ray worker by a setup hook."""
+Ray worker by a setup hook (tests/distributed/conftest.py)."""
 
 from __future__ import annotations
 
@@ -17,26 +17,10 @@ from llm_trainers.config import VLLMConfig, load_config  # noqa: E402
 from llm_trainers.distributed.engines import DataParallelEngine, EngineSpec, engine_seed  # noqa: E402
 from llm_trainers.policies import build_policies  # noqa: E402
 from llm_trainers.trainer import policy_spec  # noqa: E402
-from tests.distributed.conftest import OBJECT_STORE, RUNTIME_ENV  # noqa: E402
-
-# One module, one Ray instance: under `pytest -n 2 --dist loadgroup` its tests share a worker.
-pytestmark = pytest.mark.xdist_group("test_engines")
 
 AGENTS = ["speaker", "listener"]
 OBS = [{"instruction": "You are the speaker. Symbols: red green blue yellow.", "prompt": f"Round 1 of 2. Target: {c}"}
        for c in ("red", "green", "blue", "yellow", "red")]
-
-
-@pytest.fixture(scope="module")
-def engine_ray(ray_tmpdir):
-    """Ray whose workers all import the fake vLLM (a real one needs a GPU)."""
-    if ray.is_initialized():
-        ray.shutdown()
-    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=OBJECT_STORE, _temp_dir=ray_tmpdir,
-             log_to_driver=False, runtime_env={
-                 **RUNTIME_ENV, "worker_process_setup_hook": "tests.trainers.fake_vllm.install_in_process"})
-    yield ray
-    ray.shutdown()
 
 
 def _spec(model_dir, level, kind="hf", **extra):
@@ -72,7 +56,7 @@ def _gap(policy, prompt, row):
     return max(float((torch.tensor(g.logprobs) - lp[i, : len(g.token_ids)]).abs().max()) for i, g in enumerate(row))
 
 
-def test_hf_engines_sample_as_local_engines_and_follow_every_sync(engine_ray, tiny_signalling_model):
+def test_hf_engines_sample_as_local_engines_and_follow_every_sync(local_ray, tiny_signalling_model):
     """L2 (adapters move); full weights move through the same load path, and the vLLM test below
     covers them on the engine side."""
     cfg, spec = _spec(tiny_signalling_model, "L2")
@@ -113,7 +97,7 @@ def test_hf_engines_sample_as_local_engines_and_follow_every_sync(engine_ray, ti
 
 
 @pytest.mark.parametrize("level", ["L1", "L2"])
-def test_vllm_engine_actors_serve_every_update(engine_ray, tiny_signalling_model, level):
+def test_vllm_engine_actors_serve_every_update(local_ray, tiny_signalling_model, level):
     cfg, spec = _spec(tiny_signalling_model, level, kind="vllm", vllm=VLLMConfig(
         max_model_len=256, gpu_memory_utilization=0.4, enforce_eager=True, max_lora_rank=8,
         adapter_dir=tempfile.mkdtemp(prefix="adapters")))

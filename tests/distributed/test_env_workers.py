@@ -12,9 +12,6 @@ from llm_trainers.rollout import collect, spawn_envs
 from llm_trainers.scripted import ScriptedEngine
 from tests.distributed.conftest import signalling_reply
 
-# One module, one Ray instance: under `pytest -n 2 --dist loadgroup` its tests share a worker.
-pytestmark = pytest.mark.xdist_group("test_env_workers")
-
 ENV = "llm/Signalling-v0"
 KWARGS = {"rounds": 3}
 

@@ -12,9 +12,6 @@ from llm_trainers.learner import Learner, UpdateSample  # noqa: E402
 from llm_trainers.policies import build_policies  # noqa: E402
 from llm_trainers.trainer import learner_kwargs, policy_spec  # noqa: E402
 
-# One module, one Ray instance: under `pytest -n 2 --dist loadgroup` its tests share a worker.
-pytestmark = pytest.mark.xdist_group("test_learner")
-
 AGENTS = ["speaker", "listener"]
 LORA = "model.lora={r: 4, alpha: 8, target_modules: [q_proj, v_proj, lm_head]}"
 

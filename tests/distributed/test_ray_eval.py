@@ -11,9 +11,6 @@ from llm_envs.cli import main
 from llm_envs.evaluation import evaluate
 from llm_envs.runner import RunnerError, load_episodes
 
-# One module, one Ray instance: under `pytest -n 2 --dist loadgroup` its tests share a worker.
-pytestmark = pytest.mark.xdist_group("test_ray_eval")
-
 DETERMINISTIC = ("success", "turns", "rewards", "format_error_rate", "call_error_rate", "metrics", "episodes", "agents",
                  "env_id")
 

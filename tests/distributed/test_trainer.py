@@ -13,9 +13,6 @@ torch = pytest.importorskip("torch", reason="the trainer tests need the 'train' 
 from llm_trainers.config import load_config  # noqa: E402
 from llm_trainers.trainer import Trainer  # noqa: E402
 
-# One module, one Ray instance: under `pytest -n 2 --dist loadgroup` its tests share a worker.
-pytestmark = pytest.mark.xdist_group("test_trainer")
-
 SMALL = [
     "run.steps=2", "run.eval_every=2", "run.eval_at_start=false", "run.eval_episodes=4", "run.save_every=1",
     "run.progress=false", "run.tensorboard=false", "run.export_final=true",

@@ -5,16 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 
-import pytest
-
 import llm_envs
 from llm_trainers.distributed.env_workers import RayEnvGroup
 from llm_trainers.rollout import collect, spawn_envs
 from llm_trainers.scripted import ScriptedEngine
 from tests.distributed.conftest import signalling_reply
-
-# One module, one Ray instance: under `pytest -n 2 --dist loadgroup` its tests share a worker.
-pytestmark = pytest.mark.xdist_group("test_two_node_cluster")
 
 ENV = "llm/Signalling-v0"
 KWARGS = {"rounds": 3}
