@@ -43,6 +43,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -140,6 +141,7 @@ def time_eval(name: str, workers: int, episodes: int, concurrency: int, cpus: fl
 
     outcomes = {e.index: e.outcome() for e in load_episodes(out / "episodes.jsonl")}
     seconds = summary["wall_s"]
+    shutil.rmtree(out, ignore_errors=True)
     return {"seconds": seconds, "startup_s": total - seconds, "episodes_per_s": episodes / seconds,
             "outcomes": outcomes}
 
@@ -187,6 +189,7 @@ def time_train_step(config: str, steps: int) -> dict[str, Any]:
     finally:
         trainer.close()
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()][1:]
+    shutil.rmtree(out, ignore_errors=True)
     return {"startup_s": startup, **{p: sum(r[f"time/{p}"] for r in rows) / len(rows) for p in PHASES}}
 
 
@@ -204,8 +207,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import ray
 
+    ray_dir = tempfile.mkdtemp(prefix="rt")
     ray.init(num_cpus=args.cpus, include_dashboard=False, object_store_memory=256 * 1024 * 1024,
-             _temp_dir=tempfile.mkdtemp(prefix="rt"), log_to_driver=False)
+             _temp_dir=ray_dir, log_to_driver=False)
     cpus = max(0.01, args.cpus / max(workers))  # every layout fits in the instance
     rows: list[dict[str, Any]] = []
     try:
@@ -239,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{config}: {train[-1]['step_s']:.2f} s/step", flush=True)
     finally:
         ray.shutdown()
+        shutil.rmtree(ray_dir, ignore_errors=True)
     table = (_table(rows) + f"\n\nRay actor round trip (a wave's observations): {round_trip:.2f} ms"
              + ("\n\n" + _train_table(train) if train else ""))
     print("\n" + table)
