@@ -44,6 +44,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/sandbox_throughput.py --quick
 	$(BIN)/python benchmarks/eval_throughput.py --quick
 	$(BIN)/python benchmarks/train_step.py --quick
+	$(BIN)/python benchmarks/scaling.py --quick
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis runs benchmarks/results

@@ -12,9 +12,12 @@ Modules (imported on demand; everything but :mod:`llm_trainers.config` and
 ``trainer``                    the loop, evaluation, atomic checkpoints, resume
 ``config`` / ``cli``           YAML configs with overrides; ``llm-train CONFIG``
 ``tiny``                       tiny random-weight models with a locally trained tokenizer
+``scripted``                   a deterministic engine without a model (tests, benchmarks)
+``distributed``                the same loop with environments, engines and learner ranks on
+                               Ray actors and torch.distributed (``resources``; needs Ray)
 =============================  ==============================================================
 
-See ``docs/training.md``.
+See ``docs/training.md`` and ``docs/scaling.md``.
 """
 
 __all__: list[str] = []

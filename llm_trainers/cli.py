@@ -7,6 +7,7 @@ Examples::
     llm-train my.yaml --resume                           # continue the run in its output_dir
     llm-train --list                                     # shipped configs
     llm-train my.yaml --print-config                     # the resolved config, then exit
+    llm-train my.yaml --plan                             # where the resources section puts each actor
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list the shipped configs and exit")
     p.add_argument("--print-config", action="store_true", help="print the resolved config as YAML and exit")
     p.add_argument("--eval-only", action="store_true", help="evaluate the (possibly resumed) policies and exit")
+    p.add_argument("--plan", action="store_true",
+                   help="print where the resources section puts every actor (no cluster needed) and exit")
     return p
 
 
@@ -53,6 +56,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, KeyError, TypeError, FileNotFoundError) as exc:  # a config problem: say what
         print(f"llm-train: error: {exc}", file=sys.stderr)
         return 2
+    if args.plan:
+        from llm_trainers.distributed.placement import plan_placement
+
+        print(plan_placement(cfg).describe())
+        return 0
     if args.print_config:
         import yaml
 
@@ -80,7 +88,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         import shutil
 
         shutil.rmtree(ckpts)
-    trainer = Trainer(cfg, resume=args.resume)
+    try:
+        trainer = Trainer(cfg, resume=args.resume)
+    except ImportError as exc:  # e.g. a resources section without Ray installed
+        print(f"llm-train: error: {exc}", file=sys.stderr)
+        return 2
     try:
         if args.eval_only:
             metrics = trainer.evaluate()

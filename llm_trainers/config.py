@@ -23,6 +23,7 @@ __all__ = [
     "EnvConfig",
     "LoraConfig",
     "ModelConfig",
+    "ResourcesConfig",
     "RolloutConfig",
     "RunConfig",
     "TrainConfig",
@@ -270,6 +271,64 @@ class TrainConfig:
 
 
 @dataclass
+class ResourcesConfig:
+    """Where the parts of a run execute (docs/scaling.md). The defaults are the single-process
+    layout: environments, engine and learner in the trainer's own process, no Ray.
+
+    A part set to ``0`` stays in the trainer's process; a positive number makes Ray actors of it
+    (Ray is started or joined when any is positive).
+
+    Attributes:
+        address: Ray cluster to join: ``auto`` (the cluster this node joined with ``ray start``),
+            ``ray://host:port`` or ``host:port``; None starts a private local Ray instance.
+        nodes: Nodes the layout is planned for (the cluster must have at least these).
+        gpus_per_node: GPUs per node (0: CPU-only nodes).
+        env_workers: Environment worker actors, each holding a slice of the ``env.num_envs``
+            instances and their sandboxes (spread over the nodes).
+        cpus_per_env_worker: CPUs reserved per environment worker (its sandbox programs run there;
+            ``rollout.env_workers`` threads step its instances).
+        engines: Inference engine actors (data-parallel; each serves every policy).
+        gpus_per_engine: GPUs per engine (vLLM's tensor-parallel size; 0: a CPU engine).
+        cpus_per_engine: CPUs reserved per engine.
+        learner_world_size: torch.distributed ranks of the learner (one process per GPU).
+        gpus_per_learner: GPUs per learner rank (1 with GPUs; 0: CPU ranks on gloo).
+        cpus_per_learner: CPUs reserved per learner rank (its torch threads on CPU ranks).
+        learner_backend: ``auto`` (nccl with GPUs, else gloo), ``nccl`` or ``gloo``.
+        learner_sharding: ``full`` (FSDP2: parameters, gradients and optimizer states sharded
+            over a policy's ranks) or ``replicate`` (FSDP2 on a replicate mesh: every rank holds
+            the whole policy and gradients are all-reduced, as DDP).
+        policy_ranks: L3 only: policy → the learner ranks that train it (default: every policy
+            on every rank). Policies on disjoint ranks update concurrently.
+        max_step_retries: Rollout steps replayed after an environment worker died (its actor
+            restarted); the replay draws the same samples, so the records are those of an
+            undisturbed step. 0: stop at once with an error.
+        startup_timeout_s: How long to wait for the cluster to provide the layout's resources.
+    """
+
+    address: str | None = None
+    nodes: int = 1
+    gpus_per_node: int = 0
+    env_workers: int = 0
+    cpus_per_env_worker: float = 1.0
+    engines: int = 0
+    gpus_per_engine: int = 1
+    cpus_per_engine: float = 1.0
+    learner_world_size: int = 0
+    gpus_per_learner: int = 1
+    cpus_per_learner: float = 1.0
+    learner_backend: str = "auto"
+    learner_sharding: str = "full"
+    policy_ranks: dict[str, list[int]] = field(default_factory=dict)
+    max_step_retries: int = 1
+    startup_timeout_s: float = 300.0
+
+    @property
+    def distributed(self) -> bool:
+        """Whether any part runs outside the trainer's process (on Ray)."""
+        return self.env_workers > 0 or self.engines > 0 or self.learner_world_size > 0
+
+
+@dataclass
 class Config:
     """A whole run."""
 
@@ -279,6 +338,7 @@ class Config:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    resources: ResourcesConfig = field(default_factory=ResourcesConfig)
 
     @property
     def output_dir(self) -> Path:
@@ -309,6 +369,10 @@ class Config:
             problems.append("train.dual_clip must be > 1")
         if self.run.steps < 1:
             problems.append("run.steps must be >= 1")
+        if self.resources.distributed:
+            from llm_trainers.distributed.placement import layout_problems
+
+            problems += layout_problems(self)
         if problems:
             raise ValueError("invalid config:\n  - " + "\n  - ".join(problems))
         return self

@@ -40,7 +40,7 @@ from llm_trainers.algorithms.losses import (
 from llm_trainers.batching import completion_logprobs, pack_sequences, pad_right
 from llm_trainers.policies import Policy, PolicySet
 
-__all__ = ["Learner", "LossConfig", "OptimConfig", "UpdateSample", "lr_lambda"]
+__all__ = ["Learner", "LossConfig", "OptimConfig", "UpdateSample", "lr_lambda", "shuffle_generator"]
 
 
 @dataclass
@@ -131,6 +131,11 @@ def lr_lambda(step: int, cfg: OptimConfig) -> float:
     raise ValueError(f"unknown schedule {cfg.schedule!r}; choose constant, linear or cosine")
 
 
+def shuffle_generator(seed: int, position: int) -> torch.Generator:
+    """The shuffling generator of the policy at ``position`` in the run's policy order."""
+    return torch.Generator().manual_seed(seed * 1_000_003 + position)
+
+
 def _chunks(items: Sequence[Any], size: int | None) -> Iterator[Sequence[Any]]:
     size = len(items) if not size or size <= 0 else size
     for i in range(0, len(items), size):
@@ -179,7 +184,7 @@ class Learner:
         self.temperature = temperature
         self.bf16 = bf16
         # One shuffling stream per policy: a policy's updates never depend on another's.
-        self.generators = {name: torch.Generator().manual_seed(seed * 1_000_003 + i) for i, name in enumerate(policies.names())}
+        self.generators = {name: shuffle_generator(seed, i) for i, name in enumerate(policies.names())}
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
         self.schedulers: dict[str, torch.optim.lr_scheduler.LambdaLR] = {}
         self.trained_tokens = 0
@@ -248,10 +253,11 @@ class Learner:
                             continue
                         opt.zero_grad(set_to_none=True)
                         sums = {"loss": 0.0, "pg": 0.0, "kl": 0.0, "ent": 0.0, "clip": 0.0, "rmax": 0.0}
-                        for micro in _chunks(mini, self.micro_batch_size):
-                            stats = self._micro_step(model, pol, micro, n_tokens, pad, need_entropy, need_kl)
+                        for micro, grad_scale in self._micro_batches(policy, mini):
+                            stats = self._micro_step(model, pol, micro, n_tokens, pad, need_entropy, need_kl, grad_scale)
                             for k, v in stats.items():
                                 sums[k] = max(sums[k], v) if k == "rmax" else sums[k] + v
+                        sums = self._reduce_stats(policy, sums)
                         grad_norm = self._clip(params)
                         opt.step()
                         self.trained_tokens += n_tokens
@@ -271,13 +277,30 @@ class Learner:
         out["samples"] = float(len(samples))
         return out
 
+    def update_all(self, samples: dict[str, Sequence[UpdateSample]]) -> dict[str, dict[str, float]]:
+        """:meth:`update` every policy named in ``samples`` (in its order); metrics per policy.
+        A learner whose policies live on separate devices may train them concurrently."""
+        return {policy: self.update(policy, batch) for policy, batch in samples.items()}
+
     def _mini_size(self, n: int) -> int | None:
         if self.num_mini_batches:
             return max(1, math.ceil(n / self.num_mini_batches))
         return self.mini_batch_size
 
+    def _micro_batches(self, policy: str, mini: Sequence[UpdateSample]) -> Iterator[tuple[Sequence[UpdateSample], float]]:
+        """The micro-batches of one optimizer step, each with the factor its loss is multiplied by
+        before ``backward`` (1 here; a data-parallel learner takes its share of ``mini``)."""
+        for micro in _chunks(mini, self.micro_batch_size):
+            yield micro, 1.0
+
+    def _reduce_stats(self, policy: str, sums: dict[str, float]) -> dict[str, float]:
+        """An optimizer step's loss statistics over every process that computed a part of it."""
+        return sums
+
     def _micro_step(self, model: torch.nn.Module, pol: Policy, micro: Sequence[UpdateSample], n_tokens: int,
-                    pad: int, need_entropy: bool, need_kl: bool) -> dict[str, float]:
+                    pad: int, need_entropy: bool, need_kl: bool, grad_scale: float = 1.0) -> dict[str, float]:
+        """Forward and backward of one micro-batch; ``grad_scale`` multiplies the loss for the
+        backward pass only (0: a pass that keeps data-parallel ranks in step and adds nothing)."""
         cfg = self.loss_cfg
         device = pol.device
         batch = pack_sequences([s.prompt_ids for s in micro], [s.completion_ids for s in micro], pad).to(device)
@@ -301,7 +324,9 @@ class Learner:
             loss_tok = loss_tok - cfg.entropy_coef * entropy.float()
             ent_val = token_mean(entropy.detach().float(), mask, n_tokens)
         loss = token_mean(loss_tok, mask, n_tokens)
-        loss.backward()
+        (loss * grad_scale).backward()
+        if grad_scale == 0.0:
+            return dict.fromkeys(("loss", "pg", "kl", "ent", "clip", "rmax"), 0.0)
         return {
             "loss": float(loss.detach()),
             "pg": float(token_mean(pg_tok.detach(), mask, n_tokens)),

@@ -35,7 +35,19 @@ import numpy as np
 
 from llm_envs.core.env import TextEnv
 
-__all__ = ["RolloutEngine", "RolloutResult", "TrainRecord", "collect", "spawn_envs"]
+__all__ = [
+    "EnvGroup",
+    "LocalEnvGroup",
+    "Move",
+    "Played",
+    "RolloutEngine",
+    "RolloutResult",
+    "ScoredRecord",
+    "SlotView",
+    "TrainRecord",
+    "collect",
+    "spawn_envs",
+]
 
 
 class RolloutEngine(Protocol):
@@ -102,7 +114,8 @@ class RolloutResult:
         episodes: One dict per episode: ``success``, ``turns``, the env's metrics,
             ``reward/<agent>`` (sum of the agent's final record rewards), ``truncated``.
         envs: The environment instances at the end (tree sampling replaces an instance by the
-            chosen clone, so these are the ones to keep).
+            chosen clone, so these are the ones to keep), or the :class:`EnvGroup` that holds
+            them when they live elsewhere.
         generate_s: Time spent sampling.
         env_s: Time spent cloning, stepping and scoring environments.
         generated_tokens: Completion tokens sampled.
@@ -110,14 +123,14 @@ class RolloutResult:
 
     records: list[TrainRecord]
     episodes: list[dict[str, float]]
-    envs: list[TextEnv]
+    envs: Any
     generate_s: float = 0.0
     env_s: float = 0.0
     generated_tokens: int = 0
 
 
 def collect(
-    envs: Sequence[TextEnv],
+    envs: Sequence[TextEnv] | EnvGroup,
     seeds: Sequence[int | None],
     engine: RolloutEngine,
     policy_of: Mapping[str, str] | Callable[[str], str],
@@ -131,7 +144,9 @@ def collect(
     """Play one episode in each environment and return its training records.
 
     Args:
-        envs: Environment instances (reset here with ``seeds``).
+        envs: Environment instances (reset here with ``seeds``), or an :class:`EnvGroup` that
+            holds them elsewhere (e.g. in Ray actors: :mod:`llm_trainers.distributed`). The
+            records do not depend on where the instances live.
         seeds: One reset seed per instance.
         engine: Sampler (prompts and completions are token ids).
         policy_of: Agent id → policy name.
@@ -143,7 +158,7 @@ def collect(
         reset_options: ``options`` passed to every ``reset``.
         env_workers: Threads that step environments (and tree candidates) concurrently — worth
             it when a step runs code in a sandbox. Results do not depend on it: every instance
-            and clone steps with its own state and RNG.
+            and clone steps with its own state and RNG. (An :class:`EnvGroup` brings its own.)
 
     Returns:
         A :class:`RolloutResult`.
@@ -153,27 +168,25 @@ def collect(
     if not tree and k != 1:
         raise ValueError("flat sampling draws one action per decision: use k=1 or tree=True")
     lookup = policy_of if callable(policy_of) else (lambda a, m=dict(policy_of): m[a])
-    envs = list(envs)
+    group = envs if isinstance(envs, EnvGroup) else LocalEnvGroup(list(envs), env_workers=env_workers)
     t_env = time.perf_counter()
-    for env, seed in zip(envs, seeds):
-        env.reset(seed=seed, options=dict(reset_options or {}))
+    views = group.reset(list(seeds), dict(reset_options or {}))
     env_s = time.perf_counter() - t_env
     generate_s = 0.0
     generated = 0
     records: list[TrainRecord] = []
-    # flat mode: (slot, record index) -> position in ``records``; rewards are filled in at the end
+    # (slot, record index) -> position in ``records`` of the record the episode kept; its final
+    # reward (delayed credit included) is read when the episodes are over
     pending_rewards: dict[tuple[int, int], int] = {}
-    decisions = [0] * len(envs)
-    cut = [False] * len(envs)
-    active = [i for i, e in enumerate(envs) if not e.episode_over]
+    decisions = [0] * len(views)
+    cut = [False] * len(views)
+    active = [i for i, v in enumerate(views) if not v.over]
 
     while active:
         requests, meta = [], []
         for i in active:
-            env = envs[i]
-            agent = env.agent_selection
+            agent, obs = views[i].agent, views[i].observation
             policy = lookup(agent)
-            obs = env.observe(agent)
             prompt = engine.encode(policy, obs)
             requests.append((policy, prompt))
             meta.append((i, agent, policy, prompt))
@@ -182,79 +195,233 @@ def collect(
         generate_s += time.perf_counter() - t0
 
         t0 = time.perf_counter()
-        # Play every sampled action of this wave (on clones in tree mode), possibly in threads.
-        jobs: list[tuple[TextEnv, str]] = []
-        before = [len(envs[i].records) for (i, _, _, _) in meta]
-        for (i, _, _, _), gens in zip(meta, outputs):
-            if tree:
-                jobs += [(envs[i].clone(), g.text) for g in gens]
-            else:
-                jobs.append((envs[i], gens[0].text))
-        _step_all(jobs, env_workers)
-        cursor = 0
-        for (i, agent, policy, prompt), gens, index in zip(meta, outputs, before):
-            env = envs[i]
+        # Play every sampled action of this wave (on clones in tree mode) where the envs live.
+        moves = [Move(i, agent, [g.text for g in gens], tree) for (i, agent, _, _), gens in zip(meta, outputs)]
+        played = group.play(moves)
+        for (i, agent, policy, prompt), gens, result in zip(meta, outputs, played):
             generated += sum(len(g.token_ids) for g in gens)
             if tree:
-                clones = [job[0] for job in jobs[cursor : cursor + len(gens)]]
-                cursor += len(gens)
-                for clone in clones:
-                    if len(clone.records) <= index:
-                        raise RuntimeError(f"{type(env).__name__}.step added no record for agent {agent!r}")
-                scored = [clone.records[index] for clone in clones]
-                scores = [r.reward for r in scored]
-                best = int(np.argmax(scores))
-                group = ("tree", i, index, agent, scored[0].turn)
-                for c, (g, rec) in enumerate(zip(gens, scored)):
-                    records.append(
-                        TrainRecord(
-                            policy=policy, agent=agent, role=rec.role, turn=rec.turn, group=group,
-                            prompt_ids=list(prompt), completion_ids=list(g.token_ids), logprobs=list(g.logprobs),
-                            reward=float(rec.reward), final_reward=None, slot=i, episode_id=rec.episode_id,
-                            index=index, candidate=c, chosen=c == best, text=g.text, format_ok=rec.format_ok,
-                            reward_components=dict(rec.reward_components),
-                        )
-                    )
-                    if c == best:
-                        pending_rewards[(i, index)] = len(records) - 1
-                envs[i] = _promote(clones[best], env)
+                group_key = ("tree", i, result.index, agent, result.scored[0].turn)
+                for c, (g, rec) in enumerate(zip(gens, result.scored)):
+                    records.append(_train_record(policy, agent, rec, group_key, prompt, g, i, result.index, c,
+                                                 chosen=c == result.best))
+                    if c == result.best:
+                        pending_rewards[(i, result.index)] = len(records) - 1
             else:
-                g = gens[0]
-                cursor += 1
-                if len(env.records) <= index:
-                    raise RuntimeError(f"{type(env).__name__}.step added no record for agent {agent!r}")
-                rec = env.records[index]
-                records.append(
-                    TrainRecord(
-                        policy=policy, agent=agent, role=rec.role, turn=rec.turn, group=rec.group_key,
-                        prompt_ids=list(prompt), completion_ids=list(g.token_ids), logprobs=list(g.logprobs),
-                        reward=float(rec.reward), final_reward=None, slot=i, episode_id=rec.episode_id,
-                        index=index, text=g.text, format_ok=rec.format_ok,
-                    )
-                )
-                pending_rewards[(i, index)] = len(records) - 1
+                rec = result.scored[0]
+                records.append(_train_record(policy, agent, rec, rec.group_key, prompt, gens[0], i, result.index, 0,
+                                             chosen=True, with_components=False))
+                pending_rewards[(i, result.index)] = len(records) - 1
+            views[i] = result.view
             decisions[i] += 1
-            if decisions[i] >= max_decisions and not envs[i].episode_over:
+            if decisions[i] >= max_decisions and not views[i].over:
                 cut[i] = True
         env_s += time.perf_counter() - t0
-        active = [i for i in active if not envs[i].episode_over and not cut[i]]
+        active = [i for i in active if not views[i].over and not cut[i]]
 
     # final rewards (delayed credit included) from the environments' own records
-    for (i, index), pos in pending_rewards.items():
-        rec = envs[i].records[index]
-        records[pos].final_reward = float(rec.reward)
+    t0 = time.perf_counter()
+    finals, episodes = group.finish(sorted(pending_rewards))
+    env_s += time.perf_counter() - t0
+    for key, pos in pending_rewards.items():
+        reward, components = finals[key]
+        records[pos].final_reward = reward
         if not tree:
-            records[pos].reward = float(rec.reward)
-            records[pos].reward_components = dict(rec.reward_components)
-
-    episodes = []
-    for i, env in enumerate(envs):
-        m = dict(env.episode_metrics())
+            records[pos].reward = reward
+            records[pos].reward_components = dict(components)
+    for i, m in enumerate(episodes):
         m["truncated"] = float(cut[i])
-        for agent, total in env.agent_rewards().items():
-            m[f"reward/{agent}"] = float(total)
-        episodes.append(m)
-    return RolloutResult(records, episodes, envs, generate_s=generate_s, env_s=env_s, generated_tokens=generated)
+    return RolloutResult(records, episodes, group.instances(), generate_s=generate_s, env_s=env_s,
+                         generated_tokens=generated)
+
+
+def _train_record(policy: str, agent: str, rec: ScoredRecord, group: Hashable, prompt: Sequence[int], g: Any,
+                  slot: int, index: int, candidate: int, *, chosen: bool, with_components: bool = True) -> TrainRecord:
+    return TrainRecord(
+        policy=policy, agent=agent, role=rec.role, turn=rec.turn, group=group, prompt_ids=list(prompt),
+        completion_ids=list(g.token_ids), logprobs=list(g.logprobs), reward=rec.reward, final_reward=None, slot=slot,
+        episode_id=rec.episode_id, index=index, candidate=candidate, chosen=chosen, text=g.text,
+        format_ok=rec.format_ok, reward_components=dict(rec.reward_components) if with_components else {},
+    )
+
+
+# ---------------------------------------------------------------------------- the environment side
+@dataclass
+class SlotView:
+    """What a rollout sees of one environment instance between decisions.
+
+    Attributes:
+        over: The episode is over.
+        agent: The agent to act next (None when over).
+        observation: Its observation (None when over).
+    """
+
+    over: bool
+    agent: str | None = None
+    observation: dict[str, Any] | None = None
+
+
+@dataclass
+class Move:
+    """The sampled actions for one instance's pending decision.
+
+    Attributes:
+        slot: Instance index.
+        agent: The acting agent (checked against the instance's own ``agent_selection``).
+        texts: One action text per candidate.
+        tree: Play each candidate on its own clone and continue from the best; else play
+            ``texts[0]`` on the instance itself.
+    """
+
+    slot: int
+    agent: str
+    texts: list[str]
+    tree: bool
+
+
+@dataclass
+class ScoredRecord:
+    """The parts of an environment record a training record needs (read right after the step)."""
+
+    role: str
+    turn: int
+    reward: float
+    episode_id: str
+    format_ok: bool
+    reward_components: dict[str, float]
+    group_key: Hashable
+
+
+@dataclass
+class Played:
+    """The outcome of one :class:`Move`.
+
+    Attributes:
+        index: Position of the action's record in the episode.
+        scored: One :class:`ScoredRecord` per candidate (one in flat mode).
+        best: The candidate the episode continues from (first maximum on ties).
+        view: The instance after the move.
+    """
+
+    index: int
+    scored: list[ScoredRecord]
+    best: int
+    view: SlotView
+
+
+class EnvGroup:
+    """The environment side of a rollout: instances at slots ``0..n-1``, reset, stepped, cloned
+    and scored wherever they live. :func:`collect` drives one; the sampling stays with it.
+
+    :class:`LocalEnvGroup` holds the instances in this process; the Ray layout
+    (:class:`llm_trainers.distributed.env_workers.RayEnvGroup`) spreads them over actors, each
+    holding a slice. Both return the same values for the same instances and moves.
+    """
+
+    def reset(self, seeds: Sequence[int | None], options: Mapping[str, Any]) -> list[SlotView]:
+        """Reset instance ``i`` with ``seeds[i]`` (one seed per instance)."""
+        raise NotImplementedError
+
+    def play(self, moves: Sequence[Move]) -> list[Played]:
+        """Play each move (moves name distinct slots); results in the order of ``moves``."""
+        raise NotImplementedError
+
+    def finish(self, kept: Sequence[tuple[int, int]]) -> tuple[dict[tuple[int, int], tuple[float, dict[str, float]]],
+                                                              list[dict[str, float]]]:
+        """Final ``(reward, reward components)`` of the records ``(slot, index)`` the episodes
+        kept, and one metrics dict per instance (``episode_metrics`` plus ``reward/<agent>``)."""
+        raise NotImplementedError
+
+    def instances(self) -> Any:
+        """What the caller keeps for the next rollout (the instances, or this group)."""
+        return self
+
+
+class LocalEnvGroup(EnvGroup):
+    """Environment instances in this process.
+
+    Args:
+        envs: The instances (tree sampling replaces an instance by its chosen clone).
+        env_workers: Threads that step instances and candidates concurrently.
+        slots: Global slot number of each instance (default ``0..n-1``); a worker holding a
+            slice of a larger rollout is addressed by the global numbers.
+    """
+
+    def __init__(self, envs: list[TextEnv], env_workers: int = 1, slots: Sequence[int] | None = None) -> None:
+        self.envs = envs
+        self.env_workers = env_workers
+        self.slots = list(slots) if slots is not None else list(range(len(envs)))
+        if len(self.slots) != len(envs):
+            raise ValueError(f"{len(envs)} instances for {len(self.slots)} slots")
+        self._local = {slot: n for n, slot in enumerate(self.slots)}
+
+    def _env(self, slot: int) -> TextEnv:
+        return self.envs[self._local[slot]]
+
+    def _view(self, slot: int) -> SlotView:
+        env = self._env(slot)
+        if env.episode_over:
+            return SlotView(True)
+        agent = env.agent_selection
+        return SlotView(False, agent, env.observe(agent))
+
+    def reset(self, seeds: Sequence[int | None], options: Mapping[str, Any]) -> list[SlotView]:
+        if len(seeds) != len(self.envs):
+            raise ValueError(f"{len(seeds)} seeds for {len(self.envs)} instances")
+        for env, seed in zip(self.envs, seeds):
+            env.reset(seed=seed, options=dict(options))
+        return [self._view(slot) for slot in self.slots]
+
+    def play(self, moves: Sequence[Move]) -> list[Played]:
+        jobs: list[tuple[TextEnv, str]] = []
+        before = []
+        for move in moves:
+            env = self._env(move.slot)
+            if env.agent_selection != move.agent:
+                raise RuntimeError(f"slot {move.slot}: {move.agent!r} moved but {env.agent_selection!r} is to act")
+            before.append(len(env.records))
+            if move.tree:
+                jobs += [(env.clone(), text) for text in move.texts]
+            else:
+                jobs.append((env, move.texts[0]))
+        _step_all(jobs, self.env_workers)
+        out: list[Played] = []
+        cursor = 0
+        for move, index in zip(moves, before):
+            env = self._env(move.slot)
+            stepped = [job[0] for job in jobs[cursor : cursor + (len(move.texts) if move.tree else 1)]]
+            cursor += len(stepped)
+            for e in stepped:
+                if len(e.records) <= index:
+                    raise RuntimeError(f"{type(env).__name__}.step added no record for agent {move.agent!r}")
+            scored = [_scored(e.records[index]) for e in stepped]
+            best = int(np.argmax([s.reward for s in scored])) if move.tree else 0
+            if move.tree:
+                self.envs[self._local[move.slot]] = _promote(stepped[best], env)
+            out.append(Played(index, scored, best, self._view(move.slot)))
+        return out
+
+    def finish(self, kept: Sequence[tuple[int, int]]) -> tuple[dict[tuple[int, int], tuple[float, dict[str, float]]],
+                                                              list[dict[str, float]]]:
+        finals = {}
+        for slot, index in kept:
+            rec = self._env(slot).records[index]
+            finals[(slot, index)] = (float(rec.reward), dict(rec.reward_components))
+        episodes = []
+        for env in self.envs:
+            m = {k: float(v) for k, v in env.episode_metrics().items()}
+            for agent, total in env.agent_rewards().items():
+                m[f"reward/{agent}"] = float(total)
+            episodes.append(m)
+        return finals, episodes
+
+    def instances(self) -> list[TextEnv]:
+        return self.envs
+
+
+def _scored(rec: Any) -> ScoredRecord:
+    return ScoredRecord(rec.role, rec.turn, float(rec.reward), rec.episode_id, rec.format_ok,
+                        dict(rec.reward_components), rec.group_key)
 
 
 def _step_all(jobs: Sequence[tuple[TextEnv, str]], workers: int) -> None:

@@ -44,21 +44,76 @@ from llm_trainers.config import Config, config_to_dict
 from llm_trainers.learner import Learner, LossConfig, OptimConfig, UpdateSample
 from llm_trainers.metrics import MetricsLogger
 from llm_trainers.policies import LoraSettings, PolicySet, build_policies
-from llm_trainers.rollout import TrainRecord, collect, spawn_envs
+from llm_trainers.rollout import RolloutResult, TrainRecord, collect, spawn_envs
 
-__all__ = ["EVAL_SEED_BASE", "Trainer"]
+__all__ = ["EVAL_SEED_BASE", "Trainer", "learner_kwargs", "policy_spec"]
 
 #: Evaluation episodes use seeds ``EVAL_SEED_BASE + i``, far from the training seeds.
 EVAL_SEED_BASE = 1_000_000_000
 
 
+def policy_spec(cfg: Config, agents: Sequence[str], model_path: str) -> dict[str, Any]:
+    """The :func:`~llm_trainers.policies.build_policies` arguments of a run (every process that
+    holds a copy of the policies builds it from these)."""
+    lora = cfg.model.lora
+    return {
+        "level": cfg.model.level,
+        "agents": list(agents),
+        "model_path": model_path,
+        "model_paths": dict(cfg.model.paths),
+        "policy_map": dict(cfg.model.policy_map) or None,
+        "lora": LoraSettings(lora.r, lora.alpha, lora.dropout, lora.target_modules) if lora else None,
+        "device": cfg.model.device,
+        "dtype": cfg.model.dtype,
+        "need_reference": cfg.algorithm.kl_coef > 0 or cfg.train.kl_loss_coef > 0,
+        "gradient_checkpointing": cfg.model.gradient_checkpointing,
+        "tokenizer_path": cfg.model.tokenizer,
+        "model_kwargs": dict(cfg.model.model_kwargs),
+        "seed": cfg.run.seed,
+    }
+
+
+def learner_kwargs(cfg: Config, bf16: bool) -> dict[str, Any]:
+    """The :class:`~llm_trainers.learner.Learner` arguments of a run, beside the policies."""
+    t = cfg.train
+    return {
+        "optim": OptimConfig(
+            lr=t.lr, betas=tuple(t.betas), weight_decay=t.weight_decay, eps=t.adam_eps, schedule=t.schedule,
+            warmup_steps=t.warmup_steps, total_steps=cfg.run.steps, min_lr_ratio=t.min_lr_ratio,
+            max_grad_norm=t.max_grad_norm,
+        ),
+        "loss": LossConfig(
+            clip_low=t.clip_low, clip_high=t.clip_high, dual_clip=t.dual_clip, kl_loss_coef=t.kl_loss_coef,
+            kl_estimator=t.kl_estimator, entropy_coef=t.entropy_coef,
+        ),
+        "micro_batch_size": t.micro_batch_size,
+        "mini_batch_size": t.mini_batch_size,
+        "num_mini_batches": t.num_mini_batches,
+        "epochs": t.epochs,
+        "temperature": cfg.rollout.temperature,
+        "bf16": bool(bf16),
+        "seed": cfg.run.seed,
+        "lr_overrides": dict(t.lr_per_policy),
+    }
+
+
 class Trainer:
     """Owns the policies, engine, learner, environments and run directory of one run.
+
+    A config whose ``resources`` section places parts outside this process makes a
+    :class:`llm_trainers.distributed.trainer.DistributedTrainer` (same loop, same files).
 
     Args:
         cfg: The run configuration.
         resume: Continue from the latest checkpoint in ``cfg.output_dir`` (error if none).
     """
+
+    def __new__(cls, cfg: Config, resume: bool = False) -> Trainer:
+        if cls is Trainer and cfg.resources.distributed:
+            from llm_trainers.distributed.trainer import DistributedTrainer
+
+            return super().__new__(DistributedTrainer)
+        return super().__new__(cls)
 
     def __init__(self, cfg: Config, resume: bool = False) -> None:
         self.cfg = cfg.validate()
@@ -75,53 +130,18 @@ class Trainer:
 
         first = llm_envs.make(cfg.env.id, **self._env_kwargs(cfg.env.kwargs))
         self.agents = list(first.possible_agents)
-        model_path = self._model_path()
-        lora = cfg.model.lora
-        self.policies: PolicySet = build_policies(
-            cfg.model.level,
-            self.agents,
-            model_path,
-            model_paths=cfg.model.paths,
-            policy_map=cfg.model.policy_map or None,
-            lora=LoraSettings(lora.r, lora.alpha, lora.dropout, lora.target_modules) if lora else None,
-            device=cfg.model.device,
-            dtype=cfg.model.dtype,
-            need_reference=cfg.algorithm.kl_coef > 0 or cfg.train.kl_loss_coef > 0,
-            gradient_checkpointing=cfg.model.gradient_checkpointing,
-            tokenizer_path=cfg.model.tokenizer,
-            model_kwargs=cfg.model.model_kwargs,
-            seed=cfg.run.seed,
-        )
+        self.model_path = self._model_path()
+        self.policies: PolicySet = self._build_policies()
         device = next(iter(self.policies)).device
         bf16 = cfg.train.bf16
         if bf16 == "auto":
             bf16 = device.type == "cuda" and torch.cuda.is_bf16_supported()
-        t = cfg.train
-        self.learner = Learner(
-            self.policies,
-            OptimConfig(
-                lr=t.lr, betas=tuple(t.betas), weight_decay=t.weight_decay, eps=t.adam_eps, schedule=t.schedule,
-                warmup_steps=t.warmup_steps, total_steps=cfg.run.steps, min_lr_ratio=t.min_lr_ratio,
-                max_grad_norm=t.max_grad_norm,
-            ),
-            LossConfig(
-                clip_low=t.clip_low, clip_high=t.clip_high, dual_clip=t.dual_clip, kl_loss_coef=t.kl_loss_coef,
-                kl_estimator=t.kl_estimator, entropy_coef=t.entropy_coef,
-            ),
-            micro_batch_size=t.micro_batch_size,
-            mini_batch_size=t.mini_batch_size,
-            num_mini_batches=t.num_mini_batches,
-            epochs=t.epochs,
-            temperature=cfg.rollout.temperature,
-            bf16=bool(bf16),
-            seed=cfg.run.seed,
-            lr_overrides=t.lr_per_policy,
-        )
+        self.bf16 = bool(bf16)
+        self.learner = self._build_learner()
         r = cfg.rollout
         self.sampling = SamplingParams(r.temperature, r.top_p, r.top_k, r.max_new_tokens)
-        self.bf16 = bool(bf16)
         self.engine = self._build_engine()
-        self.envs = spawn_envs(first, cfg.env.num_envs)
+        self.envs = self._spawn_envs(first)
         self.last_eval: dict[str, float] = {}
         keep_lines = 0  # a fresh run starts a fresh metrics file
         if self._resume_state is not None:
@@ -151,6 +171,34 @@ class Trainer:
             build_tiny_model(target, texts, seed=self.cfg.run.seed)
         return str(target)
 
+    def _build_policies(self) -> PolicySet:
+        return build_policies(**policy_spec(self.cfg, self.agents, self.model_path))
+
+    def _build_learner(self) -> Any:
+        """The learner: in this process (a distributed layout puts its ranks elsewhere)."""
+        return Learner(self.policies, **learner_kwargs(self.cfg, self.bf16))
+
+    def _spawn_envs(self, first: Any) -> Any:
+        """The ``env.num_envs`` training instances (or a group holding them elsewhere)."""
+        return spawn_envs(first, self.cfg.env.num_envs)
+
+    def _collect(self, seeds: list[int]) -> RolloutResult:
+        """One rollout of the training instances."""
+        cfg = self.cfg
+        return collect(
+            self.envs, seeds, self.engine, self.policies.agent_to_policy,
+            k=cfg.rollout.k if cfg.rollout.tree else 1, tree=cfg.rollout.tree, max_decisions=cfg.env.max_decisions,
+            env_workers=cfg.rollout.env_workers,
+        )
+
+    def _env_state(self) -> dict[str, Any] | None:
+        """Cross-episode environment state (e.g. a question pool) for a checkpoint."""
+        return self.envs[0].state_dict() if hasattr(self.envs[0], "state_dict") else None
+
+    def _load_env_state(self, state: dict[str, Any]) -> None:
+        if hasattr(self.envs[0], "load_state_dict"):
+            self.envs[0].load_state_dict(state)
+
     def _build_engine(self) -> Any:
         r = self.cfg.rollout
         if r.engine == "hf":
@@ -174,11 +222,7 @@ class Trainer:
         """Run one training iteration; return its metrics."""
         cfg = self.cfg
         t_start = time.perf_counter()
-        res = collect(
-            self.envs, self.train_seeds(self.step), self.engine, self.policies.agent_to_policy,
-            k=cfg.rollout.k if cfg.rollout.tree else 1, tree=cfg.rollout.tree, max_decisions=cfg.env.max_decisions,
-            env_workers=cfg.rollout.env_workers,
-        )
+        res = self._collect(self.train_seeds(self.step))
         self.envs = res.envs
         offload = getattr(self.engine, "offload", None)
         if offload is not None:  # vLLM sleep mode: give the GPU memory to the learner
@@ -205,8 +249,9 @@ class Trainer:
                 UpdateSample(rec.prompt_ids, rec.completion_ids, advantages[i], old[i], ref[i] if ref else None)
             )
         trained_before = self.learner.trained_tokens
-        for policy in self.policies.names():
-            for k, v in self.learner.update(policy, by_policy.get(policy, [])).items():
+        updates = self.learner.update_all({p: by_policy.get(p, []) for p in self.policies.names()})
+        for policy, stats in updates.items():
+            for k, v in stats.items():
                 metrics[f"train/{policy}/{k}"] = v
         update_s = time.perf_counter() - t0
         trained_tokens = self.learner.trained_tokens - trained_before
@@ -349,7 +394,7 @@ class Trainer:
         """Atomic checkpoint of everything the run needs to continue exactly."""
         # Cross-episode environment state (e.g. a question pool) lives in resources the instances
         # share; an environment exposes it through state_dict()/load_state_dict().
-        env_state = self.envs[0].state_dict() if hasattr(self.envs[0], "state_dict") else None
+        env_state = self._env_state()
         path = save_checkpoint(
             self.out / "checkpoints",
             self.step,
@@ -377,8 +422,8 @@ class Trainer:
         self.step = int(state["step"])
         self.engine.load_state_dict(state["engine"])
         self.engine.sync(self.policies.names())
-        if state.get("env") is not None and hasattr(self.envs[0], "load_state_dict"):
-            self.envs[0].load_state_dict(state["env"])
+        if state.get("env") is not None:
+            self._load_env_state(state["env"])
         self.last_eval = dict(state.get("last_eval") or {})
         return int(state.get("metrics_lines", 0))
 
@@ -420,6 +465,8 @@ def _rollout_metrics(records: Sequence[TrainRecord], episodes: Sequence[dict[str
 
 
 def _agent_class(engine: Any) -> type:
+    if getattr(engine, "agent_class", None) is not None:
+        return engine.agent_class
     if isinstance(engine, HFEngine):
         from llm_trainers.agents.hf import HFAgent
 

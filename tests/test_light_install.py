@@ -3,12 +3,13 @@
 import subprocess
 import sys
 
-HEAVY = ("torch", "transformers", "peft", "vllm", "datasets", "docker")
+HEAVY = ("torch", "transformers", "peft", "vllm", "datasets", "docker", "ray")
 
 
 def test_llm_envs_and_sandboxes_import_without_heavy_packages():
     code = (
         "import sys, llm_envs, sandboxes, llm_envs.interop, llm_envs.runner, llm_envs.cli\n"
+        "import llm_envs.distributed.evaluation, llm_envs.distributed.cluster\n"
         "for env_id in llm_envs.env_ids():\n"
         "    llm_envs.make(env_id)\n"
         f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))\n"

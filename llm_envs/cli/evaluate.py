@@ -79,6 +79,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise CLIError(f"cannot create {env_entry.id}: {exc}") from exc
     possible_agents = list(probe.possible_agents)
     probe.close()
+    if args.ray is not None:  # the episodes are played on Ray workers (llm_envs/distributed)
+        from llm_envs.distributed.evaluation import cmd_eval_ray
+
+        return cmd_eval_ray(args, env_entry.id, kwargs)
     agents, specs = _build_eval_agents(args, possible_agents)
     from llm_envs.agents.human import HumanAgent
 
@@ -241,4 +245,7 @@ def add_parsers(sub: Any) -> None:
         metavar=("RUN_A", "RUN_B"),
         help="compare two runs: side by side, and with paired tests on the seeds they share",
     )
+    from llm_envs.distributed.evaluation import add_ray_arguments
+
+    add_ray_arguments(p)
     p.set_defaults(func=cmd_eval)

@@ -262,6 +262,8 @@ class HFEngine:
         return {"rng": self.rng.bit_generator.state}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        if "engines" in state:  # a data-parallel layout's checkpoint: continue its first engine's stream
+            state = state["engines"][0]
         self.rng.bit_generator.state = state["rng"]
 
 

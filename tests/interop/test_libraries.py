@@ -158,8 +158,23 @@ def test_supersuit_vector_env_over_a_simultaneous_env():
 RLLIB_PYTHON = os.environ.get("LLM_ENVS_RLLIB_PYTHON")
 
 
+def _rllib_importable() -> bool:
+    """Whether RLlib imports here: Ray core alone (the ``ray`` and ``test`` extras) lacks its
+    dependencies, so the presence of ``ray`` says nothing about RLlib."""
+    if importlib.util.find_spec("ray") is None:
+        return False
+    try:
+        importlib.import_module("ray.rllib")
+    except ImportError:
+        return False
+    return True
+
+
+RLLIB_HERE = _rllib_importable()
+
+
 @pytest.mark.skipif(
-    importlib.util.find_spec("ray") is None and not RLLIB_PYTHON,
+    not RLLIB_HERE and not RLLIB_PYTHON,
     reason=(
         "ray[rllib]==2.60.0 pins gymnasium==1.2.2, which conflicts with this environment's "
         "gymnasium; install it in its own environment and point LLM_ENVS_RLLIB_PYTHON at that "
@@ -167,7 +182,7 @@ RLLIB_PYTHON = os.environ.get("LLM_ENVS_RLLIB_PYTHON")
     ),
 )
 def test_rllib_samples_episodes_and_trains_ppo():
-    if importlib.util.find_spec("ray") is not None:
+    if RLLIB_HERE:
         import rllib_train
 
         runner = rllib_train.make_runner("llm/Signalling-v0", obs_length=64)

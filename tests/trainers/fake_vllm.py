@@ -732,3 +732,10 @@ class FakeVLLM:
 def install(monkeypatch: Any, **options: Any) -> FakeVLLM:
     """Install a fresh fake as ``vllm`` (and the submodules the engine imports) for one test."""
     return FakeVLLM(**options).install(monkeypatch)
+
+
+def install_in_process() -> None:
+    """Install a fake as ``vllm`` for the whole process: the setup hook of a Ray worker that hosts a
+    :class:`~llm_trainers.distributed.engines.EngineWorker` in a test (``runtime_env=
+    {"worker_process_setup_hook": "tests.trainers.fake_vllm.install_in_process"}``)."""
+    sys.modules.update(FakeVLLM().modules)

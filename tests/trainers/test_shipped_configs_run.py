@@ -75,6 +75,7 @@ def test_shipped_config_runs_one_training_step(name, tmp_path, models_dir):
         "train.micro_batch_size=4",
         "train.num_mini_batches=1",
         "train.bf16=false",
+        "resources={}",  # the single-process layout (tests/distributed runs the Ray layouts)
     ]
     if shipped.rollout.tree:
         overrides.append("rollout.k=2")

@@ -1,0 +1,60 @@
+"""A simulated two-node cluster (``ray.cluster_utils.Cluster``): work lands on both nodes and the
+results equal a local run."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import llm_envs
+from llm_trainers.distributed.env_workers import RayEnvGroup
+from llm_trainers.rollout import collect, spawn_envs
+from llm_trainers.scripted import ScriptedEngine
+from tests.distributed.conftest import signalling_reply
+
+ENV = "llm/Signalling-v0"
+KWARGS = {"rounds": 3}
+
+
+def _policy(agent):
+    return agent
+
+
+def _local(seeds, **kw):
+    envs = spawn_envs(llm_envs.make(ENV, **KWARGS), len(seeds))
+    return collect(envs, seeds, ScriptedEngine(signalling_reply), _policy, **kw)
+
+
+def _as_data(result):
+    return [dataclasses.asdict(r) for r in result.records], result.episodes
+
+
+def test_workers_spread_over_both_nodes_and_match_the_local_rollout(two_node_ray):
+    seeds = list(range(100, 108))
+    expected = _local(seeds, k=2, tree=True)
+    group = RayEnvGroup(ENV, KWARGS, len(seeds), workers=2, cpus_per_worker=1.0)
+    try:
+        assert len(set(group.nodes)) == 2, "SPREAD must put the two workers on the two nodes"
+        got = collect(group, seeds, ScriptedEngine(signalling_reply), _policy, k=2, tree=True)
+    finally:
+        group.close()
+    assert _as_data(got) == _as_data(expected)
+
+
+
+
+def test_evaluation_spreads_over_both_nodes_and_matches_the_local_run(two_node_ray, tmp_path):
+    from llm_envs.agents.spec import resolve_agents
+    from llm_envs.distributed.evaluation import evaluate_on_ray
+    from llm_envs.evaluation import evaluate
+    from llm_envs.runner import load_episodes
+
+    remote = evaluate_on_ray(ENV, {None: "random"}, episodes=8, seed=3, concurrency=2, env_kwargs=KWARGS,
+                             out_dir=tmp_path / "ray", progress=False, plot=False, workers=2, cpus_per_worker=1.0,
+                             chunk_size=2)
+    assert len(remote["ray"]["nodes"]) == 2
+    agents = resolve_agents({None: "random"}, list(llm_envs.make(ENV, **KWARGS).possible_agents))
+    local = evaluate(ENV, agents, episodes=8, seed=3, concurrency=3, env_kwargs=KWARGS, out_dir=tmp_path / "local",
+                     progress=False, plot=False)
+    assert remote["success"] == local["success"] and remote["rewards"] == local["rewards"]
+    outcomes = [{e.index: e.outcome() for e in load_episodes(tmp_path / run / "episodes.jsonl")} for run in ("ray", "local")]
+    assert outcomes[0] == outcomes[1]
