@@ -56,8 +56,9 @@ class Limits:
             directory is also capped in total where the backend supports it.
         open_files: file descriptors the program may hold at once.
 
-    Every value must be a finite, positive number no larger than `MAX_LIMITS`; anything else
-    raises ``ValueError`` (or ``TypeError`` for a non-number) here, not when a run starts.
+    Every value must be a finite, positive number (an int, but for `time_s`) no larger than
+    `MAX_LIMITS`; anything else (``inf``, ``nan``, ``1e12`` seconds, a negative, a bool, a
+    string) raises ``ValueError`` here, not when a run starts.
     """
 
     time_s: float = 5.0
@@ -69,18 +70,19 @@ class Limits:
 
     def __post_init__(self) -> None:
         time_s = self.time_s
-        if isinstance(time_s, bool) or not isinstance(time_s, (int, float)):
-            raise TypeError(f"Limits.time_s must be a number of seconds, got {time_s!r}")
-        if not math.isfinite(time_s) or not 0 < time_s <= MAX_LIMITS["time_s"]:
+        if (
+            isinstance(time_s, bool)
+            or not isinstance(time_s, (int, float))
+            or not math.isfinite(time_s)
+            or not 0 < time_s <= MAX_LIMITS["time_s"]
+        ):
             raise ValueError(
                 f"Limits.time_s must be a finite number of seconds in (0, {MAX_LIMITS['time_s']:g}], got {time_s!r}"
             )
         for name in ("memory_mb", "max_processes", "output_bytes", "file_size_mb", "open_files"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise TypeError(f"Limits.{name} must be an int, got {value!r}")
-            if not 1 <= value <= MAX_LIMITS[name]:
-                raise ValueError(f"Limits.{name} must be between 1 and {MAX_LIMITS[name]}, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMITS[name]:
+                raise ValueError(f"Limits.{name} must be an int between 1 and {MAX_LIMITS[name]}, got {value!r}")
         if self.open_files < 8:
             # The interpreter itself needs a handful of descriptors to start.
             raise ValueError(f"Limits.open_files must be >= 8, got {self.open_files}")

@@ -155,6 +155,12 @@ def reserve_uid_block() -> tuple[int, int | None]:
     raise SandboxError(f"every uid block under {_UID_LOCK_DIR} is in use")
 
 
+def _ancestors(path: str) -> list[str]:
+    """``/a/b/c`` -> ``["/a", "/a/b"]``."""
+    parts = path.strip("/").split("/")[:-1]
+    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
 def _under(path: str, directories: Sequence[str]) -> bool:
     return any(path == d or path.startswith(d.rstrip("/") + "/") for d in directories)
 
@@ -372,7 +378,14 @@ class BwrapSandbox(LocalSandbox):
                 argv += ["--symlink", os.readlink(name), name]
             elif os.path.isdir(name):
                 argv += ["--ro-bind", name, name]
-        for source in self._bind_sources():
+        sources = self._bind_sources()
+        # Directories leading to the binds, traversable by every uid (bubblewrap would otherwise
+        # make them for its own uid only; a run has another).
+        parents = sorted({p for s in sources for p in _ancestors(s)} - {"/tmp", SANDBOX_WORK_DIR}, key=lambda p: p.count("/"))
+        for parent in parents:
+            if not _under(parent, sources):
+                argv += ["--perms", "0755", "--dir", parent]
+        for source in sources:
             argv += ["--ro-bind", source, source]
         argv += ["--proc", "/proc", "--dev", "/dev"]
         argv += tmpfs("/dev/shm", self.shm_mb, "1777")

@@ -160,6 +160,50 @@ def test_limits_validation_and_frozen():
             Limits(**bad)
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"time_s": float("inf")},  # issue 11 (6): accepted, then run() raised OverflowError
+        {"time_s": 1e12},
+        {"time_s": float("nan")},
+        {"time_s": -1.0},
+        {"time_s": True},
+        {"time_s": "5"},
+        {"memory_mb": 1 << 40},
+        {"memory_mb": -512},
+        {"memory_mb": True},
+        {"max_processes": 10**9},
+        {"output_bytes": 1 << 40},
+        {"file_size_mb": 0},
+        {"open_files": 1 << 30},
+    ],
+)
+def test_bad_limits_are_refused_where_they_are_made(bad):
+    ((name, value),) = bad.items()
+    with pytest.raises(ValueError, match=f"Limits.{name} must be"):
+        Limits(**bad)
+
+
+def test_largest_limits_still_run(isolated):
+    res = isolated.run("print('ok')", limits=Limits(time_s=24 * 3600.0, memory_mb=4096, open_files=4096))
+    assert res.ok and res.stdout == "ok\n", res
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "process"])
+def test_packages_on_the_import_path_are_importable_wherever_they_live(backend, tmp_path):
+    # Issue 11 (8): the process backend hid a virtual environment under /tmp behind its private
+    # /tmp, so `import sympy` failed where bwrap imported it. tmp_path lives under /tmp too.
+    package = tmp_path / "lib" / "tinypkg_sandbox_test"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("VALUE = 42\n")
+    sandbox = make(backend, pool_size=1, extra_paths=[str(tmp_path / "lib")])
+    try:
+        res = sandbox.run("import tinypkg_sandbox_test\nprint(tinypkg_sandbox_test.VALUE)")
+        assert res.ok and res.stdout == "42\n", res
+    finally:
+        sandbox.close()
+
+
 def test_open_files_limit(isolated):
     res = isolated.run("fds = [open('f%d' % i, 'w') for i in range(100)]", limits=Limits(open_files=20))
     assert res.exit_code == 1 and "Too many open files" in res.stderr
