@@ -75,6 +75,8 @@ _PLACEHOLDER_ZYGOTE = 0x5EC00002
 _PLACEHOLDER_WORKER_GROUP = 0x5EC00003
 # How often a running job's memory is measured, after the first measurement.
 _MEMORY_POLL_S = 0.01
+# What one file costs in kernel memory on a tmpfs (inode and dentry), for the memory accounting.
+_INODE_BYTES = 1024
 # Signals a job could otherwise use against a worker that shares its uid (SIGKILL and SIGSTOP
 # cannot be ignored: pid 1 of a namespace is immune to them from inside; elsewhere the job filter
 # or the uid denies them).
@@ -226,7 +228,15 @@ def _descendants(root_pid):
 
 def _remove(path):
     """Remove a file, symlink or whole tree without following links, even if the program made
-    parts of it unreadable. Returns whether it is gone."""
+    parts of it unreadable. Returns whether it is gone (never raises: a tree too deep or too odd
+    to remove only makes the worker unclean, so that it is replaced)."""
+    try:
+        return _remove_tree(path)
+    except Exception:
+        return False
+
+
+def _remove_tree(path):
     try:
         mode = os.lstat(path).st_mode
     except FileNotFoundError:
@@ -505,7 +515,9 @@ class Worker:
             if device in seen:
                 continue
             seen.add(device)
-            used += (st.f_blocks - st.f_bfree) * st.f_frsize
+            # Data blocks, and inodes at what an inode and its dentry cost the kernel (~1 KiB):
+            # a million empty files are memory too.
+            used += (st.f_blocks - st.f_bfree) * st.f_frsize + (st.f_files - st.f_ffree) * _INODE_BYTES
         return used
 
     # -- one job -------------------------------------------------------------------------------

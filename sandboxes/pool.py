@@ -217,6 +217,8 @@ class Worker:
         self.host_cleanup_dir: str | None = None
         self.info: dict[str, Any] = {}
         self._held_fds = list(spec.hold_fds)
+        #: Largest frame the next `_recv` accepts (the pool sets it per job from its limits).
+        self.frame_limit = _MAX_STARTUP_FRAME
         try:
             self._start()
         except BaseException:
@@ -226,14 +228,12 @@ class Worker:
             self._send(with_job_filter(spec.config))
             deadline = time.monotonic() + spec.startup_timeout_s
             if spec.expects_launcher_frame:
-                frame = self._recv(deadline, _MAX_STARTUP_FRAME)
-                launcher = frame.get("launcher") if isinstance(frame, dict) else None
+                frame = self._recv(deadline)
+                launcher = frame.get("launcher")
                 if not isinstance(launcher, dict):
                     raise ProtocolError("the launcher's first frame is not its report")
                 self.launcher_info = launcher
-            ready = self._recv(deadline, _MAX_STARTUP_FRAME)
-            if not isinstance(ready, dict):
-                raise ProtocolError("the ready frame is not an object")
+            ready = self._recv(deadline)
             if "error" in ready:
                 raise WorkerDied(str(ready["error"]))
             if ready.get("ready") is not True:
@@ -375,22 +375,26 @@ class Worker:
             raise WorkerDied(f"worker exited (status {self.exit_status()})")
         self._buffer += chunk
 
-    def _recv(self, deadline: float, max_size: int) -> Any:
-        """The next frame's JSON value; `ProtocolError` if it announces more than `max_size`
-        bytes (checked before reading it) or is not JSON."""
+    def _recv(self, deadline: float) -> dict[str, Any]:
+        """The next frame, a JSON object; `ProtocolError` if it announces more than
+        `frame_limit` bytes (checked before anything of it is read), or is not a JSON object."""
+        limit = self.frame_limit
         while len(self._buffer) < _HEADER.size:
             self._read_some(deadline)
         (length,) = _HEADER.unpack_from(self._buffer)
-        if length > max_size:
-            raise ProtocolError(f"frame of {length} bytes announced, at most {max_size} expected")
+        if length > limit:
+            raise ProtocolError(f"frame of {length} bytes announced, at most {limit} expected")
         while len(self._buffer) < _HEADER.size + length:
             self._read_some(deadline)
         body = bytes(self._buffer[_HEADER.size : _HEADER.size + length])
         del self._buffer[: _HEADER.size + length]
         try:
-            return json.loads(body.decode("utf-8"))
+            frame = json.loads(body.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:
             raise ProtocolError(f"frame is not JSON ({type(exc).__name__})") from None
+        if not isinstance(frame, dict):
+            raise ProtocolError(f"frame is a JSON {type(frame).__name__}, not an object")
+        return frame
 
     def worker_died_result(self, exc: BaseException) -> dict[str, Any]:
         """What to report for a job whose worker died or hung (backends may add detail)."""
@@ -567,13 +571,14 @@ class WarmPool:
             started = False
             try:
                 worker._send(job)
-                ack = worker._recv(time.monotonic() + _ACK_TIMEOUT_S, 1024)
+                worker.frame_limit = 1024
+                ack = worker._recv(time.monotonic() + _ACK_TIMEOUT_S)
                 if ack != {"accepted": job_id}:
                     raise ProtocolError(f"expected the acknowledgement of job {job_id}, got {str(ack)[:80]!r}")
                 started = True
                 worker.jobs_done += 1
-                reply = worker._recv(time.monotonic() + limits.time_s + _HOST_GRACE_S, max_result_frame(limits))
-                reply = validate_result(reply, job_id, limits)
+                worker.frame_limit = max_result_frame(limits)
+                reply = validate_result(worker._recv(time.monotonic() + limits.time_s + _HOST_GRACE_S), job_id, limits)
             except WorkerDied as exc:
                 detail = worker.worker_died_result(exc)  # before the worker is torn down
                 self._discard(worker, replace=True)
