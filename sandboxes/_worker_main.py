@@ -86,6 +86,10 @@ _IGNORED_SIGNALS = (
     "SIGIO", "SIGPWR", "SIGTRAP", "SIGURG",
 )  # fmt: skip
 
+_IGNORED_NUMBERS = tuple(
+    getattr(signal, name) for name in _IGNORED_SIGNALS if hasattr(signal, name) and name not in ("SIGPIPE", "SIGXFSZ")
+)
+
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -131,14 +135,25 @@ def _send(fd, obj):
         view = view[written:]
 
 
+class _Filter:
+    """A seccomp filter ready to load (its buffers built once)."""
+
+    def __init__(self, program):
+        self.buffer = ctypes.create_string_buffer(program, len(program))
+        self.fprog = _SockFprog(len(program) // 8, ctypes.cast(self.buffer, ctypes.c_void_p))
+
+    def load(self, set_no_new_privs=True):
+        """Install on this process and all its future children (``no_new_privs`` must be set
+        first; it is inherited, so a process under a filter already has it)."""
+        if set_no_new_privs and _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+        if _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(self.fprog), 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)")
+
+
 def _load_seccomp(program):
     """Install a seccomp filter (raw BPF) on this process and all its future children."""
-    buffer = ctypes.create_string_buffer(program, len(program))
-    fprog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
-    if _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
-    if _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)")
+    _Filter(program).load()
 
 
 def _patch_job_filter(program, worker_pid, zygote_pid, worker_group):
@@ -155,12 +170,19 @@ def _patch_job_filter(program, worker_pid, zygote_pid, worker_group):
     return bytes(out)
 
 
+_CAP_HEADER = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+_CAP_NONE = (_CapData * 2)()
+
+
+def _has_capabilities():
+    with open("/proc/self/status") as fh:
+        return any(line.startswith("CapEff:") and int(line.split()[1], 16) for line in fh)
+
+
 def _drop_capabilities():
     """Empty every capability set (a job never needs one; its uid may still be 0 somewhere)."""
     _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
-    data = (_CapData * 2)()
-    if _libc.capset(ctypes.byref(header), data) != 0:
+    if _libc.capset(ctypes.byref(_CAP_HEADER), _CAP_NONE) != 0:
         raise OSError(ctypes.get_errno(), "capset")
 
 
@@ -274,12 +296,27 @@ def _zygote(sock, worker_pid, worker_group, job_filter):
     """Fork one job process per request from the worker; never returns.
 
     Requests carry only paths, limits and three descriptors (stdin, stdout, stderr), so nothing
-    of any program, input or output ever enters this process's memory.
+    of any program, input or output ever enters this process's memory. The job process starts
+    from the request already parsed here (a forked process pays for every page it writes, so it
+    should do as little as possible before the program). The zygote tells the worker the job
+    process's pid at once, and its exit status once it has reaped it.
     """
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 2)  # not the host's stderr pipe
     os.close(null)
-    job_filter = _patch_job_filter(job_filter, worker_pid, os.getpid(), worker_group) if job_filter else None
+    # Capabilities a job would keep without a uid of its own (a worker that is uid 0 somewhere);
+    # a uid change clears them by itself.
+    capable = _has_capabilities()
+    if job_filter:
+        # Loaded here, once: every job process inherits it (preparing a filter in each job would
+        # cost it ~0.3 ms), and nothing the zygote does needs what it denies.
+        _Filter(_patch_job_filter(job_filter, worker_pid, os.getpid(), worker_group)).load(set_no_new_privs=False)
+    # The signals the worker ignores, back to what a fresh interpreter has, once for every job
+    # (SIGPIPE and SIGXFSZ stay ignored, as CPython sets them: a write then fails with EPIPE or
+    # EFBIG). The zygote needs no such shield: a job cannot signal it (the uid or the job filter).
+    for number in _IGNORED_NUMBERS:
+        signal.signal(number, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     gc.collect()
     gc.freeze()  # keep inherited objects' pages shared after each fork
     while True:
@@ -293,10 +330,10 @@ def _zygote(sock, worker_pid, worker_group, job_filter):
         pid = os.fork()
         if pid == 0:
             sock.close()
-            _job_process(request, fds, job_filter)
+            _job_process(request, fds, capable)
         for fd in fds:
             os.close(fd)
-        sock.sendall(json.dumps({"pid": pid}).encode())
+        sock.sendall(b'{"pid": %d}' % pid)
         status = None
         while True:
             try:
@@ -306,10 +343,10 @@ def _zygote(sock, worker_pid, worker_group, job_filter):
                 continue
             except ChildProcessError:
                 break
-        sock.sendall(json.dumps({"status": status}).encode())
+        sock.sendall(json.dumps({"pid": pid, "status": status}).encode())
 
 
-def _job_process(request, fds, job_filter):
+def _job_process(request, fds, capable):
     """The forked job: take the job's descriptors, identity and limits, then run it; never returns."""
     status = 1
     try:
@@ -321,9 +358,11 @@ def _job_process(request, fds, job_filter):
         uid = request.get("uid")
         if uid is not None:
             os.setresgid(uid, uid, uid)
-            os.setresuid(uid, uid, uid)  # clears the permitted and effective capabilities
-        _drop_capabilities()  # and the rest (inheritable, ambient; all of them if uid 0 stays)
-        # Readable by the worker's memory accounting (a uid change or the zygote left it off).
+            os.setresuid(uid, uid, uid)  # clears every capability that could be used
+        elif capable:
+            _drop_capabilities()
+        # A process's /proc files belong to root while it is not dumpable (inherited from the
+        # zygote; a uid change also clears it): the program could not open its own.
         _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
         os.chdir(request["job_dir"])
         cpu_s = int(math.ceil(limits["time_s"])) + 1
@@ -336,14 +375,6 @@ def _job_process(request, fds, job_filter):
             (resource.RLIMIT_CORE, 0),
         ):
             resource.setrlimit(which, (value, value))
-        for number in range(1, signal.NSIG):
-            try:
-                if signal.getsignal(number) is signal.SIG_IGN and number != signal.SIGPIPE:
-                    signal.signal(number, signal.SIG_DFL)
-            except (OSError, ValueError):
-                pass
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # as CPython sets it: a write fails with EFBIG
         main_path = os.path.join(request["job_dir"], "main.py")
         with open(main_path, encoding="utf-8", errors="surrogatepass") as fh:
             source = fh.read()
@@ -361,8 +392,6 @@ def _job_process(request, fds, job_filter):
             errors="backslashreplace",
             line_buffering=True,
         )
-        if job_filter:
-            _load_seccomp(job_filter)
         status = _run_program(source, main_path, request["job_dir"])
     except BaseException:  # the child must never fall back into the zygote loop
         try:
@@ -410,6 +439,7 @@ class Worker:
         self.zygote_sock = None
         self.zygote_vm = 0
         self.zygote_anon = 0
+        self.idle_tmpfs = None
         self.broken = None
 
     # -- zygote --------------------------------------------------------------------------------
@@ -429,15 +459,20 @@ class Worker:
         self.zygote_sock = ours
 
     def _zygote_message(self, timeout_s):
+        """The zygote's next message, and the descriptor it carries (if any)."""
         ready, _, _ = select.select([self.zygote_sock], [], [], timeout_s)
         if not ready:
             raise ZygoteLost("the zygote did not answer within %gs" % timeout_s)
-        data = self.zygote_sock.recv(65536)
+        data, fds, _flags, _addr = socket.recv_fds(self.zygote_sock, 65536, 1)
         if not data:
             raise ZygoteLost("the zygote exited")
-        return json.loads(data)
+        return json.loads(data), fds
 
     def _measure_zygote(self):
+        """The zygote's address space and anonymous memory: what every job starts from. They
+        barely move, so they are read again only every 32 jobs."""
+        if self.zygote_vm and self.job_counter % 32:
+            return
         sizes = _statm(self.zygote_pid)
         if sizes is None:
             raise ZygoteLost("the zygote is gone")
@@ -456,8 +491,19 @@ class Worker:
             return found
         return [pid for pid in _descendants(self.pid) if pid != self.zygote_pid]
 
+    def _only_child_is_the_zygote(self):
+        """Whether nothing of the last run is left: once the job process is gone, every process
+        it left has been reparented to us (pid 1 or subreaper), so our children tell."""
+        try:
+            with open("/proc/%d/task/%d/children" % (self.pid, self.pid), "rb") as fh:
+                return fh.read().split() == [str(self.zygote_pid).encode()]
+        except OSError:
+            return False  # no such file (CONFIG_PROC_CHILDREN off): sweep /proc
+
     def kill_leftovers(self, deadline_s=10.0):
         """Kill and reap every process the job left. Returns (processes killed, all gone?)."""
+        if self._only_child_is_the_zygote():
+            return 0, True
         killed = 0
         give_up = time.monotonic() + deadline_s
         while True:
@@ -553,17 +599,21 @@ class Worker:
         if uid is not None:
             for path in made:
                 os.chown(path, uid, uid, follow_symlinks=False)
+        # What they take on the work area's file system, roughly as tmpfs_used() counts it.
+        page = os.sysconf("SC_PAGE_SIZE")
+        return sum(-(-len(content) // page) * page for _, content in entries) + len(made) * (_INODE_BYTES + page)
 
     def run_job(self, job):
         self.job_counter += 1
         if self.broken:
             return {"worker_error": self.broken}
         limits = job["limits"]
+        taken = None  # the job process this job was given, once it is
         uid = self._next_uid()
         job_dir = os.path.join(self.work_root, "job-" + secrets.token_hex(8))
         stdin_fd = out_r = err_r = None
         try:
-            self._write_job_files(job, job_dir, uid)
+            job_bytes = self._write_job_files(job, job_dir, uid)
             stdin_fd = os.memfd_create("stdin", 0)
             stdin_data = job.get("stdin", "").encode("utf-8", "surrogatepass")
             view = memoryview(stdin_data)
@@ -587,20 +637,30 @@ class Worker:
                 "address_space": self.zygote_vm + limits["memory_mb"] * _MIB,
                 "process_budget": process_budget,
             }
-            tmpfs_base = self.tmpfs_used()
-            while select.select([self.zygote_sock], [], [], 0)[0]:  # a late word about an earlier job
-                if not self.zygote_sock.recv(65536):
-                    raise ZygoteLost("the zygote exited")
+            # What the run's file systems hold before it starts: the worker's idle state (read
+            # after the first wipe) and the job's own files.
+            if self.idle_tmpfs is None:
+                self.idle_tmpfs = self.tmpfs_used() - job_bytes
+            tmpfs_base = self.idle_tmpfs + job_bytes
             start = time.monotonic()
             socket.send_fds(self.zygote_sock, [json.dumps(request).encode()], [stdin_fd, out_w, err_w])
             os.close(out_w)
             os.close(err_w)
             os.close(stdin_fd)
             stdin_fd = None
-            pid = self._zygote_message(10.0).get("pid")
+            pid = self._zygote_message(10.0)[0].get("pid")
             if not isinstance(pid, int) or pid <= 0:
                 raise ZygoteLost("the zygote could not fork")
-            result = self._supervise(pid, start, out_r, err_r, limits, tmpfs_base)
+            taken = pid
+            try:
+                exit_fd = os.pidfd_open(pid)  # readable when the job process has exited
+            except ProcessLookupError:
+                exit_fd = None  # already exited, and reaped by the zygote
+            try:
+                result = self._supervise(start, out_r, err_r, limits, tmpfs_base, exit_fd)
+            finally:
+                if exit_fd is not None:
+                    os.close(exit_fd)
         except ZygoteLost as exc:
             self.broken = str(exc)
             result = {"worker_error": self.broken}
@@ -617,6 +677,21 @@ class Worker:
         result["leftover_processes"] = killed
         tidy = _remove(job_dir)
         tidy = self.wipe() and tidy
+        if taken is not None and not self.broken:
+            # The job's exit status, from the zygote that reaped it: it woke up when we did, at
+            # the job's exit, and has had our whole clean-up to send it.
+            try:
+                report = self._zygote_message(10.0)[0]
+                if report.get("pid") != taken:
+                    raise ZygoteLost("the zygote reported on another process")
+                if "worker_error" not in result:
+                    exited = result.pop("exited")
+                    result.update(_exit_fields(report.get("status") if exited else None, result))
+            except (ZygoteLost, OSError, ValueError) as exc:
+                self.broken = str(exc)
+        elif taken is not None:
+            self.broken = self.broken or "the job could not be started"
+        result.pop("exited", None)
         if self.broken and "worker_error" not in result:
             result["worker_error"] = self.broken
         result["worker_clean"] = clean and tidy and not self.broken
@@ -638,7 +713,9 @@ class Worker:
                 tidy = _remove(path) and tidy
         return tidy
 
-    def _supervise(self, pid, start, out_r, err_r, limits, tmpfs_base):
+    def _supervise(self, start, out_r, err_r, limits, tmpfs_base, exit_fd):
+        """Read the job's output up to the cap until it exits (`exit_fd`, its pidfd, turns
+        readable; None: it is gone already), enforcing the deadline and the memory budget."""
         cap = limits["output_bytes"]
         deadline = start + limits["time_s"]
         budget = limits["memory_mb"] * _MIB
@@ -647,10 +724,8 @@ class Worker:
         truncated = {out_r: False, err_r: False}
         open_fds = [out_r, err_r]
         timed_out = overflow = overspent = False
-        status = None
-        exited = False
-        zsock = self.zygote_sock.fileno()
-        while True:
+        exited = exit_fd is None
+        while not exited:
             now = time.monotonic()
             if now >= deadline:
                 timed_out = True
@@ -660,9 +735,9 @@ class Worker:
                     overspent = True
                     break
                 next_poll = now + _MEMORY_POLL_S
-            readable, _, _ = select.select(open_fds + [zsock], [], [], max(0.0, min(deadline, next_poll) - now))
+            readable, _, _ = select.select(open_fds + [exit_fd], [], [], max(0.0, min(deadline, next_poll) - now))
             for fd in readable:
-                if fd == zsock:
+                if fd == exit_fd:
                     continue
                 chunk = os.read(fd, 65536)
                 if not chunk:
@@ -674,52 +749,42 @@ class Worker:
                     overflow = True
             if overflow:
                 break
-            if zsock in readable:
-                # The program exited. Take what is already in the pipes, but do not wait for
-                # EOF: a background child may hold them open.
-                status = self._zygote_message(5.0).get("status")
-                exited = True
-                for fd in open_fds:
-                    while len(buffers[fd]) <= cap:
-                        ready, _, _ = select.select([fd], [], [], 0)
-                        if not ready:
-                            break
-                        chunk = os.read(fd, 65536)
-                        if not chunk:
-                            break
-                        buffers[fd] += chunk
-                    if len(buffers[fd]) > cap:
-                        truncated[fd] = True
-                break
+            exited = exit_fd in readable
+        if exited:
+            # Take what is already in the pipes, but do not wait for EOF: a background child may
+            # hold them open.
+            for fd in open_fds:
+                while len(buffers[fd]) <= cap:
+                    ready, _, _ = select.select([fd], [], [], 0)
+                    if not ready:
+                        break
+                    chunk = os.read(fd, 65536)
+                    if not chunk:
+                        break
+                    buffers[fd] += chunk
+                if len(buffers[fd]) > cap:
+                    truncated[fd] = True
         duration = time.monotonic() - start
         if not exited:
-            # Time limit, output overflow or memory overspent: kill the job; the caller sweeps the rest.
-            for target in (-pid, pid):
+            # Time limit, output overflow or memory overspent: kill every process of the run,
+            # the job process with them.
+            for pid in self.run_pids():
                 try:
-                    os.kill(target, signal.SIGKILL)
+                    os.kill(pid, signal.SIGKILL)
                 except OSError:
                     pass
-            self._zygote_message(10.0)  # the zygote reaped it
-            status = None
-        if status is None:
-            exit_code = None
-        elif os.WIFSIGNALED(status):
-            exit_code = -os.WTERMSIG(status)
-        else:
-            exit_code = os.WEXITSTATUS(status)
+            if not select.select([exit_fd], [], [], 10.0)[0]:
+                raise ZygoteLost("a job process outlived SIGKILL for 10 s")
         stdout = bytes(buffers[out_r][:cap])
         stderr = bytes(buffers[err_r][:cap])
-        stderr_text = stderr.decode("utf-8", "replace")
-        tail = stderr_text.rstrip().rsplit("\n", 1)[-1]
-        oom = overspent or (exit_code is not None and exit_code != 0 and tail.startswith("MemoryError"))
         return {
             "stdout": stdout.decode("utf-8", "replace"),
-            "stderr": stderr_text,
+            "stderr": stderr.decode("utf-8", "replace"),
             "stdout_truncated": truncated[out_r],
             "stderr_truncated": truncated[err_r],
-            "exit_code": exit_code,
+            "exited": exited,  # on its own (else killed: no exit code); replaced by the exit fields
             "timed_out": timed_out,
-            "oom": oom,
+            "oom": overspent,
             "duration_s": duration,
         }
 
@@ -736,6 +801,20 @@ class Worker:
             result["id"] = job_id
             _send(self.out_fd, result)
             del job, result
+
+
+def _exit_fields(status, result):
+    """``exit_code`` and ``oom`` of a result from the job process's wait status (None: killed by
+    the worker)."""
+    if status is None:
+        exit_code = None
+    elif os.WIFSIGNALED(status):
+        exit_code = -os.WTERMSIG(status)
+    else:
+        exit_code = os.WEXITSTATUS(status)
+    tail = result["stderr"].rstrip().rsplit("\n", 1)[-1]
+    oom = result["oom"] or (exit_code is not None and exit_code != 0 and tail.startswith("MemoryError"))
+    return {"exit_code": exit_code, "oom": oom}
 
 
 def _exit_status_of(exc):

@@ -346,3 +346,10 @@ def test_forked_child_cannot_use_parents_sandbox(isolated):
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert isolated.run("print(2)").stdout == "2\n"
+
+
+def test_a_program_sees_its_own_proc_files(isolated):
+    # The worker is not dumpable, and a job inherits that: it must be undone, or a program could
+    # not list its own descriptors or read its own memory maps.
+    res = isolated.run("import os\nprint(sorted(os.listdir('/proc/self/fd'))[:3], len(open('/proc/self/maps').read()) > 0)")
+    assert res.ok and res.stdout == "['0', '1', '2'] True\n", res
