@@ -21,16 +21,16 @@ Two processes serve jobs:
 Both are non-dumpable (so ``/proc/<pid>/mem``, ptrace, ``process_vm_readv`` and ``pidfd_getfd``
 cannot reach them even from the same uid), ignore every signal they can, and, where the host
 gives them a range of uids (root), run each job under a uid of its own that has never run
-anything before. A job's process loads a second, stricter seccomp filter (built on the host,
-with the worker's and zygote's pids patched in) just before the program starts.
+anything before. The zygote loads a second, stricter seccomp filter (built on the host, with
+the worker's and its own pid patched in) that every job process inherits.
 
 Per job:
     1. the worker writes ``main.py`` and the job's files into a fresh directory with an
        unguessable name, owned by the job's uid;
     2. the zygote forks the job process, which starts a new session, takes the job's
        stdin/stdout/stderr, drops to the job's uid, sets rlimits (address space on top of the
-       zygote's own, CPU, processes, file size, open files, no core files), loads the job
-       filter and executes the source as a fresh ``__main__``;
+       zygote's own, CPU, processes, file size, open files, no core files) and executes the
+       source as a fresh ``__main__``;
     3. the worker reads stdout/stderr up to the cap, enforces the wall-clock deadline and the
        run's memory budget (all its processes plus the bytes it stores in the sandbox's
        private file systems), and on exit, timeout, overflow or overspend kills *every* process
