@@ -49,7 +49,6 @@ import os
 import resource
 import secrets
 import select
-import shutil
 import signal
 import socket
 import stat
@@ -258,33 +257,48 @@ def _remove(path):
         return False
 
 
-def _remove_tree(path):
+def _remove_tree(top):
+    """`_remove` without the safety net. Iterative (a tree may be deeper than Python's recursion
+    limit); makes each directory of the tree (and nothing above it) writable before emptying it,
+    since the program may have taken its permissions away."""
     try:
-        mode = os.lstat(path).st_mode
+        mode = os.lstat(top).st_mode
     except FileNotFoundError:
         return True
-    except OSError:
-        return False
     if not stat.S_ISDIR(mode):
         try:
-            os.unlink(path)
+            os.unlink(top)
         except OSError:
             pass
-        return not os.path.lexists(path)
-
-    def fix_and_retry(function, failed_path, _exc_info):
+        return not os.path.lexists(top)
+    stack = [(top, False)]
+    while stack:
+        directory, emptied = stack.pop()
+        if emptied:
+            try:
+                os.rmdir(directory)
+            except OSError:
+                pass
+            continue
         try:
-            os.chmod(os.path.dirname(failed_path) or ".", 0o700)
-            if os.path.isdir(failed_path) and not os.path.islink(failed_path):
-                os.chmod(failed_path, 0o700)
-                shutil.rmtree(failed_path, ignore_errors=True)
-            else:
-                os.unlink(failed_path)
+            os.chmod(directory, 0o700)
         except OSError:
             pass
-
-    shutil.rmtree(path, onerror=fix_and_retry)
-    return not os.path.lexists(path)
+        stack.append((directory, True))
+        try:
+            with os.scandir(directory) as entries:
+                children = [(entry.path, entry.is_dir(follow_symlinks=False)) for entry in entries]
+        except OSError:
+            continue
+        for path, is_dir in children:
+            if is_dir:
+                stack.append((path, False))
+            else:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+    return not os.path.lexists(top)
 
 
 # ---------------------------------------------------------------------------------------------
