@@ -116,6 +116,12 @@ class TestReport:
     def all_passed(self) -> bool:
         return bool(self.results) and self.passed == self.total
 
+    @property
+    def sandbox_error(self) -> str | None:
+        """Set when the sandbox failed under one of the runs (`RunResult.sandbox_error`): the
+        tests it carried were not judged, which is an infrastructure failure, not the solution's."""
+        return next((run.sandbox_error for run in self.runs if run.sandbox_error), None)
+
 
 # ---------------------------------------------------------------------------------------------
 # function-style tests
@@ -405,6 +411,8 @@ def run_function_tests(
 
 
 def _run_failure(run: RunResult, when: str) -> str:
+    if run.sandbox_error:
+        return f"not judged: the sandbox failed {when} ({run.sandbox_error})"
     if run.timed_out:
         return f"timed out {when}"
     if run.oom:
@@ -508,7 +516,9 @@ def run_io_cases(
     results = []
     for index, ((_stdin, expected), run) in enumerate(zip(cases, runs, strict=True)):
         error: str | None
-        if run.timed_out:
+        if run.sandbox_error:
+            error = f"not judged: the sandbox failed ({run.sandbox_error})"
+        elif run.timed_out:
             error = f"timed out after {time_s:g}s"
         elif run.oom:
             error = "out of memory"

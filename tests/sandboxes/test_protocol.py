@@ -140,3 +140,30 @@ def test_a_silent_worker_is_a_sandbox_failure_after_the_deadline(monkeypatch):
         assert res.sandbox_error and "in time" in res.sandbox_error and not res.timed_out, res
     finally:
         pool.close()
+
+
+def test_harness_reports_a_sandbox_failure_as_such():
+    # A test report built on a run whose sandbox failed says so: not the solution's failure.
+    import sandboxes
+    from sandboxes.pool import PooledSandbox
+
+    class Lying(PooledSandbox):
+        name = "hostile"
+
+        def _spawn_worker(self, preload):
+            spec = WorkerSpec(argv=[sys.executable, "-I", "-S", "-c", HOSTILE_WORKER, "not_json"], config={}, env={})
+            return Worker(spec, self.name)
+
+    sandbox = Lying(pool_size=1, preload=[], heavy_preload=(), max_jobs_per_worker=100, default_limits=None)
+    try:
+        honest = sandboxes.run_function_tests(sandbox, "def f():\n    return 1\n", ["assert f() == 1"])
+        assert honest.sandbox_error is None and not honest.all_passed  # its canned stdout is no harness output
+        report = sandboxes.run_function_tests(sandbox, "def f():\n    return 1\n", ["assert f() == 1"])
+        assert report.sandbox_error and report.passed == 0
+        assert "sandbox failed" in report.results[0].error and "sandbox failed" in report.error
+        cases = sandboxes.run_io_cases(sandbox, "print(1)", [("", "1\n")])
+        assert cases.sandbox_error is None  # a fresh lying worker answers honestly once
+        cases = sandboxes.run_io_cases(sandbox, "print(1)", [("", "1\n")])
+        assert cases.sandbox_error and "sandbox failed" in cases.results[0].error
+    finally:
+        sandbox.close()
