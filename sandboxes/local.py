@@ -131,26 +131,28 @@ def _blocked_ancestor(path: str) -> str | None:
 
 def reserve_uid_block() -> tuple[int, int | None]:
     """A block of `_UID_BLOCK` host uids for one worker: (first uid, lock descriptor to keep
-    open while the worker lives, or None if no lock directory could be used)."""
+    open while the worker lives, or None if no lock directory could be used).
+
+    The first block whose lock file nobody holds: so the lock files number no more than the
+    workers ever alive at once. Without a lock directory, a random block (a collision with a
+    concurrent sandbox is then merely unlikely)."""
     low, high = _UID_BLOCKS
-    start = low + secrets.randbelow(high - low)
     try:
         os.makedirs(_UID_LOCK_DIR, mode=0o700, exist_ok=True)
     except OSError:
-        return start * _UID_BLOCK, None
-    for step in range(high - low):
-        block = low + (start - low + step) % (high - low)
+        return (low + secrets.randbelow(high - low)) * _UID_BLOCK, None
+    for block in range(low, high):
         try:
             fd = os.open(os.path.join(_UID_LOCK_DIR, f"block-{block}"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         except OSError:
-            return block * _UID_BLOCK, None
+            return (low + secrets.randbelow(high - low)) * _UID_BLOCK, None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             os.close(fd)
             if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
                 continue
-            return block * _UID_BLOCK, None
+            return (low + secrets.randbelow(high - low)) * _UID_BLOCK, None
         return block * _UID_BLOCK, fd
     raise SandboxError(f"every uid block under {_UID_LOCK_DIR} is in use")
 

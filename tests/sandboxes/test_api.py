@@ -353,3 +353,22 @@ def test_a_program_sees_its_own_proc_files(isolated):
     # not list its own descriptors or read its own memory maps.
     res = isolated.run("import os\nprint(sorted(os.listdir('/proc/self/fd'))[:3], len(open('/proc/self/maps').read()) > 0)")
     assert res.ok and res.stdout == "['0', '1', '2'] True\n", res
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="uid blocks are reserved by root only (the per-run uids need root)")
+def test_uid_blocks_are_never_shared_while_held():
+    from sandboxes.local import _UID_BLOCK, reserve_uid_block
+
+    held = [reserve_uid_block() for _ in range(4)]
+    try:
+        bases = [base for base, _ in held]
+        assert all(fd is not None for _, fd in held)
+        assert len(set(bases)) == 4 and all(base % _UID_BLOCK == 0 and base >= 1 << 30 for base in bases)
+        _released_base, released_fd = held.pop(1)
+        os.close(released_fd)
+        again = reserve_uid_block()
+        held.append(again)
+        assert again[0] not in [base for base, _ in held[:-1]]
+    finally:
+        for _, fd in held:
+            os.close(fd)
