@@ -19,9 +19,9 @@ Two processes serve jobs:
   (a copy of the zygote's memory) cannot read what earlier runs left in memory.
 
 Both are non-dumpable (so ``/proc/<pid>/mem``, ptrace, ``process_vm_readv`` and ``pidfd_getfd``
-cannot reach them even from the same uid), ignore every signal they can, and, where the host
-gives them a range of uids (root), run each job under a uid of its own that has never run
-anything before. The zygote loads a second, stricter seccomp filter (built on the host, with
+cannot reach them even from the same uid), the worker ignores every signal it can, and, where
+the host gives them a range of uids (root), each job runs under a uid of its own that no other
+live process has. The zygote loads a second, stricter seccomp filter (built on the host, with
 the worker's and its own pid patched in) that every job process inherits.
 
 Per job:

@@ -57,7 +57,7 @@ SANDBOX_UID = 1000
 SANDBOX_WORK_DIR = "/sandbox"
 
 # As root, each worker gets a block of host uids of its own (its user namespace maps uid 0..65535
-# inside to the block), and runs every job under a uid of the block that nothing else has used:
+# inside to the block), and runs every job under a uid of the block that no live process has:
 # a run can then neither signal, read nor limit its worker or any other run, and RLIMIT_NPROC
 # counts exactly that run's processes. Blocks are taken from host uids 2^30..2^31 (far above
 # real users and the usual /etc/subuid ranges) and reserved with a lock file held for the
