@@ -8,7 +8,9 @@ drift in machine speed (this box is shared) hits them all alike; ratios are what
     python benchmarks/sandbox_throughput.py            # full run
     python benchmarks/sandbox_throughput.py --quick    # a smoke-sized run
 
-Prints a table and writes benchmarks/results/sandbox_throughput.json.
+Prints a table and writes benchmarks/results/sandbox_throughput.json. A mode with any failed run
+(wrong output, non-zero exit, sandbox failure) gets no rate, no ratio and no verdict: its row says
+FAILED with the count and the first failure, and the script exits with status 1.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ WORKLOADS = {
 }
 EXPECTED = {"trivial": "4950\n", "sympy": "(x - 1)*(x + 1)\n"}
 TARGETS = {"trivial": 3.0, "sympy": 5.0}  # required speed-up of the warm isolated pool over naive
+SANDBOX_MODES = ("bwrap", "docker", "process")
 LIMITS = Limits(time_s=30)
 
 
@@ -50,13 +53,16 @@ _MIN_BOOT = (
 )
 
 
-def naive_runner(minimal: bool = False) -> Callable[[str], tuple[bool, float]]:
+Outcome = tuple[bool, float, str]  # (correct, latency in s, what went wrong if not correct)
+
+
+def naive_runner(minimal: bool = False) -> Callable[[str], Outcome]:
     """A fresh interpreter per run, as peers do (`subprocess.run([python, file])` in a temp dir).
 
     `minimal`: start it with ``-I -S`` (no site hooks) instead: a stricter baseline.
     """
 
-    def run(source: str) -> tuple[bool, float]:
+    def run(source: str) -> Outcome:
         start = time.perf_counter()
         directory = tempfile.mkdtemp(prefix="naive-")
         try:
@@ -65,11 +71,12 @@ def naive_runner(minimal: bool = False) -> Callable[[str], tuple[bool, float]]:
                 fh.write(source)
             argv = [sys.executable, "-I", "-S", "-c", _MIN_BOOT] if minimal else [sys.executable, path]
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=directory)
-            ok = proc.returncode == 0
-            out = proc.stdout
         finally:
             shutil.rmtree(directory, ignore_errors=True)
-        return ok and out == EXPECTED_BY_SOURCE[source], time.perf_counter() - start
+        elapsed = time.perf_counter() - start
+        if proc.returncode == 0 and proc.stdout == EXPECTED_BY_SOURCE[source]:
+            return True, elapsed, ""
+        return False, elapsed, f"exit {proc.returncode}: {(proc.stderr.strip().splitlines() or [proc.stdout[:80]])[-1][:200]}"
 
     return run
 
@@ -77,21 +84,101 @@ def naive_runner(minimal: bool = False) -> Callable[[str], tuple[bool, float]]:
 EXPECTED_BY_SOURCE = {WORKLOADS[name]: EXPECTED[name] for name in WORKLOADS}
 
 
-def sandbox_runner(sandbox) -> Callable[[str], tuple[bool, float]]:
-    def run(source: str) -> tuple[bool, float]:
+def sandbox_runner(sandbox) -> Callable[[str], Outcome]:
+    def run(source: str) -> Outcome:
         start = time.perf_counter()
         res = sandbox.run(source, limits=LIMITS)
-        return res.ok and res.stdout == EXPECTED_BY_SOURCE[source], time.perf_counter() - start
+        elapsed = time.perf_counter() - start
+        if res.ok and res.stdout == EXPECTED_BY_SOURCE[source]:
+            return True, elapsed, ""
+        why = res.sandbox_error or (res.stderr.strip().splitlines() or [repr(res.stdout[:80])])[-1]
+        return False, elapsed, f"exit {res.exit_code}{' timed out' if res.timed_out else ''}: {why[:200]}"
 
     return run
 
 
-def measure(run: Callable[[str], tuple[bool, float]], source: str, count: int, concurrency: int) -> dict:
+def measure(run: Callable[[str], Outcome], source: str, count: int, concurrency: int) -> dict:
     """`count` runs with `concurrency` callers; wall time, per-run latencies, failures."""
     start = time.perf_counter()
     with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
         outcomes = list(pool.map(lambda _: run(source), range(count)))
-    return {"wall_s": time.perf_counter() - start, "latencies": [lat for _, lat in outcomes], "failures": sum(1 for ok, _ in outcomes if not ok)}
+    errors = [why for ok, _, why in outcomes if not ok]
+    return {
+        "wall_s": time.perf_counter() - start,
+        "latencies": [lat for _, lat, _ in outcomes],
+        "failures": len(errors),
+        "first_error": errors[0] if errors else None,
+    }
+
+
+def summarize(raw: dict[str, dict[str, list[dict]]]) -> list[dict]:
+    """One row per (workload, mode) from the measured chunks. A mode with any failed run gets
+    no rate, latency or ratio (``None``): a speed of runs that did not work means nothing. Ratios
+    of the other modes need the baselines of that workload to have worked too."""
+    results = []
+    for workload, modes in raw.items():
+        rows = {}
+        for name, chunks in modes.items():
+            runs = sum(len(c["latencies"]) for c in chunks)
+            failures = sum(c["failures"] for c in chunks)
+            row = {"workload": workload, "mode": name, "runs": runs, "failures": failures}
+            if failures or not runs:
+                row.update(
+                    runs_per_s=None,
+                    p50_ms=None,
+                    p95_ms=None,
+                    first_error=next((c["first_error"] for c in chunks if c["first_error"]), "no runs"),
+                )
+            else:
+                latencies = [lat for c in chunks for lat in c["latencies"]]
+                row.update(
+                    runs_per_s=runs / sum(c["wall_s"] for c in chunks),
+                    p50_ms=1000 * statistics.median(latencies),
+                    p95_ms=1000 * percentile(latencies, 0.95),
+                )
+            rows[name] = row
+        for row in rows.values():
+            for key, baseline in (("speedup_vs_naive", "naive"), ("speedup_vs_naive_min", "naive-min")):
+                base = rows.get(baseline, {}).get("runs_per_s")
+                row[key] = row["runs_per_s"] / base if row["runs_per_s"] and base else None
+        results += sorted(rows.values(), key=lambda r: (r["mode"] != "naive", r["mode"] != "naive-min"))
+    return results
+
+
+def verdicts(results: list[dict]) -> dict[str, dict]:
+    """Each sandbox row against its target, judged against the faster of the two fresh-interpreter
+    baselines; ``met`` is None (not measured) when the row or a baseline had failures."""
+    out = {}
+    for row in results:
+        if row["mode"] not in SANDBOX_MODES or row["workload"] not in TARGETS:
+            continue
+        target = TARGETS[row["workload"]]
+        ratios = (row["speedup_vs_naive"], row["speedup_vs_naive_min"])
+        if None in ratios:
+            out[f"{row['workload']}/{row['mode']}"] = {"speedup_vs_fastest_naive": None, "target": target, "met": None}
+        else:
+            speedup = min(ratios)
+            out[f"{row['workload']}/{row['mode']}"] = {"speedup_vs_fastest_naive": speedup, "target": target, "met": speedup >= target}
+    return out
+
+
+def format_table(results: list[dict]) -> list[str]:
+    header = (
+        f"{'workload':<9} {'mode':<10} {'runs':>5} {'fail':>4} {'runs/s':>8} {'p50 ms':>8} {'p95 ms':>8} "
+        f"{'x naive':>8} {'x naive-min':>11}"
+    )
+    lines = [header, "-" * len(header)]
+    for row in results:
+        head = f"{row['workload']:<9} {row['mode']:<10} {row['runs']:>5} {row['failures']:>4}"
+        if row["runs_per_s"] is None:
+            lines.append(f"{head} FAILED {row['failures']}/{row['runs']} runs: no rate reported ({row['first_error']})")
+            continue
+        ratio = lambda value, width: f"{value:>{width - 1}.2f}x" if value is not None else f"{'-':>{width}}"  # noqa: E731
+        lines.append(
+            f"{head} {row['runs_per_s']:>8.1f} {row['p50_ms']:>8.1f} {row['p95_ms']:>8.1f} "
+            f"{ratio(row['speedup_vs_naive'], 8)} {ratio(row['speedup_vs_naive_min'], 11)}"
+        )
+    return lines
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -111,7 +198,7 @@ def main() -> None:
     naive_counts = {"trivial": 60, "sympy": 8} if args.quick else {"trivial": 300, "sympy": 30}
     rounds = 1 if args.quick else args.rounds
 
-    runners: dict[str, Callable[[str], tuple[bool, float]]] = {"naive": naive_runner(), "naive-min": naive_runner(True)}
+    runners: dict[str, Callable[[str], Outcome]] = {"naive": naive_runner(), "naive-min": naive_runner(True)}
     descriptions = {
         "naive": f"fresh `{sys.executable} main.py` subprocess per run, no isolation (the peers' way)",
         "naive-min": "fresh `python -I -S` per run (no site hooks), no isolation: the fastest fresh interpreter",
@@ -143,55 +230,19 @@ def main() -> None:
         for sandbox in opened:
             sandbox.close()
 
-    results = []
-    for workload in WORKLOADS:
-        naive_rate = None
-        for name in sorted(runners, key=lambda n: n != "naive"):
-            chunks = raw[workload][name]
-            runs = sum(len(c["latencies"]) for c in chunks)
-            wall = sum(c["wall_s"] for c in chunks)
-            latencies = [lat for c in chunks for lat in c["latencies"]]
-            rate = runs / wall
-            if name == "naive":
-                naive_rate = rate
-            results.append(
-                {
-                    "workload": workload,
-                    "mode": name,
-                    "runs": runs,
-                    "failures": sum(c["failures"] for c in chunks),
-                    "runs_per_s": rate,
-                    "p50_ms": 1000 * statistics.median(latencies),
-                    "p95_ms": 1000 * percentile(latencies, 0.95),
-                    "speedup_vs_naive": rate / naive_rate if naive_rate else None,
-                }
+    results = summarize(raw)
+    for line in format_table(results):
+        print(line)
+    verdict = verdicts(results)
+    for key, item in verdict.items():
+        workload, mode = key.split("/")
+        if item["met"] is None:
+            print(f"target {workload} on {mode}: >= {item['target']:g}x the faster naive way; NOT MEASURED (failed runs)")
+        else:
+            print(
+                f"target {workload} on {mode}: >= {item['target']:g}x the faster naive way; reached "
+                f"{item['speedup_vs_fastest_naive']:.2f}x -> {'met' if item['met'] else 'NOT met'}"
             )
-        minimal = next(r for r in results if r["workload"] == workload and r["mode"] == "naive-min")
-        for row in results:
-            if row["workload"] == workload:
-                row["speedup_vs_naive_min"] = row["runs_per_s"] / minimal["runs_per_s"]
-
-    header = (
-        f"{'workload':<9} {'mode':<10} {'runs':>5} {'fail':>4} {'runs/s':>8} {'p50 ms':>8} {'p95 ms':>8} "
-        f"{'x naive':>8} {'x naive-min':>11}"
-    )
-    print(header)
-    print("-" * len(header))
-    for row in results:
-        print(
-            f"{row['workload']:<9} {row['mode']:<10} {row['runs']:>5} {row['failures']:>4} {row['runs_per_s']:>8.1f} "
-            f"{row['p50_ms']:>8.1f} {row['p95_ms']:>8.1f} {row['speedup_vs_naive']:>7.2f}x {row['speedup_vs_naive_min']:>10.2f}x"
-        )
-    verdicts = {}
-    for workload, target in TARGETS.items():
-        for row in results:
-            if row["workload"] != workload or row["mode"] not in ("bwrap", "docker", "process"):
-                continue
-            # Judged against the faster of the two fresh-interpreter baselines.
-            speedup = min(row["speedup_vs_naive"], row["speedup_vs_naive_min"])
-            met = speedup >= target
-            verdicts[f"{workload}/{row['mode']}"] = {"speedup_vs_fastest_naive": speedup, "target": target, "met": met}
-            print(f"target {workload} on {row['mode']}: >= {target:g}x the faster naive way; reached {speedup:.2f}x -> {'met' if met else 'NOT met'}")
     for backend, reason in skipped.items():
         print(f"skipped {backend}: {reason.splitlines()[0][:200]}")
 
@@ -210,12 +261,16 @@ def main() -> None:
         "modes": descriptions,
         "skipped": skipped,
         "results": results,
-        "targets": verdicts,
+        "targets": verdict,
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2))
     print(f"wrote {out}")
+    failed = [f"{r['workload']}/{r['mode']}" for r in results if r["failures"]]
+    if failed:
+        print(f"FAILED runs in {', '.join(failed)}: their speed is not reported", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

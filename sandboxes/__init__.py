@@ -38,6 +38,7 @@ from .harness import (
     run_function_tests,
     run_io_cases,
     split_check_function,
+    split_test_code,
 )
 
 __all__ = [
@@ -60,4 +61,5 @@ __all__ = [
     "run_io_cases",
     "shared_sandbox",
     "split_check_function",
+    "split_test_code",
 ]

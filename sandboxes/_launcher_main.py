@@ -6,13 +6,17 @@ Like ``_worker_main.py`` this file is not imported; its source runs as
 
 * creates the namespaces asked for (best effort, reporting which ones it got): a user namespace
   (unprivileged callers), mount, network, IPC, UTS and pid namespaces;
-* in the new mount namespace, mounts a small tmpfs over directories the sandbox uid could not
+* in the new mount namespace, mounts a small tmpfs over directories the sandbox could not
   traverse (e.g. ``/root`` around a pyenv interpreter) and bind-mounts back, read-only, only the
-  paths the sandbox needs; and mounts private tmpfs over world-writable directories (``/tmp``);
+  paths the sandbox needs; makes the whole file system read-only where asked; mounts private,
+  size-capped tmpfs over world-writable directories (``/tmp``, ``/dev/shm``) and binds back,
+  read-only, the import-path entries that lived under them (a virtual environment in ``/tmp``);
 * with a pid namespace, forks: the child becomes pid 1 of the namespace (so killing it or the
   launcher, via the parent-death signal, kills every process of the sandbox);
-* drops to the sandbox's non-root uid/gid (as root), then ``exec``s the command with a minimal
-  environment.
+* as root, moves into a user namespace of its own that maps a whole block of unused host uids
+  (``uid_range``), and becomes uid 0 there, keeping only the capabilities asked for: the worker
+  then runs every job under a uid of that block that no other run, worker or host process has;
+* finally ``exec``s the command with a minimal environment.
 
 Before exec it writes one protocol frame ``{"launcher": {...}}`` on stdout so the host learns
 what isolation was actually obtained.
@@ -40,6 +44,11 @@ MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
 PR_SET_PDEATHSIG = 1
+PR_CAPBSET_DROP = 24
+SYS_MOUNT_SETATTR = 442  # the same number on x86_64 and aarch64
+AT_FDCWD = -100
+AT_RECURSIVE = 0x8000
+MOUNT_ATTR_RDONLY = 1
 NAMESPACE_FLAGS = {
     "mnt": CLONE_NEWNS,
     "net": CLONE_NEWNET,
@@ -50,6 +59,11 @@ NAMESPACE_FLAGS = {
 
 libc = ctypes.CDLL(None, use_errno=True)
 libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+libc.syscall.restype = ctypes.c_long
+
+
+class MountAttr(ctypes.Structure):
+    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64), ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
 
 
 def _check(result, what):
@@ -81,9 +95,92 @@ def _send(obj):
     os.write(1, struct.pack(">I", len(body)) + body)
 
 
+def _open_binds(paths):
+    """O_PATH handles on `paths`, taken before anything is mounted over them."""
+    return [(path, os.open(path, os.O_PATH)) for path in paths if os.path.exists(path)]
+
+
+def _bind_back(bind_fds):
+    for path, fd in bind_fds:
+        if os.path.isdir("/proc/self/fd/%d" % fd):
+            os.makedirs(path, exist_ok=True)
+        elif not os.path.exists(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            open(path, "a").close()
+        _mount("/proc/self/fd/%d" % fd, path, None, MS_BIND | MS_REC, None)
+        try:
+            _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY, None)
+        except OSError:
+            pass  # read-only is a nicety: the sandbox uid cannot write there anyway
+        os.close(fd)
+
+
+def _make_everything_read_only():
+    """Every mount of this (private) mount namespace becomes read-only."""
+    attr = MountAttr(MOUNT_ATTR_RDONLY, 0, 0, 0)
+    result = libc.syscall(SYS_MOUNT_SETATTR, AT_FDCWD, b"/", AT_RECURSIVE, ctypes.byref(attr), ctypes.sizeof(attr))
+    if result == 0:
+        return
+    # Kernels before 5.12: remount each mount point read-only, parents first.
+    with open("/proc/self/mountinfo") as fh:
+        points = [line.split()[4] for line in fh]
+    for point in points:
+        point = point.encode().decode("unicode_escape")  # mountinfo escapes spaces as \040
+        try:
+            _mount(None, point, None, MS_BIND | MS_REMOUNT | MS_RDONLY, None)
+        except OSError:
+            pass
+
+
+def _enter_uid_range(base, count):
+    """Move into a new user namespace mapping uids/gids [0, count) to [base, base+count) on the
+    host and become its uid 0. The map is written by a helper that stays in the parent namespace
+    (a process cannot map foreign ids for itself)."""
+    ready_r, ready_w = os.pipe()
+    target = os.getpid()
+    helper = os.fork()
+    if helper == 0:
+        try:
+            os.close(ready_w)
+            if os.read(ready_r, 1) != b"x":
+                os._exit(1)
+            _write("/proc/%d/uid_map" % target, "0 %d %d" % (base, count))
+            _write("/proc/%d/setgroups" % target, "deny")
+            _write("/proc/%d/gid_map" % target, "0 %d %d" % (base, count))
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    os.close(ready_r)
+    failed = libc.unshare(CLONE_NEWUSER) != 0
+    err = ctypes.get_errno()
+    os.write(ready_w, b"-" if failed else b"x")
+    os.close(ready_w)
+    _, status = os.waitpid(helper, 0)
+    if failed:
+        raise OSError(err, "unshare(CLONE_NEWUSER): %s" % os.strerror(err))
+    if status != 0:
+        raise OSError(0, "could not write the uid map of the sandbox's user namespace")
+    os.setresgid(0, 0, 0)
+    os.setresuid(0, 0, 0)
+
+
+def _limit_capabilities(keep):
+    """Leave only `keep` in the bounding set: what uid 0 gets back when it execs the command."""
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as fh:
+            last = int(fh.read())
+    except OSError:
+        last = 40
+    for cap in range(last + 1):
+        if cap not in keep:
+            _check(libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), "prctl(PR_CAPBSET_DROP, %d)" % cap)
+
+
 def main():
     cfg = json.loads(sys.argv[1])
     applied, errors = [], {}
+    if cfg.get("uid_range"):
+        os.setgroups([])  # no supplementary group of the host's root may follow into the sandbox
     if cfg.get("userns"):
         uid, gid = os.getuid(), os.getgid()
         if libc.unshare(CLONE_NEWUSER) == 0:
@@ -104,26 +201,23 @@ def main():
         try:
             # Nothing we mount may propagate back to the host.
             _mount(None, "/", None, MS_REC | MS_PRIVATE, None)
-            bind_fds = [(path, os.open(path, os.O_PATH)) for path in cfg.get("binds", [])]
+            cover_binds = _open_binds(cfg.get("binds", []))
+            private_binds = _open_binds(cfg.get("private_binds", []))
             for cover in cfg.get("covers", []):
                 _mount("tmpfs", cover, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
-            for path, fd in bind_fds:
-                if os.path.isdir("/proc/self/fd/%d" % fd):
-                    os.makedirs(path, exist_ok=True)
-                elif not os.path.exists(path):
-                    os.makedirs(os.path.dirname(path), exist_ok=True)
-                    open(path, "a").close()
-                _mount("/proc/self/fd/%d" % fd, path, None, MS_BIND | MS_REC, None)
+            _bind_back(cover_binds)
+            if cfg.get("readonly_root"):
                 try:
-                    _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY, None)
-                except OSError:
-                    pass  # read-only is a nicety: the sandbox uid cannot write there anyway
-                os.close(fd)
+                    _make_everything_read_only()
+                    applied.append("readonly_root")
+                except OSError as exc:
+                    errors["readonly_root"] = str(exc)
             private = []
             for directory in cfg.get("private_dirs", []):
                 if os.path.isdir(directory):
                     _mount("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV, cfg.get("private_dir_options", "mode=1777"))
                     private.append(directory)
+            _bind_back(private_binds)
             applied.append("private_dirs")
             if private:
                 # Tell the worker which directories are its own to wipe between jobs.
@@ -137,7 +231,6 @@ def main():
             % (", ".join(missing), "; ".join("%s: %s" % (k, v) for k, v in errors.items()))
         )
         sys.exit(70)
-    _send({"launcher": {"applied": applied, "errors": errors}})
     if "pid" in applied:
         parent_pid = os.getpid()
         child = os.fork()
@@ -161,15 +254,22 @@ def main():
                 pass
     else:
         parent_pid = None
-    if cfg.get("uid") is not None:
-        os.setgroups([])
-        os.setgid(cfg["gid"])
-        os.setuid(cfg["uid"])
+    if cfg.get("uid_range"):
+        try:
+            base, count = cfg["uid_range"]
+            _enter_uid_range(base, count)
+            if cfg.get("keep_caps") is not None:
+                _limit_capabilities(set(cfg["keep_caps"]))
+            applied.append("uid_range")
+        except OSError as exc:
+            sys.stderr.write("sandbox launcher: cannot enter the sandbox's user namespace: %s\n" % exc)
+            sys.exit(70)
     if parent_pid is not None:
-        # Set after the uid change, which clears it: if the launcher dies, so does pid 1.
+        # Set after every credential change, which clears it: if the launcher dies, so does pid 1.
         # (No getppid() check for the race with the parent's death: in the new pid namespace it
         # reads 0. The host also kills the launcher's whole process group, which includes us.)
         _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+    _send({"launcher": {"applied": applied, "errors": errors}})
     argv = cfg["argv"]
     os.execve(argv[0], argv, cfg.get("env", {}))
 

@@ -5,22 +5,38 @@ This file is not imported by the host. Its source text is handed to a fresh inte
 must not rely on the ``sandboxes`` package being importable there.
 
 Protocol (length-prefixed JSON frames, 4-byte big-endian length):
-    host -> worker: config frame, then job frames
-    worker -> host: ready frame, then one result frame per job
+    host -> worker: config frame, then job frames (each with an ``id``)
+    worker -> host: ready frame, then per job ``{"accepted": id}`` and one result frame
 The worker reads frames on the descriptor that was its stdin and writes on the one that was its
-stdout; both are moved to high numbers and closed in every job child, so a program can never
-speak the protocol.
+stdout; both are moved to high numbers and never reach a job.
 
-Per job the worker:
-    1. writes ``main.py`` and the job's files into a fresh directory on its private work area,
-    2. forks a child that starts a new session, redirects 0/1/2, sets rlimits (address space on
-       top of the worker's own, CPU, processes, file size, open files, no core files) and
-       executes the source in a fresh ``__main__`` module,
-    3. reads stdout/stderr up to the cap, enforces the wall-clock deadline, and on exit,
-       timeout or overflow kills *every* process the job left behind (the whole pid namespace
-       when it has one to itself, else every descendant: the worker is a child subreaper, so
-       daemonized grandchildren are reparented to it and cannot escape),
-    4. removes the job directory and wipes scratch directories.
+Two processes serve jobs:
+
+* the **worker** talks to the host, writes each job's files, supervises the run (output caps,
+  deadline, memory accounting), kills what the run left and wipes every writable directory;
+* the **zygote**, forked from the worker right after the preload and before any job, does
+  nothing but fork job processes. It never sees a program, its input or its output, so a job
+  (a copy of the zygote's memory) cannot read what earlier runs left in memory.
+
+Both are non-dumpable (so ``/proc/<pid>/mem``, ptrace, ``process_vm_readv`` and ``pidfd_getfd``
+cannot reach them even from the same uid), the worker ignores every signal it can, and, where
+the host gives them a range of uids (root), each job runs under a uid of its own that no other
+live process has. The zygote loads a second, stricter seccomp filter (built on the host, with
+the worker's and its own pid patched in) that every job process inherits.
+
+Per job:
+    1. the worker writes ``main.py`` and the job's files into a fresh directory with an
+       unguessable name, owned by the job's uid;
+    2. the zygote forks the job process, which starts a new session, takes the job's
+       stdin/stdout/stderr, drops to the job's uid, sets rlimits (address space on top of the
+       zygote's own, CPU, processes, file size, open files, no core files) and executes the
+       source as a fresh ``__main__``;
+    3. the worker reads stdout/stderr up to the cap, enforces the wall-clock deadline and the
+       run's memory budget (all its processes plus the bytes it stores in the sandbox's
+       private file systems), and on exit, timeout, overflow or overspend kills *every* process
+       the run left behind;
+    4. the worker removes the job directory and wipes ``/tmp``, ``/dev/shm`` and the rest of the
+       work area, so nothing a run wrote is seen by the next.
 """
 
 import atexit
@@ -31,9 +47,11 @@ import json
 import math
 import os
 import resource
+import secrets
 import select
-import shutil
 import signal
+import socket
+import stat
 import struct
 import sys
 import time
@@ -42,20 +60,54 @@ import types
 
 _HEADER = struct.Struct(">I")
 _MIB = 1024 * 1024
+PR_SET_DUMPABLE = 4
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP = 22
 PR_SET_CHILD_SUBREAPER = 36
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
 SECCOMP_MODE_FILTER = 2
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+# Job filter placeholders (sandboxes/seccomp.py: JOB_PLACEHOLDERS).
+_PLACEHOLDER_WORKER = 0x5EC00001
+_PLACEHOLDER_ZYGOTE = 0x5EC00002
+_PLACEHOLDER_WORKER_GROUP = 0x5EC00003
+# How often a running job's memory is measured, after the first measurement.
+_MEMORY_POLL_S = 0.01
+# What one file costs in kernel memory on a tmpfs (inode and dentry), for the memory accounting.
+_INODE_BYTES = 1024
+# Signals a job could otherwise use against a worker that shares its uid (SIGKILL and SIGSTOP
+# cannot be ignored: pid 1 of a namespace is immune to them from inside; elsewhere the job filter
+# or the uid denies them).
+_IGNORED_SIGNALS = (
+    "SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGVTALRM",
+    "SIGPROF", "SIGTSTP", "SIGTTIN", "SIGTTOU", "SIGPIPE", "SIGXFSZ", "SIGXCPU", "SIGWINCH",
+    "SIGIO", "SIGPWR", "SIGTRAP", "SIGURG",
+)  # fmt: skip
+
+_IGNORED_NUMBERS = tuple(
+    getattr(signal, name) for name in _IGNORED_SIGNALS if hasattr(signal, name) and name not in ("SIGPIPE", "SIGXFSZ")
+)
+
+_libc = ctypes.CDLL(None, use_errno=True)
 
 
 class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
 def _read_exact(fd, n):
     chunks = []
     while n:
-        chunk = os.read(fd, n)
+        chunk = os.read(fd, min(n, 1 << 20))
         if not chunk:
             return None
         chunks.append(chunk)
@@ -82,26 +134,80 @@ def _send(fd, obj):
         view = view[written:]
 
 
-def _load_seccomp(bpf_hex):
-    """Install a seccomp filter (raw BPF from the host) on this process and all its children."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    program = bytes.fromhex(bpf_hex)
-    buffer = ctypes.create_string_buffer(program, len(program))
-    fprog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
-    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
-    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
-        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)")
+class _Filter:
+    """A seccomp filter ready to load (its buffers built once)."""
+
+    def __init__(self, program):
+        self.buffer = ctypes.create_string_buffer(program, len(program))
+        self.fprog = _SockFprog(len(program) // 8, ctypes.cast(self.buffer, ctypes.c_void_p))
+
+    def load(self, set_no_new_privs=True):
+        """Install on this process and all its future children (``no_new_privs`` must be set
+        first; it is inherited, so a process under a filter already has it)."""
+        if set_no_new_privs and _libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+        if _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(self.fprog), 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)")
+
+
+def _load_seccomp(program):
+    """Install a seccomp filter (raw BPF) on this process and all its future children."""
+    _Filter(program).load()
+
+
+def _patch_job_filter(program, worker_pid, zygote_pid, worker_group):
+    values = {
+        _PLACEHOLDER_WORKER: worker_pid,
+        _PLACEHOLDER_ZYGOTE: zygote_pid,
+        _PLACEHOLDER_WORKER_GROUP: (-worker_group) & 0xFFFFFFFF,
+    }
+    out = bytearray(program)
+    for offset in range(0, len(out), 8):
+        (k,) = struct.unpack_from("<I", out, offset + 4)
+        if k in values:
+            struct.pack_into("<I", out, offset + 4, values[k])
+    return bytes(out)
+
+
+_CAP_HEADER = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+_CAP_NONE = (_CapData * 2)()
+
+
+def _has_capabilities():
+    with open("/proc/self/status") as fh:
+        return any(line.startswith("CapEff:") and int(line.split()[1], 16) for line in fh)
+
+
+def _drop_capabilities():
+    """Empty every capability set (a job never needs one; its uid may still be 0 somewhere)."""
+    _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    if _libc.capset(ctypes.byref(_CAP_HEADER), _CAP_NONE) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+
+
+def _protect_self():
+    """No ptrace, /proc/<pid>/mem, process_vm_* or pidfd_getfd on us; ignore catchable signals."""
+    if _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE)")
+    for name in _IGNORED_SIGNALS:
+        number = getattr(signal, name, None)
+        if number is not None:
+            signal.signal(number, signal.SIG_IGN)
 
 
 def _become_subreaper():
-    libc = ctypes.CDLL(None, use_errno=True)
-    return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    return _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
-def _vm_bytes():
-    with open("/proc/self/statm", "rb") as fh:
-        return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+def _statm(pid):
+    """(address space, anonymous resident) bytes of `pid`, or None if it is gone."""
+    try:
+        with open("/proc/%d/statm" % pid, "rb") as fh:
+            fields = fh.read().split()
+    except OSError:
+        return None
+    page = os.sysconf("SC_PAGE_SIZE")
+    return int(fields[0]) * page, (int(fields[1]) - int(fields[2])) * page
 
 
 def _count_own_processes():
@@ -126,11 +232,11 @@ def _descendants(root_pid):
             continue
         try:
             with open("/proc/%s/stat" % name, "rb") as fh:
-                stat = fh.read()
+                stat_line = fh.read()
         except OSError:
             continue
         # Field 4 (ppid) follows the command name, which may itself contain ') '.
-        fields = stat[stat.rfind(b")") + 2:].split()
+        fields = stat_line[stat_line.rfind(b")") + 2:].split()
         children.setdefault(int(fields[1]), []).append(int(name))
     found, frontier = [], [root_pid]
     while frontier:
@@ -141,23 +247,182 @@ def _descendants(root_pid):
     return found
 
 
-def _rmtree(path):
-    """Remove a tree even if the program made parts of it unreadable (it owns them, so chmod)."""
+def _remove(path):
+    """Remove a file, symlink or whole tree without following links, even if the program made
+    parts of it unreadable. Returns whether it is gone (never raises: a tree too deep or too odd
+    to remove only makes the worker unclean, so that it is replaced)."""
+    try:
+        return _remove_tree(path)
+    except Exception:
+        return False
 
-    def fix_and_retry(function, failed_path, _exc_info):
+
+def _remove_tree(top):
+    """`_remove` without the safety net. Iterative (a tree may be deeper than Python's recursion
+    limit); makes each directory of the tree (and nothing above it) writable before emptying it,
+    since the program may have taken its permissions away."""
+    try:
+        mode = os.lstat(top).st_mode
+    except FileNotFoundError:
+        return True
+    if not stat.S_ISDIR(mode):
         try:
-            os.chmod(os.path.dirname(failed_path) or ".", 0o700)
-            if os.path.isdir(failed_path) and not os.path.islink(failed_path):
-                os.chmod(failed_path, 0o700)
-                shutil.rmtree(failed_path, ignore_errors=True)
-            else:
-                function(failed_path)
+            os.unlink(top)
         except OSError:
             pass
+        return not os.path.lexists(top)
+    stack = [(top, False)]
+    while stack:
+        directory, emptied = stack.pop()
+        if emptied:
+            try:
+                os.rmdir(directory)
+            except OSError:
+                pass
+            continue
+        try:
+            os.chmod(directory, 0o700)
+        except OSError:
+            pass
+        stack.append((directory, True))
+        try:
+            with os.scandir(directory) as entries:
+                children = [(entry.path, entry.is_dir(follow_symlinks=False)) for entry in entries]
+        except OSError:
+            continue
+        for path, is_dir in children:
+            if is_dir:
+                stack.append((path, False))
+            else:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+    return not os.path.lexists(top)
 
-    if os.path.lexists(path):
-        shutil.rmtree(path, onerror=fix_and_retry)
-    return not os.path.lexists(path)
+
+# ---------------------------------------------------------------------------------------------
+# zygote and job process
+# ---------------------------------------------------------------------------------------------
+
+
+def _zygote(sock, worker_pid, worker_group, job_filter):
+    """Fork one job process per request from the worker; never returns.
+
+    Requests carry only paths, limits and three descriptors (stdin, stdout, stderr), so nothing
+    of any program, input or output ever enters this process's memory. The job process starts
+    from the request already parsed here (a forked process pays for every page it writes, so it
+    should do as little as possible before the program). The zygote tells the worker the job
+    process's pid at once, and its exit status once it has reaped it.
+    """
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)  # not the host's stderr pipe
+    os.close(null)
+    # Capabilities a job would keep without a uid of its own (a worker that is uid 0 somewhere);
+    # a uid change clears them by itself.
+    capable = _has_capabilities()
+    if job_filter:
+        # Loaded here, once: every job process inherits it (preparing a filter in each job would
+        # cost it ~0.3 ms), and nothing the zygote does needs what it denies.
+        _Filter(_patch_job_filter(job_filter, worker_pid, os.getpid(), worker_group)).load(set_no_new_privs=False)
+    # The signals the worker ignores, back to what a fresh interpreter has, once for every job
+    # (SIGPIPE and SIGXFSZ stay ignored, as CPython sets them: a write then fails with EPIPE or
+    # EFBIG). The zygote needs no such shield: a job cannot signal it (the uid or the job filter).
+    for number in _IGNORED_NUMBERS:
+        signal.signal(number, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    gc.collect()
+    gc.freeze()  # keep inherited objects' pages shared after each fork
+    while True:
+        try:
+            message, fds, _flags, _addr = socket.recv_fds(sock, 65536, 3)
+        except OSError:
+            os._exit(0)
+        if not message:
+            os._exit(0)
+        request = json.loads(message)
+        pid = os.fork()
+        if pid == 0:
+            sock.close()
+            _job_process(request, fds, capable)
+        for fd in fds:
+            os.close(fd)
+        sock.sendall(b'{"pid": %d}' % pid)
+        status = None
+        while True:
+            try:
+                _, status = os.waitpid(pid, 0)
+                break
+            except InterruptedError:
+                continue
+            except ChildProcessError:
+                break
+        sock.sendall(json.dumps({"pid": pid, "status": status}).encode())
+
+
+def _job_process(request, fds, capable):
+    """The forked job: take the job's descriptors, identity and limits, then run it; never returns."""
+    status = 1
+    try:
+        os.setsid()
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+        os.closerange(3, 1 << 20)  # nothing of the worker's: protocol pipes, zygote socket
+        limits = request["limits"]
+        uid = request.get("uid")
+        if uid is not None:
+            os.setresgid(uid, uid, uid)
+            os.setresuid(uid, uid, uid)  # clears every capability that could be used
+        elif capable:
+            _drop_capabilities()
+        # A process's /proc files belong to root while it is not dumpable (inherited from the
+        # zygote; a uid change also clears it): the program could not open its own.
+        _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+        os.chdir(request["job_dir"])
+        cpu_s = int(math.ceil(limits["time_s"])) + 1
+        for which, value in (
+            (resource.RLIMIT_CPU, cpu_s),
+            (resource.RLIMIT_AS, request["address_space"]),
+            (resource.RLIMIT_NPROC, request["process_budget"]),
+            (resource.RLIMIT_FSIZE, limits["file_size_mb"] * _MIB),
+            (resource.RLIMIT_NOFILE, limits["open_files"]),
+            (resource.RLIMIT_CORE, 0),
+        ):
+            resource.setrlimit(which, (value, value))
+        main_path = os.path.join(request["job_dir"], "main.py")
+        with open(main_path, encoding="utf-8", errors="surrogatepass") as fh:
+            source = fh.read()
+        os.environ["HOME"] = request["job_dir"]
+        os.environ["TMPDIR"] = request["job_dir"]
+        sys.stdin = sys.__stdin__ = io.TextIOWrapper(
+            io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8", errors="strict"
+        )
+        sys.stdout = sys.__stdout__ = io.TextIOWrapper(
+            io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8", errors="strict"
+        )
+        sys.stderr = sys.__stderr__ = io.TextIOWrapper(
+            io.BufferedWriter(io.FileIO(2, "w", closefd=False)),
+            encoding="utf-8",
+            errors="backslashreplace",
+            line_buffering=True,
+        )
+        status = _run_program(source, main_path, request["job_dir"])
+    except BaseException:  # the child must never fall back into the zygote loop
+        try:
+            os.write(2, b"sandbox: failed to start the program\n")
+        except OSError:
+            pass
+        status = 1
+    os._exit(status)
+
+
+# ---------------------------------------------------------------------------------------------
+# worker
+# ---------------------------------------------------------------------------------------------
+
+
+class ZygoteLost(Exception):
+    """The zygote died or stopped answering: this worker can no longer run jobs."""
 
 
 class Worker:
@@ -165,238 +430,377 @@ class Worker:
         self.config = config
         self.in_fd = in_fd
         self.out_fd = out_fd
-        self.kill_all = bool(config.get("kill_all"))
         self.work_root = config["work_dir"]
-        self.scratch_dirs = list(config.get("scratch_dirs", ()))
+        self.private_view = bool(config.get("work_dir_is_private"))
+        scratch = list(config.get("scratch_dirs", ()))
+        if self.private_view and os.path.isdir("/dev/shm") and "/dev/shm" not in scratch:
+            scratch.append("/dev/shm")  # the sandbox's own (docker's and bwrap's are private)
+        self.scratch_dirs = scratch
         self.scratch_keep = set(config.get("scratch_keep", ()))
+        # Writable file systems whose bytes count against a run's memory budget.
+        self.accounted_dirs = ([self.work_root] if self.private_view else []) + scratch
+        run_uids = config.get("run_uids")
+        self.run_uids = tuple(run_uids) if run_uids else None
         self.job_counter = 0
-        self.is_pid1 = os.getpid() == 1
+        self.pid = os.getpid()
+        self.is_pid1 = self.pid == 1
+        try:
+            os.setsid()  # own process group: the job filter forbids signalling it
+        except OSError:
+            pass
+        self.group = os.getpgid(0)
+        self.zygote_pid = None
+        self.zygote_sock = None
+        self.zygote_vm = 0
+        self.zygote_anon = 0
+        self.idle_tmpfs = None
+        self.broken = None
 
-    # -- cleanup -----------------------------------------------------------------------------
+    # -- zygote --------------------------------------------------------------------------------
+    def start_zygote(self, job_filter):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                ours.close()
+                for fd in (self.in_fd, self.out_fd):
+                    os.close(fd)
+                _zygote(theirs, self.pid, self.group, job_filter)
+            finally:
+                os._exit(70)
+        theirs.close()
+        self.zygote_pid = pid
+        self.zygote_sock = ours
+
+    def _zygote_message(self, timeout_s):
+        """The zygote's next message, and the descriptor it carries (if any)."""
+        ready, _, _ = select.select([self.zygote_sock], [], [], timeout_s)
+        if not ready:
+            raise ZygoteLost("the zygote did not answer within %gs" % timeout_s)
+        data, fds, _flags, _addr = socket.recv_fds(self.zygote_sock, 65536, 1)
+        if not data:
+            raise ZygoteLost("the zygote exited")
+        return json.loads(data), fds
+
+    def _measure_zygote(self):
+        """The zygote's address space and anonymous memory: what every job starts from. They
+        barely move, so they are read again only every 32 jobs."""
+        if self.zygote_vm and self.job_counter % 32:
+            return
+        sizes = _statm(self.zygote_pid)
+        if sizes is None:
+            raise ZygoteLost("the zygote is gone")
+        self.zygote_vm, self.zygote_anon = sizes
+
+    # -- the run's processes -------------------------------------------------------------------
+    def run_pids(self):
+        """Every process of the current run (everything but the worker and the zygote)."""
+        if self.is_pid1:
+            found = []
+            for name in os.listdir("/proc"):
+                if name.isdigit():
+                    pid = int(name)
+                    if pid != 1 and pid != self.zygote_pid:
+                        found.append(pid)
+            return found
+        return [pid for pid in _descendants(self.pid) if pid != self.zygote_pid]
+
+    def _only_child_is_the_zygote(self):
+        """Whether nothing of the last run is left: once the job process is gone, every process
+        it left has been reparented to us (pid 1 or subreaper), so our children tell."""
+        try:
+            with open("/proc/%d/task/%d/children" % (self.pid, self.pid), "rb") as fh:
+                return fh.read().split() == [str(self.zygote_pid).encode()]
+        except OSError:
+            return False  # no such file (CONFIG_PROC_CHILDREN off): sweep /proc
+
     def kill_leftovers(self, deadline_s=10.0):
         """Kill and reap every process the job left. Returns (processes killed, all gone?)."""
+        if self._only_child_is_the_zygote():
+            return 0, True
         killed = 0
         give_up = time.monotonic() + deadline_s
         while True:
             alive = False
-            if self.kill_all:
-                # kill(-1) reaches every process this uid may signal except ourselves and the
-                # namespace's init: exactly the job's leftovers here (own pid ns or own uid).
+            for pid in self.run_pids():
                 try:
-                    os.kill(-1, signal.SIGKILL)
+                    os.kill(pid, signal.SIGKILL)
                     alive = True
                 except ProcessLookupError:
                     pass
-            else:
-                for pid in _descendants(os.getpid()):
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                        alive = True
-                    except ProcessLookupError:
-                        pass
+                except PermissionError:
+                    alive = True
             reaped_any = False
-            while True:
+            while True:  # orphans are ours to reap (pid 1 or subreaper)
                 try:
                     pid, _ = os.waitpid(-1, os.WNOHANG)
                 except ChildProcessError:
                     break
                 if pid == 0:
                     break
+                if pid == self.zygote_pid:
+                    self.broken = "the zygote died"
+                    continue
                 killed += 1
                 reaped_any = True
             if not alive and not reaped_any:
-                try:
-                    # Nothing signalled and nothing reaped; make sure no child is still a zombie.
-                    if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                        alive = True
-                except ChildProcessError:
-                    return killed, True
-                if not alive:
-                    return killed, True
+                return killed, True
             if time.monotonic() > give_up:
                 return killed, False
             if not reaped_any:
                 time.sleep(0.001)
 
-    # -- one job -----------------------------------------------------------------------------
+    def run_memory(self, tmpfs_base):
+        """Bytes the run holds now: anonymous memory its processes added, plus its files."""
+        total = 0
+        for pid in self.run_pids():
+            sizes = _statm(pid)
+            if sizes is None:
+                continue
+            vm, anon = sizes
+            # A process forked from the zygote shares (up to) the zygote's anonymous pages; a
+            # freshly executed one does not (its address space is then far smaller).
+            inherited = min(anon, self.zygote_anon) if vm >= self.zygote_vm else 0
+            total += anon - inherited
+        return total + max(0, self.tmpfs_used() - tmpfs_base)
+
+    def tmpfs_used(self):
+        used, seen = 0, set()
+        for path in self.accounted_dirs:
+            try:
+                st = os.statvfs(path)
+                device = os.stat(path).st_dev
+            except OSError:
+                continue
+            if device in seen:
+                continue
+            seen.add(device)
+            # Data blocks, and inodes at what an inode and its dentry cost the kernel (~1 KiB):
+            # a million empty files are memory too.
+            used += (st.f_blocks - st.f_bfree) * st.f_frsize + (st.f_files - st.f_ffree) * _INODE_BYTES
+        return used
+
+    # -- one job -------------------------------------------------------------------------------
+    def _next_uid(self):
+        if not self.run_uids:
+            return None
+        first, count = self.run_uids
+        return first + (self.job_counter % count)
+
+    def _write_job_files(self, job, job_dir, uid):
+        os.mkdir(job_dir, 0o700)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        entries = [("main.py", job["source"].encode("utf-8", "surrogatepass"))]
+        entries += [(name, bytes.fromhex(content)) for name, content in job.get("files", {}).items()]
+        made = [job_dir]
+        for name, content in entries:
+            path = os.path.join(job_dir, name)
+            parent = os.path.dirname(path)
+            if parent != job_dir and not os.path.isdir(parent):
+                os.makedirs(parent, exist_ok=True)
+                walk = parent
+                while walk != job_dir:
+                    made.append(walk)
+                    walk = os.path.dirname(walk)
+            fd = os.open(path, flags, 0o644)
+            try:
+                view = memoryview(content)
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
+            made.append(path)
+        if uid is not None:
+            for path in made:
+                os.chown(path, uid, uid, follow_symlinks=False)
+        # What they take on the work area's file system, roughly as tmpfs_used() counts it.
+        page = os.sysconf("SC_PAGE_SIZE")
+        return sum(-(-len(content) // page) * page for _, content in entries) + len(made) * (_INODE_BYTES + page)
+
     def run_job(self, job):
         self.job_counter += 1
+        if self.broken:
+            return {"worker_error": self.broken}
         limits = job["limits"]
-        job_dir = os.path.join(self.work_root, "job-%d" % self.job_counter)
-        os.mkdir(job_dir, 0o700)
-        main_path = os.path.join(job_dir, "main.py")
-        source = job["source"]
-        with open(main_path, "w", encoding="utf-8", errors="surrogatepass") as fh:
-            fh.write(source)
-        for name, content_hex in job.get("files", {}).items():
-            path = os.path.join(job_dir, name)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "wb") as fh:
-                fh.write(bytes.fromhex(content_hex))
-        stdin_fd = os.memfd_create("stdin", 0)
-        stdin_data = job.get("stdin", "").encode("utf-8", "surrogatepass")
-        view = memoryview(stdin_data)
-        while view:
-            view = view[os.write(stdin_fd, view):]
-        os.lseek(stdin_fd, 0, os.SEEK_SET)
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
-        # Budget the program's memory on top of what it inherits from this warm process.
-        address_space = _vm_bytes() + limits["memory_mb"] * _MIB
-        process_budget = limits["max_processes"] + (_count_own_processes() if not self.is_pid1 else 1)
-        gc.collect()
-        gc.freeze()  # keep inherited objects' pages shared after fork
-        start = time.monotonic()
-        pid = os.fork()
-        if pid == 0:
-            self._child(job_dir, main_path, source, stdin_fd, out_w, err_w, limits, address_space, process_budget)
-        os.close(out_w)
-        os.close(err_w)
-        os.close(stdin_fd)
-        result = self._supervise(pid, start, out_r, err_r, limits)
+        taken = None  # the job process this job was given, once it is
+        uid = self._next_uid()
+        job_dir = os.path.join(self.work_root, "job-" + secrets.token_hex(8))
+        stdin_fd = out_r = err_r = None
+        try:
+            job_bytes = self._write_job_files(job, job_dir, uid)
+            stdin_fd = os.memfd_create("stdin", 0)
+            stdin_data = job.get("stdin", "").encode("utf-8", "surrogatepass")
+            view = memoryview(stdin_data)
+            while view:
+                view = view[os.write(stdin_fd, view):]
+            os.lseek(stdin_fd, 0, os.SEEK_SET)
+            del stdin_data, view
+            out_r, out_w = os.pipe()
+            err_r, err_w = os.pipe()
+            self._measure_zygote()
+            if uid is not None:
+                process_budget = limits["max_processes"]  # a fresh uid: only the run's processes count
+            else:
+                # The worker, the zygote (and a launcher outside the namespace) share the uid.
+                process_budget = limits["max_processes"] + _count_own_processes() + 1
+            request = {
+                "job_dir": job_dir,
+                "uid": uid,
+                "limits": limits,
+                # Budget the program's address space on top of what it inherits from the zygote.
+                "address_space": self.zygote_vm + limits["memory_mb"] * _MIB,
+                "process_budget": process_budget,
+            }
+            # What the run's file systems hold before it starts: the worker's idle state (read
+            # after the first wipe) and the job's own files.
+            if self.idle_tmpfs is None:
+                self.idle_tmpfs = self.tmpfs_used() - job_bytes
+            tmpfs_base = self.idle_tmpfs + job_bytes
+            start = time.monotonic()
+            socket.send_fds(self.zygote_sock, [json.dumps(request).encode()], [stdin_fd, out_w, err_w])
+            os.close(out_w)
+            os.close(err_w)
+            os.close(stdin_fd)
+            stdin_fd = None
+            pid = self._zygote_message(10.0)[0].get("pid")
+            if not isinstance(pid, int) or pid <= 0:
+                raise ZygoteLost("the zygote could not fork")
+            taken = pid
+            try:
+                exit_fd = os.pidfd_open(pid)  # readable when the job process has exited
+            except ProcessLookupError:
+                exit_fd = None  # already exited, and reaped by the zygote
+            try:
+                result = self._supervise(start, out_r, err_r, limits, tmpfs_base, exit_fd)
+            finally:
+                if exit_fd is not None:
+                    os.close(exit_fd)
+        except ZygoteLost as exc:
+            self.broken = str(exc)
+            result = {"worker_error": self.broken}
+        except OSError as exc:  # e.g. the job's files do not fit the work area
+            result = {"worker_error": "cannot set up the job: %s" % exc}
+        finally:
+            for fd in (stdin_fd, out_r, err_r):
+                if fd is not None:
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
         killed, clean = self.kill_leftovers()
         result["leftover_processes"] = killed
-        tidy = _rmtree(job_dir)
-        for scratch in self.scratch_dirs:
+        tidy = _remove(job_dir)
+        tidy = self.wipe() and tidy
+        if taken is not None and not self.broken:
+            # The job's exit status, from the zygote that reaped it: it woke up when we did, at
+            # the job's exit, and has had our whole clean-up to send it.
             try:
-                for entry in os.listdir(scratch):
-                    path = os.path.join(scratch, entry)
-                    if entry in self.scratch_keep or (self.work_root + "/").startswith(path + "/"):
-                        continue
-                    tidy = _rmtree(os.path.join(scratch, entry)) and tidy
-            except OSError:
-                pass
-        result["worker_clean"] = clean and tidy
+                report = self._zygote_message(10.0)[0]
+                if report.get("pid") != taken:
+                    raise ZygoteLost("the zygote reported on another process")
+                if "worker_error" not in result:
+                    exited = result.pop("exited")
+                    result.update(_exit_fields(report.get("status") if exited else None, result))
+            except (ZygoteLost, OSError, ValueError) as exc:
+                self.broken = str(exc)
+        elif taken is not None:
+            self.broken = self.broken or "the job could not be started"
+        result.pop("exited", None)
+        if self.broken and "worker_error" not in result:
+            result["worker_error"] = self.broken
+        result["worker_clean"] = clean and tidy and not self.broken
         return result
 
-    def _supervise(self, pid, start, out_r, err_r, limits):
+    def wipe(self):
+        """Empty every directory a run may write (work area, /tmp, /dev/shm, ...)."""
+        tidy = True
+        # The work root is the worker's own (private, or made by it): nothing in it is kept.
+        for directory in self.scratch_dirs + [self.work_root]:
+            try:
+                entries = os.listdir(directory)
+            except OSError:
+                continue
+            for entry in entries:
+                path = os.path.join(directory, entry)
+                if entry in self.scratch_keep or (self.work_root + "/").startswith(path + "/"):
+                    continue
+                tidy = _remove(path) and tidy
+        return tidy
+
+    def _supervise(self, start, out_r, err_r, limits, tmpfs_base, exit_fd):
+        """Read the job's output up to the cap until it exits (`exit_fd`, its pidfd, turns
+        readable; None: it is gone already), enforcing the deadline and the memory budget."""
         cap = limits["output_bytes"]
         deadline = start + limits["time_s"]
-        pidfd = os.pidfd_open(pid)
+        budget = limits["memory_mb"] * _MIB
+        next_poll = start + _MEMORY_POLL_S
         buffers = {out_r: bytearray(), err_r: bytearray()}
         truncated = {out_r: False, err_r: False}
         open_fds = [out_r, err_r]
-        timed_out = False
-        overflow = False
-        status = None
-        try:
-            while True:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    timed_out = True
+        timed_out = overflow = overspent = False
+        exited = exit_fd is None
+        while not exited:
+            now = time.monotonic()
+            if now >= deadline:
+                timed_out = True
+                break
+            if now >= next_poll:
+                if self.run_memory(tmpfs_base) > budget:
+                    overspent = True
                     break
-                readable, _, _ = select.select(open_fds + [pidfd], [], [], remaining)
-                for fd in readable:
-                    if fd == pidfd:
-                        continue
+                next_poll = now + _MEMORY_POLL_S
+            readable, _, _ = select.select(open_fds + [exit_fd], [], [], max(0.0, min(deadline, next_poll) - now))
+            for fd in readable:
+                if fd == exit_fd:
+                    continue
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    open_fds.remove(fd)
+                    continue
+                buffers[fd] += chunk
+                if len(buffers[fd]) > cap:
+                    truncated[fd] = True
+                    overflow = True
+            if overflow:
+                break
+            exited = exit_fd in readable
+        if exited:
+            # Take what is already in the pipes, but do not wait for EOF: a background child may
+            # hold them open.
+            for fd in open_fds:
+                while len(buffers[fd]) <= cap:
+                    ready, _, _ = select.select([fd], [], [], 0)
+                    if not ready:
+                        break
                     chunk = os.read(fd, 65536)
                     if not chunk:
-                        open_fds.remove(fd)
-                        continue
+                        break
                     buffers[fd] += chunk
-                    if len(buffers[fd]) > cap:
-                        truncated[fd] = True
-                        overflow = True
-                if overflow:
-                    break
-                if pidfd in readable:
-                    # The program exited. Take what is already in the pipes, but do not wait for
-                    # EOF: a background child may hold them open.
-                    for fd in open_fds:
-                        while len(buffers[fd]) <= cap:
-                            ready, _, _ = select.select([fd], [], [], 0)
-                            if not ready:
-                                break
-                            chunk = os.read(fd, 65536)
-                            if not chunk:
-                                break
-                            buffers[fd] += chunk
-                        if len(buffers[fd]) > cap:
-                            truncated[fd] = True
-                    _, raw_status = os.waitpid(pid, 0)
-                    status = raw_status
-                    break
-            duration = time.monotonic() - start
-            if status is None:
-                # Time limit or output overflow: kill the whole job; the caller sweeps the rest.
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except OSError:
-                    pass
+                if len(buffers[fd]) > cap:
+                    truncated[fd] = True
+        duration = time.monotonic() - start
+        if not exited:
+            # Time limit, output overflow or memory overspent: kill every process of the run,
+            # the job process with them.
+            for pid in self.run_pids():
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
                     pass
-                os.waitpid(pid, 0)
-        finally:
-            os.close(pidfd)
-            os.close(out_r)
-            os.close(err_r)
-        if status is None:
-            exit_code = None
-        elif os.WIFSIGNALED(status):
-            exit_code = -os.WTERMSIG(status)
-        else:
-            exit_code = os.WEXITSTATUS(status)
+            if not select.select([exit_fd], [], [], 10.0)[0]:
+                raise ZygoteLost("a job process outlived SIGKILL for 10 s")
         stdout = bytes(buffers[out_r][:cap])
         stderr = bytes(buffers[err_r][:cap])
-        stderr_text = stderr.decode("utf-8", "replace")
-        tail = stderr_text.rstrip().rsplit("\n", 1)[-1]
-        oom = exit_code is not None and exit_code != 0 and tail.startswith("MemoryError")
         return {
             "stdout": stdout.decode("utf-8", "replace"),
-            "stderr": stderr_text,
+            "stderr": stderr.decode("utf-8", "replace"),
             "stdout_truncated": truncated[out_r],
             "stderr_truncated": truncated[err_r],
-            "exit_code": exit_code,
+            "exited": exited,  # on its own (else killed: no exit code); replaced by the exit fields
             "timed_out": timed_out,
-            "oom": oom,
+            "oom": overspent,
             "duration_s": duration,
         }
-
-    def _child(self, job_dir, main_path, source, stdin_fd, out_w, err_w, limits, address_space, process_budget):
-        """Runs in the forked child; never returns."""
-        status = 1
-        try:
-            os.setsid()
-            os.dup2(stdin_fd, 0)
-            os.dup2(out_w, 1)
-            os.dup2(err_w, 2)
-            os.closerange(3, 1 << 20)  # protocol pipes, pidfds, memfd: none of the program's business
-            os.chdir(job_dir)
-            cpu_s = int(math.ceil(limits["time_s"])) + 1
-            for which, value in (
-                (resource.RLIMIT_CPU, cpu_s),
-                (resource.RLIMIT_AS, address_space),
-                (resource.RLIMIT_NPROC, process_budget),
-                (resource.RLIMIT_FSIZE, limits["file_size_mb"] * _MIB),
-                (resource.RLIMIT_NOFILE, limits["open_files"]),
-                (resource.RLIMIT_CORE, 0),
-            ):
-                resource.setrlimit(which, (value, value))
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-            os.environ["HOME"] = job_dir
-            os.environ["TMPDIR"] = job_dir
-            sys.stdin = sys.__stdin__ = io.TextIOWrapper(
-                io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8", errors="strict"
-            )
-            sys.stdout = sys.__stdout__ = io.TextIOWrapper(
-                io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8", errors="strict"
-            )
-            sys.stderr = sys.__stderr__ = io.TextIOWrapper(
-                io.BufferedWriter(io.FileIO(2, "w", closefd=False)),
-                encoding="utf-8",
-                errors="backslashreplace",
-                line_buffering=True,
-            )
-            status = _run_program(source, main_path, job_dir)
-        except BaseException:  # the child must never fall back into the worker loop
-            try:
-                os.write(2, b"sandbox: failed to start the program\n")
-            except OSError:
-                pass
-            status = 1
-        os._exit(status)
 
     def serve(self):
         while True:
@@ -405,8 +809,26 @@ class Worker:
                 return
             # Acknowledge first: if this worker dies before the ack, the host knows the job never
             # started and can safely give it to another worker.
-            _send(self.out_fd, {"accepted": True})
-            _send(self.out_fd, self.run_job(job))
+            job_id = job.get("id")
+            _send(self.out_fd, {"accepted": job_id})
+            result = self.run_job(job)
+            result["id"] = job_id
+            _send(self.out_fd, result)
+            del job, result
+
+
+def _exit_fields(status, result):
+    """``exit_code`` and ``oom`` of a result from the job process's wait status (None: killed by
+    the worker)."""
+    if status is None:
+        exit_code = None
+    elif os.WIFSIGNALED(status):
+        exit_code = -os.WTERMSIG(status)
+    else:
+        exit_code = os.WEXITSTATUS(status)
+    tail = result["stderr"].rstrip().rsplit("\n", 1)[-1]
+    oom = result["oom"] or (exit_code is not None and exit_code != 0 and tail.startswith("MemoryError"))
+    return {"exit_code": exit_code, "oom": oom}
 
 
 def _exit_status_of(exc):
@@ -498,6 +920,13 @@ def main():
         work_dir = tempfile.mkdtemp(prefix=config.get("work_dir_prefix") or "sandbox-worker-")
         config["work_dir"] = work_dir
     os.makedirs(work_dir, exist_ok=True)
+    if config.get("run_uids"):
+        os.chmod(work_dir, 0o711)  # jobs of other uids reach their own directory, list nothing
+    try:
+        _protect_self()
+    except OSError as exc:
+        _send(out_fd, {"error": "cannot protect the worker: %s" % exc})
+        return
     subreaper = os.getpid() == 1 or _become_subreaper()
     preloaded, failed = [], {}
     for module_name in config.get("preload", ()):
@@ -509,16 +938,19 @@ def main():
     seccomp = False
     if config.get("seccomp_bpf"):
         try:
-            _load_seccomp(config["seccomp_bpf"])
+            _load_seccomp(bytes.fromhex(config["seccomp_bpf"]))
             seccomp = True
         except OSError as exc:
             if config.get("seccomp_required"):
                 _send(out_fd, {"error": "cannot load seccomp filter: %s" % exc})
                 return
+    job_filter = bytes.fromhex(config["job_seccomp_bpf"]) if seccomp and config.get("job_seccomp_bpf") else None
     # Private tmpfs the launcher mounted for us (process backend): wiped after every job.
     private_dirs = os.environ.pop("SANDBOX_PRIVATE_DIRS", "")
     config["scratch_dirs"] = list(config.get("scratch_dirs") or []) + [d for d in private_dirs.split(":") if d]
     worker = Worker(config, in_fd, out_fd)
+    del config
+    worker.start_zygote(job_filter)
     _send(
         out_fd,
         {
@@ -528,6 +960,8 @@ def main():
             "preloaded": preloaded,
             "preload_failed": failed,
             "seccomp": seccomp,
+            "job_seccomp": job_filter is not None,
+            "run_uids": list(worker.run_uids) if worker.run_uids else None,
             "subreaper": subreaper,
             "work_dir": work_dir,
         },
@@ -539,9 +973,19 @@ def main():
     try:
         worker.serve()
     finally:
+        try:
+            worker.zygote_sock.close()
+        except OSError:
+            pass
         worker.kill_leftovers(deadline_s=2.0)
-        if not config.get("work_dir_is_private"):
-            _rmtree(work_dir)
+        if worker.zygote_pid:
+            try:
+                os.kill(worker.zygote_pid, signal.SIGKILL)
+                os.waitpid(worker.zygote_pid, 0)
+            except OSError:
+                pass
+        if not worker.private_view:
+            _remove(work_dir)
 
 
 if __name__ == "__main__":

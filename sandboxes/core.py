@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import math
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -24,6 +25,18 @@ class SandboxUnavailable(SandboxError):
     """A backend cannot run on this host; the message says why and how to make it work."""
 
 
+#: Largest value each limit accepts: far above any sensible run, low enough that every kernel
+#: interface the limits go through (rlimits, timers, select) takes them.
+MAX_LIMITS: dict[str, int | float] = {
+    "time_s": 24 * 3600.0,
+    "memory_mb": 1 << 20,  # 1 TiB
+    "max_processes": 1 << 16,
+    "output_bytes": 1 << 30,
+    "file_size_mb": 1 << 20,
+    "open_files": 1 << 20,  # the kernel's nr_open ceiling
+}
+
+
 @dataclasses.dataclass(frozen=True)
 class Limits:
     """Resource limits for one run.
@@ -31,15 +44,21 @@ class Limits:
     Attributes:
         time_s: wall-clock limit in seconds; the whole process tree is killed when it passes.
             CPU time is capped at ``ceil(time_s) + 1`` seconds as a second line of defence.
-        memory_mb: address space the program may allocate, in MiB, on top of the interpreter
-            (and any preloaded modules) it starts from. Exceeding it raises ``MemoryError``
-            inside the program and the result is flagged ``oom``.
+        memory_mb: memory budget of the whole run, in MiB: the anonymous memory all its
+            processes add on top of the warm interpreter they start from, plus the bytes it
+            stores in the sandbox's file systems (measured every 10 ms; the run is killed and
+            flagged ``oom`` when it goes over). Each process's address space is also capped at
+            this much above the interpreter (an allocation beyond it raises ``MemoryError``).
         max_processes: processes (and threads) the program may have at once, itself included.
         output_bytes: cap per stream (stdout and stderr each); on overflow the program is
             killed and the stream flagged truncated.
         file_size_mb: largest file the program may write (RLIMIT_FSIZE); the writable work
             directory is also capped in total where the backend supports it.
         open_files: file descriptors the program may hold at once.
+
+    Every value must be a finite, positive number (an int, but for `time_s`) no larger than
+    `MAX_LIMITS`; anything else (``inf``, ``nan``, ``1e12`` seconds, a negative, a bool, a
+    string) raises ``ValueError`` here, not when a run starts.
     """
 
     time_s: float = 5.0
@@ -50,12 +69,20 @@ class Limits:
     open_files: int = 64
 
     def __post_init__(self) -> None:
-        if not self.time_s > 0:
-            raise ValueError(f"Limits.time_s must be > 0, got {self.time_s!r}")
+        time_s = self.time_s
+        if (
+            isinstance(time_s, bool)
+            or not isinstance(time_s, (int, float))
+            or not math.isfinite(time_s)
+            or not 0 < time_s <= MAX_LIMITS["time_s"]
+        ):
+            raise ValueError(
+                f"Limits.time_s must be a finite number of seconds in (0, {MAX_LIMITS['time_s']:g}], got {time_s!r}"
+            )
         for name in ("memory_mb", "max_processes", "output_bytes", "file_size_mb", "open_files"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"Limits.{name} must be a positive int, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMITS[name]:
+                raise ValueError(f"Limits.{name} must be an int between 1 and {MAX_LIMITS[name]}, got {value!r}")
         if self.open_files < 8:
             # The interpreter itself needs a handful of descriptors to start.
             raise ValueError(f"Limits.open_files must be >= 8, got {self.open_files}")
@@ -79,6 +106,10 @@ class RunResult:
         oom: the program ran out of its memory budget.
         duration_s: wall-clock time of the program itself, from start to exit or kill.
         backend: name of the backend that ran it ("bwrap", "process", "docker", "unsafe").
+        sandbox_error: set when the *sandbox* failed (its worker died, hung, or answered
+            something malformed) so the program's outcome is unknown: an infrastructure
+            failure, never a result of the program. The other fields are then empty. ``None``
+            for every run the sandbox carried out.
     """
 
     stdout: str
@@ -90,11 +121,12 @@ class RunResult:
     stderr_truncated: bool = False
     duration_s: float = 0.0
     backend: str = ""
+    sandbox_error: str | None = None
 
     @property
     def ok(self) -> bool:
         """Exited with status 0, within its time and memory limits."""
-        return self.exit_code == 0 and not self.timed_out and not self.oom
+        return self.exit_code == 0 and not self.timed_out and not self.oom and self.sandbox_error is None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,6 +19,7 @@ import dataclasses
 import json
 import secrets
 import threading
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from .core import Job, Limits, RunResult, Sandbox
@@ -115,19 +116,30 @@ class TestReport:
     def all_passed(self) -> bool:
         return bool(self.results) and self.passed == self.total
 
+    @property
+    def sandbox_error(self) -> str | None:
+        """Set when the sandbox failed under one of the runs (`RunResult.sandbox_error`): the
+        tests it carried were not judged, which is an infrastructure failure, not the solution's."""
+        return next((run.sandbox_error for run in self.runs if run.sandbox_error), None)
+
 
 # ---------------------------------------------------------------------------------------------
 # function-style tests
 # ---------------------------------------------------------------------------------------------
 
 # The driver runs inside the sandbox. It reads a per-run secret from stdin, which never appears
-# in any file, and prefixes each result line with it, so output printed by the solution cannot
-# pass for a result. (A solution running in the same interpreter can still tamper with the
-# harness by introspection; see docs/sandboxes.md.)
+# in any file and is gone from every descriptor before the solution runs, and prefixes each
+# result line with it, so output printed by the solution cannot pass for a result. (A solution
+# running in the same interpreter can still find the secret, or tamper with the harness, by
+# introspection; see docs/sandboxes.md.)
 _DRIVER_BODY = r'''
 import contextlib, io, json, os, signal, sys, traceback
 
 _secret = sys.stdin.readline().strip()
+# Nothing may read the secret back: not os.pread(0, ...), /proc/self/fd/0 nor /dev/stdin.
+_null = os.open(os.devnull, os.O_RDONLY)
+os.dup2(_null, 0)
+os.close(_null)
 sys.stdin = io.StringIO("")
 _channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
 with open("harness_payload.json", encoding="utf-8") as _fh:
@@ -241,10 +253,60 @@ def _test_label(test: str) -> str:
     return label if len(label) <= 200 else label[:197] + "..."
 
 
+def _test_snippets(tests: Sequence[str] | str, entry_point: str | None) -> list[str]:
+    """The tests as a list of snippets; a single string is test *code*, split by its asserts."""
+    if isinstance(tests, str):
+        return split_test_code(tests, entry_point)
+    if isinstance(tests, (bytes, bytearray, memoryview)) or not isinstance(tests, Iterable):
+        raise TypeError(f"tests must be a list of test snippets or a string of test code, got {type(tests).__name__}")
+    snippets = list(tests)
+    for index, test in enumerate(snippets):
+        if not isinstance(test, str):
+            raise TypeError(f"tests[{index}] must be a str (one test snippet), got {type(test).__name__}")
+    return snippets
+
+
+def split_test_code(test_code: str, entry_point: str | None = None) -> list[str]:
+    """Turn test code given as one string into snippets counted one by one.
+
+    * HumanEval style (the code defines ``check(candidate)``, perhaps with ``METADATA``, imports
+      and helpers): `split_check_function` with `entry_point`, which it needs (``ValueError``
+      without one).
+    * Otherwise (MBPP style: imports, helpers and top-level asserts): one snippet per top-level
+      statement that contains an ``assert``, each preceded by the statements before it that
+      contain none (imports, helpers, setup), so it runs on its own.
+
+    Raises:
+        ValueError: the code does not parse, or contains no assert to count.
+    """
+    try:
+        module = parse_python(test_code)
+    except SyntaxError as exc:
+        raise ValueError(f"test code does not parse: {exc}") from None
+    if any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "check" for node in module.body):
+        if not entry_point:
+            raise ValueError(
+                "the test code defines check(candidate) (HumanEval style): pass entry_point= the name of the "
+                "function under test, so each assert can be run against it"
+            )
+        snippets = split_check_function(test_code, entry_point)
+    else:
+        snippets, context = [], []
+        for statement in module.body:
+            text = ast.unparse(statement)
+            if any(isinstance(node, ast.Assert) for node in ast.walk(statement)):
+                snippets.append("\n".join(context + [text]))
+            else:
+                context.append(text)
+    if not snippets:
+        raise ValueError("the test code contains no assert: nothing to count")
+    return snippets
+
+
 def run_function_tests(
     sandbox: Sandbox,
     solution: str,
-    tests: list[str],
+    tests: Sequence[str] | str,
     *,
     setup: str = "",
     entry_point: str | None = None,
@@ -259,9 +321,12 @@ def run_function_tests(
     Args:
         sandbox: where to run (any backend).
         solution: the code under test (e.g. a model's completion defining a function).
-        tests: independent snippets, e.g. ``"assert add(1, 2) == 3"``; each runs in a copy of
-            the solution's namespace, with its own time limit, and is counted on its own.
-            Where `entry_point` is given, ``candidate`` is bound to it (HumanEval style).
+        tests: independent snippets, e.g. ``["assert add(1, 2) == 3"]``; each runs in a copy
+            of the solution's namespace, with its own time limit, and is counted on its own.
+            Where `entry_point` is given, ``candidate`` is bound to it (HumanEval style). A
+            single string is test *code* (a HumanEval ``check(candidate)`` module, or MBPP-style
+            top-level asserts), split into one snippet per assert by `split_test_code`; a bare
+            string is never iterated character by character. Anything else raises ``TypeError``.
         setup: code run before the solution (imports, helpers, a problem's prompt prefix).
         entry_point: name the solution must define; a missing one makes `ran` False.
         time_s: time limit for the solution's top level and for each test.
@@ -274,6 +339,7 @@ def run_function_tests(
         A `TestReport`; a solution that crashes, hangs, exits early or floods output fails the
         tests it did not get to, with the reason in each `TestResult.error`.
     """
+    tests = _test_snippets(tests, entry_point)
     secret = secrets.token_hex(16)
     payload = {
         "setup": setup,
@@ -345,6 +411,8 @@ def run_function_tests(
 
 
 def _run_failure(run: RunResult, when: str) -> str:
+    if run.sandbox_error:
+        return f"not judged: the sandbox failed {when} ({run.sandbox_error})"
     if run.timed_out:
         return f"timed out {when}"
     if run.oom:
@@ -448,7 +516,9 @@ def run_io_cases(
     results = []
     for index, ((_stdin, expected), run) in enumerate(zip(cases, runs, strict=True)):
         error: str | None
-        if run.timed_out:
+        if run.sandbox_error:
+            error = f"not judged: the sandbox failed ({run.sandbox_error})"
+        elif run.timed_out:
             error = f"timed out after {time_s:g}s"
         elif run.oom:
             error = "out of memory"

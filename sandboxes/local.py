@@ -3,22 +3,29 @@
 All three run the same worker (``_worker_main.py``) and differ only in how it is started:
 
 ``bwrap``
-    bubblewrap with user, pid, network, IPC, UTS and mount namespaces; only ``/usr``, the
-    interpreter and its library directories are visible, read-only; ``/sandbox`` and ``/tmp`` are
-    private size-capped tmpfs; the environment is scrubbed; the uid is non-root (as root the
-    launcher first switches to a fresh unprivileged uid, because ``RLIMIT_NPROC`` is not enforced
-    for uid 0); a seccomp filter denies non-Unix sockets and namespace/kernel-admin syscalls.
+    bubblewrap with pid, network, IPC, UTS and mount namespaces; only ``/usr``, the interpreter
+    and its library directories are visible, read-only; the root and ``/dev`` are read-only;
+    ``/sandbox``, ``/tmp`` and ``/dev/shm`` are private size-capped tmpfs wiped after every run;
+    the environment is scrubbed; the worker is pid 1 of its namespace. As root, the launcher
+    puts bubblewrap in a user namespace that maps a block of host uids no one else uses, so
+    every run gets a uid of its own, distinct from the worker's; otherwise bubblewrap makes its
+    own user namespace with one non-root uid. A seccomp filter denies non-Unix sockets,
+    namespace/kernel-admin syscalls and every way to reach another process by its pid.
 ``process``
-    for hosts where bubblewrap cannot run: the launcher takes whatever namespaces the host allows
-    (mount with private ``/tmp``, network, pid, IPC, UTS), drops to a fresh non-root uid when
-    root, and the seccomp filter blocks network sockets even without a network namespace. The
-    host filesystem stays visible (read-only to the sandbox uid by ordinary permissions).
+    for hosts where bubblewrap cannot run: the launcher takes the namespaces the host allows
+    (mount, network, pid, IPC, UTS), makes the host file system read-only in its mount
+    namespace with private tmpfs over ``/tmp``, ``/var/tmp`` and ``/dev/shm``, and as root the
+    same per-run uids as bwrap. It refuses to start without a network namespace or without a
+    pid namespace or distinct uid (a program could otherwise signal or read the caller). The
+    host files stay readable as far as the sandbox's uid may read them.
 ``unsafe``
     the worker runs as the caller with rlimits only. Never chosen automatically.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import functools
 import importlib.metadata
 import logging
@@ -49,10 +56,21 @@ SANDBOX_UID = 1000
 #: Where the program's work directory lives inside the bwrap sandbox.
 SANDBOX_WORK_DIR = "/sandbox"
 
-# As root, each worker gets its own random unprivileged uid from this range: RLIMIT_NPROC then
-# counts only that worker's processes, and no two sandboxes (even in different host processes)
-# can signal each other's processes.
-_UID_RANGE = (1_000_000, 2_000_000_000)
+# As root, each worker gets a block of host uids of its own (its user namespace maps uid 0..65535
+# inside to the block), and runs every job under a uid of the block that no live process has:
+# a run can then neither signal, read nor limit its worker or any other run, and RLIMIT_NPROC
+# counts exactly that run's processes. Blocks are taken from host uids 2^30..2^31 (far above
+# real users and the usual /etc/subuid ranges) and reserved with a lock file held for the
+# worker's lifetime, so concurrent sandboxes, even in different processes, never share one.
+_UID_BLOCK = 65536
+_UID_BLOCKS = (0x4000_0000 // _UID_BLOCK, 0x7FFF_0000 // _UID_BLOCK)
+_UID_LOCK_DIR = "/run/llm-envs-sandbox-uids"
+#: Uids inside a worker's namespace that its runs use, one after the other.
+RUN_UIDS = (1000, 64000)
+# Capabilities (numbers from linux/capability.h) the worker keeps inside its own user namespace
+# to run jobs under other uids: chown the job directory, set the uid, kill the run's processes
+# and wipe the files it left. They mean nothing outside that namespace.
+_WORKER_CAPS = {"CAP_CHOWN": 0, "CAP_DAC_OVERRIDE": 1, "CAP_FOWNER": 3, "CAP_KILL": 5, "CAP_SETGID": 6, "CAP_SETUID": 7}
 
 _SCRUBBED_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -111,8 +129,42 @@ def _blocked_ancestor(path: str) -> str | None:
     return None
 
 
-def _random_uid() -> int:
-    return _UID_RANGE[0] + secrets.randbelow(_UID_RANGE[1] - _UID_RANGE[0])
+def reserve_uid_block() -> tuple[int, int | None]:
+    """A block of `_UID_BLOCK` host uids for one worker: (first uid, lock descriptor to keep
+    open while the worker lives, or None if no lock directory could be used).
+
+    The first block whose lock file nobody holds: so the lock files number no more than the
+    workers ever alive at once. Without a lock directory, a random block (a collision with a
+    concurrent sandbox is then merely unlikely)."""
+    low, high = _UID_BLOCKS
+    try:
+        os.makedirs(_UID_LOCK_DIR, mode=0o700, exist_ok=True)
+    except OSError:
+        return (low + secrets.randbelow(high - low)) * _UID_BLOCK, None
+    for block in range(low, high):
+        try:
+            fd = os.open(os.path.join(_UID_LOCK_DIR, f"block-{block}"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError:
+            return (low + secrets.randbelow(high - low)) * _UID_BLOCK, None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                continue
+            return (low + secrets.randbelow(high - low)) * _UID_BLOCK, None
+        return block * _UID_BLOCK, fd
+    raise SandboxError(f"every uid block under {_UID_LOCK_DIR} is in use")
+
+
+def _ancestors(path: str) -> list[str]:
+    """``/a/b/c`` -> ``["/a", "/a/b"]``."""
+    parts = path.strip("/").split("/")[:-1]
+    return ["/" + "/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _under(path: str, directories: Sequence[str]) -> bool:
+    return any(path == d or path.startswith(d.rstrip("/") + "/") for d in directories)
 
 
 class LocalSandbox(PooledSandbox):
@@ -257,6 +309,7 @@ class BwrapSandbox(LocalSandbox):
         bwrap: str | None = None,
         work_dir_mb: int = 128,
         tmp_mb: int = 64,
+        shm_mb: int = 64,
         **kwargs: Any,
     ) -> None:
         """
@@ -265,6 +318,7 @@ class BwrapSandbox(LocalSandbox):
             work_dir_mb: size cap of the private ``/sandbox`` tmpfs (programs' work directories),
                 where the binary supports ``--size`` (bubblewrap >= 0.10).
             tmp_mb: size cap of the private ``/tmp`` tmpfs.
+            shm_mb: size cap of the private ``/dev/shm`` tmpfs.
             **kwargs: see `LocalSandbox`.
         """
         path, looked = (bwrap, [bwrap]) if bwrap else find_bwrap()
@@ -276,6 +330,7 @@ class BwrapSandbox(LocalSandbox):
         self.bwrap_version, self._bwrap_options = _bwrap_features(path)
         self.work_dir_mb = work_dir_mb
         self.tmp_mb = tmp_mb
+        self.shm_mb = shm_mb
         super().__init__(**kwargs)
 
     def _bind_sources(self) -> list[str]:
@@ -283,15 +338,27 @@ class BwrapSandbox(LocalSandbox):
         sources = [os.path.dirname(os.path.dirname(self.python))] + self.sys_path + prefixes
         return [s for s in _minimal_cover(sources) if not (s == "/usr" or s.startswith("/usr/"))]
 
-    def bwrap_argv(self, command: Sequence[str]) -> list[str]:
-        """The bubblewrap command line that runs `command` in a fresh sandbox."""
+    def bwrap_argv(self, command: Sequence[str], *, uid_range: bool = False) -> list[str]:
+        """The bubblewrap command line that runs `command` in a fresh sandbox.
+
+        `uid_range`: bubblewrap starts as uid 0 of a user namespace the launcher made (root
+        only); it then keeps for the worker just the capabilities it needs to run jobs under
+        other uids of that namespace. Otherwise bubblewrap makes its own user namespace with a
+        single non-root uid.
+        """
         opts = self._bwrap_options
-        argv = [
-            self.bwrap,
-            "--unshare-user",
-            "--uid", str(SANDBOX_UID),
-            "--gid", str(SANDBOX_UID),
+        argv = [self.bwrap]
+        if uid_range:
+            argv += ["--cap-drop", "ALL"]
+            for cap in _WORKER_CAPS:
+                argv += ["--cap-add", cap]
+        else:
+            argv += ["--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--cap-drop", "ALL"]
+            if "--disable-userns" in opts:
+                argv.append("--disable-userns")  # no nested user namespaces (kernel attack surface)
+        argv += [
             "--unshare-pid",
+            "--as-pid-1",  # the worker is pid 1: immune to SIGKILL/SIGSTOP from inside
             "--unshare-net",
             "--unshare-ipc",
             "--unshare-uts",
@@ -299,36 +366,45 @@ class BwrapSandbox(LocalSandbox):
             "--hostname", "sandbox",
             "--die-with-parent",
             "--new-session",
-            "--cap-drop", "ALL",
         ]  # fmt: skip
-        if "--disable-userns" in opts:
-            argv.append("--disable-userns")  # no nested user namespaces (kernel attack surface)
+
+        def tmpfs(mount_point: str, size_mb: int, mode: str | None) -> list[str]:
+            args = ["--size", str(size_mb * 1024 * 1024)] if "--size" in opts else []
+            return (["--perms", mode] if mode else []) + args + ["--tmpfs", mount_point]
+
         # The private tmpfs come first so that binds below them (say, a venv under /tmp) stay visible.
-        for mount_point, size_mb in (("/tmp", self.tmp_mb), (SANDBOX_WORK_DIR, self.work_dir_mb)):
-            if "--size" in opts:
-                argv += ["--size", str(size_mb * 1024 * 1024)]
-            argv += ["--tmpfs", mount_point]
+        argv += tmpfs("/tmp", self.tmp_mb, "1777") + tmpfs(SANDBOX_WORK_DIR, self.work_dir_mb, None)
         argv += ["--ro-bind", "/usr", "/usr"]
         for name in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
             if os.path.islink(name):
                 argv += ["--symlink", os.readlink(name), name]
             elif os.path.isdir(name):
                 argv += ["--ro-bind", name, name]
-        for source in self._bind_sources():
+        sources = self._bind_sources()
+        # Directories leading to the binds, traversable by every uid (bubblewrap would otherwise
+        # make them for its own uid only; a run has another).
+        parents = sorted({p for s in sources for p in _ancestors(s)} - {"/tmp", SANDBOX_WORK_DIR}, key=lambda p: p.count("/"))
+        for parent in parents:
+            if not _under(parent, sources):
+                argv += ["--perms", "0755", "--dir", parent]
+        for source in sources:
             argv += ["--ro-bind", source, source]
         argv += ["--proc", "/proc", "--dev", "/dev"]
+        argv += tmpfs("/dev/shm", self.shm_mb, "1777")
+        # Nothing else is writable: a file left anywhere but the wiped tmpfs would reach the next run.
+        argv += ["--remount-ro", "/dev", "--remount-ro", "/"]
         argv += ["--chdir", SANDBOX_WORK_DIR, "--clearenv"]
         for key, value in _SCRUBBED_ENV.items():
             argv += ["--setenv", key, value]
         argv += ["--setenv", "HOME", SANDBOX_WORK_DIR, "--"]
         return argv + list(command)
 
-    def _launch(self, command: Sequence[str]) -> tuple[list[str], bool]:
-        """Full host command line; as root, through the launcher that switches to a fresh uid."""
-        argv = self.bwrap_argv(command)
+    def _launch_spec(self, command: Sequence[str]) -> tuple[list[str], bool, list[int]]:
+        """Full host command line, whether it goes through the launcher (as root), and the
+        descriptors to hold while the sandbox lives (its uid block's lock)."""
         if os.geteuid() != 0:
-            return argv, False
-        uid = _random_uid()
+            return self.bwrap_argv(command), False, []
+        base, lock_fd = reserve_uid_block()
         sources = self._bind_sources() + [os.path.dirname(self.bwrap)]
         covers = _minimal_cover([c for c in (_blocked_ancestor(s + "/x") for s in sources) if c])
         binds = [s for s in sources if any(s.startswith(c + "/") for c in covers)]
@@ -337,30 +413,46 @@ class BwrapSandbox(LocalSandbox):
             "required": ["mnt"] if covers else [],
             "covers": covers,
             "binds": binds,
-            "uid": uid,
-            "gid": uid,
-            "argv": argv,
+            "uid_range": [base, _UID_BLOCK],
+            "keep_caps": None,  # bubblewrap itself drops them
+            "argv": self.bwrap_argv(command, uid_range=True),
             "env": {},
         }
-        return [sys.executable, "-I", "-S", "-c", LAUNCHER_SOURCE, _json(config)], True
+        argv = [sys.executable, "-I", "-S", "-c", LAUNCHER_SOURCE, _json(config)]
+        return argv, True, [lock_fd] if lock_fd is not None else []
+
+    def _launch(self, command: Sequence[str]) -> tuple[list[str], bool]:
+        """`_launch_spec` without the lock (for one-off commands such as the probe)."""
+        argv, via_launcher, _held = self._launch_spec(command)
+        return argv, via_launcher
 
     def worker_spec(self, preload: list[str]) -> WorkerSpec:
         command = [self.python, "-I", "-S", "-B", "-c", WORKER_SOURCE]
-        argv, via_launcher = self._launch(command)
+        argv, via_launcher, held = self._launch_spec(command)
         config = self._worker_config(SANDBOX_WORK_DIR, preload=preload, seccomp_on=True, seccomp_required=False)
-        # Alone in its pid namespace (with bwrap's init as pid 1), the worker may kill(-1).
         # /tmp is wiped after every job, except entries that lead to read-only binds.
         keep = sorted({s.split("/")[2] for s in self._bind_sources() if s.startswith("/tmp/")})
         config.update(kill_all=True, scratch_dirs=["/tmp"], scratch_keep=keep, work_dir_is_private=True)
-        return WorkerSpec(argv=argv, config=config, env=dict(_SCRUBBED_ENV), expects_launcher_frame=via_launcher)
+        if via_launcher:
+            config["run_uids"] = list(RUN_UIDS)
+        return WorkerSpec(
+            argv=argv, config=config, env=dict(_SCRUBBED_ENV), expects_launcher_frame=via_launcher, hold_fds=held
+        )
+
+    def check_worker(self, worker: Worker) -> None:
+        if os.geteuid() == 0 and not worker.info.get("run_uids"):
+            raise SandboxUnavailable("bwrap sandbox: the worker did not get its own uids for runs")
 
     def probe(self) -> None:
         """Start a throwaway sandbox; raise `SandboxUnavailable` with the reason if it fails."""
-        argv, _ = self._launch([self.python, "-I", "-S", "-c", "print('sandbox-ok')"])
+        argv, via_launcher, held = self._launch_spec([self.python, "-I", "-S", "-c", "print('sandbox-ok')"])
         try:
             proc = subprocess.run(argv, capture_output=True, timeout=60, env=dict(_SCRUBBED_ENV), stdin=subprocess.DEVNULL)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise SandboxUnavailable(f"bubblewrap at {self.bwrap} could not start: {exc}") from None
+        finally:
+            for fd in held:
+                os.close(fd)
         if proc.returncode != 0 or b"sandbox-ok" not in proc.stdout:
             message = proc.stderr.decode("utf-8", "replace").strip() or f"exit status {proc.returncode}"
             hint = ""
@@ -373,9 +465,11 @@ class BwrapSandbox(LocalSandbox):
             raise SandboxUnavailable(f"bubblewrap at {self.bwrap} failed: {message}{hint}")
 
     def describe(self) -> str:
+        identity = "a fresh uid per run" if os.geteuid() == 0 else "one non-root uid"
         return (
             f"bwrap ({self.bwrap_version}; user/pid/net/ipc/uts/mount namespaces, read-only system, "
-            f"non-root uid, seccomp, rlimits; up to {self.max_concurrency} warm workers per preload set)"
+            f"{identity}, seccomp, rlimits, per-run memory accounting; up to {self.max_concurrency} warm "
+            "workers per preload set)"
         )
 
 
@@ -390,49 +484,70 @@ class ProcessSandbox(LocalSandbox):
     name = "process"
     strength = 1
 
-    def _launcher_config(self) -> dict[str, Any]:
+    #: Size of each private tmpfs (``/tmp``, ``/var/tmp``, ``/dev/shm``).
+    private_dir_mb = 128
+
+    def _launcher_config(self) -> tuple[dict[str, Any], list[int]]:
         command = [self.python, "-I", "-S", "-B", "-c", WORKER_SOURCE]
         root = os.geteuid() == 0
+        private_dirs = ["/tmp", "/var/tmp", "/dev/shm"]
+        sources = _minimal_cover([os.path.dirname(os.path.dirname(self.python))] + self.sys_path)
         config: dict[str, Any] = {
             "userns": not root,
             "namespaces": ["mnt", "net", "ipc", "uts", "pid"],
             "required": [],
-            "private_dirs": ["/tmp", "/var/tmp", "/dev/shm"],
-            "private_dir_options": "mode=1777,size=128m",
+            "readonly_root": True,
+            "private_dirs": private_dirs,
+            "private_dir_options": f"mode=1777,size={self.private_dir_mb}m",
+            # The interpreter and import path where they live under a private directory.
+            "private_binds": [s for s in sources if _under(s, private_dirs)],
             "argv": command,
             "env": dict(_SCRUBBED_ENV),
         }
+        held: list[int] = []
         if root:
-            uid = _random_uid()
-            sources = _minimal_cover([os.path.dirname(os.path.dirname(self.python))] + self.sys_path)
+            base, lock_fd = reserve_uid_block()
+            held = [lock_fd] if lock_fd is not None else []
             covers = _minimal_cover([c for c in (_blocked_ancestor(s + "/x") for s in sources) if c])
             config.update(
-                uid=uid,
-                gid=uid,
+                uid_range=[base, _UID_BLOCK],
+                keep_caps=sorted(_WORKER_CAPS.values()),
                 covers=covers,
                 binds=[s for s in sources if any(s.startswith(c + "/") for c in covers)],
             )
-        return config
+        return config, held
 
     def worker_spec(self, preload: list[str]) -> WorkerSpec:
-        root = os.geteuid() == 0
-        argv = [sys.executable, "-I", "-S", "-c", LAUNCHER_SOURCE, _json(self._launcher_config())]
+        launcher_config, held = self._launcher_config()
+        argv = [sys.executable, "-I", "-S", "-c", LAUNCHER_SOURCE, _json(launcher_config)]
         config = self._worker_config(None, preload=preload, seccomp_on=True, seccomp_required=True)
-        # As root the worker has a uid of its own, so kill(-1) reaches only its job's processes;
-        # otherwise it kills its descendants (it is their subreaper), or everything if pid 1.
-        config["kill_all"] = root
+        if os.geteuid() == 0:
+            config["run_uids"] = list(RUN_UIDS)
         return WorkerSpec(
-            argv=argv, config=config, env=dict(_SCRUBBED_ENV), expects_launcher_frame=True, work_dir_on_host=None
+            argv=argv,
+            config=config,
+            env=dict(_SCRUBBED_ENV),
+            expects_launcher_frame=True,
+            work_dir_on_host=None,
+            hold_fds=held,
         )
 
     def check_worker(self, worker: Worker) -> None:
         applied = worker.launcher_info.get("applied", [])
-        if "net" not in applied and not worker.info.get("seccomp"):
+        errors = worker.launcher_info.get("errors")
+        if "net" not in applied:
             raise SandboxUnavailable(
-                "process sandbox: neither a network namespace nor a seccomp filter could be set up "
-                f"(launcher: {worker.launcher_info.get('errors')}); programs would reach the network"
+                f"process sandbox: no network namespace could be created (launcher: {errors}); programs "
+                "could reach the host's Unix sockets (abstract ones included)"
             )
-        if worker.info.get("uid") == 0:
+        if "pid" not in applied and "uid_range" not in applied:
+            raise SandboxUnavailable(
+                f"process sandbox: neither a pid namespace nor a uid of its own could be set up (launcher: "
+                f"{errors}); programs could signal and read the caller's processes"
+            )
+        if not worker.info.get("seccomp"):
+            raise SandboxUnavailable("process sandbox: the seccomp filter could not be loaded")
+        if worker.info.get("uid") == 0 and not worker.info.get("run_uids"):
             raise SandboxUnavailable("process sandbox: worker still runs as root")
         self.last_isolation = applied
 
@@ -447,9 +562,11 @@ class ProcessSandbox(LocalSandbox):
                 worker.stop()
 
     def describe(self) -> str:
+        identity = "a fresh uid per run" if os.geteuid() == 0 else "one non-root uid"
         return (
-            "process (weaker: host filesystem visible read-only by permissions; namespaces where the "
-            f"host allows, non-root uid, seccomp, rlimits; up to {self.max_concurrency} warm workers per preload set)"
+            "process (weaker: host files readable as far as the sandbox uid may; read-only host file system, "
+            f"namespaces where the host allows, {identity}, seccomp, rlimits, per-run memory accounting; up to "
+            f"{self.max_concurrency} warm workers per preload set)"
         )
 
 

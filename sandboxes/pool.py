@@ -4,9 +4,15 @@ A *worker* is a Python interpreter started inside the sandbox (its command line 
 backend) that preloads common modules and then forks one child per job; see
 ``_worker_main.py``. The pool keeps up to ``size`` workers, hands each job to an idle one, and
 replaces a worker after ``max_jobs_per_worker`` jobs, after any timeout or out-of-memory, when
-the job left processes behind, or when the worker died. Replacements start in the background so
-callers do not wait for the preload. :class:`PooledSandbox` is the `Sandbox` built on it that
-the backends subclass.
+the worker could not restore a clean state, or when the worker died. Replacements start in the
+background so callers do not wait for the preload. :class:`PooledSandbox` is the `Sandbox` built
+on it that the backends subclass.
+
+The host trusts nothing a worker sends: every frame is bounded in size before it is read (a
+result can only be as large as the job's output caps allow), must be well-formed JSON of the
+expected shape, and must carry the id of the job the host is waiting for. Anything else means
+the worker is broken or subverted: it is replaced, and the run's result says the *sandbox*
+failed (`RunResult.sandbox_error`), never what the program did.
 """
 
 from __future__ import annotations
@@ -14,9 +20,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import os
 import queue
 import re
+import secrets
 import select
 import shutil
 import signal
@@ -28,6 +36,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import seccomp
 from .core import FileMap, Limits, RunResult, Sandbox, SandboxError, validate_files
 
 if TYPE_CHECKING:  # pragma: no cover - Self is Python 3.11+; annotations are not evaluated
@@ -71,6 +80,8 @@ DEFAULT_HEAVY_PRELOAD: tuple[str, ...] = ("numpy", "numpy.random", "sympy")
 _HOST_GRACE_S = 15.0
 # A live worker acknowledges a job at once; silence this long means it is gone or wedged.
 _ACK_TIMEOUT_S = 10.0
+# Largest startup frame (launcher report, ready frame) the host accepts.
+_MAX_STARTUP_FRAME = 1 << 20
 
 
 class _Spawner:
@@ -112,6 +123,56 @@ class WorkerDied(SandboxError):
     """The worker process exited or stopped answering."""
 
 
+class ProtocolError(WorkerDied):
+    """The worker sent something that is not the frame the host expects (too large, malformed,
+    wrong shape, or about another job): it is broken or subverted."""
+
+
+def max_result_frame(limits: Limits) -> int:
+    """Largest result frame a job with `limits` can honestly produce: both streams at their cap,
+    every byte escaped by JSON (``\\u00XX``, 6 bytes), plus the fixed fields."""
+    return 2 * 6 * limits.output_bytes + 65536
+
+
+_RESULT_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "stdout": str,
+    "stderr": str,
+    "stdout_truncated": bool,
+    "stderr_truncated": bool,
+    "timed_out": bool,
+    "oom": bool,
+    "worker_clean": bool,
+}
+
+
+def validate_result(reply: Any, job_id: str, limits: Limits) -> dict[str, Any]:
+    """Check a result frame against what a worker may send for this job; raise `ProtocolError`."""
+    if not isinstance(reply, dict):
+        raise ProtocolError(f"result is a {type(reply).__name__}, not an object")
+    if reply.get("id") != job_id:
+        raise ProtocolError(f"result for job {reply.get('id')!r} while waiting for {job_id!r}")
+    if "worker_error" in reply:
+        if not isinstance(reply["worker_error"], str):
+            raise ProtocolError("worker_error is not a string")
+        return reply
+    for name, kind in _RESULT_FIELDS.items():
+        if not isinstance(reply.get(name), kind):
+            raise ProtocolError(f"result field {name!r} missing or not {getattr(kind, '__name__', kind)}")
+    for name in ("stdout", "stderr"):
+        if len(reply[name]) > limits.output_bytes:
+            raise ProtocolError(f"{name} longer than the job's output cap")
+    code = reply.get("exit_code")
+    if code is not None and (type(code) is not int or not -128 <= code <= 255):
+        raise ProtocolError(f"exit_code {code!r} is not an exit status")
+    duration = reply.get("duration_s")
+    if type(duration) not in (int, float) or not math.isfinite(duration) or not 0 <= duration <= limits.time_s + _HOST_GRACE_S:
+        raise ProtocolError(f"duration_s {duration!r} is not a duration of this job")
+    leftovers = reply.get("leftover_processes", 0)
+    if type(leftovers) is not int or leftovers < 0:
+        raise ProtocolError("leftover_processes is not a count")
+    return reply
+
+
 @dataclasses.dataclass
 class WorkerSpec:
     """How to start one worker: the command line and what the worker is told at startup."""
@@ -127,6 +188,16 @@ class WorkerSpec:
     #: created itself (named ``sandbox-worker-*``) are ever deleted.
     work_dir_on_host: bool | None = False
     startup_timeout_s: float = 120.0
+    #: Host descriptors to keep open while the worker lives (its uid block's lock), closed on kill.
+    hold_fds: list[int] = dataclasses.field(default_factory=list)
+
+
+def with_job_filter(config: dict[str, Any]) -> dict[str, Any]:
+    """The worker config with the per-job seccomp filter added wherever the worker filter is on
+    (every backend that loads one gets both, whoever wrote its config)."""
+    if config.get("seccomp_bpf") and "job_seccomp_bpf" not in config and seccomp.supported():
+        config = dict(config, job_seccomp_bpf=seccomp.build_job_filter().hex())
+    return config
 
 
 class Worker:
@@ -145,16 +216,28 @@ class Worker:
         self.launcher_info: dict[str, Any] = {}
         self.host_cleanup_dir: str | None = None
         self.info: dict[str, Any] = {}
-        self._start()
+        self._held_fds = list(spec.hold_fds)
+        #: Largest frame the next `_recv` accepts (the pool sets it per job from its limits).
+        self.frame_limit = _MAX_STARTUP_FRAME
         try:
-            self._send(spec.config)
+            self._start()
+        except BaseException:
+            self._release_held()
+            raise
+        try:
+            self._send(with_job_filter(spec.config))
             deadline = time.monotonic() + spec.startup_timeout_s
             if spec.expects_launcher_frame:
                 frame = self._recv(deadline)
-                self.launcher_info = frame.get("launcher", {})
+                launcher = frame.get("launcher")
+                if not isinstance(launcher, dict):
+                    raise ProtocolError("the launcher's first frame is not its report")
+                self.launcher_info = launcher
             ready = self._recv(deadline)
             if "error" in ready:
-                raise WorkerDied(ready["error"])
+                raise WorkerDied(str(ready["error"]))
+            if ready.get("ready") is not True:
+                raise ProtocolError("the worker did not report ready")
             self.info = ready
             on_host = spec.work_dir_on_host
             if on_host is None:
@@ -263,6 +346,15 @@ class Worker:
                 pass
         if self.host_cleanup_dir:
             shutil.rmtree(self.host_cleanup_dir, ignore_errors=True)
+        self._release_held()
+
+    def _release_held(self) -> None:
+        held, self._held_fds = getattr(self, "_held_fds", []), []
+        for fd in held:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
 
     # -- framing ---------------------------------------------------------------------------
     def _send(self, obj: Any) -> None:
@@ -284,14 +376,25 @@ class Worker:
         self._buffer += chunk
 
     def _recv(self, deadline: float) -> dict[str, Any]:
+        """The next frame, a JSON object; `ProtocolError` if it announces more than
+        `frame_limit` bytes (checked before anything of it is read), or is not a JSON object."""
+        limit = self.frame_limit
         while len(self._buffer) < _HEADER.size:
             self._read_some(deadline)
         (length,) = _HEADER.unpack_from(self._buffer)
+        if length > limit:
+            raise ProtocolError(f"frame of {length} bytes announced, at most {limit} expected")
         while len(self._buffer) < _HEADER.size + length:
             self._read_some(deadline)
         body = bytes(self._buffer[_HEADER.size : _HEADER.size + length])
         del self._buffer[: _HEADER.size + length]
-        return json.loads(body.decode("utf-8"))
+        try:
+            frame = json.loads(body.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise ProtocolError(f"frame is not JSON ({type(exc).__name__})") from None
+        if not isinstance(frame, dict):
+            raise ProtocolError(f"frame is a JSON {type(frame).__name__}, not an object")
+        return frame
 
     def worker_died_result(self, exc: BaseException) -> dict[str, Any]:
         """What to report for a job whose worker died or hung (backends may add detail)."""
@@ -300,6 +403,7 @@ class Worker:
 
 def _encode_job(source: str, stdin: str, files: dict[str, bytes], limits: Limits) -> dict[str, Any]:
     return {
+        "id": secrets.token_hex(8),
         "source": source,
         "stdin": stdin,
         "files": {name: content.hex() for name, content in files.items()},
@@ -330,9 +434,14 @@ class WarmPool:
         self._closed = False
         self._all: set[Worker] = set()
         self._replacements: list[threading.Thread] = []
+        #: Workers started so far (first starts and replacements): a diagnostic, e.g. to see that
+        #: a run did not cost its worker.
+        self.workers_started = 0
 
     # -- lifecycle ---------------------------------------------------------------------------
     def _start_worker(self) -> Worker:
+        with self._lock:
+            self.workers_started += 1
         worker = self._spawn()
         with self._lock:
             if self._closed:
@@ -456,32 +565,34 @@ class WarmPool:
     # -- running -----------------------------------------------------------------------------
     def run(self, source: str, stdin: str, files: dict[str, bytes], limits: Limits) -> RunResult:
         job = _encode_job(source, stdin, files, limits)
+        job_id = job["id"]
         for attempt in range(3):
             worker = self._acquire()
             started = False
             try:
                 worker._send(job)
-                worker._recv(time.monotonic() + _ACK_TIMEOUT_S)  # {"accepted": true}
+                worker.frame_limit = 1024
+                ack = worker._recv(time.monotonic() + _ACK_TIMEOUT_S)
+                if ack != {"accepted": job_id}:
+                    raise ProtocolError(f"expected the acknowledgement of job {job_id}, got {str(ack)[:80]!r}")
                 started = True
                 worker.jobs_done += 1
-                reply = worker._recv(time.monotonic() + limits.time_s + _HOST_GRACE_S)
+                worker.frame_limit = max_result_frame(limits)
+                reply = validate_result(worker._recv(time.monotonic() + limits.time_s + _HOST_GRACE_S), job_id, limits)
             except WorkerDied as exc:
                 detail = worker.worker_died_result(exc)  # before the worker is torn down
                 self._discard(worker, replace=True)
-                if not started and attempt < 2:
+                if not started and not isinstance(exc, ProtocolError) and attempt < 2:
                     continue  # the worker was gone before it took the job (killed while idle): retry
-                return RunResult(
-                    stdout="",
-                    stderr=f"sandbox: the worker running this program died or hung ({exc}); it was replaced",
-                    exit_code=None,
-                    timed_out=detail["timed_out"],
-                    oom=detail["oom"],
-                    duration_s=0.0,
-                    backend=self.backend,
-                )
+                if detail.get("oom"):  # the engine killed the whole worker for the program's memory
+                    return RunResult(stdout="", stderr="", exit_code=None, oom=True, backend=self.backend)
+                return self._sandbox_failure(f"the worker running this program failed ({exc}); it was replaced")
             except BaseException:
                 self._discard(worker, replace=True)
                 raise
+            if "worker_error" in reply:
+                self._discard(worker, replace=True)
+                return self._sandbox_failure(f"the worker could not run this program ({reply['worker_error']}); it was replaced")
             # Leftover processes were already killed and reaped by the worker; a worker is only
             # replaced when its job hit a limit or it could not restore a clean state.
             recycle = bool(reply["timed_out"] or reply["oom"] or not reply["worker_clean"])
@@ -494,10 +605,20 @@ class WarmPool:
                 oom=reply["oom"],
                 stdout_truncated=reply["stdout_truncated"],
                 stderr_truncated=reply["stderr_truncated"],
-                duration_s=reply["duration_s"],
+                duration_s=float(reply["duration_s"]),
                 backend=self.backend,
             )
         raise AssertionError("unreachable")
+
+    def _sandbox_failure(self, message: str) -> RunResult:
+        log.warning("%s sandbox: %s", self.backend, message)
+        return RunResult(
+            stdout="",
+            stderr=f"sandbox: {message}",
+            exit_code=None,
+            backend=self.backend,
+            sandbox_error=message,
+        )
 
     def worker_pids(self) -> Sequence[int]:
         """Host pids of the live workers' top processes (bwrap, launcher or interpreter; none for
@@ -559,6 +680,10 @@ class PreloadRouter:
         self.light.warm()
         if heavy and self.heavy is not None:
             self.heavy.warm()
+
+    @property
+    def workers_started(self) -> int:
+        return self.light.workers_started + (self.heavy.workers_started if self.heavy is not None else 0)
 
     def worker_pids(self) -> list[int]:
         pids = list(self.light.worker_pids())
@@ -635,6 +760,11 @@ class PooledSandbox(Sandbox):
     def worker_pids(self) -> Sequence[int]:
         """Host pids of the live workers' top processes (none for docker containers)."""
         return self._pool.worker_pids()
+
+    @property
+    def workers_started(self) -> int:
+        """Workers (containers) started so far, replacements included."""
+        return self._pool.workers_started
 
     def close(self) -> None:
         self._pool.close()

@@ -1,18 +1,40 @@
-"""A small seccomp-BPF filter, assembled by hand so no library (libseccomp) is needed.
+"""Two small seccomp-BPF filters, assembled by hand so no library (libseccomp) is needed.
 
-The filter is built on the host and loaded by the warm worker inside the sandbox (with
-``PR_SET_NO_NEW_PRIVS``), so the worker and every program it forks inherit it. It allows
-everything except:
+Both are built on the host and loaded inside the sandbox (with ``PR_SET_NO_NEW_PRIVS``); filters
+stack, so a process obeys every filter it inherited.
+
+**The worker filter** (`build_filter`) is loaded by the warm worker itself, so it binds the
+worker, its zygote and every program. It denies:
 
 * sockets of any family but ``AF_UNIX`` (``EACCES``): no network even where no network
   namespace could be created;
 * syscalls a program never needs and that widen the kernel attack surface (``EPERM``):
-  ptrace, mount/umount/pivot_root, unshare/setns, namespace flags on clone, bpf,
-  perf_event_open, keyrings, kernel modules, kexec, reboot, swap, userfaultfd, io_uring;
+  ptrace, process_vm_readv/writev, kcmp, pidfd_getfd, mount/umount/pivot_root and the new mount
+  API, unshare/setns, namespace flags on clone, bpf, perf_event_open, keyrings, kernel modules,
+  kexec, reboot, swap, userfaultfd, io_uring;
 * ``clone3`` (``ENOSYS``), whose flags live in memory a filter cannot inspect; glibc then falls
   back to ``clone``, whose flags are checked;
 * any other syscall ABI (e.g. 32-bit calls on x86-64), which would bypass the numbers above:
   the process is killed.
+
+**The job filter** (`build_job_filter`) is loaded by the worker's zygote, on top of the worker
+filter, so that every job process starts under both (loading a filter per job would cost each
+run ~0.3 ms). It takes away what only matters once a program shares a uid
+with its worker (unprivileged hosts, docker): every way to act on *another* process by its pid,
+so a program can neither read, steal from, slow down nor signal its worker:
+
+* ``pidfd_open``, ``pidfd_send_signal``, ``process_madvise``, ``process_mrelease`` (``EPERM``);
+* ``prlimit64``, ``sched_setaffinity``, ``sched_setparam``, ``sched_setscheduler``,
+  ``sched_setattr``, ``migrate_pages``, ``move_pages`` on any pid but 0 (the caller);
+  ``setpriority`` and ``ioprio_set`` on anything but the calling process;
+* ``kill``, ``tkill``, ``tgkill``, ``rt_sigqueueinfo`` and ``rt_tgsigqueueinfo`` aimed at the
+  worker, its zygote, their process group, or every process (``kill(-1)``). The pids are not
+  known on the host: the filter carries placeholders (`JOB_PLACEHOLDERS`) that the worker
+  patches in;
+* ``CLONE_PARENT`` (a child that would belong to the zygote rather than to the program);
+* SysV IPC and POSIX message queues (``shmget``, ``msgget``, ``semget``, ``mq_open``): objects that
+  would outlive the run inside the worker's IPC namespace. POSIX shared memory and semaphores
+  are files in ``/dev/shm``, which is private and wiped after every run.
 """
 
 from __future__ import annotations
@@ -34,10 +56,22 @@ _RET_ERRNO = 0x00050000
 
 _OFFSET_NR = 0
 _OFFSET_ARCH = 4
-_OFFSET_ARG0_LOW = 16  # args[0], low 32 bits on little-endian machines
+# Low 32 bits of args[i] on little-endian machines (every syscall argument checked here is an
+# int or pid_t, which the kernel truncates to 32 bits).
+_ARG_LOW = (16, 24, 32, 40, 48, 56)
 
 _AF_UNIX = 1
 _CLONE_NAMESPACE_FLAGS = 0x00020000 | 0x04000000 | 0x08000000 | 0x10000000 | 0x20000000 | 0x40000000 | 0x02000000
+_CLONE_PARENT = 0x00008000
+_PRIO_PROCESS = 0
+_IOPRIO_WHO_PROCESS = 1
+
+#: Values in the job filter that the worker replaces before loading it (see `patch_job_filter`).
+JOB_PLACEHOLDERS = {
+    "worker_pid": 0x5EC0_0001,
+    "zygote_pid": 0x5EC0_0002,
+    "worker_pgrp_negative": 0x5EC0_0003,  # -pgid of the worker, as an unsigned 32-bit value
+}
 
 # name -> (x86_64 number, aarch64 number)
 _SYSCALLS: dict[str, tuple[int, int]] = {
@@ -45,6 +79,10 @@ _SYSCALLS: dict[str, tuple[int, int]] = {
     "clone": (56, 220),
     "clone3": (435, 435),
     "ptrace": (101, 117),
+    "process_vm_readv": (310, 270),
+    "process_vm_writev": (311, 271),
+    "kcmp": (312, 272),
+    "pidfd_getfd": (438, 438),
     "mount": (165, 40),
     "umount2": (166, 39),
     "pivot_root": (155, 41),
@@ -59,18 +97,62 @@ _SYSCALLS: dict[str, tuple[int, int]] = {
     "finit_module": (313, 273),
     "delete_module": (176, 106),
     "kexec_load": (246, 104),
+    "kexec_file_load": (320, 294),
     "reboot": (169, 142),
     "swapon": (167, 224),
     "swapoff": (168, 225),
     "userfaultfd": (323, 282),
     "io_uring_setup": (425, 425),
+    "io_uring_enter": (426, 426),
+    "io_uring_register": (427, 427),
     "open_tree": (428, 428),
     "move_mount": (429, 429),
     "fsopen": (430, 430),
+    "fsconfig": (431, 431),
     "fsmount": (432, 432),
+    "fspick": (433, 433),
+    "mount_setattr": (442, 442),
+    # job filter only
+    "pidfd_open": (434, 434),
+    "pidfd_send_signal": (424, 424),
+    "process_madvise": (440, 440),
+    "process_mrelease": (448, 448),
+    "shmget": (29, 194),
+    "msgget": (68, 186),
+    "semget": (64, 190),
+    "mq_open": (240, 180),
+    "prlimit64": (302, 261),
+    "setpriority": (141, 140),
+    "ioprio_set": (251, 30),
+    "sched_setaffinity": (203, 122),
+    "sched_setparam": (142, 118),
+    "sched_setscheduler": (144, 119),
+    "sched_setattr": (314, 274),
+    "migrate_pages": (256, 238),
+    "move_pages": (279, 239),
+    "kill": (62, 129),
+    "tkill": (200, 130),
+    "tgkill": (234, 131),
+    "rt_sigqueueinfo": (129, 138),
+    "rt_tgsigqueueinfo": (297, 240),
 }
-_DENIED_EPERM = [name for name in _SYSCALLS if name not in ("socket", "clone", "clone3")]
+_WORKER_DENIED = [
+    "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
+    "mount", "umount2", "pivot_root", "unshare", "setns", "bpf", "perf_event_open",
+    "keyctl", "add_key", "request_key", "init_module", "finit_module", "delete_module",
+    "kexec_load", "kexec_file_load", "reboot", "swapon", "swapoff", "userfaultfd",
+    "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "open_tree", "move_mount", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
+]  # fmt: skip
+_JOB_DENIED = [
+    "pidfd_open", "pidfd_send_signal", "process_madvise", "process_mrelease",
+    "shmget", "msgget", "semget", "mq_open",
+]  # fmt: skip
+_SELF_ONLY = ["prlimit64", "sched_setaffinity", "sched_setparam", "sched_setscheduler", "sched_setattr", "migrate_pages", "move_pages"]
+_SIGNALS = ["kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"]
 _ARCHES = {"x86_64": (0xC000003E, 0), "aarch64": (0xC00000B7, 1)}
+
+_EPERM = _RET_ERRNO | errno.EPERM
 
 
 def _insn(code: int, jt: int, jf: int, k: int) -> bytes:
@@ -82,14 +164,17 @@ def supported() -> bool:
     return platform.machine() in _ARCHES
 
 
-def build_filter(machine: str | None = None) -> bytes:
-    """Return the raw BPF program (8 bytes per instruction) for `machine` (default: this one)."""
+def _numbers(machine: str | None) -> tuple[int, dict[str, int], str]:
     machine = machine or platform.machine()
     if machine not in _ARCHES:
         raise ValueError(f"no seccomp filter for architecture {machine!r}")
     audit_arch, column = _ARCHES[machine]
-    nr = {name: numbers[column] for name, numbers in _SYSCALLS.items()}
-    prog: list[bytes] = [
+    return audit_arch, {name: numbers[column] for name, numbers in _SYSCALLS.items()}, machine
+
+
+def _prologue(audit_arch: int, machine: str) -> list[bytes]:
+    """Kill other ABIs, then load the syscall number into A (every rule below expects it there)."""
+    prog = [
         _insn(_LD_W_ABS, 0, 0, _OFFSET_ARCH),
         _insn(_JEQ_K, 1, 0, audit_arch),
         _insn(_RET_K, 0, 0, _RET_KILL_PROCESS),
@@ -98,20 +183,105 @@ def build_filter(machine: str | None = None) -> bytes:
     if machine == "x86_64":
         # x32 ABI numbers carry bit 30; deny them all rather than list their aliases.
         prog += [_insn(_JGE_K, 0, 1, 0x40000000), _insn(_RET_K, 0, 0, _RET_ERRNO | errno.ENOSYS)]
-    for name in _DENIED_EPERM:
-        prog += [_insn(_JEQ_K, 0, 1, nr[name]), _insn(_RET_K, 0, 0, _RET_ERRNO | errno.EPERM)]
-    prog += [_insn(_JEQ_K, 0, 1, nr["clone3"]), _insn(_RET_K, 0, 0, _RET_ERRNO | errno.ENOSYS)]
-    prog += [
-        _insn(_JEQ_K, 0, 4, nr["clone"]),
-        _insn(_LD_W_ABS, 0, 0, _OFFSET_ARG0_LOW),
-        _insn(_JSET_K, 0, 1, _CLONE_NAMESPACE_FLAGS),
-        _insn(_RET_K, 0, 0, _RET_ERRNO | errno.EPERM),
-        _insn(_RET_K, 0, 0, _RET_ALLOW),
-        _insn(_JEQ_K, 0, 4, nr["socket"]),
-        _insn(_LD_W_ABS, 0, 0, _OFFSET_ARG0_LOW),
-        _insn(_JEQ_K, 1, 0, _AF_UNIX),
-        _insn(_RET_K, 0, 0, _RET_ERRNO | errno.EACCES),
-        _insn(_RET_K, 0, 0, _RET_ALLOW),
-        _insn(_RET_K, 0, 0, _RET_ALLOW),
-    ]
+    return prog
+
+
+def _rule(nr: int, block: list[bytes]) -> list[bytes]:
+    """``if A == nr: <block>`` where every path through `block` returns (A is left intact otherwise)."""
+    assert len(block) <= 255
+    return [_insn(_JEQ_K, 0, len(block), nr)] + block
+
+
+def _deny(action: int) -> list[bytes]:
+    return [_insn(_RET_K, 0, 0, action)]
+
+
+def _deny_if_arg_in(arg: int, values: list[int]) -> list[bytes]:
+    """Deny when the argument equals one of `values`, allow otherwise."""
+    block = [_insn(_LD_W_ABS, 0, 0, _ARG_LOW[arg])]
+    for value in values:
+        block += [_insn(_JEQ_K, 0, 1, value), _insn(_RET_K, 0, 0, _EPERM)]
+    return block + [_insn(_RET_K, 0, 0, _RET_ALLOW)]
+
+
+def _allow_only_if(conditions: list[tuple[int, int]]) -> list[bytes]:
+    """Allow when every (arg, value) pair matches, deny otherwise."""
+    block: list[bytes] = []
+    for arg, value in conditions:
+        # On mismatch jump to the final deny: over the remaining checks (2 insns each) and the allow.
+        remaining = 2 * (len(conditions) - len(block) // 2 - 1) + 1
+        block += [_insn(_LD_W_ABS, 0, 0, _ARG_LOW[arg]), _insn(_JEQ_K, 0, remaining, value)]
+    return block + [_insn(_RET_K, 0, 0, _RET_ALLOW), _insn(_RET_K, 0, 0, _EPERM)]
+
+
+def _clone_rule(nr: int, denied_flags: int) -> list[bytes]:
+    return _rule(
+        nr,
+        [
+            _insn(_LD_W_ABS, 0, 0, _ARG_LOW[0]),
+            _insn(_JSET_K, 0, 1, denied_flags),
+            _insn(_RET_K, 0, 0, _EPERM),
+            _insn(_RET_K, 0, 0, _RET_ALLOW),
+        ],
+    )
+
+
+def build_filter(machine: str | None = None) -> bytes:
+    """The worker filter: raw BPF (8 bytes per instruction) for `machine` (default: this one)."""
+    audit_arch, nr, machine = _numbers(machine)
+    prog = _prologue(audit_arch, machine)
+    for name in _WORKER_DENIED:
+        prog += _rule(nr[name], _deny(_EPERM))
+    prog += _rule(nr["clone3"], _deny(_RET_ERRNO | errno.ENOSYS))
+    prog += _clone_rule(nr["clone"], _CLONE_NAMESPACE_FLAGS)
+    prog += _rule(
+        nr["socket"],
+        [
+            _insn(_LD_W_ABS, 0, 0, _ARG_LOW[0]),
+            _insn(_JEQ_K, 1, 0, _AF_UNIX),
+            _insn(_RET_K, 0, 0, _RET_ERRNO | errno.EACCES),
+            _insn(_RET_K, 0, 0, _RET_ALLOW),
+        ],
+    )
+    prog.append(_insn(_RET_K, 0, 0, _RET_ALLOW))
     return b"".join(prog)
+
+
+def build_job_filter(machine: str | None = None) -> bytes:
+    """The job filter (loaded on top of the worker filter), with `JOB_PLACEHOLDERS` to patch."""
+    audit_arch, nr, machine = _numbers(machine)
+    worker, zygote, worker_group = (
+        JOB_PLACEHOLDERS["worker_pid"],
+        JOB_PLACEHOLDERS["zygote_pid"],
+        JOB_PLACEHOLDERS["worker_pgrp_negative"],
+    )
+    prog = _prologue(audit_arch, machine)
+    for name in _JOB_DENIED:
+        prog += _rule(nr[name], _deny(_EPERM))
+    for name in _SELF_ONLY:
+        prog += _rule(nr[name], _allow_only_if([(0, 0)]))
+    prog += _rule(nr["setpriority"], _allow_only_if([(0, _PRIO_PROCESS), (1, 0)]))
+    prog += _rule(nr["ioprio_set"], _allow_only_if([(0, _IOPRIO_WHO_PROCESS), (1, 0)]))
+    every_process = 0xFFFFFFFF  # kill(-1, ...)
+    prog += _rule(nr["kill"], _deny_if_arg_in(0, [worker, zygote, worker_group, every_process]))
+    for name in ("tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"):
+        prog += _rule(nr[name], _deny_if_arg_in(0, [worker, zygote]))
+    prog += _clone_rule(nr["clone"], _CLONE_NAMESPACE_FLAGS | _CLONE_PARENT)
+    prog.append(_insn(_RET_K, 0, 0, _RET_ALLOW))
+    return b"".join(prog)
+
+
+def patch_job_filter(program: bytes, worker_pid: int, zygote_pid: int, worker_pgrp: int) -> bytes:
+    """Replace the placeholders of `build_job_filter` by real values (the worker does the same in
+    ``_worker_main.py``, which cannot import this module; this copy is for tests)."""
+    values = {
+        JOB_PLACEHOLDERS["worker_pid"]: worker_pid,
+        JOB_PLACEHOLDERS["zygote_pid"]: zygote_pid,
+        JOB_PLACEHOLDERS["worker_pgrp_negative"]: (-worker_pgrp) & 0xFFFFFFFF,
+    }
+    out = bytearray(program)
+    for offset in range(0, len(out), 8):
+        (k,) = struct.unpack_from("<I", out, offset + 4)
+        if k in values:
+            struct.pack_into("<I", out, offset + 4, values[k])
+    return bytes(out)

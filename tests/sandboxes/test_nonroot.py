@@ -21,11 +21,57 @@ from sandboxes.local import find_bwrap
 REPO = Path(__file__).resolve().parents[2]
 NOBODY = 65534
 
+# Without root every run shares its worker's uid: only the worker's own protections (pid 1,
+# non-dumpable, signals ignored) and the job's seccomp filter keep a run from its worker.
+ATTACK = r"""
+import ctypes, json, os, resource, signal, time
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+me = os.getpid()
+others = sorted({os.getppid(), 1} | {int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != me} - {0, me})
+got = []
+for pid in others:
+    for name, how in (("mem", "r+b"), ("environ", "rb"), ("fd/4", "wb")):
+        try:
+            open("/proc/%d/%s" % (pid, name), how).close()
+            got.append("%s %d" % (name, pid))
+        except OSError:
+            pass
+    pidfd = libc.syscall(434, pid, 0)
+    if pidfd >= 0:
+        got.append("pidfd_open %d" % pid)
+    for how, call in (("prlimit", lambda: resource.prlimit(pid, resource.RLIMIT_NOFILE, (8, 8))),
+                      ("renice", lambda: os.setpriority(os.PRIO_PROCESS, pid, 19)),
+                      ("SIGSTOP", lambda: os.kill(pid, signal.SIGSTOP)), ("SIGINT", lambda: os.kill(pid, signal.SIGINT)),
+                      ("SIGKILL", lambda: os.kill(pid, signal.SIGKILL))):
+        try:
+            call()
+            got.append("%s %d" % (how, pid))
+        except OSError:
+            pass
+for path in ("/sandbox/left", "/tmp/left", "/dev/shm/left", "../left", "/left"):
+    try:
+        open(path, "w").write("x")
+    except OSError:
+        pass
+os.makedirs("/tmp/locked/deep")
+open("/tmp/locked/deep/file", "w").write("x")
+os.chmod("/tmp/locked/deep", 0)
+os.chmod("/tmp/locked", 0)  # the worker, same uid, must still empty /tmp (and leave /tmp itself alone)
+time.sleep(0.2)
+print(json.dumps(got))
+"""
+LOOK = r"""
+import os
+print(sorted(p for p in ("/sandbox/left", "/tmp/left", "/dev/shm/left", "../left", "/left", "/tmp/locked") if os.path.lexists(p)), oct(os.stat("/tmp").st_mode & 0o7777))
+"""
+
 SMOKE = r"""
 import json, os, sys
 sys.path.insert(0, sys.argv[1])
 import sandboxes
 from sandboxes import Limits
+ATTACK, LOOK = sys.argv[2], sys.argv[3]
 out = {"uid": os.getuid()}
 for backend in ("bwrap", "process"):
     try:
@@ -39,7 +85,13 @@ for backend in ("bwrap", "process"):
             "    if pid == 0:\n        time.sleep(2)\n        os._exit(0)\n    made += 1\nprint(made)",
             limits=Limits(max_processes=10),
         )
+        attack = sb.run(ATTACK, limits=Limits(time_s=10))
+        after_attack = sb.run("import os, sys\nprint(6 * 7, os.getpriority(os.PRIO_PROCESS, 0))\nsys.exit(4)")
+        leftovers = sb.run(LOOK)
         out[backend] = {
+            "attack": attack.stdout.strip().splitlines()[-1:] or [attack.stderr[-300:]],
+            "after_attack": [after_attack.stdout, after_attack.exit_code],
+            "leftovers": leftovers.stdout.strip(),
             "hello": sb.run("print('hello')").stdout,
             "socket": sb.run("import socket\nsocket.socket()").exit_code,
             "forks": forks.stdout.strip(),
@@ -79,7 +131,7 @@ def test_backends_work_for_an_unprivileged_user():
     if bwrap:
         env["SANDBOX_BWRAP"] = bwrap
     proc = subprocess.run(
-        [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", python, "-c", SMOKE, str(REPO)],
+        [setpriv, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", python, "-c", SMOKE, str(REPO), ATTACK, LOOK],
         capture_output=True,
         text=True,
         timeout=120,
@@ -94,6 +146,9 @@ def test_backends_work_for_an_unprivileged_user():
         if "unavailable" in result and backend == "bwrap" and not bwrap:
             continue
         assert "unavailable" not in result, (backend, result)
+        assert result["attack"] == ["[]"], (backend, result["attack"])
+        assert result["after_attack"] == ["42 0\n", 4], (backend, result)
+        assert result["leftovers"] == "[] 0o1777", (backend, result)
         assert result["hello"] == "hello\n"
         assert result["socket"] == 1  # socket(AF_INET) denied
         assert int(result["forks"]) <= 10  # RLIMIT_NPROC holds in the sandbox's own user namespace
