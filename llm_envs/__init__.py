@@ -14,6 +14,19 @@ from llm_envs.registry import entry, env_ids, list_envs, make, register_env
 
 __version__ = "0.1.0"
 
+
+def openspiel(game: str, **kwargs):
+    """Any OpenSpiel game as a text environment (needs ``open_spiel``: ``llm-envs[games]``).
+
+    ``llm_envs.openspiel("goofspiel(num_cards=4)")``, ``llm_envs.openspiel("kuhn_poker",
+    invalid_move="random")``; keyword options are those of
+    :class:`~llm_envs.envs.openspiel.env.OpenSpielConfig`.
+    """
+    from llm_envs.envs.openspiel.env import OpenSpielEnv
+
+    return OpenSpielEnv(game=game, **kwargs)
+
+
 __all__ = [
     "ActionRecord",
     "TextEnv",
@@ -22,6 +35,7 @@ __all__ = [
     "env_ids",
     "list_envs",
     "make",
+    "openspiel",
     "register_env",
     "to_chat_messages",
 ]

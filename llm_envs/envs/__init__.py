@@ -78,3 +78,18 @@ register_env(
     description="A tiny two-agent referential game: a testbed where small models learn fast.",
     paper="(testbed for the trainers)",
 )
+
+# OpenSpiel games (pyspiel is imported only when one is made); any other OpenSpiel game:
+# llm_envs.openspiel("game_string").
+from llm_envs.envs.openspiel.presets import CURATED as _OPENSPIEL_GAMES  # noqa: E402
+
+for _preset in _OPENSPIEL_GAMES:
+    register_env(
+        _preset.env_id,
+        "llm_envs.envs.openspiel.env:OpenSpielEnv",
+        agents=("player_0", "player_1"),
+        task=f"OpenSpiel '{_preset.game}', seeded chance",
+        description=_preset.description,
+        paper="SPIRAL (self-play)" if _preset.game in ("tic_tac_toe", "kuhn_poker", "negotiation") else "OpenSpiel",
+        kwargs={"game": _preset.game, "params": dict(_preset.params)},
+    )

@@ -1,0 +1,589 @@
+"""Any OpenSpiel game as a PettingZoo AEC text environment (``llm/TicTacToe-v0``, ...,
+``llm_envs.openspiel("game_string")``).
+
+A thin layer over ``pyspiel``: every rule, chance distribution and payoff comes from OpenSpiel;
+this module only sequences the players, routes text and keeps the records.
+
+================  ================================================================================
+agents            ``player_0`` … ``player_{n-1}`` (OpenSpiel's player ids)
+observation       ``{"instruction", "prompt"}``: the rules (curated games) or the game's name; the
+                  player's view of the state (curated games: a readable rendering; others: the
+                  player's information-state string in imperfect-information games, else the
+                  observation string), then, for the player to move, every legal move
+action            any text naming one legal move (:func:`~llm_envs.envs.openspiel.text.parse_move`:
+                  the last legal move named, case- and spacing-insensitive; ``[Bet]`` works)
+invalid move      a reply that names no legal move: ``invalid_move="forfeit"`` (default) ends the
+                  game, the offender's return is ``forfeit_return`` (default: the game's minimum
+                  utility) and the others' follow :func:`~llm_envs.envs.openspiel.text.forfeit_returns`;
+                  ``"random"`` plays a uniformly random legal move instead. Either way the record is
+                  marked ``format_ok=False`` and gets ``format_penalty`` (default 0) on top
+rewards           OpenSpiel's returns. After every transition the change of each player's return is
+                  credited to that player's latest record (delayed credit: a terminal payoff lands
+                  on the last move of every player), so per-agent record sums equal the game's
+                  returns and PettingZoo's ``rewards``. A player whose return changes before its
+                  first move (or who never moves) gets the credit on its first record, or on a
+                  *passive* record (``info["passive"]``, empty action) at the end
+chance            explicit chance nodes are sampled from the instance generator; games with sampled
+                  chance (Negotiation) are loaded per episode with ``rng_seed`` drawn from it, so a
+                  seed fixes the episode and the global RNGs are never read
+simultaneous      a simultaneous node is one *cycle*: every player answers in order (each sees the
+                  state before anyone's move), then the joint move is applied;
+                  ``metadata["is_parallelizable"]`` is True exactly for simultaneous games
+metrics           ``success`` = the game ended by its rules with only legal moves (no forfeit, not
+                  truncated); ``moves``; ``invalid_moves``; ``forfeit``; ``return/<agent>``
+================  ================================================================================
+
+Numeric hooks (:mod:`llm_envs.interop`): ``legal_actions(agent)`` / ``max_legal_actions``,
+``action_catalog()`` (one name per OpenSpiel action id, a stable index → move map),
+``action_mask(agent)``, ``state_space()`` and ``state_tensor(agent)`` (the information-state
+tensor where the game has one, else the observation tensor).
+
+Version history: v0 — first version.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+from gymnasium import spaces
+
+from llm_envs.core.env import TextEnv
+from llm_envs.core.records import ActionRecord
+from llm_envs.envs.openspiel import text as text_rules
+from llm_envs.envs.openspiel.presets import GamePreset, preset_for
+from llm_envs.envs.openspiel.solvers import REFERENCE_KINDS, ReferencePlayer, make_reference_player
+
+__all__ = ["OpenSpielConfig", "OpenSpielEnv", "load_game"]
+
+#: Names OpenSpiel games use for the seed of their internal generator (sampled chance).
+_SEED_PARAMS = ("rng_seed", "seed")
+
+
+@dataclass(frozen=True)
+class OpenSpielConfig:
+    """Options of :class:`OpenSpielEnv`.
+
+    Attributes:
+        game: An OpenSpiel game string: a short name (``"kuhn_poker"``) or a name with
+            parameters (``"kuhn_poker(players=3)"``).
+        params: Game parameters (only with a bare short name in ``game``).
+        invalid_move: ``"forfeit"`` or ``"random"`` (see the module docstring).
+        forfeit_return: The offender's return on a forfeit (None: the game's minimum utility).
+        format_penalty: Reward (≤ 0) added to the record of an invalid move.
+        reference: The reference agent: ``"auto"`` (the curated game's solver; otherwise
+            ``mcts`` for perfect-information sequential games and ``random`` for the rest) or one
+            of ``cfr``, ``minimax``, ``mcts``, ``random``.
+        reference_options: Keywords of the reference player (``simulations`` for MCTS,
+            ``iterations`` for CFR).
+        max_moves: Truncate the episode after this many decisions (None: the game's own end).
+        view: ``"auto"`` (the curated rendering when the game has one, else the generic view),
+            ``"information_state"``, ``"observation"`` (OpenSpiel's own strings).
+    """
+
+    game: str = "tic_tac_toe"
+    params: dict[str, Any] = field(default_factory=dict)
+    invalid_move: str = "forfeit"
+    forfeit_return: float | None = None
+    format_penalty: float = 0.0
+    reference: str = "auto"
+    reference_options: dict[str, Any] = field(default_factory=dict)
+    max_moves: int | None = None
+    view: str = "auto"
+
+    def __post_init__(self) -> None:
+        if self.invalid_move not in text_rules.INVALID_MOVE_POLICIES:
+            raise ValueError(f"invalid_move must be one of {text_rules.INVALID_MOVE_POLICIES}, got {self.invalid_move!r}")
+        if self.format_penalty > 0:
+            raise ValueError("format_penalty is a penalty: it must be <= 0")
+        if self.reference != "auto" and self.reference not in REFERENCE_KINDS:
+            raise ValueError(f"reference must be 'auto' or one of {REFERENCE_KINDS}, got {self.reference!r}")
+        if self.view not in ("auto", "information_state", "observation"):
+            raise ValueError(f"view must be 'auto', 'information_state' or 'observation', got {self.view!r}")
+        if self.max_moves is not None and self.max_moves < 1:
+            raise ValueError(f"max_moves must be >= 1 or None, got {self.max_moves}")
+        if self.params and "(" in self.game:
+            raise ValueError("give game parameters either in the game string or in params, not both")
+
+
+def load_game(game: str, params: dict[str, Any] | None = None) -> Any:
+    """``pyspiel.load_game`` with a clear error for an unknown game or bad parameters."""
+    import pyspiel
+
+    try:
+        return pyspiel.load_game(game, dict(params)) if params else pyspiel.load_game(game)
+    except (pyspiel.SpielError, RuntimeError, TypeError) as exc:
+        known = sorted(g.short_name for g in pyspiel.registered_games())
+        raise ValueError(f"cannot load OpenSpiel game {game!r} with params {params or {}}: {exc}. "
+                         f"Registered games: {', '.join(known)}") from exc
+
+
+class _Position:
+    """The pyspiel game and state of one episode, copied cheaply by ``deepcopy``.
+
+    Games with deterministic or explicit chance share their (immutable) game object and copy the
+    state with ``State.clone()``. A game with *sampled* chance keeps its generator inside the
+    game object, so a copy re-creates game and state from their serialisation: replaying the
+    history puts the copy's generator exactly where the original's is, and the two never share
+    it afterwards.
+    """
+
+    __slots__ = ("game", "state", "sampled")
+
+    def __init__(self, game: Any, state: Any, sampled: bool) -> None:
+        self.game, self.state, self.sampled = game, state, sampled
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> _Position:
+        if self.sampled:
+            import pyspiel
+
+            game, state = pyspiel.deserialize_game_and_state(pyspiel.serialize_game_and_state(self.game, self.state))
+            return _Position(game, state, True)
+        return _Position(self.game, self.state.clone(), False)
+
+
+class OpenSpielEnv(TextEnv):
+    """An OpenSpiel game as a text environment; see the module docstring.
+
+    ``OpenSpielEnv(game="kuhn_poker")``, ``OpenSpielEnv(game="goofspiel(num_cards=4)")`` or
+    ``OpenSpielEnv(config=OpenSpielConfig(...))``; ``llm_envs.openspiel("game_string")`` is the
+    same.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {**TextEnv.metadata, "name": "openspiel_v0"}
+    config_class = OpenSpielConfig
+
+    def __init__(self, config: OpenSpielConfig | None = None, *, render_mode: str | None = None, **overrides: Any):
+        if "params" in overrides and overrides["params"] is not None:
+            overrides["params"] = dict(overrides["params"])
+        self.config: OpenSpielConfig = self._build_config(config, overrides)
+        import pyspiel
+
+        self._template = load_game(self.config.game, self.config.params)
+        game_type = self._template.get_type()
+        if game_type.dynamics == pyspiel.GameType.Dynamics.MEAN_FIELD:
+            raise ValueError(f"{game_type.short_name} is a mean-field game: it has no players to seat")
+        self._type = game_type
+        self._short_name = game_type.short_name
+        self._num_players = self._template.num_players()
+        self._simultaneous = game_type.dynamics == pyspiel.GameType.Dynamics.SIMULTANEOUS
+        self._sampled = game_type.chance_mode == pyspiel.GameType.ChanceMode.SAMPLED_STOCHASTIC
+        self._perfect_information = game_type.information == pyspiel.GameType.Information.PERFECT_INFORMATION
+        self._utility = {
+            pyspiel.GameType.Utility.ZERO_SUM: "zero_sum",
+            pyspiel.GameType.Utility.CONSTANT_SUM: "constant_sum",
+            pyspiel.GameType.Utility.IDENTICAL: "identical",
+        }.get(game_type.utility, "general_sum")
+        self._seed_param = next((p for p in _SEED_PARAMS if p in self._template.get_parameters()), None)
+        if self._sampled and self._seed_param is None:
+            raise ValueError(f"{self._short_name} samples chance internally and has no seed parameter: "
+                             "its episodes could not be reproduced from a seed")
+        self.preset: GamePreset | None = preset_for(self._short_name) if self.config.view == "auto" else None
+        # Instance-level metadata: the name and simultaneity depend on the game.
+        self.metadata = {
+            **type(self).metadata,
+            "name": f"openspiel_{self._short_name}_v0",
+            "is_parallelizable": self._simultaneous,
+        }
+        super().__init__([f"player_{i}" for i in range(self._num_players)], render_mode=render_mode)
+        self._catalog = self._build_catalog()
+        self._state_shape = self._tensor_shape()
+        self._state_space = spaces.Box(-np.inf, np.inf, shape=self._state_shape, dtype=np.float32)
+        self._reference: ReferencePlayer | None = None
+        self._position: _Position | None = None
+        self._reset_episode_fields()
+
+    # ------------------------------------------------------------------ facts
+    @property
+    def game_string(self) -> str:
+        """The OpenSpiel game string (with parameters)."""
+        return str(self._template)
+
+    @property
+    def game(self) -> Any:
+        """The pyspiel game of the current episode (the template before the first reset)."""
+        return self._position.game if self._position is not None else self._template
+
+    @property
+    def state(self) -> Any:
+        """The live pyspiel state (read it, do not step it: the environment must do that)."""
+        self._require_reset()
+        return self._position.state
+
+    def player_index(self, agent: str) -> int:
+        return self.possible_agents.index(agent)
+
+    # ------------------------------------------------------------------ episode
+    def _reset_episode_fields(self) -> None:
+        self._joint: dict[int, int] = {}
+        self._credited = [0.0] * self._num_players
+        self._pending = [0.0] * self._num_players
+        self._last_record: dict[int, ActionRecord] = {}
+        self._forfeit: int | None = None
+        self._invalid = 0
+        self._moves = 0
+
+    def _start_episode(self, options: dict[str, Any]) -> str:
+        params = dict(self.config.params) if "(" not in self.config.game else None
+        if self._sampled:
+            seed = int(self.np_random.integers(0, 2**31 - 1))
+            if params is None:
+                params = {k: v for k, v in self._template.get_parameters().items()}
+            params[self._seed_param] = seed
+            game = load_game(self._short_name, params)
+        else:
+            game = self._template
+        self._position = _Position(game, game.new_initial_state(), self._sampled)
+        self._reset_episode_fields()
+        self._resolve_chance()
+        return self._next_agent()
+
+    def _resolve_chance(self) -> None:
+        state = self._position.state
+        while state.is_chance_node():
+            outcomes = state.chance_outcomes()
+            actions = [a for a, _ in outcomes]
+            probs = np.array([p for _, p in outcomes], dtype=float)
+            probs = probs / probs.sum()
+            state.apply_action(int(actions[int(self.np_random.choice(len(actions), p=probs))]))
+
+    def _acting_players(self) -> list[int]:
+        """Players who still owe a move at this node (in order)."""
+        state = self._position.state
+        if state.is_terminal():
+            return []
+        if state.is_simultaneous_node():
+            return [p for p in range(self._num_players) if p not in self._joint]
+        return [state.current_player()]
+
+    def _next_agent(self) -> str:
+        players = self._acting_players()
+        if not players:  # pragma: no cover - a terminal state ends the episode before this
+            raise AssertionError("no player to move in a live state")
+        return self.possible_agents[players[0]]
+
+    def is_acting(self, agent: str) -> bool:
+        """Whether ``agent`` owes a move now."""
+        if not self._has_reset or self._episode_over:
+            return False
+        return self.player_index(agent) in self._acting_players()
+
+    # ------------------------------------------------------------------ moves
+    def _legal_ids(self, player: int) -> list[int]:
+        state = self._position.state
+        if state.is_terminal():
+            return []
+        if state.is_simultaneous_node():
+            return list(state.legal_actions(player))
+        return list(state.legal_actions()) if state.current_player() == player else []
+
+    def _move_texts(self, player: int, ids: list[int]) -> list[str]:
+        """The listed names of ``ids``; two moves with one name get `` #<id>`` to stay apart."""
+        state = self._position.state
+        texts = [state.action_to_string(player, a) for a in ids]
+        keys = [text_rules.normalize(t) for t in texts]
+        return [f"{t} #{a}" if keys.count(k) > 1 or not k else t for t, k, a in zip(texts, keys, ids)]
+
+    def _apply_action(self, agent: str, action: str) -> str | None:
+        player = self.player_index(agent)
+        ids = self._legal_ids(player)
+        texts = self._move_texts(player, ids)
+        index = text_rules.parse_move(action, texts, aliases=[self._catalog[a] for a in ids])
+        parsed: dict[str, Any] = {"move": texts[index] if index is not None else None,
+                                  "action_id": ids[index] if index is not None else None}
+        info: dict[str, Any] = {}
+        if index is None:
+            info["error"] = "the reply names no legal move"
+        record = self._add_record(agent, action, parsed=parsed, format_ok=index is not None, info=info)
+        self._last_record[player] = record
+        if self._pending[player]:
+            self._credit(record, "game", self._pending[player])
+            self._pending[player] = 0.0
+        if index is None:
+            self._invalid += 1
+            if self.config.format_penalty:
+                self._credit(record, "format", self.config.format_penalty)
+            if self.config.invalid_move == "forfeit":
+                record.parsed["forfeit"] = True
+                return self._forfeit_game(player)
+            chosen = ids[int(self.np_random.integers(0, len(ids)))]
+            record.parsed["played"] = self._move_texts(player, [chosen])[0]
+            record.parsed["action_id"] = chosen
+        else:
+            chosen = ids[index]
+        state = self._position.state
+        if state.is_simultaneous_node():
+            self._joint[player] = chosen
+            if self._acting_players():
+                return self._next_agent()
+            state.apply_actions([self._joint[p] for p in range(self._num_players)])
+            self._joint = {}
+        else:
+            state.apply_action(chosen)
+        self._moves += 1
+        self.turn += 1
+        self._resolve_chance()
+        self._settle(list(state.returns()))
+        if state.is_terminal():
+            return self._finish()
+        if self.config.max_moves is not None and self._moves >= self.config.max_moves:
+            return self._finish(truncated=True)
+        return self._next_agent()
+
+    def _settle(self, returns: list[float]) -> None:
+        """Credit every player the change of its return since the last settlement."""
+        for p in range(self._num_players):
+            delta = float(returns[p]) - self._credited[p]
+            if delta == 0.0:
+                continue
+            self._credited[p] = float(returns[p])
+            record = self._last_record.get(p)
+            if record is None:
+                self._pending[p] += delta
+            else:
+                self._credit(record, "game", delta)
+
+    def _forfeit_game(self, offender: int) -> None:
+        self._forfeit = offender
+        returns = text_rules.forfeit_returns(
+            self._num_players, offender, self._utility, self.game.min_utility(), self.config.forfeit_return
+        )
+        self._settle(returns)
+        return self._finish()
+
+    def _finish(self, truncated: bool = False) -> None:
+        for p in range(self._num_players):
+            if self._pending[p]:
+                # The player's return changed but it never moved: a passive record carries it.
+                agent = self.possible_agents[p]
+                record = self._add_record(agent, "", parsed={"move": None, "action_id": None},
+                                          info={"passive": True})
+                self._last_record[p] = record
+                self._credit(record, "game", self._pending[p])
+                self._pending[p] = 0.0
+        self._end_episode(truncated=truncated)
+        return None
+
+    # ------------------------------------------------------------------ text
+    def _instruction(self, agent: str) -> str:
+        player = self.player_index(agent)
+        if self.preset is not None:
+            rules = self.preset.rules
+        else:
+            rules = (f"You are playing {self._type.long_name} (the OpenSpiel game '{self.game_string}'), "
+                     f"a game for {self._num_players} player(s).")
+        policy = (
+            "A reply that names no legal move forfeits the game."
+            if self.config.invalid_move == "forfeit"
+            else "A reply that names no legal move is replaced by a random legal move."
+        )
+        return (
+            f"{rules}\nYou are {agent} (player {player}). Each turn you see what you know of the game "
+            "and the list of legal moves. Reply with exactly one legal move, written as listed "
+            f"(square brackets are fine, e.g. [move]); if you name several, the last one counts. {policy}"
+        )
+
+    def _view(self, player: int, agent: str) -> str:
+        state = self._position.state
+        if self.preset is not None:
+            try:
+                return self.preset.render(state, player, agent)
+            except Exception:  # noqa: BLE001 - a rendering gap must not stop the game
+                pass
+        return self._generic_view(player)
+
+    def _generic_view(self, player: int) -> str:
+        state = self._position.state
+        prefer_info = self.config.view == "information_state" or (
+            self.config.view == "auto" and not self._perfect_information
+        )
+        order = ("information_state", "observation") if prefer_info else ("observation", "information_state")
+        for kind in order:
+            provides = getattr(self._type, f"provides_{kind}_string")
+            if not provides:
+                continue
+            try:
+                text = getattr(state, f"{kind}_string")(player)
+            except Exception:  # noqa: BLE001 - some games refuse a string at some nodes
+                continue
+            if text.strip():
+                return text.rstrip()
+        if self._perfect_information:
+            return str(state).rstrip()
+        return "(this game gives no text view of your information)"
+
+    def _prompt(self, agent: str) -> str:
+        player = self.player_index(agent)
+        if self._episode_over or self._position is None:
+            returns = ", ".join(f"{a} {r:+g}" for a, r in zip(self.possible_agents, self._credited))
+            how = " (forfeit by " + self.possible_agents[self._forfeit] + ")" if self._forfeit is not None else ""
+            return f"The game is over{how}. Returns: {returns}."
+        view = self._view(player, agent)
+        if not self.is_acting(agent):
+            waiting = ", ".join(self.possible_agents[p] for p in self._acting_players())
+            return f"{view}\n\nWaiting for {waiting} to move."
+        ids = self._legal_ids(player)
+        texts = self._move_texts(player, ids)
+        if self.preset is not None and self.preset.describe_moves is not None:
+            moves = self.preset.describe_moves(self._position.state, player, texts)
+        else:
+            moves = text_rules.format_move_list(texts)
+        together = " (all players choose at the same time)" if self._position.state.is_simultaneous_node() else ""
+        return f"{view}\n\nYour legal moves{together}: {moves}\nYour move:"
+
+    def _role(self, agent: str) -> str:
+        return agent
+
+    def _episode_metrics(self) -> dict[str, float]:
+        finished = self._episode_over and self._forfeit is None and not self._truncated
+        metrics = {
+            "success": 1.0 if finished else 0.0,
+            "moves": float(self._moves),
+            "invalid_moves": float(self._invalid),
+            "forfeit": 1.0 if self._forfeit is not None else 0.0,
+        }
+        for agent, value in zip(self.possible_agents, self._credited):
+            metrics[f"return/{agent}"] = value
+        return metrics
+
+    def _describe_episode(self) -> str:
+        text = f"OpenSpiel game: {self.game_string}"
+        if self._episode_over and self._position is not None:
+            text += "\nfinal state:\n" + str(self._position.state).rstrip()
+        return text
+
+    def _shared_resources(self) -> list[Any]:
+        shared: list[Any] = [self._template, self._type, self.config, self._catalog, self._state_space]
+        if self.preset is not None:
+            shared.append(self.preset)
+        if self._reference is not None:
+            shared.append(self._reference)
+        return shared
+
+    # ------------------------------------------------------------------ scripted agents
+    def _decision_rng(self, player: int, salt: str) -> np.random.Generator:
+        """A generator for a scripted agent's choice that depends only on the episode and the
+        decision, never on (or changing) the environment's own generator."""
+        key = [
+            int(self._last_seed or 0) % 2**63,
+            self._episode_count,
+            len(self.records),
+            len(self._joint),
+            player,
+            zlib.crc32(salt.encode()),
+        ]
+        return np.random.default_rng(key)
+
+    @property
+    def reference_player(self) -> ReferencePlayer:
+        """The solver behind the reference agent (built on first use)."""
+        if self._reference is None:
+            kind = self.config.reference
+            if kind == "auto":
+                if self.preset is not None:
+                    kind = self.preset.reference
+                elif self._perfect_information and not self._simultaneous:
+                    kind = "mcts"
+                else:
+                    kind = "random"
+            self._reference = make_reference_player(kind, self._template, **self.config.reference_options)
+        return self._reference
+
+    def reference_action(self, agent: str) -> str:
+        player = self.player_index(agent)
+        if not self.is_acting(agent):
+            return ""
+        action = self.reference_player.act(self._position.state, player, self._decision_rng(player, "reference"))
+        return self._move_texts(player, [action])[0]
+
+    def random_action(self, agent: str, rng: np.random.Generator) -> str:
+        player = self.player_index(agent)
+        if not self.is_acting(agent):
+            return ""
+        ids = self._legal_ids(player)
+        return self._move_texts(player, ids)[int(rng.integers(0, len(ids)))]
+
+    def reference_policy(self, agent: str) -> dict[str, float]:
+        """The reference agent's move probabilities now (move text → probability)."""
+        player = self.player_index(agent)
+        if not self.is_acting(agent):
+            return {}
+        probs = self.reference_player.policy(self._position.state, player)
+        ids = sorted(probs)
+        return dict(zip(self._move_texts(player, ids), (probs[a] for a in ids)))
+
+    def random_policy(self, agent: str) -> dict[str, float]:
+        """The random agent's move probabilities now: uniform over the legal moves."""
+        if not self.is_acting(agent):
+            return {}
+        texts = self.legal_actions(agent)
+        return {t: 1.0 / len(texts) for t in texts}
+
+    # ------------------------------------------------------------------ numeric hooks
+    @property
+    def max_legal_actions(self) -> int:
+        return int(self._template.num_distinct_actions())
+
+    def legal_actions(self, agent: str) -> list[str]:
+        """The moves ``agent`` may play now, as listed in its prompt ([] when not its turn)."""
+        if not self.is_acting(agent):
+            return []
+        player = self.player_index(agent)
+        return self._move_texts(player, self._legal_ids(player))
+
+    def _build_catalog(self) -> list[str]:
+        names = []
+        for action in range(self._template.num_distinct_actions()):
+            try:
+                names.append(self._template.action_to_string(0, action))
+            except Exception:  # noqa: BLE001 - some games name actions only in context
+                names.append(f"action {action}")
+        return text_rules.dedupe_catalog(names)
+
+    def action_catalog(self) -> list[str]:
+        """One name per OpenSpiel action id, index = id, the same for every player and state.
+
+        A catalog name is always accepted for its action (as an alias of the listed move), so
+        a numeric policy can play ``catalog[i]`` whenever ``action_mask(agent)[i] == 1``.
+        """
+        return list(self._catalog)
+
+    def action_mask(self, agent: str) -> np.ndarray:
+        """int8 array over :meth:`action_catalog`: 1 where the action is legal for ``agent`` now."""
+        mask = np.zeros(len(self._catalog), dtype=np.int8)
+        if self.is_acting(agent):
+            mask[self._legal_ids(self.player_index(agent))] = 1
+        return mask
+
+    def _tensor_kind(self) -> str | None:
+        if self._type.provides_information_state_tensor:
+            return "information_state"
+        if self._type.provides_observation_tensor:
+            return "observation"
+        return None
+
+    def _tensor_shape(self) -> tuple[int, ...]:
+        kind = self._tensor_kind()
+        if kind is None:
+            return (0,)
+        return (int(getattr(self._template, f"{kind}_tensor_size")()),)
+
+    def state_space(self) -> spaces.Box:
+        """The space of :meth:`state_tensor` (flat float32; the same object on every call)."""
+        return self._state_space
+
+    def state_tensor(self, agent: str) -> np.ndarray:
+        """``agent``'s information-state tensor (else observation tensor), flat float32; zeros
+        before the first reset or where the game cannot give one."""
+        out = np.zeros(self._state_shape, dtype=np.float32)
+        kind = self._tensor_kind()
+        if kind is None or self._position is None:
+            return out
+        try:
+            values = getattr(self._position.state, f"{kind}_tensor")(self.player_index(agent))
+        except Exception:  # noqa: BLE001 - e.g. a tensor asked for at a node that has none
+            return out
+        out[:] = np.asarray(values, dtype=np.float32).reshape(-1)[: out.size]
+        return out
