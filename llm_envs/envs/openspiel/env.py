@@ -43,7 +43,11 @@ Version history: v0 — first version.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import os
 import zlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -120,6 +124,21 @@ def load_game(game: str, params: dict[str, Any] | None = None) -> Any:
                          f"Registered games: {', '.join(known)}") from exc
 
 
+def _params_key(params: dict[str, Any]) -> str:
+    import json
+
+    return json.dumps(params, sort_keys=True, default=repr)
+
+
+@functools.lru_cache(maxsize=128)
+def _template_game(game: str, params_key: str) -> Any:
+    """The game object of a configuration, loaded once per process (pyspiel games are immutable;
+    some take seconds to load, e.g. colored_trails)."""
+    import json
+
+    return load_game(game, json.loads(params_key))
+
+
 class _Position:
     """The pyspiel game and state of one episode, copied cheaply by ``deepcopy``.
 
@@ -144,6 +163,114 @@ class _Position:
         return _Position(self.game, self.state.clone(), False)
 
 
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Silence file descriptor 2 (OpenSpiel's C++ error printer) for the duration."""
+    try:
+        saved = os.dup(2)
+    except OSError:  # no stderr to silence
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _context_free_name(game: Any, num_players: int, action: int) -> str:
+    for player in range(num_players):
+        try:
+            name = game.action_to_string(player, action)
+        except Exception:  # noqa: BLE001 - the action belongs to another player
+            continue
+        if name and not name.startswith("Action(id="):  # OpenSpiel's placeholder, not a name
+            return name
+    return f"action {action}"
+
+
+def _check_integer_actions(game: Any) -> None:
+    """Refuse games whose moves are not integer actions (OpenSpiel's newer "action structs"
+    only games, e.g. crossword): they cannot list their legal moves."""
+    state = game.new_initial_state()
+    rng = np.random.default_rng(0)
+    for _ in range(100_000):  # a bound, not a limit any game reaches: each pick is random
+        if not state.is_chance_node():
+            break
+        outcomes = state.chance_outcomes()
+        state.apply_action(outcomes[int(rng.integers(0, len(outcomes)))][0] if outcomes else 0)
+    if state.is_terminal() or state.is_chance_node():
+        return
+    try:
+        with _quiet_stderr():
+            if state.is_simultaneous_node():
+                state.legal_actions(0)
+            else:
+                state.legal_actions()
+    except Exception as exc:  # noqa: BLE001 - pyspiel.SpielError
+        raise ValueError(f"{game.get_type().short_name} cannot list its legal moves as actions ({exc}); "
+                         "it is not supported") from exc
+
+
+@functools.lru_cache(maxsize=64)
+def action_catalog_for(game_string: str, from_playouts: bool) -> tuple[str, ...]:
+    """One name per action id of ``game_string``, the same in every state and for every player.
+
+    With ``from_playouts`` (the curated games, whose moves are named the same in every
+    position) names come from the game's legal moves along 32 fixed random playouts. Otherwise,
+    and for ids no playout met, the game's context-free name is used (player 0's, else the
+    first player's that has one), else ``action <id>``. A *state* is never asked to name a move
+    it does not allow (that can crash OpenSpiel: chess), and in general a state's name may
+    depend on the position, which would break "index i always means the same move". Computed
+    once per process and game (on first use: a catalog is needed only by numeric views and by
+    replies that name no listed move).
+    """
+    game = load_game(game_string)
+    names = _names_from_playouts(game, episodes=32) if from_playouts else {}
+    with _quiet_stderr():  # OpenSpiel prints every refused call to stderr before raising
+        for action in range(game.num_distinct_actions()):
+            if action not in names:
+                names[action] = _context_free_name(game, game.num_players(), action)
+    return tuple(text_rules.dedupe_catalog([names[a] for a in range(game.num_distinct_actions())]))
+
+
+def _names_from_playouts(game: Any, episodes: int) -> dict[int, str]:
+    import pyspiel
+
+    sampled = game.get_type().chance_mode == pyspiel.GameType.ChanceMode.SAMPLED_STOCHASTIC
+    seed_param = next((p for p in _SEED_PARAMS if p in game.get_parameters()), None)
+    rng = np.random.default_rng(0)
+    names: dict[int, str] = {}
+    for episode in range(episodes):
+        if sampled and seed_param is not None:
+            params = dict(game.get_parameters())
+            params[seed_param] = episode
+            episode_game = load_game(game.get_type().short_name, params)
+        else:
+            episode_game = game
+        state = episode_game.new_initial_state()
+        while not state.is_terminal():
+            if state.is_chance_node():
+                outcomes = state.chance_outcomes()
+                state.apply_action(outcomes[int(rng.integers(0, len(outcomes)))][0])
+                continue
+            simultaneous = state.is_simultaneous_node()
+            players = range(game.num_players()) if simultaneous else [state.current_player()]
+            joint = []
+            for player in players:
+                legal = list(state.legal_actions(player))
+                for action in legal:
+                    names.setdefault(action, state.action_to_string(player, action))
+                joint.append(legal[int(rng.integers(0, len(legal)))] if legal else 0)
+            if simultaneous:
+                state.apply_actions(joint)
+            else:
+                state.apply_action(joint[0])
+    return names
+
+
 class OpenSpielEnv(TextEnv):
     """An OpenSpiel game as a text environment; see the module docstring.
 
@@ -161,7 +288,7 @@ class OpenSpielEnv(TextEnv):
         self.config: OpenSpielConfig = self._build_config(config, overrides)
         import pyspiel
 
-        self._template = load_game(self.config.game, self.config.params)
+        self._template = _template_game(self.config.game, _params_key(self.config.params))
         game_type = self._template.get_type()
         if game_type.dynamics == pyspiel.GameType.Dynamics.MEAN_FIELD:
             raise ValueError(f"{game_type.short_name} is a mean-field game: it has no players to seat")
@@ -180,7 +307,10 @@ class OpenSpielEnv(TextEnv):
         if self._sampled and self._seed_param is None:
             raise ValueError(f"{self._short_name} samples chance internally and has no seed parameter: "
                              "its episodes could not be reproduced from a seed")
-        self.preset: GamePreset | None = preset_for(self._short_name) if self.config.view == "auto" else None
+        _check_integer_actions(self._template)
+        self.preset: GamePreset | None = (
+            preset_for(self._short_name, self._template.get_parameters()) if self.config.view == "auto" else None
+        )
         # Instance-level metadata: the name and simultaneity depend on the game.
         self.metadata = {
             **type(self).metadata,
@@ -188,7 +318,6 @@ class OpenSpielEnv(TextEnv):
             "is_parallelizable": self._simultaneous,
         }
         super().__init__([f"player_{i}" for i in range(self._num_players)], render_mode=render_mode)
-        self._catalog = self._build_catalog()
         self._state_shape = self._tensor_shape()
         self._state_space = spaces.Box(-np.inf, np.inf, shape=self._state_shape, dtype=np.float32)
         self._reference: ReferencePlayer | None = None
@@ -290,7 +419,7 @@ class OpenSpielEnv(TextEnv):
         player = self.player_index(agent)
         ids = self._legal_ids(player)
         texts = self._move_texts(player, ids)
-        index = text_rules.parse_move(action, texts, aliases=[self._catalog[a] for a in ids])
+        index = text_rules.parse_move(action, texts, aliases=lambda: [self._catalog[a] for a in ids])
         parsed: dict[str, Any] = {"move": texts[index] if index is not None else None,
                                   "action_id": ids[index] if index is not None else None}
         info: dict[str, Any] = {}
@@ -455,7 +584,7 @@ class OpenSpielEnv(TextEnv):
         return text
 
     def _shared_resources(self) -> list[Any]:
-        shared: list[Any] = [self._template, self._type, self.config, self._catalog, self._state_space]
+        shared: list[Any] = [self._template, self._type, self.config, self._state_space]
         if self.preset is not None:
             shared.append(self.preset)
         if self._reference is not None:
@@ -533,14 +662,9 @@ class OpenSpielEnv(TextEnv):
         player = self.player_index(agent)
         return self._move_texts(player, self._legal_ids(player))
 
-    def _build_catalog(self) -> list[str]:
-        names = []
-        for action in range(self._template.num_distinct_actions()):
-            try:
-                names.append(self._template.action_to_string(0, action))
-            except Exception:  # noqa: BLE001 - some games name actions only in context
-                names.append(f"action {action}")
-        return text_rules.dedupe_catalog(names)
+    @property
+    def _catalog(self) -> tuple[str, ...]:
+        return action_catalog_for(self.game_string, self.preset is not None)
 
     def action_catalog(self) -> list[str]:
         """One name per OpenSpiel action id, index = id, the same for every player and state.
@@ -568,7 +692,11 @@ class OpenSpielEnv(TextEnv):
         kind = self._tensor_kind()
         if kind is None:
             return (0,)
-        return (int(getattr(self._template, f"{kind}_tensor_size")()),)
+        try:
+            with _quiet_stderr():
+                return (int(getattr(self._template, f"{kind}_tensor_size")()),)
+        except Exception:  # noqa: BLE001 - a game that declares a tensor it does not implement
+            return (0,)
 
     def state_space(self) -> spaces.Box:
         """The space of :meth:`state_tensor` (flat float32; the same object on every call)."""

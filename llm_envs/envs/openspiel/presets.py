@@ -288,6 +288,13 @@ CURATED: tuple[GamePreset, ...] = (
 _BY_GAME = {p.game: p for p in CURATED}
 
 
-def preset_for(short_name: str) -> GamePreset | None:
-    """The curated preset of an OpenSpiel game (by short name), if it has one."""
-    return _BY_GAME.get(short_name)
+def preset_for(short_name: str, params: dict[str, Any] | None = None) -> GamePreset | None:
+    """The curated preset of an OpenSpiel game, if it has one and the game's parameters agree
+    with every parameter the preset sets (Negotiation's rendering assumes no utterances)."""
+    preset = _BY_GAME.get(short_name)
+    if preset is None:
+        return None
+    params = params or {}
+    if any(params.get(key) != value for key, value in preset.params.items()):
+        return None
+    return preset

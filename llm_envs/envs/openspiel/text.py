@@ -18,8 +18,9 @@ When a reply names several legal moves, the **last** one counts (models reason f
 answer last); when two legal moves end at the same place, the longer one counts (a reply
 ending in ``Raise Call`` names a move called ``Raise Call`` rather than one called ``Call``).
 Besides the texts listed in the prompt, a move's *catalog* text (the name the numeric views use
-for that action id, :meth:`OpenSpielEnv.action_catalog`) is accepted as an alias, but only when
-no listed text matches.
+for that action id, :meth:`OpenSpielEnv.action_catalog`) is accepted as an alias: a reply that
+is exactly a catalog text plays that action (after an exact listed text); inside a longer reply
+an alias counts only when no listed text is named.
 
 A reply that names no legal move is an **invalid move** (never an exception); the environment
 then applies its ``invalid_move`` policy (see :func:`forfeit_returns`).
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 __all__ = [
     "INVALID_MOVE_POLICIES",
@@ -98,14 +99,18 @@ def _last_named(reply: str, keys: Sequence[str]) -> int | None:
     return best_index
 
 
-def parse_move(reply: str, moves: Sequence[str], aliases: Sequence[str] | None = None) -> int | None:
+def parse_move(
+    reply: str,
+    moves: Sequence[str],
+    aliases: Sequence[str] | Callable[[], Sequence[str]] | None = None,
+) -> int | None:
     """The index in ``moves`` of the legal move ``reply`` names, or None (rules above).
 
     Args:
         reply: The model's text (any string; huge or hostile text is fine).
         moves: The legal moves as the prompt lists them.
-        aliases: Optional second name per move (same length as ``moves``), consulted only when
-            no text of ``moves`` matches.
+        aliases: Optional second name per move (same length as ``moves``), or a function
+            returning them (called only if the reply is not exactly one of ``moves``).
     """
     if not isinstance(reply, str) or not moves:
         return None
@@ -120,12 +125,14 @@ def parse_move(reply: str, moves: Sequence[str], aliases: Sequence[str] | None =
     stripped = text[1:-1] if text.startswith("[") and text.endswith("]") else None
     if stripped is not None and stripped in keys:
         return keys.index(stripped)
-    found = _last_named(text, keys)
-    if found is not None or aliases is None:
-        return found
-    alias_keys = [normalize(a) for a in aliases]
-    if text in alias_keys:
+    if callable(aliases):
+        aliases = aliases()
+    alias_keys = [normalize(a) for a in aliases] if aliases is not None else None
+    if alias_keys is not None and text in alias_keys:
         return alias_keys.index(text)
+    found = _last_named(text, keys)
+    if found is not None or alias_keys is None:
+        return found
     return _last_named(text, alias_keys)
 
 
