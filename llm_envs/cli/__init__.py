@@ -11,6 +11,9 @@
                                            transcripts (every action with its reward)
 ``llm-envs demo``                          every environment with its reference agents and
                                            with the random agent, in one table
+``llm-envs arena ENV --agent [NAME=]SPEC``  a round-robin or Swiss tournament among agents on a
+                                           multi-player game: ratings with intervals, a
+                                           table, a plot, every game on disk
 =========================================  ==================================================
 
 A subcommand lives in its own module with a ``cmd_<name>(args) -> int`` function and an
@@ -27,13 +30,13 @@ from collections.abc import Sequence
 
 from llm_envs.agents.spec import AgentSpecError
 
-from . import demo, envs, evaluate, show
+from . import arena, demo, envs, evaluate, show
 from ._common import EXIT_USAGE, CLIError
 
 __all__ = ["CLIError", "EXIT_USAGE", "build_parser", "main"]
 
 # In the order `llm-envs --help` lists them.
-_COMMAND_MODULES = (envs, evaluate, show, demo)
+_COMMAND_MODULES = (envs, evaluate, show, demo, arena)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -91,5 +91,5 @@ for _preset in _OPENSPIEL_GAMES:
         task=f"OpenSpiel '{_preset.game}', seeded chance",
         description=_preset.description,
         paper="SPIRAL (self-play)" if _preset.game in ("tic_tac_toe", "kuhn_poker", "negotiation") else "OpenSpiel",
-        kwargs={"game": _preset.game, "params": dict(_preset.params)},
+        kwargs={"game": _preset.game_string, "params": {} if _preset.registered_game else dict(_preset.params)},
     )

@@ -125,6 +125,46 @@ def load_game(game: str, params: dict[str, Any] | None = None) -> Any:
                          f"Registered games: {', '.join(known)}") from exc
 
 
+def _innermost(game: Any) -> tuple[Any, list[str]]:
+    """The innermost game of a chain of game transforms (``zerosum(game=negotiation(...))``)
+    and the transforms' short names, outermost first."""
+    wrappers: list[str] = []
+    while True:
+        params = game.get_parameters()
+        inner = params.get("game")
+        if not (isinstance(inner, dict) and "name" in inner):
+            return game, wrappers
+        wrappers.append(game.get_type().short_name)
+        game = load_game(inner["name"], {k: v for k, v in inner.items() if k != "name"})
+
+
+def _seed_path(game: Any) -> list[str] | None:
+    """Where the seed of the game's internal generator sits in its (possibly nested) parameters:
+    ``["rng_seed"]``, ``["game", "rng_seed"]``, ... (None: no seed parameter)."""
+    path: list[str] = []
+    while True:
+        params = game.get_parameters()
+        inner = params.get("game")
+        if isinstance(inner, dict) and "name" in inner:
+            path.append("game")
+            game = load_game(inner["name"], {k: v for k, v in inner.items() if k != "name"})
+            continue
+        name = next((p for p in _SEED_PARAMS if p in params), None)
+        return None if name is None else path + [name]
+
+
+def _with_seed(game: Any, path: list[str], seed: int) -> Any:
+    """``game`` loaded again with the seed at ``path`` set to ``seed``."""
+    import copy as _copy
+
+    params = _copy.deepcopy(game.get_parameters())
+    node = params
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = int(seed)
+    return load_game(game.get_type().short_name, params)
+
+
 def _copy_generator(rng: np.random.Generator) -> np.random.Generator:
     """An independent generator in the same state (3x cheaper than ``deepcopy``, which pickles)."""
     bit_generator = type(rng.bit_generator)(0)
@@ -248,14 +288,12 @@ def _names_from_playouts(game: Any, episodes: int) -> dict[int, str]:
     import pyspiel
 
     sampled = game.get_type().chance_mode == pyspiel.GameType.ChanceMode.SAMPLED_STOCHASTIC
-    seed_param = next((p for p in _SEED_PARAMS if p in game.get_parameters()), None)
+    seed_path = _seed_path(game) if sampled else None
     rng = np.random.default_rng(0)
     names: dict[int, str] = {}
     for episode in range(episodes):
-        if sampled and seed_param is not None:
-            params = dict(game.get_parameters())
-            params[seed_param] = episode
-            episode_game = load_game(game.get_type().short_name, params)
+        if seed_path is not None:
+            episode_game = _with_seed(game, seed_path, episode)
         else:
             episode_game = game
         state = episode_game.new_initial_state()
@@ -311,13 +349,14 @@ class OpenSpielEnv(TextEnv):
             pyspiel.GameType.Utility.CONSTANT_SUM: "constant_sum",
             pyspiel.GameType.Utility.IDENTICAL: "identical",
         }.get(game_type.utility, "general_sum")
-        self._seed_param = next((p for p in _SEED_PARAMS if p in self._template.get_parameters()), None)
+        self._seed_param = _seed_path(self._template) if self._sampled else None
         if self._sampled and self._seed_param is None:
             raise ValueError(f"{self._short_name} samples chance internally and has no seed parameter: "
                              "its episodes could not be reproduced from a seed")
         _check_integer_actions(self._template)
+        inner, self._wrappers = _innermost(self._template)
         self.preset: GamePreset | None = (
-            preset_for(self._short_name, self._template.get_parameters()) if self.config.view == "auto" else None
+            preset_for(inner.get_type().short_name, inner.get_parameters()) if self.config.view == "auto" else None
         )
         # Instance-level metadata: the name and simultaneity depend on the game.
         self.metadata = {
@@ -363,13 +402,8 @@ class OpenSpielEnv(TextEnv):
         self._moves = 0
 
     def _start_episode(self, options: dict[str, Any]) -> str:
-        params = dict(self.config.params) if "(" not in self.config.game else None
         if self._sampled:
-            seed = int(self.np_random.integers(0, 2**31 - 1))
-            if params is None:
-                params = {k: v for k, v in self._template.get_parameters().items()}
-            params[self._seed_param] = seed
-            game = load_game(self._short_name, params)
+            game = _with_seed(self._template, self._seed_param, int(self.np_random.integers(0, 2**31 - 1)))
         else:
             game = self._template
         self._position = _Position(game, game.new_initial_state(), self._sampled)
@@ -551,6 +585,9 @@ class OpenSpielEnv(TextEnv):
         else:
             rules = (f"You are playing {self._type.long_name} (the OpenSpiel game '{self.game_string}'), "
                      f"a game for {self._num_players} player(s).")
+        if "zerosum" in self._wrappers:
+            rules += (" Scoring is zero-sum: your reward is your own result minus the average result "
+                      "of all players, so you gain exactly what the others lose.")
         policy = (
             "A reply that names no legal move forfeits the game."
             if self.config.invalid_move == "forfeit"
@@ -618,6 +655,7 @@ class OpenSpielEnv(TextEnv):
         "config", "_template", "_type", "preset", "metadata", "possible_agents", "observation_spaces",
         "action_spaces", "_state_space", "_state_shape", "_reference", "render_mode", "_short_name",
         "_num_players", "_simultaneous", "_sampled", "_perfect_information", "_utility", "_seed_param",
+        "_wrappers",
     })
 
     def clone(self) -> OpenSpielEnv:

@@ -14,7 +14,10 @@ id                      OpenSpiel game        reference    notes
 ``llm/ConnectFour-v0``  ``connect_four``      mcts         C++ MCTS, 500 simulations per move
 ``llm/KuhnPoker-v0``    ``kuhn_poker``        cfr          CFR+ Nash; value to player 0 is −1/18
 ``llm/LeducPoker-v0``   ``leduc_poker``       cfr          CFR+ Nash (NashConv ≈ 5e-3)
-``llm/Negotiation-v0``  ``negotiation``       mcts         proposals only (no symbolic utterances);
+``llm/Negotiation-v0``  ``negotiation``       mcts         proposals only (no symbolic utterances),
+                                                           scored zero-sum by OpenSpiel's ``zerosum``
+                                                           transform (reward = own value − mean),
+                                                           a competitive negotiation like SPIRAL's;
                                                            MCTS reads both valuations
 ======================  ====================  ===========  ==========================================
 """
@@ -38,8 +41,10 @@ class GamePreset:
 
     Attributes:
         env_id: The registered id (``llm/KuhnPoker-v0``).
-        game: OpenSpiel short name.
-        params: Game parameters the registered id uses.
+        game: OpenSpiel short name of the game rendered (the innermost one when the registered
+            game is wrapped, e.g. in ``zerosum``).
+        params: Parameters the rendering needs (any game of that name with these parameters is
+            rendered this way, wrapped or not).
         title: Display name.
         rules: The rules in plain words (the system prompt).
         reference: Reference solver kind (:data:`~llm_envs.envs.openspiel.solvers.REFERENCE_KINDS`).
@@ -58,6 +63,12 @@ class GamePreset:
     params: dict[str, Any] = field(default_factory=dict)
     describe_moves: MoveDescriber | None = None
     description: str = ""
+    registered_game: str = ""
+
+    @property
+    def game_string(self) -> str:
+        """The OpenSpiel game string the registered id loads."""
+        return self.registered_game or self.game
 
 
 def _label(player: int) -> str:
@@ -269,19 +280,20 @@ CURATED: tuple[GamePreset, ...] = (
         env_id="llm/Negotiation-v0",
         game="negotiation",
         params={"enable_utterances": False},
+        registered_game="zerosum(game=negotiation(enable_utterances=False))",
         title="Negotiation",
         rules=(
             "Negotiation over a pool of items of three types. Each player values the item types "
             "privately. Players take turns proposing a split, written Proposal: [a, b, c] = how "
             "many items of each type the proposer keeps (the other player gets the rest). Instead "
             "of proposing you may accept the most recent proposal with 'Proposal: Agreement "
-            "reached!'. On agreement each player's reward is the value of the items they get; "
+            "reached!'. On agreement each player's result is the value of the items they get; "
             "without agreement before the step limit, both get 0."
         ),
         reference="mcts",
         render=_render_negotiation,
         describe_moves=_describe_negotiation_moves,
-        description="Negotiation over items (OpenSpiel, proposals only); MCTS reference.",
+        description="Competitive negotiation over items (OpenSpiel, zero-sum, proposals only); MCTS reference.",
     ),
 )
 
