@@ -5,7 +5,9 @@
 >>> env.reset(seed=0)
 
 Importing this package registers every environment in PettingZoo's registry under the ``llm``
-namespace, so ``pettingzoo.make("aec", "llm/PlanPath-v0")`` works as well.
+namespace (and TextArena's games under ``textarena``), so ``pettingzoo.make("aec",
+"llm/PlanPath-v0")`` works as well. Any OpenSpiel or TextArena game: :func:`openspiel`,
+:func:`textarena`.
 """
 
 from llm_envs import envs as _envs  # noqa: F401  (registers the environments)
@@ -27,6 +29,18 @@ def openspiel(game: str, **kwargs):
     return OpenSpielEnv(game=game, **kwargs)
 
 
+def textarena(game: str, **kwargs):
+    """Any TextArena game as a text environment (needs ``textarena``: ``llm-envs[games]``).
+
+    ``llm_envs.textarena("Othello-v0")``; keyword options are those of
+    :class:`~llm_envs.envs.textarena.env.TextArenaConfig`. The registered ones are also
+    ``llm_envs.make("textarena/<id>")``.
+    """
+    from llm_envs.envs.textarena.env import TextArenaEnv
+
+    return TextArenaEnv(game=game, **kwargs)
+
+
 __all__ = [
     "ActionRecord",
     "TextEnv",
@@ -37,5 +51,6 @@ __all__ = [
     "make",
     "openspiel",
     "register_env",
+    "textarena",
     "to_chat_messages",
 ]

@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from llm_envs.agents.base import ActRequest, Agent
 from llm_envs.core.env import TextEnv
 
 __all__ = ["RolloutEngine", "RolloutResult", "TrainRecord", "collect", "spawn_envs"]
@@ -127,6 +128,7 @@ def collect(
     max_decisions: int = 256,
     reset_options: Mapping[str, Any] | None = None,
     env_workers: int = 1,
+    opponents: Mapping[str, Agent] | None = None,
 ) -> RolloutResult:
     """Play one episode in each environment and return its training records.
 
@@ -144,6 +146,9 @@ def collect(
         env_workers: Threads that step environments (and tree candidates) concurrently — worth
             it when a step runs code in a sandbox. Results do not depend on it: every instance
             and clone steps with its own state and RNG.
+        opponents: Agent id → a fixed :class:`~llm_envs.agents.Agent` (a random or reference
+            agent, a frozen model) that plays that seat. Its moves are played on the environment
+            itself (never on tree candidates' clones) and leave no training record.
 
     Returns:
         A :class:`RolloutResult`.
@@ -166,8 +171,14 @@ def collect(
     decisions = [0] * len(envs)
     cut = [False] * len(envs)
     active = [i for i, e in enumerate(envs) if not e.episode_over]
+    opponents = dict(opponents or {})
 
     while active:
+        if opponents:
+            env_s += _play_opponents(envs, active, opponents, decisions, cut, max_decisions)
+            active = [i for i in active if not envs[i].episode_over and not cut[i]]
+            if not active:
+                break
         requests, meta = [], []
         for i in active:
             env = envs[i]
@@ -255,6 +266,41 @@ def collect(
             m[f"reward/{agent}"] = float(total)
         episodes.append(m)
     return RolloutResult(records, episodes, envs, generate_s=generate_s, env_s=env_s, generated_tokens=generated)
+
+
+def _play_opponents(
+    envs: Sequence[TextEnv],
+    active: Sequence[int],
+    opponents: Mapping[str, Agent],
+    decisions: list[int],
+    cut: list[bool],
+    max_decisions: int,
+) -> float:
+    """Let fixed opponents move until every active environment waits for a trained agent (or is
+    over); one batched ``act_batch`` per opponent object and wave. Returns the time taken."""
+    t0 = time.perf_counter()
+    while True:
+        waiting: dict[int, list[int]] = {}
+        agents_by_id: dict[int, Agent] = {}
+        for i in active:
+            env = envs[i]
+            if env.episode_over or cut[i]:
+                continue
+            agent = opponents.get(env.agent_selection)
+            if agent is not None:
+                waiting.setdefault(id(agent), []).append(i)
+                agents_by_id[id(agent)] = agent
+        if not waiting:
+            return time.perf_counter() - t0
+        for key, slots in waiting.items():
+            requests = [ActRequest(envs[i].observe(envs[i].agent_selection), envs[i].agent_selection, envs[i])
+                        for i in slots]
+            outputs = agents_by_id[key].act_batch(requests)
+            for i, output in zip(slots, outputs):
+                envs[i].step(output.text if isinstance(output.text, str) else "")
+                decisions[i] += 1
+                if decisions[i] >= max_decisions and not envs[i].episode_over:
+                    cut[i] = True
 
 
 def _step_all(jobs: Sequence[tuple[TextEnv, str]], workers: int) -> None:

@@ -75,11 +75,16 @@ class Trainer:
 
         first = llm_envs.make(cfg.env.id, **self._env_kwargs(cfg.env.kwargs))
         self.agents = list(first.possible_agents)
+        self.opponents = self._build_opponents(cfg.env.opponents)
+        #: The agents the policies play (every agent but the fixed opponents).
+        self.learning_agents = [a for a in self.agents if a not in self.opponents]
+        #: SPIRAL's role baselines ("game|role" → EMA of returns), for algorithm.estimator = rae.
+        self.role_baselines: dict[str, float] = {}
         model_path = self._model_path()
         lora = cfg.model.lora
         self.policies: PolicySet = build_policies(
             cfg.model.level,
-            self.agents,
+            self.learning_agents,
             model_path,
             model_paths=cfg.model.paths,
             policy_map=cfg.model.policy_map or None,
@@ -132,6 +137,17 @@ class Trainer:
         )
 
     # ------------------------------------------------------------------ construction helpers
+    def _build_opponents(self, specs: dict[str, str]) -> dict[str, Any]:
+        """Fixed opponents (``env.opponents``): agent id → a built llm_envs agent."""
+        from llm_envs.agents.spec import build_agent
+
+        unknown = sorted(set(specs) - set(self.agents))
+        if unknown:
+            raise ValueError(f"env.opponents names no agent(s) {unknown}; the environment's agents: {self.agents}")
+        if len(specs) >= len(self.agents):
+            raise ValueError("env.opponents leaves no agent to train")
+        return {agent: build_agent(spec) for agent, spec in specs.items()}
+
     def _env_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         out = {}
         for k, v in kwargs.items():
@@ -177,7 +193,7 @@ class Trainer:
         res = collect(
             self.envs, self.train_seeds(self.step), self.engine, self.policies.agent_to_policy,
             k=cfg.rollout.k if cfg.rollout.tree else 1, tree=cfg.rollout.tree, max_decisions=cfg.env.max_decisions,
-            env_workers=cfg.rollout.env_workers,
+            env_workers=cfg.rollout.env_workers, opponents=self.opponents,
         )
         self.envs = res.envs
         offload = getattr(self.engine, "offload", None)
@@ -269,10 +285,14 @@ class Trainer:
         if a.kl_coef > 0 and ref is not None:
             kl = kl_estimate(pad_right([o.tolist() for o in old]), pad_right([x.tolist() for x in ref]), a.kl_estimator)
         rewards = torch.tensor([r.reward for r in records], dtype=torch.float32)
+        rae = a.estimator == "rae"
         adv = compute_advantages(
             a.estimator, rewards, mask, [r.group for r in records],
-            roles=[r.role for r in records], agents=[r.agent for r in records], kl=kl, beta=a.kl_coef,
+            roles=[f"{self.cfg.env.id}|{r.role}" if rae else r.role for r in records],
+            agents=[r.agent for r in records], kl=kl, beta=a.kl_coef,
             gamma=a.gamma, eps=a.eps, unbiased_std=a.unbiased_std, reward_clip=a.reward_clip,
+            trajectories=[(r.slot, r.episode_id, r.agent) for r in records],
+            role_baselines=self.role_baselines, rae_decay=a.rae_decay,
         )
         keep = list(range(len(records)))
         if a.drop_uniform_groups:
@@ -295,7 +315,8 @@ class Trainer:
         engine = self.engine.view(seed=cfg.run.seed + 7919, sampling=dataclasses.replace(self.sampling, temperature=temp))
         agent_cls = _agent_class(engine)
         by_policy = {name: agent_cls(engine, name) for name in self.policies.names()}
-        agents = {a: by_policy[self.policies.agent_to_policy[a]] for a in self.agents}
+        agents = {a: self.opponents[a] if a in self.opponents else by_policy[self.policies.agent_to_policy[a]]
+                  for a in self.agents}
         out_path = self.out / "eval" / f"step_{self.step:08d}.jsonl"
         out_path.parent.mkdir(parents=True, exist_ok=True)
         if out_path.exists():
@@ -362,6 +383,7 @@ class Trainer:
                     "env": env_state,
                     "metrics_lines": self.logger.lines,
                     "last_eval": self.last_eval,
+                    "role_baselines": dict(self.role_baselines),
                     "config": config_to_dict(self.cfg),
                 },
             },
@@ -380,6 +402,7 @@ class Trainer:
         if state.get("env") is not None and hasattr(self.envs[0], "load_state_dict"):
             self.envs[0].load_state_dict(state["env"])
         self.last_eval = dict(state.get("last_eval") or {})
+        self.role_baselines = dict(state.get("role_baselines") or {})
         return int(state.get("metrics_lines", 0))
 
     def export(self, path: Path) -> dict[str, str]:
