@@ -9,7 +9,8 @@ agents            ``player_0`` … ``player_{n-1}`` (TextArena's player ids)
 observation       ``{"instruction", "prompt"}``: a short note on the format; then every message the
                   player has received so far (the game's own prompt, the board, the other players'
                   actions, the game master's notes), in order, as TextArena's default wrapper shows
-                  them (``[GAME] ...`` / ``[Player 1] ...``)
+                  them (``[GAME] ...`` / ``[Player 1] ...``); a message over 20,000 characters (an
+                  echoed runaway action) is cut, and so is the oldest text past 500,000
 action            any text, passed to TextArena as is
 invalid move      TextArena's own rule: an invalid move is reported to the player, who may try again
                   (``error_allowance`` times, 1 by default); one more invalid move loses the game
@@ -264,8 +265,10 @@ class TextArenaEnv(TextEnv):
         lines = []
         for sender, message, _kind in state.observations.get(player, []):
             who = "GAME" if sender == _GAME_ID else roles.get(sender, f"Player {sender}")
-            lines.append(f"[{who}] {message}")
+            lines.append(f"[{who}] {_clip(str(message))}")
         text = "\n".join(lines)
+        if len(text) > _MAX_PROMPT_CHARS:  # keep the latest messages: they hold the current state
+            text = "[earlier messages cut]\n" + text[-_MAX_PROMPT_CHARS:]
         if self._episode_over:
             outcome = ", ".join(f"{a} {self._final.get(i, 0.0):+g}" for i, a in enumerate(self.possible_agents))
             return f"{text}\n\nThe game is over. Rewards: {outcome}."
@@ -340,6 +343,17 @@ class TextArenaEnv(TextEnv):
         candidates = self._candidates(player)
         order = rng.permutation(len(candidates))
         return self._first_valid(player, [candidates[int(i)] for i in order])
+
+
+#: Longest message shown (TextArena echoes every action, however long, to the other players).
+_MAX_MESSAGE_CHARS = 20_000
+_MAX_PROMPT_CHARS = 500_000
+
+
+def _clip(message: str) -> str:
+    if len(message) <= _MAX_MESSAGE_CHARS:
+        return message
+    return message[:_MAX_MESSAGE_CHARS] + f" [... {len(message) - _MAX_MESSAGE_CHARS} more characters cut]"
 
 
 _BRACKETS = re.compile(r"\[[^\[\]\n]{1,40}\]")
