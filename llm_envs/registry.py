@@ -17,6 +17,8 @@ from pettingzoo.env_registry.registration import make as _pz_make
 from pettingzoo.env_registry.registration import register as _pz_register
 
 NAMESPACE = "llm"
+#: Every namespace ids may live in: ours, and TextArena's games under their own names.
+NAMESPACES = (NAMESPACE, "textarena")
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,8 @@ def register_env(
     """Register an environment here and in PettingZoo's AEC registry.
 
     Args:
-        env_id: ``"llm/Name-vN"``; bump ``N`` whenever behaviour changes.
+        env_id: ``"llm/Name-vN"`` (or ``"textarena/Name-vN"`` for TextArena's games); bump ``N``
+            whenever behaviour changes.
         entry_point: ``"module:Class"``, imported lazily on first ``make``.
         agents: The default agent ids (shown by ``llm-envs list``).
         task: The task source in one phrase (shown by ``llm-envs list``).
@@ -60,8 +63,8 @@ def register_env(
         paper: The paper whose system the environment reproduces.
         kwargs: Default keyword arguments for the constructor.
     """
-    if not env_id.startswith(NAMESPACE + "/"):
-        raise ValueError(f"environment ids live in the {NAMESPACE!r} namespace: got {env_id!r}")
+    if env_id.split("/", 1)[0] not in NAMESPACES or "/" not in env_id:
+        raise ValueError(f"environment ids live in the namespaces {NAMESPACES}: got {env_id!r}")
     entry = EnvEntry(env_id, entry_point, tuple(agents), task, description, paper, dict(kwargs or {}))
     _ENTRIES[env_id] = entry
     _pz_register("aec", env_id, entry_point=entry_point, kwargs=dict(kwargs or {}))

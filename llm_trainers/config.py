@@ -85,6 +85,9 @@ class EnvConfig:
             share group keys (REINFORCE++-baseline's group mean).
         max_decisions: Cap on actions per episode.
         train_agents: Agents whose records are trained (None = all); the others still play.
+        opponents: Agent id → agent spec (``random``, ``reference``, ``hf:PATH``, ... as in
+            ``llm-envs eval``) of a fixed, untrained opponent that plays that seat in training
+            and evaluation; it has no policy and leaves no training record.
     """
 
     id: str = "llm/Signalling-v0"
@@ -94,6 +97,7 @@ class EnvConfig:
     samples_per_problem: int = 1
     max_decisions: int = 64
     train_agents: list[str] | None = None
+    opponents: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -201,7 +205,8 @@ class AlgorithmConfig:
 
     Attributes:
         estimator: ``at_grpo``, ``reinforce_pp``, ``reinforce_pp_baseline``,
-            ``task_relative_reinforce_pp``, ``per_agent_reinforce_pp``.
+            ``task_relative_reinforce_pp``, ``per_agent_reinforce_pp``, ``rae`` (SPIRAL's
+            role-conditioned advantages; flat sampling).
         eps: ε of AT-GRPO's ``(r − mean)/(std + ε)``.
         unbiased_std: Bessel-corrected group std (verl) instead of the population std.
         drop_uniform_groups: Leave groups whose rewards are all equal out of the update
@@ -212,6 +217,7 @@ class AlgorithmConfig:
         reward_clip: Clip scalar rewards to ±this before the REINFORCE++ family (None = off).
         recompute_old_logprobs: Score the samples with the learner before updating (exact
             on-policy ratio) instead of using the engine's sampling log-probs.
+        rae_decay: α of the ``rae`` baselines ``b ← α·b + (1 − α)·R`` (SPIRAL: 0.95).
     """
 
     estimator: str = "at_grpo"
@@ -223,6 +229,7 @@ class AlgorithmConfig:
     kl_estimator: str = "k1"
     reward_clip: float | None = None
     recompute_old_logprobs: bool = True
+    rae_decay: float = 0.95
 
 
 @dataclass
@@ -362,6 +369,8 @@ class Config:
             problems.append("AT-GRPO tree sampling needs rollout.k >= 2")
         if self.algorithm.estimator == "at_grpo" and not self.rollout.tree:
             problems.append("at_grpo groups candidates of one decision: set rollout.tree: true")
+        if self.algorithm.estimator == "rae" and self.rollout.tree:
+            problems.append("rae uses whole-game returns: set rollout.tree: false")
         for est in (self.algorithm.kl_estimator, self.train.kl_estimator):
             if est not in KL_ESTIMATORS:
                 problems.append(f"KL estimator {est!r} must be one of {KL_ESTIMATORS}")

@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from llm_envs.agents.base import ActRequest, Agent, output_failure
 from llm_envs.core.env import TextEnv
 
 __all__ = [
@@ -140,6 +141,7 @@ def collect(
     max_decisions: int = 256,
     reset_options: Mapping[str, Any] | None = None,
     env_workers: int = 1,
+    opponents: Mapping[str, Agent] | None = None,
 ) -> RolloutResult:
     """Play one episode in each environment and return its training records.
 
@@ -159,6 +161,9 @@ def collect(
         env_workers: Threads that step environments (and tree candidates) concurrently — worth
             it when a step runs code in a sandbox. Results do not depend on it: every instance
             and clone steps with its own state and RNG. (An :class:`EnvGroup` brings its own.)
+        opponents: Agent id → a fixed :class:`~llm_envs.agents.Agent` (a random or reference
+            agent, a frozen model) that plays that seat. Its moves are played on the environment
+            itself (never on tree candidates' clones) and leave no training record.
 
     Returns:
         A :class:`RolloutResult`.
@@ -181,8 +186,19 @@ def collect(
     decisions = [0] * len(views)
     cut = [False] * len(views)
     active = [i for i, v in enumerate(views) if not v.over]
+    opponents = dict(opponents or {})
+    if opponents and not isinstance(group, LocalEnvGroup):
+        raise ValueError(f"fixed opponents need the environments in this process, not a {type(group).__name__}")
 
     while active:
+        if opponents:
+            t0 = time.perf_counter()
+            for slot, view in group.play_opponents(active, opponents, decisions, cut, max_decisions).items():
+                views[slot] = view
+            env_s += time.perf_counter() - t0
+            active = [i for i in active if not views[i].over and not cut[i]]
+            if not active:
+                break
         requests, meta = [], []
         for i in active:
             agent, obs = views[i].agent, views[i].observation
@@ -414,6 +430,42 @@ class LocalEnvGroup(EnvGroup):
                 m[f"reward/{agent}"] = float(total)
             episodes.append(m)
         return finals, episodes
+
+    def play_opponents(self, slots: Sequence[int], opponents: Mapping[str, Agent], decisions: list[int],
+                       cut: list[bool], max_decisions: int) -> dict[int, SlotView]:
+        """Let fixed opponents move until every instance in ``slots`` waits for a trained agent (or
+        is over or cut); one batched ``act_batch`` per opponent object and wave. Counts each move
+        in ``decisions[slot]`` and sets ``cut[slot]`` at ``max_decisions``. Returns the new view of
+        every slot where an opponent moved. An opponent that produces no action (an
+        :class:`~llm_envs.agents.base.AgentError`) stops the rollout: its seat is never played
+        as an empty move."""
+        moved: set[int] = set()
+        while True:
+            waiting: dict[int, list[int]] = {}
+            agents_by_id: dict[int, Agent] = {}
+            for slot in slots:
+                env = self._env(slot)
+                if env.episode_over or cut[slot]:
+                    continue
+                agent = opponents.get(env.agent_selection)
+                if agent is not None:
+                    waiting.setdefault(id(agent), []).append(slot)
+                    agents_by_id[id(agent)] = agent
+            if not waiting:
+                return {slot: self._view(slot) for slot in moved}
+            for key, group_slots in waiting.items():
+                envs = [self._env(slot) for slot in group_slots]
+                requests = [ActRequest(env.observe(env.agent_selection), env.agent_selection, env) for env in envs]
+                outputs = agents_by_id[key].act_batch(requests)
+                for slot, env, output in zip(group_slots, envs, outputs):
+                    failure = output_failure(output)
+                    if failure is not None:
+                        raise failure
+                    env.step(output.text)
+                    moved.add(slot)
+                    decisions[slot] += 1
+                    if decisions[slot] >= max_decisions and not env.episode_over:
+                        cut[slot] = True
 
     def instances(self) -> list[TextEnv]:
         return self.envs

@@ -130,6 +130,11 @@ class Trainer:
 
         first = llm_envs.make(cfg.env.id, **self._env_kwargs(cfg.env.kwargs))
         self.agents = list(first.possible_agents)
+        self.opponents = self._build_opponents(cfg.env.opponents)
+        #: The agents the policies play (every agent but the fixed opponents).
+        self.learning_agents = [a for a in self.agents if a not in self.opponents]
+        #: SPIRAL's role baselines ("game|role" → EMA of returns), for algorithm.estimator = rae.
+        self.role_baselines: dict[str, float] = {}
         self.model_path = self._model_path()
         self.policies: PolicySet = self._build_policies()
         device = next(iter(self.policies)).device
@@ -152,6 +157,17 @@ class Trainer:
         )
 
     # ------------------------------------------------------------------ construction helpers
+    def _build_opponents(self, specs: dict[str, str]) -> dict[str, Any]:
+        """Fixed opponents (``env.opponents``): agent id → a built llm_envs agent."""
+        from llm_envs.agents.spec import build_agent
+
+        unknown = sorted(set(specs) - set(self.agents))
+        if unknown:
+            raise ValueError(f"env.opponents names no agent(s) {unknown}; the environment's agents: {self.agents}")
+        if len(specs) >= len(self.agents):
+            raise ValueError("env.opponents leaves no agent to train")
+        return {agent: build_agent(spec) for agent, spec in specs.items()}
+
     def _env_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         out = {}
         for k, v in kwargs.items():
@@ -172,7 +188,7 @@ class Trainer:
         return str(target)
 
     def _build_policies(self) -> PolicySet:
-        return build_policies(**policy_spec(self.cfg, self.agents, self.model_path))
+        return build_policies(**policy_spec(self.cfg, self.learning_agents, self.model_path))
 
     def _build_learner(self) -> Any:
         """The learner: in this process (a distributed layout puts its ranks elsewhere)."""
@@ -188,7 +204,7 @@ class Trainer:
         return collect(
             self.envs, seeds, self.engine, self.policies.agent_to_policy,
             k=cfg.rollout.k if cfg.rollout.tree else 1, tree=cfg.rollout.tree, max_decisions=cfg.env.max_decisions,
-            env_workers=cfg.rollout.env_workers,
+            env_workers=cfg.rollout.env_workers, opponents=self.opponents,
         )
 
     def _env_state(self) -> dict[str, Any] | None:
@@ -314,10 +330,14 @@ class Trainer:
         if a.kl_coef > 0 and ref is not None:
             kl = kl_estimate(pad_right([o.tolist() for o in old]), pad_right([x.tolist() for x in ref]), a.kl_estimator)
         rewards = torch.tensor([r.reward for r in records], dtype=torch.float32)
+        rae = a.estimator == "rae"
         adv = compute_advantages(
             a.estimator, rewards, mask, [r.group for r in records],
-            roles=[r.role for r in records], agents=[r.agent for r in records], kl=kl, beta=a.kl_coef,
+            roles=[f"{self.cfg.env.id}|{r.role}" if rae else r.role for r in records],
+            agents=[r.agent for r in records], kl=kl, beta=a.kl_coef,
             gamma=a.gamma, eps=a.eps, unbiased_std=a.unbiased_std, reward_clip=a.reward_clip,
+            trajectories=[(r.slot, r.episode_id, r.agent) for r in records],
+            role_baselines=self.role_baselines, rae_decay=a.rae_decay,
         )
         keep = list(range(len(records)))
         if a.drop_uniform_groups:
@@ -340,7 +360,8 @@ class Trainer:
         engine = self.engine.view(seed=cfg.run.seed + 7919, sampling=dataclasses.replace(self.sampling, temperature=temp))
         agent_cls = _agent_class(engine)
         by_policy = {name: agent_cls(engine, name) for name in self.policies.names()}
-        agents = {a: by_policy[self.policies.agent_to_policy[a]] for a in self.agents}
+        agents = {a: self.opponents[a] if a in self.opponents else by_policy[self.policies.agent_to_policy[a]]
+                  for a in self.agents}
         out_path = self.out / "eval" / f"step_{self.step:08d}.jsonl"
         out_path.parent.mkdir(parents=True, exist_ok=True)
         if out_path.exists():
@@ -407,6 +428,7 @@ class Trainer:
                     "env": env_state,
                     "metrics_lines": self.logger.lines,
                     "last_eval": self.last_eval,
+                    "role_baselines": dict(self.role_baselines),
                     "config": config_to_dict(self.cfg),
                 },
             },
@@ -425,6 +447,7 @@ class Trainer:
         if state.get("env") is not None:
             self._load_env_state(state["env"])
         self.last_eval = dict(state.get("last_eval") or {})
+        self.role_baselines = dict(state.get("role_baselines") or {})
         return int(state.get("metrics_lines", 0))
 
     def export(self, path: Path) -> dict[str, str]:

@@ -206,6 +206,13 @@ class Agent(abc.ABC):
         [output] = await self.act_batch_async([request])
         return output
 
+    def action_probabilities(self, requests: Sequence[ActRequest]) -> list[dict[str, float] | None] | None:
+        """Optional: this agent's distribution over action texts for each request (text →
+        probability), for exact measurement of its policy (:mod:`llm_envs.games`). ``None`` (the
+        default), or ``None`` for one request, means "cannot say": callers then sample
+        :meth:`act_batch` instead."""
+        return None
+
     def act(self, observation: Observation, agent: str = "", env: TextEnv | None = None) -> str:
         """Convenience for a single decision: returns the action text (raises
         :class:`AgentError` if no action was produced)."""

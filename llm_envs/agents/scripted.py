@@ -27,6 +27,11 @@ class ReferenceAgent(Agent):
             outputs.append(AgentOutput(text=request.env.reference_action(request.agent)))
         return outputs
 
+    def action_probabilities(self, requests: Sequence[ActRequest]) -> list[dict[str, float] | None]:
+        """The environment's ``reference_policy(agent)`` where it has one (mixed strategies such
+        as a CFR equilibrium), else None for that request."""
+        return [_env_policy(r, "reference_policy") for r in requests]
+
 
 class RandomAgent(Agent):
     """Plays :meth:`TextEnv.random_action`: a random but well-formed action, seeded.
@@ -72,3 +77,13 @@ class RandomAgent(Agent):
             text = request.env.random_action(request.agent, self._generator_for(request))
             outputs.append(AgentOutput(text=text))
         return outputs
+
+    def action_probabilities(self, requests: Sequence[ActRequest]) -> list[dict[str, float] | None]:
+        """The environment's ``random_policy(agent)`` where it has one (uniform over legal
+        moves), else None for that request."""
+        return [_env_policy(r, "random_policy") for r in requests]
+
+
+def _env_policy(request: ActRequest, method: str) -> dict[str, float] | None:
+    policy = getattr(request.env, method, None) if request.env is not None else None
+    return policy(request.agent) if callable(policy) else None

@@ -14,6 +14,9 @@
                                            or training run; several eval runs compared
 ``llm-envs demo``                          every environment with its reference agents and
                                            with the random agent, in one table
+``llm-envs arena ENV --agent [NAME=]SPEC``  a round-robin or Swiss tournament among agents on a
+                                           multi-player game: ratings with intervals, a
+                                           table, a plot, every game on disk
 =========================================  ==================================================
 
 Exit status: 0 success; 2 a user error (a mistyped id, spec, option or path, a server that
@@ -34,13 +37,13 @@ from collections.abc import Sequence
 
 from llm_envs.agents.spec import AgentSpecError
 
-from . import demo, envs, evaluate, report, show
+from . import arena, demo, envs, evaluate, report, show
 from ._common import EXIT_INCOMPLETE, EXIT_USAGE, CLIError
 
 __all__ = ["CLIError", "EXIT_INCOMPLETE", "EXIT_USAGE", "build_parser", "main"]
 
 # In the order `llm-envs --help` lists them.
-_COMMAND_MODULES = (envs, evaluate, show, report, demo)
+_COMMAND_MODULES = (envs, evaluate, show, report, demo, arena)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -78,3 +78,35 @@ register_env(
     description="A tiny two-agent referential game: a testbed where small models learn fast.",
     paper="(testbed for the trainers)",
 )
+
+# OpenSpiel games (pyspiel is imported only when one is made); any other OpenSpiel game:
+# llm_envs.openspiel("game_string").
+from llm_envs.envs.openspiel.presets import CURATED as _OPENSPIEL_GAMES  # noqa: E402
+
+for _preset in _OPENSPIEL_GAMES:
+    register_env(
+        _preset.env_id,
+        "llm_envs.envs.openspiel.env:OpenSpielEnv",
+        agents=("player_0", "player_1"),
+        task=f"OpenSpiel '{_preset.game}', seeded chance",
+        description=_preset.description,
+        paper="SPIRAL (self-play)" if _preset.game in ("tic_tac_toe", "kuhn_poker", "negotiation") else "OpenSpiel",
+        kwargs={"game": _preset.game_string, "params": {} if _preset.registered_game else dict(_preset.params)},
+    )
+
+# TextArena games under their own names, in the "textarena" namespace (textarena is imported
+# only when one is made); any other TextArena game: llm_envs.textarena("Name-v0").
+from llm_envs.envs.textarena.catalog import GAMES as _TEXTARENA_GAMES  # noqa: E402
+
+for _game in _TEXTARENA_GAMES.values():
+    if not _game.registered:
+        continue
+    register_env(
+        f"textarena/{_game.id}",
+        "llm_envs.envs.textarena.env:TextArenaEnv",
+        agents=tuple(f"player_{i}" for i in range(_game.players)),
+        task="TextArena 0.7.4 game, seeded",
+        description=f"TextArena's {_game.id} ({_game.players} player{'s' if _game.players > 1 else ''}).",
+        paper="TextArena",
+        kwargs={"game": _game.id},
+    )

@@ -463,7 +463,8 @@ def run_demo(
     agent_labels: tuple[str, ...] = ("reference", "random"),
     log: Callable[[str], None] = print,
 ) -> list[DemoRow]:
-    """Every registered environment, played by its reference agents and by the random agent.
+    """Every registered environment of the ``llm`` namespace (or ``env_ids``), played by its
+    reference agents and by the random agent.
 
     An environment that does not construct (or whose agents fail) gets a row with a note, and
     the demo goes on. Each run is written as an evaluation directory under
@@ -473,7 +474,8 @@ def run_demo(
     from llm_envs.agents.spec import resolve_agents
 
     out = Path(out_dir)
-    ids = env_ids if env_ids is not None else llm_envs.env_ids()
+    # TextArena's games (namespace "textarena") are many and only have legal-move players: --env.
+    ids = env_ids if env_ids is not None else [i for i in llm_envs.env_ids() if i.startswith("llm/")]
     rows: list[DemoRow] = []
     for env_id in ids:
         started = time.perf_counter()

@@ -15,6 +15,8 @@ from llm_trainers.algorithms.advantages import (
     partitioned_whiten,
     reinforce_pp_advantages,
     returns_to_go,
+    role_conditioned_advantages,
+    trajectory_returns,
 )
 from llm_trainers.algorithms.losses import (
     KL_ESTIMATORS,
@@ -48,6 +50,8 @@ __all__ = [
     "policy_ratio",
     "reinforce_pp_advantages",
     "returns_to_go",
+    "role_conditioned_advantages",
     "token_logprobs_from_logits",
     "token_mean",
+    "trajectory_returns",
 ]

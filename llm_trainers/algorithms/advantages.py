@@ -13,7 +13,8 @@ Reference semantics (see ``docs/training.md``): OpenRLHF ``reinforce`` / ``reinf
 (token KL in the reward, return-to-go, whitening over all action tokens of the batch with the
 biased variance floored at 1e-8), verl ``grpo`` and the AT-GRPO paper (group normalisation by
 (env, agent, turn)), Multi-Agent Evolve (Task-Relative REINFORCE++: whitening within each role),
-CoMAS (REINFORCE++ per agent over the agent's own buffer).
+CoMAS (REINFORCE++ per agent over the agent's own buffer), SPIRAL (role-conditioned advantage
+estimation: an exponential moving average of each (game, role)'s return as its baseline).
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ __all__ = [
     "partitioned_whiten",
     "reinforce_pp_advantages",
     "returns_to_go",
+    "role_conditioned_advantages",
+    "trajectory_returns",
 ]
 
 ESTIMATORS = (
@@ -46,7 +49,11 @@ ESTIMATORS = (
     "reinforce_pp_baseline",
     "task_relative_reinforce_pp",
     "per_agent_reinforce_pp",
+    "rae",
 )
+
+#: SPIRAL's decay of the role baselines (``b ← α·b + (1 − α)·R``, α = 0.95).
+RAE_DECAY = 0.95
 
 
 def group_ids_from_keys(keys: Sequence[Hashable]) -> Tensor:
@@ -280,6 +287,57 @@ def reinforce_pp_advantages(
     return partitioned_whiten(returns, mask, whiten_partition_ids, var_floor=var_floor)
 
 
+def trajectory_returns(rewards: Tensor, trajectory_keys: Sequence[Hashable]) -> Tensor:
+    """The return of each record's trajectory: ``R_i = Σ_{j: τ(j) = τ(i)} r_j`` (γ = 1).
+
+    A trajectory is one agent's part of one episode (key e.g. (instance, episode, agent)). With
+    the reward of a game credited at its end (to the agent's last record), every record of the
+    agent gets the game's outcome.
+    """
+    ids = group_ids_from_keys(trajectory_keys)
+    num = int(ids.max()) + 1 if ids.numel() else 0
+    sums = torch.zeros(num, dtype=torch.float64).index_add_(0, ids, rewards.to(torch.float64))
+    return sums[ids].to(torch.float32)
+
+
+def role_conditioned_advantages(
+    returns: Tensor,
+    trajectory_keys: Sequence[Hashable],
+    role_keys: Sequence[Hashable],
+    baselines: dict[Hashable, float],
+    decay: float = RAE_DECAY,
+) -> tuple[Tensor, dict[Hashable, float]]:
+    """SPIRAL's role-conditioned advantage estimation (RAE), per record.
+
+    For every trajectory τ in order of first appearance, with role key ``g`` = (game, role) and
+    return ``R(τ)``:  ``b_g ← α·b_g + (1 − α)·R(τ)``, then ``A(τ) = R(τ) − b_g`` (the baseline
+    updated with this trajectory, as in SPIRAL's algorithm; ``b_g`` starts at 0). Every record of
+    τ gets ``A(τ)``. The baselines persist across training steps (the trainer checkpoints them).
+
+    Args:
+        returns: ``[N]`` trajectory return of each record (:func:`trajectory_returns`).
+        trajectory_keys: ``[N]`` trajectory of each record.
+        role_keys: ``[N]`` (game, role) of each record.
+        baselines: Baselines before this batch (not modified).
+        decay: α.
+
+    Returns:
+        ``[N]`` advantages and the updated baselines.
+    """
+    if not 0.0 <= decay < 1.0:
+        raise ValueError(f"RAE decay must be in [0, 1), got {decay}")
+    updated = dict(baselines)
+    per_trajectory: dict[Hashable, float] = {}
+    for i, (tau, role) in enumerate(zip(trajectory_keys, role_keys)):
+        if tau in per_trajectory:
+            continue
+        value = float(returns[i])
+        updated[role] = decay * updated.get(role, 0.0) + (1.0 - decay) * value
+        per_trajectory[tau] = value - updated[role]
+    adv = torch.tensor([per_trajectory[tau] for tau in trajectory_keys], dtype=torch.float32)
+    return adv, updated
+
+
 def compute_advantages(
     estimator: str,
     rewards: Tensor,
@@ -293,6 +351,9 @@ def compute_advantages(
     eps: float = 1e-6,
     unbiased_std: bool = False,
     reward_clip: float | None = None,
+    trajectories: Sequence[Hashable] | None = None,
+    role_baselines: dict[Hashable, float] | None = None,
+    rae_decay: float = RAE_DECAY,
 ) -> Tensor:
     """Dispatch to an estimator by name and return ``[N, T]`` token advantages.
 
@@ -302,9 +363,14 @@ def compute_advantages(
     ``reinforce_pp_baseline``      group mean subtracted first, then as ``reinforce_pp``
     ``task_relative_reinforce_pp`` as ``reinforce_pp`` with whitening within each role
     ``per_agent_reinforce_pp``     as ``reinforce_pp`` with whitening within each agent (CoMAS)
+    ``rae``                        SPIRAL: trajectory return minus the (game, role) EMA baseline
+                                   (``roles`` are the (game, role) keys, ``trajectories`` the
+                                   trajectory of each record), tiled over tokens
     ============================== =========================================================
 
-    For ``at_grpo`` a KL penalty, if any, belongs in the loss (``kl`` is ignored here).
+    For ``at_grpo`` and ``rae`` a KL penalty, if any, belongs in the loss (``kl`` is ignored).
+    ``rae`` is the one estimator with state: it reads ``role_baselines`` and updates that dict
+    in place (the caller keeps it across steps).
     """
     if estimator == "at_grpo":
         gids = group_ids_from_keys(group_keys)
@@ -327,4 +393,12 @@ def compute_advantages(
         return reinforce_pp_advantages(
             rewards, mask, kl, beta, gamma, whiten_partition_ids=group_ids_from_keys(agents), reward_clip=reward_clip
         )
+    if estimator == "rae":
+        if roles is None or trajectories is None or role_baselines is None:
+            raise ValueError("rae needs the (game, role) key and the trajectory of every record, and the baselines")
+        returns = trajectory_returns(rewards, trajectories)
+        adv, updated = role_conditioned_advantages(returns, trajectories, roles, role_baselines, rae_decay)
+        role_baselines.clear()
+        role_baselines.update(updated)
+        return broadcast_to_tokens(adv, mask)
     raise ValueError(f"unknown advantage estimator {estimator!r}; choose one of {ESTIMATORS}")

@@ -67,7 +67,7 @@ class DistributedTrainer(Trainer):
         if self.cfg.resources.learner_world_size == 0:
             return super()._build_policies()
         # The mirror: on the CPU, in the learner's weight dtype, no reference model.
-        spec = policy_spec(self.cfg, self.agents, self.model_path)
+        spec = policy_spec(self.cfg, self.learning_agents, self.model_path)
         dtype = self.cfg.model.dtype
         if dtype == "auto":
             dtype = "bfloat16" if self.cfg.resources.gpus_per_learner > 0 else "float32"
@@ -79,7 +79,7 @@ class DistributedTrainer(Trainer):
             return super()._build_learner()
         from llm_trainers.distributed.learner import LearnerGroup
 
-        return LearnerGroup.start(self.cfg, self.agents, self.model_path, self.policies, cluster=self.cluster)
+        return LearnerGroup.start(self.cfg, self.learning_agents, self.model_path, self.policies, cluster=self.cluster)
 
     def _build_engine(self) -> Any:
         r = self.cfg.resources
@@ -89,7 +89,7 @@ class DistributedTrainer(Trainer):
 
         ro = self.cfg.rollout
         spec = EngineSpec(
-            kind=ro.engine, policy=policy_spec(self.cfg, self.agents, self.model_path), sampling=self.sampling,
+            kind=ro.engine, policy=policy_spec(self.cfg, self.learning_agents, self.model_path), sampling=self.sampling,
             seed=self.cfg.run.seed, max_batch_size=ro.max_batch_size,
             chat_template_kwargs=dict(self.cfg.model.chat_template_kwargs), bf16=self.cfg.train.bf16, vllm=ro.vllm,
             tensor_parallel_size=max(1, r.gpus_per_engine),
@@ -103,6 +103,9 @@ class DistributedTrainer(Trainer):
             return super()._spawn_envs(first)
         from llm_trainers.distributed.env_workers import RayEnvGroup
 
+        if self.opponents:
+            raise ValueError("env.opponents (fixed opponents) play where the environments live: they need "
+                             "resources.env_workers = 0 (environments in the driver)")
         first.close()  # the driver needed it only for the agent names
         return RayEnvGroup(self.cfg.env.id, self._env_kwargs(self.cfg.env.kwargs), self.cfg.env.num_envs,
                            r.env_workers, cpus_per_worker=r.cpus_per_env_worker, threads=self.cfg.rollout.env_workers)

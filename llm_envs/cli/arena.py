@@ -1,0 +1,161 @@
+"""``llm-envs arena``: a tournament among agents on a multi-player game, with ratings.
+
+.. code-block:: bash
+
+    llm-envs arena llm/KuhnPoker-v0 --agent nash=reference --agent random \\
+        --agent qwen=openai:http://127.0.0.1:8000/v1@Qwen2.5-7B-Instruct --rounds 10 --games 50
+
+Agents are the specs of ``llm-envs eval`` (:mod:`llm_envs.agents.spec`), each optionally named
+``NAME=SPEC`` (default name: the spec itself); ``--agents-file`` reads ``name: spec`` (or
+``name: {spec: ..., options}``) from YAML. The run directory is described in
+:mod:`llm_envs.games.arena` and ``docs/arena.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ._common import CLIError, env_kwargs, slug
+
+
+def _competitors(args: argparse.Namespace) -> dict[str, Any]:
+    """Agent name → parsed spec, from --agents-file then --agent (in order)."""
+    from llm_envs.agents.spec import AgentSpecError, parse_agent_spec, parse_assignment
+
+    specs: dict[str, Any] = {}
+
+    def add(name: str, spec: Any) -> None:
+        if name in specs:
+            raise CLIError(f"two agents are named {name!r}: name them apart with NAME=SPEC")
+        specs[name] = spec
+
+    if args.agents_file:
+        try:
+            data = yaml.safe_load(Path(args.agents_file).read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise CLIError(f"cannot read agents file {args.agents_file!r}: {exc}") from exc
+        if isinstance(data, dict) and set(data) == {"agents"}:
+            data = data["agents"]
+        if not isinstance(data, dict):
+            raise CLIError(f"agents file {args.agents_file!r} must map agent names to specs")
+        for name, value in data.items():
+            if isinstance(value, str):
+                add(str(name), parse_agent_spec(value))
+            elif isinstance(value, dict) and isinstance(value.get("spec"), str):
+                options = {k: v for k, v in value.items() if k != "spec"}
+                add(str(name), parse_agent_spec(value["spec"]).with_options(options))
+            else:
+                raise CLIError(f"agents file entry {name!r} must be a spec string or a mapping with 'spec'")
+    for text in args.agent or []:
+        try:
+            name, spec = parse_assignment(text)
+        except AgentSpecError as exc:
+            raise CLIError(str(exc)) from exc
+        add(name if name is not None else str(spec), spec)
+    if len(specs) < 2:
+        raise CLIError("an arena needs at least two agents: --agent NAME=SPEC (repeatable) or --agents-file")
+    return specs
+
+
+def cmd_arena(args: argparse.Namespace) -> int:
+    import llm_envs
+    from llm_envs.agents.spec import resolve_agents
+    from llm_envs.games.arena import format_arena, run_arena
+    from llm_envs.registry import entry
+
+    try:
+        env_entry = entry(args.env_id)
+    except KeyError as exc:
+        raise CLIError(str(exc.args[0])) from exc
+    kwargs = env_kwargs(args.env_arg)
+    try:
+        llm_envs.make(env_entry.id, **kwargs).close()  # fail early on bad --env-arg
+    except (TypeError, ValueError, ImportError) as exc:
+        raise CLIError(f"cannot create {env_entry.id}: {exc}") from exc
+    specs = _competitors(args)
+    model_defaults = {
+        "temperature": args.temperature,
+        "top_p": args.top_p,
+        "max_tokens": args.max_tokens,
+        "stop": args.stop,
+        "seed": args.sampling_seed,
+        "max_concurrency": args.max_concurrency,
+        "timeout_s": args.timeout,
+    }
+    agents = {}
+    for name, spec in specs.items():
+        # One agent object per competitor: two names with the same spec are two players.
+        agents[name] = resolve_agents({None: spec}, ["agent"], model_defaults=model_defaults)["agent"]
+    fmt = args.format.replace("-", "_")
+    out = args.out or Path("runs") / "arena" / env_entry.id.split("/")[-1] / slug(
+        "+".join(specs) + f"-{fmt}-seed{args.seed}"
+    )
+    print(f"arena {env_entry.id}: {', '.join(specs)}; {fmt}, {args.rounds} round(s), {args.games} seed(s) "
+          f"per match; writing to {out}", file=sys.stderr)
+    try:
+        summary = run_arena(
+            env_entry.id,
+            agents,
+            out_dir=out,
+            specs={name: str(spec) for name, spec in specs.items()},
+            fmt=fmt,
+            rounds=args.rounds,
+            games=args.games,
+            seed=args.seed,
+            concurrency=args.concurrency,
+            env_kwargs=kwargs,
+            resume=args.resume,
+            overwrite=args.overwrite,
+            progress=not args.no_progress,
+            plot=not args.no_plot,
+            model=args.rating_model,
+            confidence=args.confidence,
+            settings={"command": "llm-envs " + " ".join(sys.argv[1:])},
+            log=lambda message: print(message, file=sys.stderr),
+        )
+    finally:
+        for agent in agents.values():
+            agent.close()
+    print(format_arena(summary))
+    print(f"\nwrote {out}/summary.json, {out}/games.jsonl" + ("" if args.no_plot else f", {out}/plot.png"))
+    return 0
+
+
+def add_parsers(sub: Any) -> None:
+    from llm_envs.games.ratings import MODELS
+
+    p = sub.add_parser("arena", help="a tournament among agents on a multi-player game, with ratings")
+    p.add_argument("env_id", help="a game with two or more seats, e.g. llm/KuhnPoker-v0")
+    p.add_argument("--agent", action="append", metavar="[NAME=]SPEC",
+                   help="a competitor: reference, random[:SEED], openai:URL@MODEL, hf:PATH, vllm:PATH, "
+                   "py:MODULE:ATTR; NAME= names it (repeatable)")
+    p.add_argument("--agents-file", metavar="YAML", help="competitors as name: spec (or name: {spec: ..., options})")
+    p.add_argument("--format", choices=("round-robin", "swiss"), default="round-robin")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="round-robin: matches per set of agents; swiss: rounds (default 1)")
+    p.add_argument("--games", type=int, default=1,
+                   help="seeds per match; each is played in every seat rotation (default 1)")
+    p.add_argument("--seed", type=int, default=0, help="round r plays seeds SEED + r*GAMES ...")
+    p.add_argument("--concurrency", type=int, default=8, help="games in play at once within a match")
+    p.add_argument("--env-arg", action="append", metavar="KEY=VALUE", help="environment option (repeatable)")
+    p.add_argument("--rating-model", choices=MODELS, default="plackett_luce", help="OpenSkill model")
+    p.add_argument("--confidence", type=float, default=0.95, help="level of the rating intervals")
+    p.add_argument("--out", type=Path, help="output directory (default: runs/arena/ENV/AGENTS-FORMAT-seedN)")
+    p.add_argument("--resume", action="store_true", help="continue the tournament in --out")
+    p.add_argument("--overwrite", action="store_true", help="replace the tournament in --out")
+    sampling = p.add_argument_group("model agents (openai, hf, vllm): defaults for options a spec does not set")
+    sampling.add_argument("--temperature", type=float)
+    sampling.add_argument("--top-p", type=float)
+    sampling.add_argument("--max-tokens", type=int)
+    sampling.add_argument("--stop", action="append", help="stop string (repeatable)")
+    sampling.add_argument("--sampling-seed", type=int, help="the sampling seed sent to the model")
+    sampling.add_argument("--max-concurrency", type=int, help="HTTP agents: requests in flight")
+    sampling.add_argument("--timeout", type=float, help="HTTP agents: seconds per request")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-plot", action="store_true", help="no plot.png")
+    p.set_defaults(func=cmd_arena)

@@ -1,0 +1,1 @@
+"""TextArena games as text environments: :class:`~llm_envs.envs.textarena.env.TextArenaEnv`."""

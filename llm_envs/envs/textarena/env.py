@@ -1,0 +1,396 @@
+"""A TextArena game as a PettingZoo AEC text environment (``textarena/TicTacToe-v0``, ...).
+
+A thin layer over ``textarena`` (0.7.4): the game, its prompts, its move checking and its
+rewards are TextArena's; this module sequences the players, keeps the records and makes the
+episode reproducible.
+
+================  ================================================================================
+agents            ``player_0`` … ``player_{n-1}`` (TextArena's player ids)
+observation       ``{"instruction", "prompt"}``: a short note on the format; then every message the
+                  player has received so far (the game's own prompt, the board, the other players'
+                  actions, the game master's notes), in order, as TextArena's default wrapper shows
+                  them (``[GAME] ...`` / ``[Player 1] ...``); a message over 20,000 characters (an
+                  echoed runaway action) is cut, and so is the oldest text past 500,000
+action            any text, passed to TextArena as is
+invalid move      TextArena's own rule: an invalid move is reported to the player, who may try again
+                  (``error_allowance`` times, 1 by default); one more invalid move loses the game
+                  (``format_ok=False`` on every invalid attempt)
+rewards           TextArena's final rewards (+1 win / -1 loss / 0 draw in most games; some games
+                  give fractional scores), credited at the end to each player's last record; a
+                  player that never acted gets a *passive* record
+seeding           TextArena draws from Python's global ``random`` module (and a few games from
+                  ``numpy.random``). Every call into the game runs with those global generators set
+                  to the episode's own state (seeded from the instance generator at reset) and puts
+                  the caller's state back afterwards, under a lock, so a seed fixes the episode and
+                  the caller's RNGs are untouched
+turn cap          ``max_turns`` (default 200) actions per episode, then the episode is truncated
+                  (rewards 0): TextArena's own turn limits apply first where games have them
+metrics           ``success`` = the game ended by its rules without a loss by invalid moves and
+                  without truncation; ``invalid_moves``; ``return/<agent>``
+================  ================================================================================
+
+The reference and random agents are *legal-move players*, not solvers (TextArena has none): they
+read the bracketed moves the game offers in its messages (``Available Moves: [0], [4]``), fill
+in templates (``[play X]``), and try them on a copy of the game until TextArena accepts one
+(the reference in the order the game lists them, the random agent in random order).
+
+Version history: v0 — first version (TextArena 0.7.4).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import random
+import re
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from llm_envs.core.env import TextEnv
+from llm_envs.core.records import ActionRecord
+from llm_envs.envs.textarena.catalog import GAMES
+
+__all__ = ["TextArenaConfig", "TextArenaEnv"]
+
+#: One lock for every call into TextArena: its games read and write process-global RNGs.
+_GLOBAL_RNG_LOCK = threading.RLock()
+_GAME_ID = -1
+
+
+@dataclass(frozen=True)
+class TextArenaConfig:
+    """Options of :class:`TextArenaEnv`.
+
+    Attributes:
+        game: A TextArena environment id (``"TicTacToe-v0"``).
+        num_players: Players (None: the catalog's default for the game).
+        max_turns: Truncate after this many actions (None: never).
+        game_kwargs: Keyword arguments of the TextArena environment's constructor.
+    """
+
+    game: str = "TicTacToe-v0"
+    num_players: int | None = None
+    max_turns: int | None = 200
+    game_kwargs: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_turns is not None and self.max_turns < 1:
+            raise ValueError(f"max_turns must be >= 1 or None, got {self.max_turns}")
+
+
+class _RNGState:
+    """Python's and NumPy's global generator states of one episode (copied with the episode)."""
+
+    def __init__(self) -> None:
+        self.python: Any = None
+        self.numpy: Any = None
+
+
+@contextlib.contextmanager
+def _episode_globals(rng: _RNGState) -> Iterator[None]:
+    """Run TextArena code with the episode's global RNG states, its printing silenced, and the
+    caller's states restored afterwards."""
+    with _GLOBAL_RNG_LOCK:
+        saved_python, saved_numpy = random.getstate(), np.random.get_state()
+        try:
+            if rng.python is not None:
+                random.setstate(rng.python)
+            if rng.numpy is not None:
+                np.random.set_state(rng.numpy)
+            with contextlib.redirect_stdout(io.StringIO()):
+                yield
+        finally:
+            rng.python, rng.numpy = random.getstate(), np.random.get_state()
+            random.setstate(saved_python)
+            np.random.set_state(saved_numpy)
+
+
+def _make_game(game: str, kwargs: dict[str, Any]) -> Any:
+    try:
+        import textarena
+    except ImportError as exc:
+        raise ImportError("TextArena games need textarena: pip install 'llm-envs[games]'") from exc
+    from textarena.envs.registration import ENV_REGISTRY
+
+    raw = f"{game}-raw"
+    if raw not in ENV_REGISTRY and game not in ENV_REGISTRY:
+        raise ValueError(f"TextArena has no environment {game!r}")
+    # The "-raw" id is the game without TextArena's observation wrappers: we format ourselves.
+    return textarena.make(raw if raw in ENV_REGISTRY else game, **kwargs)
+
+
+class TextArenaEnv(TextEnv):
+    """A TextArena game as a text environment; see the module docstring.
+
+    ``TextArenaEnv(game="KuhnPoker-v0")`` or ``llm_envs.make("textarena/KuhnPoker-v0")``.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {**TextEnv.metadata, "name": "textarena_v0"}
+    config_class = TextArenaConfig
+
+    def __init__(self, config: TextArenaConfig | None = None, *, render_mode: str | None = None, **overrides: Any):
+        self.config: TextArenaConfig = self._build_config(config, overrides)
+        entry = GAMES.get(self.config.game)
+        players = self.config.num_players or (entry.players if entry is not None else 2)
+        self._num_players = int(players)
+        self._game = _make_game(self.config.game, dict(self.config.game_kwargs or {}))  # fail early
+        self.metadata = {**type(self).metadata, "name": f"textarena_{self.config.game.replace('-', '_').lower()}"}
+        super().__init__([f"player_{i}" for i in range(self._num_players)], render_mode=render_mode)
+        self._rng = _RNGState()
+        self._last_record: dict[int, ActionRecord] = {}
+        self._invalid = 0
+        self._lost_by_invalid = False
+        self._failure: str | None = None
+        self._final: dict[int, float] = {}
+
+    # ------------------------------------------------------------------ game access
+    @property
+    def game(self) -> Any:
+        """The TextArena environment (read it; only this class steps it)."""
+        return self._game
+
+    def _state(self) -> Any:
+        return self._game.state
+
+    def _current_player(self) -> int:
+        return int(self._state().current_player_id)
+
+    # ------------------------------------------------------------------ episode
+    def _start_episode(self, options: dict[str, Any]) -> str:
+        self._game = _make_game(self.config.game, dict(self.config.game_kwargs or {}))
+        self._rng = _RNGState()
+        seed = int(self.np_random.integers(0, 2**31 - 1))
+        self._rng.numpy = np.random.RandomState(seed).get_state()
+        with _episode_globals(self._rng):
+            self._game.reset(num_players=self._num_players, seed=seed)
+        self._last_record = {}
+        self._invalid = 0
+        self._lost_by_invalid = False
+        self._failure = None
+        self._final = {}
+        return self.possible_agents[self._current_player()]
+
+    def _apply_action(self, agent: str, action: str) -> str | None:
+        player = self.player_index(agent)
+        record = self._add_record(agent, action)
+        self._last_record[player] = record
+        invalid, lost, failure, done = self._play(self._game, self._rng, player, action)
+        record.parsed["invalid"] = invalid
+        record.format_ok = not invalid
+        if invalid:
+            self._invalid += 1
+            reason = self._latest_admin_message(player)
+            if reason:
+                record.info["reason"] = reason
+        self._lost_by_invalid |= lost
+        self.turn += 1
+        if failure is not None:
+            self._failure = failure
+            record.info["error"] = failure
+            return self._finish(truncated=True)
+        if done:
+            return self._finish()
+        if self.config.max_turns is not None and self.turn >= self.config.max_turns:
+            return self._finish(truncated=True)
+        return self.possible_agents[self._current_player()]
+
+    @staticmethod
+    def _play(game: Any, rng: _RNGState, player: int, action: str) -> tuple[bool, bool, str | None, bool]:
+        """Step ``game`` with ``action``: (invalid, lost by it, failure message, done)."""
+        state = game.state
+        errors_before = int(getattr(state, "error_count", 0) or 0)
+        info = state.game_info.get(player, {}) if isinstance(getattr(state, "game_info", None), dict) else {}
+        flagged_before = bool(info.get("invalid_move"))
+        try:
+            with _episode_globals(rng):
+                done, _ = game.step(action=action)
+        except Exception as exc:  # noqa: BLE001 - a TextArena bug must not crash the caller
+            return True, False, f"TextArena raised {type(exc).__name__}: {exc}", True
+        errors_after = int(getattr(state, "error_count", 0) or 0)
+        info = state.game_info.get(player, {}) if isinstance(getattr(state, "game_info", None), dict) else {}
+        lost = bool(info.get("invalid_move")) and not flagged_before
+        invalid = lost or errors_after > errors_before
+        return invalid, lost, None, bool(done)
+
+    def _latest_admin_message(self, player: int) -> str:
+        for sender, message, kind in reversed(self._state().observations.get(player, [])):
+            if sender == _GAME_ID and getattr(kind, "name", "") == "GAME_ADMIN":
+                return str(message)[:500]
+        return ""
+
+    def _finish(self, truncated: bool = False) -> None:
+        rewards: dict[int, float] = {}
+        if not truncated:
+            with _episode_globals(self._rng):
+                try:
+                    result = self._game.close()
+                except Exception as exc:  # noqa: BLE001
+                    result = (None, None)
+                    self._failure = f"TextArena raised {type(exc).__name__} at close: {exc}"
+            raw = result[0] if isinstance(result, tuple) else result
+            if isinstance(raw, dict):
+                rewards = {int(p): float(r) for p, r in raw.items()}
+        self._final = rewards
+        for player in range(self._num_players):
+            amount = rewards.get(player, 0.0)
+            record = self._last_record.get(player)
+            if record is None:
+                if not amount:
+                    continue
+                record = self._add_record(self.possible_agents[player], "", info={"passive": True})
+            self._credit(record, "game", amount)
+        self._end_episode(truncated=truncated)
+        return None
+
+    # ------------------------------------------------------------------ text
+    def player_index(self, agent: str) -> int:
+        return self.possible_agents.index(agent)
+
+    def _instruction(self, agent: str) -> str:
+        return (
+            f"You are playing the TextArena game {self.config.game} as {agent} (Player "
+            f"{self.player_index(agent)}). The game's own messages below explain its rules and the "
+            "format of a move; reply with your move as they ask (usually in square brackets)."
+        )
+
+    def _prompt(self, agent: str) -> str:
+        player = self.player_index(agent)
+        state = self._state()
+        roles = getattr(state, "role_mapping", {}) or {}
+        lines = []
+        for sender, message, _kind in state.observations.get(player, []):
+            who = "GAME" if sender == _GAME_ID else roles.get(sender, f"Player {sender}")
+            lines.append(f"[{who}] {_clip(str(message))}")
+        text = "\n".join(lines)
+        if len(text) > _MAX_PROMPT_CHARS:  # keep the latest messages: they hold the current state
+            text = "[earlier messages cut]\n" + text[-_MAX_PROMPT_CHARS:]
+        if self._episode_over:
+            outcome = ", ".join(f"{a} {self._final.get(i, 0.0):+g}" for i, a in enumerate(self.possible_agents))
+            return f"{text}\n\nThe game is over. Rewards: {outcome}."
+        if self._current_player() != player:
+            return f"{text}\n\nWaiting for player_{self._current_player()} to move."
+        return text
+
+    def _role(self, agent: str) -> str:
+        return agent
+
+    def _episode_metrics(self) -> dict[str, float]:
+        finished = self._episode_over and not self._truncated and not self._lost_by_invalid
+        metrics = {"success": 1.0 if finished else 0.0, "invalid_moves": float(self._invalid)}
+        for i, agent in enumerate(self.possible_agents):
+            metrics[f"return/{agent}"] = float(self._final.get(i, 0.0))
+        return metrics
+
+    def _describe_episode(self) -> str:
+        text = f"TextArena game: {self.config.game} ({self._num_players} players)"
+        if self._failure:
+            text += f"\nstopped: {self._failure}"
+        return text
+
+    def clone(self) -> TextArenaEnv:
+        """An independent copy: TextArena's game (deep-copied) and the episode's RNG states."""
+        twin = type(self).__new__(type(self))
+        memo: dict[int, Any] = {id(self): twin, id(self.config): self.config}
+        for space in (self.observation_spaces, self.action_spaces):
+            memo[id(space)] = space
+            for value in space.values():
+                memo[id(value)] = value
+        with _GLOBAL_RNG_LOCK:
+            for key, value in self.__dict__.items():
+                twin.__dict__[key] = copy.deepcopy(value, memo)
+        return twin
+
+    # ------------------------------------------------------------------ scripted agents
+    def _candidates(self, player: int) -> list[str]:
+        """Moves worth trying, most promising first: bracketed moves of the latest messages, then
+        of the whole history, then templates filled with small numbers, then plain words."""
+        messages = [m for _, m, _ in self._state().observations.get(player, [])]
+        seen: dict[str, None] = {}
+        for message in reversed(messages):
+            for token in _BRACKETS.findall(str(message)):
+                seen.setdefault(token, None)
+        concrete = list(seen)  # a template-looking token may be a real move ([X 4] in Wild Tic-Tac-Toe)
+        filled = [f for t in seen if _is_template(t) for f in _fill_template(t)]
+        generic = [f"[{i}]" for i in range(10)] + ["[A]", "[up]", "[accept]", "I agree."]
+        ordered: dict[str, None] = {}
+        for text in concrete + filled + generic:
+            ordered.setdefault(text, None)
+        return list(ordered)
+
+    def _first_valid(self, player: int, candidates: list[str]) -> str:
+        for text in candidates[:200]:
+            game, rng = copy.deepcopy((self._game, self._rng))
+            invalid, _, failure, _ = self._play(game, rng, player, text)
+            if not invalid and failure is None:
+                return text
+        return candidates[0] if candidates else ""
+
+    def reference_action(self, agent: str) -> str:
+        player = self.player_index(agent)
+        if self._episode_over or self._current_player() != player:
+            return ""
+        return self._first_valid(player, self._candidates(player))
+
+    def random_action(self, agent: str, rng: np.random.Generator) -> str:
+        player = self.player_index(agent)
+        if self._episode_over or self._current_player() != player:
+            return ""
+        candidates = self._candidates(player)
+        order = rng.permutation(len(candidates))
+        return self._first_valid(player, [candidates[int(i)] for i in order])
+
+
+#: Longest message shown (TextArena echoes every action, however long, to the other players).
+_MAX_MESSAGE_CHARS = 20_000
+_MAX_PROMPT_CHARS = 500_000
+
+
+def _clip(message: str) -> str:
+    if len(message) <= _MAX_MESSAGE_CHARS:
+        return message
+    return message[:_MAX_MESSAGE_CHARS] + f" [... {len(message) - _MAX_MESSAGE_CHARS} more characters cut]"
+
+
+_BRACKETS = re.compile(r"\[[^\[\]\n]{1,40}\]")
+_PLACEHOLDER = re.compile(r"^(?:[A-Z]|[a-z]{3,}|<[^>]+>)$")
+
+
+def _is_template(token: str) -> bool:
+    """``[play X]``, ``[row column letter]``, ``[<number>]``: a bracket with placeholders."""
+    words = token[1:-1].replace(",", " ").split()
+    return any(_PLACEHOLDER.match(w) and w.lower() not in _KEYWORDS for w in words) and len(words) > 1 or (
+        len(words) == 1 and words[0].startswith("<")
+    )
+
+
+#: Words that are moves, not placeholders (``[draw]`` stays as written).
+_KEYWORDS = {"draw", "take", "discard", "knock", "play", "bet", "raise", "call", "check", "fold", "attack",
+             "split", "accept", "reject", "deny", "propose", "offer", "swap", "peek", "col", "move", "bid",
+             "heads", "tails", "rock", "paper", "scissors", "cooperate", "defect", "up", "down", "left", "right"}
+
+
+def _fill_template(token: str) -> list[str]:
+    """Instances of a template with small integers in place of its placeholders."""
+    words = token[1:-1].split()
+    slots = [i for i, w in enumerate(words) if _PLACEHOLDER.match(w) and w.lower() not in _KEYWORDS]
+    if not slots or len(slots) > 3:
+        return []
+    values = range(0, 6) if len(slots) > 1 else range(0, 12)
+    out = []
+    for combo in _product(values, len(slots)):
+        filled = list(words)
+        for slot, value in zip(slots, combo):
+            filled[slot] = str(value)
+        out.append("[" + " ".join(filled) + "]")
+    return out
+
+
+def _product(values: range, n: int) -> list[tuple[int, ...]]:
+    import itertools
+
+    return list(itertools.product(values, repeat=n))

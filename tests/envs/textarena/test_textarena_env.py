@@ -1,0 +1,76 @@
+"""The TextArena adapter: TextArena's invalid-move rule, rewards as records, isolation of the
+global RNGs, and every runnable TextArena game played with text moves."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+pytest.importorskip("textarena", reason="textarena is not installed (pip install 'llm-envs[games]')")
+
+import llm_envs  # noqa: E402
+from llm_envs.envs.textarena.catalog import GAMES, REGISTERED, SKIPPED  # noqa: E402
+from tests.envs.helpers import play  # noqa: E402
+
+
+def test_invalid_moves_follow_textarenas_rule_and_the_loser_is_recorded():
+    env = llm_envs.make("textarena/TicTacToe-v0")
+    env.reset(seed=0)
+    env.step("I pick the middle")  # no [n]: invalid, one retry allowed
+    assert env.agent_selection == "player_0" and not env.episode_over
+    assert not env.records[0].format_ok and "format" in env.records[0].info["reason"]
+    env.step("still no move")  # second invalid move: player_0 loses
+    assert env.episode_over and env.agent_rewards() == {"player_0": -1.0, "player_1": 1.0}
+    passive = env.records[-1]
+    assert passive.agent == "player_1" and passive.info["passive"] and passive.reward == 1.0
+    metrics = env.episode_metrics()
+    assert metrics["success"] == 0.0 and metrics["invalid_moves"] == 2.0
+
+
+def test_a_game_played_to_its_end_credits_textarenas_rewards():
+    env = llm_envs.make("textarena/TicTacToe-v0")
+    totals = play(env, {"player_0": lambda e, a: e.reference_action(a), "player_1": lambda e, a: e.reference_action(a)},
+                  seed=1)
+    assert totals == env.agent_rewards()
+    assert env.episode_metrics()["success"] == 1.0
+    assert sorted(env.agent_rewards().values()) in ([-1.0, 1.0], [0.0, 0.0])
+
+
+def test_the_callers_global_rngs_are_untouched():
+    random.seed(123)
+    np.random.seed(123)
+    before = (random.getstate(), np.random.get_state()[1].copy())
+    env = llm_envs.make("textarena/LiarsDice-v0")
+    play(env, lambda e, a: e.random_action(a, np.random.default_rng(0)), seed=5)
+    assert random.getstate() == before[0]
+    assert np.array_equal(np.random.get_state()[1], before[1])
+
+
+def test_catalog_accounts_for_every_textarena_game():
+    from textarena.envs.registration import ENV_REGISTRY
+
+    base = {k for k in ENV_REGISTRY if not k.endswith(("-raw", "-train")) and k.split("-v")[-1].isdigit()}
+    assert set(GAMES) | set(SKIPPED) == base and not set(GAMES) & set(SKIPPED)
+    assert {f"textarena/{g}" for g in REGISTERED} == {i for i in llm_envs.env_ids() if i.startswith("textarena/")}
+
+
+@pytest.mark.parametrize("game", sorted(GAMES))
+def test_every_runnable_game_takes_any_text_and_clones(game):
+    env = llm_envs.textarena(game, max_turns=12)
+    rng = np.random.default_rng(0)
+    texts = ["[0]", "\x00[[[", "", "I agree.", "[1 1]", "x" * 10_000]
+    env.reset(seed=0)
+    for step in range(8):
+        if not env.agents or env.episode_over:
+            break
+        agent = env.agent_selection
+        env.step(texts[int(rng.integers(0, len(texts)))] if step % 2 else "[0]")
+        assert isinstance(env.observe(agent)["prompt"], str)
+    twin = env.clone()
+    before = env.transcript()
+    while twin.agents:
+        agent = twin.agent_selection
+        twin.step(None if twin.terminations[agent] or twin.truncations[agent] else "[1]")
+    assert env.transcript() == before
