@@ -27,17 +27,18 @@ def test_config_defaults_are_the_papers():
         True,
     )
     psj = ProposerSolverJudgeConfig()
-    assert (psj.reference_probability, psj.num_solver_samples, psj.quality_threshold) == (
-        0.5,
-        5,
-        0.7,
-    )
+    assert (psj.reference_probability, psj.num_solver_samples) == (0.5, 5)
+    # The threshold lives in the pool (0.7 for the pool an environment builds itself).
+    assert psj.quality_threshold is None
+    assert llm_envs.make("llm/ProposerSolverJudge-v0", pool_seed_size=1).quality_threshold == 0.7
+    assert psj.solver_questions == "pool"  # the solver samples from the filtered pool
     assert (psj.quality_weight, psj.difficulty_weight, psj.format_weight) == (1 / 3, 1 / 3, 1 / 3)
     assert (psj.solver_judge_weight, psj.solver_format_weight) == (0.5, 0.5)
     assert psj.drop_difficulty_below_threshold is False
     debate = DebateConfig()
     assert (debate.num_agents, debate.num_turns, debate.gamma) == (2, 3, 0.3)
     assert (debate.alpha0, debate.alpha1, debate.beta0, debate.beta1) == (0.0, 0.0, 0.0, 0.0)
+    assert debate.first_turn_incentive is True
 
 
 def test_forum_rounds_default_to_twice_the_pool(one_problem_source):
