@@ -53,18 +53,22 @@ class SokobanConfig(PuzzleConfig):
     Attributes:
         rows, cols: Room size including the border wall (paper: 6x6).
         num_boxes: Boxes (and targets) per level (paper: 1).
-        wall_density: Probability that an inner cell is a wall.
-        reverse_steps: Random reverse-play steps used to scatter the boxes.
         min_pushes: The shortest solution pushes at least this many times.
+        max_walls: Inner walls of an enumerated room (one box, at most 16 inner cells, e.g.
+            the paper's 6x6): every level with up to this many is in the level set.
+        wall_density: Sampled rooms (larger, or several boxes): probability that an inner cell
+            is a wall.
+        reverse_steps: Sampled rooms: random reverse-play steps used to scatter the boxes.
         rewards: Dense reward weights (:class:`SokobanRewards`).
     """
 
     rows: int = 6
     cols: int = 6
     num_boxes: int = 1
+    min_pushes: int = 3
+    max_walls: int = 3
     wall_density: float = 0.1
     reverse_steps: int = 100
-    min_pushes: int = 3
     rewards: SokobanRewards = SokobanRewards()
 
 
@@ -82,5 +86,6 @@ class SokobanEnv(PuzzleEnv):
             wall_density=config.wall_density,
             reverse_steps=config.reverse_steps,
             min_pushes=config.min_pushes,
+            max_walls=config.max_walls,
             rewards=config.rewards,
         )
