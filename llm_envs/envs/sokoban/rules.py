@@ -350,7 +350,7 @@ def generate_room(
     boxes on the targets; then the player takes ``reverse_steps`` random steps, pulling the box
     behind it (with probability ``pull_probability``) whenever it walks away from one; the
     position of the walk with the largest box-to-target distance is kept. The caller then
-    checks it with :func:`qualifies` (the BFS solver; last, because it costs the most).
+    checks it with :func:`qualifies` (a breadth-first search; last, because it costs the most).
     """
     inner = [(r, c) for r in range(1, rows - 1) for c in range(1, cols - 1)]
     wall_mask = rng.random(len(inner)) < wall_density
@@ -388,14 +388,50 @@ def generate_room(
     return None if best is None else SokobanState(room, best[0], best[1])
 
 
+def fewest_pushes(state: SokobanState, max_states: int = 500_000) -> int | None:
+    """The fewest pushes of any solution (``None`` if there is none or the search passes
+    ``max_states`` states): breadth-first search whose steps are pushes, the player walking
+    for free between them. It depends only on the boxes and the area the player can walk in,
+    so it is the same for every player cell of that area and every mirror image of the level."""
+    room = state.room
+    live = live_cells(room)
+    start_area = player_area(state)
+    seen = {(state.boxes, min(start_area))}
+    frontier = [(state.boxes, start_area)]
+    depth = 0
+    while frontier:
+        following = []
+        for boxes, area in frontier:
+            if boxes <= room.targets:
+                return depth
+            for box in boxes:
+                for dr, dc in MOVES.values():
+                    ahead = (box[0] + dr, box[1] + dc)
+                    if (box[0] - dr, box[1] - dc) not in area or ahead not in live or ahead in boxes:
+                        continue
+                    moved = (boxes - {box}) | {ahead}
+                    if (moved, box) in seen:  # the player stands where the box was
+                        continue
+                    reach = player_area(SokobanState(room, moved, box))
+                    key = (moved, min(reach))
+                    if key not in seen:
+                        seen.add(key)
+                        seen.add((moved, box))
+                        following.append((moved, reach))
+                        if len(seen) > 2 * max_states:
+                            return None
+        frontier = following
+        depth += 1
+    return None
+
+
 def qualifies(state: SokobanState, min_pushes: int, max_states: int = 500_000) -> bool:
-    """The solver solves ``state`` and its shortest solution pushes >= ``min_pushes`` times."""
-    # Each push moves one box by one cell, so a solution pushes at least box_distance times:
-    # a cheap rejection before the search.
-    if box_distance(state.room, state.boxes) < min_pushes:
-        return False
-    solution = solve(state, max_states=max_states)
-    return solution is not None and count_pushes(state, solution) >= min_pushes
+    """``state`` is solvable and needs at least ``min_pushes`` pushes (:func:`fewest_pushes`).
+
+    (The box distance is only a lower bound on the pushes: a box next to its target may need a
+    detour around a wall, so it cannot reject a level on its own.)"""
+    pushes = fewest_pushes(state, max_states)
+    return pushes is not None and pushes >= min_pushes
 
 
 # ------------------------------------------------------------------------------------ symmetry
@@ -447,13 +483,24 @@ def transform(state: SokobanState, symmetry: Callable[[Cell], Cell], player: Cel
 
 def canonical_level(state: SokobanState) -> SokobanState:
     """One representative of the level's class: over every room symmetry, with the player on
-    the first cell (row-major) of its walkable area, the one whose text sorts first."""
+    the first cell (row-major) of its walkable area, the one whose (sorted walls, targets,
+    boxes, player) sorts first."""
     area = player_area(state)
-    forms = []
-    for symmetry in room_symmetries(state.room.rows, state.room.cols):
-        image = transform(state, symmetry, state.player)
-        forms.append(SokobanState(image.room, image.boxes, min(map(symmetry, area))))
-    return min(forms, key=to_text)
+    room = state.room
+    best: tuple | None = None
+    best_symmetry: Callable[[Cell], Cell] = room_symmetries(room.rows, room.cols)[0]
+    for symmetry in room_symmetries(room.rows, room.cols):
+        form = (
+            sorted(map(symmetry, room.walls)),
+            sorted(map(symmetry, room.targets)),
+            sorted(map(symmetry, state.boxes)),
+            min(map(symmetry, area)),
+        )
+        if best is None or form < best:
+            best, best_symmetry = form, symmetry
+    assert best is not None
+    image = transform(state, best_symmetry, state.player)
+    return SokobanState(image.room, image.boxes, best[3])
 
 
 def split_key(state: SokobanState) -> str:
@@ -478,8 +525,8 @@ def level_classes(
     rows: int, cols: int, max_walls: int, min_pushes: int, max_states: int = 500_000
 ) -> tuple[SokobanState, ...]:
     """Every one-box level of a ``rows`` x ``cols`` room (border wall included) with at most
-    ``max_walls`` inner walls and a connected floor whose shortest solution pushes at least
-    ``min_pushes`` times, one :func:`canonical_level` per class, sorted by text.
+    ``max_walls`` inner walls and a connected floor that needs at least ``min_pushes`` pushes
+    (:func:`qualifies`), one :func:`canonical_level` per class, sorted by text.
 
     Only wall layouts that are the first of their mirror images are expanded (the others give
     the same classes). For the 6x6 room: 638 classes with up to 3 walls (a second or two,
@@ -506,8 +553,6 @@ def _level_classes(
             for target in sorted(floor):
                 room = Room(rows, cols, walls, frozenset([target]))
                 for box in sorted(live_cells(room) - {target}):
-                    if abs(box[0] - target[0]) + abs(box[1] - target[1]) < min_pushes:
-                        continue  # every push moves the box one cell
                     rest = floor - {box}
                     while rest:  # one level per area the player can stand in
                         state = SokobanState(room, frozenset([box]), min(rest))

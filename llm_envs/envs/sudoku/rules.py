@@ -29,6 +29,11 @@ compared the submission with the clues)::
         r = step_cost - clue_penalty * k / m
 
 A solved submission thus earns -0.01 + 0.5 + 2.0 = 2.49 with the defaults.
+
+Splits are assigned on :func:`canonical_clues`, the same grid for every digit renaming and grid
+symmetry of a puzzle (:func:`symmetry_maps`), so a disguised training puzzle is never a test
+puzzle. 4x4 puzzles are enumerated (:func:`puzzle_classes`, one class per episode seed); 6x6 and
+9x9 are sampled (:func:`make_puzzle`) from the split's own stream.
 """
 
 from __future__ import annotations
