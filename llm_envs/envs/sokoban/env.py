@@ -23,7 +23,10 @@ Rewards (outcome)      ``r_local`` = 1 if the agent's own plan solves the level;
                        1 if the level is solved after this turn
 Termination            every box on a target
 Truncation             ``max_turns`` turns played without solving
-Splits                 by a hash of the level text (``split`` config field): never overlap
+Splits                 by a hash of the canonical level (room symmetries, the player's
+                       walkable area; ``split`` config field): never overlap. The 6x6
+                       one-box levels are enumerated (848: 689/79/80 per split); seed k
+                       plays level k mod n of its split
 Legal actions          ``legal_actions(agent)`` (the interop hook; ``max_legal_actions`` = 4):
                        for the agent to act, each single step U/D/L/R that walks or pushes
                        (all four if every step is blocked), as ``#### U`` (tool: a program
@@ -34,7 +37,8 @@ Version history:
 
 * v0: first release (Stronger-MAS games/planning MAS; reverse-play generation verified by a
   BFS solver; a real sandbox); ``legal_actions``/``max_legal_actions`` added later without
-  changing play.
+  changing play. Before the first release: canonical-form splits, each split drawn from its
+  own stream; 6x6 one-box levels enumerated; ``min_pushes`` counts the fewest pushes.
 """
 
 from __future__ import annotations
