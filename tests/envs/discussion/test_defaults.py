@@ -61,3 +61,24 @@ def test_registered_defaults_play_to_success(env_id):
         assert env.episode_metrics()["success"] == 1.0
         assert env.episode_metrics()["ground_truth_known"] == 1.0
         assert totals == pytest.approx(env.agent_rewards())
+
+
+@pytest.mark.parametrize("env_id", ["llm/Forum-v0", "llm/ProposerSolverJudge-v0"])
+def test_success_not_reward_separates_reference_from_random(env_id):
+    """docs/evaluation.md ("What separates the reference and random agents"): in these two
+    environments the rewards come from the agents' own judgements, so random agents earn about
+    the reference's total reward; only the ground-truth success tells them apart."""
+    from llm_envs.agents import RandomAgent
+
+    env = llm_envs.make(env_id)
+    totals = {}
+    success = {}
+    for label, agent in (("reference", ReferenceAgent()), ("random", RandomAgent(0))):
+        rewards, wins = [], []
+        for seed in range(12):
+            rewards.append(sum(play(env, agent_policy(agent), seed=seed).values()))
+            wins.append(env.episode_metrics()["success"])
+        totals[label] = sum(rewards) / len(rewards)
+        success[label] = sum(wins) / len(wins)
+    assert success == {"reference": 1.0, "random": 0.0}
+    assert abs(totals["random"] - totals["reference"]) < 0.3 * abs(totals["reference"])
