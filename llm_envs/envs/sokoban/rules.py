@@ -60,8 +60,8 @@ from typing import Any
 
 import numpy as np
 
-from llm_envs.envs.plan_path.rules import format_moves, parse_moves
 from llm_envs.core.splits import split_generator, split_of
+from llm_envs.envs.plan_path.rules import format_moves, parse_moves
 from llm_envs.envs.puzzle_base import PlanOutcome, generate_in_split, pick_enumerated
 
 MOVES: dict[str, tuple[int, int]] = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
