@@ -15,7 +15,8 @@ One call of :meth:`Learner.update` trains one policy on its own samples:
                       − c_H · H_t                              (entropy bonus, optional)
                 (Σ_t L_t m_t / N).backward()                   (token-mean over the whole step)
             clip ‖∇‖ to max_grad_norm; AdamW step
-    LR scheduler step (once per update call = once per training iteration)
+    LR scheduler step (once per update call = once per training iteration, also when the
+    policy has no samples in it)
 
 Because every micro-batch divides by the step's global token count ``N``, the accumulated
 gradient equals that of one pass over the whole mini-batch, however it is cut.
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -234,6 +236,8 @@ class Learner:
         cfg = self.loss_cfg
         metrics: dict[str, list[float]] = {k: [] for k in ("loss", "pg_loss", "kl", "entropy", "clip_frac", "grad_norm", "ratio_max")}
         if not samples:
+            # The schedule counts training iterations, not this policy's non-empty updates.
+            self._step_schedule(policy)
             return {}
         need_entropy = cfg.entropy_coef != 0.0
         need_kl = cfg.kl_loss_coef != 0.0
@@ -271,7 +275,7 @@ class Learner:
         finally:
             pol.model.train(was_training)
         lr = opt.param_groups[0]["lr"]
-        self.schedulers[policy].step()
+        self._step_schedule(policy)
         out = {k: float(sum(v) / len(v)) for k, v in metrics.items() if v}
         out["lr"] = lr
         out["samples"] = float(len(samples))
@@ -281,6 +285,13 @@ class Learner:
         """:meth:`update` every policy named in ``samples`` (in its order); metrics per policy.
         A learner whose policies live on separate devices may train them concurrently."""
         return {policy: self.update(policy, batch) for policy, batch in samples.items()}
+
+    def _step_schedule(self, policy: str) -> None:
+        """Advance ``policy``'s LR schedule by one training iteration (with or without an
+        optimizer step in it: torch's warning about that order is expected here)."""
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)`")
+            self.schedulers[policy].step()
 
     def _mini_size(self, n: int) -> int | None:
         if self.num_mini_batches:

@@ -1,10 +1,18 @@
 """Tiny causal LMs with random weights and a tokenizer trained on the spot, for CPU tests.
 
 ``build_tiny_model(path, texts)`` trains a word-level tokenizer on ``texts`` (plus chat special
-tokens and a chat template), builds a small Qwen3 (or Llama) decoder from a config with random
+tokens and a chat template), builds a small Llama (or Qwen3) decoder from a config with random
 weights, and saves both with ``save_pretrained`` so that they load back with
 ``AutoModelForCausalLM.from_pretrained(path)`` / ``AutoTokenizer.from_pretrained(path)``, exactly
 like a downloaded model. Nothing is downloaded.
+
+Why Llama by default: servers pick reply parsers by ``model_type``. ``transformers serve`` parses
+the replies of every ``qwen*`` type with a Qwen template (``<|im_start|>assistant`` anchors,
+``<think>`` blocks) that our chat template does not produce, and it then returned the prompt as
+part of the reply: a random-weight Qwen3 "solved" Signalling through a real server by echoing
+the symbol it was shown. A ``llama`` model gets no fallback parser, so the reply is exactly the
+generated text (tested). Pass ``arch="qwen3"`` for the Qwen3 layout (q/k norms) on a path that
+does not go through such a server.
 
 ``env_corpus(env_id, ...)`` collects the instruction and prompt texts an environment produces
 (over many seeds, driven by its reference and random agents), so a tokenizer trained on them
@@ -69,7 +77,7 @@ def build_tiny_model(
     num_kv_heads: int = 2,
     intermediate_size: int = 256,
     max_position_embeddings: int = 512,
-    arch: str = "qwen3",
+    arch: str = "llama",
     tie_word_embeddings: bool = False,
     seed: int = 0,
 ) -> Path:
@@ -80,7 +88,8 @@ def build_tiny_model(
         texts: Training corpus for the tokenizer (every word becomes a token).
         hidden_size, num_layers, num_heads, num_kv_heads, intermediate_size,
         max_position_embeddings: The decoder's shape.
-        arch: ``"qwen3"`` or ``"llama"``.
+        arch: ``"llama"`` (default: no server applies a model-specific reply parser to it) or
+            ``"qwen3"``.
         tie_word_embeddings: Share the input embedding and the output head.
         seed: Seed of the random weights.
 

@@ -46,10 +46,31 @@ from llm_trainers.metrics import MetricsLogger
 from llm_trainers.policies import LoraSettings, PolicySet, build_policies
 from llm_trainers.rollout import RolloutResult, TrainRecord, collect, spawn_envs
 
-__all__ = ["EVAL_SEED_BASE", "Trainer", "learner_kwargs", "policy_spec"]
+__all__ = ["EVAL_SEED_BASE", "TRAIN_SEED_BASE", "Trainer", "learner_kwargs", "policy_spec", "train_seeds"]
 
-#: Evaluation episodes use seeds ``EVAL_SEED_BASE + i``, far from the training seeds.
-EVAL_SEED_BASE = 1_000_000_000
+#: Evaluation episodes use seeds ``EVAL_SEED_BASE + i`` (0, 1, 2, ...: the same episodes as
+#: ``llm-envs eval --seed 0``); every training seed is ``TRAIN_SEED_BASE`` or above
+#: (:func:`train_seeds`), so no evaluation episode is a training episode, whatever the run seed.
+EVAL_SEED_BASE = 0
+TRAIN_SEED_BASE = 2**62
+
+
+def train_seeds(run_seed: int, step: int, num_envs: int, samples_per_problem: int = 1) -> list[int]:
+    """Episode seeds of training step ``step``: instance ``i`` plays problem ``i // n``.
+
+    Problem ``p`` of step ``s`` gets a seed from its own stream, ``SeedSequence((run_seed, s,
+    p))``, placed in ``[TRAIN_SEED_BASE, 2·TRAIN_SEED_BASE)``: disjoint from the evaluation
+    seeds (below ``TRAIN_SEED_BASE``) by construction for every run seed, step and problem
+    count (two training problems share a seed with probability about 2^-62 per pair).
+    """
+    n = max(1, samples_per_problem)
+    problems = -(-num_envs // n)
+    seeds = [
+        TRAIN_SEED_BASE
+        + int(np.random.SeedSequence([run_seed % 2**64, step, p]).generate_state(1, np.uint64)[0]) % TRAIN_SEED_BASE
+        for p in range(problems)
+    ]
+    return [seeds[i // n] for i in range(num_envs)]
 
 
 def policy_spec(cfg: Config, agents: Sequence[str], model_path: str) -> dict[str, Any]:
@@ -227,11 +248,8 @@ class Trainer:
 
     # ------------------------------------------------------------------ seeds
     def train_seeds(self, step: int) -> list[int]:
-        """Episode seeds of training step ``step``: instance ``i`` plays problem ``i // n``."""
-        n = max(1, self.cfg.env.samples_per_problem)
-        problems = -(-self.cfg.env.num_envs // n)
-        base = self.cfg.run.seed * 100_000_000 + step * problems
-        return [base + i // n for i in range(self.cfg.env.num_envs)]
+        """Episode seeds of training step ``step`` (see :func:`train_seeds`)."""
+        return train_seeds(self.cfg.run.seed, step, self.cfg.env.num_envs, self.cfg.env.samples_per_problem)
 
     # ------------------------------------------------------------------ one step
     def train_step(self) -> dict[str, float]:

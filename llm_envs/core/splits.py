@@ -5,11 +5,19 @@ when the space of puzzles is small (there are only 288 complete 4x4 Sudoku grids
 different ranges can generate the same puzzle. Instead a puzzle's split is a pure function of
 its *content* (:func:`split_of`); a generator for split S rejects every candidate whose content
 hashes to another split. Overlap is then impossible by construction, and tests can check it.
+
+The content key must be a *canonical form*: the same for every variant of a puzzle that is
+really the same puzzle (a Sudoku with its digits renamed, its rows permuted within a band, a
+Sokoban level mirrored), or a cheap transformation of a training puzzle could land in the test
+split. Each game's ``split_key`` computes one. Each split also draws its content from its own
+stream (:func:`split_generator`), so that no split's puzzles are derived from another's.
 """
 
 from __future__ import annotations
 
 import hashlib
+
+import numpy as np
 
 SPLITS = ("train", "validation", "test")
 # Share of content-hash buckets per split, out of 100.
@@ -38,3 +46,23 @@ def split_of(content_key: str) -> str:
 def split_seed(split: str, seed: int) -> int:
     """A generator seed for episode ``seed`` of ``split`` (distinct streams per split)."""
     return SPLIT_SEED_OFFSET[check_split(split)] + int(seed)
+
+
+def split_generator(rng: np.random.Generator, split: str) -> np.random.Generator:
+    """A generator for one episode's content in ``split``, seeded by draws from ``rng`` *and*
+    the split: the same environment seed gives unrelated draws in different splits.
+
+    (Without it, a generator that draws a candidate and then keeps it only if it hashes to the
+    requested split would start every split from the same candidate, and a cheap transformation
+    of one puzzle could land in another split.) ``rng`` advances by the same amount whatever
+    the split.
+    """
+    entropy = [int(v) for v in rng.integers(0, 2**32, size=4)]
+    return np.random.default_rng([SPLITS.index(check_split(split)), 0x5B1175, *entropy])
+
+
+def split_order(split: str, count: int) -> np.ndarray:
+    """A fixed permutation of ``range(count)`` for ``split``: the order in which episode seeds
+    0, 1, 2, ... walk through a split's ``count`` enumerated puzzles (distinct seeds below
+    ``count`` get distinct puzzles; seed ``k`` and ``k + count`` get the same one)."""
+    return np.random.default_rng([SPLITS.index(check_split(split)), 0x0D3E, count]).permutation(count)

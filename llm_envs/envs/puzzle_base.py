@@ -53,7 +53,7 @@ the AEC layer the three environments share.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -61,7 +61,7 @@ import numpy as np
 from gymnasium import spaces
 
 from llm_envs.core.env import EnvStateError, TextEnv
-from llm_envs.core.splits import check_split, split_of
+from llm_envs.core.splits import check_split, split_generator, split_of, split_order
 from llm_envs.envs._common import (  # noqa: F401  (AGENT_MODES, REWARD_MODES re-exported)
     AGENT_MODES,
     REWARD_MODES,
@@ -116,8 +116,16 @@ class PuzzleRules(Protocol[State, Plan]):
     #: Dense reward of a missing or malformed plan.
     format_penalty: float
 
-    def generate(self, rng: np.random.Generator, split: str) -> State:
-        """A new solvable puzzle whose canonical text belongs to ``split``."""
+    def generate(self, rng: np.random.Generator, split: str, index: int | None = None) -> State:
+        """A new solvable puzzle whose :meth:`split_key` belongs to ``split``, drawn from
+        ``split_generator(rng, split)``. ``index`` (the episode's seed, when it has one) picks
+        the puzzle where the game enumerates its puzzles (:func:`pick_enumerated`): distinct
+        indices below the number of puzzles of the split give distinct puzzles."""
+        ...
+
+    def split_key(self, state: State) -> str:
+        """The canonical form of the puzzle: equal for every variant that is the same puzzle up
+        to the game's symmetries, so that all of them belong to one split."""
         ...
 
     def load(self, text: str) -> State:
@@ -276,10 +284,12 @@ def generate_in_split(
     """Draw candidates until one is valid (not ``None``), its canonical text is in ``split``
     and ``accept`` (an expensive check such as a solver run, made last) approves it.
 
-    Because the split is a function of the puzzle's content (:func:`split_of`), the same puzzle
-    can never be served to two splits, whatever the seeds.
+    Because the split is a function of the puzzle's canonical form (:func:`split_of`), the same
+    puzzle — up to the game's symmetries — can never be served to two splits, whatever the
+    seeds. Candidates come from ``split_generator(rng, split)``: each split draws its own.
     """
     check_split(split)
+    rng = split_generator(rng, split)
     for _ in range(max_tries):
         candidate = make_candidate(rng)
         if candidate is None or split_of(canonical_text(candidate)) != split:
@@ -290,6 +300,22 @@ def generate_in_split(
         f"no valid puzzle for split {split!r} in {max_tries} tries; the generator settings "
         "are too restrictive"
     )
+
+
+def pick_enumerated(
+    classes: Sequence[State], split: str, index: int | None, rng: np.random.Generator
+) -> State:
+    """One of ``classes`` (every puzzle of ``split``, in a fixed order) for an episode.
+
+    With an ``index`` (the episode's seed) the choice is ``classes[split_order(split, n)[index
+    mod n]]``: seeds 0 … n−1 (or any n consecutive seeds) play every puzzle of the split once,
+    and seed ``k + n`` repeats seed ``k``'s puzzle; without one, a uniform draw from ``rng``.
+    """
+    if not classes:
+        raise ValueError(f"the {split!r} split holds no puzzle of this configuration")
+    n = len(classes)
+    position = int(rng.integers(n)) if index is None else int(index) % n
+    return classes[int(split_order(split, n)[position])]
 
 
 # Tracebacks name the sandbox's temporary file; prompts show a stable name instead, so that the
@@ -515,7 +541,10 @@ class PuzzleEnv(SandboxUser, TextEnv):
         if puzzle is not None:
             state = self.rules.load(str(puzzle))
         else:
-            state = self.rules.generate(self.np_random, self.config.split)
+            # The episode's seed (on a seeded reset) picks the puzzle where the game enumerates
+            # them, so that distinct seeds give distinct puzzles (pick_enumerated).
+            index = self._last_seed if self._episode_count == 1 else None
+            state = self.rules.generate(self.np_random, self.config.split, index)
         self.initial_state = state
         self.state = state
         self.history = []
@@ -943,6 +972,7 @@ __all__ = [
     "extract_program",
     "extract_program_output_plan",
     "generate_in_split",
+    "pick_enumerated",
     "outside_code_blocks",
     "truncate_middle",
 ]

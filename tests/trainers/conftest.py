@@ -22,7 +22,7 @@ torch.set_num_threads(max(1, min(2, torch.get_num_threads())))
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> str:
-    """A tiny Qwen3-architecture model (random weights) + word-level tokenizer for Signalling."""
+    """A tiny Llama-architecture model (random weights) + word-level tokenizer for Signalling."""
     from llm_trainers.tiny import build_tiny_model, env_corpus
 
     path = tmp_path_factory.mktemp("tiny_signalling")

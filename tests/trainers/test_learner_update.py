@@ -107,6 +107,31 @@ def test_scheduler_steps_once_per_update(policies):
     assert lrs == pytest.approx([1.0, 0.75, 0.5])
 
 
+def test_schedule_counts_iterations_for_a_policy_without_samples(tiny_model_dir):
+    """The schedule runs on training iterations: a policy that gets no samples in an iteration
+    (e.g. ``drop_uniform_groups`` removed all its records) still moves along it, so at
+    iteration 3 of a 4-step linear schedule both policies use 1e-3 · 1/4, and a checkpoint
+    taken in between resumes on the same values."""
+    ps = build_policies("L3", ["speaker", "listener"], tiny_model_dir, device="cpu")
+    optim = OptimConfig(lr=1e-3, schedule="linear", total_steps=4, min_lr_ratio=0.0)
+    learner = Learner(ps, optim, micro_batch_size=8)
+    speaker = _fill_old(learner, "speaker", _samples(ps["speaker"].tokenizer, [2, 3]))
+    listener = _fill_old(learner, "listener", _samples(ps["listener"].tokenizer, [2, 3], seed=1))
+    for _ in range(2):
+        learner.update("speaker", speaker)
+        learner.update("listener", [])  # nothing to learn from this iteration
+    saved = learner.state_dict()
+    learner.update("speaker", speaker)
+    learner.update("listener", [])
+    lrs = {"speaker": learner.update("speaker", speaker)["lr"], "listener": learner.update("listener", listener)["lr"]}
+    assert lrs == pytest.approx({"speaker": 2.5e-4, "listener": 2.5e-4})
+
+    resumed = Learner(build_policies("L3", ["speaker", "listener"], tiny_model_dir, device="cpu"), optim, micro_batch_size=8)
+    resumed.load_state_dict(saved)
+    resumed.update("listener", [])
+    assert resumed.update("listener", listener)["lr"] == pytest.approx(2.5e-4)
+
+
 def test_kl_loss_term_and_entropy_are_added(policies):
     pol = policies["shared"]
     loss_cfg = LossConfig(kl_loss_coef=0.5, kl_estimator="k1", entropy_coef=0.0)

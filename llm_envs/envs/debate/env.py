@@ -19,8 +19,10 @@ Rewards (per action)   influence-aware verification reward with γ = 0.3 (arXiv 
                        when it is given (delayed credit), Z_t = Σ_{t'=t}^{T−1} γ^{t'−t}.
                        Incentives on ground-truth correctness (α0, α1, β0, β1; default 0):
                        revision (Table 1) credited to the answer at t >= 1 when it is given;
-                       influence (Table 2) credited to the answer at t >= 1 when turn t+1 is
-                       complete. Turn-0 answers get no incentive
+                       influence (Table 2) credited to the answer at every t < T−1 (turn 0
+                       included, as in the paper) when turn t+1 is complete.
+                       ``first_turn_incentive=False``: the released code's variant, no
+                       incentive for turn-0 answers
 Verifier               pluggable ``verifier(problem, response) -> [0, 1]``; default: ground-
                        truth correctness (math-verify on the last ``\\boxed{}``, label match
                        when ``problem.metadata["labels"]`` is set)
@@ -32,7 +34,9 @@ Episode end            after T turns (A·T actions)
 
 Version history:
 
-* v0: initial version.
+* v0: initial version. Before the first release, Table 2's influence incentive was extended
+  to turn-0 answers, as the paper specifies (it had started at turn 1, as in the released
+  code, which ``first_turn_incentive=False`` keeps).
 """
 
 from __future__ import annotations
@@ -60,7 +64,11 @@ class DebateConfig:
         num_turns: T.
         gamma: Discount γ of the influence-aware reward (0.3 in the released configs).
         alpha0, alpha1: Incentives for an agent's own revision (Table 1).
-        beta0, beta1: Incentives for the agent's influence on the others (Table 2).
+        beta0, beta1: Incentives for the agent's influence on the others (Table 2), applied
+            to the answer at every turn t < T−1 (the paper's t = 1 … T−1, 1-based).
+        first_turn_incentive: Whether turn-0 answers earn Table 2's influence incentive (the
+            paper: yes; ``False`` reproduces the released code, whose incentives start at the
+            second turn). Table 1 never applies to turn 0 (it needs a previous answer).
         show_verifier_scores: Show verifier scores next to earlier answers in prompts.
         history: ``"all"`` (every earlier turn, the paper's formulation) or ``"last"``.
         task: Name of the task source; its problems need ground-truth answers unless a custom
@@ -77,6 +85,7 @@ class DebateConfig:
     alpha1: float = 0.0
     beta0: float = 0.0
     beta1: float = 0.0
+    first_turn_incentive: bool = True
     show_verifier_scores: bool = False
     history: str = "all"
     task: str = "arithmetic"
@@ -194,8 +203,10 @@ class DebateEnv(TextEnv):
 
         if index < cfg.num_agents - 1:
             return self.possible_agents[index + 1]
-        # Turn complete: the influence incentive of the previous turn's answers is now known.
-        if turn >= 2 and self.problem.answer is not None:
+        # Turn complete: the influence incentive of the previous turn's answers is now known
+        # (the paper's Table 2 covers every turn but the last; the released code skipped turn 0).
+        first_incentive_turn = 0 if cfg.first_turn_incentive else 1
+        if turn >= 1 and turn - 1 >= first_incentive_turn and self.problem.answer is not None:
             for j, previous in enumerate(self.answers[turn - 1]):
                 self._credit(
                     previous.record,

@@ -9,14 +9,15 @@ Influence-aware verification reward of agent a's answer at turn t (Definition 1)
                     / Σ_{t'=t}^{T−1} γ^{t'−t}
 
 (the inner mean over j includes agent a itself). Incentives on ground-truth correctness
-(R = right, W = wrong), none for turn-0 answers:
+(R = right, W = wrong):
 
-* own revision, applied to the answer at t+1 (Table 1), "majority" = the other agents at t:
-  R→W with majority R: −α1; R→W with majority W: −α0; W→R with majority W: +α0;
-  W→R with majority R: +α1;
-* influence, applied to the answer at t (Table 2), "majority" = the other agents, t → t+1:
-  R→W while own answer R: −β1; R→W while own W: −β0; W→R while own W: +β0;
-  W→R while own R: +β1.
+* own revision, applied to the answer at t+1 for t = 0 … T−2 (Table 1), "majority" = the
+  other agents at t: R→W with majority R: −α1; R→W with majority W: −α0; W→R with majority W:
+  +α0; W→R with majority R: +α1;
+* influence, applied to the answer at t for t = 0 … T−2 (Table 2; the paper's t = 1 … T−1),
+  "majority" = the other agents, t → t+1: R→W while own answer R: −β1; R→W while own W: −β0;
+  W→R while own W: +β0; W→R while own R: +β1. (The released code gives no incentive at all to
+  the first turn's answers; the environment's ``first_turn_incentive=False`` does the same.)
 
 The majority of the others is R when more than half of them are right, W when more than half
 are wrong, and undefined on an exact half (possible with an odd number of agents), in which

@@ -23,7 +23,8 @@ Rewards (outcome)      ``r_local`` = 1 if the agent's own plan reaches the goal;
                        1 if the goal is reached after this turn
 Termination            the goal is reached
 Truncation             ``max_turns`` turns played without reaching it
-Splits                 by a hash of the grid text (``split`` config field): never overlap
+Splits                 by a hash of the canonical form, the grid's mirror image or rotation
+                       whose text sorts first (``split`` config field): never overlap
 Legal actions          ``legal_actions(agent)`` (the interop hook; ``max_legal_actions`` = 4):
                        for the agent to act, each single step U/D/L/R that moves, as
                        ``#### U`` (tool: a program ``print('#### U')``); one step per turn,
@@ -39,6 +40,8 @@ Version history:
 * v0: first release (Stronger-MAS games/planning MAS, with BFS-distance shaping and a real
   sandbox); ``legal_actions``/``max_legal_actions`` added later without changing play;
   the move catalog and the state tensor (interop hooks) added later without changing play.
+  Before the first release: splits assigned on the canonical form, each split drawn from its
+  own stream.
 """
 
 from __future__ import annotations

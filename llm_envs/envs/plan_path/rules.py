@@ -30,6 +30,7 @@ shaping telescopes to ``shaping_scale * (d(start) - d(end))``: progress in BFS d
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -197,7 +198,10 @@ def single_step_plans(state: PathState) -> list[tuple[str, ...]]:
     """The one-move plans that change the position, in the order U, D, L, R (the moves of the
     enumerable-moves hook). A blocked step is left out, unless every step is blocked: then all
     four are listed, so that the list is never empty (such a start cannot reach any goal, so
-    this does not happen in a served puzzle)."""
+    this does not happen in a served puzzle). At the goal there are none (moves after reaching
+    it are ignored)."""
+    if state.position == state.grid.goal:
+        return []
     steps = [(name,) for name in MOVES]
     moving = [plan for plan in steps if step(state.grid, state.position, plan[0])[1]]
     return moving or steps
@@ -291,6 +295,38 @@ def generate_grid(
     return PathState(grid, start)
 
 
+# ------------------------------------------------------------------------------------ symmetry
+GRID_SYMMETRIES: tuple[Callable[[np.ndarray], np.ndarray], ...] = (
+    lambda a: a,
+    lambda a: a[::-1],
+    lambda a: a[:, ::-1],
+    lambda a: a[::-1, ::-1],
+    # Square grids only: the transposition, the quarter turns and the anti-transposition.
+    lambda a: a.T,
+    lambda a: a.T[::-1],
+    lambda a: a.T[:, ::-1],
+    lambda a: a.T[::-1, ::-1],
+)
+
+
+def canonical_text(state: PathState) -> str:
+    """The puzzle's text under the grid symmetry that sorts first (mirrors and the half turn;
+    for a square grid also the quarter turns and the diagonal mirrors): the same text for every
+    mirror image or rotation of the puzzle."""
+    chars = np.array([list(line) for line in to_text(state).splitlines()[1:]])
+    rows, cols = chars.shape
+    forms = []
+    for symmetry in GRID_SYMMETRIES[: 8 if rows == cols else 4]:
+        image = symmetry(chars)
+        forms.append(f"{image.shape[0]} {image.shape[1]}\n" + "\n".join("".join(row) for row in image))
+    return min(forms)
+
+
+def split_key(state: PathState) -> str:
+    """The text the split is assigned on: :func:`canonical_text`."""
+    return "plan_path:" + canonical_text(state)
+
+
 # ------------------------------------------------------------------------------------ the rules
 REFERENCE_PROGRAM = (Path(__file__).with_name("reference_program.py")).read_text(encoding="utf-8")
 
@@ -323,13 +359,18 @@ class PlanPathRules:
     def format_penalty(self) -> float:
         return self.rewards.format_penalty
 
-    def generate(self, rng: np.random.Generator, split: str) -> PathState:
+    def generate(self, rng: np.random.Generator, split: str, index: int | None = None) -> PathState:
+        # The space of 10x10 grids is far too large for two seeds to meet by chance: no
+        # enumeration, ``index`` is not needed.
         return generate_in_split(
             rng,
             lambda r: generate_grid(r, self.rows, self.cols, self.obstacle_density, self.min_distance),
-            to_text,
+            split_key,
             split,
         )
+
+    def split_key(self, state: PathState) -> str:
+        return split_key(state)
 
     def load(self, text: str) -> PathState:
         state = from_text(text)

@@ -1,10 +1,13 @@
 """``llm/ProposerSolverJudge-v0``: Multi-Agent Evolve's proposer, solver and judge.
 
 One episode is one proposed question. The proposer writes a ``<question>`` (shown a reference
-question from the pool with probability ``p``); the judge rates it; the solver answers it
-``N_sample`` times (default 5) from the same prompt; the judge rates each answer. The judge is
-an agent like the others (an LLM-as-a-judge), so all rewards come from the agents' own
-interaction; ground truth is used only for metrics.
+question from the pool with probability ``p``); the judge rates it; a question rated
+``>= quality_threshold`` joins the pool D. The solver then answers a question of D
+``N_sample`` times (default 5) from the same prompt: the proposed question itself when it was
+admitted, else a question drawn from the pool (MAE's solver samples from the filtered pool; the
+option ``solver_questions="proposed"`` makes it answer every proposed question instead). The
+judge rates each answer. The judge is an agent like the others (an LLM-as-a-judge), so all
+rewards come from the agents' own interaction; ground truth is used only for metrics.
 
 =====================  ======================================================================
 Agents                 ``proposer``, ``solver``, ``judge``
@@ -17,22 +20,26 @@ Observation            ``{"instruction": role instruction, "prompt": the task}``
                        question. The N_sample solver prompts are identical (one AT-GRPO group)
 Rewards (per action)   proposer ``(V_q + (1 − mean_i V_i) + F)/3``, credited in three parts:
                        format at once, quality when the judge rates the question, difficulty
-                       when the last answer is rated (dropped when ``V_q < 0.7`` with
+                       when the last answer is rated; a rejected question (``V_q`` below the
+                       threshold) has no answers of its own, so no difficulty term (with
+                       ``solver_questions="proposed"`` it has one unless
                        ``drop_difficulty_below_threshold``); solver ``0.5·V_i + 0.5·F``
                        (format at once, judge part when its answer is rated); judge ``F``.
                        F = 1 / 0.5 / 0 for exactly one / several / no tag pair in the
                        completion; V = clip((X − 1)/9, 0, 1), 0.5 when no score parses
 Episode end            after the last answer is rated (2 + 2·N_sample actions), or at once
-                       when the proposal has no ``<question>`` tag (proposer reward 0)
+                       when the proposal has no ``<question>`` tag (proposer reward 0), or
+                       after the question's rating when it is rejected and the pool is empty
 ``success``            fraction of the solver's answers that match the ground truth, when the
-                       proposed question is one with a known answer (a task-source or seed
+                       question it answered is one with a known answer (a task-source or seed
                        question); 0 otherwise (see ``ground_truth_known`` in the metrics)
 =====================  ======================================================================
 
 The question pool (:class:`~llm_envs.envs.proposer_solver_judge.pool.QuestionPool`) persists
 across episodes, is shared by clones and by every environment it is passed to, and can be
-saved to and loaded from JSONL (``pool_path``). A question whose quality is ``>= 0.7`` is
-*staged* during the episode and *committed* to the pool when the episode ends, by an
+saved to and loaded from JSONL (``pool_path``). Its ``min_quality`` is the one admission
+threshold (``quality_threshold``, 0.7 by default, must agree with a pool passed in). A question
+whose quality reaches it is *staged* during the episode and *committed* to the pool when the episode ends, by an
 environment whose :attr:`~ProposerSolverJudgeEnv.commits_to_pool` is true. :meth:`clone`
 returns a copy that does not commit (``clone(commits_to_pool=True)`` for a copy that
 should), so tree-sampling branches never leak questions into the pool the original samples
@@ -42,7 +49,9 @@ references from; a trainer that continues an episode in a clone calls
 
 Version history:
 
-* v0: initial version.
+* v0: initial version. Before the first release: the solver answers only pool questions by
+  default (``solver_questions``), and the admission threshold has one source, the pool's
+  ``min_quality``.
 """
 
 from __future__ import annotations
@@ -56,7 +65,12 @@ from llm_envs.core.env import TextEnv
 from llm_envs.core.records import ActionRecord
 from llm_envs.envs._common import resolve_task_source
 from llm_envs.envs.proposer_solver_judge import rules
-from llm_envs.envs.proposer_solver_judge.pool import PoolEntry, QuestionPool, question_key
+from llm_envs.envs.proposer_solver_judge.pool import (
+    DEFAULT_MIN_QUALITY,
+    PoolEntry,
+    QuestionPool,
+    question_key,
+)
 from llm_envs.tasks import Problem, TaskSource
 from llm_envs.verifiers.math import check_answer
 
@@ -70,9 +84,17 @@ class ProposerSolverJudgeConfig:
             for a harder variant (0 = no reference, 0.5 = half reference (the paper's best),
             1 = always).
         num_solver_samples: N_sample answers per question (difficulty estimate).
-        quality_threshold: Quality a question needs to join the pool (0.7).
+        quality_threshold: Quality a question needs to join the pool. ``None`` (default): the
+            pool's ``min_quality`` (0.7, the paper's, for the pool the environment builds).
+            A value is used to build the pool, and must equal the ``min_quality`` of a pool
+            passed to the constructor: the pool is the single source of the threshold.
+        solver_questions: Which question the solver answers. ``"pool"`` (the paper: the solver
+            samples from the filtered pool D): the proposed question when it is admitted,
+            else a question drawn from the pool (none if the pool is empty: the episode ends).
+            ``"proposed"``: every proposed question, admitted or not (the solver also trains
+            on rejected questions; every proposer gets a difficulty term).
         drop_difficulty_below_threshold: Released-code variant: no difficulty term for a
-            question below the threshold.
+            question below the threshold (``"pool"`` mode never has one for such a question).
         quality_weight, difficulty_weight, format_weight: λ of the proposer's reward.
         solver_judge_weight, solver_format_weight: Weights of the solver's reward.
         unparsed_score_value: V used when a judge completion has no numeric ``<score>``.
@@ -87,7 +109,8 @@ class ProposerSolverJudgeConfig:
 
     reference_probability: float = 0.5
     num_solver_samples: int = 5
-    quality_threshold: float = 0.7
+    quality_threshold: float | None = None
+    solver_questions: str = "pool"
     drop_difficulty_below_threshold: bool = False
     quality_weight: float = 1 / 3
     difficulty_weight: float = 1 / 3
@@ -114,6 +137,7 @@ class _Answer:
 
 
 PHASES = ("propose", "judge_question", "solve", "judge_answer", "done")
+SOLVER_QUESTIONS = ("pool", "proposed")
 
 
 class ProposerSolverJudgeEnv(TextEnv):
@@ -146,16 +170,29 @@ class ProposerSolverJudgeEnv(TextEnv):
             raise ValueError("reference_probability must be in [0, 1]")
         if cfg.num_solver_samples < 1:
             raise ValueError("num_solver_samples must be >= 1")
+        if cfg.solver_questions not in SOLVER_QUESTIONS:
+            raise ValueError(
+                f"solver_questions must be one of {SOLVER_QUESTIONS}, got {cfg.solver_questions!r}"
+            )
         self.sandbox = sandbox
         self.task_source = resolve_task_source(cfg, task_source)
         if pool is None:
+            threshold = (
+                DEFAULT_MIN_QUALITY if cfg.quality_threshold is None else cfg.quality_threshold
+            )
             seed = QuestionPool.from_task_source(
-                self.task_source, cfg.pool_seed_size, min_quality=cfg.quality_threshold
+                self.task_source, cfg.pool_seed_size, min_quality=threshold
             )
             pool = (
-                QuestionPool.open(cfg.pool_path, seed.entries(), min_quality=cfg.quality_threshold)
+                QuestionPool.open(cfg.pool_path, seed.entries(), min_quality=threshold)
                 if cfg.pool_path
                 else seed
+            )
+        elif cfg.quality_threshold is not None and cfg.quality_threshold != pool.min_quality:
+            raise ValueError(
+                f"quality_threshold={cfg.quality_threshold} disagrees with the given pool's "
+                f"min_quality={pool.min_quality}; the pool's threshold decides admission: leave "
+                "quality_threshold unset or make them equal"
             )
         self.pool = pool
         #: Whether this instance commits its staged questions to the pool at episode end.
@@ -166,12 +203,20 @@ class ProposerSolverJudgeEnv(TextEnv):
         super().__init__(["proposer", "solver", "judge"], render_mode=render_mode)
         self._clear_episode()
 
+    @property
+    def quality_threshold(self) -> float:
+        """The admission threshold: the pool's ``min_quality`` (its single source)."""
+        return self.pool.min_quality
+
     def _clear_episode(self) -> None:
         self.phase = "propose"
         self.fresh_problem: Problem | None = None
         self.reference: PoolEntry | None = None
         self.question: str | None = None
         self.question_truth: str | None = None
+        #: The question the solver answers (the proposed one, or a pool question).
+        self.solver_question: str | None = None
+        self.solver_truth: str | None = None
         self.question_format = 0.0
         self.quality: float | None = None
         self.proposer_record: ActionRecord | None = None
@@ -270,10 +315,21 @@ class ProposerSolverJudgeEnv(TextEnv):
         assert self.proposer_record is not None and self.question is not None
         self.quality = judged.value
         self._credit(self.proposer_record, "quality", self.weights.quality * judged.value)
-        if judged.value >= self.config.quality_threshold:
+        admitted = judged.value >= self.quality_threshold
+        if admitted:
             self.staged.append(
                 PoolEntry(self.question, self.question_truth, judged.value, "proposed")
             )
+        if admitted or self.config.solver_questions == "proposed":
+            self.solver_question, self.solver_truth = self.question, self.question_truth
+        else:
+            # MAE's solver samples from the filtered pool: a rejected question is not answered
+            # (so it has no difficulty estimate), a pool question is answered instead.
+            self._credit(self.proposer_record, "difficulty", 0.0)
+            if len(self.pool) == 0:
+                return None
+            entry = self.pool.sample(self.np_random)
+            self.solver_question, self.solver_truth = entry.question, entry.answer
         self.turn += 1
         self.phase = "solve"
         return "solver"
@@ -282,8 +338,8 @@ class ProposerSolverJudgeEnv(TextEnv):
         content, pairs = rules.first_tag(action, "answer")
         fmt = rules.format_reward(pairs)
         correct = None
-        if self.question_truth is not None:
-            correct = content is not None and check_answer(content, self.question_truth)
+        if self.solver_truth is not None:
+            correct = content is not None and check_answer(content, self.solver_truth)
         record = self._add_record(
             agent,
             action,
@@ -316,12 +372,14 @@ class ProposerSolverJudgeEnv(TextEnv):
         if self.judged < len(self.answers):
             return "judge"
         assert self.proposer_record is not None and self.quality is not None
+        if self.solver_question != self.question:
+            return None  # the solver answered a pool question: no difficulty for the proposal
         parts = rules.proposer_reward(
             self.quality,
             [a.judge_value for a in self.answers if a.judge_value is not None],
             self.question_format,
             weights=self.weights,
-            threshold=self.config.quality_threshold,
+            threshold=self.quality_threshold,
             drop_difficulty_below_threshold=self.config.drop_difficulty_below_threshold,
         )
         self._credit(self.proposer_record, "difficulty", parts["difficulty"])
@@ -370,9 +428,9 @@ class ProposerSolverJudgeEnv(TextEnv):
                 None if self.reference is None else rules.clip_text(self.reference.question, limit)
             )
             return rules.proposer_prompt(reference)
-        question = rules.clip_text(self.question or "", limit)
         if self.phase == "judge_question":
-            return rules.judge_question_prompt(question)
+            return rules.judge_question_prompt(rules.clip_text(self.question or "", limit))
+        question = rules.clip_text(self.solver_question or "", limit)
         if self.phase == "solve":
             return rules.solver_prompt(question)
         response = rules.clip_text(self.answers[self.judged].text, limit)
@@ -432,7 +490,7 @@ class ProposerSolverJudgeEnv(TextEnv):
         raise ValueError(f"unknown proposer behaviour {behaviour!r}")
 
     def _scripted_answer(self, behaviour: str) -> str:
-        truth = self.question_truth
+        truth = self.solver_truth
         if truth is None:
             return "<answer>I do not know.</answer>"
         if behaviour == "correct":
@@ -478,7 +536,7 @@ class ProposerSolverJudgeEnv(TextEnv):
 
     # ------------------------------------------------------------------ metrics
     def _episode_metrics(self) -> dict[str, float]:
-        known = self.question_truth is not None and bool(self.answers)
+        known = self.solver_truth is not None and bool(self.answers)
         correct = [bool(a.correct) for a in self.answers]
         values = [a.judge_value for a in self.answers if a.judge_value is not None]
         quality = self.quality if self.quality is not None else 0.0
@@ -488,7 +546,10 @@ class ProposerSolverJudgeEnv(TextEnv):
             "question_valid": float(self.question is not None),
             "question_quality": quality,
             "question_accepted": float(
-                self.quality is not None and quality >= self.config.quality_threshold
+                self.quality is not None and quality >= self.quality_threshold
+            ),
+            "solver_answered_proposed": float(
+                bool(self.answers) and self.solver_question == self.question
             ),
             "solver_judge_mean": (sum(values) / len(values)) if values else 0.0,
             "difficulty": (1.0 - sum(values) / len(values)) if values else 0.0,
@@ -499,7 +560,7 @@ class ProposerSolverJudgeEnv(TextEnv):
         cfg = self.config
         lines = [
             f"p(reference)={cfg.reference_probability} samples={cfg.num_solver_samples} "
-            f"threshold={cfg.quality_threshold} "
+            f"threshold={self.quality_threshold} solver_questions={cfg.solver_questions} "
             f"drop_difficulty={cfg.drop_difficulty_below_threshold}"
         ]
         if self.reference is not None:

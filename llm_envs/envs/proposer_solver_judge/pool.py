@@ -7,7 +7,9 @@ Rules (MAE, arXiv 2510.23595, §4.1):
 
 * it starts from seed questions (a task source's problems, or a saved JSONL file);
 * a proposed question joins only if its judged quality is ``>= min_quality`` (0.7), which
-  :meth:`QuestionPool.add` enforces;
+  :meth:`QuestionPool.add` enforces. ``min_quality`` is fixed when the pool is made: it is the
+  one admission threshold (the environment reads it from here, and a checkpoint never changes
+  it);
 * duplicates (same text up to whitespace) are not added twice.
 
 Persistence: :meth:`QuestionPool.save` writes the whole pool atomically; a pool created with
@@ -85,7 +87,7 @@ class QuestionPool:
         min_quality: float = DEFAULT_MIN_QUALITY,
         path: str | os.PathLike[str] | None = None,
     ) -> None:
-        self.min_quality = float(min_quality)
+        self._min_quality = float(min_quality)
         self.path = Path(path) if path is not None else None
         self._lock = threading.RLock()
         self._entries: list[PoolEntry] = []
@@ -157,6 +159,11 @@ class QuestionPool:
         return pool
 
     # ------------------------------------------------------------------ access
+    @property
+    def min_quality(self) -> float:
+        """The admission threshold: a proposed question joins only with quality >= this."""
+        return self._min_quality
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._entries)
@@ -232,15 +239,18 @@ class QuestionPool:
 
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
-        """The pool's contents, JSON-serialisable, for a training checkpoint."""
+        """The pool's contents, JSON-serialisable, for a training checkpoint (not the threshold:
+        that belongs to the run's configuration)."""
         with self._lock:
-            return {"min_quality": self.min_quality, "entries": [asdict(e) for e in self._entries]}
+            return {"entries": [asdict(e) for e in self._entries]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Replace the contents with a :meth:`state_dict` (a resumed run's pool).
 
         Entries added after the checkpoint are dropped, and the backing file, if any, is
         rewritten to match, so the resumed run continues from exactly the checkpointed pool.
+        The admission threshold stays this pool's own (a ``"min_quality"`` key, which older
+        checkpoints carry, is ignored): one source of truth, the run's configuration.
         """
         entries = [
             PoolEntry(
@@ -252,7 +262,6 @@ class QuestionPool:
             for data in state["entries"]
         ]
         with self._lock:
-            self.min_quality = float(state.get("min_quality", self.min_quality))
             self._entries = []
             self._keys = {}
             for entry in entries:

@@ -23,7 +23,10 @@ Rewards (outcome)      ``r_local`` = 1 if the agent's own plan solves the level;
                        1 if the level is solved after this turn
 Termination            every box on a target
 Truncation             ``max_turns`` turns played without solving
-Splits                 by a hash of the level text (``split`` config field): never overlap
+Splits                 by a hash of the canonical level (room symmetries, the player's
+                       walkable area; ``split`` config field): never overlap. The 6x6
+                       one-box levels are enumerated (848: 689/79/80 per split); seed k
+                       plays level k mod n of its split
 Legal actions          ``legal_actions(agent)`` (the interop hook; ``max_legal_actions`` = 4):
                        for the agent to act, each single step U/D/L/R that walks or pushes
                        (all four if every step is blocked), as ``#### U`` (tool: a program
@@ -39,7 +42,9 @@ Version history:
 * v0: first release (Stronger-MAS games/planning MAS; reverse-play generation verified by a
   BFS solver; a real sandbox); ``legal_actions``/``max_legal_actions`` added later without
   changing play; the move catalog and the state tensor (interop hooks) added later without
-  changing play.
+  changing play. Before the first release:
+  canonical-form splits, each split drawn from its own stream; 6x6 one-box levels enumerated;
+  ``min_pushes`` counts the fewest pushes.
 """
 
 from __future__ import annotations
@@ -60,18 +65,22 @@ class SokobanConfig(PuzzleConfig):
     Attributes:
         rows, cols: Room size including the border wall (paper: 6x6).
         num_boxes: Boxes (and targets) per level (paper: 1).
-        wall_density: Probability that an inner cell is a wall.
-        reverse_steps: Random reverse-play steps used to scatter the boxes.
         min_pushes: The shortest solution pushes at least this many times.
+        max_walls: Inner walls of an enumerated room (one box, at most 16 inner cells, e.g.
+            the paper's 6x6): every level with up to this many is in the level set.
+        wall_density: Sampled rooms (larger, or several boxes): probability that an inner cell
+            is a wall.
+        reverse_steps: Sampled rooms: random reverse-play steps used to scatter the boxes.
         rewards: Dense reward weights (:class:`SokobanRewards`).
     """
 
     rows: int = 6
     cols: int = 6
     num_boxes: int = 1
+    min_pushes: int = 3
+    max_walls: int = 3
     wall_density: float = 0.1
     reverse_steps: int = 100
-    min_pushes: int = 3
     rewards: SokobanRewards = SokobanRewards()
 
 
@@ -89,6 +98,7 @@ class SokobanEnv(SingleStepCatalog, PuzzleEnv):
             wall_density=config.wall_density,
             reverse_steps=config.reverse_steps,
             min_pushes=config.min_pushes,
+            max_walls=config.max_walls,
             rewards=config.rewards,
         )
 

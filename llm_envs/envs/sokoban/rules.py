@@ -31,23 +31,38 @@ With ``gamma`` < 1 (the released code used 0.99) a blocked move would earn
 ``(1 - gamma) * sum of distances`` for nothing; with ``gamma = 1`` the shaping telescopes to
 ``shaping_scale * (phi(end) - phi(start))``.
 
-Generation (:func:`generate_room`) plays Sokoban backwards: boxes start on their targets and
-the player walks randomly, *pulling* a box when it walks away from one. Every pull is a push
-played forwards, so the room is solvable by construction; the breadth-first solver
-(:func:`solve`) then checks it and measures its difficulty.
+Levels are the same up to the room's symmetries (mirrors and, for a square room, rotations and
+the transposition) and up to where the player stands in the area it can walk to without
+pushing: :func:`canonical_level` picks one form of each class, and the split is assigned on
+it (:func:`split_key`).
+
+Generation. Rooms with at most 16 inner cells and one box (the paper's 6x6) have few levels:
+:func:`level_classes` enumerates every class (rooms with at most ``max_walls`` inner walls,
+every target, box and player area, kept when the solver's shortest solution pushes at least
+``min_pushes`` times) and each episode seed picks one class of its split
+(:func:`~llm_envs.envs.puzzle_base.pick_enumerated`), shown under a random symmetry with the
+player on a random cell of its area. Larger rooms or more boxes are sampled by
+:func:`generate_room`, which plays Sokoban backwards: boxes start on their targets and the
+player walks randomly, *pulling* a box when it walks away from one. Every pull is a push played
+forwards, so the room is solvable by construction; the breadth-first solver (:func:`solve`) then
+checks it and measures its difficulty.
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from llm_envs.core.splits import split_generator, split_of
 from llm_envs.envs.plan_path.rules import format_moves, parse_moves
-from llm_envs.envs.puzzle_base import PlanOutcome, generate_in_split
+from llm_envs.envs.puzzle_base import PlanOutcome, generate_in_split, pick_enumerated
 
 MOVES: dict[str, tuple[int, int]] = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
 WALL, FLOOR, TARGET, BOX, BOX_ON_TARGET, PLAYER, PLAYER_ON_TARGET = "#_.$*@+"
@@ -230,7 +245,10 @@ def solve(state: SokobanState, max_states: int = 500_000) -> tuple[str, ...] | N
 def single_step_plans(state: SokobanState) -> list[tuple[str, ...]]:
     """The one-move plans that change the state (a walk or a push), in the order U, D, L, R
     (the moves of the enumerable-moves hook). A blocked step is left out, unless every step is
-    blocked: then all four are listed, so that the list is never empty."""
+    blocked: then all four are listed, so that the list is never empty. A solved level has
+    none (moves after solving are ignored)."""
+    if is_solved(state):
+        return []
     steps = [(name,) for name in MOVES]
     moving = [plan for plan in steps if move(state, plan[0])[1]]
     return moving or steps
@@ -332,7 +350,7 @@ def generate_room(
     boxes on the targets; then the player takes ``reverse_steps`` random steps, pulling the box
     behind it (with probability ``pull_probability``) whenever it walks away from one; the
     position of the walk with the largest box-to-target distance is kept. The caller then
-    checks it with :func:`qualifies` (the BFS solver; last, because it costs the most).
+    checks it with :func:`qualifies` (a breadth-first search; last, because it costs the most).
     """
     inner = [(r, c) for r in range(1, rows - 1) for c in range(1, cols - 1)]
     wall_mask = rng.random(len(inner)) < wall_density
@@ -370,14 +388,197 @@ def generate_room(
     return None if best is None else SokobanState(room, best[0], best[1])
 
 
+def fewest_pushes(state: SokobanState, max_states: int = 500_000) -> int | None:
+    """The fewest pushes of any solution (``None`` if there is none or the search passes
+    ``max_states`` states): breadth-first search whose steps are pushes, the player walking
+    for free between them. It depends only on the boxes and the area the player can walk in,
+    so it is the same for every player cell of that area and every mirror image of the level."""
+    room = state.room
+    live = live_cells(room)
+    start_area = player_area(state)
+    seen = {(state.boxes, min(start_area))}
+    frontier = [(state.boxes, start_area)]
+    depth = 0
+    while frontier:
+        following = []
+        for boxes, area in frontier:
+            if boxes <= room.targets:
+                return depth
+            for box in boxes:
+                for dr, dc in MOVES.values():
+                    ahead = (box[0] + dr, box[1] + dc)
+                    if (box[0] - dr, box[1] - dc) not in area or ahead not in live or ahead in boxes:
+                        continue
+                    moved = (boxes - {box}) | {ahead}
+                    if (moved, box) in seen:  # the player stands where the box was
+                        continue
+                    reach = player_area(SokobanState(room, moved, box))
+                    key = (moved, min(reach))
+                    if key not in seen:
+                        seen.add(key)
+                        seen.add((moved, box))
+                        following.append((moved, reach))
+                        if len(seen) > 2 * max_states:
+                            return None
+        frontier = following
+        depth += 1
+    return None
+
+
 def qualifies(state: SokobanState, min_pushes: int, max_states: int = 500_000) -> bool:
-    """The solver solves ``state`` and its shortest solution pushes >= ``min_pushes`` times."""
-    # Each push moves one box by one cell, so a solution pushes at least box_distance times:
-    # a cheap rejection before the search.
-    if box_distance(state.room, state.boxes) < min_pushes:
-        return False
-    solution = solve(state, max_states=max_states)
-    return solution is not None and count_pushes(state, solution) >= min_pushes
+    """``state`` is solvable and needs at least ``min_pushes`` pushes (:func:`fewest_pushes`).
+
+    (The box distance is only a lower bound on the pushes: a box next to its target may need a
+    detour around a wall, so it cannot reject a level on its own.)"""
+    pushes = fewest_pushes(state, max_states)
+    return pushes is not None and pushes >= min_pushes
+
+
+# ------------------------------------------------------------------------------------ symmetry
+def room_symmetries(rows: int, cols: int) -> list[Callable[[Cell], Cell]]:
+    """The maps of a ``rows`` x ``cols`` room onto itself: identity, the two mirrors and the
+    half turn; for a square room also the quarter turns and the two diagonal mirrors."""
+    last_r, last_c = rows - 1, cols - 1
+    maps: list[Callable[[Cell], Cell]] = [
+        lambda p: p,
+        lambda p: (last_r - p[0], p[1]),
+        lambda p: (p[0], last_c - p[1]),
+        lambda p: (last_r - p[0], last_c - p[1]),
+    ]
+    if rows == cols:
+        maps += [
+            lambda p: (p[1], p[0]),
+            lambda p: (last_c - p[1], p[0]),
+            lambda p: (p[1], last_r - p[0]),
+            lambda p: (last_c - p[1], last_r - p[0]),
+        ]
+    return maps
+
+
+def player_area(state: SokobanState) -> frozenset[Cell]:
+    """The cells the player can walk to without pushing a box."""
+    room, seen = state.room, {state.player}
+    queue = deque([state.player])
+    while queue:
+        r, c = queue.popleft()
+        for dr, dc in MOVES.values():
+            cell = (r + dr, c + dc)
+            if cell not in seen and room.is_open(cell) and cell not in state.boxes:
+                seen.add(cell)
+                queue.append(cell)
+    return frozenset(seen)
+
+
+def transform(state: SokobanState, symmetry: Callable[[Cell], Cell], player: Cell) -> SokobanState:
+    """``state`` under ``symmetry`` with the player on (the image of) ``player``."""
+    room = state.room
+    moved = Room(
+        room.rows,
+        room.cols,
+        frozenset(map(symmetry, room.walls)),
+        frozenset(map(symmetry, room.targets)),
+    )
+    return SokobanState(moved, frozenset(map(symmetry, state.boxes)), symmetry(player))
+
+
+def canonical_level(state: SokobanState) -> SokobanState:
+    """One representative of the level's class: over every room symmetry, with the player on
+    the first cell (row-major) of its walkable area, the one whose (sorted walls, targets,
+    boxes, player) sorts first."""
+    area = player_area(state)
+    room = state.room
+    best: tuple | None = None
+    best_symmetry: Callable[[Cell], Cell] = room_symmetries(room.rows, room.cols)[0]
+    for symmetry in room_symmetries(room.rows, room.cols):
+        form = (
+            sorted(map(symmetry, room.walls)),
+            sorted(map(symmetry, room.targets)),
+            sorted(map(symmetry, state.boxes)),
+            min(map(symmetry, area)),
+        )
+        if best is None or form < best:
+            best, best_symmetry = form, symmetry
+    assert best is not None
+    image = transform(state, best_symmetry, state.player)
+    return SokobanState(image.room, image.boxes, best[3])
+
+
+def split_key(state: SokobanState) -> str:
+    """The text the split is assigned on: the canonical level."""
+    return "sokoban:" + to_text(canonical_level(state))
+
+
+def random_variant(state: SokobanState, rng: np.random.Generator) -> SokobanState:
+    """``state`` under a random room symmetry, the player on a random cell of its area."""
+    symmetries = room_symmetries(state.room.rows, state.room.cols)
+    area = sorted(player_area(state))
+    player = area[int(rng.integers(len(area)))]
+    return transform(state, symmetries[int(rng.integers(len(symmetries)))], player)
+
+
+# ------------------------------------------------------------------------------------ enumeration
+#: Rooms with at most this many inner cells and one box are enumerated (see :func:`level_classes`).
+ENUMERATED_INNER_CELLS = 16
+
+
+def level_classes(
+    rows: int, cols: int, max_walls: int, min_pushes: int, max_states: int = 500_000
+) -> tuple[SokobanState, ...]:
+    """Every one-box level of a ``rows`` x ``cols`` room (border wall included) with at most
+    ``max_walls`` inner walls and a connected floor that needs at least ``min_pushes`` pushes
+    (:func:`qualifies`), one :func:`canonical_level` per class, sorted by text.
+
+    Only wall layouts that are the first of their mirror images are expanded (the others give
+    the same classes). For the 6x6 room: 638 classes with up to 3 walls (a second or two,
+    once per process)."""
+    return _level_classes(rows, cols, max_walls, min_pushes, max_states)
+
+
+@functools.cache
+def _level_classes(
+    rows: int, cols: int, max_walls: int, min_pushes: int, max_states: int
+) -> tuple[SokobanState, ...]:
+    inner = [(r, c) for r in range(1, rows - 1) for c in range(1, cols - 1)]
+    symmetries = room_symmetries(rows, cols)
+    classes: dict[str, SokobanState] = {}
+    for count in range(max_walls + 1):
+        for wall_cells in itertools.combinations(inner, count):
+            layout = sorted(wall_cells)
+            if any(sorted(map(f, wall_cells)) < layout for f in symmetries):
+                continue
+            floor = set(inner) - set(wall_cells)
+            if len(floor) < 3 or not _connected(floor):
+                continue
+            walls = frozenset((r, c) for r in range(rows) for c in range(cols) if (r, c) not in floor)
+            for target in sorted(floor):
+                room = Room(rows, cols, walls, frozenset([target]))
+                for box in sorted(live_cells(room) - {target}):
+                    rest = floor - {box}
+                    while rest:  # one level per area the player can stand in
+                        state = SokobanState(room, frozenset([box]), min(rest))
+                        rest -= player_area(state)
+                        key = split_key(state)
+                        if key not in classes and qualifies(state, min_pushes, max_states):
+                            classes[key] = canonical_level(state)
+    return tuple(classes[key] for key in sorted(classes))
+
+
+def split_level_classes(
+    rows: int, cols: int, max_walls: int, min_pushes: int, split: str, max_states: int = 500_000
+) -> tuple[SokobanState, ...]:
+    """The :func:`level_classes` that belong to ``split``."""
+    return _split_level_classes(rows, cols, max_walls, min_pushes, split, max_states)
+
+
+@functools.cache
+def _split_level_classes(
+    rows: int, cols: int, max_walls: int, min_pushes: int, split: str, max_states: int
+) -> tuple[SokobanState, ...]:
+    return tuple(
+        state
+        for state in _level_classes(rows, cols, max_walls, min_pushes, max_states)
+        if split_of("sokoban:" + to_text(state)) == split
+    )
 
 
 # ------------------------------------------------------------------------------------ the rules
@@ -389,9 +590,10 @@ class SokobanRules:
     """Sokoban as :class:`~llm_envs.envs.puzzle_base.PuzzleRules` (immutable, shared).
 
     Difficulty knobs: ``rows``/``cols`` (room size, border included), ``num_boxes``,
-    ``wall_density`` (inner walls make narrow corridors), ``reverse_steps`` (longer reverse play
-    moves boxes farther from their targets), ``min_pushes`` (the shortest solution pushes at
-    least this many times).
+    ``min_pushes`` (the shortest solution pushes at least this many times). Enumerated rooms
+    (one box, at most 16 inner cells, :attr:`enumerated`): ``max_walls`` (inner walls).
+    Sampled rooms: ``wall_density`` (inner walls make narrow corridors), ``reverse_steps``
+    (longer reverse play moves boxes farther from their targets).
     """
 
     rows: int = 6
@@ -400,6 +602,7 @@ class SokobanRules:
     wall_density: float = 0.1
     reverse_steps: int = 100
     min_pushes: int = 3
+    max_walls: int = 3
     max_solver_states: int = 500_000
     rewards: SokobanRewards = SokobanRewards()
     game_name: str = "Sokoban"
@@ -411,12 +614,31 @@ class SokobanRules:
             raise ValueError("num_boxes must be >= 1 and leave room for the player")
         if not 0.0 <= self.wall_density < 1.0:
             raise ValueError("wall_density must be in [0, 1)")
+        if self.max_walls < 0:
+            raise ValueError("max_walls must be >= 0")
+
+    @property
+    def enumerated(self) -> bool:
+        """Whether levels come from :func:`level_classes` (one box, a small room)."""
+        return self.num_boxes == 1 and (self.rows - 2) * (self.cols - 2) <= ENUMERATED_INNER_CELLS
 
     @property
     def format_penalty(self) -> float:
         return self.rewards.format_penalty
 
-    def generate(self, rng: np.random.Generator, split: str) -> SokobanState:
+    def generate(self, rng: np.random.Generator, split: str, index: int | None = None) -> SokobanState:
+        if self.enumerated:
+            classes = split_level_classes(
+                self.rows, self.cols, self.max_walls, self.min_pushes, split, self.max_solver_states
+            )
+            if not classes:
+                raise ValueError(
+                    f"no {self.rows}x{self.cols} level with at most {self.max_walls} inner walls and "
+                    f"{self.min_pushes}+ pushes belongs to the {split!r} split; raise max_walls or "
+                    "lower min_pushes"
+                )
+            stream = split_generator(rng, split)
+            return random_variant(pick_enumerated(classes, split, index, stream), stream)
         return generate_in_split(
             rng,
             lambda r: generate_room(
@@ -427,10 +649,13 @@ class SokobanRules:
                 self.wall_density,
                 self.reverse_steps,
             ),
-            to_text,
+            split_key,
             split,
             accept=lambda state: qualifies(state, self.min_pushes, self.max_solver_states),
         )
+
+    def split_key(self, state: SokobanState) -> str:
+        return split_key(state)
 
     def load(self, text: str) -> SokobanState:
         state = from_text(text)

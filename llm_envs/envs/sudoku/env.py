@@ -26,7 +26,10 @@ Rewards (outcome)      ``r_local`` = 1 if the agent's own grid solves the puzzle
                        1 if the puzzle is solved after this turn
 Termination            the board equals the (unique) solution
 Truncation             ``max_turns`` turns played without solving
-Splits                 by a hash of the clue text (``split`` config field): never overlap
+Splits                 by a hash of the canonical form (``split`` config field): no puzzle is
+                       in two splits, not even with its digits renamed or its grid permuted;
+                       4x4 puzzles are enumerated (43 validation, 29 test classes with 6
+                       clues) and seed k plays class k mod n of the split
 Legal actions          ``legal_actions(agent)`` (the interop hook; ``max_legal_actions`` =
                        ``size**3``): for the agent to act, the current board with one empty
                        cell filled by a number not yet in its row, column or box, as
@@ -47,7 +50,10 @@ Version history:
 * v0: first release (Stronger-MAS games/planning MAS; every puzzle has a unique solution,
   answers must keep every clue; a real sandbox); ``legal_actions``/``max_legal_actions``
   added later without changing play (a given puzzle must now match ``size``); the move
-  catalog and the state tensor (interop hooks) added later without changing play.
+  catalog and the state tensor (interop hooks) added later without changing play. Before
+  the first release: splits assigned on a canonical form (digit renaming and grid symmetries),
+  each split drawn from its own stream (validation seed k was train seed k with its digits
+  renamed); 4x4 puzzles enumerated, one class per seed, with exactly ``num_clues`` clues.
 """
 
 from __future__ import annotations
@@ -67,8 +73,9 @@ class SudokuConfig(PuzzleConfig):
 
     Attributes:
         size: 4 (paper), 6 or 9.
-        num_clues: Clues left in the puzzle (default: 6 for 4x4, 14 for 6x6, 30 for 9x9); more
-            remain when removing any further clue would make the solution ambiguous.
+        num_clues: Clues left in the puzzle (default: 6 for 4x4, 14 for 6x6, 30 for 9x9). 4x4:
+            exactly this many (4 to 15); 6x6 and 9x9: more remain when removing any further
+            clue would make the solution ambiguous.
         rewards: Dense reward weights (:class:`SudokuRewards`).
     """
 

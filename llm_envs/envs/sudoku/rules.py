@@ -29,11 +29,17 @@ compared the submission with the clues)::
         r = step_cost - clue_penalty * k / m
 
 A solved submission thus earns -0.01 + 0.5 + 2.0 = 2.49 with the defaults.
+
+Splits are assigned on :func:`canonical_clues`, the same grid for every digit renaming and grid
+symmetry of a puzzle (:func:`symmetry_maps`), so a disguised training puzzle is never a test
+puzzle. 4x4 puzzles are enumerated (:func:`puzzle_classes`, one class per episode seed); 6x6 and
+9x9 are sampled (:func:`make_puzzle`) from the split's own stream.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
 from dataclasses import dataclass
@@ -42,8 +48,13 @@ from typing import Any
 
 import numpy as np
 
-from llm_envs.core.splits import check_split, split_of
-from llm_envs.envs.puzzle_base import PlanFormatError, PlanOutcome
+from llm_envs.core.splits import check_split, split_generator, split_of
+from llm_envs.envs.puzzle_base import (
+    PlanFormatError,
+    PlanOutcome,
+    generate_in_split,
+    pick_enumerated,
+)
 
 Grid = tuple[int, ...]  # row-major, N * N values, 0 = empty
 
@@ -252,23 +263,193 @@ def relabel(puzzle: Puzzle, permutation: list[int]) -> Puzzle:
     return Puzzle(puzzle.size, apply(puzzle.clues), apply(puzzle.solution))
 
 
-def generate_puzzle(
-    rng: np.random.Generator, size: int, num_clues: int, split: str, *, max_bases: int = 1_000
-) -> Puzzle:
-    """A unique-solution puzzle whose clue text belongs to ``split``.
+# ------------------------------------------------------------------------------------ symmetry
+def _line_orders(blocks: int, width: int, *, within: bool) -> list[list[int]]:
+    """Orders of ``blocks * width`` lines that keep every block of ``width`` lines together:
+    every order of the blocks, and (``within``) every order of the lines inside each block."""
+    inner = list(itertools.permutations(range(width))) if within else [tuple(range(width))]
+    return [
+        [block * width + offset for block, order in zip(blocks_order, orders) for offset in order]
+        for blocks_order in itertools.permutations(range(blocks))
+        for orders in itertools.product(inner, repeat=blocks)
+    ]
 
-    Relabelling the digits of a puzzle keeps its solution unique and gives a different clue
-    text (hence an independent split hash), so each base puzzle is relabelled up to 64 times
-    before a new one is generated: cheap even for 9x9.
+
+@functools.cache
+def symmetry_maps(size: int) -> np.ndarray:
+    """Cell maps of the grid symmetries used for canonical forms, one per row:
+    ``transformed[i] = grid[maps[k, i]]``. Each keeps every valid grid valid.
+
+    * 4x4: the whole group: band and stack orders, row and column orders within them, and the
+      transposition (128 maps);
+    * 6x6 (2x3 boxes): every band, stack, row and column order (3456 maps; a transposition
+      would turn 2x3 boxes into 3x2 ones);
+    * 9x9: band and stack orders and the transposition (72 of the 3,359,232 maps of the
+      whole group, which is too large to search for every puzzle; digit renaming, the way
+      the former generator made its split variants, is always covered).
+    """
+    box_rows, box_cols = BOX_SHAPES[size]
+    within = size != 9
+    rows = _line_orders(size // box_rows, box_rows, within=within)
+    cols = _line_orders(size // box_cols, box_cols, within=within)
+    cells = np.arange(size * size).reshape(size, size)
+    maps = []
+    for row_order in rows:
+        for col_order in cols:
+            moved = cells[np.ix_(row_order, col_order)]
+            maps.append(moved.ravel())
+            if box_rows == box_cols:
+                maps.append(moved.T.ravel())
+    return np.array(maps, dtype=np.intp)
+
+
+def canonical_clues(clues: Grid, size: int) -> Grid:
+    """The canonical form of a puzzle's clues: the smallest grid (row-major, 0 < every digit)
+    among all of :func:`symmetry_maps` combined with every renaming of the digits.
+
+    For each map the best renaming numbers the digits in order of first appearance; a map
+    whose first clue comes earlier than another's can never win (its first clue is a 1 where
+    the other still has a 0), so only maps with the latest first clue are compared in full.
+    Equal for every variant of the same puzzle under these symmetries (tested).
+    """
+    grids = np.asarray(clues, dtype=np.int64)[symmetry_maps(size)]
+    filled = grids != 0
+    first_clue = filled.argmax(axis=1)
+    grids = grids[first_clue == first_clue.max()]
+    cells = size * size
+    first_seen = np.full((len(grids), size + 1), cells, dtype=np.int64)
+    first_seen[:, 0] = -1  # the blank stays 0
+    for digit in range(1, size + 1):
+        hits = grids == digit
+        first_seen[:, digit] = np.where(hits.any(axis=1), hits.argmax(axis=1), cells)
+    rank = np.argsort(np.argsort(first_seen, axis=1, kind="stable"), axis=1)
+    renamed = np.take_along_axis(rank, grids, axis=1)
+    # Lexicographic minimum: pack each row into base-(size + 1) numbers, a few cells each.
+    chunk = 16
+    keys = [
+        renamed[:, start : start + chunk] @ ((size + 1) ** np.arange(min(chunk, cells - start) - 1, -1, -1))
+        for start in range(0, cells, chunk)
+    ]
+    best = int(np.lexsort(keys[::-1])[0])
+    return tuple(int(v) for v in renamed[best])
+
+
+def split_key(puzzle: Puzzle) -> str:
+    """The text the split is assigned on: the canonical form of the clues."""
+    return _key_text(canonical_clues(puzzle.clues, puzzle.size), puzzle.size)
+
+
+def _key_text(canonical: Grid, size: int) -> str:
+    return f"sudoku {size}x{size}:" + "".join(str(v) for v in canonical)
+
+
+#: Sizes whose puzzles are enumerated (every class, then one per seed) instead of sampled.
+ENUMERATED_SIZES = (4,)
+
+
+@functools.cache
+def puzzle_classes(size: int, num_clues: int) -> tuple[Grid, ...]:
+    """Every puzzle of ``size`` with exactly ``num_clues`` clues and a unique solution, one
+    canonical form per class (sorted). Meant for 4x4 (288 complete grids): a puzzle's solution
+    maps onto one of the essentially different complete grids, so masking the clue cells of
+    those covers every class; a mask is a unique puzzle when exactly one complete grid agrees
+    with it on the masked cells."""
+    cells = size * size
+    grids = np.array(_search((0,) * cells, size, 10**6, None), dtype=np.int64)
+    weights = 1 << np.arange(cells, dtype=np.int64)
+    masks = np.array(
+        [sum(1 << i for i in chosen) for chosen in itertools.combinations(range(cells), num_clues)],
+        dtype=np.int64,
+    )
+    representatives = {canonical_clues(tuple(int(v) for v in g), size): g for g in grids}
+    maps = symmetry_maps(size)
+    classes: set[Grid] = set()
+    for grid in representatives.values():
+        agree = ((grids == grid) * weights).sum(axis=1)  # cells where each grid equals this one
+        unique = ((agree[None, :] & masks[:, None]) == masks[:, None]).sum(axis=1) == 1
+        kept = (masks[unique, None] >> np.arange(cells)) & 1
+        # Masks that a symmetry of this grid maps onto each other give the same class: keep
+        # the smallest of each orbit before the (costlier) canonical forms.
+        automorphisms = maps[[_is_renaming(grid[m], grid) for m in maps]]
+        orbit_min = (kept[:, automorphisms] @ weights).min(axis=1)
+        kept = kept[orbit_min == kept @ weights]
+        classes.update(_canonical_many(kept * grid, size))
+    return tuple(sorted(classes))
+
+
+def _is_renaming(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether grid ``a`` is grid ``b`` with its digits renamed (a bijection)."""
+    pairs = set(zip(a.tolist(), b.tolist()))
+    return len(pairs) == len({x for x, _ in pairs}) == len({y for _, y in pairs})
+
+
+def _canonical_many(puzzles: np.ndarray, size: int) -> list[Grid]:
+    """:func:`canonical_clues` of many small puzzles at once (rows of ``puzzles``; every
+    canonical grid must pack into 63 bits, true for 4x4)."""
+    grids = puzzles[:, symmetry_maps(size)]  # (puzzle, map, cell)
+    cells = size * size
+    first_seen = np.full((*grids.shape[:2], size + 1), cells, dtype=np.int64)
+    first_seen[..., 0] = -1
+    for digit in range(1, size + 1):
+        hits = grids == digit
+        first_seen[..., digit] = np.where(hits.any(axis=2), hits.argmax(axis=2), cells)
+    rank = np.argsort(np.argsort(first_seen, axis=2, kind="stable"), axis=2)
+    renamed = np.take_along_axis(rank, grids, axis=2)
+    packed = renamed @ ((size + 1) ** np.arange(cells - 1, -1, -1))
+    best = renamed[np.arange(len(renamed)), packed.argmin(axis=1)]
+    return [tuple(int(v) for v in row) for row in best]
+
+
+@functools.cache
+def split_classes(size: int, num_clues: int, split: str) -> tuple[Grid, ...]:
+    """The :func:`puzzle_classes` that belong to ``split``."""
+    return tuple(
+        clues for clues in puzzle_classes(size, num_clues) if split_of(_key_text(clues, size)) == split
+    )
+
+
+def random_variant(clues: Grid, size: int, rng: np.random.Generator) -> Puzzle:
+    """The puzzle ``clues`` under a random symmetry and a random renaming of its digits."""
+    maps = symmetry_maps(size)
+    moved = [clues[i] for i in maps[int(rng.integers(len(maps)))]]
+    names = [int(v) + 1 for v in rng.permutation(size)]
+    variant = tuple(names[v - 1] if v else 0 for v in moved)
+    solution = solve_grid(variant, size)
+    assert solution is not None  # a symmetry of a unique puzzle is a unique puzzle
+    return Puzzle(size, variant, solution)
+
+
+def generate_puzzle(
+    rng: np.random.Generator,
+    size: int,
+    num_clues: int,
+    split: str,
+    index: int | None = None,
+    *,
+    max_tries: int = 10_000,
+) -> Puzzle:
+    """A unique-solution puzzle whose canonical form (:func:`split_key`) belongs to ``split``.
+
+    4x4 (few puzzles): every class with exactly ``num_clues`` clues is enumerated; the
+    episode's ``index`` picks one (:func:`~llm_envs.envs.puzzle_base.pick_enumerated`: distinct
+    seeds give distinct puzzles until the split's classes are used up), shown under a random
+    symmetry and renaming. 6x6 and 9x9: :func:`make_puzzle` draws from the split's own stream
+    until a puzzle's canonical form hashes to the split.
     """
     check_split(split)
-    for _ in range(max_bases):
-        base = make_puzzle(rng, size, num_clues)
-        for _ in range(64):
-            candidate = relabel(base, [int(v) + 1 for v in rng.permutation(size)])
-            if split_of(clues_text(candidate)) == split:
-                return candidate
-    raise RuntimeError(f"no Sudoku puzzle for split {split!r} after {max_bases} base puzzles")
+    if size in ENUMERATED_SIZES:
+        classes = split_classes(size, num_clues, split)
+        if not classes:
+            raise ValueError(
+                f"no {size}x{size} puzzle with {num_clues} clues belongs to the {split!r} split "
+                f"({len(puzzle_classes(size, num_clues))} puzzles in all, up to symmetry); "
+                "choose another num_clues"
+            )
+        stream = split_generator(rng, split)
+        return random_variant(pick_enumerated(classes, split, index, stream), size, stream)
+    return generate_in_split(
+        rng, lambda r: make_puzzle(r, size, num_clues), split_key, split, max_tries=max_tries
+    )
 
 
 # ------------------------------------------------------------------------------------ text
@@ -417,6 +598,8 @@ class SudokuRules:
             raise ValueError(f"size must be one of {sorted(BOX_SHAPES)}, got {self.size}")
         if self.num_clues is not None and not 1 <= self.num_clues < self.size * self.size:
             raise ValueError(f"num_clues must be in 1..{self.size * self.size - 1}")
+        if self.size in ENUMERATED_SIZES and self.num_clues is not None and self.num_clues < 4:
+            raise ValueError("a 4x4 puzzle with a unique solution has at least 4 clues")
 
     @property
     def target_clues(self) -> int:
@@ -429,9 +612,12 @@ class SudokuRules:
     def format_penalty(self) -> float:
         return self.rewards.format_penalty
 
-    def generate(self, rng: np.random.Generator, split: str) -> SudokuState:
-        puzzle = generate_puzzle(rng, self.size, self.target_clues, split)
+    def generate(self, rng: np.random.Generator, split: str, index: int | None = None) -> SudokuState:
+        puzzle = generate_puzzle(rng, self.size, self.target_clues, split, index)
         return SudokuState(puzzle, puzzle.clues)
+
+    def split_key(self, state: SudokuState) -> str:
+        return split_key(state.puzzle)
 
     def load(self, text: str) -> SudokuState:
         puzzle = parse_puzzle_text(text)

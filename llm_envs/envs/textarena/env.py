@@ -234,7 +234,7 @@ class TextArenaEnv(TextEnv):
                     self._failure = f"TextArena raised {type(exc).__name__} at close: {exc}"
             raw = result[0] if isinstance(result, tuple) else result
             if isinstance(raw, dict):
-                rewards = {int(p): float(r) for p, r in raw.items()}
+                rewards = {int(p): self._reward_value(int(p), r) for p, r in raw.items()}
         self._final = rewards
         for player in range(self._num_players):
             amount = rewards.get(player, 0.0)
@@ -278,6 +278,21 @@ class TextArenaEnv(TextEnv):
 
     def _role(self, agent: str) -> str:
         return agent
+
+    def _reward_value(self, player: int, raw: Any) -> float:
+        """A player's final reward as a number. A few games call TextArena's single-player
+        ``set_invalid_move(reason, reward)`` with the two arguments swapped (ThreeCardMonte-v0 in
+        0.7.4), leaving the reason text as the reward and the intended reward in the recorded
+        reason (``"Invalid Move: 0.0"``): that number is used; failing that, the library's own
+        default for an invalid move (-1)."""
+        try:
+            return float(raw)
+        except (TypeError, ValueError):
+            pass
+        info = getattr(self._state(), "game_info", {}) or {}
+        reason = str((info.get(player) or {}).get("reason", ""))
+        match = re.fullmatch(r"Invalid Move: (-?\d+(?:\.\d+)?)", reason.strip())
+        return float(match.group(1)) if match else -1.0
 
     def _episode_metrics(self) -> dict[str, float]:
         finished = self._episode_over and not self._truncated and not self._lost_by_invalid

@@ -34,9 +34,12 @@ def test_two_agents_three_turns_hand_computed(one_problem_source):
     env = DebateEnv(task_source=one_problem_source, **INCENTIVES)
     totals = play(env, planned({"agent_0": "WRR", "agent_1": "RRW"}), seed=0)
     expected = {
-        # [0 + 0.3·(1+1)/2 + 0.09·(1+0)/2] / 1.39; no incentive at turn 0.
+        # [0 + 0.3·(1+1)/2 + 0.09·(1+0)/2] / 1.39; the other (agent_1) stays right from t=0 to
+        # t=1: no influence incentive.
         (0, "agent_0"): 0.345 / 1.39,
-        (0, "agent_1"): 1.345 / 1.39,
+        # The other's (agent_0's) majority goes W->R from t=0 to t=1 while agent_1 is right at
+        # t=0: +β1 = 0.4 (Table 2 applies to turn-0 answers, as in the paper).
+        (0, "agent_1"): 1.345 / 1.39 + 0.4,
         # [1 + 0.3·(1+0)/2] / 1.3; W->R with the other right at t=0: +α1 = 0.2; the other's
         # majority goes R->W from t=1 to t=2 while agent_0 is right at t=1: −β1 = −0.4.
         (1, "agent_0"): 1.15 / 1.3 + 0.2 - 0.4,
@@ -50,7 +53,7 @@ def test_two_agents_three_turns_hand_computed(one_problem_source):
     assert totals["agent_0"] == pytest.approx(0.345 / 1.39 + 1.15 / 1.3 - 0.2 + 1.0)
     assert totals == pytest.approx(env.agent_rewards())
     assert "revision_incentive" not in record(env, 0, "agent_0").reward_components
-    assert "influence_incentive" not in record(env, 0, "agent_1").reward_components
+    assert record(env, 0, "agent_1").reward_components["influence_incentive"] == pytest.approx(0.4)
     metrics = env.episode_metrics()
     assert metrics["majority_accuracy_turn_0"] == 0.5
     assert metrics["majority_accuracy_turn_1"] == 1.0
@@ -100,7 +103,7 @@ def test_incremental_credit_equals_the_closed_form(one_problem_source, plans):
         if t >= 1:
             others = [c for j, c in enumerate(correct[t - 1]) if j != k]
             expected += rules.revision_incentive(correct[t - 1][k], correct[t][k], others, 0.1, 0.2)
-        if 1 <= t < 2:
+        if t < 2:  # Table 2: every turn but the last
             before = [c for j, c in enumerate(correct[t]) if j != k]
             after = [c for j, c in enumerate(correct[t + 1]) if j != k]
             expected += rules.influence_incentive(correct[t][k], before, after, 0.3, 0.4)
@@ -247,3 +250,27 @@ def test_pettingzoo_tests_with_options(math_source):
     api_test(factory(), num_cycles=60)
     seed_test(factory, num_cycles=40)
     render_test(lambda render_mode=None: factory(render_mode=render_mode))
+
+
+def test_influence_incentive_reaches_first_turn_answers():
+    """Table 2 applies to "the answer at turn t" for every t from 1 to T−1 in the paper's 1-based
+    turns, i.e. to turn-0 answers here. β1 = 0.8; answers 90, 91, then 90 throughout (truth 90):
+    agent_1's move W → R makes the others' majority of agent_0 go W → R while agent_0 was right
+    at turn 0, so agent_0's first answer earns (1 + 0.3 + 0.09)/1.39 + 0.8 = 1.8."""
+    source = ListSource([Problem(id="q", prompt="What is 45 + 45?", split="train", answer="90")])
+    answers = {("agent_0", 0): "\\boxed{90}", ("agent_1", 0): "\\boxed{91}"}
+    env = DebateEnv(task_source=source, beta1=0.8)
+    play(env, lambda e, agent: answers.get((agent, e.turn), "\\boxed{90}"), seed=0)
+    first = record(env, 0, "agent_0")
+    assert first.reward_components["influence_incentive"] == pytest.approx(0.8)
+    assert first.reward == pytest.approx(1.8)
+    # With T = 3 the incentive reaches turns 0 and 1 (every turn but the last).
+    assert "influence_incentive" in record(env, 1, "agent_0").reward_components
+    assert "influence_incentive" not in record(env, 2, "agent_0").reward_components
+    assert env.agent_rewards()["agent_0"] == pytest.approx(sum(r.reward for r in env.records if r.agent == "agent_0"))
+
+    # The released code's behaviour, on request: no incentive for turn-0 answers.
+    released = DebateEnv(task_source=source, beta1=0.8, first_turn_incentive=False)
+    play(released, lambda e, agent: answers.get((agent, e.turn), "\\boxed{90}"), seed=0)
+    assert record(released, 0, "agent_0").reward == pytest.approx(1.0)
+    assert "influence_incentive" not in record(released, 0, "agent_0").reward_components

@@ -27,17 +27,18 @@ def test_config_defaults_are_the_papers():
         True,
     )
     psj = ProposerSolverJudgeConfig()
-    assert (psj.reference_probability, psj.num_solver_samples, psj.quality_threshold) == (
-        0.5,
-        5,
-        0.7,
-    )
+    assert (psj.reference_probability, psj.num_solver_samples) == (0.5, 5)
+    # The threshold lives in the pool (0.7 for the pool an environment builds itself).
+    assert psj.quality_threshold is None
+    assert llm_envs.make("llm/ProposerSolverJudge-v0", pool_seed_size=1).quality_threshold == 0.7
+    assert psj.solver_questions == "pool"  # the solver samples from the filtered pool
     assert (psj.quality_weight, psj.difficulty_weight, psj.format_weight) == (1 / 3, 1 / 3, 1 / 3)
     assert (psj.solver_judge_weight, psj.solver_format_weight) == (0.5, 0.5)
     assert psj.drop_difficulty_below_threshold is False
     debate = DebateConfig()
     assert (debate.num_agents, debate.num_turns, debate.gamma) == (2, 3, 0.3)
     assert (debate.alpha0, debate.alpha1, debate.beta0, debate.beta1) == (0.0, 0.0, 0.0, 0.0)
+    assert debate.first_turn_incentive is True
 
 
 def test_forum_rounds_default_to_twice_the_pool(one_problem_source):
@@ -60,3 +61,24 @@ def test_registered_defaults_play_to_success(env_id):
         assert env.episode_metrics()["success"] == 1.0
         assert env.episode_metrics()["ground_truth_known"] == 1.0
         assert totals == pytest.approx(env.agent_rewards())
+
+
+@pytest.mark.parametrize("env_id", ["llm/Forum-v0", "llm/ProposerSolverJudge-v0"])
+def test_success_not_reward_separates_reference_from_random(env_id):
+    """docs/evaluation.md ("What separates the reference and random agents"): in these two
+    environments the rewards come from the agents' own judgements, so random agents earn about
+    the reference's total reward; only the ground-truth success tells them apart."""
+    from llm_envs.agents import RandomAgent
+
+    env = llm_envs.make(env_id)
+    totals = {}
+    success = {}
+    for label, agent in (("reference", ReferenceAgent()), ("random", RandomAgent(0))):
+        rewards, wins = [], []
+        for seed in range(12):
+            rewards.append(sum(play(env, agent_policy(agent), seed=seed).values()))
+            wins.append(env.episode_metrics()["success"])
+        totals[label] = sum(rewards) / len(rewards)
+        success[label] = sum(wins) / len(wins)
+    assert success == {"reference": 1.0, "random": 0.0}
+    assert abs(totals["random"] - totals["reference"]) < 0.3 * abs(totals["reference"])

@@ -41,12 +41,17 @@ THIRD = 1 / 3
         # Wrong answers, honest judge (V = 0): difficulty 1 -> proposer (1 + 1 + 1)/3 = 1;
         # solver 0.5·0 + 0.5·1.
         (dict(solver="wrong"), 1.0, [0.5] * 5, [1.0] * 6),
-        # The judge never gives a score: V = 0.5 everywhere, judge format 0.
-        # Proposer (0.5 + 0.5 + 1)/3; solver 0.5·0.5 + 0.5.
-        (dict(judge="garbage"), 2 * THIRD, [0.75] * 5, [0.0] * 6),
-        # Two scores (7 then 9): the first counts, V = 6/9, judge format 0.5.
-        # Proposer (2/3 + 1/3 + 1)/3; solver 0.5·2/3 + 0.5.
-        (dict(judge="multi_tag"), 2 * THIRD, [5 / 6] * 5, [0.5] * 6),
+        # The judge never gives a score: V = 0.5 everywhere, judge format 0. The question
+        # (0.5 < 0.7) is rejected: the solver answers the seed pool question instead and the
+        # proposer has no difficulty term: (0.5 + 1)/3; solver 0.5·0.5 + 0.5.
+        (dict(judge="garbage"), 0.5, [0.75] * 5, [0.0] * 6),
+        # Two scores (7 then 9): the first counts, V = 6/9, judge format 0.5. Rejected (< 0.7):
+        # proposer (2/3 + 1)/3; solver 0.5·2/3 + 0.5.
+        (dict(judge="multi_tag"), 5 / 9, [5 / 6] * 5, [0.5] * 6),
+        # The same two with the solver on every proposed question: difficulty terms
+        # (0.5 + 0.5 + 1)/3 and (2/3 + 1/3 + 1)/3.
+        (dict(judge="garbage", solver_questions="proposed"), 2 * THIRD, [0.75] * 5, [0.0] * 6),
+        (dict(judge="multi_tag", solver_questions="proposed"), 2 * THIRD, [5 / 6] * 5, [0.5] * 6),
         # Two question pairs: format 0.5 -> proposer (1 + 0 + 0.5)/3.
         (dict(proposer="multi_tag"), 0.5, [1.0] * 5, [1.0] * 6),
         # Correct answer in two pairs: format 0.5 -> solver 0.5·1 + 0.5·0.5.
@@ -58,7 +63,8 @@ THIRD = 1 / 3
     ],
 )
 def test_every_reward_path(math_source, behaviour, proposer, solver, judge):
-    env = make_env(math_source)
+    behaviour = dict(behaviour)
+    env = make_env(math_source, solver_questions=behaviour.pop("solver_questions", "pool"))
     totals = play(env, scripted(**behaviour), seed=0)
     assert rewards_of(env, "proposer") == pytest.approx([proposer])
     assert rewards_of(env, "solver") == pytest.approx(solver)
@@ -83,9 +89,11 @@ def test_mixed_roles_hand_computed(math_source):
 
 
 def test_difficulty_dropped_below_threshold_only_with_the_option(math_source):
-    paper = make_env(math_source)
+    # With the solver on every proposed question, a rejected question has a difficulty term
+    # unless the released code's option drops it.
+    paper = make_env(math_source, solver_questions="proposed")
     play(paper, scripted(judge="multi_tag"), seed=0)  # Q = 6/9 < 0.7
-    released = make_env(math_source, drop_difficulty_below_threshold=True)
+    released = make_env(math_source, solver_questions="proposed", drop_difficulty_below_threshold=True)
     play(released, scripted(judge="multi_tag"), seed=0)
     assert paper.records[0].reward_components["difficulty"] == pytest.approx((1 - 6 / 9) / 3)
     assert released.records[0].reward_components["difficulty"] == 0.0
@@ -277,3 +285,97 @@ def test_pettingzoo_tests_with_options(math_source):
     api_test(factory(), num_cycles=60)
     seed_test(factory, num_cycles=40)
     render_test(lambda render_mode=None: factory(render_mode=render_mode))
+
+
+def judge_question_with(score):
+    """Proposer and solver play the reference; the judge gives the question ``score`` and rates
+    answers honestly."""
+
+    def act(env, agent):
+        if env.phase == "judge_question":
+            return f"Rated. <score>{score}</score>"
+        return env.scripted_action(agent)
+
+    return act
+
+
+@pytest.mark.parametrize("pool_threshold", [0.5, 0.7, 0.9])
+@pytest.mark.parametrize("score", [1, 5, 6, 7, 8, 10])
+def test_admission_has_one_threshold_the_pools(math_source, pool_threshold, score):
+    """``question_accepted`` is reported exactly when the question joins the pool; the
+    threshold is the pool's (``quality_threshold`` left unset follows it)."""
+    pool = QuestionPool([PoolEntry("Seed question: what is 1 + 1?", "2")], min_quality=pool_threshold)
+    env = ProposerSolverJudgeEnv(task_source=math_source, pool=pool)
+    play(env, judge_question_with(score), seed=0)
+    accepted = env.episode_metrics()["question_accepted"]
+    assert accepted == float((score - 1) / 9 >= pool_threshold)
+    assert (env.question in pool) == bool(accepted)
+
+
+def test_a_second_threshold_that_disagrees_with_the_pool_is_an_error(math_source):
+    # Formerly: quality 6/9 reported question_accepted = 1 while the pool (0.7) refused it.
+    with pytest.raises(ValueError, match="quality_threshold"):
+        ProposerSolverJudgeEnv(task_source=math_source, pool=QuestionPool([]), quality_threshold=0.5)
+    env = ProposerSolverJudgeEnv(task_source=math_source, pool=QuestionPool([], min_quality=0.5), quality_threshold=0.5)
+    assert env.quality_threshold == 0.5
+    own = ProposerSolverJudgeEnv(task_source=math_source, quality_threshold=0.6, pool_seed_size=2)
+    assert own.pool.min_quality == 0.6 == own.quality_threshold
+
+
+def test_a_checkpoint_does_not_change_the_admission_threshold(math_source):
+    env = make_env(math_source, pool=QuestionPool([PoolEntry("Seed?")], min_quality=0.5))
+    state = env.state_dict()
+    state["pool"]["min_quality"] = 0.9  # e.g. a checkpoint written by an older version
+    env.load_state_dict(state)
+    assert env.pool.min_quality == 0.5 == env.quality_threshold
+    play(env, judge_question_with(6), seed=0)  # V = 5/9 >= 0.5
+    assert env.question in env.pool
+
+
+def test_solver_answers_only_pool_questions_by_default(math_source):
+    """Multi-Agent Evolve's solver samples its questions from the filtered pool D: a question
+    the judge rejects (score 1: V = 0) is never answered; the solver answers a pool question
+    instead, and the proposer's reward has no difficulty term (no answers to its question)."""
+    seed_entry = PoolEntry("Seed question: what is 1 + 1?", "2")
+    env = make_env(math_source, pool=QuestionPool([seed_entry]))
+    play(env, judge_question_with(1), seed=0)
+    solver = [r for r in env.records if r.role == "solver"]
+    assert len(solver) == 5
+    assert all(env.question not in r.observation["prompt"] for r in solver)
+    assert all(seed_entry.question in r.observation["prompt"] for r in solver)
+    assert [r.info["correct"] for r in solver] == [True] * 5  # the pool question's own answer
+    assert rewards_of(env, "solver") == pytest.approx([1.0] * 5)
+    proposer = env.records[0]
+    assert proposer.reward_components.get("difficulty", 0.0) == 0.0
+    assert proposer.reward == pytest.approx((0 + 1) / 3)  # quality 0, format 1
+    judged = [r.observation["prompt"] for r in env.records if r.role == "judge"][1:]
+    assert len(judged) == 5 and all(seed_entry.question in p for p in judged)
+    metrics = env.episode_metrics()
+    assert metrics["question_accepted"] == 0.0 and metrics["solver_answered_proposed"] == 0.0
+    assert metrics["success"] == 1.0 and metrics["ground_truth_known"] == 1.0
+    assert env.question not in env.pool
+
+    # An admitted question is answered itself (it is in D now), and its difficulty counts.
+    admitted = make_env(math_source)
+    play(admitted, judge_question_with(10), seed=0)
+    assert all(admitted.question in r.observation["prompt"] for r in admitted.records if r.role == "solver")
+    assert admitted.episode_metrics()["solver_answered_proposed"] == 1.0
+    assert "difficulty" in admitted.records[0].reward_components
+
+
+def test_solver_on_every_proposed_question_on_request(math_source):
+    # The former behaviour (the solver answers and trains on a rejected question too).
+    env = make_env(math_source, solver_questions="proposed")
+    play(env, judge_question_with(1), seed=0)
+    solver = [r for r in env.records if r.role == "solver"]
+    assert len(solver) == 5 and all(env.question in r.observation["prompt"] for r in solver)
+    assert env.records[0].reward_components["difficulty"] == pytest.approx((1 - 1) / 3)
+    assert env.episode_metrics()["solver_answered_proposed"] == 1.0
+
+
+def test_rejected_question_with_an_empty_pool_ends_the_episode(math_source):
+    env = make_env(math_source, pool=QuestionPool([]))
+    play(env, judge_question_with(1), seed=0)
+    assert [r.role for r in env.records] == ["proposer", "judge"]
+    assert env.records[0].reward == pytest.approx(1 / 3)  # format only
+    assert env.episode_metrics()["success"] == 0.0

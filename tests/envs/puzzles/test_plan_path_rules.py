@@ -125,7 +125,7 @@ def test_generated_grids_are_solvable_and_respect_the_knobs():
         path = shortest_path(state)
         assert path is not None and len(path) >= 5
         assert apply_moves(state, path, PathRewards()).solved
-        assert split_of(to_text(state)) == "train"
+        assert split_of(rules.split_key(state)) == "train"
         assert (state.grid.rows, state.grid.cols) == (10, 10)
 
 

@@ -261,7 +261,7 @@ def test_split_config_field(split, sandbox):
         env = cls(sandbox=sandbox, split=split)
         for seed in range(5):
             env.reset(seed=seed)
-            assert split_of(env.rules.puzzle_text(env.initial_state)) == split
+            assert split_of(env.rules.split_key(env.initial_state)) == split
 
 
 def test_bad_config_is_rejected():

@@ -179,16 +179,23 @@ def test_generated_puzzles_have_exactly_one_solution(size, count):
         assert count_solutions(puzzle.clues, size, limit=2) == 1
         assert solve_grid(puzzle.clues, size) == puzzle.solution
         assert sum(1 for v in puzzle.clues if v) == rules.target_clues
-        assert split_of(clues_text(puzzle)) == "train"
+        assert split_of(rules.split_key(state)) == "train"
         assert state.board == puzzle.clues
 
 
 def test_num_clues_knob_stops_at_uniqueness():
-    # 4x4 puzzles need at least 4 clues; asking for 1 leaves as few as uniqueness allows.
-    rules = SudokuRules(num_clues=1)
-    rng = np.random.default_rng(0)
-    counts = {sum(1 for v in rules.generate(rng, "train").puzzle.clues if v) for _ in range(50)}
-    assert min(counts) >= 4
+    # 9x9: asking for 1 clue leaves as few as uniqueness allows (well above 1).
+    rules = SudokuRules(size=9, num_clues=1)
+    counts = {sum(1 for v in rules.generate(np.random.default_rng(s), "train").puzzle.clues if v) for s in range(3)}
+    assert min(counts) >= 17
+    # 4x4 puzzles are enumerated with exactly num_clues clues; a unique one needs at least 4.
+    for clues in (4, 8, 12):
+        state = SudokuRules(num_clues=clues).generate(np.random.default_rng(0), "train")
+        assert sum(1 for v in state.puzzle.clues if v) == clues
+    with pytest.raises(ValueError, match="at least 4"):
+        SudokuRules(num_clues=3)
+    with pytest.raises(ValueError, match="no 4x4 puzzle with 15 clues"):  # 2 classes, both train
+        SudokuRules(num_clues=15).generate(np.random.default_rng(0), "test")
     with pytest.raises(ValueError):
         SudokuRules(num_clues=16)
 
