@@ -325,16 +325,11 @@ def evaluate(
     log = log or (lambda message: None)
     out = Path(out_dir)
     episodes_path = out / EPISODES_FILE
-    if episodes_path.exists() and episodes_path.stat().st_size > 0 and not resume:
-        if not overwrite:
-            raise RunnerError(
-                f"{out} already holds a run; pass --resume to continue it, --overwrite to replace "
-                f"it, or choose another --out"
-            )
-        episodes_path.unlink()
-        for stale in (SUMMARY_FILE, PLOT_FILE, RUN_FILE, EPISODES_FILE + ".rejected", "report.html"):
-            (out / stale).unlink(missing_ok=True)
-    out.mkdir(parents=True, exist_ok=True)
+    if episodes_path.exists() and episodes_path.stat().st_size > 0 and not resume and not overwrite:
+        raise RunnerError(
+            f"{out} already holds a run; pass --resume to continue it, --overwrite to replace "
+            f"it, or choose another --out"
+        )
     env_kwargs = resolve_split(env_id, split, env_kwargs or {})
     extra_settings = dict(settings or {})
     command = str(extra_settings.pop("command", "") or "python: llm_envs.evaluation.evaluate()")
@@ -358,8 +353,15 @@ def evaluate(
         max_consecutive_failures=max_consecutive_failures,
         on_episode=on_episode,
     )
+    # Built before anything is written: a runner that cannot play (Ray missing, agents it
+    # refuses) leaves the directory as it was.
     episode_runner = (runner or local_runner)(plan)
     try:
+        if overwrite and not resume and episodes_path.exists() and episodes_path.stat().st_size > 0:
+            episodes_path.unlink()
+            for stale in (SUMMARY_FILE, PLOT_FILE, RUN_FILE, EPISODES_FILE + ".rejected", "report.html"):
+                (out / stale).unlink(missing_ok=True)
+        out.mkdir(parents=True, exist_ok=True)
         run_info = _open_run(
             out,
             run_settings(env_id, env_kwargs, seed, episode_runner.agent_settings()),

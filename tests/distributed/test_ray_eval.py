@@ -140,4 +140,4 @@ def test_an_agent_failure_on_a_worker_is_an_incomplete_run_that_resume_completes
 def test_an_environment_with_shared_cross_episode_state_is_refused(local_ray, tmp_path):
     with pytest.raises(RunnerError, match="without --ray"):
         _on_ray("llm/ProposerSolverJudge-v0", {None: parse_agent_spec("reference")}, tmp_path / "psj", 2, workers=1)
-    assert not (tmp_path / "psj" / "run.json").exists(), "refused before anything is written"
+    assert not (tmp_path / "psj").exists(), "refused before anything is written"
