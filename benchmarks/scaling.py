@@ -15,8 +15,8 @@ For each: the single-process layout (``workers = 0``) and 1, 2, ... Ray workers
   per decision, each played on a clone and scored where the environment lives), the engine a
   deterministic scripted one that answers with the reference reply (no model time: the
   environment side alone), instances in :class:`~llm_trainers.distributed.env_workers.RayEnvGroup`;
-* **evaluation**: :func:`llm_envs.evaluation.evaluate` against
-  :func:`llm_envs.distributed.evaluation.evaluate_on_ray` with reference agents; episodes per
+* **evaluation**: :func:`llm_envs.evaluation.evaluate` in one process against the same with
+  ``runner=RayEvaluation(...)``, reference agents; episodes per
   second once the workers are up, and the workers' start-up (actors, imports, environments)
   apart.
 
@@ -131,11 +131,13 @@ def time_eval(name: str, workers: int, episodes: int, concurrency: int, cpus: fl
         summary = evaluate(env_id, agents, episodes=episodes, concurrency=concurrency, env_kwargs=kwargs,
                            out_dir=out, progress=False, plot=False)
     else:
-        from llm_envs.distributed.evaluation import evaluate_on_ray
+        from llm_envs.distributed.evaluation import RayEvaluation
+        from llm_envs.evaluation import evaluate
 
-        summary = evaluate_on_ray(env_id, {None: "reference"}, episodes=episodes, concurrency=concurrency,
-                                  env_kwargs=kwargs, out_dir=out, progress=False, plot=False, workers=workers,
-                                  cpus_per_worker=cpus, chunk_size=max(1, episodes // (2 * workers)))
+        summary = evaluate(env_id, {None: "reference"}, episodes=episodes, concurrency=concurrency,
+                           env_kwargs=kwargs, out_dir=out, progress=False, plot=False,
+                           runner=RayEvaluation(workers=workers, cpus_per_worker=cpus,
+                                                chunk_size=max(1, episodes // (2 * workers))))
     total = time.perf_counter() - t0
     from llm_envs.runner import load_episodes
 

@@ -62,7 +62,7 @@ from collections import Counter, deque
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from llm_envs.agents.base import (
     ActRequest,
@@ -79,12 +79,16 @@ __all__ = [
     "EpisodeFailure",
     "EpisodeFileError",
     "EpisodeResult",
+    "EpisodeRunner",
+    "EpisodeWriter",
     "IncompleteRunError",
+    "RunPlan",
     "RunProgress",
     "Runner",
     "RunnerError",
     "arun_episodes",
     "load_episodes",
+    "local_runner",
     "run_episodes",
 ]
 
@@ -176,8 +180,9 @@ class EpisodeFailure:
     Attributes:
         index, seed: The episode.
         reason: The failure kind (:data:`llm_envs.agents.base.ERROR_KINDS`), or
-            ``"not_started"`` (the run stopped before it began) or ``"stopped"`` (it was in play
-            when the run was stopped).
+            ``"not_started"`` (the run stopped before it began), ``"stopped"`` (it was in play
+            when the run was stopped) or ``"worker_lost"`` (the process playing it died, on a
+            cluster, more often than the runner retries).
         message: What happened (the server's message, the exception).
         agent: The agent id whose call failed, if one did.
         decisions: Decisions already played in the episode when it stopped.
@@ -200,8 +205,8 @@ class IncompleteRunError(RunnerError):
     None of them was written as finished; ``resume=True`` plays them. Attributes: ``results``
     (every finished episode, by index), ``failures`` (one :class:`EpisodeFailure` per missing
     episode, by index), ``num_episodes``, ``stop_reason`` (why no more episodes were started,
-    if the run stopped early) and ``configuration_error`` (the :class:`AgentError` that
-    aborted the run, if it was one).
+    if the run stopped early), ``configuration_error`` (the :class:`AgentError` that
+    aborted the run, if it was one) and ``agent_name`` (the agent that raised it).
     """
 
     def __init__(
@@ -219,6 +224,7 @@ class IncompleteRunError(RunnerError):
         self.num_episodes = num_episodes
         self.stop_reason = stop_reason
         self.configuration_error = configuration_error
+        self.agent_name = agent_name
         super().__init__(self._message(agent_name))
 
     @property
@@ -437,8 +443,9 @@ def _rewrite_episode_file(path: Path, keep: list[bytes], rejected: list[tuple[by
     os.replace(tmp, path)
 
 
-class _EpisodeWriter:
-    """Appends one line per episode, durably (flush + fsync) before returning."""
+class EpisodeWriter:
+    """Appends one line per episode to a results file (:func:`encode_episode_line`), durably
+    (flush + fsync) before :meth:`write` returns. Every episode runner writes through it."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -643,6 +650,89 @@ class _RunState:
             self.progress.stop_reason = f"{dispatcher.consecutive_failures} failed calls in a row of {dispatcher.name}"
 
 
+# ---------------------------------------------------------------------------- the runner contract
+@dataclass(frozen=True)
+class RunPlan:
+    """What :func:`llm_envs.evaluation.evaluate` asks an episode runner to play.
+
+    Attributes:
+        env_id: The registered environment id.
+        agents: One :class:`Agent` for every role, or agent id → :class:`Agent`; a runner that
+            builds its agents elsewhere (on Ray workers) takes agent id → spec
+            (:class:`~llm_envs.agents.spec.AgentSpec` or its text) instead.
+        num_episodes: Episodes ``0 .. num_episodes - 1``; episode ``i`` is played from seed
+            ``seed + i``.
+        seed: The run's base seed.
+        concurrency: Environment instances in play at once (per process that plays them).
+        env_kwargs: Constructor keywords (the split included).
+        out_path: The results file (``episodes.jsonl``).
+        resume: Keep the episodes in ``out_path`` and play only the missing ones.
+        max_batch_size, max_consecutive_failures: As for :class:`Runner`.
+        on_episode: Called in the calling process with each episode as it is written.
+    """
+
+    env_id: str
+    agents: Any
+    num_episodes: int
+    seed: int = 0
+    concurrency: int = 8
+    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    out_path: Path | None = None
+    resume: bool = False
+    max_batch_size: int | None = None
+    max_consecutive_failures: int | None = DEFAULT_MAX_CONSECUTIVE_FAILURES
+    on_episode: Callable[[EpisodeResult], None] | None = None
+
+
+class EpisodeRunner(Protocol):
+    """What plays a run's episodes for :func:`llm_envs.evaluation.evaluate`: the local
+    :class:`Runner` (one process) or :class:`llm_envs.distributed.evaluation.RayRunner` (Ray
+    workers). The evaluation flow around it (``run.json`` and its settings check, the summary,
+    the plot, the report, the exit status) is the same whichever plays.
+
+    A runner must write every finished episode to :attr:`RunPlan.out_path` with an
+    :class:`EpisodeWriter` as soon as it is in the calling process, never write an episode an
+    infrastructure failure stopped, and on ``resume`` repair the file (:func:`load_episodes`
+    with ``repair=True``), keep what it holds and play only the missing episodes.
+
+    Attributes:
+        progress: Live counters (read by the progress bar from another thread while
+            :meth:`run` plays; a runner may replace the object when the run starts).
+        stats: Per agent, once the run ended: ``agent``, ``plays`` (agent ids), ``calls``,
+            ``requests``, ``failed_requests``.
+        file_problems: What resuming found wrong in the results file and repaired.
+        resumed_episodes: Episodes already finished by an earlier run.
+    """
+
+    progress: RunProgress
+    stats: list[dict[str, Any]]
+    file_problems: list[EpisodeFileProblem]
+    resumed_episodes: int
+
+    def agent_settings(self) -> dict[str, Any]:
+        """Agent id (``"*"`` for one agent playing every role) → :meth:`Agent.settings` of the
+        agent that plays it: part of the run's settings fingerprint. Called before :meth:`run`."""
+        ...
+
+    def run(self) -> list[EpisodeResult]:
+        """Play the missing episodes; return every finished one (resumed ones included), by index.
+
+        Raises:
+            IncompleteRunError: when infrastructure failures kept episodes from finishing (it
+                carries the finished ones; none of the others was written).
+        """
+        ...
+
+    def summary_facts(self) -> dict[str, Any]:
+        """More entries for ``summary.json`` about how the run was played (e.g. ``"ray"``)."""
+        ...
+
+    def close(self) -> None:
+        """Release what the runner holds (workers, a cluster connection); idempotent. The
+        agents a caller passed in are the caller's to close."""
+        ...
+
+
 # ---------------------------------------------------------------------------- the runner
 class Runner:
     """Plays ``num_episodes`` episodes; see the module docstring and :func:`run_episodes`.
@@ -705,6 +795,37 @@ class Runner:
         #: What resuming found wrong in the results file (and repaired).
         self.file_problems: list[EpisodeFileProblem] = []
 
+    @classmethod
+    def from_plan(cls, plan: RunPlan) -> Runner:
+        """The runner that plays ``plan`` in this process."""
+        return cls(
+            plan.env_id,
+            plan.agents,
+            plan.num_episodes,
+            seed=plan.seed,
+            concurrency=plan.concurrency,
+            env_kwargs=plan.env_kwargs,
+            out_path=plan.out_path,
+            resume=plan.resume,
+            max_batch_size=plan.max_batch_size,
+            on_episode=plan.on_episode,
+            max_consecutive_failures=plan.max_consecutive_failures,
+        )
+
+    # ------------------------------------------------------------------ the EpisodeRunner contract
+    def agent_settings(self) -> dict[str, Any]:
+        """Agent id (``"*"`` when one agent object was given for every role) → its settings."""
+        if isinstance(self.agents_arg, Agent):
+            return {"*": self.agents_arg.settings()}
+        return {agent_id: agent.settings() for agent_id, agent in self.agents_arg.items()}
+
+    def summary_facts(self) -> dict[str, Any]:
+        return {}
+
+    def close(self) -> None:
+        """Nothing to release: the environments close when :meth:`run` ends, and the agents
+        belong to the caller."""
+
     # ------------------------------------------------------------------ entry points
     def run(self) -> list[EpisodeResult]:
         """Play the run and return every episode's result (resumed ones included), by index.
@@ -738,7 +859,7 @@ class Runner:
         self.resumed_episodes = len(done)
         self.progress = progress = RunProgress(total=self.num_episodes, resumed=len(done))
         todo = deque(i for i in range(self.num_episodes) if i not in done)
-        writer = _EpisodeWriter(self.out_path) if self.out_path is not None else None
+        writer = EpisodeWriter(self.out_path) if self.out_path is not None else None
 
         unique_agents = list({id(a): a for a in agents.values()}.values())
         threaded = any(_is_async_native(a) or serves_each_request(a) for a in unique_agents)
@@ -1019,6 +1140,11 @@ def run_episodes(
         **options,
     )
     return runner.run()
+
+
+def local_runner(plan: RunPlan) -> Runner:
+    """The default :class:`EpisodeRunner` of an evaluation: every episode in this process."""
+    return Runner.from_plan(plan)
 
 
 async def arun_episodes(*args: Any, **kwargs: Any) -> list[EpisodeResult]:

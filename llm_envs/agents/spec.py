@@ -314,6 +314,38 @@ def _load_torch_agent(kind: str) -> Any:
         raise AgentSpecError(f"{module_name} has no {attr}") from None
 
 
+def resolve_specs(
+    assignments: Mapping[str | None, AgentSpec | str],
+    possible_agents: Sequence[str],
+    *,
+    default: AgentSpec | str | None = None,
+    model_defaults: Mapping[str, Any] | None = None,
+) -> dict[str, AgentSpec]:
+    """The spec of every environment agent id, with the model defaults merged in: what
+    :func:`resolve_agents` builds (use it alone to build the agents elsewhere, e.g. on Ray
+    workers). Arguments as for :func:`resolve_agents`."""
+    parsed = {k: (parse_agent_spec(v) if isinstance(v, str) else v) for k, v in assignments.items()}
+    unknown = sorted(k for k in parsed if k is not None and k not in possible_agents)
+    if unknown:
+        raise AgentSpecError(
+            f"no agent(s) {unknown} in this environment; its agents are: {', '.join(possible_agents)}"
+        )
+    fallback = parsed.get(None)
+    if fallback is None and default is not None:
+        fallback = parse_agent_spec(default) if isinstance(default, str) else default
+    specs: dict[str, AgentSpec] = {}
+    for agent_id in possible_agents:
+        spec = parsed.get(agent_id, fallback)
+        if spec is None:
+            raise AgentSpecError(
+                f"no agent for {agent_id!r}: pass --agent {agent_id}=SPEC, or a default --agent SPEC"
+            )
+        if model_defaults and spec.kind in MODEL_KINDS:
+            spec = spec.with_options(_defaults_for(spec.kind, model_defaults), override=False)
+        specs[agent_id] = spec
+    return specs
+
+
 def resolve_agents(
     assignments: Mapping[str | None, AgentSpec | str],
     possible_agents: Sequence[str],
@@ -335,30 +367,47 @@ def resolve_agents(
     Returns:
         Agent id → agent; identical specs map to the same object.
     """
-    parsed = {k: (parse_agent_spec(v) if isinstance(v, str) else v) for k, v in assignments.items()}
-    unknown = sorted(k for k in parsed if k is not None and k not in possible_agents)
-    if unknown:
-        raise AgentSpecError(
-            f"no agent(s) {unknown} in this environment; its agents are: {', '.join(possible_agents)}"
-        )
-    fallback = parsed.get(None)
-    if fallback is None and default is not None:
-        fallback = parse_agent_spec(default) if isinstance(default, str) else default
+    specs = resolve_specs(assignments, possible_agents, default=default, model_defaults=model_defaults)
     cache = {} if cache is None else cache
     agents: dict[str, Agent] = {}
-    for agent_id in possible_agents:
-        spec = parsed.get(agent_id, fallback)
-        if spec is None:
-            raise AgentSpecError(
-                f"no agent for {agent_id!r}: pass --agent {agent_id}=SPEC, or a default --agent SPEC"
-            )
-        if model_defaults and spec.kind in MODEL_KINDS:
-            spec = spec.with_options(_defaults_for(spec.kind, model_defaults), override=False)
+    for agent_id, spec in specs.items():
         key = spec.key()
         if key not in cache:
             cache[key] = build_agent(spec)
         agents[agent_id] = cache[key]
     return agents
+
+
+def spec_settings(spec: AgentSpec | str) -> dict[str, Any] | None:
+    """:meth:`Agent.settings` of the agent :func:`build_agent` makes from ``spec``, without
+    loading a model: for ``hf``/``vllm`` it is computed from the spec (those agents keep
+    :meth:`Agent.settings`' default: class, name, spec, options); agents that load nothing
+    (``reference``, ``random``, ``openai``, ``human``) are built without their transport options
+    (no connection, no cache file), asked, and closed. ``None`` for ``py:`` specs: what a
+    user's factory builds is known only once it is built.
+    """
+    from llm_envs.agents.base import TRANSPORT_OPTIONS
+
+    if isinstance(spec, str):
+        spec = parse_agent_spec(spec)
+    if spec.kind == "py":
+        return None
+    recorded = {k: v for k, v in spec.options if k not in TRANSPORT_OPTIONS}
+    if spec.kind in _TORCH_AGENTS:
+        module_name, attr, _ = _TORCH_AGENTS[spec.kind]
+        return {
+            "class": f"{module_name}.{attr}",
+            "name": str(spec.option_dict.get("name", spec)),
+            "spec": str(spec),
+            "options": recorded,
+        }
+    # The name is a transport option, yet the default settings record it: keep it.
+    kept = {k: v for k, v in spec.options if k not in TRANSPORT_OPTIONS or k == "name"}
+    agent = build_agent(AgentSpec(spec.kind, spec.target, spec.model, tuple(sorted(kept.items()))))
+    try:
+        return agent.settings()
+    finally:
+        agent.close()
 
 
 def _torch_agent_interface(kind: str) -> tuple[Any, set[str] | None, type | None]:

@@ -16,10 +16,10 @@ from typing import Any
 from ._common import EXIT_INCOMPLETE, EXIT_USAGE, CLIError, env_kwargs, resolve_env, slug
 
 
-def _build_eval_agents(
-    args: argparse.Namespace, possible_agents: Sequence[str]
-) -> tuple[dict[str, Any], dict[str, str]]:
-    from llm_envs.agents.spec import load_agents_config, parse_assignments, resolve_agents
+def _eval_specs(args: argparse.Namespace, possible_agents: Sequence[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Agent id → spec (model defaults merged in) of every role, and the specs as given (for
+    the summary and the default output directory)."""
+    from llm_envs.agents.spec import load_agents_config, parse_assignments, resolve_specs
 
     assignments = load_agents_config(args.agents_file) if args.agents_file else {}
     for key, spec in parse_assignments(args.agent or []).items():
@@ -37,9 +37,9 @@ def _build_eval_agents(
         "retry_timeouts": True if args.retry_timeouts else None,
         "cache": str(args.cache) if args.cache else None,
     }
-    agents = resolve_agents(assignments, possible_agents, default="reference", model_defaults=model_defaults)
-    specs = {("*" if k is None else k): str(v) for k, v in assignments.items()} or {"*": "reference"}
-    return agents, specs
+    resolved = resolve_specs(assignments, possible_agents, default="reference", model_defaults=model_defaults)
+    given = {("*" if k is None else k): str(v) for k, v in assignments.items()} or {"*": "reference"}
+    return resolved, given
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -68,6 +68,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise CLIError("--force-resume goes with --resume")
 
     import llm_envs
+    from llm_envs.distributed.cluster import RayMissingError
     from llm_envs.evaluation import evaluate, format_summary, resolve_split
     from llm_envs.runner import IncompleteRunError
 
@@ -79,29 +80,36 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise CLIError(f"cannot create {env_entry.id}: {exc}") from exc
     possible_agents = list(probe.possible_agents)
     probe.close()
-    if args.ray is not None:  # the episodes are played on Ray workers (llm_envs/distributed)
-        from llm_envs.distributed.evaluation import cmd_eval_ray
+    log = lambda message: print(message, file=sys.stderr)  # noqa: E731
+    resolved, specs = _eval_specs(args, possible_agents)
+    runner = None
+    if args.ray is not None:  # the episodes are played on Ray workers, the agents built there
+        from llm_envs.distributed.evaluation import ray_evaluation_from_args
 
-        return cmd_eval_ray(args, env_entry.id, kwargs)
-    agents, specs = _build_eval_agents(args, possible_agents)
-    from llm_envs.agents.human import HumanAgent
+        if any(spec.kind == "human" for spec in resolved.values()):
+            raise CLIError("a human agent plays at this terminal: evaluate without --ray")
+        runner = ray_evaluation_from_args(args, log)
+        agents: dict[str, Any] = dict(resolved)
+        who = ", ".join(f"{a}={spec}" for a, spec in resolved.items())
+        where = f"on Ray (concurrency {args.concurrency} per worker)"
+    else:
+        from llm_envs.agents.human import HumanAgent
+        from llm_envs.agents.spec import resolve_agents
 
-    if any(isinstance(agent, HumanAgent) for agent in agents.values()):
-        # A person answers one prompt at a time, and a progress bar would cut through them.
-        if args.concurrency != 1:
-            print("a human plays: one episode at a time (--concurrency 1)", file=sys.stderr)
-        args.concurrency, args.no_progress = 1, True
+        agents = resolve_agents(resolved, possible_agents)
+        if any(isinstance(agent, HumanAgent) for agent in agents.values()):
+            # A person answers one prompt at a time, and a progress bar would cut through them.
+            if args.concurrency != 1:
+                print("a human plays: one episode at a time (--concurrency 1)", file=sys.stderr)
+            args.concurrency, args.no_progress = 1, True
+        who = ", ".join(f"{a}={agent.name}" for a, agent in agents.items())
+        where = f"concurrency {args.concurrency}"
     out = args.out or Path("runs") / "eval" / env_entry.id.split("/")[-1] / slug(
         "+".join(f"{k}={v}" if k != "*" else v for k, v in sorted(specs.items())) + f"-seed{args.seed}"
     )
     if out.exists() and not out.is_dir():
         raise CLIError(f"--out {out} is a file, not a directory")
-    print(
-        f"evaluating {env_entry.id}: "
-        + ", ".join(f"{a}={agent.name}" for a, agent in agents.items())
-        + f"; {args.episodes} episodes, concurrency {args.concurrency}; writing to {out}",
-        file=sys.stderr,
-    )
+    print(f"evaluating {env_entry.id}: {who}; {args.episodes} episodes, {where}; writing to {out}", file=sys.stderr)
     files = f"{out}/summary.json, {out}/episodes.jsonl" + ("" if args.no_plot else f", {out}/plot.png")
     try:
         summary = evaluate(
@@ -120,7 +128,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
             max_batch_size=args.max_batch_size,
             max_consecutive_failures=args.max_consecutive_failures or None,
             settings={"agent_specs": specs, "command": "llm-envs " + " ".join(sys.argv[1:])},
-            log=lambda message: print(message, file=sys.stderr),
+            runner=runner,
+            log=log,
         )
     except IncompleteRunError as exc:
         summary = getattr(exc, "summary", None)
@@ -130,18 +139,21 @@ def cmd_eval(args: argparse.Namespace) -> int:
             if not args.no_report:
                 from llm_envs.report import write_report_safely
 
-                write_report_safely(out, log=lambda message: print(message, file=sys.stderr))
+                write_report_safely(out, log=log)
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE if exc.configuration_error is not None else EXIT_INCOMPLETE
+    except RayMissingError as exc:
+        raise CLIError(str(exc)) from exc
     finally:
-        for agent in {id(a): a for a in agents.values()}.values():
-            agent.close()
+        if runner is None:
+            for agent in {id(a): a for a in agents.values()}.values():
+                agent.close()
     print(format_summary(summary))
     print(f"\nwrote {files}")
     if not args.no_report:
         from llm_envs.report import write_report_safely
 
-        if write_report_safely(out, log=lambda message: print(message, file=sys.stderr)):
+        if write_report_safely(out, log=log):
             print(f"wrote {out}/report.html (open it in a browser)")
     return 0
 

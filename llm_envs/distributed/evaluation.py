@@ -1,23 +1,38 @@
 """Evaluation on a Ray cluster: ``llm-envs eval ENV --ray [ADDRESS]``.
 
-The episodes ``0..N-1`` of a run are cut into chunks of consecutive indices and handed to
+This module is an episode runner (:class:`llm_envs.runner.EpisodeRunner`), not an evaluation
+flow: :func:`llm_envs.evaluation.evaluate` with ``runner=RayEvaluation(...)`` does everything a
+local run does (``run.json`` and the settings check on ``--resume``, ``summary.json`` with its
+status, the plot, the report, the exit status), and only the episodes are played elsewhere.
+
+The episodes ``0..N-1`` still to play are cut into chunks of consecutive indices and handed to
 worker actors spread over the nodes (scheduling strategy ``SPREAD``), one chunk at a time per
-worker, the next as soon as one finishes. A worker is the ordinary runner
-(:func:`llm_envs.runner.run_episodes`) on its own node: it builds the agents from the same specs
-(a model agent loads its model there, an HTTP agent calls its server from there), keeps one
-warm environment whose clones play its chunks — their sandboxes run on that node — and plays
-chunk ``[a, b)`` from seeds ``seed + a .. seed + b - 1``. Episode ``i`` is therefore played from
-the seed a local run gives it, by the same agents, and its result is the same (tested against
-``llm-envs eval`` without ``--ray`` for reference and random agents).
+worker, the next as soon as one finishes. A worker is the ordinary :class:`~llm_envs.runner.Runner`
+on its own node: it builds the agents from the specs (a model agent loads its model there and
+only there, an HTTP agent calls its server from there), keeps one warm environment whose clones
+play its chunks (their sandboxes run on that node) and plays chunk ``[a, b)`` from seeds
+``seed + a .. seed + b - 1``. Episode ``i`` is therefore played from the seed a local run gives it,
+by the same agents, and its result is the same (tested against a local run for reference and
+random agents).
 
-The driver writes each finished chunk's episodes to ``episodes.jsonl`` (the runner's own
-writer: durable lines, the same format) and, at the end, ``summary.json`` and ``plot.png`` with
-the same code as a local run. Failures:
+The driver writes each finished chunk's episodes to ``episodes.jsonl`` with the runner's
+:class:`~llm_envs.runner.EpisodeWriter` (durable lines, the same format). The run's settings
+(fingerprinted in ``run.json``) are computed in the driver from the specs
+(:func:`llm_envs.agents.spec.spec_settings`; no model is loaded there), except for ``py:``
+agents, whose settings the workers report; every worker must report the settings the driver
+recorded (a node whose ``OPENAI_BASE_URL`` differs is refused before any episode plays).
 
+Failures:
+
+* an agent's infrastructure failure (:class:`~llm_envs.agents.base.AgentError`) in a worker
+  stops that episode exactly as in a local run: it is not written, the run ends with
+  :class:`~llm_envs.runner.IncompleteRunError` (exit status 3), and ``--resume`` plays it. A
+  configuration error (HTTP 4xx before any success), or a chunk that stopped after
+  ``max_consecutive_failures`` failed calls in a row, stops the dispatch of further chunks;
 * a worker that dies (its process or node) loses only its chunk in progress: the worker is
-  replaced and the chunk played again (``max_chunk_retries``), else the run stops with an error;
-* any other error (an agent's, an environment's) stops the run; the episodes already written
-  stay, and ``--resume`` plays only the missing ones.
+  replaced and the chunk played again up to ``max_chunk_retries`` times; after that its
+  episodes are recorded as incomplete (reason ``worker_lost``) and the other chunks go on;
+* any other error (an environment's bug) stops the run; the episodes already written stay.
 
 Agents are called from the workers (choice: no central batching service). A local model agent
 (``hf:``/``vllm:``) is loaded once per worker, so give such workers GPUs
@@ -28,16 +43,23 @@ the server, which batches them.
 from __future__ import annotations
 
 import os
-import sys
-import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-from llm_envs.runner import EpisodeResult, RunnerError, load_episodes
+from llm_envs.runner import (
+    EpisodeFailure,
+    EpisodeFileProblem,
+    EpisodeResult,
+    EpisodeWriter,
+    IncompleteRunError,
+    RunnerError,
+    RunPlan,
+    RunProgress,
+    load_episodes,
+)
 
-__all__ = ["EvalWorker", "add_ray_arguments", "cmd_eval_ray", "evaluate_on_ray"]
+__all__ = ["EvalWorker", "RayEvaluation", "RayRunner", "add_ray_arguments", "ray_evaluation_from_args"]
 
 
 class EvalWorker:
@@ -46,54 +68,82 @@ class EvalWorker:
     Args:
         env_id: Registered environment id.
         env_kwargs: Constructor keywords (split included).
-        assignments: Agent id (None: default) → agent spec (text or
-            :class:`~llm_envs.agents.spec.AgentSpec` with options), as ``llm-envs eval`` takes them.
-        model_defaults: Sampling defaults for model agents.
+        specs: Agent id → :class:`~llm_envs.agents.spec.AgentSpec` (model defaults merged in);
+            identical specs become one shared agent, as in a local run.
         seed: The run's seed (episode ``i`` is played from ``seed + i``).
         concurrency: Environment instances in play at once in this worker.
-        max_batch_size: Most requests per agent call.
+        max_batch_size, max_consecutive_failures: As for :class:`~llm_envs.runner.Runner`.
+        env_label: The environment id written into each episode.
     """
 
-    def __init__(self, env_id: str, env_kwargs: Mapping[str, Any], assignments: Mapping[str | None, Any],
-                 model_defaults: Mapping[str, Any] | None, seed: int, concurrency: int,
-                 max_batch_size: int | None) -> None:
+    def __init__(self, env_id: str, env_kwargs: Mapping[str, Any], specs: Mapping[str, Any], seed: int,
+                 concurrency: int, max_batch_size: int | None, max_consecutive_failures: int | None,
+                 env_label: str) -> None:
         import llm_envs
         from llm_envs.agents.spec import resolve_agents
 
-        self.env_id = env_id
         self.first = llm_envs.make(env_id, **dict(env_kwargs))
-        self.agents = resolve_agents(dict(assignments), list(self.first.possible_agents), default="reference",
-                                     model_defaults=dict(model_defaults or {}))
+        self.agents = resolve_agents(dict(specs), list(self.first.possible_agents))
         self.seed = seed
         self.concurrency = concurrency
         self.max_batch_size = max_batch_size
+        self.max_consecutive_failures = max_consecutive_failures
+        self.env_label = env_label
 
     def info(self) -> dict[str, Any]:
+        """Where the worker runs, its agents' names and their settings (what it will play with)."""
         import socket
 
         from llm_envs.distributed.cluster import node_info
 
-        names = {a: getattr(agent, "name", type(agent).__name__) for a, agent in self.agents.items()}
         try:
             node = node_info()
         except Exception:  # noqa: BLE001 - outside Ray (tests of the plain class)
             node = {"host": socket.gethostname(), "pid": str(os.getpid())}
-        return {**node, "agents": names}
+        return {
+            **node,
+            "agents": {a: getattr(agent, "name", type(agent).__name__) for a, agent in self.agents.items()},
+            "settings": {a: agent.settings() for a, agent in self.agents.items()},
+        }
 
-    def play(self, start: int, count: int) -> list[dict[str, Any]]:
-        """Episodes ``start .. start + count - 1`` of the run, as :meth:`EpisodeResult.to_dict`."""
-        from llm_envs.runner import run_episodes
+    def play(self, start: int, count: int) -> dict[str, Any]:
+        """Episodes ``start .. start + count - 1`` of the run.
 
-        results = run_episodes(
+        Returns ``results`` (finished episodes as :meth:`EpisodeResult.to_dict`), ``failures``
+        (:meth:`EpisodeFailure.to_dict` of the episodes an infrastructure failure stopped),
+        ``stop_reason``, ``configuration_error`` (the :class:`AgentError`'s fields, or None),
+        ``agent_name``, ``counters`` (calls, failed calls, tokens) and ``stats`` (per agent).
+        """
+        from llm_envs.runner import Runner
+
+        runner = Runner(
             self.first.clone,  # clones share the warm environment's sandbox and task source
             self.agents, count, seed=self.seed + start, concurrency=min(self.concurrency, count),
-            max_batch_size=self.max_batch_size, env_label=self.env_id,
+            max_batch_size=self.max_batch_size, env_label=self.env_label,
+            max_consecutive_failures=self.max_consecutive_failures,
         )
-        out = []
+        incomplete: IncompleteRunError | None = None
+        try:
+            results = runner.run()
+        except IncompleteRunError as exc:
+            incomplete, results = exc, exc.results
         for result in results:
             result.index += start
-            out.append(result.to_dict())
-        return out
+        for failure in runner.failures:
+            failure.index += start
+        error = incomplete.configuration_error if incomplete is not None else None
+        progress = runner.progress
+        return {
+            "results": [result.to_dict() for result in results],
+            "failures": [failure.to_dict() for failure in runner.failures],
+            "stop_reason": incomplete.stop_reason if incomplete is not None else None,
+            "configuration_error": None if error is None else {
+                "message": error.message, "kind": error.kind, "status": error.status, "attempts": error.attempts},
+            "agent_name": incomplete.agent_name if incomplete is not None else None,
+            "counters": {"calls": progress.calls, "failed_calls": progress.failed_calls,
+                         "prompt_tokens": progress.prompt_tokens, "completion_tokens": progress.completion_tokens},
+            "stats": runner.stats,
+        }
 
     def close(self) -> None:
         for agent in {id(a): a for a in self.agents.values()}.values():
@@ -101,7 +151,7 @@ class EvalWorker:
         self.first.close()
 
 
-def _chunks(todo: Sequence[int], size: int) -> list[tuple[int, int]]:
+def chunk_indices(todo: Sequence[int], size: int) -> list[tuple[int, int]]:
     """Runs of consecutive indices of ``todo`` as ``(start, count)``, each at most ``size`` long."""
     out: list[tuple[int, int]] = []
     for i in todo:
@@ -112,188 +162,296 @@ def _chunks(todo: Sequence[int], size: int) -> list[tuple[int, int]]:
     return out
 
 
-def evaluate_on_ray(
-    env_id: str,
-    assignments: Mapping[str | None, Any],
-    *,
-    episodes: int = 50,
-    seed: int = 0,
-    concurrency: int = 8,
-    env_kwargs: Mapping[str, Any] | None = None,
-    split: str | None = None,
-    out_dir: str | os.PathLike[str],
-    resume: bool = False,
-    overwrite: bool = False,
-    progress: bool = True,
-    plot: bool = True,
-    max_batch_size: int | None = None,
-    model_defaults: Mapping[str, Any] | None = None,
-    address: str | None = None,
-    workers: int | None = None,
-    cpus_per_worker: float = 1.0,
-    gpus_per_worker: float = 0.0,
-    chunk_size: int | None = None,
-    max_chunk_retries: int = 1,
-    settings: Mapping[str, Any] | None = None,
-    log: Callable[[str], None] | None = None,
-) -> dict[str, Any]:
-    """:func:`llm_envs.evaluation.evaluate` with the episodes played by Ray workers.
+class RayEvaluation:
+    """``runner=`` for :func:`llm_envs.evaluation.evaluate`: play the episodes on Ray workers.
 
     Args:
-        env_id: A registered environment id.
-        assignments: Agent id (None: every other agent) → agent spec (text or ``AgentSpec``).
-        episodes, seed, env_kwargs, split, out_dir, resume, overwrite, progress, plot,
-            max_batch_size, settings, log: As for :func:`~llm_envs.evaluation.evaluate` (the
-            split defaults to ``test`` for environments that have splits).
-        concurrency: Environment instances in play at once *per worker*.
-        model_defaults: Sampling defaults for model agents.
         address: Ray address; None starts a private local instance unless Ray is already
             initialised in this process.
         workers: Worker actors (default: the cluster's CPUs / ``cpus_per_worker``, at most one
             per chunk).
         cpus_per_worker, gpus_per_worker: Resources each worker reserves.
-        chunk_size: Episodes per chunk (default: ``2 × concurrency``).
+        chunk_size: Episodes per chunk (default: ``2 × concurrency``; ``concurrency`` is per
+            worker).
         max_chunk_retries: Times a chunk whose worker died is played again.
+        log: Where notes go (default: nowhere).
+
+    >>> evaluate("llm/Signalling-v0", {None: "random"}, out_dir="runs/x",
+    ...          runner=RayEvaluation(workers=2))  # doctest: +SKIP
     """
-    from llm_envs.distributed.cluster import Cluster
-    from llm_envs.evaluation.evaluate import (
-        EPISODES_FILE,
-        PLOT_FILE,
-        SUMMARY_FILE,
-        _write_json_atomically,
-        resolve_split,
-    )
-    from llm_envs.evaluation.plot import PLOT_MISSING, plot_available, plot_summary
-    from llm_envs.evaluation.summary import summarize
-    from llm_envs.runner import _EpisodeWriter
 
-    log = log or (lambda message: None)
-    out = Path(out_dir)
-    episodes_path = out / EPISODES_FILE
-    if episodes_path.exists() and episodes_path.stat().st_size > 0 and not resume:
-        if not overwrite:
-            raise RunnerError(f"{out} already holds a run; pass --resume to continue it, --overwrite to replace "
-                              "it, or choose another --out")
-        episodes_path.unlink()
-        for stale in (SUMMARY_FILE, PLOT_FILE):
-            (out / stale).unlink(missing_ok=True)
-    out.mkdir(parents=True, exist_ok=True)
-    env_kwargs = resolve_split(env_id, split, env_kwargs or {})
-    label = env_id if "/" in env_id else f"llm/{env_id}"
+    def __init__(self, address: str | None = None, *, workers: int | None = None, cpus_per_worker: float = 1.0,
+                 gpus_per_worker: float = 0.0, chunk_size: int | None = None, max_chunk_retries: int = 1,
+                 log: Callable[[str], None] | None = None) -> None:
+        if workers is not None and workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        if chunk_size is not None and chunk_size < 1:
+            raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+        if max_chunk_retries < 0:
+            raise ValueError(f"max_chunk_retries must be >= 0, got {max_chunk_retries}")
+        self.address = address
+        self.workers = workers
+        self.cpus_per_worker = cpus_per_worker
+        self.gpus_per_worker = gpus_per_worker
+        self.chunk_size = chunk_size
+        self.max_chunk_retries = max_chunk_retries
+        self.log = log or (lambda message: None)
 
-    cluster = Cluster(address)
-    ray = cluster.ray
-    actors: list[Any] = []
-    try:
-        _refuse_shared_state(env_id, env_kwargs)
-        done: dict[int, EpisodeResult] = {}
-        if resume:
-            for result in load_episodes(episodes_path, repair=True):
-                if result.index < episodes:
-                    done.setdefault(result.index, result)
-        todo = [i for i in range(episodes) if i not in done]
-        size = max(1, chunk_size or 2 * concurrency)
-        chunks = deque(_chunks(todo, size))
-        if workers is None:
-            workers = max(1, int(cluster.totals()["CPU"] // max(cpus_per_worker, 1e-9)))
-        workers = max(1, min(workers, len(chunks) or 1))
-        worker_cls = ray.remote(EvalWorker)
-        options = {"num_cpus": cpus_per_worker, "num_gpus": gpus_per_worker, "scheduling_strategy": "SPREAD",
-                   "max_restarts": 0}
-        args = (env_id, env_kwargs, dict(assignments), dict(model_defaults or {}), seed, concurrency, max_batch_size)
+    def __call__(self, plan: RunPlan) -> RayRunner:
+        return RayRunner(plan, self)
 
-        def start() -> Any:
-            return worker_cls.options(**options).remote(*args)
 
-        actors = [start() for _ in range(workers)]
-        try:
-            infos = ray.get([a.info.remote() for a in actors])
-        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
-            raise RunnerError(f"a Ray worker could not start (its agents or environment failed to build): {exc}") from exc
-        names = infos[0]["agents"]
-        for result in done.values():
-            _check_resumed(result, label, seed, names, episodes_path)
-        log(f"ray: {workers} worker(s) on {len({i.get('node_id', i['host']) for i in infos})} node(s), "
-            f"{len(chunks)} chunk(s) of <= {size} episodes, {len(done)} episode(s) resumed")
+class RayRunner:
+    """Plays a :class:`~llm_envs.runner.RunPlan` on Ray workers (an
+    :class:`~llm_envs.runner.EpisodeRunner`); see the module docstring.
 
-        bar = _progress_bar(episodes, len(done), label) if progress else None
-        writer = _EpisodeWriter(episodes_path)
-        new: dict[int, EpisodeResult] = {}
-        retries: dict[tuple[int, int], int] = {}
-        started = time.perf_counter()
-        in_flight: dict[Any, tuple[int, tuple[int, int]]] = {}
-        try:
-            idle = deque(range(workers))
-            while chunks or in_flight:
-                while idle and chunks:
-                    w, chunk = idle.popleft(), chunks.popleft()
-                    in_flight[actors[w].play.remote(*chunk)] = (w, chunk)
-                ready, _ = ray.wait(list(in_flight), num_returns=1)
-                ref = ready[0]
-                w, chunk = in_flight.pop(ref)
-                try:
-                    rows = ray.get(ref)
-                except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
-                    retries[chunk] = retries.get(chunk, 0) + 1
-                    if retries[chunk] > max_chunk_retries:
-                        raise RunnerError(
-                            f"episodes {chunk[0]}..{chunk[0] + chunk[1] - 1}: their worker was lost "
-                            f"{retries[chunk]} times ({type(exc).__name__}); the {len(done) + len(new)} finished "
-                            f"episodes are in {episodes_path}; --resume plays the rest"
-                        ) from exc
-                    log(f"ray: worker {w} lost ({type(exc).__name__}); playing episodes "
-                        f"{chunk[0]}..{chunk[0] + chunk[1] - 1} again on a new worker")
-                    ray.kill(actors[w], no_restart=True)
-                    actors[w] = start()
-                    chunks.appendleft(chunk)
-                    idle.append(w)
-                    continue
-                for row in sorted(rows, key=lambda r: r["index"]):
-                    result = EpisodeResult.from_dict(row)
-                    writer.write(result)
-                    new[result.index] = result
-                    if bar is not None:
-                        bar.update(1)
-                idle.append(w)
-        finally:
-            writer.close()
-            if bar is not None:
-                bar.close()
-        wall = time.perf_counter() - started
-        results = [{**done, **new}[i] for i in sorted({**done, **new})]
-        summary = summarize(results, extra={
-            "seed": seed,
-            "split": env_kwargs.get("split"),
-            "env_kwargs": {k: v for k, v in env_kwargs.items() if k != "split"},
-            "concurrency": concurrency,
-            "wall_s": wall,
-            "episodes_played_now": len(new),
-            "episodes_resumed": len(done),
-            "episodes_per_s": len(new) / wall if wall > 0 and new else None,
-            "ray": {"workers": workers, "nodes": sorted({i.get("node_id", i["host"]) for i in infos}),
-                    "cpus_per_worker": cpus_per_worker, "gpus_per_worker": gpus_per_worker, "chunk_size": size},
-            **dict(settings or {}),
-        })
-        _write_json_atomically(out / SUMMARY_FILE, summary)
-        if plot:
-            if plot_available():
-                plot_summary(summary, out / PLOT_FILE)
-            else:
-                log(PLOT_MISSING)
-        return summary
-    finally:
-        for actor in actors:
+    ``plan.agents`` are specs (agent id, or None for every other role → spec text or
+    :class:`~llm_envs.agents.spec.AgentSpec`): the agents are built on the workers. Counters of
+    :attr:`progress` advance as each chunk comes back (requests in flight inside a worker are
+    not reported).
+    """
+
+    def __init__(self, plan: RunPlan, options: RayEvaluation) -> None:
+        from llm_envs.agents.base import Agent
+        from llm_envs.agents.spec import resolve_specs
+        from llm_envs.distributed.cluster import import_ray
+        from llm_envs.registry import NAMESPACE
+
+        import_ray()  # a clear error before anything is written when Ray is missing
+        if plan.out_path is None:
+            raise ValueError("a Ray evaluation needs plan.out_path (the driver writes the episodes there)")
+        agents = plan.agents if isinstance(plan.agents, Mapping) else {None: plan.agents}
+        if any(isinstance(agent, Agent) for agent in agents.values()):
+            raise RunnerError("Ray workers build their agents from specs: pass agent id -> spec (e.g. "
+                              "{None: 'reference'}), not Agent objects")
+        self.plan = plan
+        self.options = options
+        self.log = options.log
+        self.label = plan.env_id if "/" in plan.env_id else f"{NAMESPACE}/{plan.env_id}"
+        possible_agents = _refuse_shared_state(plan.env_id, plan.env_kwargs)
+        self.specs = resolve_specs(agents, possible_agents, default="reference")
+        humans = sorted(a for a, spec in self.specs.items() if spec.kind == "human")
+        if humans:
+            raise RunnerError(f"a human plays {', '.join(humans)} at this terminal: evaluate without --ray")
+        self.progress = RunProgress(total=plan.num_episodes)
+        self.stats: list[dict[str, Any]] = []
+        self.file_problems: list[EpisodeFileProblem] = []
+        self.failures: list[EpisodeFailure] = []
+        self.resumed_episodes = 0
+        self._settings: dict[str, Any] | None = None
+        self._cluster: Any = None
+        self._actors: list[Any] = []
+        self._infos: list[dict[str, Any]] = []
+        self._size = max(1, options.chunk_size or 2 * plan.concurrency)
+
+    # ------------------------------------------------------------------ the EpisodeRunner contract
+    def agent_settings(self) -> dict[str, Any]:
+        """From the specs, in the driver; a ``py:`` agent's from the first worker (started for it)."""
+        if self._settings is None:
+            from llm_envs.agents.spec import spec_settings
+
+            settings = {agent_id: spec_settings(spec) for agent_id, spec in self.specs.items()}
+            if any(value is None for value in settings.values()):
+                self._start_workers(self.options.workers or 1)
+                reported = self._infos[0]["settings"]
+                settings = {a: reported[a] if value is None else value for a, value in settings.items()}
+            self._settings = settings
+        return dict(self._settings)
+
+    def summary_facts(self) -> dict[str, Any]:
+        nodes = sorted({info.get("node_id", info["host"]) for info in self._infos})
+        return {"ray": {"workers": len(self._actors), "nodes": nodes, "cpus_per_worker": self.options.cpus_per_worker,
+                        "gpus_per_worker": self.options.gpus_per_worker, "chunk_size": self._size}}
+
+    def close(self) -> None:
+        if self._cluster is None:
+            return
+        ray = self._cluster.ray
+        for actor in self._actors:
             try:
                 ray.get(actor.close.remote(), timeout=30)
             except Exception:  # noqa: BLE001 - a dead worker has nothing to close
                 pass
             ray.kill(actor, no_restart=True)
-        cluster.close()
+        self._cluster.close()
+        self._cluster = None
+
+    def run(self) -> list[EpisodeResult]:
+        plan = self.plan
+        assert plan.out_path is not None
+        recorded = self.agent_settings()
+        done: dict[int, EpisodeResult] = {}
+        if plan.resume:
+            self.file_problems = []
+            for result in load_episodes(plan.out_path, repair=True, problems=self.file_problems):
+                if result.index < plan.num_episodes:
+                    done.setdefault(result.index, result)
+        elif plan.out_path.exists() and plan.out_path.stat().st_size > 0:
+            raise RunnerError(f"{plan.out_path} already holds episodes; resume that run, or choose another path")
+        todo = [i for i in range(plan.num_episodes) if i not in done]
+        chunks = deque(chunk_indices(todo, self._size))
+        wanted = self.options.workers or max(1, int(self._connect().totals()["CPU"] // max(self.options.cpus_per_worker,
+                                                                                           1e-9)))
+        self._start_workers(max(1, min(wanted, len(chunks) or 1)))
+        self._check_workers(recorded)
+        names = self._infos[0]["agents"]
+        for result in done.values():
+            self._check_resumed(result, names)
+        self.resumed_episodes = len(done)
+        self.progress = progress = RunProgress(total=plan.num_episodes, resumed=len(done))
+        self.log(f"ray: {len(self._actors)} worker(s) on {len(self.summary_facts()['ray']['nodes'])} node(s), "
+                 f"{len(chunks)} chunk(s) of <= {self._size} episodes, {len(done)} episode(s) resumed")
+
+        new: dict[int, EpisodeResult] = {}
+        failures: dict[int, EpisodeFailure] = {}
+        stats: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
+        configuration_error: Any = None
+        agent_name: str | None = None
+        ray = self._cluster.ray
+        lost_errors = (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError)
+        writer = EpisodeWriter(plan.out_path)
+        retries: dict[tuple[int, int], int] = {}
+        in_flight: dict[Any, tuple[int, tuple[int, int]]] = {}
+        idle = deque(range(len(self._actors)))
+        try:
+            while chunks or in_flight:
+                stopping = configuration_error is not None or progress.stop_reason is not None
+                while idle and chunks and not stopping:
+                    w, chunk = idle.popleft(), chunks.popleft()
+                    in_flight[self._actors[w].play.remote(*chunk)] = (w, chunk)
+                if not in_flight:
+                    break
+                ready, _ = ray.wait(list(in_flight), num_returns=1)
+                w, chunk = in_flight.pop(ready[0])
+                try:
+                    reply = ray.get(ready[0])
+                except lost_errors as exc:
+                    self._replace_worker(w)
+                    idle.append(w)
+                    retries[chunk] = retries.get(chunk, 0) + 1
+                    span = f"episodes {chunk[0]}..{chunk[0] + chunk[1] - 1}"
+                    if retries[chunk] <= self.options.max_chunk_retries:
+                        self.log(f"ray: worker {w} lost ({type(exc).__name__}); playing {span} again on a new worker")
+                        chunks.appendleft(chunk)
+                        continue
+                    message = f"their Ray worker was lost {retries[chunk]} times ({type(exc).__name__})"
+                    self.log(f"ray: {span}: {message}; left for --resume")
+                    for i in range(chunk[0], chunk[0] + chunk[1]):
+                        failures[i] = EpisodeFailure(i, plan.seed + i, "worker_lost", message)
+                        progress.failed += 1
+                    continue
+                idle.append(w)
+                for row in sorted(reply["results"], key=lambda r: r["index"]):
+                    result = EpisodeResult.from_dict(row)
+                    writer.write(result)
+                    new[result.index] = result
+                    progress.finished += 1
+                    if plan.on_episode is not None:
+                        plan.on_episode(result)
+                for row in reply["failures"]:
+                    failure = EpisodeFailure(**row)
+                    failures[failure.index] = failure
+                    if failure.reason not in ("not_started", "stopped"):
+                        progress.failed += 1
+                for key, value in reply["counters"].items():
+                    setattr(progress, key, getattr(progress, key) + value)
+                for entry in reply["stats"]:
+                    total = stats.setdefault((entry["agent"], tuple(entry["plays"])), {
+                        "agent": entry["agent"], "plays": list(entry["plays"]), "calls": 0, "requests": 0,
+                        "failed_requests": 0})
+                    for key in ("calls", "requests", "failed_requests"):
+                        total[key] += entry[key]
+                if reply["configuration_error"] is not None and configuration_error is None:
+                    from llm_envs.agents.base import AgentError
+
+                    error = reply["configuration_error"]
+                    configuration_error = AgentError(error["message"], kind=error["kind"], status=error["status"],
+                                                     attempts=error["attempts"])
+                    agent_name = reply["agent_name"]
+                if reply["stop_reason"] and progress.stop_reason is None:
+                    progress.stop_reason = reply["stop_reason"]
+        finally:
+            writer.close()
+            self.stats = list(stats.values())
+        stop_message = (f"the run stopped: {agent_name} failed with a configuration error"
+                        if configuration_error is not None else progress.stop_reason)
+        for start, count in chunks:  # never dispatched: the run stopped first
+            for i in range(start, start + count):
+                failures[i] = EpisodeFailure(i, plan.seed + i, "not_started", stop_message or "the run stopped")
+        results = {**done, **new}
+        ordered = [results[i] for i in sorted(results)]
+        self.failures = [failures[i] for i in sorted(failures) if i not in results]
+        if self.failures:
+            raise IncompleteRunError(ordered, self.failures, plan.num_episodes, stop_reason=progress.stop_reason,
+                                     configuration_error=configuration_error, agent_name=agent_name)
+        return ordered
+
+    # ------------------------------------------------------------------ workers
+    def _connect(self) -> Any:
+        if self._cluster is None:
+            from llm_envs.distributed.cluster import Cluster
+
+            self._cluster = Cluster(self.options.address)
+        return self._cluster
+
+    def _new_worker(self) -> Any:
+        plan = self.plan
+        worker_cls = self._connect().ray.remote(EvalWorker)
+        return worker_cls.options(
+            num_cpus=self.options.cpus_per_worker, num_gpus=self.options.gpus_per_worker,
+            scheduling_strategy="SPREAD", max_restarts=0,
+        ).remote(plan.env_id, dict(plan.env_kwargs), dict(self.specs), plan.seed, plan.concurrency,
+                 plan.max_batch_size, plan.max_consecutive_failures, self.label)
+
+    def _start_workers(self, count: int) -> None:
+        """Have at least ``count`` workers up, and their :meth:`EvalWorker.info`."""
+        ray = self._connect().ray
+        fresh = [self._new_worker() for _ in range(count - len(self._actors))]
+        if not fresh:
+            return
+        self._actors.extend(fresh)
+        try:
+            self._infos.extend(ray.get([actor.info.remote() for actor in fresh]))
+        except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
+            raise RunnerError(f"a Ray worker could not start (its agents or environment failed to build): {exc}") from exc
+
+    def _replace_worker(self, w: int) -> None:
+        ray = self._cluster.ray
+        ray.kill(self._actors[w], no_restart=True)
+        self._actors[w] = self._new_worker()
+
+    def _check_workers(self, recorded: Mapping[str, Any]) -> None:
+        """Every worker must play with the settings recorded for the run (a node whose
+        environment resolves an agent differently, e.g. another ``OPENAI_BASE_URL``, is refused)."""
+        import json
+
+        from llm_envs.evaluation.evaluate import settings_diff
+
+        expected = json.loads(json.dumps(dict(recorded), sort_keys=True, default=repr))
+        for info in self._infos:
+            got = json.loads(json.dumps(info["settings"], sort_keys=True, default=repr))
+            if got != expected:
+                raise RunnerError(
+                    f"the Ray worker on {info.get('host')} would play with other agent settings than those "
+                    f"recorded for the run: {'; '.join(settings_diff(expected, got))}. Give every node the same "
+                    "environment (model paths, OPENAI_BASE_URL, package versions)."
+                )
+
+    def _check_resumed(self, result: EpisodeResult, names: Mapping[str, str]) -> None:
+        seed = self.plan.seed
+        if result.env_id != self.label or result.seed != seed + result.index:
+            raise RunnerError(f"{self.plan.out_path} holds episode {result.index} of another run (env "
+                              f"{result.env_id!r}, seed {result.seed}; this run: env {self.label!r}, seed "
+                              f"{seed + result.index}); refusing to mix them")
+        if dict(result.agents) != dict(names):
+            raise RunnerError(f"{self.plan.out_path} holds episode {result.index} played by other agents "
+                              f"({result.agents}; this run: {dict(names)}); refusing to mix them")
 
 
-def _refuse_shared_state(env_id: str, env_kwargs: Mapping[str, Any]) -> None:
-    """An environment whose instances share cross-episode state (a question pool that grows as
-    episodes finish) plays differently when its instances are spread over processes."""
+def _refuse_shared_state(env_id: str, env_kwargs: Mapping[str, Any]) -> list[str]:
+    """The environment's agent ids, after refusing an environment whose instances share
+    cross-episode state (a question pool that grows as episodes finish): spread over processes,
+    each would grow its own and play differently."""
     import llm_envs
     from llm_envs.core.env import TextEnv
 
@@ -302,25 +460,9 @@ def _refuse_shared_state(env_id: str, env_kwargs: Mapping[str, Any]) -> None:
         if type(env).state_dict is not TextEnv.state_dict:
             raise RunnerError(f"{env_id} keeps state across episodes (TextEnv.state_dict) that its instances share; "
                               "spread over Ray workers each would grow its own: evaluate it without --ray")
+        return list(env.possible_agents)
     finally:
         env.close()
-
-
-def _check_resumed(result: EpisodeResult, env_id: str, seed: int, names: Mapping[str, str], path: Path) -> None:
-    if result.env_id != env_id or result.seed != seed + result.index:
-        raise RunnerError(f"{path} holds episode {result.index} of another run (env {result.env_id!r}, seed "
-                          f"{result.seed}; this run: env {env_id!r}, seed {seed + result.index}); refusing to mix them")
-    if dict(result.agents) != dict(names):
-        raise RunnerError(f"{path} holds episode {result.index} played by other agents ({result.agents}; this run: "
-                          f"{dict(names)}); refusing to mix them")
-
-
-def _progress_bar(total: int, initial: int, label: str) -> Any:
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=total, initial=initial, desc=f"{label} (ray)", unit="ep", dynamic_ncols=True)
 
 
 # ---------------------------------------------------------------------------- the command line
@@ -335,43 +477,13 @@ def add_ray_arguments(parser: Any) -> None:
     group.add_argument("--ray-gpus-per-worker", type=float, default=0.0,
                        help="GPUs each worker reserves (local model agents load their model in every worker)")
     group.add_argument("--ray-chunk-size", type=int, help="episodes per chunk (default: 2 x --concurrency)")
+    group.add_argument("--ray-chunk-retries", type=int, default=1,
+                       help="times a chunk whose worker died is played again before its episodes are left "
+                            "for --resume (default 1)")
 
 
-def cmd_eval_ray(args: Any, env_id: str, env_kwargs: Mapping[str, Any]) -> int:
-    """The ``llm-envs eval --ray`` branch: same options, output and files as a local run."""
-    from llm_envs.agents.spec import load_agents_config, parse_assignments
-    from llm_envs.cli._common import CLIError, slug
-    from llm_envs.distributed.cluster import RayMissingError
-    from llm_envs.evaluation import format_summary
-
-    assignments = load_agents_config(args.agents_file) if args.agents_file else {}
-    for key, spec in parse_assignments(args.agent or []).items():
-        assignments[key] = spec  # the command line wins over the file
-    if any(spec.kind == "human" for spec in assignments.values()):
-        raise CLIError("a human agent plays at this terminal: evaluate without --ray")
-    specs = {("*" if k is None else k): str(v) for k, v in assignments.items()} or {"*": "reference"}
-    model_defaults = {
-        "temperature": args.temperature, "top_p": args.top_p, "max_tokens": args.max_tokens, "stop": args.stop,
-        "seed": args.sampling_seed, "max_concurrency": args.max_concurrency, "timeout_s": args.timeout,
-    }
-    out = args.out or Path("runs") / "eval" / env_id.split("/")[-1] / slug(
-        "+".join(f"{k}={v}" if k != "*" else v for k, v in sorted(specs.items())) + f"-seed{args.seed}"
-    )
-    print(f"evaluating {env_id} on Ray: {specs}; {args.episodes} episodes, concurrency {args.concurrency} per "
-          f"worker; writing to {out}", file=sys.stderr)
-    try:
-        summary = evaluate_on_ray(
-            env_id, dict(assignments), episodes=args.episodes, seed=args.seed, concurrency=args.concurrency,
-            env_kwargs=env_kwargs, out_dir=out, resume=args.resume, overwrite=args.overwrite,
-            progress=not args.no_progress, plot=not args.no_plot, max_batch_size=args.max_batch_size,
-            model_defaults=model_defaults, address=args.ray or None, workers=args.ray_workers,
-            cpus_per_worker=args.ray_cpus_per_worker, gpus_per_worker=args.ray_gpus_per_worker,
-            chunk_size=args.ray_chunk_size,
-            settings={"agent_specs": specs, "command": "llm-envs " + " ".join(sys.argv[1:])},
-            log=lambda message: print(message, file=sys.stderr),
-        )
-    except RayMissingError as exc:
-        raise CLIError(str(exc)) from exc
-    print(format_summary(summary))
-    print(f"\nwrote {out}/summary.json, {out}/episodes.jsonl" + ("" if args.no_plot else f", {out}/plot.png"))
-    return 0
+def ray_evaluation_from_args(args: Any, log: Callable[[str], None]) -> RayEvaluation:
+    """The :class:`RayEvaluation` that ``llm-envs eval --ray ...`` asks for."""
+    return RayEvaluation(args.ray or None, workers=args.ray_workers, cpus_per_worker=args.ray_cpus_per_worker,
+                         gpus_per_worker=args.ray_gpus_per_worker, chunk_size=args.ray_chunk_size,
+                         max_chunk_retries=args.ray_chunk_retries, log=log)

@@ -39,10 +39,15 @@ from llm_envs.evaluation.summary import summarize
 from llm_envs.runner import (
     DEFAULT_MAX_CONSECUTIVE_FAILURES,
     EpisodeResult,
+    EpisodeRunner,
     IncompleteRunError,
-    Runner,
     RunnerError,
+    RunPlan,
+    local_runner,
 )
+
+#: What :func:`evaluate` calls to get the runner that plays a run's episodes.
+RunnerFactory = Callable[[RunPlan], EpisodeRunner]
 
 EPISODES_FILE = "episodes.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -100,11 +105,17 @@ def _now() -> str:
 
 # ---------------------------------------------------------------------------- settings
 def run_settings(
-    env_id: str, env_kwargs: Mapping[str, Any], seed: int, agents: Mapping[str, Agent] | Agent
+    env_id: str,
+    env_kwargs: Mapping[str, Any],
+    seed: int,
+    agents: Mapping[str, Agent] | Agent | Mapping[str, Mapping[str, Any]],
 ) -> dict[str, Any]:
     """Everything that shapes a run's results (and nothing that only shapes its speed): the
     environment, its split and options, the seed, and each agent's :meth:`Agent.settings`.
-    The number of episodes is not part of it: a run may be extended by resuming it."""
+    The number of episodes is not part of it: a run may be extended by resuming it.
+
+    ``agents`` is one agent for every role, agent id → agent, or agent id → settings already
+    taken (:meth:`~llm_envs.runner.EpisodeRunner.agent_settings`)."""
     if isinstance(agents, Agent):
         agents = {"*": agents}
     settings = {
@@ -112,7 +123,10 @@ def run_settings(
         "split": env_kwargs.get("split"),
         "env_kwargs": {k: v for k, v in env_kwargs.items() if k != "split"},
         "seed": int(seed),
-        "agents": {agent_id: agent.settings() for agent_id, agent in agents.items()},
+        "agents": {
+            agent_id: agent.settings() if isinstance(agent, Agent) else dict(agent)
+            for agent_id, agent in agents.items()
+        },
     }
     # Through JSON, so that what is compared is what is stored. An object that is not plain data
     # (a sandbox passed as an env option) counts by its type: its repr may hold a memory address.
@@ -203,7 +217,7 @@ class _Progress:
     thread redraws it twice a second (on a terminal), so in-flight work shows even while no
     episode ends."""
 
-    def __init__(self, runner: Runner, label: str, total: int) -> None:
+    def __init__(self, runner: EpisodeRunner, label: str, total: int) -> None:
         from tqdm import tqdm
 
         self.runner = runner
@@ -247,7 +261,7 @@ class _Progress:
         self.bar.close()
 
 
-def _make_progress(runner: Runner, label: str, total: int) -> _Progress | None:
+def _make_progress(runner: EpisodeRunner, label: str, total: int) -> _Progress | None:
     try:
         return _Progress(runner, label, total)
     except ImportError:  # tqdm is a core dependency, but a missing bar must not stop a run
@@ -257,7 +271,7 @@ def _make_progress(runner: Runner, label: str, total: int) -> _Progress | None:
 # ---------------------------------------------------------------------------- evaluate
 def evaluate(
     env_id: str,
-    agents: Mapping[str, Agent] | Agent,
+    agents: Mapping[str, Agent] | Agent | Mapping[str | None, Any],
     *,
     episodes: int = 50,
     seed: int = 0,
@@ -273,6 +287,7 @@ def evaluate(
     max_batch_size: int | None = None,
     max_consecutive_failures: int | None = DEFAULT_MAX_CONSECUTIVE_FAILURES,
     settings: Mapping[str, Any] | None = None,
+    runner: RunnerFactory | None = None,
     log: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Play ``episodes`` episodes, write ``run.json``, ``episodes.jsonl``, ``summary.json`` and
@@ -280,7 +295,9 @@ def evaluate(
 
     Args:
         env_id: A registered environment id.
-        agents: One agent for every role, or agent id → agent.
+        agents: One agent for every role, or agent id → agent; for a runner that builds the
+            agents where it plays (``runner=RayEvaluation(...)``), agent id (None: every other
+            role) → agent spec instead.
         episodes, seed, concurrency, max_batch_size, max_consecutive_failures: As for
             :class:`llm_envs.runner.Runner`.
         env_kwargs: Environment constructor keywords.
@@ -293,6 +310,10 @@ def evaluate(
         plot: Draw ``plot.png`` (skipped with a note when matplotlib is missing).
         settings: More facts to record in ``summary.json`` (e.g. the agent specs); its
             ``"command"`` goes into the command history.
+        runner: What plays the episodes: a callable from a :class:`~llm_envs.runner.RunPlan`
+            to an :class:`~llm_envs.runner.EpisodeRunner`. Default: :func:`~llm_envs.runner.local_runner`
+            (this process); :class:`llm_envs.distributed.evaluation.RayEvaluation` plays them on
+            Ray workers. Everything else here (files, checks, summary) is the same for both.
         log: Where notes go (default: nowhere).
 
     Raises:
@@ -304,27 +325,14 @@ def evaluate(
     log = log or (lambda message: None)
     out = Path(out_dir)
     episodes_path = out / EPISODES_FILE
-    if episodes_path.exists() and episodes_path.stat().st_size > 0 and not resume:
-        if not overwrite:
-            raise RunnerError(
-                f"{out} already holds a run; pass --resume to continue it, --overwrite to replace "
-                f"it, or choose another --out"
-            )
-        episodes_path.unlink()
-        for stale in (SUMMARY_FILE, PLOT_FILE, RUN_FILE, EPISODES_FILE + ".rejected", "report.html"):
-            (out / stale).unlink(missing_ok=True)
-    out.mkdir(parents=True, exist_ok=True)
+    if episodes_path.exists() and episodes_path.stat().st_size > 0 and not resume and not overwrite:
+        raise RunnerError(
+            f"{out} already holds a run; pass --resume to continue it, --overwrite to replace "
+            f"it, or choose another --out"
+        )
     env_kwargs = resolve_split(env_id, split, env_kwargs or {})
     extra_settings = dict(settings or {})
     command = str(extra_settings.pop("command", "") or "python: llm_envs.evaluation.evaluate()")
-    run_info = _open_run(
-        out,
-        run_settings(env_id, env_kwargs, seed, agents),
-        resume=resume,
-        force_resume=force_resume,
-        command=command,
-        log=log,
-    )
 
     display: _Progress | None = None
 
@@ -332,7 +340,7 @@ def evaluate(
         if display is not None:
             display.episode_done(result)
 
-    runner = Runner(
+    plan = RunPlan(
         env_id,
         agents,
         episodes,
@@ -342,25 +350,45 @@ def evaluate(
         out_path=episodes_path,
         resume=resume,
         max_batch_size=max_batch_size,
-        on_episode=on_episode,
         max_consecutive_failures=max_consecutive_failures,
+        on_episode=on_episode,
     )
-    if progress:
-        display = _make_progress(runner, env_id, episodes)
-    started = time.perf_counter()
-    incomplete: IncompleteRunError | None = None
+    # Built before anything is written: a runner that cannot play (Ray missing, agents it
+    # refuses) leaves the directory as it was.
+    episode_runner = (runner or local_runner)(plan)
     try:
-        results = runner.run()
-    except IncompleteRunError as exc:
-        incomplete, results = exc, exc.results
+        if overwrite and not resume and episodes_path.exists() and episodes_path.stat().st_size > 0:
+            episodes_path.unlink()
+            for stale in (SUMMARY_FILE, PLOT_FILE, RUN_FILE, EPISODES_FILE + ".rejected", "report.html"):
+                (out / stale).unlink(missing_ok=True)
+        out.mkdir(parents=True, exist_ok=True)
+        run_info = _open_run(
+            out,
+            run_settings(env_id, env_kwargs, seed, episode_runner.agent_settings()),
+            resume=resume,
+            force_resume=force_resume,
+            command=command,
+            log=log,
+        )
+        if progress:
+            display = _make_progress(episode_runner, env_id, episodes)
+        started = time.perf_counter()
+        incomplete: IncompleteRunError | None = None
+        try:
+            results = episode_runner.run()
+        except IncompleteRunError as exc:
+            incomplete, results = exc, exc.results
+        finally:
+            if display is not None:
+                display.close()
+        wall = time.perf_counter() - started
+        facts = episode_runner.summary_facts()
     finally:
-        if display is not None:
-            display.close()
-    wall = time.perf_counter() - started
-    for problem in runner.file_problems:
+        episode_runner.close()
+    for problem in episode_runner.file_problems:
         log(f"repaired {episodes_path}: {problem}" + ("" if problem.kind == "torn" else f" (moved to {EPISODES_FILE}.rejected)"))
-    played = len(results) - runner.resumed_episodes
-    live = runner.progress
+    played = len(results) - episode_runner.resumed_episodes
+    live = episode_runner.progress
     status = "complete" if incomplete is None else "incomplete"
     run_info["commands"][-1].update(
         {"ended_at": _now(), "status": status, "episodes_played": played, "failed_calls": live.failed_calls}
@@ -389,19 +417,20 @@ def evaluate(
             "concurrency": concurrency,
             "wall_s": wall,
             "episodes_played_now": played,
-            "episodes_resumed": runner.resumed_episodes,
+            "episodes_resumed": episode_runner.resumed_episodes,
             "episodes_per_s": played / wall if wall > 0 and played else None,
-            "agent_calls": runner.stats,
+            "agent_calls": episode_runner.stats,
             "infrastructure": {
                 "calls": live.calls,
                 "failed_calls": live.failed_calls,
                 "failed_episodes": live.failed,
-                "file_repairs": [str(p) for p in runner.file_problems],
+                "file_repairs": [str(p) for p in episode_runner.file_problems],
             },
             "fingerprint": run_info["fingerprint"],
             "settings": run_info["settings"],
             "mixed_settings": run_info["mixed_settings"],
             "commands": run_info["commands"],
+            **facts,
             **extra_settings,
         },
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import textwrap
 
@@ -193,3 +194,51 @@ def test_hf_spec_builds_a_local_model_that_plays(tmp_path):
     steps = [s for r in results for s in r.steps]
     assert len(steps) == 16 and all(s["error"] is None for s in steps)
     assert all(0 < s["completion_tokens"] <= 4 and s["prompt_tokens"] > 0 for s in steps)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        AgentSpec("reference"),
+        AgentSpec("random", "3"),
+        AgentSpec("random"),
+        parse_agent_spec("openai:http://127.0.0.1:9/v1@m").with_options(
+            {"temperature": 0.2, "max_tokens": 64, "timeout_s": 5.0, "max_concurrency": 2, "name": "x"}
+        ),
+    ],
+    ids=str,
+)
+def test_spec_settings_equal_the_built_agents_settings(spec, tmp_path):
+    """What an evaluation on Ray records (computed in the driver) is what a local run records."""
+    from llm_envs.agents.spec import spec_settings
+
+    cache = tmp_path / "cache.sqlite"
+    if spec.kind == "openai":
+        spec = spec.with_options({"cache": str(cache)})
+    recorded = spec_settings(spec)
+    assert not cache.exists(), "reading the settings opens no cache, no connection"
+    agent = build_agent(spec)
+    try:
+        assert recorded == agent.settings()
+    finally:
+        agent.close()
+    assert spec_settings(AgentSpec("py", "tests.distributed.crash_agent:FlakyAgent")) is None
+
+
+@pytest.mark.parametrize("kind", ["hf", "vllm"])
+def test_model_agents_settings_come_from_the_spec_alone(kind):
+    """hf/vllm settings are computed without loading a model; that is exact only while those
+    classes keep Agent.settings' default and live where the spec table says."""
+    pytest.importorskip("torch", reason="the hf/vllm agent classes need the 'train' extra")
+    from llm_envs.agents.base import Agent
+    from llm_envs.agents.spec import _load_torch_agent, spec_settings
+
+    cls = _load_torch_agent("hf") if kind == "hf" else importlib.import_module("llm_trainers.agents.vllm").VLLMAgent
+    assert cls.settings is Agent.settings
+    spec = AgentSpec(kind, "/models/m", options=(("max_tokens", 8), ("temperature", 0.5), ("timeout_s", 3)))
+    assert spec_settings(spec) == {
+        "class": f"{cls.__module__}.{cls.__qualname__}",
+        "name": f"{kind}:/models/m",
+        "spec": f"{kind}:/models/m",
+        "options": {"max_tokens": 8, "temperature": 0.5},
+    }

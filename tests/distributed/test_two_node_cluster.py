@@ -44,13 +44,13 @@ def test_workers_spread_over_both_nodes_and_match_the_local_rollout(two_node_ray
 
 def test_evaluation_spreads_over_both_nodes_and_matches_the_local_run(two_node_ray, tmp_path):
     from llm_envs.agents.spec import resolve_agents
-    from llm_envs.distributed.evaluation import evaluate_on_ray
+    from llm_envs.distributed.evaluation import RayEvaluation
     from llm_envs.evaluation import evaluate
     from llm_envs.runner import load_episodes
 
-    remote = evaluate_on_ray(ENV, {None: "random"}, episodes=8, seed=3, concurrency=2, env_kwargs=KWARGS,
-                             out_dir=tmp_path / "ray", progress=False, plot=False, workers=2, cpus_per_worker=1.0,
-                             chunk_size=2)
+    remote = evaluate(ENV, {None: "random"}, episodes=8, seed=3, concurrency=2, env_kwargs=KWARGS,
+                      out_dir=tmp_path / "ray", progress=False, plot=False,
+                      runner=RayEvaluation(workers=2, cpus_per_worker=1.0, chunk_size=2))
     assert len(remote["ray"]["nodes"]) == 2
     agents = resolve_agents({None: "random"}, list(llm_envs.make(ENV, **KWARGS).possible_agents))
     local = evaluate(ENV, agents, episodes=8, seed=3, concurrency=3, env_kwargs=KWARGS, out_dir=tmp_path / "local",
