@@ -21,13 +21,19 @@ Infrastructure failures are never results
 =========================================
 
 When an agent produces no action (it raises, or returns an output with ``error`` set; see
-:mod:`llm_envs.agents.base`), the episode that needed it stops and is recorded as an
-:class:`EpisodeFailure`; it is **not** written to the results file, so a resumed run plays it
-again. The other episodes go on, except that
+:mod:`llm_envs.agents.base`), or a step cannot be judged because the infrastructure the
+environment relies on failed (``env.step`` raises an
+:class:`~llm_envs.core.errors.InfrastructureError`: a :class:`~llm_envs.core.SandboxFailure`
+when the sandbox failed under an agent's program, an :class:`~llm_envs.agents.AgentError` of an
+agent the environment calls itself), the episode that needed it stops and is recorded as an
+:class:`EpisodeFailure` (its ``reason`` is the failure's kind, e.g. ``sandbox``); it is **not**
+written to the results file, so a resumed run plays it again. The other episodes go on, except
+that
 
 * a *configuration error* (HTTP 4xx, e.g. a wrong model name) on an agent none of whose calls has
   succeeded yet stops the whole run at once: every further call would fail the same way;
-* after ``max_consecutive_failures`` failed calls in a row of one agent (a server that went away)
+* after ``max_consecutive_failures`` failed calls in a row of one agent (a server that went away),
+  or as many episodes in a row stopped by failures inside ``env.step`` (a sandbox that is down),
   no new episode is started; those in play finish or fail on their own.
 
 A run with any episode missing ends with :class:`IncompleteRunError`, which names how many
@@ -73,6 +79,7 @@ from llm_envs.agents.base import (
     run_blocking,
     serves_each_request,
 )
+from llm_envs.core.errors import InfrastructureError
 
 __all__ = [
     "EPISODES_FORMAT_VERSION",
@@ -179,12 +186,14 @@ class EpisodeFailure:
 
     Attributes:
         index, seed: The episode.
-        reason: The failure kind (:data:`llm_envs.agents.base.ERROR_KINDS`), or
-            ``"not_started"`` (the run stopped before it began), ``"stopped"`` (it was in play
-            when the run was stopped) or ``"worker_lost"`` (the process playing it died, on a
-            cluster, more often than the runner retries).
+        reason: The failure kind (:data:`llm_envs.agents.base.ERROR_KINDS`, or
+            :data:`llm_envs.core.errors.SANDBOX_FAILURE_KINDS` when the sandbox failed under an
+            agent's program), or ``"not_started"`` (the run stopped before it began),
+            ``"stopped"`` (it was in play when the run was stopped) or ``"worker_lost"`` (the
+            process playing it died, on a cluster, more often than the runner retries).
         message: What happened (the server's message, the exception).
-        agent: The agent id whose call failed, if one did.
+        agent: The agent id whose call failed, if one did (``None`` for a failure inside
+            ``env.step``, such as a sandbox failure).
         decisions: Decisions already played in the episode when it stopped.
     """
 
@@ -467,11 +476,16 @@ def _is_async_native(agent: Agent) -> bool:
 
 
 class _EpisodeStopped(Exception):
-    """An episode cannot go on: an agent produced no action (wraps the :class:`AgentError`)."""
+    """An episode cannot go on: an agent produced no action, or ``env.step`` could not judge
+    one (wraps the :class:`AgentError` or other :class:`InfrastructureError`)."""
 
-    def __init__(self, error: AgentError, agent: str | None, decisions: int) -> None:
+    def __init__(
+        self, error: InfrastructureError, agent: str | None, decisions: int, *, step_failure: bool = False
+    ) -> None:
         super().__init__(str(error))
         self.error, self.agent, self.decisions = error, agent, decisions
+        #: The failure came from inside ``env.step`` (not from the acting agent's own call).
+        self.step_failure = step_failure
 
 
 class _Dispatcher:
@@ -622,6 +636,8 @@ class _RunState:
     abort_error: AgentError | None = None
     abort_agent: str | None = None
     abort_event: asyncio.Event = field(default_factory=asyncio.Event)
+    #: Episodes stopped in a row by a failure inside ``env.step`` (reset by a finished episode).
+    consecutive_step_failures: int = 0
 
     def spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
@@ -648,6 +664,20 @@ class _RunState:
         limit = self.max_consecutive_failures
         if limit and dispatcher.consecutive_failures >= limit and self.progress.stop_reason is None:
             self.progress.stop_reason = f"{dispatcher.consecutive_failures} failed calls in a row of {dispatcher.name}"
+
+    def episode_ended(self, step_failure: InfrastructureError | None) -> None:
+        """Stop starting episodes after too many in a row stopped inside ``env.step`` (the
+        sandbox is down: every episode that runs a program would fail the same way)."""
+        if step_failure is None:
+            self.consecutive_step_failures = 0
+            return
+        self.consecutive_step_failures += 1
+        limit = self.max_consecutive_failures
+        if limit and self.consecutive_step_failures >= limit and self.progress.stop_reason is None:
+            self.progress.stop_reason = (
+                f"{self.consecutive_step_failures} episodes in a row stopped by "
+                f"{step_failure.kind} failures (e.g. {step_failure})"
+            )
 
 
 # ---------------------------------------------------------------------------- the runner contract
@@ -885,6 +915,7 @@ class Runner:
                     try:
                         result = await self._play(env, index, env_id, names, by_agent_id, state)
                     except _EpisodeStopped as stopped:
+                        state.episode_ended(stopped.error if stopped.step_failure else None)
                         failure = EpisodeFailure(
                             index,
                             self.seed + index,
@@ -900,6 +931,7 @@ class Runner:
                         continue
                     finally:
                         in_play.discard(index)
+                    state.episode_ended(None)
                     new_results[index] = result
                     if writer is not None:
                         writer.write(result)
@@ -1000,8 +1032,11 @@ class Runner:
             before = len(env.records)
             try:
                 env.step(output.text)
-            except AgentError as exc:  # an agent the environment itself calls (an LLM judge)
-                raise _EpisodeStopped(exc, None, len(steps)) from exc
+            except InfrastructureError as exc:
+                # The step could not be judged: the sandbox failed under the agent's program
+                # (SandboxFailure), or an agent the environment calls itself (an LLM judge)
+                # failed. Never a result: the episode is recorded as incomplete.
+                raise _EpisodeStopped(exc, None, len(steps), step_failure=True) from exc
             steps.append(self._step_entry(agent_id, output, before if len(env.records) > before else None))
         return EpisodeResult(
             index=index,

@@ -22,6 +22,15 @@ played on the environment itself; a record's reward is read when the episode is 
 delayed credit is included. Records are grouped by the environment's own key
 ``(episode_id, agent, turn)``: episodes started from the same seed (``samples_per_problem``
 repeats) share it, which is what REINFORCE++-baseline's group mean needs.
+
+**Infrastructure failures are dropped, never trained on.** When ``env.step`` raises an
+:class:`~llm_envs.core.errors.InfrastructureError` (a :class:`~llm_envs.core.SandboxFailure`: the
+sandbox failed under an agent's program, after its retry), the step has no reward, so the whole
+episode of that instance is dropped from the rollout: none of its records is trained on (with
+flat sampling its earlier rewards would miss the credit still to come; with tree sampling the
+group would miss a member), its metrics are left out, and it is counted in
+:attr:`RolloutResult.infra_failures` (the trainer logs ``rollout/infra_failed_episodes``). A
+rollout in which *every* episode failed raises instead: the infrastructure is down.
 """
 
 from __future__ import annotations
@@ -35,6 +44,7 @@ import numpy as np
 
 from llm_envs.agents.base import ActRequest, Agent, output_failure
 from llm_envs.core.env import TextEnv
+from llm_envs.core.errors import InfrastructureError
 
 __all__ = [
     "EnvGroup",
@@ -120,6 +130,9 @@ class RolloutResult:
         generate_s: Time spent sampling.
         env_s: Time spent cloning, stepping and scoring environments.
         generated_tokens: Completion tokens sampled.
+        infra_failures: One entry per episode dropped because an infrastructure failure kept a
+            step from being judged (``slot``, ``agent``, ``kind``, ``message``); its records
+            and metrics are not in ``records`` / ``episodes``.
     """
 
     records: list[TrainRecord]
@@ -128,6 +141,7 @@ class RolloutResult:
     generate_s: float = 0.0
     env_s: float = 0.0
     generated_tokens: int = 0
+    infra_failures: list[dict[str, Any]] = field(default_factory=list)
 
 
 def collect(
@@ -180,11 +194,12 @@ def collect(
     generate_s = 0.0
     generated = 0
     records: list[TrainRecord] = []
-    # (slot, record index) -> position in ``records`` of the record the episode kept; its final
+    # (slot, record index) -> the training record of the action the episode kept; its final
     # reward (delayed credit included) is read when the episodes are over
-    pending_rewards: dict[tuple[int, int], int] = {}
+    pending_rewards: dict[tuple[int, int], TrainRecord] = {}
     decisions = [0] * len(views)
     cut = [False] * len(views)
+    failed: dict[int, dict[str, Any]] = {}  # slot -> the infrastructure failure that dropped it
     active = [i for i, v in enumerate(views) if not v.over]
     opponents = dict(opponents or {})
     if opponents and not isinstance(group, LocalEnvGroup):
@@ -216,39 +231,52 @@ def collect(
         played = group.play(moves)
         for (i, agent, policy, prompt), gens, result in zip(meta, outputs, played):
             generated += sum(len(g.token_ids) for g in gens)
+            if result.failure is not None:  # no reward exists for this step: drop the episode
+                failed[i] = {"slot": i, "agent": agent, **result.failure}
+                views[i] = result.view
+                continue
             if tree:
                 group_key = ("tree", i, result.index, agent, result.scored[0].turn)
                 for c, (g, rec) in enumerate(zip(gens, result.scored)):
                     records.append(_train_record(policy, agent, rec, group_key, prompt, g, i, result.index, c,
                                                  chosen=c == result.best))
                     if c == result.best:
-                        pending_rewards[(i, result.index)] = len(records) - 1
+                        pending_rewards[(i, result.index)] = records[-1]
             else:
                 rec = result.scored[0]
                 records.append(_train_record(policy, agent, rec, rec.group_key, prompt, gens[0], i, result.index, 0,
                                              chosen=True, with_components=False))
-                pending_rewards[(i, result.index)] = len(records) - 1
+                pending_rewards[(i, result.index)] = records[-1]
             views[i] = result.view
             decisions[i] += 1
             if decisions[i] >= max_decisions and not views[i].over:
                 cut[i] = True
         env_s += time.perf_counter() - t0
-        active = [i for i in active if not views[i].over and not cut[i]]
+        active = [i for i in active if not views[i].over and not cut[i] and i not in failed]
 
+    if failed and len(failed) == len(views):
+        first = next(iter(failed.values()))
+        raise InfrastructureError(
+            f"every episode of the rollout ({len(views)}) was stopped by an infrastructure failure, "
+            f"e.g. {first['kind']}: {first['message']}; nothing to train on"
+        )
     # final rewards (delayed credit included) from the environments' own records
+    records = [r for r in records if r.slot not in failed]
+    pending_rewards = {key: rec for key, rec in pending_rewards.items() if key[0] not in failed}
     t0 = time.perf_counter()
     finals, episodes = group.finish(sorted(pending_rewards))
     env_s += time.perf_counter() - t0
-    for key, pos in pending_rewards.items():
+    for key, kept in pending_rewards.items():
         reward, components = finals[key]
-        records[pos].final_reward = reward
+        kept.final_reward = reward
         if not tree:
-            records[pos].reward = reward
-            records[pos].reward_components = dict(components)
+            kept.reward = reward
+            kept.reward_components = dict(components)
     for i, m in enumerate(episodes):
         m["truncated"] = float(cut[i])
+    episodes = [m for i, m in enumerate(episodes) if i not in failed]
     return RolloutResult(records, episodes, group.instances(), generate_s=generate_s, env_s=env_s,
-                         generated_tokens=generated)
+                         generated_tokens=generated, infra_failures=[failed[i] for i in sorted(failed)])
 
 
 def _train_record(policy: str, agent: str, rec: ScoredRecord, group: Hashable, prompt: Sequence[int], g: Any,
@@ -317,12 +345,16 @@ class Played:
         scored: One :class:`ScoredRecord` per candidate (one in flat mode).
         best: The candidate the episode continues from (first maximum on ties).
         view: The instance after the move.
+        failure: Set when a step (of any candidate) raised an
+            :class:`~llm_envs.core.errors.InfrastructureError`: ``{"kind", "message"}``. The
+            move has no reward (``scored`` is empty), and the instance's episode is dropped.
     """
 
     index: int
     scored: list[ScoredRecord]
     best: int
     view: SlotView
+    failure: dict[str, str] | None = None
 
 
 class EnvGroup:
@@ -400,13 +432,18 @@ class LocalEnvGroup(EnvGroup):
                 jobs += [(env.clone(), text) for text in move.texts]
             else:
                 jobs.append((env, move.texts[0]))
-        _step_all(jobs, self.env_workers)
+        failures = _step_all(jobs, self.env_workers)
         out: list[Played] = []
         cursor = 0
         for move, index in zip(moves, before):
             env = self._env(move.slot)
-            stepped = [job[0] for job in jobs[cursor : cursor + (len(move.texts) if move.tree else 1)]]
-            cursor += len(stepped)
+            width = len(move.texts) if move.tree else 1
+            stepped = [job[0] for job in jobs[cursor : cursor + width]]
+            failure = next((f for f in failures[cursor : cursor + width] if f is not None), None)
+            cursor += width
+            if failure is not None:  # this step cannot be judged: the episode is dropped
+                out.append(Played(index, [], 0, SlotView(True), {"kind": failure.kind, "message": str(failure)}))
+                continue
             for e in stepped:
                 if len(e.records) <= index:
                     raise RuntimeError(f"{type(env).__name__}.step added no record for agent {move.agent!r}")
@@ -476,16 +513,24 @@ def _scored(rec: Any) -> ScoredRecord:
                         dict(rec.reward_components), rec.group_key)
 
 
-def _step_all(jobs: Sequence[tuple[TextEnv, str]], workers: int) -> None:
-    """``env.step(text)`` for every job; in a thread pool when ``workers > 1``."""
+def _step_all(jobs: Sequence[tuple[TextEnv, str]], workers: int) -> list[InfrastructureError | None]:
+    """``env.step(text)`` for every job (in a thread pool when ``workers > 1``); per job, the
+    :class:`InfrastructureError` its step raised, or ``None``. Any other exception is a bug
+    and propagates."""
+
+    def step(job: tuple[TextEnv, str]) -> InfrastructureError | None:
+        try:
+            job[0].step(job[1])
+        except InfrastructureError as exc:
+            return exc
+        return None
+
     if workers <= 1 or len(jobs) <= 1:
-        for env, text in jobs:
-            env.step(text)
-        return
+        return [step(job) for job in jobs]
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        list(pool.map(lambda job: job[0].step(job[1]), jobs))
+        return list(pool.map(step, jobs))
 
 
 def spawn_envs(first: TextEnv, n: int) -> list[TextEnv]:

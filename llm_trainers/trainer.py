@@ -14,12 +14,20 @@
 
 Everything a resumed run needs is in the checkpoint; episode seeds are a pure function of
 (run seed, step, instance), so a resumed run replays exactly what the uninterrupted one would.
+
+Infrastructure failures (``llm_envs.core.InfrastructureError``: a sandbox that failed under an
+agent's program, an agent that produced no action) are never trained on nor scored: a training
+episode hit by one is dropped from its rollout (``rollout/infra_failed_episodes``), an
+evaluation episode is left out of the evaluation's means (``eval/errors``: the share of the
+evaluation's episodes lost that way; ``eval/incomplete_episodes``: how many). An evaluation that
+fails on a configuration error (a wrong model name) stops the run.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -45,6 +53,8 @@ from llm_trainers.learner import Learner, LossConfig, OptimConfig, UpdateSample
 from llm_trainers.metrics import MetricsLogger
 from llm_trainers.policies import LoraSettings, PolicySet, build_policies
 from llm_trainers.rollout import RolloutResult, TrainRecord, collect, spawn_envs
+
+log = logging.getLogger(__name__)
 
 __all__ = ["EVAL_SEED_BASE", "TRAIN_SEED_BASE", "Trainer", "learner_kwargs", "policy_spec", "train_seeds"]
 
@@ -263,6 +273,13 @@ class Trainer:
             offload()
         metrics: dict[str, float] = {}
         metrics.update(_rollout_metrics(res.records, res.episodes, "rollout"))
+        metrics["rollout/infra_failed_episodes"] = float(len(res.infra_failures))
+        if res.infra_failures:
+            first = res.infra_failures[0]
+            log.warning(
+                "step %d: %d of %d training episodes dropped by infrastructure failures (not trained on), "
+                "e.g. %s: %s", self.step, len(res.infra_failures), cfg.env.num_envs, first["kind"], first["message"],
+            )
         train_agents = set(cfg.env.train_agents) if cfg.env.train_agents is not None else None
         records = [r for r in res.records if r.completion_ids and (train_agents is None or r.agent in train_agents)]
 
@@ -369,8 +386,12 @@ class Trainer:
     def evaluate(self, episodes: int | None = None) -> dict[str, float]:
         """Evaluate through the runner (:func:`llm_envs.runner.run_episodes`): flat sampling at
         the eval temperature on fixed seeds, one model agent per policy (agents that share a
-        policy share its batches). Transcripts go to ``<output_dir>/eval/step_<n>.jsonl``."""
-        from llm_envs.runner import run_episodes
+        policy share its batches). Transcripts go to ``<output_dir>/eval/step_<n>.jsonl``.
+
+        Episodes that infrastructure failures kept from finishing are left out of the means and
+        counted (``eval/errors``, ``eval/incomplete_episodes``); a configuration error (the
+        first calls refused) raises :class:`~llm_envs.runner.IncompleteRunError`."""
+        from llm_envs.runner import IncompleteRunError, run_episodes
 
         cfg = self.cfg
         n = episodes or cfg.run.eval_episodes
@@ -384,12 +405,22 @@ class Trainer:
         out_path.parent.mkdir(parents=True, exist_ok=True)
         if out_path.exists():
             out_path.unlink()  # a re-run of this evaluation (after a resume) replaces it
-        results = run_episodes(
-            cfg.env.id, agents, n, seed=EVAL_SEED_BASE, concurrency=n,
-            env_kwargs=self._env_kwargs({**cfg.env.kwargs, **cfg.env.eval_kwargs}), out_path=out_path,
-            max_batch_size=cfg.rollout.max_batch_size,
-        )
-        return _episode_metrics(results, "eval")
+        try:
+            results = run_episodes(
+                cfg.env.id, agents, n, seed=EVAL_SEED_BASE, concurrency=n,
+                env_kwargs=self._env_kwargs({**cfg.env.kwargs, **cfg.env.eval_kwargs}), out_path=out_path,
+                max_batch_size=cfg.rollout.max_batch_size,
+            )
+            incomplete = 0
+        except IncompleteRunError as exc:
+            if exc.configuration_error is not None:
+                raise
+            results, incomplete = exc.results, len(exc.failures)
+            log.warning("step %d evaluation: %s", self.step, exc)
+        metrics = _episode_metrics(results, "eval")
+        metrics["eval/incomplete_episodes"] = float(incomplete)
+        metrics["eval/errors"] = incomplete / n if n else 0.0
+        return metrics
 
     # ------------------------------------------------------------------ loop
     def train(self, until_step: int | None = None) -> dict[str, float]:
@@ -534,7 +565,6 @@ def _episode_metrics(results: Sequence[Any], prefix: str) -> dict[str, float]:
     steps = [s for r in results for s in r.steps]
     if steps:
         out[f"{prefix}/completion_len"] = float(np.mean([s.get("completion_tokens", 0) for s in steps]))
-        out[f"{prefix}/errors"] = float(np.mean([s.get("error") is not None for s in steps]))
     return out
 
 

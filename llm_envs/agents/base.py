@@ -35,6 +35,8 @@ from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from llm_envs.core.errors import InfrastructureError
+
 if TYPE_CHECKING:  # pragma: no cover
     from llm_envs.core.env import Observation, TextEnv
 
@@ -53,8 +55,9 @@ ERROR_KINDS: Mapping[str, str] = {
 }
 
 
-class AgentError(Exception):
-    """An agent could not produce an action: an infrastructure failure, never a model outcome.
+class AgentError(InfrastructureError):
+    """An agent could not produce an action: an infrastructure failure, never a model outcome
+    (:class:`~llm_envs.core.errors.InfrastructureError`, like a sandbox failure).
 
     Args:
         message: What went wrong, with the server's own message where there is one.
@@ -69,7 +72,6 @@ class AgentError(Exception):
         super().__init__(message)
         if kind not in ERROR_KINDS:
             raise ValueError(f"unknown AgentError kind {kind!r}; expected one of {', '.join(ERROR_KINDS)}")
-        self.message = message
         self.kind = kind
         self.status = status
         self.attempts = attempts
@@ -79,9 +81,6 @@ class AgentError(Exception):
         """A failure that retrying cannot fix and that, when it hits the very first calls,
         means the run is misconfigured (a wrong model name, URL or key): HTTP 4xx."""
         return self.kind == "client_error"
-
-    def __str__(self) -> str:
-        return self.message
 
     def __repr__(self) -> str:
         return f"AgentError({self.message!r}, kind={self.kind!r})"

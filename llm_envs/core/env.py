@@ -43,6 +43,7 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import AECEnv
 
+from llm_envs.core.errors import InfrastructureError
 from llm_envs.core.records import ActionRecord, format_transcript
 from llm_envs.core.spaces import action_space, observation_space
 
@@ -166,6 +167,13 @@ class TextEnv(AECEnv[str, Observation, str]):
         A finished agent must be stepped once with ``None`` (PettingZoo's dead step). For a live
         agent ``None`` counts as the empty string; any other non-``str`` is a programming error
         and raises ``TypeError``.
+
+        Raises:
+            InfrastructureError: the step cannot be judged because the infrastructure failed (a
+                :class:`~llm_envs.core.errors.SandboxFailure`: the sandbox failed under the
+                agent's program). Never a model outcome, never scored; environments raise it
+                before they change their state, so the step did not happen: step the same
+                action again once the infrastructure works, or drop the episode.
         """
         self._require_reset()
         if not self.agents:
@@ -179,9 +187,15 @@ class TextEnv(AECEnv[str, Observation, str]):
         if not isinstance(action, str):
             raise TypeError(f"actions are text: expected str, got {type(action).__name__}")
 
+        rewards_before, cumulative_before = dict(self.rewards), self._cumulative_rewards[agent]
         self._cumulative_rewards[agent] = 0.0
         self._clear_rewards()
-        next_agent = self._apply_action(agent, action)
+        try:
+            next_agent = self._apply_action(agent, action)
+        except InfrastructureError:
+            # The step could not be judged (the sandbox failed): it did not happen.
+            self.rewards, self._cumulative_rewards[agent] = rewards_before, cumulative_before
+            raise
         if self._episode_over:
             if next_agent is not None:
                 raise AssertionError("_apply_action ended the episode but returned a next agent")

@@ -36,6 +36,10 @@ Rewards (Stronger-MAS, arXiv 2510.11062: ``r = alpha * r_team + r_local``, ``alp
 The team reward of a turn is known only once the plan agent has acted, so the tool agent's
 record receives it then (delayed credit); its PettingZoo reward is emitted at that moment.
 
+A program the *sandbox* failed to run (its worker died or hung, on a retry too) is not the
+program's failure and earns nothing: ``step`` raises :class:`~llm_envs.core.SandboxFailure`
+before the state changes, and the runner records the episode as incomplete (docs/sandboxes.md).
+
 Enumerable moves (the interop hook, :mod:`llm_envs.interop.hooks`): ``legal_actions(agent)``
 lists, for the agent to act, one complete action per small move of the game
 (``rules.legal_plans``: one step for Plan-Path and Sokoban, one cell for Sudoku), as the answer
@@ -69,6 +73,7 @@ from llm_envs.envs._common import (  # noqa: F401  (AGENT_MODES, REWARD_MODES re
     check_team_options,
     end_turn,
 )
+from llm_envs.verifiers.code import run_program
 
 State = TypeVar("State")
 Plan = TypeVar("Plan")
@@ -484,7 +489,9 @@ class PuzzleEnv(SandboxUser, TextEnv):
         limits = sandboxes.Limits(
             time_s=float(self.config.program_time_s), memory_mb=int(self.config.program_memory_mb)
         )
-        result = self.sandbox.run(program, stdin=self.rules.puzzle_text(self.state) + "\n", limits=limits)
+        # A sandbox failure raises SandboxFailure here (after a retry), before any state changes:
+        # it is not the program's outcome, so it is never scored.
+        result = run_program(self.sandbox, program, stdin=self.rules.puzzle_text(self.state) + "\n", limits=limits)
         if result.timed_out:
             status, detail = "timeout", f"time limit of {self.config.program_time_s:g} s exceeded"
         elif getattr(result, "oom", False):

@@ -35,7 +35,7 @@ PANELS: tuple[tuple[str, str, tuple[str, ...], tuple[float, float] | None], ...]
     ("gradient norm (before clipping)", "norm", (r"^train/.+/grad_norm$",), None),
     ("completion length", "tokens", (r"^(rollout|eval)/completion_len$",), None),
     ("turns per episode", "turns", (r"^(rollout|eval)/turns$",), None),
-    ("format and call errors", "share", (r"^(rollout|eval)/format_ok$", r"^eval/errors$"), (0.0, 1.0)),
+    ("format errors and infrastructure failures", "share", (r"^(rollout|eval)/format_ok$", r"^eval/errors$"), (0.0, 1.0)),
     ("throughput", "tokens / s", (r"^throughput/.+$",), None),
 )
 PHASE_PATTERN = re.compile(r"^time/(.+)_s$")

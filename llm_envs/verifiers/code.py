@@ -18,6 +18,13 @@ Test formats written by a tester agent:
   after a line naming it an input (``**Test Input:**``, ``Input 2:``, ...), the second after a
   line naming it an output (``**Test Output:**``, ``Expected output:``).
 
+Every sandboxed run goes through :func:`run_program`, :func:`judge_function` or
+:func:`judge_io`. A run on which the *sandbox* failed (``RunResult.sandbox_error``,
+``TestReport.sandbox_error``: a worker that died, hung or answered garbage) is retried on a fresh
+worker up to :data:`SANDBOX_ATTEMPTS` times in all, then raised as
+:class:`~llm_envs.core.errors.SandboxFailure`: it is never returned as the program's failure,
+so no environment can score it (see docs/sandboxes.md).
+
 Equality assertions of generated tests (``assert f(x) == y``) are rewritten so that a failure
 reads ``expected <y>, got <f(x)>``: the feedback shows the actual value, not only "failed".
 """
@@ -26,11 +33,13 @@ from __future__ import annotations
 
 import ast
 import concurrent.futures
+import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from llm_envs.core.errors import SandboxFailure
 from sandboxes import parse_python
 
 _FENCE = "```"
@@ -40,7 +49,13 @@ DEFAULT_MAX_TESTS = 16
 #: Longest test snippet or stdin accepted from a tester (characters).
 MAX_TEST_CHARS = 20_000
 
+#: Runs tried in all (the first and its retries) before a sandbox failure is raised. A failed
+#: worker is replaced by the sandbox, so a retry runs on a fresh one; beyond that, a sandbox
+#: that keeps failing is down and the step waits for it no longer.
+SANDBOX_ATTEMPTS = 2
+
 _T = TypeVar("_T")
+log = logging.getLogger(__name__)
 
 # ---------------------------------------------------------------------------------------------
 # code blocks
@@ -485,6 +500,54 @@ def _not_compiled(tests: Sequence[Any], error: str, io_style: bool) -> Any:
     return TestReport(results=results, compiled=False, ran=False, error=error)
 
 
+def _sandbox_checked(call: Callable[[], _T], what: str, attempts: int) -> _T:
+    """``call()`` (a sandbox run or a harness over runs), retried while the *sandbox* fails;
+    raises :class:`SandboxFailure` when every attempt failed, so a sandbox failure is never
+    returned as a result."""
+    from sandboxes import SandboxError, SandboxUnavailable
+
+    if attempts < 1:
+        raise ValueError(f"attempts must be >= 1, got {attempts}")
+    failure = ""
+    for attempt in range(1, attempts + 1):
+        try:
+            result = call()
+        except SandboxUnavailable as exc:  # no retry can help: the backend cannot run here
+            raise SandboxFailure(f"the sandbox cannot run {what}: {exc}", kind="sandbox_unavailable") from exc
+        except SandboxError as exc:  # e.g. a worker that could not start
+            failure = f"{type(exc).__name__}: {exc}"
+        else:
+            error = getattr(result, "sandbox_error", None)
+            if not error:
+                return result
+            failure = str(error)
+        if attempt < attempts:
+            log.warning("the sandbox failed running %s (attempt %d of %d), retrying: %s", what, attempt, attempts, failure)
+    raise SandboxFailure(
+        f"the sandbox failed running {what} ({attempts} attempt{'s' if attempts != 1 else ''}): {failure}",
+        attempts=attempts,
+    )
+
+
+def run_program(
+    sandbox: Any,
+    source: str,
+    *,
+    stdin: str = "",
+    limits: Any = None,
+    attempts: int = SANDBOX_ATTEMPTS,
+) -> Any:
+    """``sandbox.run(source, stdin=stdin, limits=limits)``: the program's ``RunResult``.
+
+    Raises:
+        SandboxFailure: the sandbox failed on every one of ``attempts`` runs (the program's
+            outcome is unknown; never report it as the program's).
+    """
+    return _sandbox_checked(
+        lambda: sandbox.run(source, stdin=stdin, limits=limits), "a program", attempts
+    )
+
+
 def judge_function(
     sandbox: Any,
     solution: str,
@@ -494,21 +557,31 @@ def judge_function(
     entry_point: str | None = None,
     time_s: float = 5.0,
     memory_mb: int = 512,
+    attempts: int = SANDBOX_ATTEMPTS,
 ) -> Any:
-    """Run function-style ``tests`` against ``solution`` in ``sandbox``; a ``TestReport``."""
+    """Run function-style ``tests`` against ``solution`` in ``sandbox``; a ``TestReport``.
+
+    Raises:
+        SandboxFailure: the sandbox failed under the tests on every attempt (see
+            :func:`run_program`).
+    """
     from sandboxes import run_function_tests
 
     error = compile_error(solution)
     if error is not None:
         return _not_compiled(tests, error, io_style=False)
-    return run_function_tests(
-        sandbox,
-        solution,
-        list(tests),
-        setup=setup,
-        entry_point=entry_point,
-        time_s=time_s,
-        memory_mb=memory_mb,
+    return _sandbox_checked(
+        lambda: run_function_tests(
+            sandbox,
+            solution,
+            list(tests),
+            setup=setup,
+            entry_point=entry_point,
+            time_s=time_s,
+            memory_mb=memory_mb,
+        ),
+        "function tests",
+        attempts,
     )
 
 
@@ -519,15 +592,23 @@ def judge_io(
     *,
     time_s: float = 5.0,
     memory_mb: int = 512,
+    attempts: int = SANDBOX_ATTEMPTS,
 ) -> Any:
-    """Run ``program`` on each ``(stdin, expected)`` case in ``sandbox``; a ``TestReport``."""
+    """Run ``program`` on each ``(stdin, expected)`` case in ``sandbox``; a ``TestReport``.
+
+    Raises:
+        SandboxFailure: the sandbox failed under a case on every attempt (see
+            :func:`run_program`).
+    """
     from sandboxes import run_io_cases
 
     error = compile_error(program)
     if error is not None:
         return _not_compiled(cases, error, io_style=True)
-    return run_io_cases(
-        sandbox, program, list(cases), time_s=time_s, memory_mb=memory_mb
+    return _sandbox_checked(
+        lambda: run_io_cases(sandbox, program, list(cases), time_s=time_s, memory_mb=memory_mb),
+        "stdin/stdout cases",
+        attempts,
     )
 
 
@@ -539,7 +620,11 @@ def judge(
     *,
     time_s: float = 5.0,
 ) -> Any:
-    """Run ``code`` against ``tests`` (default: the problem's golden tests) in its style."""
+    """Run ``code`` against ``tests`` (default: the problem's golden tests) in its style.
+
+    Raises:
+        SandboxFailure: the sandbox failed (see :func:`run_program`).
+    """
     tests = problem.tests if tests is None else tests
     if problem.style == "io":
         return judge_io(sandbox, code, tests, time_s=time_s)

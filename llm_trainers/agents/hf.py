@@ -313,7 +313,10 @@ class HFAgent(Agent):
         prompts = [self.engine.encode(self.policy, r.observation) for r in requests]
         try:
             gens = self.engine.generate(self.policy, prompts, n=n)
-        except (RuntimeError, ValueError) as exc:  # e.g. out of memory: report, do not raise
+        except (RuntimeError, ValueError) as exc:
+            # e.g. out of memory: an infrastructure failure, never an action. Reported per request
+            # through AgentOutput.error (llm_envs.agents.base): the runner never plays such an
+            # output; the episode is recorded incomplete and a resumed run plays it again.
             return [[AgentOutput(text="", prompt_token_ids=p, error=f"{type(exc).__name__}: {exc}")] * n for p in prompts]
         latency = time.perf_counter() - t0
         return [

@@ -475,6 +475,8 @@ class VLLMAgent(Agent):
         try:
             rows = self.engine.generate(self.policy, prompts, n=n)
         except (RuntimeError, ValueError) as exc:
+            # An infrastructure failure, never an action: reported through AgentOutput.error,
+            # which the runner never plays (the episode is recorded incomplete; see HFAgent).
             return [[AgentOutput(text="", prompt_token_ids=p, error=f"{type(exc).__name__}: {exc}")] * n for p in prompts]
         return [
             [AgentOutput(text=g.text, prompt_token_ids=p, token_ids=g.token_ids, logprobs=g.logprobs,

@@ -31,6 +31,9 @@ Rewards (dense)        ``alpha * r_team + r_local`` per action, all known at the
                        the golden solution on its tests. A reply without code or tests earns 0
                        for those terms (no separate penalty)
 Rewards (outcome)      ``alpha * 1[this turn's code passes every golden test]`` for both
+Sandbox failure        a run the sandbox itself failed (worker died or hung, on a retry too)
+                       is never scored: ``step`` raises ``llm_envs.core.SandboxFailure``
+                       before the state changes (the runner records the episode incomplete)
 Termination            the coder's code passes every one of the tester's (valid) tests
 Truncation             ``max_turns`` turns played without that agreement; the single-agent
                        variant ends after its one turn
@@ -236,15 +239,17 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
     def _coder_step(self, action: str) -> str | None:
         cfg = self.config
         code = code_verifier.extract_code(action)
+        # Judged before any state changes: a sandbox failure raises SandboxFailure and leaves
+        # the episode as it was (the step can be played again).
+        report = None if code is None else self._judge_all([(code, self.golden_tests)])[0]
         record = self._add_record(
             "coder", action, parsed={"code": code}, format_ok=code is not None
         )
-        if code is None:
+        if report is None:
             builds = runs = False
             golden_rate = 0.0
             info: dict[str, Any] = {"error": "no ```python code block found"}
         else:
-            (report,) = self._judge_all([(code, self.golden_tests)])
             builds = report.compiled
             first = report.results[: cfg.runs_check_tests]
             io_style = self.problem is not None and self.problem.style == "io"
@@ -291,6 +296,15 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             parsed = code_verifier.parse_function_tests(
                 action, problem.entry_point, max_tests=cfg.max_generated_tests
             )
+        # Judged before any state changes (see _coder_step).
+        reports: list[Any] = []
+        if parsed.valid:
+            jobs = []
+            if problem.solution is not None:
+                jobs.append((problem.solution, parsed.tests))
+            if self._code is not None:
+                jobs.append((self._code, parsed.tests))
+            reports = self._judge_all(jobs)
         record = self._add_record(
             "tester",
             action,
@@ -305,12 +319,6 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         mismatches: list[rules.Mismatch] = []
         passed = 0
         if parsed.valid:
-            jobs = []
-            if problem.solution is not None:
-                jobs.append((problem.solution, parsed.tests))
-            if self._code is not None:
-                jobs.append((self._code, parsed.tests))
-            reports = self._judge_all(jobs)
             golden_report = reports.pop(0) if problem.solution is not None else None
             code_report = reports.pop(0) if self._code is not None else None
             golden_solution_rate = (

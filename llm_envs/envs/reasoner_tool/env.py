@@ -23,6 +23,9 @@ Rewards (dense)        ``alpha * r_team + r_local`` per action, known at the act
                        ``r_local`` = 0.2 format (a non-empty ``\\boxed{}``) + 0.8 correct;
                        tool ``r_local`` = 0.1 builds + 0.1 runs (exit 0 in time) + 0.8 correct
 Rewards (outcome)      ``alpha * r_team`` for both
+Sandbox failure        a run the sandbox itself failed (worker died or hung, on a retry too)
+                       is never scored: ``step`` raises ``llm_envs.core.SandboxFailure``
+                       before the state changes (the runner records the episode incomplete)
 Termination            the reasoner's and the tool's answers of a turn agree (math-verify)
 Truncation             ``max_turns`` turns without agreement; the single-agent variant ends
                        after its one turn
@@ -57,7 +60,7 @@ from llm_envs.envs._common import (
 )
 from llm_envs.envs.reasoner_tool import rules
 from llm_envs.tasks import Problem, TaskSource
-from llm_envs.verifiers.code import compile_error, extract_code
+from llm_envs.verifiers.code import compile_error, extract_code, run_program
 from llm_envs.verifiers.math import check_answer
 
 
@@ -219,8 +222,11 @@ class ReasonerToolEnv(TimedSandboxUser, TextEnv):
         if builds:
             import sandboxes
 
+            # A sandbox failure raises SandboxFailure here, before any state changes: it is
+            # not the program's outcome, so it is never scored.
             with self._waiting_for_sandbox():
-                result = self.sandbox.run(
+                result = run_program(
+                    self.sandbox,
                     code,
                     limits=sandboxes.Limits(
                         time_s=cfg.program_time_s, memory_mb=cfg.program_memory_mb
