@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from ._common import CLIError, env_kwargs, slug
+from ._common import EXIT_INCOMPLETE, EXIT_USAGE, CLIError, env_kwargs, slug
 
 
 def _competitors(args: argparse.Namespace) -> dict[str, Any]:
@@ -67,6 +67,7 @@ def cmd_arena(args: argparse.Namespace) -> int:
     from llm_envs.agents.spec import resolve_agents
     from llm_envs.games.arena import format_arena, run_arena
     from llm_envs.registry import entry
+    from llm_envs.runner import IncompleteRunError
 
     try:
         env_entry = entry(args.env_id)
@@ -118,11 +119,22 @@ def cmd_arena(args: argparse.Namespace) -> int:
             settings={"command": "llm-envs " + " ".join(sys.argv[1:])},
             log=lambda message: print(message, file=sys.stderr),
         )
+    except IncompleteRunError as exc:
+        # An infrastructure failure (a server down, a sandbox failure) is not a game result: the
+        # games it cut short are not scored; finished games stay on disk for --resume.
+        print(f"error: the tournament is incomplete: {exc}\nfinished games are saved in {out}; "
+              "run the same command with --resume to play the rest", file=sys.stderr)
+        return EXIT_USAGE if exc.configuration_error is not None else EXIT_INCOMPLETE
     finally:
         for agent in agents.values():
             agent.close()
     print(format_arena(summary))
     print(f"\nwrote {out}/summary.json, {out}/games.jsonl" + ("" if args.no_plot else f", {out}/plot.png"))
+    if not args.no_report:
+        from llm_envs.report import write_report_safely
+
+        if write_report_safely(out, log=lambda message: print(message, file=sys.stderr)):
+            print(f"wrote {out}/report.html (open it in a browser)")
     return 0
 
 
@@ -158,4 +170,5 @@ def add_parsers(sub: Any) -> None:
     sampling.add_argument("--timeout", type=float, help="HTTP agents: seconds per request")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-plot", action="store_true", help="no plot.png")
+    p.add_argument("--no-report", action="store_true", help="no report.html (see `llm-envs report`)")
     p.set_defaults(func=cmd_arena)

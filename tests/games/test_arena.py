@@ -170,3 +170,30 @@ def test_cli_arena_writes_the_run_and_prints_the_table(tmp_path, capsys):
                  str(tmp_path / "y")]) == 2
     assert main(["arena", "llm/Signalling-v0", "--agent", "a=random", "--agent", "b=random", "--out",
                  str(tmp_path / "z")]) == 0  # any multi-agent environment works
+
+
+def test_cli_arena_an_infrastructure_failure_leaves_the_tournament_incomplete_and_resumable(tmp_path, capsys):
+    # A server that goes down mid-tournament must not hand its games to the opponent: the CLI
+    # stops with exit 3, keeps the finished games, and --resume plays the rest to the result of
+    # an uninterrupted tournament.
+    healed = tmp_path / "healed"
+    agents_file = tmp_path / "agents.yaml"
+    agents_file.write_text(
+        "solver:\n  spec: py:tests.games.server_down_agent:ServerDownAgent\n"
+        f"  answered: 6\n  healed: {healed}\nrandom: random\n"
+    )
+    common = ["arena", "llm/TicTacToe-v0", "--agents-file", str(agents_file), "--games", "2", "--rounds", "2",
+              "--no-progress", "--no-plot", "--no-report"]
+    out = tmp_path / "run"
+    assert main([*common, "--out", str(out)]) == 3
+    assert "incomplete" in capsys.readouterr().err
+    assert not (out / "summary.json").exists()
+    finished = (out / "games.jsonl").read_text().splitlines() if (out / "games.jsonl").exists() else []
+    assert all(json.loads(line)["episode"]["rewards"] for line in finished)
+    healed.write_text("")
+    assert main([*common, "--out", str(out), "--resume"]) == 0
+    clean = tmp_path / "clean"
+    assert main([*common, "--out", str(clean)]) == 0
+    resumed, expected = (json.loads((d / "summary.json").read_text()) for d in (out, clean))
+    assert resumed["ratings"] == expected["ratings"] and resumed["head_to_head"] == expected["head_to_head"]
+    assert outcomes(out) == outcomes(clean)

@@ -11,7 +11,9 @@ observation       ``{"instruction", "prompt"}``: a short note on the format; the
                   actions, the game master's notes), in order, as TextArena's default wrapper shows
                   them (``[GAME] ...`` / ``[Player 1] ...``); a message over 20,000 characters (an
                   echoed runaway action) is cut, and so is the oldest text past 500,000
-action            any text, passed to TextArena as is
+action            any text, passed to TextArena as is up to 8,192 characters; a longer reply is cut to
+                  its last 8,192 (where a reply's final answer is): TextArena's move patterns
+                  take quadratic time on long text (a 1 MiB reply held ConnectFour for minutes)
 invalid move      TextArena's own rule: an invalid move is reported to the player, who may try again
                   (``error_allowance`` times, 1 by default); one more invalid move loses the game
                   (``format_ok=False`` on every invalid attempt)
@@ -168,6 +170,7 @@ class TextArenaEnv(TextEnv):
         self._rng.numpy = np.random.RandomState(seed).get_state()
         with _episode_globals(self._rng):
             self._game.reset(num_players=self._num_players, seed=seed)
+        _guard_eliminations(self._game.state, self._num_players)
         self._last_record = {}
         self._invalid = 0
         self._lost_by_invalid = False
@@ -179,6 +182,9 @@ class TextArenaEnv(TextEnv):
         player = self.player_index(agent)
         record = self._add_record(agent, action)
         self._last_record[player] = record
+        if len(action) > MAX_ACTION_CHARS:
+            record.info["cut_characters"] = len(action) - MAX_ACTION_CHARS
+            action = action[-MAX_ACTION_CHARS:]
         invalid, lost, failure, done = self._play(self._game, self._rng, player, action)
         record.parsed["invalid"] = invalid
         record.format_ok = not invalid
@@ -360,6 +366,36 @@ class TextArenaEnv(TextEnv):
         return self._first_valid(player, [candidates[int(i)] for i in order])
 
 
+class AllPlayersEliminated(RuntimeError):
+    """Every player of a free-for-all game is eliminated (TextArena would loop forever)."""
+
+
+class _EliminationOrder(list):
+    """TextArena's ``elimination_order`` list, except that asking whether a player is in it
+    once every player is raises :class:`AllPlayersEliminated`: ``FFAMultiPlayerState.step``
+    (0.7.4) looks for the next player not eliminated with ``while player in
+    elimination_order``, which never ends when invalid moves have eliminated everyone
+    (MarketEntryGame, PublicGoodsGame, ...). The step then fails like any TextArena error (the
+    episode is truncated, the failure recorded) instead of hanging the caller."""
+
+    def __init__(self, items: Any, num_players: int) -> None:
+        super().__init__(items)
+        self.num_players = num_players
+
+    def __contains__(self, player: object) -> bool:
+        if len(set(self)) >= self.num_players:
+            raise AllPlayersEliminated(f"all {self.num_players} players are eliminated")
+        return super().__contains__(player)
+
+
+def _guard_eliminations(state: Any, num_players: int) -> None:
+    order = getattr(state, "elimination_order", None)
+    if isinstance(order, list) and not isinstance(order, _EliminationOrder):
+        state.elimination_order = _EliminationOrder(order, num_players)
+
+
+#: Longest action passed to the game (the reply's tail is kept; see the spec table).
+MAX_ACTION_CHARS = 8192
 #: Longest message shown (TextArena echoes every action, however long, to the other players).
 _MAX_MESSAGE_CHARS = 20_000
 _MAX_PROMPT_CHARS = 500_000

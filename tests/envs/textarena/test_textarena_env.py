@@ -74,3 +74,41 @@ def test_every_runnable_game_takes_any_text_and_clones(game):
         agent = twin.agent_selection
         twin.step(None if twin.terminations[agent] or twin.truncations[agent] else "[1]")
     assert env.transcript() == before
+
+
+# ---------------------------------------------------------------- TextArena's own defects, contained
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("game", ["MarketEntryGame-v0", "PublicGoodsGame-v0"])
+def test_a_game_where_invalid_moves_eliminate_everyone_ends_instead_of_hanging(game):
+    # TextArena 0.7.4's free-for-all state loops forever looking for a player not eliminated.
+    env = llm_envs.make(f"textarena/{game}")
+    env.reset(seed=0)
+    for _ in range(200):
+        if env.episode_over:
+            break
+        env.step("")  # never a valid move
+    assert env.episode_over
+    assert all(isinstance(r.reward, float) for r in env.records)
+
+
+@pytest.mark.timeout(60)
+def test_a_runaway_reply_is_cut_to_its_tail_before_the_game_sees_it():
+    from llm_envs.envs.textarena.env import MAX_ACTION_CHARS
+
+    env = llm_envs.make("textarena/ConnectFour-v0")
+    env.reset(seed=0)
+    reply = "x" * (1 << 20) + " [col 3]"  # the game's move pattern is quadratic in the text's length
+    env.step(reply)
+    first = env.records[0]
+    assert first.info["cut_characters"] == len(reply) - MAX_ACTION_CHARS
+    assert first.format_ok  # the tail holds the move
+    assert env.agent_selection == "player_1"
+
+
+def test_a_non_numeric_final_reward_becomes_the_intended_number():
+    # ThreeCardMonte passes set_invalid_move its reason and reward swapped.
+    env = llm_envs.make("textarena/ThreeCardMonte-v0")
+    env.reset(seed=0)
+    while not env.episode_over:
+        env.step("no guess")
+    assert env.agent_rewards() == {"player_0": 0.0}
