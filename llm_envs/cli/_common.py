@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import hashlib
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from llm_envs.agents.spec import parse_option_value
@@ -61,3 +63,60 @@ def slug(text: str, limit: int = 60) -> str:
     if len(result) > limit:
         result = result[: limit - 9] + "-" + hashlib.sha256(text.encode()).hexdigest()[:8]
     return result
+
+
+def add_model_options(parser: argparse.ArgumentParser) -> None:
+    """The sampling and transport defaults for model agents that ``eval`` and ``arena`` share
+    (read back with :func:`model_defaults`)."""
+    from llm_envs.agents.openai_http import DEFAULT_MAX_TOKENS, DEFAULT_TIMEOUT_S
+
+    group = parser.add_argument_group("model agents (openai, hf, vllm): defaults for options a spec does not set")
+    group.add_argument("--temperature", type=float, help="sampling temperature (default: the model's)")
+    group.add_argument("--top-p", type=float, help="nucleus sampling mass (default: the model's)")
+    group.add_argument(
+        "--max-tokens",
+        type=int,
+        default=DEFAULT_MAX_TOKENS,
+        help=f"most completion tokens per model call (default {DEFAULT_MAX_TOKENS}, so that a "
+        "server's own default, often the whole context, never decides how long a run takes; "
+        "0 = the model's or server's default)",
+    )
+    group.add_argument("--stop", action="append", help="stop string (repeatable)")
+    group.add_argument("--sampling-seed", type=int, help="the sampling seed sent to the model")
+    group.add_argument("--max-concurrency", type=int, help="HTTP agents: most requests in flight per agent (default 8)")
+    group.add_argument(
+        "--timeout",
+        type=float,
+        help=f"HTTP agents: seconds per request before it is cancelled (default {DEFAULT_TIMEOUT_S:g}); "
+        "a timed-out request is not re-sent and its episode is left for --resume",
+    )
+    group.add_argument(
+        "--retry-timeouts",
+        action="store_true",
+        help="HTTP agents: re-send a timed-out request (only for servers that stop working on a "
+        "request when the client goes away, as vLLM and SGLang do)",
+    )
+    group.add_argument(
+        "--cache",
+        type=Path,
+        metavar="PATH",
+        help="HTTP agents: keep every answer in this SQLite file and never send an answered "
+        "request again (key: server, model, messages, sampling fields, episode seed, decision)",
+    )
+
+
+def model_defaults(args: argparse.Namespace) -> dict[str, Any]:
+    """The options of :func:`add_model_options` as agent-spec defaults (``None``: not set)."""
+    if args.max_tokens is not None and args.max_tokens < 0:
+        raise CLIError(f"--max-tokens must be >= 1 (or 0 for the model's own default), got {args.max_tokens}")
+    return {
+        "temperature": args.temperature,
+        "top_p": args.top_p,
+        "max_tokens": args.max_tokens if args.max_tokens else None,
+        "stop": args.stop,
+        "seed": args.sampling_seed,
+        "max_concurrency": args.max_concurrency,
+        "timeout_s": args.timeout,
+        "retry_timeouts": True if args.retry_timeouts else None,
+        "cache": str(args.cache) if args.cache else None,
+    }

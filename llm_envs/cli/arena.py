@@ -20,7 +20,15 @@ from typing import Any
 
 import yaml
 
-from ._common import EXIT_INCOMPLETE, EXIT_USAGE, CLIError, env_kwargs, slug
+from ._common import (
+    EXIT_INCOMPLETE,
+    EXIT_USAGE,
+    CLIError,
+    add_model_options,
+    env_kwargs,
+    model_defaults,
+    slug,
+)
 
 
 def _competitors(args: argparse.Namespace) -> dict[str, Any]:
@@ -79,19 +87,11 @@ def cmd_arena(args: argparse.Namespace) -> int:
     except (TypeError, ValueError, ImportError) as exc:
         raise CLIError(f"cannot create {env_entry.id}: {exc}") from exc
     specs = _competitors(args)
-    model_defaults = {
-        "temperature": args.temperature,
-        "top_p": args.top_p,
-        "max_tokens": args.max_tokens,
-        "stop": args.stop,
-        "seed": args.sampling_seed,
-        "max_concurrency": args.max_concurrency,
-        "timeout_s": args.timeout,
-    }
+    defaults = model_defaults(args)
     agents = {}
     for name, spec in specs.items():
         # One agent object per competitor: two names with the same spec are two players.
-        agents[name] = resolve_agents({None: spec}, ["agent"], model_defaults=model_defaults)["agent"]
+        agents[name] = resolve_agents({None: spec}, ["agent"], model_defaults=defaults)["agent"]
     fmt = args.format.replace("-", "_")
     out = args.out or Path("runs") / "arena" / env_entry.id.split("/")[-1] / slug(
         "+".join(specs) + f"-{fmt}-seed{args.seed}"
@@ -147,7 +147,8 @@ def add_parsers(sub: Any) -> None:
                    help="a competitor: reference, random[:SEED], openai:URL@MODEL, hf:PATH, vllm:PATH, "
                    "py:MODULE:ATTR; NAME= names it (repeatable)")
     p.add_argument("--agents-file", metavar="YAML", help="competitors as name: spec (or name: {spec: ..., options})")
-    p.add_argument("--format", choices=("round-robin", "swiss"), default="round-robin")
+    p.add_argument("--format", choices=("round-robin", "swiss"), default="round-robin",
+                   help="every pairing plays (round-robin) or pairings by current score (swiss); default round-robin")
     p.add_argument("--rounds", type=int, default=1,
                    help="round-robin: matches per set of agents; swiss: rounds (default 1)")
     p.add_argument("--games", type=int, default=1,
@@ -160,14 +161,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--out", type=Path, help="output directory (default: runs/arena/ENV/AGENTS-FORMAT-seedN)")
     p.add_argument("--resume", action="store_true", help="continue the tournament in --out")
     p.add_argument("--overwrite", action="store_true", help="replace the tournament in --out")
-    sampling = p.add_argument_group("model agents (openai, hf, vllm): defaults for options a spec does not set")
-    sampling.add_argument("--temperature", type=float)
-    sampling.add_argument("--top-p", type=float)
-    sampling.add_argument("--max-tokens", type=int)
-    sampling.add_argument("--stop", action="append", help="stop string (repeatable)")
-    sampling.add_argument("--sampling-seed", type=int, help="the sampling seed sent to the model")
-    sampling.add_argument("--max-concurrency", type=int, help="HTTP agents: requests in flight")
-    sampling.add_argument("--timeout", type=float, help="HTTP agents: seconds per request")
+    add_model_options(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-plot", action="store_true", help="no plot.png")
     p.add_argument("--no-report", action="store_true", help="no report.html (see `llm-envs report`)")

@@ -13,7 +13,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ._common import EXIT_INCOMPLETE, EXIT_USAGE, CLIError, env_kwargs, resolve_env, slug
+from ._common import (
+    EXIT_INCOMPLETE,
+    EXIT_USAGE,
+    CLIError,
+    add_model_options,
+    env_kwargs,
+    model_defaults,
+    resolve_env,
+    slug,
+)
 
 
 def _eval_specs(args: argparse.Namespace, possible_agents: Sequence[str]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -26,18 +35,7 @@ def _eval_specs(args: argparse.Namespace, possible_agents: Sequence[str]) -> tup
         assignments[key] = spec  # the command line wins over the file
     if not assignments:
         print("no --agent given: the reference agents play every role", file=sys.stderr)
-    model_defaults = {
-        "temperature": args.temperature,
-        "top_p": args.top_p,
-        "max_tokens": args.max_tokens if args.max_tokens else None,
-        "stop": args.stop,
-        "seed": args.sampling_seed,
-        "max_concurrency": args.max_concurrency,
-        "timeout_s": args.timeout,
-        "retry_timeouts": True if args.retry_timeouts else None,
-        "cache": str(args.cache) if args.cache else None,
-    }
-    resolved = resolve_specs(assignments, possible_agents, default="reference", model_defaults=model_defaults)
+    resolved = resolve_specs(assignments, possible_agents, default="reference", model_defaults=model_defaults(args))
     given = {("*" if k is None else k): str(v) for k, v in assignments.items()} or {"*": "reference"}
     return resolved, given
 
@@ -62,8 +60,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     for flag in ("episodes", "concurrency"):
         if getattr(args, flag) < 1:
             raise CLIError(f"--{flag} must be >= 1, got {getattr(args, flag)}")
-    if args.max_tokens is not None and args.max_tokens < 0:
-        raise CLIError(f"--max-tokens must be >= 1 (or 0 for the model's own default), got {args.max_tokens}")
     if args.force_resume and not args.resume:
         raise CLIError("--force-resume goes with --resume")
 
@@ -159,7 +155,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def add_parsers(sub: Any) -> None:
-    from llm_envs.agents.openai_http import DEFAULT_MAX_TOKENS, DEFAULT_TIMEOUT_S
     from llm_envs.runner import DEFAULT_MAX_CONSECUTIVE_FAILURES
 
     p = sub.add_parser(
@@ -211,43 +206,7 @@ def add_parsers(sub: Any) -> None:
         help=f"start no new episode after N failed calls in a row of one agent "
         f"(default {DEFAULT_MAX_CONSECUTIVE_FAILURES}; 0 = never stop)",
     )
-    sampling = p.add_argument_group(
-        "model agents (openai, hf, vllm): defaults for options a spec does not set"
-    )
-    sampling.add_argument("--temperature", type=float, help="sampling temperature (default: the model's)")
-    sampling.add_argument("--top-p", type=float, help="nucleus sampling mass (default: the model's)")
-    sampling.add_argument(
-        "--max-tokens",
-        type=int,
-        default=DEFAULT_MAX_TOKENS,
-        help=f"most completion tokens per model call (default {DEFAULT_MAX_TOKENS}, so that a "
-        "server's own default, often the whole context, never decides how long a run takes; "
-        "0 = the model's or server's default)",
-    )
-    sampling.add_argument("--stop", action="append", help="stop string (repeatable)")
-    sampling.add_argument("--sampling-seed", type=int, help="the sampling seed sent to the model")
-    sampling.add_argument(
-        "--max-concurrency", type=int, help="HTTP agents: most requests in flight per agent (default 8)"
-    )
-    sampling.add_argument(
-        "--timeout",
-        type=float,
-        help=f"HTTP agents: seconds per request before it is cancelled (default {DEFAULT_TIMEOUT_S:g}); "
-        "a timed-out request is not re-sent and its episode is left for --resume",
-    )
-    sampling.add_argument(
-        "--retry-timeouts",
-        action="store_true",
-        help="HTTP agents: re-send a timed-out request (only for servers that stop working on a "
-        "request when the client goes away, as vLLM and SGLang do)",
-    )
-    sampling.add_argument(
-        "--cache",
-        type=Path,
-        metavar="PATH",
-        help="HTTP agents: keep every answer in this SQLite file and never send an answered "
-        "request again (key: server, model, messages, sampling fields, episode seed, decision)",
-    )
+    add_model_options(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-plot", action="store_true", help="no plot.png")
     p.add_argument("--no-report", action="store_true", help="no report.html (see `llm-envs report`)")

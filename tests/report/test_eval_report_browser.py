@@ -29,6 +29,8 @@ def test_eval_writes_a_report_whose_list_filters_and_conversations_work(runs, op
     episodes = episodes_of(run)
     assert (run / "report.html").exists()  # written by `llm-envs eval` itself
     view = open_report(run / "report.html")
+    from playwright.sync_api import expect  # the open_report fixture skips where playwright is missing
+
     page = view.page
     assert "llm/PlanPath-v0" in page.title()
     assert view.count(".episode-list tbody tr") == EVAL_EPISODES
@@ -62,11 +64,13 @@ def test_eval_writes_a_report_whose_list_filters_and_conversations_work(runs, op
     expected = {e.index for e in episodes if any(program in str(r["action"]) or program in r["observation"]["prompt"]
                                                   for r in e.records)}
     page.fill(".f-text", program)
-    page.wait_for_function(f"document.querySelector('.episodes').dataset.matching === '{len(expected)}'")
+    # expect() polls through the selector engine: wait_for_function evaluates its predicate with
+    # eval(), which the report's Content-Security-Policy (no 'unsafe-eval') refuses.
+    expect(page.locator(".episodes")).to_have_attribute("data-matching", str(len(expected)))
     shown = {int(i) for i in page.locator(".episode-list tbody tr").evaluate_all("rows => rows.map(r => r.dataset.index)")}
     assert shown == expected and target.index in shown
     page.fill(".f-text", "")
-    page.wait_for_function(f"document.querySelector('.episodes').dataset.matching === '{EVAL_EPISODES}'")
+    expect(page.locator(".episodes")).to_have_attribute("data-matching", str(EVAL_EPISODES))
 
     # open an episode: one card per action, in order, with its agent, prompt on demand,
     # sandbox output and the team credit that reached the tool agent later

@@ -206,7 +206,19 @@ class _Position:
         if self.sampled:
             import pyspiel
 
-            game, state = pyspiel.deserialize_game_and_state(pyspiel.serialize_game_and_state(self.game, self.state))
+            try:
+                game, state = pyspiel.deserialize_game_and_state(
+                    pyspiel.serialize_game_and_state(self.game, self.state)
+                )
+            except pyspiel.SpielError:
+                # Game transforms (``zerosum(game=negotiation(...))``) cannot report their
+                # generator's state. Each episode loads its game with a fresh seed, so a new
+                # game from the same string replaying the history draws the same chance
+                # outcomes (Negotiation draws only at the start).
+                game = pyspiel.load_game(str(self.game))
+                state = game.new_initial_state()
+                for action in self.state.history():
+                    state.apply_action(action)
             return _Position(game, state, True)
         return _Position(self.game, self.state.clone(), False)
 
