@@ -110,3 +110,26 @@ def test_tiny_model_learns_kuhn_poker_against_a_random_opponent(tmp_path):
     assert resumed.role_baselines == trainer.role_baselines
     trainer.close()
     resumed.close()
+
+
+def test_an_opponent_without_an_action_stops_the_rollout_and_ray_groups_refuse_opponents(tiny_model_dir):
+    from llm_envs.agents.base import AgentError, AgentOutput
+    from llm_trainers.rollout import EnvGroup
+
+    class ServerDown(RandomAgent):
+        def act_batch(self, requests):
+            return [AgentOutput(text="", error="connection refused", meta={"error_kind": "connection"})
+                    for _ in requests]
+
+    policies = build_policies("L1", ["player_0"], tiny_model_dir, device="cpu")
+    engine = HFEngine(policies, SamplingParams(temperature=1.0, max_new_tokens=2), seed=0)
+    envs = [llm_envs.make("llm/KuhnPoker-v0", invalid_move="random") for _ in range(2)]
+    with pytest.raises(AgentError, match="connection refused"):  # never played as an empty move
+        collect(envs, [0, 1], engine, {"player_0": "shared"}, opponents={"player_1": ServerDown(0)})
+
+    class Elsewhere(EnvGroup):  # a group whose instances live in other processes (as on Ray)
+        def reset(self, seeds, options):
+            return []
+
+    with pytest.raises(ValueError, match="fixed opponents need the environments in this process"):
+        collect(Elsewhere(), [], engine, {"player_0": "shared"}, opponents={"player_1": RandomAgent(0)})
