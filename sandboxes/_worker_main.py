@@ -257,6 +257,36 @@ def _remove(path):
         return False
 
 
+def _startup_tree(directories):
+    """Every path under ``directories`` now, and those that are mount points (another device
+    than their directory's). Mounts are not descended into."""
+    paths, mounts = set(), set()
+    for top in directories:
+        try:
+            device = os.lstat(top).st_dev
+        except OSError:
+            continue
+        stack = [top]
+        while stack:
+            directory = stack.pop()
+            try:
+                with os.scandir(directory) as entries:
+                    children = [entry.path for entry in entries]
+            except OSError:
+                continue
+            for path in children:
+                paths.add(path)
+                try:
+                    st = os.lstat(path)
+                except OSError:
+                    continue
+                if st.st_dev != device:
+                    mounts.add(path)
+                elif stat.S_ISDIR(st.st_mode):
+                    stack.append(path)
+    return paths, mounts
+
+
 def _remove_tree(top):
     """`_remove` without the safety net. Iterative (a tree may be deeper than Python's recursion
     limit); makes each directory of the tree (and nothing above it) writable before emptying it,
@@ -437,6 +467,10 @@ class Worker:
             scratch.append("/dev/shm")  # the sandbox's own (docker's and bwrap's are private)
         self.scratch_dirs = scratch
         self.scratch_keep = set(config.get("scratch_keep", ()))
+        # What the scratch directories hold before any job: the scaffolding of read-only binds
+        # (a checkout or virtual environment under /tmp is bound back into the private /tmp)
+        # and the binds themselves. The wipe keeps them and empties everything else.
+        self.startup_paths, self.mount_points = _startup_tree(scratch)
         # Writable file systems whose bytes count against a run's memory budget.
         self.accounted_dirs = ([self.work_root] if self.private_view else []) + scratch
         run_uids = config.get("run_uids")
@@ -724,8 +758,27 @@ class Worker:
                 path = os.path.join(directory, entry)
                 if entry in self.scratch_keep or (self.work_root + "/").startswith(path + "/"):
                     continue
-                tidy = _remove(path) and tidy
+                tidy = self._wipe_entry(path) and tidy
         return tidy
+
+    def _wipe_entry(self, path):
+        if path in self.mount_points:
+            return True
+        if path in self.startup_paths:
+            try:
+                is_dir = stat.S_ISDIR(os.lstat(path).st_mode)
+            except OSError:
+                return True
+            if is_dir:  # scaffolding: keep it, empty it of anything a run added
+                try:
+                    entries = os.listdir(path)
+                except OSError:
+                    return False
+                tidy = True
+                for entry in entries:
+                    tidy = self._wipe_entry(os.path.join(path, entry)) and tidy
+                return tidy
+        return _remove(path)
 
     def _supervise(self, start, out_r, err_r, limits, tmpfs_base, exit_fd):
         """Read the job's output up to the cap until it exits (`exit_fd`, its pidfd, turns
