@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from llm_envs.agents.base import ActRequest, Agent
@@ -64,3 +64,19 @@ def play(
         acting = policy[agent] if isinstance(policy, Mapping) else policy
         env.step(acting(env, agent))
     return totals
+
+
+def registered_for_a_test(env_id: str, entry_point: str, agents: Sequence[str], task: str,
+                          description: str) -> Iterator[str]:
+    """Register a test environment, yield its id, unregister it (a generator for fixtures):
+    registered only while a test runs, it never joins the suites parametrized over the registry."""
+    from pettingzoo.env_registry.registration import aec_registry
+
+    import llm_envs.registry as registry
+
+    registry.register_env(env_id, entry_point, agents=tuple(agents), task=task, description=description)
+    try:
+        yield env_id
+    finally:
+        registry._ENTRIES.pop(env_id, None)
+        aec_registry.pop(env_id, None)

@@ -23,14 +23,12 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pettingzoo.env_registry.registration import aec_registry
-
-import llm_envs.registry as registry
 import sandboxes
 from llm_envs.core import TextEnv
 from llm_envs.envs._common import SandboxUser
 from llm_envs.verifiers.code import run_program
 from sandboxes import Limits, RunResult, Sandbox
+from tests.envs.helpers import registered_for_a_test
 
 #: What a pool reports when the worker running a program died (sandboxes/pool.py).
 WORKER_DIED = "the worker running this program failed (worker died: killed by the test); it was replaced"
@@ -161,15 +159,5 @@ class ProgramSumsEnv(SandboxUser, TextEnv):
 
 def register_program_sums_env() -> Iterator[str]:
     """Register :class:`ProgramSumsEnv` under :data:`PROGRAM_SUMS_ENV_ID`; unregister when done."""
-    registry.register_env(
-        PROGRAM_SUMS_ENV_ID,
-        f"{__name__}:ProgramSumsEnv",
-        agents=("coder",),
-        task="sums of two numbers, answered as code",
-        description="Test environment of the sandbox-failure tests.",
-    )
-    try:
-        yield PROGRAM_SUMS_ENV_ID
-    finally:
-        registry._ENTRIES.pop(PROGRAM_SUMS_ENV_ID, None)
-        aec_registry.pop(PROGRAM_SUMS_ENV_ID, None)
+    return registered_for_a_test(PROGRAM_SUMS_ENV_ID, f"{__name__}:ProgramSumsEnv", ("coder",),
+                                 "sums of two numbers, answered as code", "Test environment of the sandbox-failure tests.")

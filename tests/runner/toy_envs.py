@@ -17,10 +17,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
-from pettingzoo.env_registry.registration import aec_registry
 
-import llm_envs.registry as registry
 from llm_envs.core import TextEnv
+from tests.envs.helpers import registered_for_a_test
 
 SUMS_ENV_ID = "llm/RunnerTestSums-v0"
 _QUESTION = re.compile(r"What is (\d+) \+ (\d+)\?")
@@ -94,18 +93,8 @@ def solve_prompt(prompt: str) -> str:
 
 def register_sums_env() -> Iterator[str]:
     """Register :class:`SumsEnv` under :data:`SUMS_ENV_ID`; unregister when done."""
-    registry.register_env(
-        SUMS_ENV_ID,
-        f"{__name__}:SumsEnv",
-        agents=("alice", "bob"),
-        task="sums of two numbers",
-        description="Test environment of the runner tests.",
-    )
-    try:
-        yield SUMS_ENV_ID
-    finally:
-        registry._ENTRIES.pop(SUMS_ENV_ID, None)
-        aec_registry.pop(SUMS_ENV_ID, None)
+    return registered_for_a_test(SUMS_ENV_ID, f"{__name__}:SumsEnv", ("alice", "bob"), "sums of two numbers",
+                                 "Test environment of the runner tests.")
 
 
 @pytest.fixture
