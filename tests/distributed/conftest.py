@@ -99,3 +99,30 @@ def tiny_signalling_model(tmp_path_factory) -> str:
     path = tmp_path_factory.mktemp("tiny_signalling")
     build_tiny_model(path, env_corpus("llm/Signalling-v0", episodes=60, rounds=2), seed=0)
     return str(path)
+
+
+# ---------------------------------------------------------------- local reference rollouts
+#: The environment the rollout-equality tests play (scripted Signalling, 3 rounds).
+ENV = "llm/Signalling-v0"
+KWARGS = {"rounds": 3}
+
+
+def agent_as_policy(agent):
+    return agent
+
+
+def local_rollout(seeds, **kw):
+    """The rollout the distributed layouts must reproduce: the same seeds, in this process."""
+    import llm_envs
+    from llm_trainers.rollout import collect, spawn_envs
+    from llm_trainers.scripted import ScriptedEngine
+
+    envs = spawn_envs(llm_envs.make(ENV, **KWARGS), len(seeds))
+    return collect(envs, seeds, ScriptedEngine(signalling_reply), agent_as_policy, **kw)
+
+
+def rollout_data(result):
+    """A rollout's records and episode metrics as plain data (for equality)."""
+    import dataclasses
+
+    return [dataclasses.asdict(r) for r in result.records], result.episodes

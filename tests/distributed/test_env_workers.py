@@ -2,31 +2,19 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
-import llm_envs
 from llm_trainers.distributed.env_workers import EnvWorkerLost, RayEnvGroup, split_slots
-from llm_trainers.rollout import collect, spawn_envs
+from llm_trainers.rollout import collect
 from llm_trainers.scripted import ScriptedEngine
-from tests.distributed.conftest import signalling_reply
-
-ENV = "llm/Signalling-v0"
-KWARGS = {"rounds": 3}
-
-
-def _policy(agent):
-    return agent
-
-
-def _local(seeds, **kw):
-    envs = spawn_envs(llm_envs.make(ENV, **KWARGS), len(seeds))
-    return collect(envs, seeds, ScriptedEngine(signalling_reply), _policy, **kw)
-
-
-def _as_data(result):
-    return [dataclasses.asdict(r) for r in result.records], result.episodes
+from tests.distributed.conftest import (
+    ENV,
+    KWARGS,
+    agent_as_policy,
+    local_rollout,
+    rollout_data,
+    signalling_reply,
+)
 
 
 def test_split_slots_is_contiguous_and_balanced():
@@ -39,14 +27,14 @@ def test_split_slots_is_contiguous_and_balanced():
 def test_records_of_a_distributed_rollout_equal_the_local_ones(local_ray, tree):
     seeds = [11, 12, 12, 13, 14, 15, 16]
     kw = {"k": 3 if tree else 1, "tree": tree}
-    expected = _local(seeds, **kw)
+    expected = local_rollout(seeds, **kw)
     group = RayEnvGroup(ENV, KWARGS, len(seeds), workers=2, cpus_per_worker=0.5)
     try:
-        got = collect(group, seeds, ScriptedEngine(signalling_reply), _policy, **kw)
-        again = collect(group, seeds, ScriptedEngine(signalling_reply), _policy, **kw)  # warm workers reused
+        got = collect(group, seeds, ScriptedEngine(signalling_reply), agent_as_policy, **kw)
+        again = collect(group, seeds, ScriptedEngine(signalling_reply), agent_as_policy, **kw)  # warm workers reused
     finally:
         group.close()
-    assert _as_data(got) == _as_data(expected) == _as_data(again)
+    assert rollout_data(got) == rollout_data(expected) == rollout_data(again)
     assert len(expected.records) == len(seeds) * 3 * 2 * (3 if tree else 1)
     # the group comparison really happened: some groups saw different rewards
     if tree:
@@ -63,13 +51,13 @@ def test_a_worker_killed_mid_rollout_is_reported_and_replaced(local_ray):
 
     try:
         with pytest.raises(EnvWorkerLost, match="environment worker 1"):
-            collect(group, seeds, ScriptedEngine(signalling_reply, on_generate=kill_second_worker), _policy,
+            collect(group, seeds, ScriptedEngine(signalling_reply, on_generate=kill_second_worker), agent_as_policy,
                     k=2, tree=True)
         assert group.recover() == [1]
-        got = collect(group, seeds, ScriptedEngine(signalling_reply), _policy, k=2, tree=True)
+        got = collect(group, seeds, ScriptedEngine(signalling_reply), agent_as_policy, k=2, tree=True)
     finally:
         group.close()
-    assert _as_data(got) == _as_data(_local(seeds, k=2, tree=True))
+    assert rollout_data(got) == rollout_data(local_rollout(seeds, k=2, tree=True))
 
 
 def test_an_environment_with_cross_episode_state_stays_in_one_worker(local_ray):

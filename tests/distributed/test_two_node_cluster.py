@@ -3,41 +3,30 @@ results equal a local run."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import llm_envs
 from llm_trainers.distributed.env_workers import RayEnvGroup
-from llm_trainers.rollout import collect, spawn_envs
+from llm_trainers.rollout import collect
 from llm_trainers.scripted import ScriptedEngine
-from tests.distributed.conftest import signalling_reply
-
-ENV = "llm/Signalling-v0"
-KWARGS = {"rounds": 3}
-
-
-def _policy(agent):
-    return agent
-
-
-def _local(seeds, **kw):
-    envs = spawn_envs(llm_envs.make(ENV, **KWARGS), len(seeds))
-    return collect(envs, seeds, ScriptedEngine(signalling_reply), _policy, **kw)
-
-
-def _as_data(result):
-    return [dataclasses.asdict(r) for r in result.records], result.episodes
+from tests.distributed.conftest import (
+    ENV,
+    KWARGS,
+    agent_as_policy,
+    local_rollout,
+    rollout_data,
+    signalling_reply,
+)
 
 
 def test_workers_spread_over_both_nodes_and_match_the_local_rollout(two_node_ray):
     seeds = list(range(100, 108))
-    expected = _local(seeds, k=2, tree=True)
+    expected = local_rollout(seeds, k=2, tree=True)
     group = RayEnvGroup(ENV, KWARGS, len(seeds), workers=2, cpus_per_worker=1.0)
     try:
         assert len(set(group.nodes)) == 2, "SPREAD must put the two workers on the two nodes"
-        got = collect(group, seeds, ScriptedEngine(signalling_reply), _policy, k=2, tree=True)
+        got = collect(group, seeds, ScriptedEngine(signalling_reply), agent_as_policy, k=2, tree=True)
     finally:
         group.close()
-    assert _as_data(got) == _as_data(expected)
+    assert rollout_data(got) == rollout_data(expected)
 
 
 
