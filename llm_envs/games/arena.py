@@ -62,8 +62,9 @@ from pathlib import Path
 from typing import Any
 
 from llm_envs.agents.base import Agent
+from llm_envs.episodes import EpisodeResult, RunnerError, load_episodes
 from llm_envs.games.ratings import Contest, RatingRow, rate_contests
-from llm_envs.runner import EpisodeResult, Runner, RunnerError, load_episodes
+from llm_envs.runner import Runner
 
 __all__ = [
     "FORMAT_VERSION",
