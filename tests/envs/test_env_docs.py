@@ -20,8 +20,8 @@ import llm_envs
 ROOT = Path(__file__).resolve().parents[2]
 ENV_MODULES = sorted(ROOT.glob("llm_envs/envs/*/env.py"))
 MAX_DOCSTRING_LINES = 25
-#: Environments whose docstring still carries its spec table (moved in a later commit).
-PENDING = {"coder_tester"}
+#: Environments whose docstring still carries its spec table (none left).
+PENDING: set[str] = set()
 
 
 def docstring(path: Path) -> str:
