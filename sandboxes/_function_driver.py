@@ -43,8 +43,9 @@ import traceback as _traceback
 _PR_SET_DUMPABLE = 4
 _TESTS_FILE = "harness_tests.json"
 _SOLUTION_FILE = "harness_solution.json"
-# How long T waits for S0 to answer a request to fork a server (it forks at once when honest).
-_SPAWN_TIMEOUT_S = 10.0
+# The test side's own timer runs this much longer than a test's limit, so that the solution's
+# per-call timer (the test's remaining time) fires first in an honest process.
+_TIMER_GRACE_S = 0.5
 # Builtin exceptions that a solution's exception may become on the test side; anything else (its
 # own classes, SystemExit, KeyboardInterrupt, GeneratorExit) arrives as a SolutionError.
 _RAISABLE = {
@@ -59,6 +60,15 @@ def _non_dumpable():
         _ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
     except Exception:
         pass
+
+
+def _close_other_descriptors(keep):
+    import resource
+
+    highest = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    highest = highest if 0 < highest < (1 << 20) else (1 << 16)
+    _os.closerange(3, keep)
+    _os.closerange(keep + 1, highest)
 
 
 def _read_payload(name):
@@ -138,6 +148,22 @@ def _export_names(namespace, setup_names, entry_point):
     return exported
 
 
+@_contextlib.contextmanager
+def _call_alarm(time_s):
+    """Interrupt the call after `time_s` (what is left of the test's time), so that a slow or
+    endless call fails its own test and the process goes on serving the next ones. (A solution
+    that disables this only stops answering: the test side's own timer then fails the rest.)"""
+    if time_s is None:
+        yield
+        return
+    _signal.signal(_signal.SIGALRM, _on_alarm)
+    _signal.setitimer(_signal.ITIMER_REAL, time_s)
+    try:
+        yield
+    finally:
+        _signal.setitimer(_signal.ITIMER_REAL, 0)
+
+
 class _Server:
     """S1: answers T's requests on `sock` against the solution's namespace."""
 
@@ -205,8 +231,11 @@ class _Server:
                 kwargs[pair[0]] = decode(pair[1], self.resolve)
         except BaseException as exc:
             return {"id": call_id, "fail": "the request could not be read: %s" % exc}
+        budget = request.get("time_s")
+        if type(budget) is not float or not 0 < budget <= 86400:
+            budget = None
         try:
-            with _contextlib.redirect_stdout(out):
+            with _contextlib.redirect_stdout(out), _call_alarm(budget):
                 if op == "call":
                     result = obj(*args, **kwargs)
                 elif op == "getattr":
@@ -231,6 +260,8 @@ class _Server:
                     result = repr(obj)
                 else:
                     return {"id": call_id, "fail": "unknown operation"}
+        except _Timeout:
+            return {"id": call_id, "timeout": True, "out": out.text()}
         except BaseException as exc:
             return {"id": call_id, "raise": [type(exc).__name__, str(exc)[:MAX_TEXT_CHARS]], "out": out.text()}
         try:
@@ -258,9 +289,7 @@ def _solution_zygote(sock):
         null = _os.open(_os.devnull, _os.O_RDWR)
         for target in (0, 1, 2):
             _os.dup2(null, target)
-        keep = sock.fileno()
-        _os.closerange(3, keep)
-        _os.closerange(keep + 1, 1 << 16)
+        _close_other_descriptors(sock.fileno())
         _non_dumpable()
         payload = _read_payload(_SOLUTION_FILE)
         time_s, stdout_chars = float(payload["time_s"]), int(payload["stdout_chars"])
@@ -288,29 +317,7 @@ def _solution_zygote(sock):
         send_frame(sock, {"kind": "ran", "error": error, "stdout": out.text(), "names": exported})
         if error is not None:
             _os._exit(0)
-        child = None
-        while True:
-            request = recv_frame(sock)
-            if request != {"kind": "spawn"}:
-                _os._exit(1)
-            if child is not None:
-                try:
-                    _os.kill(child, _signal.SIGKILL)
-                    _os.waitpid(child, 0)
-                except OSError:
-                    pass
-            ours, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
-            child = _os.fork()
-            if child == 0:
-                try:
-                    sock.close()
-                    theirs.close()
-                    _Server(ours, namespace, exported, stdout_chars).serve()
-                finally:
-                    _os._exit(1)
-            ours.close()
-            _socket.send_fds(sock, [b"s"], [theirs.fileno()])
-            theirs.close()
+        _Server(sock, namespace, exported, stdout_chars).serve()
     except BaseException:
         pass
     _os._exit(1)
@@ -335,64 +342,43 @@ class _TestTimeout(BaseException):
 
 
 class _Connection:
-    """T's link to the solution: S0's control socket and the current server."""
+    """T's link to the solution's process (S0's socket)."""
 
-    def __init__(self, control):
-        self.control = control
-        self.server = None
-        self.generation = 0
+    def __init__(self, server):
+        self.server = server
         self.next_id = 0
-        self.remotes = {}  # handle -> _Remote of this generation
+        self.remotes = {}  # handle -> _Remote
         self.poison = None  # why the current test cannot be passed
         self.out = None  # the current test's captured stdout
-        self.dead = None  # why no server can be had any more
+        self.deadline = None  # monotonic end of the current test's time
+        self.dead = None  # why the solution's process cannot answer any more
 
     def fail(self, reason):
         if self.poison is None:
             self.poison = reason
         raise _HarnessFailure(reason)
 
-    def drop_server(self):
-        if self.server is not None:
-            try:
-                self.server.close()
-            except OSError:
-                pass
-        self.server = None
-        self.remotes = {}
-
-    def ensure_server(self):
-        if self.server is not None:
-            return
-        if self.dead is not None:
-            self.fail(self.dead)
+    def drop_server(self, why):
+        """The solution's process can no longer be trusted to be in step: no further calls."""
+        if self.dead is None:
+            self.dead = why
         try:
-            self.control.settimeout(_SPAWN_TIMEOUT_S)
-            send_frame(self.control, {"kind": "spawn"})
-            message, fds, _flags, _address = _socket.recv_fds(self.control, 16, 1)
-            self.control.settimeout(None)
-            if message != b"s" or len(fds) != 1:
-                for fd in fds:
-                    _os.close(fd)
-                raise CrossingError("no server")
-            server = _socket.socket(fileno=fds[0])
-            if server.family != _socket.AF_UNIX or server.type != _socket.SOCK_STREAM:
-                server.close()
-                raise CrossingError("not a socket")
-        except BaseException as exc:
-            self.dead = "the solution's process could not serve calls (%s)" % (type(exc).__name__,)
-            self.fail(self.dead)
-        self.server = server
-        self.generation += 1
+            self.server.close()
+        except OSError:
+            pass
+        self.remotes = {}
 
     def request(self, op, target, args=(), kwargs=None, name=None):
         """Send one request, wait for its answer; the value, rebuilt on this side (or the
         solution's exception, raised as a builtin exception or a `SolutionError`)."""
-        self.ensure_server()
+        if self.dead is not None:
+            self.fail(self.dead)
         kwargs = kwargs or {}
         self.next_id += 1
-        call_id, generation = self.next_id, self.generation
+        call_id = self.next_id
         message = {"id": call_id, "op": op, "target": target}
+        if self.deadline is not None:
+            message["time_s"] = max(0.001, self.deadline - _time.monotonic())
         if name is not None:
             message["name"] = name
         try:
@@ -403,34 +389,41 @@ class _Connection:
         try:
             send_frame(self.server, message)
             reply = recv_frame(self.server)
-            outcome, value = self.read_reply(reply, call_id, generation, args, kwargs)
+            outcome, value = self.read_reply(reply, call_id, args, kwargs)
         except CrossingError as exc:
-            self.drop_server()
+            self.drop_server("an earlier answer of the solution's was rejected (%s)" % exc)
             self.fail("the solution's answer was rejected: %s" % exc)
         except EOFError:
-            self.drop_server()
+            self.drop_server("the solution's process exited during an earlier call")
             self.fail("the solution's process exited during a call")
         except Exception as exc:  # anything else malformed (an overflowing number, ...)
-            self.drop_server()
+            self.drop_server("an earlier answer of the solution's was rejected (%s)" % type(exc).__name__)
             self.fail("the solution's answer was rejected (%s)" % type(exc).__name__)
         except BaseException:
-            self.drop_server()  # a time-out in the middle of a call: its answer is never read
+            # The test side's own timer: the solution ignored its time limit and stopped answering.
+            self.drop_server("the solution's process stopped answering during an earlier test")
             raise
         if outcome == "fail":
             self.fail(value)
+        if outcome == "timeout":
+            if self.poison is None:
+                self.poison = "timed out"
+            raise _TestTimeout()
         if outcome == "raise":
             raise value
         return value
 
-    def read_reply(self, reply, call_id, generation, args, kwargs):
+    def read_reply(self, reply, call_id, args, kwargs):
         """``("ok", value)``, ``("raise", exception)`` or ``("fail", reason)``; `CrossingError`
         for anything malformed."""
         if type(reply) is not dict or reply.get("id") != call_id:
             raise CrossingError("an answer to another request")
-        if set(reply) - {"id", "ok", "raise", "fail", "out", "mutated"}:
+        if set(reply) - {"id", "ok", "raise", "fail", "timeout", "out", "mutated"}:
             raise CrossingError("unexpected fields")
         if "out" in reply and self.out is not None:
             self.out.write(text(reply["out"]))
+        if reply.get("timeout") is True:
+            return "timeout", None
         if "fail" in reply:
             return "fail", "the solution's side: " + text(reply["fail"])
         if "raise" in reply:
@@ -444,7 +437,7 @@ class _Connection:
             return "raise", SolutionError("%s: %s" % (name, message) if message else name)
         if "ok" not in reply:
             raise CrossingError("an answer without a value")
-        resolve = lambda handle: self.remote(handle, generation)  # noqa: E731
+        resolve = self.remote
         value = decode(reply["ok"], resolve)
         mutated = reply.get("mutated", [])
         if type(mutated) is not list:
@@ -462,21 +455,17 @@ class _Connection:
         return "ok", value
 
     def handle_id(self, value):
-        if type(value) is _Remote:
+        if type(value) is _Remote and object.__getattribute__(value, "_connection") is self:
             ref = object.__getattribute__(value, "_ref")
             if ref[0] == "h":
-                if object.__getattribute__(value, "_generation") != self.generation:
-                    raise CrossingError("an object of a solution process that was replaced")
                 return ref[1]
             raise CrossingError("a function of the solution's cannot be passed as an argument")
         raise CrossingError("a value of type %s is not plain data and cannot cross" % type(value).__qualname__)
 
-    def remote(self, handle, generation):
-        if generation != self.generation:
-            raise CrossingError("an object of a solution process that was replaced")
+    def remote(self, handle):
         proxy = self.remotes.get(handle)
         if proxy is None:
-            proxy = self.remotes[handle] = _Remote(self, ["h", handle], generation)
+            proxy = self.remotes[handle] = _Remote(self, ["h", handle])
         return proxy
 
 
@@ -518,19 +507,15 @@ class _Remote:
     object of the solution's never equals a value, so it cannot decide a comparison.
     """
 
-    __slots__ = ("_connection", "_ref", "_generation")
+    __slots__ = ("_connection", "_ref")
 
-    def __init__(self, connection, ref, generation):
+    def __init__(self, connection, ref):
         object.__setattr__(self, "_connection", connection)
         object.__setattr__(self, "_ref", ref)
-        object.__setattr__(self, "_generation", generation)
 
     def _ask(self, op, args=(), kwargs=None, name=None):
         connection = object.__getattribute__(self, "_connection")
-        ref = object.__getattribute__(self, "_ref")
-        if ref[0] == "h" and object.__getattribute__(self, "_generation") != connection.generation:
-            connection.fail("an object of a solution process that was replaced (a call before timed out or crashed)")
-        return connection.request(op, ref, args, kwargs, name)
+        return connection.request(op, object.__getattribute__(self, "_ref"), args, kwargs, name)
 
     def __call__(self, *args, **kwargs):
         return self._ask("call", args, kwargs)
@@ -573,10 +558,7 @@ class _Remote:
 
     def __repr__(self):
         connection = object.__getattribute__(self, "_connection")
-        stale = object.__getattribute__(self, "_ref")[0] == "h" and (
-            object.__getattribute__(self, "_generation") != connection.generation or connection.server is None
-        )
-        if stale:
+        if connection.dead is not None:
             return "<solution object>"
         poison = connection.poison
         try:
@@ -631,7 +613,7 @@ def _bind_names(namespace, exported, connection):
         if type(name) is not str or not name.isidentifier() or type(kind) is not list or not kind:
             continue
         if kind[0] == "call":
-            namespace[name] = _Remote(connection, ["n", name], 0)
+            namespace[name] = _Remote(connection, ["n", name])
         elif kind[0] == "module" and len(kind) == 2 and type(kind[1]) is str:
             try:
                 namespace[name] = importlib.import_module(kind[1])
@@ -692,10 +674,26 @@ def _main():
     _sys.path[:] = _trusted_path()
     _os.chdir("/")
     connection = _Connection(control)
+    setup_error = None
     deadline = _time.monotonic() + 2 * time_limit + 5.0
     try:
         control.settimeout(max(0.1, deadline - _time.monotonic()))
         send_frame(control, {"kind": "go"})
+        # While the solution's process compiles and runs the solution: the problem's setup runs
+        # here too (trusted, so the tests see its own helpers, never the solution's versions of
+        # them), and the tests are compiled.
+        base = {"__name__": "__main__", "__builtins__": __builtins__}
+        try:
+            exec(compile(payload["setup"], "setup.py", "exec", dont_inherit=True), base)
+        except BaseException as exc:
+            setup_error = "the problem's setup failed: " + _exception_text(exc)
+        codes = []
+        for index, test in enumerate(tests):
+            try:
+                codes.append(compile(test, "test_%d.py" % index, "exec", dont_inherit=True))
+            except BaseException as exc:
+                codes.append("test does not compile: %s" % exc)
+        # Nothing but the driver has run here yet; "ready" says the solution's file is gone.
         if recv_frame(control) != {"kind": "ready"}:
             raise CrossingError("not ready")
         compiled = recv_frame(control)
@@ -723,14 +721,8 @@ def _main():
     entry = payload["entry_point"]
     if error is None and entry and entry not in names:
         error = "the solution does not define %r" % entry
-    # The problem's setup runs here too (trusted): the tests see its own helpers, never the
-    # solution's versions of them.
-    base = {"__name__": "__main__", "__builtins__": __builtins__}
     if error is None:
-        try:
-            exec(compile(payload["setup"], "setup.py", "exec", dont_inherit=True), base)
-        except BaseException as exc:
-            error = "the problem's setup failed: " + _exception_text(exc)
+        error = setup_error
     emit({"kind": "ran", "ok": error is None, "error": error, "stdout": top_stdout})
     if error is not None:
         for index in range(len(tests)):
@@ -738,6 +730,12 @@ def _main():
         emit({"kind": "done"})
         channel.close()
         _os._exit(0)
+    # What every test starts from: the setup's names, then the solution's (proxies; a proxy
+    # holds no state of its own, so tests can share them).
+    bound = dict(base)
+    _bind_names(bound, names, connection)
+    if entry and entry in bound:
+        bound.setdefault("candidate", bound[entry])
     alarm = _TestAlarm()
     alarm.connection = connection
     _signal.signal(_signal.SIGALRM, alarm)
@@ -747,18 +745,15 @@ def _main():
         connection.out = out
         label = test.strip().splitlines()[-1] if test.strip() else ""
         error, timed_out = None, False
-        try:
-            code = compile(test, "test_%d.py" % index, "exec", dont_inherit=True)
-        except BaseException as exc:
-            emit({"kind": "test", "index": index, "error": "test does not compile: %s" % exc, "stdout": "", "timed_out": False})
+        code = codes[index]
+        if type(code) is str:
+            emit({"kind": "test", "index": index, "error": code, "stdout": "", "timed_out": False})
             continue
-        namespace = dict(base)
-        _bind_names(namespace, names, connection)
-        if entry and entry in namespace:
-            namespace.setdefault("candidate", namespace[entry])
+        namespace = dict(bound)
+        connection.deadline = _time.monotonic() + time_limit
         try:
             with _contextlib.redirect_stdout(out):
-                _signal.setitimer(_signal.ITIMER_REAL, time_limit)
+                _signal.setitimer(_signal.ITIMER_REAL, time_limit + _TIMER_GRACE_S)
                 try:
                     exec(code, namespace)
                 finally:
@@ -769,8 +764,6 @@ def _main():
             # The test swallowed a time-out or a harness failure: it cannot count as passed.
             error = "not judged: " + connection.poison
             timed_out = connection.poison == "timed out"
-        if timed_out:
-            connection.drop_server()
         emit({"kind": "test", "index": index, "error": error, "stdout": out.text(), "timed_out": timed_out})
     emit({"kind": "done"})
     channel.close()

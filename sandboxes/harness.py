@@ -17,7 +17,9 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+import marshal
 import secrets
+import sys
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -130,12 +132,31 @@ class TestReport:
 # The driver runs inside the sandbox: the data codec, then the three processes' code (see
 # sandboxes/_function_driver.py). Each result line T writes is prefixed with a per-run secret,
 # read from stdin (gone from every descriptor before any other code runs), so that nothing else
-# that reaches the run's stdout can pass for a result.
+# that reaches the run's stdout can pass for a result. It is sent compiled (marshal), since
+# compiling 40 KB of source in every run would cost more than the tests themselves; an
+# interpreter of another version compiles the source sent beside it.
 _DRIVER = (
     Path(__file__).with_name("_crossing.py").read_text(encoding="utf-8")
     + "\n"
     + Path(__file__).with_name("_function_driver.py").read_text(encoding="utf-8")
 )
+_DRIVER_TAG = (sys.implementation.cache_tag or "none").encode("ascii") + b"\n"
+_DRIVER_FILES = {
+    "harness_driver.bin": _DRIVER_TAG + marshal.dumps(compile(_DRIVER, "harness_driver.py", "exec", dont_inherit=True)),
+    "harness_driver.py": _DRIVER,
+}
+_LOADER = """\
+import marshal, sys
+with open("harness_driver.bin", "rb") as handle:
+    tag, _, blob = handle.read().partition(b"\\n")
+if tag == (sys.implementation.cache_tag or "none").encode("ascii"):
+    code = marshal.loads(blob)
+else:
+    with open("harness_driver.py", encoding="utf-8") as handle:
+        code = compile(handle.read(), "harness_driver.py", "exec", dont_inherit=True)
+del tag, blob, handle
+exec(code)
+"""
 _TESTS_FILE = "harness_tests.json"
 _SOLUTION_FILE = "harness_solution.json"
 
@@ -248,9 +269,9 @@ def run_function_tests(
         output_bytes=max(1_000_000, 8 * _TEST_STDOUT_CHARS * (len(tests) + 2)),
     )
     run = sandbox.run(
-        _DRIVER,
+        _LOADER,
         stdin=secret + "\n",
-        files={_TESTS_FILE: json.dumps(tests_payload), _SOLUTION_FILE: json.dumps(solution_payload)},
+        files={**_DRIVER_FILES, _TESTS_FILE: json.dumps(tests_payload), _SOLUTION_FILE: json.dumps(solution_payload)},
         limits=limits,
     )
     return _report_from_run(run, tests, limits, secret)
