@@ -148,6 +148,21 @@ def _export_names(namespace, setup_names, entry_point):
     return exported
 
 
+def _exception_record(exc):
+    """``[type name, message, args as data or None]`` of an exception of the solution's."""
+    try:
+        message = str(exc)[:MAX_TEXT_CHARS]
+    except BaseException:
+        message = ""
+    try:
+        args = encode(tuple(exc.args))
+        if len(repr(args)) > MAX_TEXT_CHARS:
+            args = None
+    except BaseException:
+        args = None
+    return [type(exc).__name__, message, args]
+
+
 @_contextlib.contextmanager
 def _call_alarm(time_s):
     """Interrupt the call after `time_s` (what is left of the test's time), so that a slow or
@@ -263,7 +278,7 @@ class _Server:
         except _Timeout:
             return {"id": call_id, "timeout": True, "out": out.text()}
         except BaseException as exc:
-            return {"id": call_id, "raise": [type(exc).__name__, str(exc)[:MAX_TEXT_CHARS]], "out": out.text()}
+            return {"id": call_id, "raise": _exception_record(exc), "out": out.text()}
         try:
             value = encode(result, self.handle_of)
             if op == "call":
@@ -428,11 +443,17 @@ class _Connection:
             return "fail", "the solution's side: " + text(reply["fail"])
         if "raise" in reply:
             raised = reply["raise"]
-            if type(raised) is not list or len(raised) != 2:
+            if type(raised) is not list or len(raised) != 3:
                 raise CrossingError("a malformed exception")
             name, message = text(raised[0], 100), text(raised[1])
             klass = _RAISABLE.get(name)
             if klass is not None:
+                args = decode(raised[2]) if raised[2] is not None else None
+                if type(args) is tuple:
+                    try:
+                        return "raise", klass(*args)
+                    except Exception:
+                        pass
                 return "raise", klass(message) if message else klass()
             return "raise", SolutionError("%s: %s" % (name, message) if message else name)
         if "ok" not in reply:
