@@ -17,10 +17,11 @@ run, right after the source of ``sandboxes/_crossing.py`` (whose ``encode``, ``d
   test times out during a call, or the server dies or answers anything malformed, T drops it and
   asks S0 for a fresh copy of the solution's state for the next test.
 
-Who may read what. T and S0 each read their own payload file and delete it before either runs
-any code that is not the driver's (a barrier: S0 says it is ready, T says go), so the solution
-never sees the tests' expected values and, when the tests are themselves a model's (a tester's),
-the tests never see the solution (a golden one). Both are non-dumpable, so neither can open the
+Who may read what. T opens and unlinks the tests' file before it forks S0 and reads it after;
+S0 closes that descriptor, reads and deletes the solution's file, then reports whether the
+solution compiles before it runs it, and T runs no test before that report. So the solution never sees the tests'
+expected values and, when the tests are themselves a model's (a tester's), the tests never see
+the solution (a golden one). Both are non-dumpable, so neither can open the
 other's ``/proc/<pid>/mem``, ``fd`` or ``environ`` (ptrace, ``process_vm_readv`` and
 ``pidfd_getfd`` are refused to every run by the sandbox's job filter). S0 and S1 hold no copy of
 the run's stdout (only ``/dev/null``) and S1 answers only on its own socket. T imports nothing
@@ -78,6 +79,13 @@ def _read_payload(name):
         payload = json.load(handle)
     _os.remove(name)
     return payload
+
+
+def _take_file(name):
+    """Open `name` and unlink it: only this descriptor reaches its content afterwards."""
+    fd = _os.open(name, _os.O_RDONLY)
+    _os.remove(name)
+    return fd
 
 
 class _CappedText(_io.TextIOBase):
@@ -308,9 +316,8 @@ def _solution_zygote(sock):
         _non_dumpable()
         payload = _read_payload(_SOLUTION_FILE)
         time_s, stdout_chars = float(payload["time_s"]), int(payload["stdout_chars"])
-        send_frame(sock, {"kind": "ready"})
-        if recv_frame(sock) != {"kind": "go"}:
-            _os._exit(1)
+        # The next frame, sent before any code but the driver's runs here, also says that the
+        # solution's file is gone.
         sources = []
         try:
             for label in ("setup", "solution"):
@@ -669,13 +676,17 @@ def _trusted_path():
 
 def _main():
     _signal.signal(_signal.SIGPIPE, _signal.SIG_IGN)
+    # The tests' file is unlinked before the fork and read after it: the solution's process
+    # starts with no copy of the tests in its memory and closes its copy of the descriptor
+    # before it runs anything else (_solution_zygote closes every descriptor but its socket).
+    _non_dumpable()
+    tests_fd = _take_file(_TESTS_FILE)
     control, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
     pid = _os.fork()
     if pid == 0:
         control.close()
         _solution_zygote(theirs)
     theirs.close()
-    _non_dumpable()
     secret = _sys.stdin.readline().strip()
     null = _os.open(_os.devnull, _os.O_RDONLY)
     _os.dup2(null, 0)
@@ -688,7 +699,8 @@ def _main():
         channel.write(secret + json.dumps(record) + "\n")
         channel.flush()
 
-    payload = _read_payload(_TESTS_FILE)
+    with _os.fdopen(tests_fd, encoding="utf-8") as handle:
+        payload = json.load(handle)
     time_limit = float(payload["time_s"])
     stdout_chars = int(payload["stdout_chars"])
     tests = payload["tests"]
@@ -699,7 +711,6 @@ def _main():
     deadline = _time.monotonic() + 2 * time_limit + 5.0
     try:
         control.settimeout(max(0.1, deadline - _time.monotonic()))
-        send_frame(control, {"kind": "go"})
         # While the solution's process compiles and runs the solution: the problem's setup runs
         # here too (trusted, so the tests see its own helpers, never the solution's versions of
         # them), and the tests are compiled.
@@ -714,9 +725,8 @@ def _main():
                 codes.append(compile(test, "test_%d.py" % index, "exec", dont_inherit=True))
             except BaseException as exc:
                 codes.append("test does not compile: %s" % exc)
-        # Nothing but the driver has run here yet; "ready" says the solution's file is gone.
-        if recv_frame(control) != {"kind": "ready"}:
-            raise CrossingError("not ready")
+        # Nothing but the driver has run here yet; "compiled" also says the solution's file is
+        # gone (the solution's process deleted it first).
         compiled = recv_frame(control)
         if type(compiled) is not dict or compiled.get("kind") != "compiled" or type(compiled.get("ok")) is not bool:
             raise CrossingError("a malformed report")
