@@ -632,17 +632,31 @@ def _describe(exc, label, time_s):
     return text_
 
 
-def _bind_names(namespace, exported, connection):
-    """Bind in ``namespace`` what the solution exports: proxies, modules (imported here, never
-    from a path the solution can write) and small data values."""
+# Standard-library modules whose import does something (a browser, a GUI, a print): never
+# imported on the solution's word.
+_ODD_MODULES = frozenset({"antigravity", "this", "__hello__", "__phello__", "idlelib", "turtle", "turtledemo", "tkinter"})
+
+
+def _bind_names(namespace, exported, connection, entry):
+    """Bind in ``namespace`` what the solution exports: proxies, modules and small data values.
+
+    The solution's word is checked here: a name of the setup's or a builtin's is never rebound
+    (but the entry point's) — a solution's own ``set`` or ``sorted`` would otherwise compute both
+    sides of ``set(f(x)) == set([...])`` — and a module is imported here only if it is one of
+    the standard library's (from read-only paths)."""
     import importlib
 
     for name, kind in exported.items():
         if type(name) is not str or not name.isidentifier() or type(kind) is not list or not kind:
             continue
+        if name != entry and (name in namespace or hasattr(_builtins_module, name)):
+            continue
         if kind[0] == "call":
             namespace[name] = _Remote(connection, ["n", name])
         elif kind[0] == "module" and len(kind) == 2 and type(kind[1]) is str:
+            top = kind[1].partition(".")[0]
+            if top in _ODD_MODULES or not (top in _sys.stdlib_module_names or kind[1] in _sys.modules):
+                continue
             try:
                 namespace[name] = importlib.import_module(kind[1])
             except BaseException:
@@ -764,7 +778,7 @@ def _main():
     # What every test starts from: the setup's names, then the solution's (proxies; a proxy
     # holds no state of its own, so tests can share them).
     bound = dict(base)
-    _bind_names(bound, names, connection)
+    _bind_names(bound, names, connection, entry)
     if entry and entry in bound:
         bound.setdefault("candidate", bound[entry])
     alarm = _TestAlarm()
