@@ -67,12 +67,12 @@ def load_baseline_harness(commit: str = BASELINE_COMMIT):
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _tree_cpu_seconds(sandbox) -> float:
-    """CPU seconds used so far by every process of the sandbox's workers (each live process's
-    own time plus what its reaped children used, so every CPU second is counted once), plus
-    this process's own."""
-    pids: list[int] = []
-    frontier = list(sandbox.worker_pids())
+def _tree_cpu(sandbox) -> tuple[frozenset[int], float]:
+    """(the workers' top pids, CPU seconds used so far by every process of the sandbox's
+    workers plus this process). Each live process counts its own time and what its reaped
+    children used (a run's processes are reaped inside the worker), so every CPU second of a
+    run is counted once."""
+    tops = frozenset(sandbox.worker_pids())
     children: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
@@ -82,6 +82,7 @@ def _tree_cpu_seconds(sandbox) -> float:
                 continue
             parent = int(stat[stat.rfind(b")") + 2 :].split()[1])
             children.setdefault(parent, []).append(int(name))
+    pids, frontier = [], list(tops)
     while frontier:
         pid = frontier.pop()
         pids.append(pid)
@@ -93,13 +94,14 @@ def _tree_cpu_seconds(sandbox) -> float:
         except OSError:
             continue
         total += sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime
-    return total / _TICK + time.process_time()
+    return tops, total / _TICK + time.process_time()
 
 
-def grade(harness, sandbox, problem: dict) -> tuple[float, float, int, list[str]]:
-    """(seconds, CPU seconds, tests, errors) for one canonical solution under one harness."""
+def grade(harness, sandbox, problem: dict) -> tuple[float, float | None, int, list[str]]:
+    """(seconds, CPU seconds, tests, errors) for one canonical solution under one harness; the
+    CPU is None when a worker was replaced during the call (its time cannot be told apart)."""
     tests = harness.split_check_function(problem["test"], problem["entry_point"])
-    cpu_start = _tree_cpu_seconds(sandbox)
+    tops_start, cpu_start = _tree_cpu(sandbox)
     start = time.perf_counter()
     report = harness.run_function_tests(
         sandbox,
@@ -109,7 +111,8 @@ def grade(harness, sandbox, problem: dict) -> tuple[float, float, int, list[str]
         entry_point=problem["entry_point"],
     )
     elapsed = time.perf_counter() - start
-    cpu = _tree_cpu_seconds(sandbox) - cpu_start
+    tops_end, cpu_end = _tree_cpu(sandbox)
+    cpu = cpu_end - cpu_start if tops_end == tops_start else None
     errors = [f"{problem['task_id']}: {r.error}" for r in report.results if not r.passed]
     return elapsed, cpu, report.total, errors
 
@@ -130,6 +133,7 @@ def main() -> int:
     harnesses = {"old (in-interpreter)": load_baseline_harness(), "new (data-only)": new_harness}
     seconds = {name: [] for name in harnesses}
     cpu_seconds = {name: 0.0 for name in harnesses}
+    cpu_tests = {name: 0 for name in harnesses}  # tests of the calls whose CPU was measured
     per_solution = {name: [] for name in harnesses}
     tests_total = {name: 0 for name in harnesses}
     errors: dict[str, list[str]] = {name: [] for name in harnesses}
@@ -144,7 +148,9 @@ def main() -> int:
                 for name in names:
                     elapsed, cpu, count, failed = grade(harnesses[name], sandbox, problem)
                     seconds[name].append(elapsed)
-                    cpu_seconds[name] += cpu
+                    if cpu is not None:
+                        cpu_seconds[name] += cpu
+                        cpu_tests[name] += count
                     per_solution[name].append(elapsed)
                     tests_total[name] += count
                     errors[name].extend(failed)
@@ -157,14 +163,16 @@ def main() -> int:
             "failed_tests": len(errors[name]),
             "first_failure": errors[name][0] if failed else None,
             "ms_per_test": None if failed else 1000 * sum(seconds[name]) / tests_total[name],
-            "cpu_ms_per_test": None if failed else 1000 * cpu_seconds[name] / tests_total[name],
+            "cpu_ms_per_test": None if failed or not cpu_tests[name] else 1000 * cpu_seconds[name] / cpu_tests[name],
+            "cpu_measured_tests": cpu_tests[name],
             "ms_per_solution_median": None if failed else 1000 * statistics.median(per_solution[name]),
         }
     old, new = (rows[name] for name in harnesses)
     ratio = cpu_ratio = None
     if old["ms_per_test"] and new["ms_per_test"]:
         ratio = new["ms_per_test"] / old["ms_per_test"]
-        cpu_ratio = new["cpu_ms_per_test"] / old["cpu_ms_per_test"]
+        if old["cpu_ms_per_test"] and new["cpu_ms_per_test"]:
+            cpu_ratio = new["cpu_ms_per_test"] / old["cpu_ms_per_test"]
     print(f"HumanEval canonical solutions, {len(problems)} problems x {rounds} rounds, backend {args.backend}, one caller")
     print(f"{'harness':<24}{'tests':>8}{'ms/test':>10}{'CPU ms/test':>13}{'ms/solution (median)':>24}  status")
     for name, row in rows.items():
@@ -176,7 +184,8 @@ def main() -> int:
     if ratio is not None:
         verdict = "meets" if ratio <= GOAL_RATIO else "MISSES"
         print(f"new / old wall time per test: {ratio:.2f}x ({verdict} the goal of at most {GOAL_RATIO}x)")
-        print(f"new / old CPU time per test:  {cpu_ratio:.2f}x (sandbox processes and this one)")
+        if cpu_ratio is not None:
+            print(f"new / old CPU time per test:  {cpu_ratio:.2f}x (sandbox processes and this one)")
     else:
         print("new / old: NOT MEASURED (a harness failed canonical solutions)")
     result = {

@@ -2,8 +2,10 @@
 
 * `run_function_tests`: HumanEval / MBPP style. The solution (after an optional ``setup``) is
   executed once inside the sandbox, then each test snippet runs on its own with its own time
-  limit, and each is counted on its own with its error text. `split_check_function` turns a
-  HumanEval ``check(candidate)`` function into such snippets.
+  limit, and each is counted on its own with its error text. The tests run in a process that
+  never executes the solution and reach it only through plain data
+  (``sandboxes/_function_driver.py``, ``sandboxes/_crossing.py``). `split_check_function` turns
+  a HumanEval ``check(candidate)`` function into such snippets.
 * `run_io_cases`: APPS / CodeContests style. The program runs once per case with that case's
   stdin and its own time limit; stdout is compared with the expected output, ignoring
   differences in whitespace.
