@@ -41,6 +41,7 @@ import sys as _sys
 import time as _time
 import traceback as _traceback
 
+_PR_GET_DUMPABLE = 3
 _PR_SET_DUMPABLE = 4
 _TESTS_FILE = "harness_tests.json"
 _SOLUTION_FILE = "harness_solution.json"
@@ -57,10 +58,14 @@ _RAISABLE = {
 
 
 def _non_dumpable():
+    """Make this process (and what it forks) non-dumpable; whether that took effect. Without it,
+    a process of the same uid could open this one's /proc/<pid>/mem, fd and environ."""
     try:
-        _ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+        libc = _ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+        return libc.prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0) == 0
     except Exception:
-        pass
+        return False
 
 
 def _close_other_descriptors(keep):
@@ -693,14 +698,15 @@ def _main():
     # The tests' file is unlinked before the fork and read after it: the solution's process
     # starts with no copy of the tests in its memory and closes its copy of the descriptor
     # before it runs anything else (_solution_zygote closes every descriptor but its socket).
-    _non_dumpable()
+    isolated = _non_dumpable()
     tests_fd = _take_file(_TESTS_FILE)
-    control, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
-    pid = _os.fork()
-    if pid == 0:
-        control.close()
-        _solution_zygote(theirs)
-    theirs.close()
+    if isolated:
+        control, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        pid = _os.fork()
+        if pid == 0:
+            control.close()
+            _solution_zygote(theirs)
+        theirs.close()
     secret = _sys.stdin.readline().strip()
     null = _os.open(_os.devnull, _os.O_RDONLY)
     _os.dup2(null, 0)
@@ -713,6 +719,12 @@ def _main():
         channel.write(secret + json.dumps(record) + "\n")
         channel.flush()
 
+    if not isolated:
+        # The sandbox refused prctl(PR_SET_DUMPABLE, 0): the two processes could read each
+        # other's memory. Nothing runs; the host reports a sandbox failure, not a verdict.
+        emit({"kind": "unisolated", "error": "the sandbox does not let a run make itself non-dumpable"})
+        channel.close()
+        _os._exit(0)
     with _os.fdopen(tests_fd, encoding="utf-8") as handle:
         payload = json.load(handle)
     time_limit = float(payload["time_s"])

@@ -298,6 +298,18 @@ def _report_from_run(run: RunResult, tests: list[str], limits: Limits, secret: s
     Fails closed: a test passes only on exactly one well-formed record for it that reports no
     error; a missing, malformed or repeated record fails it."""
     records = _records(run, secret) if secret is not None else []
+    # Only as the one record of a run: written before anything but the driver runs. A test
+    # that writes one later (a tester's) cannot turn its verdicts into a sandbox failure.
+    unisolated = records[0] if len(records) == 1 and records[0].get("kind") == "unisolated" else None
+    if unisolated is not None and not run.sandbox_error:
+        # The sandbox cannot keep the test process and the solution's apart (it refuses
+        # non-dumpable processes): no verdict, an infrastructure failure (see docs/sandboxes.md).
+        run = dataclasses.replace(
+            run, sandbox_error=f"function tests cannot be isolated in this sandbox: {unisolated.get('error')}"
+        )
+        reason = f"not judged: {run.sandbox_error}"
+        results = [TestResult(index=i, name=_test_label(t), passed=False, error=reason) for i, t in enumerate(tests)]
+        return TestReport(results=results, compiled=False, ran=False, error=reason, runs=[run])
     compiled_record = next((r for r in records if r.get("kind") == "compiled"), None)
     ran_record = next((r for r in records if r.get("kind") == "ran"), None)
     by_index: dict[int, dict | None] = {}

@@ -288,3 +288,28 @@ def test_io_cases_are_compared_on_the_host_and_have_no_frames_to_forge(sandbox):
     )
     report = run_io_cases(sandbox, forger, [("", "3\n"), ("", "3\n")])
     assert report.passed == 0 and [r.error for r in report.results] == ["wrong answer"] * 2
+
+
+def test_a_sandbox_that_refuses_non_dumpable_processes_is_a_sandbox_failure():
+    """Where the sandbox will not let a run make itself non-dumpable, the two processes could
+    read each other's memory: the driver says so before anything else runs, and the report is an
+    infrastructure failure, never a verdict. The same record written later (by a tester's test,
+    after the solution ran) changes nothing."""
+    from sandboxes import RunResult
+    from sandboxes.harness import Limits, _report_from_run
+
+    secret = "s3cret"
+    line = secret + json.dumps({"kind": "unisolated", "error": "refused"}) + "\n"
+    report = _report_from_run(RunResult(stdout=line, stderr="", exit_code=0), ["assert True"], Limits(), secret)
+    assert report.sandbox_error and "cannot be isolated" in report.sandbox_error and report.passed == 0
+    later = "".join(
+        secret + json.dumps(record) + "\n"
+        for record in (
+            {"kind": "compiled", "ok": True},
+            {"kind": "ran", "ok": True, "error": None, "stdout": ""},
+            {"kind": "unisolated", "error": "forged"},
+            {"kind": "test", "index": 0, "error": "AssertionError", "stdout": "", "timed_out": False},
+        )
+    )
+    report = _report_from_run(RunResult(stdout=later, stderr="", exit_code=0), ["assert False"], Limits(), secret)
+    assert report.sandbox_error is None and report.passed == 0 and report.ran
