@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import json
 import marshal
 import secrets
@@ -137,16 +138,19 @@ class TestReport:
 # that reaches the run's stdout can pass for a result. It is sent compiled (marshal), since
 # compiling 40 KB of source in every run would cost more than the tests themselves; an
 # interpreter of another version compiles the source sent beside it.
-_DRIVER = (
-    Path(__file__).with_name("_crossing.py").read_text(encoding="utf-8")
-    + "\n"
-    + Path(__file__).with_name("_function_driver.py").read_text(encoding="utf-8")
-)
 _DRIVER_TAG = (sys.implementation.cache_tag or "none").encode("ascii") + b"\n"
-_DRIVER_FILES = {
-    "harness_driver.bin": _DRIVER_TAG + marshal.dumps(compile(_DRIVER, "harness_driver.py", "exec", dont_inherit=True)),
-    "harness_driver.py": _DRIVER,
-}
+
+
+@functools.lru_cache(maxsize=1)
+def _driver_files() -> dict[str, str | bytes]:
+    """The driver's source and its compiled form, made once per process on first use."""
+    source = (
+        Path(__file__).with_name("_crossing.py").read_text(encoding="utf-8")
+        + "\n"
+        + Path(__file__).with_name("_function_driver.py").read_text(encoding="utf-8")
+    )
+    code = compile(source, "harness_driver.py", "exec", dont_inherit=True)
+    return {"harness_driver.bin": _DRIVER_TAG + marshal.dumps(code), "harness_driver.py": source}
 _LOADER = """\
 import marshal, sys
 with open("harness_driver.bin", "rb") as handle:
@@ -273,7 +277,7 @@ def run_function_tests(
     run = sandbox.run(
         _LOADER,
         stdin=secret + "\n",
-        files={**_DRIVER_FILES, _TESTS_FILE: json.dumps(tests_payload), _SOLUTION_FILE: json.dumps(solution_payload)},
+        files={**_driver_files(), _TESTS_FILE: json.dumps(tests_payload), _SOLUTION_FILE: json.dumps(solution_payload)},
         limits=limits,
     )
     return _report_from_run(run, tests, limits, secret)
