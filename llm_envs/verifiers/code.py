@@ -27,6 +27,12 @@ so no environment can score it (see docs/sandboxes.md).
 
 Equality assertions of generated tests (``assert f(x) == y``) are rewritten so that a failure
 reads ``expected <y>, got <f(x)>``: the feedback shows the actual value, not only "failed".
+
+Function-style tests (golden or a tester's) never run in the process of the code they judge:
+:func:`sandboxes.run_function_tests` runs them in a process of their own inside the sandbox run,
+where the code under test is reachable only through plain data (see docs/sandboxes.md). A
+tester's tests therefore cannot read the golden solution, and a coder's code cannot reach the
+verdict of any test; a harness that cannot decide a test scores it failed.
 """
 
 from __future__ import annotations
