@@ -28,8 +28,11 @@ Rewards (dense)        ``alpha * r_team + r_local`` per action, all known at the
                        ``r_local`` = 0.1 builds + 0.1 runs (first ``runs_check_tests`` golden
                        tests execute without crashing) + 0.8 golden pass rate; tester
                        ``r_local`` = 0.2 valid (at least one test parsed) + 0.8 pass rate of
-                       the golden solution on its tests. A reply without code or tests earns 0
-                       for those terms (no separate penalty)
+                       the golden solution on its tests x catch rate (the fraction of wrong
+                       programs, mutants of the golden and the coder's failing attempts, that
+                       its golden-passing tests reject; ``tester_reward="paper"`` drops this
+                       factor, as in the paper). A reply without code or tests earns 0 for
+                       those terms (no separate penalty)
 Rewards (outcome)      ``alpha * 1[this turn's code passes every golden test]`` for both
 Sandbox failure        a run the sandbox itself failed (worker died or hung, on a retry too)
                        is never scored: ``step`` raises ``llm_envs.core.SandboxFailure``
