@@ -175,9 +175,18 @@ def _reward_of_step(env: Any, agent: str, action: str) -> tuple[float | None, st
     return float(env._cumulative_rewards.get(agent, 0.0)), ""
 
 
-def play_exploit(env: Any, agent: str, exploit: Exploit, seed: int, target: Target | None = None) -> Outcome:
-    """Play ``exploit`` as ``agent`` in the episode of ``seed`` (see the module docstring)."""
-    env.reset(seed=seed)
+def play_exploit(
+    env: Any,
+    agent: str,
+    exploit: Exploit,
+    seed: int,
+    target: Target | None = None,
+    options: dict[str, Any] | None = None,
+) -> Outcome:
+    """Play ``exploit`` as ``agent`` in the episode of ``reset(seed, options)`` (see the module
+    docstring); ``target`` replaces what the environment's surface says (e.g. to add the
+    oracle socket)."""
+    env.reset(seed=seed, options=options)
     if not _advance_to(env, agent):
         return Outcome(exploit.name, exploit.family, agent, seed, "n/a", detail="the agent never acts")
     surface = _surface(env)
@@ -203,11 +212,13 @@ def audit_env(
     seeds: Sequence[int] | None = None,
     exploits: Sequence[Exploit] = CATALOGUE,
     agents: Sequence[str] | None = None,
+    options: Callable[[int], dict[str, Any] | None] | None = None,
     progress: Callable[[Outcome], None] | None = None,
 ) -> list[Outcome]:
     """Every exploit of the catalogue that fits a role of ``env``, over ``episodes`` seeds
-    (``0 .. episodes-1`` unless ``seeds`` is given), with a host oracle socket up."""
-    env.reset(seed=0)
+    (``0 .. episodes-1`` unless ``seeds`` is given; ``options(seed)`` gives reset options),
+    with a host oracle socket up."""
+    env.reset(seed=0, options=options(0) if options else None)
     roles = _surface(env).roles()
     if not roles:
         raise AuditError(f"{type(env).__name__} names no agent that writes code, tests, programs or answers")
@@ -221,12 +232,13 @@ def audit_env(
                 for exploit in exploits:
                     if exploit.role != role:
                         continue
-                    env.reset(seed=seed)
+                    reset_options = options(seed) if options else None
+                    env.reset(seed=seed, options=reset_options)
                     if not _advance_to(env, agent):
                         continue
                     target = replace(_surface(env).target(agent), oracle_socket=path)
                     current["reference"] = target.reference or ""
-                    outcome = play_exploit(env, agent, exploit, seed, target)
+                    outcome = play_exploit(env, agent, exploit, seed, target, reset_options)
                     outcomes.append(outcome)
                     if progress is not None:
                         progress(outcome)
