@@ -17,7 +17,9 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+import marshal
 import secrets
+import sys
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -127,124 +129,36 @@ class TestReport:
 # function-style tests
 # ---------------------------------------------------------------------------------------------
 
-# The driver runs inside the sandbox. It reads a per-run secret from stdin, which never appears
-# in any file and is gone from every descriptor before the solution runs, and prefixes each
-# result line with it, so output printed by the solution cannot pass for a result. (A solution
-# running in the same interpreter can still find the secret, or tamper with the harness, by
-# introspection; see docs/sandboxes.md.)
-_DRIVER_BODY = r'''
-import contextlib, io, json, os, signal, sys, traceback
-
-_secret = sys.stdin.readline().strip()
-# Nothing may read the secret back: not os.pread(0, ...), /proc/self/fd/0 nor /dev/stdin.
-_null = os.open(os.devnull, os.O_RDONLY)
-os.dup2(_null, 0)
-os.close(_null)
-sys.stdin = io.StringIO("")
-_channel = os.fdopen(os.dup(1), "w", encoding="utf-8")
-with open("harness_payload.json", encoding="utf-8") as _fh:
-    _payload = json.load(_fh)
-os.remove("harness_payload.json")
-
-
-def _emit(record):
-    _channel.write(_secret + json.dumps(record) + "\n")
-    _channel.flush()
-
-
-class _TestTimeout(BaseException):
-    pass
-
-
-def _on_alarm(signum, frame):
-    raise _TestTimeout()
-
-
-class _CappedText(io.TextIOBase):
-    def __init__(self, limit):
-        self.parts, self.size, self.limit = [], 0, limit
-
-    def writable(self):
-        return True
-
-    def write(self, text):
-        if self.size < self.limit:
-            self.parts.append(text[: self.limit - self.size])
-            self.size += len(self.parts[-1])
-        return len(text)
-
-    def text(self):
-        return "".join(self.parts)
-
-
-def _describe(exc, label):
-    if isinstance(exc, _TestTimeout):
-        return "timed out after %gs" % _payload["time_s"]
-    lines = traceback.format_exception_only(type(exc), exc)
-    text = "".join(lines).strip()
-    if isinstance(exc, AssertionError) and text == "AssertionError":
-        text = "AssertionError: " + label
-    return text
-
-
-def _guarded(code, namespace, label):
-    out = _CappedText(_payload["stdout_chars"])
-    signal.signal(signal.SIGALRM, _on_alarm)
-    error, timed_out = None, False
-    try:
-        with contextlib.redirect_stdout(out):
-            signal.setitimer(signal.ITIMER_REAL, _payload["time_s"])
-            try:
-                exec(code, namespace)
-            finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
-    except BaseException as exc:
-        error, timed_out = _describe(exc, label), isinstance(exc, _TestTimeout)
-    return error, timed_out, out.text()
-
-
-_namespace = {"__name__": "__solution__", "__builtins__": __builtins__}
-try:
-    _setup = compile(_payload["setup"], "setup.py", "exec")
-    _solution = compile(_payload["solution"], "solution.py", "exec")
-except BaseException as exc:
-    _emit({"kind": "compiled", "ok": False, "error": "".join(traceback.format_exception_only(type(exc), exc)).strip()})
-    _channel.close()
-    os._exit(0)
-_emit({"kind": "compiled", "ok": True})
-_error, _timed_out, _out = _guarded(_setup, _namespace, "setup")
-if _error is None:
-    _error, _timed_out, _out = _guarded(_solution, _namespace, "solution")
-_entry = _payload["entry_point"]
-if _error is None and _entry and _entry not in _namespace:
-    _error = "the solution does not define %r" % _entry
-if _entry and _entry in _namespace:
-    _namespace.setdefault("candidate", _namespace[_entry])
-_emit({"kind": "ran", "ok": _error is None, "error": _error, "stdout": _out})
-if _error is not None:
-    # Like `python solution.py` followed by the tests: a top level that crashed, exited or hung
-    # means no test runs (otherwise sys.exit() after the definitions would dodge the failure).
-    for _index in range(len(_payload["tests"])):
-        _emit({"kind": "test", "index": _index, "error": "not run: the solution failed: " + _error, "stdout": "", "timed_out": False})
-    _payload["tests"] = []
-for _index, _test in enumerate(_payload["tests"]):
-    try:
-        _code = _compile_test(_test, "test_%d.py" % _index)
-    except BaseException as exc:
-        _emit({"kind": "test", "index": _index, "error": "test does not compile: %s" % exc, "stdout": "", "timed_out": False})
-        continue
-    _test_namespace = dict(_namespace, **_HELPERS)
-    _error, _timed_out, _out = _guarded(_code, _test_namespace, _test.strip().splitlines()[-1] if _test.strip() else "")
-    _emit({"kind": "test", "index": _index, "error": _error, "stdout": _out, "timed_out": _timed_out})
-_emit({"kind": "done"})
-_channel.close()
-os._exit(0)
-'''
-
-# The driver is one script: the strict-equality helpers (a real module, so that it can be tested
-# on its own), then the driver body.
-_DRIVER = (Path(__file__).with_name("_strict_equality.py")).read_text(encoding="utf-8") + _DRIVER_BODY
-
+# The driver runs inside the sandbox: the data codec, then the three processes' code (see
+# sandboxes/_function_driver.py). Each result line T writes is prefixed with a per-run secret,
+# read from stdin (gone from every descriptor before any other code runs), so that nothing else
+# that reaches the run's stdout can pass for a result. It is sent compiled (marshal), since
+# compiling 40 KB of source in every run would cost more than the tests themselves; an
+# interpreter of another version compiles the source sent beside it.
+_DRIVER = (
+    Path(__file__).with_name("_crossing.py").read_text(encoding="utf-8")
+    + "\n"
+    + Path(__file__).with_name("_function_driver.py").read_text(encoding="utf-8")
+)
+_DRIVER_TAG = (sys.implementation.cache_tag or "none").encode("ascii") + b"\n"
+_DRIVER_FILES = {
+    "harness_driver.bin": _DRIVER_TAG + marshal.dumps(compile(_DRIVER, "harness_driver.py", "exec", dont_inherit=True)),
+    "harness_driver.py": _DRIVER,
+}
+_LOADER = """\
+import marshal, sys
+with open("harness_driver.bin", "rb") as handle:
+    tag, _, blob = handle.read().partition(b"\\n")
+if tag == (sys.implementation.cache_tag or "none").encode("ascii"):
+    code = marshal.loads(blob)
+else:
+    with open("harness_driver.py", encoding="utf-8") as handle:
+        code = compile(handle.read(), "harness_driver.py", "exec", dont_inherit=True)
+del tag, blob, handle
+exec(code)
+"""
+_TESTS_FILE = "harness_tests.json"
+_SOLUTION_FILE = "harness_solution.json"
 
 
 def _test_label(test: str) -> str:
@@ -332,8 +246,10 @@ def run_function_tests(
         time_s: time limit for the solution's top level and for each test.
         memory_mb: memory budget of the whole run.
 
-    Every ``==`` and ``!=`` in the tests is checked so that a result cannot fake equality (an
-    object whose ``__eq__`` always returns True never equals plain data; see docs/sandboxes.md).
+    The tests never share a process with the solution: they run in a process of their own in
+    which every name the solution defines is a proxy, and each call crosses as plain data
+    (`sandboxes._crossing`), so nothing of the solution's can take part in a comparison; see
+    docs/sandboxes.md.
 
     Returns:
         A `TestReport`; a solution that crashes, hangs, exits early or floods output fails the
@@ -341,36 +257,58 @@ def run_function_tests(
     """
     tests = _test_snippets(tests, entry_point)
     secret = secrets.token_hex(16)
-    payload = {
-        "setup": setup,
-        "solution": solution,
-        "tests": list(tests),
-        "entry_point": entry_point,
-        "time_s": float(time_s),
-        "stdout_chars": _TEST_STDOUT_CHARS,
-    }
+    common = {"entry_point": entry_point, "time_s": float(time_s), "stdout_chars": _TEST_STDOUT_CHARS}
+    # Two files: the test process reads and deletes the tests, the solution's process the
+    # solution, before either runs anything else (see sandboxes/_function_driver.py).
+    tests_payload = dict(common, setup=setup, tests=list(tests))
+    solution_payload = dict(common, setup=setup, solution=solution)
     # The run as a whole: per-test limits plus slack, so one slow test cannot starve the rest.
     limits = Limits(
-        time_s=float(time_s) * (len(tests) + 2) + 1.0,
+        time_s=float(time_s) * (len(tests) + 3) + 2.0,
         memory_mb=memory_mb,
         output_bytes=max(1_000_000, 8 * _TEST_STDOUT_CHARS * (len(tests) + 2)),
     )
     run = sandbox.run(
-        _DRIVER,
+        _LOADER,
         stdin=secret + "\n",
-        files={"harness_payload.json": json.dumps(payload)},
+        files={**_DRIVER_FILES, _TESTS_FILE: json.dumps(tests_payload), _SOLUTION_FILE: json.dumps(solution_payload)},
         limits=limits,
     )
-    records: list[dict] = []
+    return _report_from_run(run, tests, limits, secret)
+
+
+def _records(run: RunResult, secret: str) -> list[dict]:
+    records = []
     for line in run.stdout.splitlines():
         if line.startswith(secret):
             try:
-                records.append(json.loads(line[len(secret) :]))
+                record = json.loads(line[len(secret) :])
             except ValueError:
                 continue
+            if isinstance(record, dict):
+                records.append(record)
+    return records
+
+
+def _report_from_run(run: RunResult, tests: list[str], limits: Limits, secret: str | None = None) -> TestReport:
+    """The `TestReport` of a function-test run, from the records its test process wrote.
+
+    Fails closed: a test passes only on exactly one well-formed record for it that reports no
+    error; a missing, malformed or repeated record fails it."""
+    records = _records(run, secret) if secret is not None else []
     compiled_record = next((r for r in records if r.get("kind") == "compiled"), None)
     ran_record = next((r for r in records if r.get("kind") == "ran"), None)
-    by_index = {r["index"]: r for r in records if r.get("kind") == "test" and isinstance(r.get("index"), int)}
+    by_index: dict[int, dict | None] = {}
+    for record in records:
+        index = record.get("index")
+        if record.get("kind") != "test" or type(index) is not int or not 0 <= index < len(tests):
+            continue
+        well_formed = (
+            (record.get("error") is None or isinstance(record.get("error"), str))
+            and isinstance(record.get("stdout", ""), str)
+            and isinstance(record.get("timed_out", False), bool)
+        )
+        by_index[index] = None if index in by_index or not well_formed else record
     if compiled_record is None:
         reason = _run_failure(run, "before the solution was compiled")
     elif run.timed_out:
@@ -379,9 +317,12 @@ def run_function_tests(
         reason = _run_failure(run, "before this test ran")
     results = []
     for index, test in enumerate(tests):
-        record = by_index.get(index)
-        if record is None:
+        if index not in by_index:
             results.append(TestResult(index=index, name=_test_label(test), passed=False, error=reason, timed_out=run.timed_out))
+            continue
+        record = by_index[index]
+        if record is None:
+            results.append(TestResult(index=index, name=_test_label(test), passed=False, error="not judged: conflicting or malformed results"))
             continue
         results.append(
             TestResult(
@@ -389,22 +330,22 @@ def run_function_tests(
                 name=_test_label(test),
                 passed=record.get("error") is None,
                 error=record.get("error"),
-                stdout=str(record.get("stdout", "")),
-                timed_out=bool(record.get("timed_out")),
+                stdout=record.get("stdout", ""),
+                timed_out=record.get("timed_out", False),
             )
         )
-    compiled = bool(compiled_record and compiled_record.get("ok"))
+    compiled = bool(compiled_record and compiled_record.get("ok") is True)
     error = None
     if compiled_record is None:
         error = reason
     elif not compiled:
-        error = compiled_record.get("error")
-    elif ran_record is not None and not ran_record.get("ok"):
-        error = ran_record.get("error")
+        error = str(compiled_record.get("error"))
+    elif ran_record is not None and ran_record.get("ok") is not True:
+        error = str(ran_record.get("error"))
     return TestReport(
         results=results,
         compiled=compiled,
-        ran=bool(ran_record and ran_record.get("ok")),
+        ran=bool(ran_record and ran_record.get("ok") is True),
         error=error,
         runs=[run],
     )

@@ -1,0 +1,819 @@
+# ruff: noqa: F821
+"""The function-test driver: one sandbox run, three processes, plain data between them.
+
+Not imported anywhere: `sandboxes.harness` sends this text into the sandbox as the program of a
+run, right after the source of ``sandboxes/_crossing.py`` (whose ``encode``, ``decode``,
+``send_frame``, ``recv_frame``, ``text``, ``CrossingError`` and limits it uses by name).
+
+* **T, the test process** (the run's own process). It never executes the solution. It runs the
+  problem's ``setup`` (trusted: imports, helpers such as HumanEval's ``poly``) and each test in a
+  fresh namespace where every name the solution defines is a *proxy*: calling it, or a method of
+  an object it returned, sends the call to the solution's process and waits for plain data back
+  (`sandboxes._crossing`). It reports each test's verdict on the run's stdout, each line prefixed
+  with a per-run secret read from stdin.
+* **S0, the solution's zygote**, forked by T before T reads anything. It runs ``setup`` and the
+  solution's top level, reports which names the solution defines, then forks servers on demand.
+* **S1, a solution server**, forked by S0: answers calls, one frame in, one frame out. When a
+  test times out during a call, or the server dies or answers anything malformed, T drops it and
+  asks S0 for a fresh copy of the solution's state for the next test.
+
+Who may read what. T opens and unlinks the tests' file before it forks S0 and reads it after;
+S0 closes that descriptor, reads and deletes the solution's file, then reports whether the
+solution compiles before it runs it, and T runs no test before that report. So the solution never sees the tests'
+expected values and, when the tests are themselves a model's (a tester's), the tests never see
+the solution (a golden one). Both are non-dumpable, so neither can open the
+other's ``/proc/<pid>/mem``, ``fd`` or ``environ`` (ptrace, ``process_vm_readv`` and
+``pidfd_getfd`` are refused to every run by the sandbox's job filter). S0 and S1 hold no copy of
+the run's stdout (only ``/dev/null``) and S1 answers only on its own socket. T imports nothing
+from a directory the solution could write (the job directory and every writable path leave
+``sys.path``). Whatever the solution's processes do (lie, write garbage, die, hang, signal T), the
+worst outcome is tests that fail.
+"""
+
+import builtins as _builtins_module
+import contextlib as _contextlib
+import ctypes as _ctypes
+import io as _io
+import os as _os
+import signal as _signal
+import socket as _socket
+import sys as _sys
+import time as _time
+import traceback as _traceback
+
+_PR_SET_DUMPABLE = 4
+_TESTS_FILE = "harness_tests.json"
+_SOLUTION_FILE = "harness_solution.json"
+# The test side's own timer runs this much longer than a test's limit, so that the solution's
+# per-call timer (the test's remaining time) fires first in an honest process.
+_TIMER_GRACE_S = 0.5
+# Builtin exceptions that a solution's exception may become on the test side; anything else (its
+# own classes, SystemExit, KeyboardInterrupt, GeneratorExit) arrives as a SolutionError.
+_RAISABLE = {
+    name: value
+    for name, value in vars(_builtins_module).items()
+    if isinstance(value, type) and issubclass(value, Exception) and not name.startswith("_")
+}
+
+
+def _non_dumpable():
+    try:
+        _ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except Exception:
+        pass
+
+
+def _close_other_descriptors(keep):
+    import resource
+
+    highest = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    highest = highest if 0 < highest < (1 << 20) else (1 << 16)
+    _os.closerange(3, keep)
+    _os.closerange(keep + 1, highest)
+
+
+def _read_payload(name):
+    import json
+
+    with open(name, encoding="utf-8") as handle:
+        payload = json.load(handle)
+    _os.remove(name)
+    return payload
+
+
+def _take_file(name):
+    """Open `name` and unlink it: only this descriptor reaches its content afterwards."""
+    fd = _os.open(name, _os.O_RDONLY)
+    _os.remove(name)
+    return fd
+
+
+class _CappedText(_io.TextIOBase):
+    def __init__(self, limit):
+        self.parts, self.size, self.limit = [], 0, limit
+
+    def writable(self):
+        return True
+
+    def write(self, value):
+        if self.size < self.limit:
+            self.parts.append(str(value)[: self.limit - self.size])
+            self.size += len(self.parts[-1])
+        return len(value)
+
+    def text(self):
+        return "".join(self.parts)
+
+
+def _exception_text(exc):
+    return "".join(_traceback.format_exception_only(type(exc), exc)).strip()
+
+
+# =============================================================================================
+# the solution's side (S0, S1): everything here runs in processes that execute the solution
+# =============================================================================================
+
+
+class _Timeout(BaseException):
+    pass
+
+
+def _on_alarm(signum, frame):
+    raise _Timeout()
+
+
+def _run_top_level(code, namespace, time_s, out):
+    _signal.signal(_signal.SIGALRM, _on_alarm)
+    try:
+        with _contextlib.redirect_stdout(out):
+            _signal.setitimer(_signal.ITIMER_REAL, time_s)
+            try:
+                exec(code, namespace)
+            finally:
+                _signal.setitimer(_signal.ITIMER_REAL, 0)
+    except _Timeout:
+        return "timed out after %gs" % time_s
+    except BaseException as exc:
+        return _exception_text(exc)
+    return None
+
+
+def _export_names(namespace, setup_names, entry_point):
+    """What T may bind: ``{name: ["call"] | ["module", module name] | ["data", value]}``."""
+    exported = {}
+    for name, value in list(namespace.items()):
+        if type(name) is not str or name.startswith("__") or (name in setup_names and name != entry_point):
+            continue
+        if isinstance(value, type(_os)):
+            exported[name] = ["module", getattr(value, "__name__", "")]
+        elif callable(value):
+            exported[name] = ["call"]
+        else:
+            try:
+                exported[name] = ["data", encode(value)]
+            except Exception:
+                continue  # an object that is not data: the tests cannot use it
+    return exported
+
+
+def _exception_record(exc):
+    """``[type name, message, args as data or None]`` of an exception of the solution's."""
+    try:
+        message = str(exc)[:MAX_TEXT_CHARS]
+    except BaseException:
+        message = ""
+    try:
+        args = encode(tuple(exc.args))
+        if len(repr(args)) > MAX_TEXT_CHARS:
+            args = None
+    except BaseException:
+        args = None
+    return [type(exc).__name__, message, args]
+
+
+@_contextlib.contextmanager
+def _call_alarm(time_s):
+    """Interrupt the call after `time_s` (what is left of the test's time), so that a slow or
+    endless call fails its own test and the process goes on serving the next ones. (A solution
+    that disables this only stops answering: the test side's own timer then fails the rest.)"""
+    if time_s is None:
+        yield
+        return
+    _signal.signal(_signal.SIGALRM, _on_alarm)
+    _signal.setitimer(_signal.ITIMER_REAL, time_s)
+    try:
+        yield
+    finally:
+        _signal.setitimer(_signal.ITIMER_REAL, 0)
+
+
+class _Server:
+    """S1: answers T's requests on `sock` against the solution's namespace."""
+
+    def __init__(self, sock, namespace, exported, stdout_chars):
+        self.sock, self.namespace, self.stdout_chars = sock, namespace, stdout_chars
+        self.callable_names = {name for name, kind in exported.items() if kind[0] == "call"}
+        self.objects = {}  # handle -> object
+        self.handles = {}  # id(object) -> handle
+
+    def handle_of(self, obj):
+        handle = self.handles.get(id(obj))
+        if handle is None or self.objects.get(handle) is not obj:
+            handle = len(self.objects) + 1
+            self.objects[handle] = obj
+            self.handles[id(obj)] = handle
+        return handle
+
+    def resolve(self, handle):
+        if handle not in self.objects:
+            raise CrossingError("an unknown object handle")
+        return self.objects[handle]
+
+    def target(self, ref):
+        if type(ref) is list and len(ref) == 2 and ref[0] == "n" and ref[1] in self.callable_names:
+            return self.namespace[ref[1]]
+        if type(ref) is list and len(ref) == 2 and ref[0] == "h" and type(ref[1]) is int:
+            return self.resolve(ref[1])
+        raise CrossingError("a malformed call target")
+
+    def serve(self):
+        while True:
+            try:
+                request = recv_frame(self.sock)
+            except EOFError:
+                _os._exit(0)
+            except BaseException:
+                _os._exit(1)
+            reply = self.answer(request)
+            try:
+                send_frame(self.sock, reply)
+            except CrossingError as exc:
+                send_frame(self.sock, {"id": reply.get("id"), "fail": str(exc)})
+
+    def answer(self, request):
+        out = _CappedText(self.stdout_chars)
+        call_id = request.get("id") if type(request) is dict else None
+        mutated = []
+        try:
+            if type(request) is not dict or type(call_id) is not int:
+                raise CrossingError("a malformed request")
+            op = request.get("op")
+            obj = self.target(request.get("target"))
+            name = request.get("name")
+            if name is not None and (type(name) is not str or name.startswith("__")):
+                raise CrossingError("attribute %r cannot be reached" % (name,))
+            raw_args = request.get("args", [])
+            raw_kwargs = request.get("kwargs", [])
+            if type(raw_args) is not list or type(raw_kwargs) is not list:
+                raise CrossingError("malformed arguments")
+            args = [decode(item, self.resolve) for item in raw_args]
+            kwargs = {}
+            for pair in raw_kwargs:
+                if type(pair) is not list or len(pair) != 2 or type(pair[0]) is not str:
+                    raise CrossingError("malformed keyword arguments")
+                kwargs[pair[0]] = decode(pair[1], self.resolve)
+        except BaseException as exc:
+            return {"id": call_id, "fail": "the request could not be read: %s" % exc}
+        budget = request.get("time_s")
+        if type(budget) is not float or not 0 < budget <= 86400:
+            budget = None
+        try:
+            with _contextlib.redirect_stdout(out), _call_alarm(budget):
+                if op == "call":
+                    result = obj(*args, **kwargs)
+                elif op == "getattr":
+                    result = getattr(obj, name)
+                elif op == "setattr":
+                    setattr(obj, name, args[0])
+                    result = None
+                elif op == "iter":
+                    result = iter(obj)
+                elif op == "next":
+                    result = next(obj)
+                elif op == "len":
+                    result = len(obj)
+                elif op == "getitem":
+                    result = obj[args[0]]
+                elif op == "setitem":
+                    obj[args[0]] = args[1]
+                    result = None
+                elif op == "str":
+                    result = str(obj)
+                elif op == "repr":
+                    result = repr(obj)
+                else:
+                    return {"id": call_id, "fail": "unknown operation"}
+        except _Timeout:
+            return {"id": call_id, "timeout": True, "out": out.text()}
+        except BaseException as exc:
+            return {"id": call_id, "raise": _exception_record(exc), "out": out.text()}
+        try:
+            value = encode(result, self.handle_of)
+            if op == "call":
+                # Arguments the call changed in place go back with the result.
+                for position, (raw, arg) in enumerate(zip(raw_args, args)):
+                    if type(raw) is list:
+                        now = encode(arg, self.handle_of)
+                        if now != raw:
+                            mutated.append([position, now])
+                for pair in raw_kwargs:
+                    if type(pair[1]) is list:
+                        now = encode(kwargs[pair[0]], self.handle_of)
+                        if now != pair[1]:
+                            mutated.append([pair[0], now])
+        except BaseException as exc:
+            return {"id": call_id, "fail": "the result cannot cross as data: %s" % exc, "out": out.text()}
+        return {"id": call_id, "ok": value, "out": out.text(), "mutated": mutated}
+
+
+def _solution_zygote(sock):
+    """S0: never returns."""
+    try:
+        null = _os.open(_os.devnull, _os.O_RDWR)
+        for target in (0, 1, 2):
+            _os.dup2(null, target)
+        _close_other_descriptors(sock.fileno())
+        _non_dumpable()
+        payload = _read_payload(_SOLUTION_FILE)
+        time_s, stdout_chars = float(payload["time_s"]), int(payload["stdout_chars"])
+        # The next frame, sent before any code but the driver's runs here, also says that the
+        # solution's file is gone.
+        sources = []
+        try:
+            for label in ("setup", "solution"):
+                sources.append(compile(payload[label], label + ".py", "exec", dont_inherit=True))
+        except BaseException as exc:
+            send_frame(sock, {"kind": "compiled", "ok": False, "error": _exception_text(exc)})
+            _os._exit(0)
+        send_frame(sock, {"kind": "compiled", "ok": True})
+        namespace = {"__name__": "__solution__", "__builtins__": __builtins__}
+        out = _CappedText(stdout_chars)
+        error = _run_top_level(sources[0], namespace, time_s, out)
+        setup_names = set(namespace)
+        if error is None:
+            error = _run_top_level(sources[1], namespace, time_s, out)
+        entry = payload["entry_point"]
+        if error is None and entry and entry not in namespace:
+            error = "the solution does not define %r" % entry
+        exported = _export_names(namespace, setup_names, entry) if error is None else {}
+        send_frame(sock, {"kind": "ran", "error": error, "stdout": out.text(), "names": exported})
+        if error is not None:
+            _os._exit(0)
+        _Server(sock, namespace, exported, stdout_chars).serve()
+    except BaseException:
+        pass
+    _os._exit(1)
+
+
+# =============================================================================================
+# the test side (T): never executes the solution
+# =============================================================================================
+
+
+class SolutionError(Exception):
+    """An exception of the solution's that is not a builtin exception (its name and message)."""
+
+
+class _HarnessFailure(BaseException):
+    """The harness cannot decide this test (a value that cannot cross, a solution process that
+    died or answered garbage): the test fails, whatever the test code does with it."""
+
+
+class _TestTimeout(BaseException):
+    pass
+
+
+class _Connection:
+    """T's link to the solution's process (S0's socket)."""
+
+    def __init__(self, server):
+        self.server = server
+        self.next_id = 0
+        self.remotes = {}  # handle -> _Remote
+        self.poison = None  # why the current test cannot be passed
+        self.out = None  # the current test's captured stdout
+        self.deadline = None  # monotonic end of the current test's time
+        self.dead = None  # why the solution's process cannot answer any more
+
+    def fail(self, reason):
+        if self.poison is None:
+            self.poison = reason
+        raise _HarnessFailure(reason)
+
+    def drop_server(self, why):
+        """The solution's process can no longer be trusted to be in step: no further calls."""
+        if self.dead is None:
+            self.dead = why
+        try:
+            self.server.close()
+        except OSError:
+            pass
+        self.remotes = {}
+
+    def request(self, op, target, args=(), kwargs=None, name=None):
+        """Send one request, wait for its answer; the value, rebuilt on this side (or the
+        solution's exception, raised as a builtin exception or a `SolutionError`)."""
+        if self.dead is not None:
+            self.fail(self.dead)
+        kwargs = kwargs or {}
+        self.next_id += 1
+        call_id = self.next_id
+        message = {"id": call_id, "op": op, "target": target}
+        if self.deadline is not None:
+            message["time_s"] = max(0.001, self.deadline - _time.monotonic())
+        if name is not None:
+            message["name"] = name
+        try:
+            message["args"] = [encode(arg, self.handle_id) for arg in args]
+            message["kwargs"] = [[key, encode(value, self.handle_id)] for key, value in kwargs.items()]
+        except (CrossingError, RecursionError) as exc:
+            self.fail("an argument cannot cross to the solution: %s" % exc)
+        try:
+            send_frame(self.server, message)
+            reply = recv_frame(self.server)
+            outcome, value = self.read_reply(reply, call_id, args, kwargs)
+        except CrossingError as exc:
+            self.drop_server("an earlier answer of the solution's was rejected (%s)" % exc)
+            self.fail("the solution's answer was rejected: %s" % exc)
+        except EOFError:
+            self.drop_server("the solution's process exited during an earlier call")
+            self.fail("the solution's process exited during a call")
+        except Exception as exc:  # anything else malformed (an overflowing number, ...)
+            self.drop_server("an earlier answer of the solution's was rejected (%s)" % type(exc).__name__)
+            self.fail("the solution's answer was rejected (%s)" % type(exc).__name__)
+        except BaseException:
+            # The test side's own timer: the solution ignored its time limit and stopped answering.
+            self.drop_server("the solution's process stopped answering during an earlier test")
+            raise
+        if outcome == "fail":
+            self.fail(value)
+        if outcome == "timeout":
+            if self.poison is None:
+                self.poison = "timed out"
+            raise _TestTimeout()
+        if outcome == "raise":
+            raise value
+        return value
+
+    def read_reply(self, reply, call_id, args, kwargs):
+        """``("ok", value)``, ``("raise", exception)`` or ``("fail", reason)``; `CrossingError`
+        for anything malformed."""
+        if type(reply) is not dict or reply.get("id") != call_id:
+            raise CrossingError("an answer to another request")
+        if set(reply) - {"id", "ok", "raise", "fail", "timeout", "out", "mutated"}:
+            raise CrossingError("unexpected fields")
+        if "out" in reply and self.out is not None:
+            self.out.write(text(reply["out"]))
+        if reply.get("timeout") is True:
+            return "timeout", None
+        if "fail" in reply:
+            return "fail", "the solution's side: " + text(reply["fail"])
+        if "raise" in reply:
+            raised = reply["raise"]
+            if type(raised) is not list or len(raised) != 3:
+                raise CrossingError("a malformed exception")
+            name, message = text(raised[0], 100), text(raised[1])
+            klass = _RAISABLE.get(name)
+            if klass is not None:
+                args = decode(raised[2]) if raised[2] is not None else None
+                if type(args) is tuple:
+                    try:
+                        return "raise", klass(*args)
+                    except Exception:
+                        pass
+                return "raise", klass(message) if message else klass()
+            return "raise", SolutionError("%s: %s" % (name, message) if message else name)
+        if "ok" not in reply:
+            raise CrossingError("an answer without a value")
+        resolve = self.remote
+        value = decode(reply["ok"], resolve)
+        mutated = reply.get("mutated", [])
+        if type(mutated) is not list:
+            raise CrossingError("malformed arguments")
+        for entry in mutated:
+            if type(entry) is not list or len(entry) != 2:
+                raise CrossingError("malformed arguments")
+            where, new = entry
+            if type(where) is int and 0 <= where < len(args):
+                _assign_into(args[where], decode(new, resolve))
+            elif type(where) is str and where in kwargs:
+                _assign_into(kwargs[where], decode(new, resolve))
+            else:
+                raise CrossingError("malformed arguments")
+        return "ok", value
+
+    def handle_id(self, value):
+        if type(value) is _Remote and object.__getattribute__(value, "_connection") is self:
+            ref = object.__getattribute__(value, "_ref")
+            if ref[0] == "h":
+                return ref[1]
+            raise CrossingError("a function of the solution's cannot be passed as an argument")
+        raise CrossingError("a value of type %s is not plain data and cannot cross" % type(value).__qualname__)
+
+    def remote(self, handle):
+        proxy = self.remotes.get(handle)
+        if proxy is None:
+            proxy = self.remotes[handle] = _Remote(self, ["h", handle])
+        return proxy
+
+
+def _assign_into(target, new):
+    """Make ``target`` (an argument of the test's) hold ``new`` in place, where it can."""
+    if type(target) is list and type(new) is list:
+        if len(target) == len(new):
+            for index, (old, value) in enumerate(zip(target, new)):
+                if type(old) is type(value) and type(old) in (list, dict, set):
+                    _assign_into(old, value)
+                else:
+                    target[index] = value
+        else:
+            target[:] = new
+    elif type(target) is dict and type(new) is dict:
+        if set(target) == set(new):
+            for key, value in new.items():
+                old = target[key]
+                if type(old) is type(value) and type(old) in (list, dict, set):
+                    _assign_into(old, value)
+                else:
+                    target[key] = value
+        else:
+            target.clear()
+            target.update(new)
+    elif type(target) is set and type(new) is set:
+        target.clear()
+        target.update(new)
+    elif type(target) is tuple and type(new) is tuple and len(target) == len(new):
+        for old, value in zip(target, new):
+            _assign_into(old, value)
+
+
+class _Remote:
+    """A name of the solution's or an object that lives in the solution's process.
+
+    Calls, attribute reads, iteration, ``len``, indexing, ``str`` and ``repr`` go to the solution
+    and come back as data (or as another `_Remote`). Equality and hashing are identity: an
+    object of the solution's never equals a value, so it cannot decide a comparison.
+    """
+
+    __slots__ = ("_connection", "_ref")
+
+    def __init__(self, connection, ref):
+        object.__setattr__(self, "_connection", connection)
+        object.__setattr__(self, "_ref", ref)
+
+    def _ask(self, op, args=(), kwargs=None, name=None):
+        connection = object.__getattribute__(self, "_connection")
+        return connection.request(op, object.__getattribute__(self, "_ref"), args, kwargs, name)
+
+    def __call__(self, *args, **kwargs):
+        return self._ask("call", args, kwargs)
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self._ask("getattr", name=name)
+
+    def __setattr__(self, name, value):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        self._ask("setattr", (value,), name=name)
+
+    def __iter__(self):
+        iterator = self._ask("iter")
+        if type(iterator) is not _Remote:
+            object.__getattribute__(self, "_connection").fail("an iterator that is not the solution's object")
+        while True:
+            try:
+                yield iterator._ask("next")
+            except StopIteration:
+                return
+
+    def __len__(self):
+        value = self._ask("len")
+        if type(value) is not int or value < 0:
+            raise TypeError("len() of the solution's object is not a non-negative int")
+        return value
+
+    def __getitem__(self, key):
+        return self._ask("getitem", (key,))
+
+    def __setitem__(self, key, value):
+        self._ask("setitem", (key, value))
+
+    def __str__(self):
+        value = self._ask("str")
+        return value if type(value) is str else "<solution object>"
+
+    def __repr__(self):
+        connection = object.__getattribute__(self, "_connection")
+        if connection.dead is not None:
+            return "<solution object>"
+        poison = connection.poison
+        try:
+            value = self._ask("repr")
+        except Exception:
+            connection.poison = poison  # a repr for a message does not decide a test
+            return "<solution object>"
+        return value if type(value) is str else "<solution object>"
+
+    def __bool__(self):
+        return True
+
+    def __eq__(self, other):
+        return self is other
+
+    def __ne__(self, other):
+        return self is not other
+
+    def __hash__(self):
+        return object.__hash__(self)
+
+
+class _TestAlarm:
+    def __init__(self):
+        self.connection = None
+
+    def __call__(self, signum, frame):
+        if self.connection is not None and self.connection.poison is None:
+            self.connection.poison = "timed out"
+        raise _TestTimeout()
+
+
+def _describe(exc, label, time_s):
+    if isinstance(exc, _TestTimeout):
+        return "timed out after %gs" % time_s
+    if isinstance(exc, _HarnessFailure):
+        return "not judged: %s" % (exc.args[0] if exc.args else "the harness could not decide")
+    if isinstance(exc, SolutionError):
+        return str(exc)
+    text_ = _exception_text(exc)
+    if isinstance(exc, AssertionError) and text_ == "AssertionError":
+        text_ = "AssertionError: " + label
+    return text_
+
+
+# Standard-library modules whose import does something (a browser, a GUI, a print): never
+# imported on the solution's word.
+_ODD_MODULES = frozenset({"antigravity", "this", "__hello__", "__phello__", "idlelib", "turtle", "turtledemo", "tkinter"})
+
+
+def _bind_names(namespace, exported, connection, entry):
+    """Bind in ``namespace`` what the solution exports: proxies, modules and small data values.
+
+    The solution's word is checked here: a name of the setup's or a builtin's is never rebound
+    (but the entry point's) — a solution's own ``set`` or ``sorted`` would otherwise compute both
+    sides of ``set(f(x)) == set([...])`` — and a module is imported here only if it is one of
+    the standard library's (from read-only paths)."""
+    import importlib
+
+    for name, kind in exported.items():
+        if type(name) is not str or not name.isidentifier() or type(kind) is not list or not kind:
+            continue
+        if name != entry and (name in namespace or hasattr(_builtins_module, name)):
+            continue
+        if kind[0] == "call":
+            namespace[name] = _Remote(connection, ["n", name])
+        elif kind[0] == "module" and len(kind) == 2 and type(kind[1]) is str:
+            top = kind[1].partition(".")[0]
+            if top in _ODD_MODULES or not (top in _sys.stdlib_module_names or kind[1] in _sys.modules):
+                continue
+            try:
+                namespace[name] = importlib.import_module(kind[1])
+            except BaseException:
+                pass
+        elif kind[0] == "data" and len(kind) == 2:
+            try:
+                namespace[name] = decode(kind[1])
+            except BaseException:
+                pass
+
+
+def _trusted_path():
+    """``sys.path`` without the job directory and anything else this run could write (a module
+    planted there would run in this process when a test imports it)."""
+    scratch = [_os.getcwd(), "/tmp", "/var/tmp", "/dev/shm"]
+    scratch += [_os.environ.get(name, "") for name in ("TMPDIR", "HOME")]
+    scratch = [_os.path.realpath(path) for path in scratch if path]
+    kept = []
+    for entry in _sys.path:
+        if not entry or not _os.path.isabs(entry):
+            continue
+        real = _os.path.realpath(entry)
+        if any(real == path or real.startswith(path.rstrip("/") + "/") for path in scratch):
+            continue
+        # (As root, on the unsafe backend, everything is writable: nothing is isolated there.)
+        if _os.getuid() != 0 and _os.access(entry, _os.W_OK):
+            continue
+        kept.append(entry)
+    return kept
+
+
+def _main():
+    _signal.signal(_signal.SIGPIPE, _signal.SIG_IGN)
+    # The tests' file is unlinked before the fork and read after it: the solution's process
+    # starts with no copy of the tests in its memory and closes its copy of the descriptor
+    # before it runs anything else (_solution_zygote closes every descriptor but its socket).
+    _non_dumpable()
+    tests_fd = _take_file(_TESTS_FILE)
+    control, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    pid = _os.fork()
+    if pid == 0:
+        control.close()
+        _solution_zygote(theirs)
+    theirs.close()
+    secret = _sys.stdin.readline().strip()
+    null = _os.open(_os.devnull, _os.O_RDONLY)
+    _os.dup2(null, 0)
+    _os.close(null)
+    _sys.stdin = _io.StringIO("")
+    channel = _os.fdopen(_os.dup(1), "w", encoding="utf-8")
+    import json
+
+    def emit(record):
+        channel.write(secret + json.dumps(record) + "\n")
+        channel.flush()
+
+    with _os.fdopen(tests_fd, encoding="utf-8") as handle:
+        payload = json.load(handle)
+    time_limit = float(payload["time_s"])
+    stdout_chars = int(payload["stdout_chars"])
+    tests = payload["tests"]
+    _sys.path[:] = _trusted_path()
+    _os.chdir("/")
+    connection = _Connection(control)
+    setup_error = None
+    deadline = _time.monotonic() + 2 * time_limit + 5.0
+    try:
+        control.settimeout(max(0.1, deadline - _time.monotonic()))
+        # While the solution's process compiles and runs the solution: the problem's setup runs
+        # here too (trusted, so the tests see its own helpers, never the solution's versions of
+        # them), and the tests are compiled.
+        base = {"__name__": "__main__", "__builtins__": __builtins__}
+        try:
+            exec(compile(payload["setup"], "setup.py", "exec", dont_inherit=True), base)
+        except BaseException as exc:
+            setup_error = "the problem's setup failed: " + _exception_text(exc)
+        codes = []
+        for index, test in enumerate(tests):
+            try:
+                codes.append(compile(test, "test_%d.py" % index, "exec", dont_inherit=True))
+            except BaseException as exc:
+                codes.append("test does not compile: %s" % exc)
+        # Nothing but the driver has run here yet; "compiled" also says the solution's file is
+        # gone (the solution's process deleted it first).
+        compiled = recv_frame(control)
+        if type(compiled) is not dict or compiled.get("kind") != "compiled" or type(compiled.get("ok")) is not bool:
+            raise CrossingError("a malformed report")
+        if not compiled["ok"]:
+            emit({"kind": "compiled", "ok": False, "error": text(compiled.get("error", ""))})
+            channel.close()
+            _os._exit(0)
+        emit({"kind": "compiled", "ok": True})
+        control.settimeout(max(0.1, deadline - _time.monotonic()))
+        ran = recv_frame(control)
+        control.settimeout(None)
+        if type(ran) is not dict or ran.get("kind") != "ran" or type(ran.get("names")) is not dict:
+            raise CrossingError("a malformed report")
+        error = ran.get("error")
+        if error is not None:
+            error = text(error)
+        names = ran["names"]
+        top_stdout = text(ran.get("stdout", ""), stdout_chars)
+    except TimeoutError:
+        error, names, top_stdout = "timed out after %gs" % time_limit, {}, ""
+    except BaseException as exc:
+        error, names, top_stdout = "the solution's process failed before the tests (%s)" % type(exc).__name__, {}, ""
+    entry = payload["entry_point"]
+    if error is None and entry and entry not in names:
+        error = "the solution does not define %r" % entry
+    if error is None:
+        error = setup_error
+    emit({"kind": "ran", "ok": error is None, "error": error, "stdout": top_stdout})
+    if error is not None:
+        for index in range(len(tests)):
+            emit({"kind": "test", "index": index, "error": "not run: the solution failed: " + error, "stdout": "", "timed_out": False})
+        emit({"kind": "done"})
+        channel.close()
+        _os._exit(0)
+    # What every test starts from: the setup's names, then the solution's (proxies; a proxy
+    # holds no state of its own, so tests can share them).
+    bound = dict(base)
+    _bind_names(bound, names, connection, entry)
+    if entry and entry in bound:
+        bound.setdefault("candidate", bound[entry])
+    alarm = _TestAlarm()
+    alarm.connection = connection
+    _signal.signal(_signal.SIGALRM, alarm)
+    for index, test in enumerate(tests):
+        connection.poison = None
+        out = _CappedText(stdout_chars)
+        connection.out = out
+        label = test.strip().splitlines()[-1] if test.strip() else ""
+        error, timed_out = None, False
+        code = codes[index]
+        if type(code) is str:
+            emit({"kind": "test", "index": index, "error": code, "stdout": "", "timed_out": False})
+            continue
+        namespace = dict(bound)
+        connection.deadline = _time.monotonic() + time_limit
+        try:
+            with _contextlib.redirect_stdout(out):
+                _signal.setitimer(_signal.ITIMER_REAL, time_limit + _TIMER_GRACE_S)
+                try:
+                    exec(code, namespace)
+                finally:
+                    _signal.setitimer(_signal.ITIMER_REAL, 0)
+        except BaseException as exc:
+            error, timed_out = _describe(exc, label, time_limit), isinstance(exc, _TestTimeout)
+        if connection.poison is not None and error is None:
+            # The test swallowed a time-out or a harness failure: it cannot count as passed.
+            error = "not judged: " + connection.poison
+            timed_out = connection.poison == "timed out"
+        emit({"kind": "test", "index": index, "error": error, "stdout": out.text(), "timed_out": timed_out})
+    emit({"kind": "done"})
+    channel.close()
+    _os._exit(0)
+
+
+if __name__ == "__main__":
+    _main()
