@@ -49,6 +49,26 @@ for pid in others:
             got.append("%s %d" % (how, pid))
         except OSError:
             pass
+# Signal redirection: the kernel would SIGKILL the owner (the zygote) when the worker reads our
+# stdout pipe (F_SETOWN + F_SETSIG + O_ASYNC), checking only that we share its uid.
+import fcntl, struct
+for fd in (1, 2):
+    for pid in others:
+        for name, cmd, arg in (("F_SETOWN", 8, pid), ("F_SETOWN_EX", 15, struct.pack("ii", 1, pid))):
+            try:
+                fcntl.fcntl(fd, cmd, arg)
+                got.append("%s %d %d" % (name, fd, pid))
+            except OSError:
+                pass
+    try:
+        fcntl.fcntl(fd, 10, signal.SIGKILL)
+        got.append("F_SETSIG %d" % fd)
+    except OSError:
+        pass
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_ASYNC)
+for _ in range(20):
+    os.write(1, b"." * 500 + b"\n")
+    time.sleep(0.005)
 for path in ("/sandbox/left", "/tmp/left", "/dev/shm/left", "../left", "/left"):
     try:
         open(path, "w").write("x")
