@@ -71,9 +71,14 @@ _UID_LOCK_DIR = "/run/llm-envs-sandbox-uids"
 #: Uids inside a worker's namespace that its runs use, one after the other.
 RUN_UIDS = (1000, 64000)
 # Capabilities (numbers from linux/capability.h) the worker keeps inside its own user namespace
-# to run jobs under other uids: chown the job directory, set the uid, kill the run's processes
-# and wipe the files it left. They mean nothing outside that namespace.
-_WORKER_CAPS = {"CAP_CHOWN": 0, "CAP_DAC_OVERRIDE": 1, "CAP_FOWNER": 3, "CAP_KILL": 5, "CAP_SETGID": 6, "CAP_SETUID": 7}
+# to run jobs under other uids: chown the job directory, set the uid, kill the run's processes,
+# wipe the files it left, and read which files its processes hold open (/proc/<pid>/fd, for the
+# memory accounting; the ptrace syscalls themselves stay denied by seccomp). They mean nothing
+# outside that namespace.
+_WORKER_CAPS = {
+    "CAP_CHOWN": 0, "CAP_DAC_OVERRIDE": 1, "CAP_FOWNER": 3, "CAP_KILL": 5, "CAP_SETGID": 6, "CAP_SETUID": 7,
+    "CAP_SYS_PTRACE": 19,
+}  # fmt: skip
 
 _SCRUBBED_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -596,6 +601,9 @@ class BwrapSandbox(LocalSandbox):
         for entry in entries:
             argv += ["--ro-bind", entry, entry]
         argv += ["--proc", "/proc", "--dev", "/dev"]
+        # A shared mapping of /dev/zero is shared anonymous memory, which runs may not have
+        # (the job filter; the accounting could not bound it): /dev/zero reads as /dev/null.
+        argv += ["--ro-bind", "/dev/null", "/dev/zero"]
         argv += tmpfs("/dev/shm", self.shm_mb, "1777")
         # Nothing else is writable: a file left anywhere but the wiped tmpfs would reach the next run.
         argv += ["--remount-ro", "/dev", "--remount-ro", "/"]
@@ -682,7 +690,7 @@ class BwrapSandbox(LocalSandbox):
                 "writable_note": "private tmpfs (size caps in MiB), emptied after every run",
                 "hidden": masks,
                 "proc": "the sandbox's own pid namespace",
-                "dev": "bubblewrap's minimal /dev, read-only",
+                "dev": "bubblewrap's minimal /dev, read-only; /dev/zero is /dev/null",
             },
             **_identity_and_namespaces(["user", "pid", "net", "ipc", "uts", "mnt", "cgroup"]),
         )
@@ -706,7 +714,7 @@ class BwrapSandbox(LocalSandbox):
 #: and libraries. ``/proc`` is the sandbox's own, ``/dev`` and ``/tmp`` are replaced.
 _PROCESS_VISIBLE = frozenset({"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "proc", "dev", "tmp"})
 #: Devices bound into the process backend's ``/dev`` (bubblewrap's ``--dev`` has the same).
-_DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+_DEVICES = ("null", "full", "random", "urandom", "tty")
 
 
 class ProcessSandbox(LocalSandbox):
@@ -745,6 +753,7 @@ class ProcessSandbox(LocalSandbox):
                 hidden.append(path)
         view.append(["tmpfs", "/dev", "mode=0755,size=64k"])
         view += [["bind", "/dev/" + device, "/dev/" + device] for device in _DEVICES if os.path.exists("/dev/" + device)]
+        view.append(["bind", "/dev/null", "/dev/zero"])  # as on bwrap: no shared anonymous memory
         view += [["symlink", "/proc/self/fd", "/dev/fd"], ["dir", "/dev/shm"]]
         view += [["symlink", f"/proc/self/fd/{i}", f"/dev/{name}"] for i, name in enumerate(("stdin", "stdout", "stderr"))]
         private_view: list[list[str]] = []
@@ -838,7 +847,7 @@ class ProcessSandbox(LocalSandbox):
                 "writable_note": "private tmpfs (size caps in MiB), emptied after every run",
                 "hidden": hidden,
                 "proc": "the sandbox's own pid namespace",
-                "dev": "a tmpfs with " + ", ".join(_DEVICES),
+                "dev": "a tmpfs with " + ", ".join(_DEVICES) + "; /dev/zero is /dev/null",
             },
             **_identity_and_namespaces(["user" if os.geteuid() != 0 else "user (uid block)", "pid", "net", "ipc", "uts", "mnt"]),
         )
@@ -907,8 +916,9 @@ class UnsafeSandbox(LocalSandbox):
 #: How ``memory_mb`` is enforced on the local backends (see docs/sandboxes.md, "Limits").
 MEMORY_ENFORCEMENT = (
     "per-run accounting every 10 ms by the worker: anonymous and shared memory of every process of "
-    "the run, memfds and other in-memory files it holds, bytes on its private tmpfs; over budget: "
-    "killed, flagged oom; RLIMIT_AS per process"
+    "the run, in-memory files it holds, bytes on its private tmpfs (memfds and shared anonymous "
+    "memory, which it could not bound, are denied); over budget: killed, flagged oom; RLIMIT_AS "
+    "per process"
 )
 
 
@@ -926,7 +936,8 @@ def _identity_and_namespaces(namespaces: list[str]) -> dict[str, Any]:
         "seccomp": {
             "worker": "non-Unix sockets, namespaces, mounts, ptrace, keyrings, bpf, perf, io_uring, ... denied",
             "job": "no signal, pidfd, prlimit, scheduling or signal redirection (F_SETOWN/F_SETSIG, "
-            "FIOSETOWN/SIOCSPGRP) aimed at the worker or zygote; no SysV IPC",
+            "FIOSETOWN/SIOCSPGRP) aimed at the worker or zygote; no SysV IPC; no memfds, shared "
+            "anonymous or huge-page mappings; no PR_SET_DUMPABLE 0",
         },
         "memory": MEMORY_ENFORCEMENT,
     }
