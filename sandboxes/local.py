@@ -3,8 +3,10 @@
 All three run the same worker (``_worker_main.py``) and differ only in how it is started:
 
 ``bwrap``
-    bubblewrap with pid, network, IPC, UTS and mount namespaces; only ``/usr``, the interpreter
-    and its library directories are visible, read-only; the root and ``/dev`` are read-only;
+    bubblewrap with pid, network, IPC, UTS and mount namespaces; only ``/usr``, the interpreter,
+    its standard library and the allowed packages (``packages=``, see `ImportView`) are
+    visible, read-only, with every ``site-packages``/``dist-packages`` emptied but for them; the
+    root and ``/dev`` are read-only;
     ``/sandbox``, ``/tmp`` and ``/dev/shm`` are private size-capped tmpfs wiped after every run;
     the environment is scrubbed; the worker is pid 1 of its namespace. As root, the launcher
     puts bubblewrap in a user namespace that maps a block of host uids no one else uses, so
@@ -13,11 +15,14 @@ All three run the same worker (``_worker_main.py``) and differ only in how it is
     namespace/kernel-admin syscalls and every way to reach another process by its pid.
 ``process``
     for hosts where bubblewrap cannot run: the launcher takes the namespaces the host allows
-    (mount, network, pid, IPC, UTS), makes the host file system read-only in its mount
-    namespace with private tmpfs over ``/tmp``, ``/var/tmp`` and ``/dev/shm``, and as root the
-    same per-run uids as bwrap. It refuses to start without a network namespace or without a
-    pid namespace or distinct uid (a program could otherwise signal or read the caller). The
-    host files stay readable as far as the sandbox's uid may read them.
+    (mount, network, pid, IPC, UTS); in its mount namespace it covers every top-level directory
+    but the system's programs and libraries with an empty tmpfs (the checkout, homes, caches,
+    ``/etc``, ``/run`` and its sockets, ``/var``, ``/sys``), gives ``/dev`` only harmless
+    devices, binds back the same allow-list as bwrap, makes everything read-only, and mounts
+    private tmpfs over ``/tmp`` and ``/dev/shm``; as root, the same per-run uids as bwrap. It
+    refuses to start without a network namespace or without a pid namespace or distinct uid (a
+    program could otherwise signal or read the caller). Unlike bwrap it starts from the host's
+    root: what a host keeps under ``/usr`` stays visible, read-only.
 ``unsafe``
     the worker runs as the caller with rlimits only. Never chosen automatically.
 """
