@@ -362,6 +362,11 @@ class _ContainerWorker(Worker):
         oom = self._new_oom_kills() or bool(self._state().get("OOMKilled"))
         return {"timed_out": "in time" in str(exc), "oom": oom}
 
+    def killed_for_memory(self) -> bool:
+        # Only the run allocates while it runs: an OOM kill in the container since the last
+        # result (the zygote, say) was the run's doing.
+        return self._new_oom_kills()
+
     def _stderr_text(self) -> str:
         # What the worker wrote to stderr before it was ready came through the attach stream
         # (the container keeps no log).

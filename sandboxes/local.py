@@ -3,8 +3,10 @@
 All three run the same worker (``_worker_main.py``) and differ only in how it is started:
 
 ``bwrap``
-    bubblewrap with pid, network, IPC, UTS and mount namespaces; only ``/usr``, the interpreter
-    and its library directories are visible, read-only; the root and ``/dev`` are read-only;
+    bubblewrap with pid, network, IPC, UTS and mount namespaces; only ``/usr``, the interpreter,
+    its standard library and the allowed packages (``packages=``, see `ImportView`) are
+    visible, read-only, with every ``site-packages``/``dist-packages`` emptied but for them; the
+    root and ``/dev`` are read-only;
     ``/sandbox``, ``/tmp`` and ``/dev/shm`` are private size-capped tmpfs wiped after every run;
     the environment is scrubbed; the worker is pid 1 of its namespace. As root, the launcher
     puts bubblewrap in a user namespace that maps a block of host uids no one else uses, so
@@ -13,11 +15,14 @@ All three run the same worker (``_worker_main.py``) and differ only in how it is
     namespace/kernel-admin syscalls and every way to reach another process by its pid.
 ``process``
     for hosts where bubblewrap cannot run: the launcher takes the namespaces the host allows
-    (mount, network, pid, IPC, UTS), makes the host file system read-only in its mount
-    namespace with private tmpfs over ``/tmp``, ``/var/tmp`` and ``/dev/shm``, and as root the
-    same per-run uids as bwrap. It refuses to start without a network namespace or without a
-    pid namespace or distinct uid (a program could otherwise signal or read the caller). The
-    host files stay readable as far as the sandbox's uid may read them.
+    (mount, network, pid, IPC, UTS); in its mount namespace it covers every top-level directory
+    but the system's programs and libraries with an empty tmpfs (the checkout, homes, caches,
+    ``/etc``, ``/run`` and its sockets, ``/var``, ``/sys``), gives ``/dev`` only harmless
+    devices, binds back the same allow-list as bwrap, makes everything read-only, and mounts
+    private tmpfs over ``/tmp`` and ``/dev/shm``; as root, the same per-run uids as bwrap. It
+    refuses to start without a network namespace or without a pid namespace or distinct uid (a
+    program could otherwise signal or read the caller). Unlike bwrap it starts from the host's
+    root: what a host keeps under ``/usr`` stays visible, read-only.
 ``unsafe``
     the worker runs as the caller with rlimits only. Never chosen automatically.
 """
@@ -71,9 +76,14 @@ _UID_LOCK_DIR = "/run/llm-envs-sandbox-uids"
 #: Uids inside a worker's namespace that its runs use, one after the other.
 RUN_UIDS = (1000, 64000)
 # Capabilities (numbers from linux/capability.h) the worker keeps inside its own user namespace
-# to run jobs under other uids: chown the job directory, set the uid, kill the run's processes
-# and wipe the files it left. They mean nothing outside that namespace.
-_WORKER_CAPS = {"CAP_CHOWN": 0, "CAP_DAC_OVERRIDE": 1, "CAP_FOWNER": 3, "CAP_KILL": 5, "CAP_SETGID": 6, "CAP_SETUID": 7}
+# to run jobs under other uids: chown the job directory, set the uid, kill the run's processes,
+# wipe the files it left, and read which files its processes hold open (/proc/<pid>/fd, for the
+# memory accounting; the ptrace syscalls themselves stay denied by seccomp). They mean nothing
+# outside that namespace.
+_WORKER_CAPS = {
+    "CAP_CHOWN": 0, "CAP_DAC_OVERRIDE": 1, "CAP_FOWNER": 3, "CAP_KILL": 5, "CAP_SETGID": 6, "CAP_SETUID": 7,
+    "CAP_SYS_PTRACE": 19,
+}  # fmt: skip
 
 _SCRUBBED_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -596,6 +606,9 @@ class BwrapSandbox(LocalSandbox):
         for entry in entries:
             argv += ["--ro-bind", entry, entry]
         argv += ["--proc", "/proc", "--dev", "/dev"]
+        # A shared mapping of /dev/zero is shared anonymous memory, which runs may not have
+        # (the job filter; the accounting could not bound it): /dev/zero reads as /dev/null.
+        argv += ["--ro-bind", "/dev/null", "/dev/zero"]
         argv += tmpfs("/dev/shm", self.shm_mb, "1777")
         # Nothing else is writable: a file left anywhere but the wiped tmpfs would reach the next run.
         argv += ["--remount-ro", "/dev", "--remount-ro", "/"]
@@ -682,7 +695,7 @@ class BwrapSandbox(LocalSandbox):
                 "writable_note": "private tmpfs (size caps in MiB), emptied after every run",
                 "hidden": masks,
                 "proc": "the sandbox's own pid namespace",
-                "dev": "bubblewrap's minimal /dev, read-only",
+                "dev": "bubblewrap's minimal /dev, read-only; /dev/zero is /dev/null",
             },
             **_identity_and_namespaces(["user", "pid", "net", "ipc", "uts", "mnt", "cgroup"]),
         )
@@ -706,7 +719,7 @@ class BwrapSandbox(LocalSandbox):
 #: and libraries. ``/proc`` is the sandbox's own, ``/dev`` and ``/tmp`` are replaced.
 _PROCESS_VISIBLE = frozenset({"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "proc", "dev", "tmp"})
 #: Devices bound into the process backend's ``/dev`` (bubblewrap's ``--dev`` has the same).
-_DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+_DEVICES = ("null", "full", "random", "urandom", "tty")
 
 
 class ProcessSandbox(LocalSandbox):
@@ -745,6 +758,7 @@ class ProcessSandbox(LocalSandbox):
                 hidden.append(path)
         view.append(["tmpfs", "/dev", "mode=0755,size=64k"])
         view += [["bind", "/dev/" + device, "/dev/" + device] for device in _DEVICES if os.path.exists("/dev/" + device)]
+        view.append(["bind", "/dev/null", "/dev/zero"])  # as on bwrap: no shared anonymous memory
         view += [["symlink", "/proc/self/fd", "/dev/fd"], ["dir", "/dev/shm"]]
         view += [["symlink", f"/proc/self/fd/{i}", f"/dev/{name}"] for i, name in enumerate(("stdin", "stdout", "stderr"))]
         private_view: list[list[str]] = []
@@ -838,7 +852,7 @@ class ProcessSandbox(LocalSandbox):
                 "writable_note": "private tmpfs (size caps in MiB), emptied after every run",
                 "hidden": hidden,
                 "proc": "the sandbox's own pid namespace",
-                "dev": "a tmpfs with " + ", ".join(_DEVICES),
+                "dev": "a tmpfs with " + ", ".join(_DEVICES) + "; /dev/zero is /dev/null",
             },
             **_identity_and_namespaces(["user" if os.geteuid() != 0 else "user (uid block)", "pid", "net", "ipc", "uts", "mnt"]),
         )
@@ -907,8 +921,9 @@ class UnsafeSandbox(LocalSandbox):
 #: How ``memory_mb`` is enforced on the local backends (see docs/sandboxes.md, "Limits").
 MEMORY_ENFORCEMENT = (
     "per-run accounting every 10 ms by the worker: anonymous and shared memory of every process of "
-    "the run, memfds and other in-memory files it holds, bytes on its private tmpfs; over budget: "
-    "killed, flagged oom; RLIMIT_AS per process"
+    "the run, in-memory files it holds, bytes on its private tmpfs (memfds and shared anonymous "
+    "memory, which it could not bound, are denied); over budget: killed, flagged oom; RLIMIT_AS "
+    "per process"
 )
 
 
@@ -926,7 +941,8 @@ def _identity_and_namespaces(namespaces: list[str]) -> dict[str, Any]:
         "seccomp": {
             "worker": "non-Unix sockets, namespaces, mounts, ptrace, keyrings, bpf, perf, io_uring, ... denied",
             "job": "no signal, pidfd, prlimit, scheduling or signal redirection (F_SETOWN/F_SETSIG, "
-            "FIOSETOWN/SIOCSPGRP) aimed at the worker or zygote; no SysV IPC",
+            "FIOSETOWN/SIOCSPGRP) aimed at the worker or zygote; no SysV IPC; no memfds, shared "
+            "anonymous or huge-page mappings; no PR_SET_DUMPABLE 0",
         },
         "memory": MEMORY_ENFORCEMENT,
     }

@@ -248,10 +248,11 @@ def test_memory_bomb_is_contained(isolated):
     res = isolated.run("x = bytearray(8 << 30)\nprint('ALLOCATED')", limits=Limits(memory_mb=256))
     assert res.oom and not res.ok and "ALLOCATED" not in res.stdout, res
     program = "chunks = []\nwhile True:\n    chunks.append(bytearray(50 << 20))"
-    start = time.monotonic()
     res = isolated.run(program, limits=Limits(memory_mb=256, time_s=10))
     assert res.oom and not res.timed_out, res
-    assert time.monotonic() - start < 5
+    # Stopped at the budget, long before its time limit (the program's own time: the wall time
+    # around it also pays for replacing the worker, which a loaded machine can stretch).
+    assert res.duration_s < 8, res
     _still_works(isolated)
 
 
