@@ -815,6 +815,11 @@ class ProcessSandbox(LocalSandbox):
                 f"process sandbox: no network namespace could be created (launcher: {errors}); programs "
                 "could reach the host's Unix sockets (abstract ones included)"
             )
+        if "view" not in applied or "readonly_root" not in applied:
+            raise SandboxUnavailable(
+                f"process sandbox: could not build its file-system view (launcher: {errors}); programs "
+                "could read the host's files, the grader's data among them"
+            )
         if "pid" not in applied and "uid_range" not in applied:
             raise SandboxUnavailable(
                 f"process sandbox: neither a pid namespace nor a uid of its own could be set up (launcher: "

@@ -78,6 +78,12 @@ os.makedirs("/tmp/locked/deep")
 open("/tmp/locked/deep/file", "w").write("x")
 os.chmod("/tmp/locked/deep", 0)
 os.chmod("/tmp/locked", 0)  # the worker, same uid, must still empty /tmp (and leave /tmp itself alone)
+# The work area and the scratch directories themselves, made unusable for the next job.
+for place in (os.path.dirname(os.getcwd()), "/tmp", "/dev/shm"):
+    try:
+        os.chmod(place, 0)
+    except OSError:
+        pass
 time.sleep(0.2)
 print(json.dumps(got))
 """
