@@ -335,7 +335,15 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         if parsed.valid:
             jobs = []
             if problem.solution is not None:
-                jobs.append((problem.solution, parsed.tests))
+                # With the catch reward the golden runs guarded too (by itself): the same
+                # wrapper, the same extra work per call as every wrong program, so a test cannot
+                # tell the golden from a wrong program by timing or by its shape, only by values.
+                golden = (
+                    self._as_wrong_program(problem.solution)
+                    if catching and self._can_use_wrong_programs()
+                    else problem.solution
+                )
+                jobs.append((golden, parsed.tests))
             if self._code is not None:
                 jobs.append((self._code, parsed.tests))
             if catching:
