@@ -54,7 +54,7 @@ def test_audit_usage_errors(capsys, lenient_id):
 def test_audit_env_in_python_on_our_reasoner(lenient_id):
     import llm_envs
 
-    env = llm_envs.make("llm/ReasonerTool-v0", sandbox="process")
+    env = llm_envs.make("llm/ReasonerTool-v0")
     outcomes = audit_env(env, agents=["reasoner"])
     rows = summarize(outcomes)
     assert {r["exploit"] for r in rows} == {"hedge-list", "hedge-set", "hedge-or", "hedge-pm"}
