@@ -48,8 +48,8 @@ def play_source(directory: Path, episodes: int) -> Path:
 
 def make_run(directory: Path, source: list[dict[str, Any]], episodes: int) -> Path:
     """An evaluation run of ``episodes`` episodes copied from ``source`` (new indices and seeds)."""
+    from llm_envs.episodes import EpisodeResult
     from llm_envs.evaluation.summary import summarize
-    from llm_envs.runner import EpisodeResult
 
     directory.mkdir(parents=True, exist_ok=True)
     lines, results = [], []

@@ -139,7 +139,7 @@ def time_eval(name: str, workers: int, episodes: int, concurrency: int, cpus: fl
                            runner=RayEvaluation(workers=workers, cpus_per_worker=cpus,
                                                 chunk_size=max(1, episodes // (2 * workers))))
     total = time.perf_counter() - t0
-    from llm_envs.runner import load_episodes
+    from llm_envs.episodes import load_episodes
 
     outcomes = {e.index: e.outcome() for e in load_episodes(out / "episodes.jsonl")}
     seconds = summary["wall_s"]

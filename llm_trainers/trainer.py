@@ -390,8 +390,9 @@ class Trainer:
 
         Episodes that infrastructure failures kept from finishing are left out of the means and
         counted (``eval/errors``, ``eval/incomplete_episodes``); a configuration error (the
-        first calls refused) raises :class:`~llm_envs.runner.IncompleteRunError`."""
-        from llm_envs.runner import IncompleteRunError, run_episodes
+        first calls refused) raises :class:`~llm_envs.episodes.IncompleteRunError`."""
+        from llm_envs.episodes import IncompleteRunError
+        from llm_envs.runner import run_episodes
 
         cfg = self.cfg
         n = episodes or cfg.run.eval_episodes

@@ -1,46 +1,24 @@
 """Agent specs: short strings (and a YAML file) that say which agent plays which role.
 
-Spec strings
-============
-
 =====================================  =========================================================
 ``reference``                          the environment's scripted reference agent
 ``random`` / ``random:SEED``           the random agent (per-decision seeding, see RandomAgent)
 ``human``                              a person at the terminal
-``openai:URL@MODEL``                   an OpenAI-compatible server, e.g.
-                                       ``openai:http://127.0.0.1:8000/v1@Qwen2.5-7B-Instruct``
+``openai:URL@MODEL``                   an OpenAI-compatible server
 ``openai:MODEL``                       the same at ``$OPENAI_BASE_URL`` (default: the hosted API)
 ``hf:PATH``                            a local Hugging Face model (``llm_trainers``; needs torch)
 ``vllm:PATH``                          a vLLM engine (``llm_trainers``; needs vllm)
 ``py:MODULE:ATTR``                     any Agent class or factory, called with the options
 =====================================  =========================================================
 
-An *assignment* maps an environment agent id to a spec: ``tool=hf:PATH``. A spec with no
-``AGENT=`` prefix is the default for every agent that has no assignment of its own, so
-``--agent reference`` plays every role and ``--agent plan=openai:URL@M --agent reference`` lets
-the reference agent play the rest.
-
-Options (sampling parameters, concurrency, ...) come from the YAML file or from the command
-line's defaults (``--temperature`` and kin), never from inside the spec string, so that URLs and
-paths need no escaping.
-
-YAML file
-=========
-
-.. code-block:: yaml
-
-    default: reference                 # every agent without its own entry
-    tool: hf:/models/qwen2.5-1.5b      # a spec string...
-    plan:                              # ...or a spec with options
-      spec: openai:http://127.0.0.1:8000/v1@Qwen2.5-7B-Instruct
-      temperature: 0.7
-      max_tokens: 1024
-      max_concurrency: 32
-
-(The same mapping may also sit under a top-level ``agents:`` key.)
-
-Agents whose spec and options are identical are built once and shared, so two roles played by
-the same model share its batches (the L1 setting); different options give different agents.
+An *assignment* maps an environment agent id to a spec (``tool=hf:PATH``); a spec with no
+``AGENT=`` prefix is the default for every agent without an assignment of its own. Options
+(sampling parameters, concurrency, ...) come from the YAML file (agent id → spec string, or
+``{spec: ..., option: value}``; ``default:`` for the rest) or from the command line's defaults,
+never from inside the spec string, so that URLs and paths need no escaping. Agents whose spec
+and options are identical are built once and shared, so two roles played by the same model
+share its batches (the L1 setting). docs/evaluation.md ("Agent specs", "Agents file") has the
+file format and every option.
 """
 
 from __future__ import annotations

@@ -64,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    from llm_envs.runner import RunnerError
+    from llm_envs.episodes import RunnerError
 
     try:
         return int(args.func(args) or 0)

@@ -73,9 +73,9 @@ def _competitors(args: argparse.Namespace) -> dict[str, Any]:
 def cmd_arena(args: argparse.Namespace) -> int:
     import llm_envs
     from llm_envs.agents.spec import resolve_agents
+    from llm_envs.episodes import IncompleteRunError
     from llm_envs.games.arena import format_arena, run_arena
     from llm_envs.registry import entry
-    from llm_envs.runner import IncompleteRunError
 
     try:
         env_entry = entry(args.env_id)

@@ -65,8 +65,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     import llm_envs
     from llm_envs.distributed.cluster import RayMissingError
+    from llm_envs.episodes import IncompleteRunError
     from llm_envs.evaluation import evaluate, format_summary, resolve_split
-    from llm_envs.runner import IncompleteRunError
 
     env_entry = resolve_env(args.env_id)
     try:

@@ -1,35 +1,21 @@
 """The base class of every text environment: PettingZoo's AEC API with text in and text out.
 
 :class:`TextEnv` implements the parts of the AEC contract that every environment shares, so
-that an environment only describes its game:
+that an environment only describes its game: ``reset``, ``step``, ``observe``, ``last``, the dead
+step and the reward bookkeeping; cached spaces; ``render`` and ``close``; per-action
+:class:`~llm_envs.core.records.ActionRecord` objects with *delayed credit* (a reward known later
+is credited back to the record that earned it and emitted by PettingZoo's ``rewards`` when it
+becomes known, so each agent's record sums equal its PettingZoo rewards); :meth:`TextEnv.clone`
+(a deep copy sharing only :meth:`TextEnv._shared_resources`); seeding through the instance's own
+``numpy.random.Generator`` only.
 
-* ``reset(seed, options)``, ``step``, ``observe``, ``last``, the dead step, and the
-  ``rewards`` / ``_cumulative_rewards`` bookkeeping;
-* cached observation and action spaces (the same objects on every call);
-* ``render()`` (``"ansi"`` returns the transcript, ``"human"`` prints it) and ``close()``;
-* per-action :class:`~llm_envs.core.records.ActionRecord` objects with *delayed credit*: a reward
-  that becomes known later (a judge's score, a debate's later turns) is credited back to the
-  record that earned it, and PettingZoo's ``rewards`` emit it at the moment it becomes known, so
-  that for every agent the sum of its records' rewards equals the sum of the rewards PettingZoo
-  reported to it;
-* :meth:`TextEnv.clone`: an independent deep copy of the episode, RNG included, sharing only
-  the heavy resources listed by :meth:`TextEnv._shared_resources` (a sandbox, a task source);
-* seeding through the instance's own ``numpy.random.Generator`` only.
-
-A subclass implements:
-
-=============================  ===================================================================
-``_start_episode(options)``     set up a new episode from ``self.np_random``; return the first agent
-``_apply_action(agent, text)``  play one action: add a record with :meth:`_add_record`, credit
-                                rewards with :meth:`_credit`, and return the next agent, or call
-                                :meth:`_end_episode` and return ``None``
-``_instruction(agent)``         the role's standing instruction (system prompt)
-``_prompt(agent)``              what the agent sees now (user prompt)
-``reference_action(agent)``     the action a scripted reference agent would take now
-=============================  ===================================================================
-
-and optionally ``random_action``, ``_role``, ``_episode_metrics``, ``_describe_episode`` and
-``_shared_resources``.
+A subclass implements ``_start_episode(options)`` (return the first agent),
+``_apply_action(agent, text)`` (add a record with :meth:`_add_record`, credit rewards with
+:meth:`_credit`, return the next agent or call :meth:`_end_episode`), ``_instruction(agent)``,
+``_prompt(agent)`` and ``reference_action(agent)``; optionally ``random_action``, ``_role``,
+``_episode_metrics``, ``_describe_episode`` and ``_shared_resources``. docs/architecture.md
+("The environment contract in one table", "How to add an environment") says the same for
+authors.
 """
 
 from __future__ import annotations

@@ -2,42 +2,15 @@
 
 This module is an episode runner (:class:`llm_envs.runner.EpisodeRunner`), not an evaluation
 flow: :func:`llm_envs.evaluation.evaluate` with ``runner=RayEvaluation(...)`` does everything a
-local run does (``run.json`` and the settings check on ``--resume``, ``summary.json`` with its
-status, the plot, the report, the exit status), and only the episodes are played elsewhere.
+local run does, and only the episodes are played elsewhere. The episodes still to play are cut
+into chunks of consecutive indices and handed to worker actors (:class:`EvalWorker`, the ordinary
+:class:`~llm_envs.runner.Runner` on its node, with agents built there from the specs); episode
+``i`` is played from seed ``seed + i`` as in a local run, so its result is the same. The driver
+keeps the books with :class:`~llm_envs.episodes.RunLedger`, as the local runner does. A worker
+that dies loses only its chunk in progress, which is played again up to ``max_chunk_retries``
+times and then left incomplete (``worker_lost``).
 
-The episodes ``0..N-1`` still to play are cut into chunks of consecutive indices and handed to
-worker actors spread over the nodes (scheduling strategy ``SPREAD``), one chunk at a time per
-worker, the next as soon as one finishes. A worker is the ordinary :class:`~llm_envs.runner.Runner`
-on its own node: it builds the agents from the specs (a model agent loads its model there and
-only there, an HTTP agent calls its server from there), keeps one warm environment whose clones
-play its chunks (their sandboxes run on that node) and plays chunk ``[a, b)`` from seeds
-``seed + a .. seed + b - 1``. Episode ``i`` is therefore played from the seed a local run gives it,
-by the same agents, and its result is the same (tested against a local run for reference and
-random agents).
-
-The driver writes each finished chunk's episodes to ``episodes.jsonl`` with the runner's
-:class:`~llm_envs.runner.EpisodeWriter` (durable lines, the same format). The run's settings
-(fingerprinted in ``run.json``) are computed in the driver from the specs
-(:func:`llm_envs.agents.spec.spec_settings`; no model is loaded there), except for ``py:``
-agents, whose settings the workers report; every worker must report the settings the driver
-recorded (a node whose ``OPENAI_BASE_URL`` differs is refused before any episode plays).
-
-Failures:
-
-* an agent's infrastructure failure (:class:`~llm_envs.agents.base.AgentError`) in a worker
-  stops that episode exactly as in a local run: it is not written, the run ends with
-  :class:`~llm_envs.runner.IncompleteRunError` (exit status 3), and ``--resume`` plays it. A
-  configuration error (HTTP 4xx before any success), or a chunk that stopped after
-  ``max_consecutive_failures`` failed calls in a row, stops the dispatch of further chunks;
-* a worker that dies (its process or node) loses only its chunk in progress: the worker is
-  replaced and the chunk played again up to ``max_chunk_retries`` times; after that its
-  episodes are recorded as incomplete (reason ``worker_lost``) and the other chunks go on;
-* any other error (an environment's bug) stops the run; the episodes already written stay.
-
-Agents are called from the workers (choice: no central batching service). A local model agent
-(``hf:``/``vllm:``) is loaded once per worker, so give such workers GPUs
-(``--ray-gpus-per-worker``); for a served model (``openai:``) every worker sends its requests to
-the server, which batches them.
+docs/evaluation.md ("On a cluster: --ray") has the failure rules and the settings check in full.
 """
 
 from __future__ import annotations
@@ -47,17 +20,15 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from llm_envs.runner import (
+from llm_envs.episodes import (
     EpisodeFailure,
     EpisodeFileProblem,
     EpisodeResult,
-    EpisodeWriter,
     IncompleteRunError,
+    RunLedger,
     RunnerError,
-    RunPlan,
-    RunProgress,
-    load_episodes,
 )
+from llm_envs.runner import RunPlan, RunProgress
 
 __all__ = ["EvalWorker", "RayEvaluation", "RayRunner", "add_ray_arguments", "ray_evaluation_from_args"]
 
@@ -280,36 +251,26 @@ class RayRunner:
         plan = self.plan
         assert plan.out_path is not None
         recorded = self.agent_settings()
-        done: dict[int, EpisodeResult] = {}
-        if plan.resume:
-            self.file_problems = []
-            for result in load_episodes(plan.out_path, repair=True, problems=self.file_problems):
-                if result.index < plan.num_episodes:
-                    done.setdefault(result.index, result)
-        elif plan.out_path.exists() and plan.out_path.stat().st_size > 0:
-            raise RunnerError(f"{plan.out_path} already holds episodes; resume that run, or choose another path")
-        todo = [i for i in range(plan.num_episodes) if i not in done]
-        chunks = deque(chunk_indices(todo, self._size))
+        ledger = RunLedger(plan.num_episodes, plan.seed, plan.out_path, plan.resume)
+        ledger.load()
+        self.file_problems = ledger.file_problems
+        chunks = deque(chunk_indices(ledger.todo(), self._size))
         wanted = self.options.workers or max(1, int(self._connect().totals()["CPU"] // max(self.options.cpus_per_worker,
                                                                                            1e-9)))
         self._start_workers(max(1, min(wanted, len(chunks) or 1)))
         self._check_workers(recorded)
-        names = self._infos[0]["agents"]
-        for result in done.values():
-            self._check_resumed(result, names)
-        self.resumed_episodes = len(done)
-        self.progress = progress = RunProgress(total=plan.num_episodes, resumed=len(done))
+        ledger.check_resumed(self.label, self._infos[0]["agents"])
+        self.resumed_episodes = len(ledger.resumed)
+        self.progress = progress = RunProgress(total=plan.num_episodes, resumed=len(ledger.resumed))
         self.log(f"ray: {len(self._actors)} worker(s) on {len(self.summary_facts()['ray']['nodes'])} node(s), "
-                 f"{len(chunks)} chunk(s) of <= {self._size} episodes, {len(done)} episode(s) resumed")
+                 f"{len(chunks)} chunk(s) of <= {self._size} episodes, {len(ledger.resumed)} episode(s) resumed")
 
-        new: dict[int, EpisodeResult] = {}
-        failures: dict[int, EpisodeFailure] = {}
         stats: dict[tuple[str, tuple[str, ...]], dict[str, Any]] = {}
         configuration_error: Any = None
         agent_name: str | None = None
         ray = self._cluster.ray
         lost_errors = (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError)
-        writer = EpisodeWriter(plan.out_path)
+        ledger.open()
         retries: dict[tuple[int, int], int] = {}
         in_flight: dict[Any, tuple[int, tuple[int, int]]] = {}
         idle = deque(range(len(self._actors)))
@@ -337,20 +298,19 @@ class RayRunner:
                     message = f"their Ray worker was lost {retries[chunk]} times ({type(exc).__name__})"
                     self.log(f"ray: {span}: {message}; left for --resume")
                     for i in range(chunk[0], chunk[0] + chunk[1]):
-                        failures[i] = EpisodeFailure(i, plan.seed + i, "worker_lost", message)
+                        ledger.fail(EpisodeFailure(i, plan.seed + i, "worker_lost", message))
                         progress.failed += 1
                     continue
                 idle.append(w)
                 for row in sorted(reply["results"], key=lambda r: r["index"]):
                     result = EpisodeResult.from_dict(row)
-                    writer.write(result)
-                    new[result.index] = result
+                    ledger.record(result)
                     progress.finished += 1
                     if plan.on_episode is not None:
                         plan.on_episode(result)
                 for row in reply["failures"]:
                     failure = EpisodeFailure(**row)
-                    failures[failure.index] = failure
+                    ledger.fail(failure)
                     if failure.reason not in ("not_started", "stopped"):
                         progress.failed += 1
                 for key, value in reply["counters"].items():
@@ -371,20 +331,13 @@ class RayRunner:
                 if reply["stop_reason"] and progress.stop_reason is None:
                     progress.stop_reason = reply["stop_reason"]
         finally:
-            writer.close()
+            ledger.close()
             self.stats = list(stats.values())
-        stop_message = (f"the run stopped: {agent_name} failed with a configuration error"
-                        if configuration_error is not None else progress.stop_reason)
-        for start, count in chunks:  # never dispatched: the run stopped first
-            for i in range(start, start + count):
-                failures[i] = EpisodeFailure(i, plan.seed + i, "not_started", stop_message or "the run stopped")
-        results = {**done, **new}
-        ordered = [results[i] for i in sorted(results)]
-        self.failures = [failures[i] for i in sorted(failures) if i not in results]
-        if self.failures:
-            raise IncompleteRunError(ordered, self.failures, plan.num_episodes, stop_reason=progress.stop_reason,
-                                     configuration_error=configuration_error, agent_name=agent_name)
-        return ordered
+        try:  # the chunks never dispatched (the run stopped first) are accounted "not_started"
+            return ledger.finish(stop_reason=progress.stop_reason, configuration_error=configuration_error,
+                                 agent_name=agent_name)
+        finally:
+            self.failures = ledger.missing
 
     # ------------------------------------------------------------------ workers
     def _connect(self) -> Any:
@@ -437,15 +390,6 @@ class RayRunner:
                     "environment (model paths, OPENAI_BASE_URL, package versions)."
                 )
 
-    def _check_resumed(self, result: EpisodeResult, names: Mapping[str, str]) -> None:
-        seed = self.plan.seed
-        if result.env_id != self.label or result.seed != seed + result.index:
-            raise RunnerError(f"{self.plan.out_path} holds episode {result.index} of another run (env "
-                              f"{result.env_id!r}, seed {result.seed}; this run: env {self.label!r}, seed "
-                              f"{seed + result.index}); refusing to mix them")
-        if dict(result.agents) != dict(names):
-            raise RunnerError(f"{self.plan.out_path} holds episode {result.index} played by other agents "
-                              f"({result.agents}; this run: {dict(names)}); refusing to mix them")
 
 
 def _refuse_shared_state(env_id: str, env_kwargs: Mapping[str, Any]) -> list[str]:

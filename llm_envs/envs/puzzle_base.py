@@ -1,340 +1,46 @@
-"""Shared machinery of the Stronger-MAS puzzle environments: Sudoku, Sokoban and Plan-Path.
+"""The AEC layer of the Stronger-MAS puzzle environments: Sudoku, Sokoban and Plan-Path.
 
-The three games differ only in their rules; the way agents play them is the same (Stronger-MAS,
-"games and planning" MAS):
+The three games differ only in their rules (each game's ``rules.py``, a
+:class:`~llm_envs.envs.puzzle_rules.PuzzleRules`); :class:`PuzzleEnv` plays them all the same
+way. A tool agent writes a program that the sandbox runs on the puzzle and whose printed plan is
+simulated on a copy; a plan agent then answers ``#### <plan>``, applied to the real puzzle
+(``agents="single"``: one ``solver`` does both). Rewards are ``alpha * r_team + r_local``,
+dense (the game's shaped reward) or outcome (1/0). A program the sandbox failed to run is never
+scored: ``step`` raises :class:`~llm_envs.core.SandboxFailure` before the state changes.
 
-1. The **tool** agent writes a Python program. The environment extracts it (the last
-   ```` ```python ```` block), checks that it compiles in the host (``compile`` never executes),
-   and runs it in the sandbox with the current puzzle on standard input. The program prints its
-   plan on the last line as ``#### <plan>``. The plan is *simulated* on the current state (the
-   real state does not change) and the outcome is the tool agent's local reward.
-2. The **plan** agent sees the puzzle, the program, its output and the parsed plan, and answers
-   ``#### <plan>``. That plan is applied to the real state.
-3. A turn is one tool action and one plan action. The episode ends when the puzzle is solved
-   (termination) or after ``max_turns`` turns (truncation).
-
-Single-agent variant (``agents="single"``): one agent ``solver`` does both in one action: an
-optional program and an optional final line ``#### <plan>``. The final line wins when both are
-given; otherwise the program's printed plan is applied. The program's output is shown in the
-next turn's prompt either way.
-
-Rewards (Stronger-MAS, arXiv 2510.11062: ``r = alpha * r_team + r_local``, ``alpha = 1``):
-
-=================  ===========================================================================
-``reward_mode``    meaning
-=================  ===========================================================================
-``"dense"``        ``r_local`` of the tool = the game's shaped reward of its plan simulated on a
-                   copy of the state; of the plan agent (and of the single solver) = the shaped
-                   reward of the real transition. ``r_team`` (both agents) = the shaped reward of
-                   the real transition. A missing or malformed plan earns the game's format
-                   penalty in place of the shaped reward (and the state does not change).
-``"outcome"``      ``r_local`` = 1 if the agent's own plan leaves the puzzle solved (simulated
-                   for the tool, real for the plan agent), else 0; ``r_team`` = 1 if the real
-                   puzzle is solved after this turn, else 0. No shaping, no format penalty.
-=================  ===========================================================================
-
-The team reward of a turn is known only once the plan agent has acted, so the tool agent's
-record receives it then (delayed credit); its PettingZoo reward is emitted at that moment.
-
-A program the *sandbox* failed to run (its worker died or hung, on a retry too) is not the
-program's failure and earns nothing: ``step`` raises :class:`~llm_envs.core.SandboxFailure`
-before the state changes, and the runner records the episode as incomplete (docs/sandboxes.md).
-
-Enumerable moves (the interop hook, :mod:`llm_envs.interop.hooks`): ``legal_actions(agent)``
-lists, for the agent to act, one complete action per small move of the game
-(``rules.legal_plans``: one step for Plan-Path and Sokoban, one cell for Sudoku), as the answer
-line ``#### <plan>``, or for the tool agent as a one-line program printing it;
-``max_legal_actions`` bounds their number for the configuration. The fixed move catalog
-(``action_catalog()``, ``action_mask(agent)``, ``catalog_action(agent, index)``) gives each of
-those moves a fixed index (a direction; a cell and a digit), and ``state_space()`` /
-``state_tensor(agent)`` give the puzzle as one-hot planes (per game in its ``env.py``).
-
-This module holds the pure helpers (program and answer extraction, split-aware generation, the
-:class:`PuzzleRules` protocol that each game's ``rules.py`` implements) and :class:`PuzzleEnv`,
-the AEC layer the three environments share.
+docs/envs/puzzles.md has the turn structure, the reward table and the single-agent variant in
+full; the pure helpers are in :mod:`llm_envs.envs.puzzle_rules` and the interop hooks in
+:mod:`llm_envs.interop.puzzle_hooks`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar
 
 import numpy as np
-from gymnasium import spaces
 
-from llm_envs.core.env import EnvStateError, TextEnv
-from llm_envs.core.splits import check_split, split_generator, split_of, split_order
-from llm_envs.envs._common import (  # noqa: F401  (AGENT_MODES, REWARD_MODES re-exported)
-    AGENT_MODES,
-    REWARD_MODES,
-    SandboxUser,
-    check_team_options,
-    end_turn,
+from llm_envs.core.env import TextEnv
+from llm_envs.core.splits import check_split
+from llm_envs.envs._common import SandboxUser, check_team_options, end_turn
+from llm_envs.envs.puzzle_rules import (
+    ANSWER_MARKER,
+    PlanFormatError,
+    PlanOutcome,
+    PuzzleRules,
+    compile_error,
+    extract_answer,
+    extract_program,
+    extract_program_output_plan,
+    truncate_middle,
 )
+from llm_envs.interop.puzzle_hooks import PuzzleHooks
 from llm_envs.verifiers.code import run_program
-
-State = TypeVar("State")
-Plan = TypeVar("Plan")
-
-#: Marker that starts the line holding a final answer (plan agent) or a printed plan (program).
-ANSWER_MARKER = "####"
-#: Also accepted at the start of a program's output line, for compatibility with the prompts of
-#: the released PettingLLMs code.
-LEGACY_OUTPUT_MARKER = "**Actions List**:"
-
-
-class PlanFormatError(ValueError):
-    """A plan text that does not follow the game's answer format (the message says why)."""
-
-
-# ---------------------------------------------------------------------------------- outcomes
-@dataclass(frozen=True)
-class PlanOutcome(Generic[State]):
-    """What applying a plan to a state gives (the input state is never modified).
-
-    Attributes:
-        state: The state after the plan.
-        reward: The game's dense shaped reward for this plan (the sum of ``components``).
-        components: Named parts of ``reward`` (e.g. ``{"moves": -0.05, "progress": 3.0}``).
-        solved: Whether ``state`` is solved.
-        summary: One line for prompts and transcripts ("7 moves, 1 blocked; goal reached").
-    """
-
-    state: State
-    reward: float
-    components: Mapping[str, float]
-    solved: bool
-    summary: str
-
-
-class PuzzleRules(Protocol[State, Plan]):
-    """What each game's ``rules.py`` provides to :class:`PuzzleEnv` (pure, no PettingZoo).
-
-    States are immutable values; ``apply_plan`` returns a new one, which is how the tool's plan
-    is simulated "on a copy" at no cost.
-    """
-
-    #: Human name of the game ("Sudoku").
-    game_name: str
-    #: Dense reward of a missing or malformed plan.
-    format_penalty: float
-
-    def generate(self, rng: np.random.Generator, split: str, index: int | None = None) -> State:
-        """A new solvable puzzle whose :meth:`split_key` belongs to ``split``, drawn from
-        ``split_generator(rng, split)``. ``index`` (the episode's seed, when it has one) picks
-        the puzzle where the game enumerates its puzzles (:func:`pick_enumerated`): distinct
-        indices below the number of puzzles of the split give distinct puzzles."""
-        ...
-
-    def split_key(self, state: State) -> str:
-        """The canonical form of the puzzle: equal for every variant that is the same puzzle up
-        to the game's symmetries, so that all of them belong to one split."""
-        ...
-
-    def load(self, text: str) -> State:
-        """Parse a puzzle from its text format (raises ``ValueError`` if malformed/unsolvable)."""
-        ...
-
-    def puzzle_text(self, state: State) -> str:
-        """The state in the documented text format (the program's standard input)."""
-        ...
-
-    def status_text(self, state: State) -> str:
-        """Anything about the state that :meth:`puzzle_text` does not show ("" if nothing)."""
-        ...
-
-    def parse_plan(self, state: State, text: str) -> Plan:
-        """Parse one answer line; raises :class:`PlanFormatError`. Never ``eval``."""
-        ...
-
-    def format_plan(self, plan: Plan) -> str:
-        """The plan in the answer format (parseable by :meth:`parse_plan`)."""
-        ...
-
-    def apply_plan(self, state: State, plan: Plan) -> PlanOutcome[State]:
-        """Apply ``plan`` to ``state`` (pure) and score it with the dense shaped reward."""
-        ...
-
-    def is_solved(self, state: State) -> bool: ...
-
-    def solve(self, state: State) -> Plan | None:
-        """A plan that solves ``state``, or ``None`` if none exists (or none was found)."""
-        ...
-
-    def random_plan(self, state: State, rng: np.random.Generator) -> Plan:
-        """A random, well-formed plan."""
-        ...
-
-    #: Upper bound on ``len(legal_plans(state))`` for every state of these rules.
-    max_legal_plans: int
-
-    def legal_plans(self, state: State) -> list[Plan]:
-        """The one-move plans of the enumerable-moves hook, in a stable order (for Plan-Path
-        and Sokoban one step, for Sudoku one cell filled); empty only for a solved state."""
-        ...
-
-    def rules_text(self) -> str:
-        """The rules, the input format and the answer format, for the agents' prompts."""
-        ...
-
-    def answer_example(self) -> str:
-        """A short description of the answer line, e.g. ``#### U R R D``."""
-        ...
-
-    def reference_program(self) -> str:
-        """Source of a real search program that reads the puzzle and prints a solving plan."""
-        ...
-
-
-# ---------------------------------------------------------------------------------- extraction
-_FENCE = "```"
-_CODE_LANGS = ("python3", "python", "py")
-
-
-def extract_program(text: str) -> str | None:
-    """The program in a reply: the last ```` ```python ```` block, else the last ```` ``` ````
-    block, else an unterminated ```` ```python ```` block running to the end; ``None`` if none.
-
-    Linear in the length of ``text`` (a plain split on fences; no backtracking regex).
-    """
-    if _FENCE not in text:
-        return None
-    parts = text.split(_FENCE)
-    # parts[1], parts[3], ... are inside fences; a trailing odd part is an unterminated block.
-    closed = [parts[i] for i in range(1, len(parts) - 1, 2)]
-    unterminated = parts[-1] if len(parts) % 2 == 0 else None
-
-    def split_lang(block: str) -> tuple[str, str]:
-        first, newline, rest = block.partition("\n")
-        if not newline:
-            return "", block
-        return first.strip().lower(), rest
-
-    python_blocks = [body for lang, body in map(split_lang, closed) if lang in _CODE_LANGS]
-    if python_blocks:
-        return python_blocks[-1]
-    if unterminated is not None:
-        lang, body = split_lang(unterminated)
-        if lang in _CODE_LANGS:
-            return body
-    if closed:
-        lang, body = split_lang(closed[-1])
-        # A block with an unknown language tag (e.g. ```text) still counts; an untagged one
-        # keeps its first line.
-        return body if lang else closed[-1].lstrip("\n")
-    return None
-
-
-def outside_code_blocks(text: str) -> str:
-    """``text`` without its fenced code blocks (an unterminated block runs to the end)."""
-    if _FENCE not in text:
-        return text
-    # Parts at even positions of the split lie outside fences; a trailing odd one is unterminated.
-    return "\n".join(text.split(_FENCE)[0::2])
-
-
-def extract_answer(text: str, *, search_code_blocks: bool = True) -> str | None:
-    """The final answer of a reply: the rest of the last line that starts with ``####``.
-
-    Lines inside code blocks are looked at only if no line outside them qualifies (and
-    ``search_code_blocks`` is true), so that a program's ``#### helpers`` comment never counts
-    as the answer of a reply that has one outside its code.
-    """
-    if ANSWER_MARKER not in text:
-        return None
-    candidates = [outside_code_blocks(text)] + ([text] if search_code_blocks else [])
-    for candidate in candidates:
-        for line in reversed(candidate.splitlines()):
-            stripped = line.strip()
-            if stripped.startswith(ANSWER_MARKER):
-                return stripped[len(ANSWER_MARKER) :].strip()
-    return None
-
-
-def extract_program_output_plan(stdout: str) -> str | None:
-    """The plan text a program printed: the rest of its last line starting with ``####`` (or
-    ``**Actions List**:``), else its last non-empty line; ``None`` if it printed nothing."""
-    lines = [line.strip() for line in stdout.splitlines() if line.strip()]
-    for line in reversed(lines):
-        for marker in (ANSWER_MARKER, LEGACY_OUTPUT_MARKER):
-            if line.startswith(marker):
-                return line[len(marker) :].strip()
-    return lines[-1] if lines else None
-
-
-def compile_error(source: str) -> str | None:
-    """``None`` if ``source`` compiles as Python, else a one-line reason. Never executes it."""
-    try:
-        compile(source, "<program>", "exec", dont_inherit=True)
-    except SyntaxError as error:  # includes IndentationError and TabError
-        return f"SyntaxError: {error.msg} (line {error.lineno})"
-    except (ValueError, RecursionError, MemoryError, OverflowError) as error:
-        return f"{type(error).__name__}: {error}"[:200]
-    except Exception as error:  # noqa: BLE001 - any compiler failure is the program's fault
-        return f"{type(error).__name__}: {error}"[:200]
-    return None
-
-
-def generate_in_split(
-    rng: np.random.Generator,
-    make_candidate: Callable[[np.random.Generator], State | None],
-    canonical_text: Callable[[State], str],
-    split: str,
-    *,
-    accept: Callable[[State], bool] | None = None,
-    max_tries: int = 10_000,
-) -> State:
-    """Draw candidates until one is valid (not ``None``), its canonical text is in ``split``
-    and ``accept`` (an expensive check such as a solver run, made last) approves it.
-
-    Because the split is a function of the puzzle's canonical form (:func:`split_of`), the same
-    puzzle — up to the game's symmetries — can never be served to two splits, whatever the
-    seeds. Candidates come from ``split_generator(rng, split)``: each split draws its own.
-    """
-    check_split(split)
-    rng = split_generator(rng, split)
-    for _ in range(max_tries):
-        candidate = make_candidate(rng)
-        if candidate is None or split_of(canonical_text(candidate)) != split:
-            continue
-        if accept is None or accept(candidate):
-            return candidate
-    raise RuntimeError(
-        f"no valid puzzle for split {split!r} in {max_tries} tries; the generator settings "
-        "are too restrictive"
-    )
-
-
-def pick_enumerated(
-    classes: Sequence[State], split: str, index: int | None, rng: np.random.Generator
-) -> State:
-    """One of ``classes`` (every puzzle of ``split``, in a fixed order) for an episode.
-
-    With an ``index`` (the episode's seed) the choice is ``classes[split_order(split, n)[index
-    mod n]]``: seeds 0 … n−1 (or any n consecutive seeds) play every puzzle of the split once,
-    and seed ``k + n`` repeats seed ``k``'s puzzle; without one, a uniform draw from ``rng``.
-    """
-    if not classes:
-        raise ValueError(f"the {split!r} split holds no puzzle of this configuration")
-    n = len(classes)
-    position = int(rng.integers(n)) if index is None else int(index) % n
-    return classes[int(split_order(split, n)[position])]
-
 
 # Tracebacks name the sandbox's temporary file; prompts show a stable name instead, so that the
 # same program gives the same observation in every run.
 _TRACEBACK_PATH = re.compile(r'File "[^"\n]*main\.py"')
-
-
-def truncate_middle(text: str, limit: int) -> str:
-    """``text`` cut to about ``limit`` characters, keeping its head and tail."""
-    if len(text) <= limit:
-        return text
-    head = limit * 2 // 3
-    tail = limit - head
-    return f"{text[:head]}\n... [{len(text) - limit} characters cut] ...\n{text[-tail:]}"
 
 
 # ---------------------------------------------------------------------------------- config
@@ -423,7 +129,7 @@ class _Stats:
 
 
 # ---------------------------------------------------------------------------------- the env
-class PuzzleEnv(SandboxUser, TextEnv):
+class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
     """The AEC layer shared by the puzzle environments; subclasses supply the rules.
 
     Subclasses set ``metadata``, ``config_class`` and implement :meth:`_make_rules`.
@@ -800,119 +506,6 @@ class PuzzleEnv(SandboxUser, TextEnv):
             return f"{ANSWER_MARKER} "
         return f"{ANSWER_MARKER} {self.rules.format_plan(plan)}"
 
-    # ------------------------------------------------------------------ enumerable moves
-    @property
-    def max_legal_actions(self) -> int:
-        """Upper bound on ``len(legal_actions(agent))``; fixed by the config (4 for Plan-Path and
-        Sokoban, ``size**3`` for Sudoku)."""
-        return int(self.rules.max_legal_plans)
-
-    def legal_actions(self, agent: str) -> list[str]:
-        """The enumerable-moves hook (:mod:`llm_envs.interop.hooks`): the complete action texts
-        ``agent`` may play now, one per small move of the game (``rules.legal_plans``).
-
-        The plan agent and the single solver answer ``#### <plan>``; the tool agent's move is a
-        one-line program printing that answer line (it runs in the sandbox like any program).
-        Empty before the first reset, after the episode and for an agent that is not to act now.
-        A one-move plan per turn needs more turns than the paper's T = 4: raise ``max_turns``.
-        """
-        if self.state is None or self.episode_over or agent != self.agent_selection:
-            return []
-        return [self._move_text(agent, plan) for plan in self.rules.legal_plans(self.state)]
-
-    def _move_text(self, agent: str, plan: Any) -> str:
-        """The complete action that plays ``plan``: ``#### <plan>``, or for the tool agent a
-        one-line program printing that line."""
-        answer = f"{ANSWER_MARKER} {self.rules.format_plan(plan)}"
-        return f"```python\nprint({answer!r})\n```" if agent == "tool" else answer
-
-    # ------------------------------------------------------------------ fixed move catalog
-    # The interop hook (llm_envs.interop.hooks): every small move of the game at a fixed index,
-    # with a mask of the moves legal now. The legal entries are exactly rules.legal_plans, so
-    # the catalog and legal_actions never disagree. Subclasses say how moves and indices map:
-    # _catalog_names, _catalog_plan and _catalog_index.
-    def action_catalog(self) -> list[str]:
-        """Every small move of the game in a fixed order (index ``i`` always means the same
-        move; the list depends on the configuration only). Plan-Path and Sokoban:
-        ``#### U``, ``#### D``, ``#### L``, ``#### R``; Sudoku: ``r<row>c<col>=<digit>`` for
-        every cell and digit, then ``restart``."""
-        return list(self._catalog())
-
-    def action_mask(self, agent: str) -> np.ndarray:
-        """``int8`` over :meth:`action_catalog`: 1 for the moves of :meth:`legal_actions` now;
-        all 0 before reset, after the episode and for an agent that is not to act now."""
-        if agent not in self.possible_agents:
-            raise KeyError(f"unknown agent {agent!r}; possible agents: {self.possible_agents}")
-        mask = np.zeros(len(self._catalog()), dtype=np.int8)
-        if self.state is None or self.episode_over or agent != self.agent_selection:
-            return mask
-        for plan in self.rules.legal_plans(self.state):
-            mask[self._catalog_index(self.state, plan)] = 1
-        return mask
-
-    def catalog_action(self, agent: str, index: int) -> str:
-        """The complete action text that plays catalog move ``index`` for ``agent`` now (the
-        same text :meth:`legal_actions` lists for that move when it is legal)."""
-        if not 0 <= index < len(self._catalog()):
-            raise IndexError(f"catalog index {index} outside [0, {len(self._catalog())})")
-        if self.state is None:
-            raise EnvStateError("call reset() before using the environment")
-        return self._move_text(agent, self._catalog_plan(self.state, index))
-
-    def _catalog(self) -> tuple[str, ...]:
-        names = self.__dict__.get("_catalog_cache")
-        if names is None:
-            names = self._catalog_cache = tuple(self._catalog_names())
-        return names
-
-    def _catalog_names(self) -> list[str]:
-        raise NotImplementedError
-
-    def _catalog_plan(self, state: Any, index: int) -> Any:
-        """The plan that catalog move ``index`` stands for in ``state``."""
-        raise NotImplementedError
-
-    def _catalog_index(self, state: Any, plan: Any) -> int:
-        """The catalog index of ``plan``, one of ``rules.legal_plans(state)``."""
-        raise NotImplementedError
-
-    # ------------------------------------------------------------------ state tensor
-    # The interop hook: the puzzle as one-hot planes (channel first), what every agent sees in
-    # its prompt (the tool's program and output of the current turn are not in it).
-    def state_space(self) -> spaces.Box:
-        """``Box(0, 1, shape, float32)`` of :meth:`state_tensor`; the shape depends on the
-        configuration only (per game: :meth:`_state_shape`)."""
-        box = self.__dict__.get("_state_space_cache")
-        if box is None:
-            box = self._state_space_cache = spaces.Box(0.0, 1.0, self._state_shape(), np.float32)
-        return box
-
-    def state_tensor(self, agent: str) -> np.ndarray:
-        """The current puzzle as ``float32`` one-hot planes (zeros before the first reset)."""
-        if agent not in self.possible_agents:
-            raise KeyError(f"unknown agent {agent!r}; possible agents: {self.possible_agents}")
-        if self.state is None:
-            return np.zeros(self._state_shape(), dtype=np.float32)
-        return self._state_planes(self.state)
-
-    def state_text(self, agent: str) -> str:
-        """The part of the prompt that holds the state: the turn, the puzzle text and the
-        game's status line (Sudoku: the board of the last accepted answer)."""
-        if self.state is None:
-            return ""
-        turn = min(self.turn, self.config.max_turns - 1) + 1
-        parts = [f"{self.rules.game_name} | turn {turn} of {self.config.max_turns}", self.rules.puzzle_text(self.state)]
-        status = self.rules.status_text(self.state)
-        if status:
-            parts.append(status)
-        return "\n".join(parts)
-
-    def _state_shape(self) -> tuple[int, ...]:
-        raise NotImplementedError
-
-    def _state_planes(self, state: Any) -> np.ndarray:
-        raise NotImplementedError
-
     def random_action(self, agent: str, rng: np.random.Generator) -> str:
         """A random well-formed action: a random plan (as a printing program for the tool)."""
         plan_text = self.rules.format_plan(self.rules.random_plan(self.state, rng))
@@ -946,40 +539,4 @@ class PuzzleEnv(SandboxUser, TextEnv):
         )
 
 
-class SingleStepCatalog:
-    """The move catalog of the grid games whose small move is one step (Plan-Path, Sokoban):
-    ``#### U``, ``#### D``, ``#### L``, ``#### R`` at indices 0-3 (mixed into a PuzzleEnv)."""
-
-    STEPS: ClassVar[tuple[str, ...]] = ("U", "D", "L", "R")
-
-    def _catalog_names(self) -> list[str]:
-        return [f"{ANSWER_MARKER} {step}" for step in self.STEPS]
-
-    def _catalog_plan(self, state: Any, index: int) -> tuple[str, ...]:
-        return (self.STEPS[index],)
-
-    def _catalog_index(self, state: Any, plan: tuple[str, ...]) -> int:
-        if len(plan) != 1 or plan[0] not in self.STEPS:
-            raise ValueError(f"not a single-step plan: {plan!r}")
-        return self.STEPS.index(plan[0])
-
-
-__all__ = [
-    "ANSWER_MARKER",
-    "PlanFormatError",
-    "PlanOutcome",
-    "ProgramRun",
-    "PuzzleConfig",
-    "PuzzleEnv",
-    "PuzzleRules",
-    "SingleStepCatalog",
-    "TurnLog",
-    "compile_error",
-    "extract_answer",
-    "extract_program",
-    "extract_program_output_plan",
-    "generate_in_split",
-    "pick_enumerated",
-    "outside_code_blocks",
-    "truncate_middle",
-]
+__all__ = ["ProgramRun", "PuzzleConfig", "PuzzleEnv", "TurnLog"]

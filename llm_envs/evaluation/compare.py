@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from llm_envs.episodes import EpisodeResult, load_episodes
 from llm_envs.evaluation.evaluate import EPISODES_FILE, SUMMARY_FILE
 from llm_envs.evaluation.stats import PairedResult, paired_comparison
 from llm_envs.evaluation.summary import _table, compare_summaries, load_summary, summarize
-from llm_envs.runner import EpisodeResult, load_episodes
 
 
 class CompareError(ValueError):

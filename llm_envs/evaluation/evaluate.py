@@ -6,7 +6,7 @@ An evaluation directory holds:
                     options, seed, each agent's model and sampling settings), their
                     fingerprint, and the history of the commands that played into the
                     directory; written before the first episode, checked by ``--resume``;
-``episodes.jsonl``  one line per finished episode (:class:`~llm_envs.runner.EpisodeResult`,
+``episodes.jsonl``  one line per finished episode (:class:`~llm_envs.episodes.EpisodeResult`,
                     with a format version and a checksum): every action record with its reward
                     components, per-agent rewards, the environment's metrics, and each
                     decision's token usage;
@@ -33,18 +33,11 @@ from pathlib import Path
 from typing import Any
 
 from llm_envs.agents.base import Agent
+from llm_envs.episodes import EpisodeResult, IncompleteRunError, RunnerError
 from llm_envs.evaluation.plot import PLOT_MISSING, plot_available, plot_summary
 from llm_envs.evaluation.stats import Interval
 from llm_envs.evaluation.summary import summarize
-from llm_envs.runner import (
-    DEFAULT_MAX_CONSECUTIVE_FAILURES,
-    EpisodeResult,
-    EpisodeRunner,
-    IncompleteRunError,
-    RunnerError,
-    RunPlan,
-    local_runner,
-)
+from llm_envs.runner import DEFAULT_MAX_CONSECUTIVE_FAILURES, EpisodeRunner, RunPlan, local_runner
 
 #: What :func:`evaluate` calls to get the runner that plays a run's episodes.
 RunnerFactory = Callable[[RunPlan], EpisodeRunner]

@@ -1,32 +1,18 @@
 """Confidence intervals and paired tests for evaluation tables.
 
 Intervals (:func:`metric_interval` picks one from the values, and says which in
-:attr:`Interval.method`):
+:attr:`Interval.method`): ``"wilson"`` when every value is 0 or 1 (the Wilson score interval of
+a proportion: inside [0, 1], informative at 0/n and n/n); ``"wilson-bounded"`` when every value
+lies in [0, 1] but some are fractions (the Wilson interval computed as if the values were 0/1,
+the score interval under the largest variance the bounds allow: conservative and inside
+[0, 1]); ``"t"`` for anything else (Student t with the quantile computed exactly, no SciPy;
+:func:`mean_interval` can clip it to a known bound).
 
-* ``"wilson"``: every value is 0 or 1 (success, a flag, a format error per action). The Wilson
-  score interval of a proportion: it stays inside [0, 1] and is informative at 0/n and n/n,
-  where small evaluations often land, unlike the normal-approximation interval.
-* ``"wilson-bounded"``: every value lies in [0, 1] but some are fractions (a pass rate, a share
-  of correct rounds). The Wilson interval of the mean computed as if the values were 0/1. Why:
-  a variable in [0, 1] with mean μ has variance at most μ(1 - μ), with equality for 0/1 values,
-  so this interval is the score interval under the largest variance the bounds allow:
-  conservative (never narrower than the score interval with the true variance), inside
-  [0, 1], deterministic, and the same interval a 0/1 metric gets, so a "success" that is
-  fractional in one environment and 0/1 in another is treated alike. It is wider than needed
-  when the values spread less than 0/1 values would; we prefer that to an interval that leaves
-  the metric's range (the Student-t interval of ``0.013 [-0.014, 0.039]``) or a resampling
-  interval that undercovers at the sample sizes evaluations use.
-* ``"t"``: anything else (rewards, counts). The Student-t interval, with the t quantile computed
-  exactly (no SciPy); :func:`mean_interval` can clip it to a known bound (``lower=0`` for
-  turns and tokens), which never lowers coverage since the true mean lies inside the bound.
-
-Paired tests, for two runs played on the same seeds (:func:`paired_comparison`):
-
-* 0/1 values: McNemar's exact test (a two-sided binomial test on the discordant pairs);
-* other values: the sign-flip permutation test of the mean paired difference (exact up to 16
-  non-zero differences, else 10,000 random sign flips with a fixed seed);
-* the interval of the mean difference: a paired percentile bootstrap (5,000 resamples, fixed
-  seed), which stays inside the range the differences can take.
+Paired tests, for two runs on the same seeds (:func:`paired_comparison`): McNemar's exact test
+for 0/1 values, the sign-flip permutation test of the mean difference otherwise (exact up to 16
+non-zero differences, else 10,000 seeded flips), and a seeded paired percentile bootstrap (5,000
+resamples) for the interval of the mean difference. docs/evaluation.md ("The numbers") explains
+each choice.
 """
 
 from __future__ import annotations

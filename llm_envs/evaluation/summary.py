@@ -1,6 +1,6 @@
 """From episode results to the numbers of an evaluation: summary dict and tables.
 
-:func:`summarize` turns a run's :class:`~llm_envs.runner.EpisodeResult` list into a
+:func:`summarize` turns a run's :class:`~llm_envs.episodes.EpisodeResult` list into a
 JSON-serialisable summary (every interval says how it was made in ``method``; see
 :mod:`llm_envs.evaluation.stats`):
 
@@ -29,8 +29,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from llm_envs.episodes import EpisodeResult
 from llm_envs.evaluation.stats import Interval, mean_interval, metric_interval, wilson_interval
-from llm_envs.runner import EpisodeResult
 
 #: Version of ``summary.json`` (see docs/evaluation.md for what each version holds).
 SUMMARY_FORMAT_VERSION = 2

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from llm_envs.core.records import format_transcript
+from llm_envs.episodes import EpisodeResult
+from llm_envs.episodes import load_episodes as _load_episode_file
 from llm_envs.evaluation.evaluate import EPISODES_FILE
-from llm_envs.runner import EpisodeResult
-from llm_envs.runner import load_episodes as _load_episode_file
 
 
 class TranscriptError(ValueError):
@@ -53,7 +53,7 @@ def episode_files(path: str | Path) -> list[Path]:
 def load_episodes(path: str | Path, *, problems: list[Any] | None = None) -> list[EpisodeResult]:
     """Every episode saved under ``path``, file by file (a torn last line is skipped).
 
-    A corrupt or duplicate line raises :class:`~llm_envs.runner.EpisodeFileError`, unless
+    A corrupt or duplicate line raises :class:`~llm_envs.episodes.EpisodeFileError`, unless
     ``problems`` (a list) is given: the line is then skipped and its problem appended there,
     prefixed with the file it is in.
     """

@@ -1,52 +1,17 @@
 """Tournaments among agents on any multi-player environment: round-robin or Swiss, every seat
 played by everyone, fixed seeds, ratings with confidence intervals (``llm-envs arena``).
 
-Vocabulary
-==========
+A *game* is one episode, played by the runner (:mod:`llm_envs.runner`) and kept whole in
+``games.jsonl``. A *match* is a set of agents playing ``games`` seeds, each seed once in every
+rotation of the seats (duplicate play: the same deals from every seat); it is the rated contest,
+each agent scoring the sum of its returns over the match, which makes zero-sum chip games rate
+fairly. A *round* plays one match per set of agents (round-robin) or pairs agents of similar
+standing who have not met (Swiss; an odd agent out sits out). Round ``r`` plays seeds
+``seed + r·games …`` in every match, so all agents face the same deals.
 
-*game*
-    One episode, played by the runner (:mod:`llm_envs.runner`) and kept whole in ``games.jsonl``.
-*match*
-    A set of ``k`` agents (``k`` = the game's seats) playing ``games`` seeds, each seed once in
-    every rotation of the seats (for two players: A as ``player_0`` then B as ``player_0``, on
-    the same deals: *duplicate* play, which cancels the luck of the cards). A match is the rated
-    contest: each agent's score is the sum of its returns over the match's ``k × games`` games,
-    and the ranking by score updates the ratings once. Summing over a match is what makes
-    zero-sum chip games rate fairly: an equilibrium poker player loses more hands than it wins
-    against a random one, but wins more chips.
-*round*
-    Round-robin: every set of ``k`` agents plays one match per round (``rounds`` rounds: fresh
-    seeds each round). Swiss (two-player games): each round pairs agents of similar standing
-    (score, then rating) who have not met yet where possible; an odd agent out sits the round
-    out (a *bye*, no match).
-
-Seeds: round ``r`` plays seeds ``seed + r·games … seed + r·games + games − 1``, in every match of
-the round and every seat rotation, so all agents face the same deals.
-
-Run directory (format version 1)
-================================
-
-``summary.json``
-    ``{"kind": "arena", "format_version": 1, "env_id", "agents": {name: spec}, "ratings":
-    [{"agent", "mu", "sigma", "rating", "ci_low", "ci_high", "games", "wins", "draws",
-    "losses", "score", "episodes", "mean_return"}], "head_to_head": {a: {b: {"wins", "draws",
-    "losses", "games", "score", "episodes", "mean_return"}}}, "matches": [...], "settings":
-    {...}}``. In ``ratings`` and ``head_to_head`` the counts ``games``/``wins``/``draws``/
-    ``losses`` are of *matches* (the rated contests; ``score`` = (wins + draws/2)/games), seen
-    from the row agent's side; ``episodes`` counts the games played and ``mean_return`` is the
-    agent's mean return per game.
-``games.jsonl``
-    One line per game, in ``game_index`` order: ``{"game_index", "match", "round", "rotation",
-    "seed", "seats": {agent name: seat}, "winner": agent name or null (a tie for the highest
-    return), "returns": {agent name: return}, "episode": <the runner's EpisodeResult dict>}``.
-``matches/``
-    The runner's own results files, one per match and rotation: what ``--resume`` continues.
-``settings.json``
-    The tournament's settings; a resumed run must have the same.
-``plot.png``
-    Ratings with their intervals, and the head-to-head scores (with matplotlib).
-
-See ``docs/arena.md``.
+The run directory (``summary.json``, ``games.jsonl``, ``matches/`` with the runner's own files,
+``settings.json``, ``plot.png``; format version 1) is a contract that docs/arena.md specifies
+field by field, with the rating model and how a tournament resumes.
 """
 
 from __future__ import annotations
@@ -62,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from llm_envs.agents.base import Agent
+from llm_envs.episodes import EpisodeResult, RunnerError, load_episodes
 from llm_envs.games.ratings import Contest, RatingRow, rate_contests
-from llm_envs.runner import EpisodeResult, Runner, RunnerError, load_episodes
+from llm_envs.runner import Runner
 
 __all__ = [
     "FORMAT_VERSION",

@@ -11,7 +11,7 @@ Signalling         a symbol word, for speaker and listener (``"red"``)
 =================  ===========================================================================
 
 The puzzles (Plan-Path, Sokoban, Sudoku) implement the hook themselves
-(:meth:`llm_envs.envs.puzzle_base.PuzzleEnv.legal_actions`). Signalling also has a fixed move
+(:meth:`llm_envs.interop.puzzle_hooks.PuzzleHooks.legal_actions`). Signalling also has a fixed move
 catalog (``action_catalog``, the same symbols in the same order), which serves
 ``NumericView(actions="fixed")``; this entry serves the menu form (``actions="legal"``).
 """

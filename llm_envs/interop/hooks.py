@@ -14,68 +14,12 @@ State tensor             ``state_space()``, ``state_tensor(agent)``; optionally
                          ``state_text(agent)``
 =======================  ===================================================================
 
-**Simultaneous cycles** (for the parallel API). An environment declares
-``metadata["is_parallelizable"] = True`` (which
-:func:`pettingzoo.utils.conversions.aec_to_parallel` requires) when its AEC sequencing is one
-*cycle* per round and the agents of a cycle act as if simultaneously:
-
-1. each cycle steps every live agent exactly once, in the order of ``env.agents``;
-2. an agent's observation does not change when earlier agents of the same cycle act (it sees the
-   previous cycles only: a debate turn shows the *previous* turn's answers);
-3. the episode ends only after the last agent of a cycle (then every agent is done at once).
-
-:class:`~llm_envs.interop.parallel.SimultaneousParallelEnv` checks 1 and 2 at run time and raises
-an error that names the violation.
-
-**Fixed move catalog** (for the ``Discrete`` action view with stable semantics,
-``NumericView(actions="fixed")``, the default where it exists). An environment whose moves
-form a fixed set (a grid step, a board cell with a digit, a symbol, a game's action ids)
-implements::
-
-    def action_catalog(self) -> list[str]:
-        '''Every move, as a text, in a fixed order: index i always means the same move.
-        Fixed by the configuration (the same list before and after reset, every episode).'''
-    def action_mask(self, agent: str) -> numpy.ndarray:
-        '''int8, len(action_catalog()) entries: 1 where that move is legal for `agent` now;
-        all 0 for an agent that is not to act now (and before reset, after the episode).'''
-
-The entry text is a complete action exactly as an LLM would write it (``"#### U"``,
-``"red"``), and playing index ``i`` plays that text. Where the text that plays a move depends on
-the state or the agent (a Sudoku answer is the whole board with one cell filled; a puzzle's
-tool agent plays a program that prints the answer), the entry is the move's fixed *name*
-(``"r1c2=3"``) and the environment also implements::
-
-    def catalog_action(self, agent: str, index: int) -> str:
-        '''The complete action text that plays catalog move `index` for `agent` now.'''
-
-These two (three) names are shared with the OpenSpiel/TextArena game environments.
-
-**Enumerable moves** (for ``NumericView(actions="legal")``: a compacted menu of the moves legal
-now, whose index 0 means different moves in different states). An environment implements::
-
-    max_legal_actions: int                      # an upper bound on len(legal_actions(agent))
-    def legal_actions(self, agent: str) -> list[str]:
-        '''The action texts ``agent`` may play now, in a stable order; [] if none.'''
-
-Where an environment has no such method, a *wrapper-side* enumerator registered with
-:func:`register_moves` stands in (those that ship are in :mod:`llm_envs.interop.fallback_moves`),
-and failing that the fixed catalog's legal entries (in catalog order). :func:`candidate_actions`
-builds a generic menu for any environment instead: the reference action plus well-formed random
-actions, shuffled.
-
-**State tensor** (for ``NumericView(observation="state")``). An environment whose state is a
-grid or a small vector implements::
-
-    def state_space(self) -> gymnasium.spaces.Box:
-        '''The fixed Box of state_tensor (float32), the same for every agent.'''
-    def state_tensor(self, agent: str) -> numpy.ndarray:
-        '''What `agent` may see now, as float32 planes/features of state_space()'s shape
-        (one-hot planes, channel first, as OpenSpiel's observation tensors); never hidden
-        information. Valid for every possible agent after reset.'''
-
-and optionally ``state_text(agent) -> str``: the part of the observation text that describes the
-state (the grid, the board), which the view's default text encoding (``keep="state"``) puts first
-and never cuts.
+Simultaneous cycles promise that each cycle steps every live agent once, in order, that an
+agent's observation does not change when earlier agents of its cycle act, and that an episode
+ends only after a cycle's last agent. Where an environment lacks ``legal_actions``, an enumerator
+registered with :func:`register_moves` stands in. docs/interop.md ("The hooks an environment
+implements", "The parallel API") specifies each hook and lists what every environment offers;
+the puzzles' implementation is :mod:`llm_envs.interop.puzzle_hooks`.
 """
 
 from __future__ import annotations

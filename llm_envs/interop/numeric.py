@@ -2,44 +2,15 @@
 
 :class:`NumericView` is a PettingZoo AEC wrapper. It leaves the text environment underneath
 untouched (``view.unwrapped`` is the text env, with its records, transcript and metrics) and
-changes only what crosses the API:
+changes only what crosses the API: observations become the encoded text
+(:mod:`llm_envs.interop.encoding`), the environment's state tensor, or both, optionally with an
+action mask in PettingZoo classic's ``Dict`` layout; actions become ``Discrete`` indices into the
+fixed move catalog (the default where one exists), into the moves legal now, or into generic
+candidates, or token arrays decoded to text; infos are the same four numbers for every agent
+(``turn``, ``acting``, ``episode_over``, ``success``); rewards are unchanged. A masked-off index
+plays the empty action, scored like any malformed answer; a ``str`` action is played as is.
 
-====================  ==========================================================================
-observation           ``observation="text"`` (default): the observation text encoded to
-                      ``Box(0, vocab_size - 1, (obs_length,), int32)`` by an encoder
-                      (:mod:`llm_envs.interop.encoding`; ``obs_dtype`` may make it float);
-                      ``"state"``: the environment's state tensor (one-hot planes of a grid
-                      or a small vector, ``state_space()``, :mod:`llm_envs.interop.hooks`);
-                      ``"both"``: ``Dict(text=..., state=...)``. With ``Discrete`` actions and
-                      ``mask_in="observation"`` it is wrapped in ``Dict(observation=...,
-                      action_mask=Box(0, 1, (n,), int8))``, PettingZoo classic's layout
-action                ``actions="fixed"`` (the default where the environment has a move
-                      catalog): ``Discrete(n)``, index ``i`` is always catalog move ``i``
-                      (a direction, a cell and a digit, a symbol) and the mask says which are
-                      legal now; ``"legal"``: ``Discrete(n)``, an index into the compacted
-                      menu of the moves legal now (index 0 means different moves in different
-                      states); ``"candidates"``: ``Discrete(n)`` into a generic menu
-                      (reference action + random ones); ``"text"``:
-                      ``MultiDiscrete([vocab_size] * action_length)``, ids decoded to text
-                      (padding ids are skipped)
-infos                 the same four numbers for every agent at every step: ``turn``, ``acting``
-                      (1 if the agent is to act now), ``episode_over`` and ``success`` (the
-                      episode's success once it is over, else 0); plus ``action_mask`` with
-                      ``mask_in="info"``
-rewards, dones        unchanged (delayed credit arrives on the step it becomes known:
-                      ``docs/interop.md`` says how step-based learners should count it)
-====================  ==========================================================================
-
-Spaces are identical (equal, not shared objects) for every agent. The action mask of an agent that
-is not to act now enables index 0 only (a placeholder no-op that is never played), so masked
-samplers always have one valid choice; so does the mask of an acting agent that has no legal
-move. An index that is masked off (or out of range) plays the empty action, which the
-environment scores like any malformed answer. A ``str`` action is played as is, in every mode.
-
-The encoded text is, by default (``keep="state"``), the environment's state text (the grid, the
-board: ``state_text(agent)``) followed by as much of the *end* of the full text (instruction,
-prompt, moves) as fits, so that a short ``obs_length`` never cuts the state; environments
-without a state text keep the end of the full text.
+docs/interop.md ("The numeric view") gives every option and its default.
 
 Examples::
 
@@ -47,7 +18,6 @@ Examples::
     env = NumericView(llm_envs.make("llm/PlanPath-v0", agents="single", max_turns=30),
                       observation="state")                                  # planes + U/D/L/R
     env = NumericView(llm_envs.make("llm/Debate-v0"), actions="text")      # token arrays
-    env = NumericView(base, encoder=TokenizerEncoder.from_hf(tokenizer))   # a real tokenizer
 """
 
 from __future__ import annotations

@@ -3,33 +3,16 @@
 Two forms, picked by :func:`parallel_env`:
 
 * :class:`SimultaneousParallelEnv`, for environments that declare simultaneous cycles
-  (``metadata["is_parallelizable"] = True``; conditions in :mod:`llm_envs.interop.hooks`), e.g.
-  the agents of one debate turn. One parallel ``step`` plays one cycle: every live agent's
-  action, each against the observation it was given at the start of the cycle. Rewards are
-  summed over the cycle. It is what :func:`pettingzoo.utils.conversions.aec_to_parallel` does,
-  plus run-time checks of the conditions (an agent whose observation changed in mid-cycle, i.e.
-  that would have seen a same-turn action of another agent, raises :class:`ParallelOrderError`),
-  plus a clean end when an episode ends before the cycle does (the remaining agents' actions
-  are not played).
+  (``metadata["is_parallelizable"] = True``; :mod:`llm_envs.interop.hooks`): one parallel
+  ``step`` plays one cycle, each action against the observation given at its start, with
+  run-time checks of the promises (:class:`ParallelOrderError`) and a clean end mid-cycle.
 * :class:`TurnBasedParallelEnv`, for strictly turn-based environments: PettingZoo's
-  ``turn_based_aec_to_parallel`` (each parallel ``step`` plays only the action of the agent whose
-  turn it is; the others' actions are ignored), with three fixes for PettingZoo 1.27.0:
-
-  - ``step`` after the episode returns a 5-tuple of empty dicts (1.27.0 returns a **4-tuple**
-    ``({}, {}, {}, {})``, which breaks ``obs, rew, term, trunc, info = env.step(...)``);
-  - ``reset`` infos carry ``active_agent`` too (1.27.0 sets it only after the first step, so
-    a user cannot tell who moves first);
-  - infos are copies (1.27.0 writes ``active_agent`` into the AEC env's own info dicts).
-
-  Caveats that remain, by design of the form: one parallel step is one *move*, not one cycle
-  (so PettingZoo's ``max_cycles_test`` does not apply); every live agent must still be given an
-  action (anything, e.g. ``None``, for the ones not to move); observations and rewards are
-  reported for every live agent after each move. ``active_agent`` is a string: with a
-  :class:`~llm_envs.interop.numeric.NumericView` underneath it is left out (the view's
-  ``acting`` flag says the same in a tensor-friendly way).
+  ``turn_based_aec_to_parallel`` with three fixes for PettingZoo 1.27.0 (``step`` after the
+  episode returns five empty dicts, ``reset`` infos carry ``active_agent``, infos are copies).
 
 Both accept any AEC environment built on :class:`~llm_envs.core.env.TextEnv`, bare or wrapped
 (e.g. in a ``NumericView``), and pass :func:`pettingzoo.test.parallel_api_test`.
+docs/interop.md ("The parallel API") has the fixes and the caveats of the turn-based form.
 """
 
 from __future__ import annotations

@@ -15,11 +15,11 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from llm_envs.episodes import EpisodeResult
 from llm_envs.report import svg
 from llm_envs.report.episodes import dataset, episodes_html
 from llm_envs.report.page import esc, fmt, notes_html, table, to_float
 from llm_envs.report.runs import ArenaRun, game_episode
-from llm_envs.runner import EpisodeResult
 
 Section = tuple[str, str, str]
 

@@ -13,13 +13,13 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from llm_envs.episodes import EpisodeResult
 from llm_envs.evaluation.stats import mean_interval
 from llm_envs.report import svg
 from llm_envs.report.episodes import dataset
 from llm_envs.report.evaluation import run_facts
 from llm_envs.report.page import esc, fmt_interval, notes_html, table, to_float
 from llm_envs.report.runs import EvalRun
-from llm_envs.runner import EpisodeResult
 
 Section = tuple[str, str, str]
 

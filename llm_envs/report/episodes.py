@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from llm_envs.episodes import EpisodeResult
 from llm_envs.report.page import pack, to_json
-from llm_envs.runner import EpisodeResult
 
 __all__ = ["EVAL_FILTERS", "dataset", "episode_row"]
 

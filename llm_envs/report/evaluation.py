@@ -6,11 +6,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from llm_envs.episodes import EpisodeResult
 from llm_envs.report import svg
 from llm_envs.report.episodes import dataset, episodes_html
 from llm_envs.report.page import esc, fmt, fmt_interval, notes_html, table, to_float
 from llm_envs.report.runs import EvalRun
-from llm_envs.runner import EpisodeResult
 
 Section = tuple[str, str, str]
 

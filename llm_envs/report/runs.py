@@ -6,7 +6,7 @@ training       ``metrics.jsonl`` (with ``config.yaml`` and ``eval/step_*.jsonl``
 arena          ``summary.json`` with ``"kind": "arena"`` and ``games.jsonl`` from ``llm-envs arena``
 =============  ===========================================================================
 
-Episodes are read through the project's own loaders (:func:`llm_envs.runner.load_episodes`),
+Episodes are read through the project's own loaders (:func:`llm_envs.episodes.load_episodes`),
 so whatever they accept or refuse, the report does too. Everything else is read with defaults
 for missing keys: a report of an older or newer run shows what it can and says what is absent.
 """
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llm_envs.runner import EpisodeResult, load_episodes
+from llm_envs.episodes import EpisodeResult, load_episodes
 
 EPISODES_FILE = "episodes.jsonl"
 SUMMARY_FILE = "summary.json"

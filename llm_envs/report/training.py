@@ -14,12 +14,12 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from llm_envs.episodes import load_episodes
 from llm_envs.report import svg
 from llm_envs.report.episodes import dataset, episodes_html
 from llm_envs.report.evaluation import summary_tables
 from llm_envs.report.page import esc, fmt, notes_html
 from llm_envs.report.runs import TrainingRun, metric_value
-from llm_envs.runner import load_episodes
 
 Section = tuple[str, str, str]
 

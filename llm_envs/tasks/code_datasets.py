@@ -12,65 +12,14 @@ name                hub id (config / files)                 splits             s
                     (``test6.jsonl`` = ``v6`` by default)                      function (functional)
 ==================  ======================================  =================  ====================
 
-Schemas (the fields read; a local JSONL/parquet copy must have them):
-
-* **mbpp** ``full``: ``task_id`` (int), ``text`` (str), ``code`` (str), ``test_list`` (list of
-  ``assert`` lines), ``test_setup_code`` (str). ``sanitized``: ``prompt`` instead of ``text``,
-  ``test_imports`` (list of str) instead of ``test_setup_code``. Golden tests: ``test_list``; the
-  first one is shown in the prompt as an example of the call (as in the MBPP paper's prompts).
-  The entry point is the function that ``test_list[0]`` calls.
-* **apps**: ``id`` (or ``problem_id``), ``question``, ``solutions`` (JSON text: list of Python
-  programs), ``input_output`` (JSON text: ``{"inputs": [...], "outputs": [...], "fn_name"?}``),
-  ``difficulty``, ``url``, ``starter_code``. Problems with at least one test are served; with
-  ``require_solution=True`` (default) only those with a golden program (the first of
-  ``solutions``). Without ``fn_name``: stdin/stdout style. With ``fn_name`` (call-based:
-  Codewars functions, LeetCode ``class Solution`` methods): function style, see below. The
-  hub repo has no loader that ``datasets`` 4+ runs, so its JSONL files are read.
-* **code_contests**: ``name``, ``description``, ``public_tests`` / ``private_tests`` /
-  ``generated_tests`` (``{"input": [str], "output": [str]}``), ``solutions``
-  (``{"language": [int], "solution": [str]}``; language 3 = Python 3), ``difficulty``,
-  ``time_limit`` (``{"seconds", "nanos"}``), ``source``, ``cf_rating``. Golden tests: public +
-  private (+ generated with ``include_generated=True``); golden solution: the first Python 3
-  solution (problems without one are skipped when ``require_solution=True``).
-* **livecodebench**: ``question_id``, ``question_title``, ``question_content``, ``platform``,
-  ``difficulty``, ``contest_date``, ``starter_code``, ``public_test_cases`` (JSON text: list of
-  ``{"input", "output", "testtype"}``), ``private_test_cases`` (JSON text, or base64 of a
-  zlib-compressed pickle of that JSON text: decoded with an unpickler that refuses every
-  class, so a crafted file cannot run code), ``metadata`` (JSON text). Problems whose public
-  tests are all ``"stdin"`` are stdin/stdout style; those whose public tests are all
-  ``"functional"`` (LeetCode: each ``input`` is one JSON value per line, one per argument;
-  ``output`` one JSON value) are function style, see below. LiveCodeBench ships **no golden
-  solutions**: the coder-only variant works, the tester reward and the reference coder do not
-  (the environment says so).
-
-Call-based problems become ordinary function-style problems, so the environments, the tester's
-assertion tests and the harness (:func:`sandboxes.run_function_tests`) treat them like MBPP:
-
-* Each case is one golden assertion snippet (:func:`call_test`): ``assert
-  __llm_envs_equal(f(1, [2, 3]), [6])``, the arguments and the expected value written as Python
-  literals of the parsed JSON (nothing from the dataset is evaluated on the host). The
-  comparison helper is defined inside every snippet, after the solution ran, so a solution
-  cannot replace it. Returned tuples compare as lists, at any depth (both official checkers
-  convert the top level); for APPS an expected one-element list ``[x]`` also accepts ``x``
-  (APPS wraps most outputs so), and integer-looking string keys of a dict argument or result
-  are turned back into ints (JSON made them strings), as APPS's checker does.
-* The call (``Problem.call``, stored as ``metadata["call"]``): APPS ``fn_name`` itself, or
-  ``Solution().<fn_name>`` when the starter code defines ``class Solution``; LiveCodeBench
-  ``Solution().<method>``, the method read from the starter code with the ``ast`` (the one
-  named by ``metadata["func_name"]`` if the class has several). ``entry_point`` is the function
-  or ``"Solution"``, the name the solution must define.
-* The prompt is the question, a sentence saying how the tests call the code, and the starter
-  code in a ```` ```python ```` block. ``setup`` is what the official checker imports first
-  (:data:`APPS_PRELUDE`, :data:`LCB_PRELUDE`: ``typing``'s ``List``, ``collections``, ...).
-* Rows that cannot be used are skipped like other unusable rows (the ``keep`` filter): JSON that
-  does not parse, ``inputs``/``outputs`` of different lengths, a ``fn_name`` that is not a
-  Python name or argument lists that are not lists, a starter code without a ``Solution``
-  method, public cases that are not all of one type or whose values do not parse, public
-  tests that cannot be decoded. A LiveCodeBench private case whose values do not parse (private
-  tests are only read when the problem is built) is left out and counted in
-  ``metadata["skipped_tests"]``; a private field that cannot be decoded at all raises
-  ``ValueError`` then, as for stdin problems. Test counts and sizes are not capped (as for
-  stdin/stdout problems; ``max_golden_tests`` of the environment limits them).
+Call-based problems (APPS ``fn_name``, LiveCodeBench ``"functional"``) become ordinary
+function-style problems: each case is one golden assertion snippet (:func:`call_test`) whose
+arguments and expected value are written as Python literals of the parsed JSON (nothing from the
+dataset is evaluated on the host), with the comparison helper defined inside every snippet
+after the solution ran. LiveCodeBench's private tests are decoded with an unpickler that
+refuses every class. Rows that cannot be used are skipped. docs/tasks.md gives the fields read
+from each dataset ("Fields read from the code datasets") and the call-based rules in full
+("Call-based problems").
 """
 
 from __future__ import annotations

@@ -2,36 +2,20 @@
 
 A :class:`HubSpec` describes one dataset: its Hugging Face Hub id and config, its hub splits,
 how a row becomes a :class:`~llm_envs.tasks.base.Problem`, and how to get it offline.
-:class:`HubTaskSource` serves one split of it, from either
+:class:`HubTaskSource` serves one split of it, from a **local** JSONL / JSON / parquet file or
+directory in the *same schema as the hub dataset* (``path=``; a file named after a hub split
+holds that split; nothing is downloaded), or from the **hub** through ``datasets.load_dataset``
+(``repo=`` for a mirror or a local clone of the hub repository). A dataset that cannot be found
+raises :class:`~llm_envs.tasks.base.DatasetUnavailableError` with the commands that fetch it;
+nothing ever falls back to other data.
 
-* a **local** JSONL / JSON / parquet file or directory in the *same schema as the hub dataset*
-  (``path=``): a file named after a hub split (``train.jsonl``, ``test.parquet``,
-  ``test-00000-of-00001.parquet``) holds that split; in a directory every such file is read.
-  For a dataset with a single hub split any file name is accepted. Nothing is downloaded.
-* the **hub**, through ``datasets.load_dataset`` (cached by ``datasets`` as usual); with
-  ``repo=`` from another hub id (a mirror or fork) or from a local copy of the hub repository
-  (``git clone``, ``huggingface-cli download --local-dir``), read by the same
-  ``datasets.load_dataset`` code with nothing downloaded.
-
-A dataset that cannot be found raises :class:`~llm_envs.tasks.base.DatasetUnavailableError`
-with the commands that fetch it; nothing ever falls back to other data.
-
-Split policies (``split_policy=``):
-
-``"official"``
-    Our split maps to the dataset's own split (e.g. GSM8K train/test). Asking for a split the
-    dataset lacks is a ``ValueError`` that names the alternatives. Default for datasets that
-    have both a train and a test split.
-``"hash"``
-    All rows of all hub splits are pooled and each goes to
-    :func:`llm_envs.core.splits.split_of` of its problem text (80/10/10), so the splits can never
-    overlap. Default for single-split datasets (HumanEval, MATH-500, AIME, OlympiadBench,
-    LiveCodeBench), so that a training run on them never sees its own test problems.
-``"benchmark"``
-    Every row is a test problem (the whole benchmark, e.g. all 500 of MATH-500); only
-    ``split="test"`` is allowed.
-
-Rows are filtered once (cheap predicates) and turned into problems lazily, on ``get``.
+Split policies (``split_policy=``): ``"official"`` (the dataset's own splits; the default where
+it has train and test), ``"hash"`` (all rows pooled, each to
+:func:`llm_envs.core.splits.split_of` of its problem text, 80/10/10; the default for
+single-split datasets, so training never sees their test problems) and ``"benchmark"`` (every
+row a test problem). Rows are filtered once (cheap predicates) and turned into problems lazily,
+on ``get``. docs/tasks.md ("Local files", "Splits", "Getting the data offline") says the same
+for users.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ import pytest
 
 from llm_envs.agents import ActRequest
 from llm_envs.agents.openai_http import OpenAIHTTPAgent, parse_retry_after
-from llm_envs.runner import IncompleteRunError, load_episodes, run_episodes
+from llm_envs.episodes import IncompleteRunError, load_episodes
+from llm_envs.runner import run_episodes
 from tests.agents.chat_server import ChatServer
 from tests.runner.toy_envs import SumsEnv, solve_prompt
 

@@ -8,8 +8,8 @@ import pytest
 
 from llm_envs.agents.spec import AgentSpec, parse_agent_spec, resolve_agents
 from llm_envs.cli import main
+from llm_envs.episodes import IncompleteRunError, RunnerError, load_episodes
 from llm_envs.evaluation import evaluate
-from llm_envs.runner import IncompleteRunError, RunnerError, load_episodes
 
 DETERMINISTIC = ("success", "turns", "rewards", "format_error_rate", "call_error_rate", "metrics", "episodes", "agents",
                  "env_id")

@@ -34,8 +34,8 @@ def test_workers_spread_over_both_nodes_and_match_the_local_rollout(two_node_ray
 def test_evaluation_spreads_over_both_nodes_and_matches_the_local_run(two_node_ray, tmp_path):
     from llm_envs.agents.spec import resolve_agents
     from llm_envs.distributed.evaluation import RayEvaluation
+    from llm_envs.episodes import load_episodes
     from llm_envs.evaluation import evaluate
-    from llm_envs.runner import load_episodes
 
     remote = evaluate(ENV, {None: "random"}, episodes=8, seed=3, concurrency=2, env_kwargs=KWARGS,
                       out_dir=tmp_path / "ray", progress=False, plot=False,

@@ -12,8 +12,8 @@ from pettingzoo.env_registry.registration import aec_registry
 import llm_envs
 import llm_envs.registry as registry
 from llm_envs.cli import main
+from llm_envs.episodes import load_episodes
 from llm_envs.evaluation.plot import plot_available
-from llm_envs.runner import load_episodes
 from tests.runner.toy_envs import SumsEnv
 
 

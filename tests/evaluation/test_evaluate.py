@@ -10,8 +10,9 @@ import pytest
 
 from llm_envs.agents import ActRequest, Agent, AgentOutput, ReferenceAgent
 from llm_envs.cli import main
+from llm_envs.episodes import IncompleteRunError, load_episodes
 from llm_envs.evaluation import evaluate, format_summary, summarize
-from llm_envs.runner import IncompleteRunError, load_episodes, run_episodes
+from llm_envs.runner import run_episodes
 from tests.runner.toy_envs import SumsEnv
 
 

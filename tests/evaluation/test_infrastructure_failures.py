@@ -15,7 +15,7 @@ import json
 import pytest
 
 from llm_envs.cli import EXIT_INCOMPLETE, EXIT_USAGE, main
-from llm_envs.runner import load_episodes
+from llm_envs.episodes import load_episodes
 from tests.agents.chat_server import ChatServer
 
 EPISODES = 8

@@ -11,7 +11,8 @@ import pytest
 import sandboxes
 from llm_envs.agents import ReferenceAgent
 from llm_envs.cli import main
-from llm_envs.runner import IncompleteRunError, load_episodes, run_episodes
+from llm_envs.episodes import IncompleteRunError, load_episodes
+from llm_envs.runner import run_episodes
 from llm_envs.verifiers.code import SANDBOX_ATTEMPTS
 from tests.envs.sandbox_faults import FailingSandbox
 

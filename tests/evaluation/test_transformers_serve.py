@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from llm_envs.cli import EXIT_INCOMPLETE, EXIT_USAGE, main
-from llm_envs.runner import load_episodes
+from llm_envs.episodes import load_episodes
 
 _NEEDED = ("torch", "transformers", "fastapi", "uvicorn", "openai")
 _MISSING = [name for name in _NEEDED if importlib.util.find_spec(name) is None]

@@ -13,9 +13,9 @@ pytest.importorskip("openskill", reason="openskill is not installed (pip install
 from llm_envs.agents import RandomAgent, ReferenceAgent  # noqa: E402
 from llm_envs.agents.base import Agent  # noqa: E402
 from llm_envs.cli import main  # noqa: E402
+from llm_envs.episodes import RunnerError  # noqa: E402
 from llm_envs.games.arena import run_arena, swiss_pairings  # noqa: E402
 from llm_envs.games.ratings import Contest, rank_by_score, rate_contests  # noqa: E402
-from llm_envs.runner import RunnerError  # noqa: E402
 
 SUMMARY_KEYS = {"kind", "format_version", "env_id", "agents", "ratings", "head_to_head", "settings"}
 RATING_KEYS = {"agent", "mu", "sigma", "rating", "ci_low", "ci_high", "games", "wins", "draws", "losses", "score"}

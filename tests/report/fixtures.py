@@ -17,7 +17,8 @@ import yaml
 
 from llm_envs.agents.spec import resolve_agents
 from llm_envs.cli import main as llm_envs_main
-from llm_envs.runner import EpisodeResult, load_episodes, run_episodes
+from llm_envs.episodes import EpisodeResult, load_episodes
+from llm_envs.runner import run_episodes
 
 EVAL_ENV = "llm/PlanPath-v0"
 EVAL_EPISODES = 8
@@ -45,7 +46,7 @@ def rewrite_episodes(run: Path, edit: Any) -> None:
 
 def _reencode(line: dict[str, Any]) -> str:
     """The edited line checksummed again, as the runner writes it (an edit is not damage here)."""
-    from llm_envs.runner import EpisodeResult, encode_episode_line
+    from llm_envs.episodes import EpisodeResult, encode_episode_line
 
     fields = {k: v for k, v in line.items() if k not in ("checksum", "format_version")}
     return encode_episode_line(EpisodeResult.from_dict(fields))

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from llm_envs.episodes import load_episodes
 from llm_envs.report import write_report
-from llm_envs.runner import load_episodes
 from tests.report.fixtures import training_run
 
 

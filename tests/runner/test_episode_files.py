@@ -7,12 +7,8 @@ import json
 import pytest
 
 from llm_envs.agents import ReferenceAgent
-from llm_envs.runner import (
-    EPISODES_FORMAT_VERSION,
-    EpisodeFileError,
-    load_episodes,
-    run_episodes,
-)
+from llm_envs.episodes import EPISODES_FORMAT_VERSION, EpisodeFileError, load_episodes
+from llm_envs.runner import run_episodes
 from tests.runner.toy_envs import SumsEnv
 
 
@@ -71,7 +67,7 @@ def test_a_different_result_for_the_same_episode_is_a_conflict(run_file):
     other = run_episodes(SumsEnv, ReferenceAgent(), 1, seed=2 + results[0].index)[0]
     other.index = results[0].index
     other.metrics["success"] = 0.0
-    from llm_envs.runner import encode_episode_line
+    from llm_envs.episodes import encode_episode_line
 
     with open(path, "a", encoding="utf-8") as f:
         f.write(encode_episode_line(other))

@@ -11,14 +11,8 @@ import numpy as np
 import pytest
 
 from llm_envs.agents import ActRequest, Agent, AgentError, AgentOutput, RandomAgent, ReferenceAgent
-from llm_envs.runner import (
-    EpisodeResult,
-    IncompleteRunError,
-    Runner,
-    RunnerError,
-    load_episodes,
-    run_episodes,
-)
+from llm_envs.episodes import EpisodeResult, IncompleteRunError, RunnerError, load_episodes
+from llm_envs.runner import Runner, run_episodes
 from tests.runner.toy_envs import SumsEnv
 
 STEPS_PER_EPISODE = 4  # SumsEnv default: 2 rounds x 2 agents

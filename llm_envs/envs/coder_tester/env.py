@@ -5,9 +5,9 @@ in the sandbox, the coder's code on the golden tests (team and coder rewards), t
 solution** on the tester's tests (tester reward: are the tests right?), and the coder's code on
 the tester's tests (agreement, and the mismatches shown in the next turn). Within a turn the
 coder acts first, but the tester's prompt shows only earlier turns, so a turn is simultaneous
-in effect, as in the paper.
+in effect, as in the paper. A program the sandbox failed to run is never scored (``step``
+raises ``SandboxFailure``).
 
-=====================  ======================================================================
 Import                 ``llm_envs.make("llm/CoderTester-v0")`` (``task="mbpp"``, ``"apps"``,
                        ``"code_contests"``, ``"livecodebench"``; ``task_path=`` for local files)
 Agents                 ``["coder", "tester"]``; ``agents="single"``: ``["coder"]`` alone
@@ -51,6 +51,9 @@ Version history:
 
 * v0: first release (golden solution loaded for the tester reward; sandboxed execution;
   function-style and stdin/stdout problems).
+=======
+The spec (agents, actions, observations, rewards, episode end, metrics) and the version history
+are in docs/envs/coder_tester.md, their one place (tests/envs/test_env_docs.py).
 """
 
 from __future__ import annotations

@@ -3,40 +3,12 @@
 A agents answer a question over T turns. In turn 0 each answers alone; in turn t >= 1 each
 sees the other agents' earlier answers (optionally with their verifier scores) and may revise.
 Within a turn agents act in order ``agent_0 … agent_{A-1}``, but every prompt of turn t shows
-only answers of turns < t, so a turn is simultaneous in effect.
+only answers of turns < t, so a turn is simultaneous in effect. Each answer earns its verifier
+score at once and, as delayed credit, a share of the later answers it influenced
+(:mod:`llm_envs.envs.debate.rules`).
 
-=====================  ======================================================================
-Agents                 ``agent_0`` … ``agent_{A-1}`` (default A = 2); role ``debater``
-Action                 any text: reasoning, then the final answer in ``\\boxed{}`` (a label for
-                       classification tasks)
-Observation            ``{"instruction": debate rules, "prompt": the question (turn 0), or the
-                       question, the agent's own earlier answers and the other agents' answers
-                       (turn t >= 1; all earlier turns, or only the last with
-                       ``history="last"``), optionally with verifier scores}``
-Rewards (per action)   influence-aware verification reward with γ = 0.3 (arXiv 2502.18439):
-                       the answer's own score V/Z_t is credited at once; each later answer
-                       s_{t',j} adds (1/A)·γ^{t'−t}·V(s_{t',j})/Z_t to every earlier answer
-                       when it is given (delayed credit), Z_t = Σ_{t'=t}^{T−1} γ^{t'−t}.
-                       Incentives on ground-truth correctness (α0, α1, β0, β1; default 0):
-                       revision (Table 1) credited to the answer at t >= 1 when it is given;
-                       influence (Table 2) credited to the answer at every t < T−1 (turn 0
-                       included, as in the paper) when turn t+1 is complete.
-                       ``first_turn_incentive=False``: the released code's variant, no
-                       incentive for turn-0 answers
-Verifier               pluggable ``verifier(problem, response) -> [0, 1]``; default: ground-
-                       truth correctness (math-verify on the last ``\\boxed{}``, label match
-                       when ``problem.metadata["labels"]`` is set)
-Episode end            after T turns (A·T actions)
-``success``            majority-vote accuracy of the final turn with the tie rule (1/|tied set|
-                       when the truth is among the tied answers); ``majority_accuracy_turn_t``
-                       and ``accuracy_turn_t`` for every turn are in the end metrics
-=====================  ======================================================================
-
-Version history:
-
-* v0: initial version. Before the first release, Table 2's influence incentive was extended
-  to turn-0 answers, as the paper specifies (it had started at turn 1, as in the released
-  code, which ``first_turn_incentive=False`` keeps).
+The spec (agents, actions, observations, rewards, episode end, metrics) and the version history
+are in docs/envs/debate.md, their one place (tests/envs/test_env_docs.py).
 """
 
 from __future__ import annotations

@@ -3,39 +3,12 @@
 A pool of ``l`` agents discusses one problem for ``m`` rounds. Each round one agent, drawn
 uniformly from the pool, writes a solution; then ``n`` evaluations follow, each by a uniformly
 drawn agent told to find every error, and each evaluation is followed by a scoring of the
-(solution, evaluation) pair by a uniformly drawn agent. Solvers see the problem and the last
-``κ`` rounds of (solution, evaluations); scorings never enter the discussion. Rewards come only
-from the scorer's parsed score: there is no external verifier. Ground-truth correctness, when
-the task has an answer, is logged for metrics and never used as reward.
+(solution, evaluation) pair by a uniformly drawn agent. Rewards come only from the scorer's
+parsed score (:mod:`llm_envs.envs.forum.rules`): there is no external verifier; ground-truth
+correctness, when the task has an answer, is logged for metrics and never used as reward.
 
-=====================  ======================================================================
-Agents                 ``agent_0`` … ``agent_{l-1}`` (default l = 4); the acting agent and its
-                       role (``solver``, ``evaluator``, ``scorer``) change every step
-Action                 any text. Solver: a solution with the final answer in ``\\boxed{}``
-                       (code tasks: one ``python`` block); evaluator: a critique (the
-                       *without scoring* ablation adds ``<judgment>correct|incorrect
-                       </judgment>``); scorer: reasons, then ``<score>1..3</score>``
-Observation            ``{"instruction": role instruction, "prompt": problem + discussion
-                       (solver) / + solution (evaluator) / + solution + evaluation (scorer)}``;
-                       agents not acting see a short waiting note
-Rewards (per action)   solver (τ̂−1)/2 (mean over its n scorings), evaluator (3−τ̂)/2, scorer 0,
-                       or −1 when no score parses (then solver and evaluator get 0 for it);
-                       credited to the solution/evaluation record when the scoring arrives
-Episode end            after the last step of the schedule (m·(1+2n) actions by default)
-``success``            ground-truth correctness of the final round's solution (fraction of
-                       the final round's solutions with the released schedule); 0 when the
-                       task has no answer
-=====================  ======================================================================
-
-Config (:class:`ForumConfig`) defaults are the paper's: l = 4, m = 2·l, n = 1, κ = 2.
-Options: ``schedule="released"`` (every agent solves in each of 2 rounds and sees 2 random
-discussions of the previous round; evaluators see no discussion), ``evaluation=False`` (the
-scorer scores the solution alone) and ``scoring=False`` (evaluations vote and are rewarded
-for consistency, see :func:`~llm_envs.envs.forum.rules.vote_rewards`).
-
-Version history:
-
-* v0: initial version.
+The spec (agents, actions, observations, rewards, episode end, metrics, options) and the version history
+are in docs/envs/forum.md, their one place (tests/envs/test_env_docs.py).
 """
 
 from __future__ import annotations

@@ -2,43 +2,15 @@
 ``llm_envs.openspiel("game_string")``).
 
 A thin layer over ``pyspiel``: every rule, chance distribution and payoff comes from OpenSpiel;
-this module only sequences the players, routes text and keeps the records.
+this module only sequences the players, routes text and keeps the records. OpenSpiel's returns
+are credited, as they change, to each player's latest record (delayed credit); a reply that
+names no legal move follows the ``invalid_move`` policy (forfeit or a random move); a
+simultaneous node is one cycle of every player. The numeric hooks of :mod:`llm_envs.interop`
+(legal actions, the action catalog, the state tensor) are implemented.
 
-================  ================================================================================
-agents            ``player_0`` … ``player_{n-1}`` (OpenSpiel's player ids)
-observation       ``{"instruction", "prompt"}``: the rules (curated games) or the game's name; the
-                  player's view of the state (curated games: a readable rendering; others: the
-                  player's information-state string in imperfect-information games, else the
-                  observation string), then, for the player to move, every legal move
-action            any text naming one legal move (:func:`~llm_envs.envs.openspiel.text.parse_move`:
-                  the last legal move named, case- and spacing-insensitive; ``[Bet]`` works)
-invalid move      a reply that names no legal move: ``invalid_move="forfeit"`` (default) ends the
-                  game, the offender's return is ``forfeit_return`` (default: the game's minimum
-                  utility) and the others' follow :func:`~llm_envs.envs.openspiel.text.forfeit_returns`;
-                  ``"random"`` plays a uniformly random legal move instead. Either way the record is
-                  marked ``format_ok=False`` and gets ``format_penalty`` (default 0) on top
-rewards           OpenSpiel's returns. After every transition the change of each player's return is
-                  credited to that player's latest record (delayed credit: a terminal payoff lands
-                  on the last move of every player), so per-agent record sums equal the game's
-                  returns and PettingZoo's ``rewards``. A player whose return changes before its
-                  first move (or who never moves) gets the credit on its first record, or on a
-                  *passive* record (``info["passive"]``, empty action) at the end
-chance            explicit chance nodes are sampled from the instance generator; games with sampled
-                  chance (Negotiation) are loaded per episode with ``rng_seed`` drawn from it, so a
-                  seed fixes the episode and the global RNGs are never read
-simultaneous      a simultaneous node is one *cycle*: every player answers in order (each sees the
-                  state before anyone's move), then the joint move is applied;
-                  ``metadata["is_parallelizable"]`` is True exactly for simultaneous games
-metrics           ``success`` = the game ended by its rules with only legal moves (no forfeit, not
-                  truncated); ``moves``; ``invalid_moves``; ``forfeit``; ``return/<agent>``
-================  ================================================================================
-
-Numeric hooks (:mod:`llm_envs.interop`): ``legal_actions(agent)`` / ``max_legal_actions``,
-``action_catalog()`` (one name per OpenSpiel action id, a stable index → move map),
-``action_mask(agent)``, ``state_space()`` and ``state_tensor(agent)`` (the information-state
-tensor where the game has one, else the observation tensor).
-
-Version history: v0 — first version.
+The spec (agents, observations, actions, invalid moves, rewards, chance, simultaneous games,
+metrics) and the version history are in docs/envs/openspiel.md, their one place
+(tests/envs/test_env_docs.py).
 """
 
 from __future__ import annotations

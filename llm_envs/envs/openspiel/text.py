@@ -1,29 +1,14 @@
 """The text side of the OpenSpiel adapter, free of PettingZoo and of pyspiel: reading a move out
 of a reply, the forfeit rule, and the wording of prompts.
 
-Reading a move
-==============
-
-A reply names a move by writing one of the legal moves exactly as the prompt lists it
-(``Bet``, ``x(1,1)``, ``Proposal: [1, 0, 2]``), optionally in square brackets (``[Bet]``).
-Matching is forgiving about what does not change the meaning:
-
-* letter case (``bet`` = ``Bet``);
-* spacing next to punctuation and runs of spaces (``x ( 1 , 1 )`` = ``x(1,1)``; word-level
-  tokenizers put spaces between every symbol);
-* surrounding words: the move may sit inside a sentence. A move counts only as a whole word
-  (``Bet`` is not found inside ``alphabet``).
-
-When a reply names several legal moves, the **last** one counts (models reason first and
-answer last); when two legal moves end at the same place, the longer one counts (a reply
-ending in ``Raise Call`` names a move called ``Raise Call`` rather than one called ``Call``).
-Besides the texts listed in the prompt, a move's *catalog* text (the name the numeric views use
-for that action id, :meth:`OpenSpielEnv.action_catalog`) is accepted as an alias: a reply that
-is exactly a catalog text plays that action (after an exact listed text); inside a longer reply
-an alias counts only when no listed text is named.
-
-A reply that names no legal move is an **invalid move** (never an exception); the environment
-then applies its ``invalid_move`` policy (see :func:`forfeit_returns`).
+A reply names a move by writing one of the legal moves as the prompt lists it (``Bet``,
+``x(1,1)``), optionally in square brackets. Matching ignores letter case and spacing next to
+punctuation, finds the move inside a sentence as a whole word, and takes the **last** move named
+(the longer one when two end at the same place); a move's catalog text
+(:meth:`OpenSpielEnv.action_catalog`) is an alias, counted inside a longer reply only when no
+listed text is named. A reply that names no legal move is an **invalid move** (never an
+exception); the environment then applies its ``invalid_move`` policy (:func:`forfeit_returns`).
+docs/envs/openspiel.md ("Spec", Action) says the same for players.
 """
 
 from __future__ import annotations

@@ -1,47 +1,13 @@
 """Plan-Path (Stronger-MAS): reach the goal on a 10x10 grid with obstacles.
 
 A tool agent writes a search program (BFS/A*) that the sandbox runs on the grid; a plan agent
-reads the program and its output and submits the final move list. The rules, the text format
-and the reward formula are in :mod:`llm_envs.envs.plan_path.rules`; the turn structure and the
-reward mixing in :mod:`llm_envs.envs.puzzle_base`.
+reads the program and its output and submits the final move list (``agents="single"``: one
+``solver`` does both). The rules, the text format and the reward formula are in
+:mod:`llm_envs.envs.plan_path.rules`; the turns, the sandbox run and the reward mixing in
+:mod:`llm_envs.envs.puzzle_base`.
 
-=====================  ======================================================================
-Import                 ``llm_envs.make("llm/PlanPath-v0")``
-Agents                 ``["tool", "plan"]`` (``agents="single"``: ``["solver"]``)
-Turn order             tool, plan, tool, plan, ... for at most ``max_turns`` = 4 turns
-Actions                any text. Tool: one ```` ```python ```` block printing ``#### U R ...``
-                       as its last line. Plan: a reply ending with ``#### U R ...``
-Observations           ``{"instruction": str, "prompt": str}``: role, rules, the grid in the
-                       stdin text format, previous turns; the plan agent also sees the
-                       program, its output and the plan read from it
-Rewards (dense)        tool: ``r_local`` = shaped reward of its plan simulated on a copy,
-                       plus ``alpha * r_team`` when the plan agent has acted; plan:
-                       ``r_local + alpha * r_team``, both the shaped reward of the real move
-                       list (blocked/valid move costs, BFS-distance progress, +1 goal, +0.5
-                       shortest); a missing or malformed plan: -2.0
-Rewards (outcome)      ``r_local`` = 1 if the agent's own plan reaches the goal; ``r_team`` =
-                       1 if the goal is reached after this turn
-Termination            the goal is reached
-Truncation             ``max_turns`` turns played without reaching it
-Splits                 by a hash of the canonical form, the grid's mirror image or rotation
-                       whose text sorts first (``split`` config field): never overlap
-Legal actions          ``legal_actions(agent)`` (the interop hook; ``max_legal_actions`` = 4):
-                       for the agent to act, each single step U/D/L/R that moves, as
-                       ``#### U`` (tool: a program ``print('#### U')``); one step per turn,
-                       so raise ``max_turns`` to reach the goal this way
-Move catalog           ``action_catalog()`` = ``#### U``, ``#### D``, ``#### L``, ``#### R``
-                       (fixed indices 0-3) and ``action_mask(agent)``: the steps above
-State tensor           ``state_tensor(agent)``: ``float32`` planes ``(3, rows, cols)``:
-                       obstacles, current position, goal (the same for every agent)
-=====================  ======================================================================
-
-Version history:
-
-* v0: first release (Stronger-MAS games/planning MAS, with BFS-distance shaping and a real
-  sandbox); ``legal_actions``/``max_legal_actions`` added later without changing play;
-  the move catalog and the state tensor (interop hooks) added later without changing play.
-  Before the first release: splits assigned on the canonical form, each split drawn from its
-  own stream.
+The spec (agents, actions, observations, rewards, splits, interop hooks) and the version history
+are in docs/envs/plan_path.md, their one place (tests/envs/test_env_docs.py).
 """
 
 from __future__ import annotations
@@ -52,7 +18,8 @@ import numpy as np
 
 from llm_envs.core.env import TextEnv
 from llm_envs.envs.plan_path.rules import PathRewards, PathState, PlanPathRules
-from llm_envs.envs.puzzle_base import PuzzleConfig, PuzzleEnv, SingleStepCatalog
+from llm_envs.envs.puzzle_base import PuzzleConfig, PuzzleEnv
+from llm_envs.interop.puzzle_hooks import SingleStepCatalog
 
 
 @dataclass

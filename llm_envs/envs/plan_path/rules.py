@@ -1,30 +1,13 @@
 """Plan-Path rules: a grid with obstacles, a start, a goal, and moves U/D/L/R (pure logic).
 
-Text format (what a program reads on standard input, and what prompts show)::
+A move into an obstacle or off the grid is *blocked* (the agent stays); moves after the goal is
+reached are ignored. Answers are ``#### U R R D`` (also ``["U", "R"]``, ``URRD``, ``up, right``).
+The dense reward of a move list (:class:`PathRewards`) adds the move costs, a potential-based
+shaping on the BFS distance ``d`` to the goal around obstacles (``phi = -d``, ``gamma = 1``, so it
+telescopes to the progress in BFS distance), the goal reward and a bonus for a shortest path.
 
-    10 10          <- rows cols
-    S..#......     <- one line per row: '.' free, '#' obstacle, 'S' current position, 'G' goal
-    ...
-
-Moves: ``U`` = row - 1, ``D`` = row + 1, ``L`` = column - 1, ``R`` = column + 1. A move into an
-obstacle or off the grid is *blocked*: the agent stays where it is. Moves after the goal is
-reached are ignored.
-
-Answer format: ``#### U R R D`` (also accepted: ``["U", "R"]``, ``URRD``, ``up, right``).
-
-Dense shaped reward of a move list applied at position ``p`` (:class:`PathRewards`; values
-from the released PettingLLMs code, with two deliberate changes noted below)::
-
-    r = sum over moves (valid_move if the move succeeds else blocked_move)
-      + shaping_scale * sum over moves (gamma * phi(p') - phi(p)),  phi(p) = -d(p)
-      + goal_reward                      if the goal is reached
-      + optimal_bonus                    if reached in exactly d(p) moves (a shortest path)
-
-where ``d`` is the BFS distance to the goal around obstacles. Changes from the released code:
-``phi`` uses the BFS distance instead of the Manhattan distance (which ignores walls), and
-``gamma`` defaults to 1 instead of 0.99: with ``phi = -d`` and ``gamma < 1`` a blocked move
-earns ``+(1 - gamma) * d``, so bumping into walls far from the goal pays. With ``gamma = 1`` the
-shaping telescopes to ``shaping_scale * (d(start) - d(end))``: progress in BFS distance.
+docs/envs/plan_path.md gives the text format, the reward formula with its two deliberate changes
+from the released PettingLLMs code, the generator and its knobs.
 """
 
 from __future__ import annotations
@@ -37,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from llm_envs.envs.puzzle_base import PlanFormatError, PlanOutcome, generate_in_split
+from llm_envs.envs.puzzle_rules import PlanFormatError, PlanOutcome, generate_in_split
 
 MOVES: dict[str, tuple[int, int]] = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
 _WORDS = {"UP": "U", "DOWN": "D", "LEFT": "L", "RIGHT": "R"}
@@ -333,7 +316,7 @@ REFERENCE_PROGRAM = (Path(__file__).with_name("reference_program.py")).read_text
 
 @dataclass(frozen=True)
 class PlanPathRules:
-    """Plan-Path as :class:`~llm_envs.envs.puzzle_base.PuzzleRules` (immutable, shared).
+    """Plan-Path as :class:`~llm_envs.envs.puzzle_rules.PuzzleRules` (immutable, shared).
 
     Difficulty knobs: ``rows``/``cols`` (grid size), ``obstacle_density`` (probability that a
     cell is an obstacle; more obstacles give longer detours), ``min_distance`` (the shortest

@@ -1,57 +1,14 @@
 """``llm/ProposerSolverJudge-v0``: Multi-Agent Evolve's proposer, solver and judge.
 
-One episode is one proposed question. The proposer writes a ``<question>`` (shown a reference
-question from the pool with probability ``p``); the judge rates it; a question rated
-``>= quality_threshold`` joins the pool D. The solver then answers a question of D
-``N_sample`` times (default 5) from the same prompt: the proposed question itself when it was
-admitted, else a question drawn from the pool (MAE's solver samples from the filtered pool; the
-option ``solver_questions="proposed"`` makes it answer every proposed question instead). The
-judge rates each answer. The judge is an agent like the others (an LLM-as-a-judge), so all
-rewards come from the agents' own interaction; ground truth is used only for metrics.
+One episode is one proposed question. The proposer writes a ``<question>``; the judge rates it,
+and a question rated ``>= quality_threshold`` joins the question pool
+(:class:`~llm_envs.envs.proposer_solver_judge.pool.QuestionPool`, shared across episodes and
+clones, committed when an episode ends by an environment whose ``commits_to_pool`` is true).
+The solver answers a pool question ``N_sample`` times from one prompt and the judge rates each
+answer. All rewards come from the agents' own interaction; ground truth is used only for metrics.
 
-=====================  ======================================================================
-Agents                 ``proposer``, ``solver``, ``judge``
-Action                 any text. Proposer: one ``<question>…</question>``; solver: reasoning
-                       then ``<answer>…</answer>``; judge: analysis then ``<score>X</score>``,
-                       X an integer 1..10
-Observation            ``{"instruction": role instruction, "prompt": the task}``: proposer:
-                       create a (harder variant of the reference) question; judge: the
-                       question, or the question and one answer, with the rubric; solver: the
-                       question. The N_sample solver prompts are identical (one AT-GRPO group)
-Rewards (per action)   proposer ``(V_q + (1 − mean_i V_i) + F)/3``, credited in three parts:
-                       format at once, quality when the judge rates the question, difficulty
-                       when the last answer is rated; a rejected question (``V_q`` below the
-                       threshold) has no answers of its own, so no difficulty term (with
-                       ``solver_questions="proposed"`` it has one unless
-                       ``drop_difficulty_below_threshold``); solver ``0.5·V_i + 0.5·F``
-                       (format at once, judge part when its answer is rated); judge ``F``.
-                       F = 1 / 0.5 / 0 for exactly one / several / no tag pair in the
-                       completion; V = clip((X − 1)/9, 0, 1), 0.5 when no score parses
-Episode end            after the last answer is rated (2 + 2·N_sample actions), or at once
-                       when the proposal has no ``<question>`` tag (proposer reward 0), or
-                       after the question's rating when it is rejected and the pool is empty
-``success``            fraction of the solver's answers that match the ground truth, when the
-                       question it answered is one with a known answer (a task-source or seed
-                       question); 0 otherwise (see ``ground_truth_known`` in the metrics)
-=====================  ======================================================================
-
-The question pool (:class:`~llm_envs.envs.proposer_solver_judge.pool.QuestionPool`) persists
-across episodes, is shared by clones and by every environment it is passed to, and can be
-saved to and loaded from JSONL (``pool_path``). Its ``min_quality`` is the one admission
-threshold (``quality_threshold``, 0.7 by default, must agree with a pool passed in). A question
-whose quality reaches it is *staged* during the episode and *committed* to the pool when the episode ends, by an
-environment whose :attr:`~ProposerSolverJudgeEnv.commits_to_pool` is true. :meth:`clone`
-returns a copy that does not commit (``clone(commits_to_pool=True)`` for a copy that
-should), so tree-sampling branches never leak questions into the pool the original samples
-references from; a trainer that continues an episode in a clone calls
-:meth:`~ProposerSolverJudgeEnv.commit_pool_additions` on it, or clones with
-``commits_to_pool=True``.
-
-Version history:
-
-* v0: initial version. Before the first release: the solver answers only pool questions by
-  default (``solver_questions``), and the admission threshold has one source, the pool's
-  ``min_quality``.
+The spec (agents, actions, observations, rewards, episode end, metrics, the pool) and the version history
+are in docs/envs/proposer_solver_judge.md, their one place (tests/envs/test_env_docs.py).
 """
 
 from __future__ import annotations

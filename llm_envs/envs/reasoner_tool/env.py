@@ -5,40 +5,10 @@ program whose printed answer is taken from the sandbox run. Answers are checked 
 ground truth with :func:`llm_envs.verifiers.math.check_answer` (a fast exact path, then
 math-verify under our own deadline). Within a turn the reasoner acts first, but the tool
 agent's prompt shows only earlier turns, so a turn is simultaneous in effect, as in the paper.
+A program the sandbox failed to run is never scored (``step`` raises ``SandboxFailure``).
 
-=====================  ======================================================================
-Import                 ``llm_envs.make("llm/ReasonerTool-v0")`` (``task="gsm8k"``,
-                       ``"math500"``, ``"aime2024"``, ``"aime2025"``, ``"olympiadbench"``;
-                       ``task_path=`` for local files)
-Agents                 ``["reasoner", "tool"]``; ``agents="single"``: ``["reasoner"]`` alone
-Turn order             reasoner, tool, reasoner, tool, ... for at most ``max_turns`` = 4 turns
-Actions                any text. Reasoner: step-by-step reasoning ending with
-                       ``\\boxed{answer}``. Tool: one ```` ```python ```` block whose program
-                       prints the answer as its last line (or in ``\\boxed{}``)
-Observations           ``{"instruction": role and exact format, "prompt": the problem; from
-                       turn 1 on also every earlier turn: the reasoning (first and last 500
-                       characters) and its answer, the tool's code, output and answer}``
-Rewards (dense)        ``alpha * r_team + r_local`` per action, known at the action's own step.
-                       ``r_team`` = 1 if this turn's reasoner answer is correct. Reasoner
-                       ``r_local`` = 0.2 format (a non-empty ``\\boxed{}``) + 0.8 correct;
-                       tool ``r_local`` = 0.1 builds + 0.1 runs (exit 0 in time) + 0.8 correct
-Rewards (outcome)      ``alpha * r_team`` for both
-Sandbox failure        a run the sandbox itself failed (worker died or hung, on a retry too)
-                       is never scored: ``step`` raises ``llm_envs.core.SandboxFailure``
-                       before the state changes (the runner records the episode incomplete)
-Termination            the reasoner's and the tool's answers of a turn agree (math-verify)
-Truncation             ``max_turns`` turns without agreement; the single-agent variant ends
-                       after its one turn
-``success``            the reasoner's last answer is correct
-Splits                 per task source; ``arithmetic`` by a hash of the question (80/10/10)
-Reset options          ``{"problem_index": i}`` (a given problem of the task source, e.g. to
-                       evaluate a benchmark in order) or ``{"problem": Problem(...)}``
-=====================  ======================================================================
-
-Version history:
-
-* v0: first release (math-verify with our own timeouts; sandboxed tool programs; offline
-  default task).
+The spec (agents, actions, observations, rewards, episode end, metrics) and the version history
+are in docs/envs/reasoner_tool.md, their one place (tests/envs/test_env_docs.py).
 """
 
 from __future__ import annotations

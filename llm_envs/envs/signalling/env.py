@@ -1,28 +1,11 @@
 """The signalling game as a PettingZoo AEC text environment (``llm/Signalling-v0``).
 
-=====================  ======================================================================
-Import                 ``llm_envs.make("llm/Signalling-v0")``
-Agents                 ``["speaker", "listener"]``
-Turn order             speaker, listener per round, for ``rounds`` rounds (default 1)
-Actions                any text; the first symbol word in it counts (``"red"``)
-Observations           ``{"instruction": str, "prompt": str}``: the speaker sees the target,
-                       the listener the speaker's message (first 200 characters)
-Rewards                :mod:`llm_envs.envs.signalling.rules` (team reward credited to both,
-                       to the speaker one step late: delayed credit)
-Termination            after the last round
-Move catalog           ``action_catalog()`` = the symbols (fixed indices, in config order);
-                       ``action_mask(agent)``: all symbols for the agent to act, else none
-State tensor           ``state_tensor(agent)``: ``float32`` vector of ``2 * n + 4`` (``n``
-                       symbols): role (speaker, listener), the target (speaker, when it is
-                       to act), the symbol the message names (listener, when it is to act),
-                       a flag for a message that names none, and the round as ``turn /
-                       rounds``; never what the agent's prompt does not show
-=====================  ======================================================================
+Each round a speaker sees a target symbol and sends a message; a listener reads it and answers
+with a symbol (rules and rewards: :mod:`llm_envs.envs.signalling.rules`). It also implements
+the fixed move catalog and the state tensor (interop hooks).
 
-Version history:
-
-* v0: first release; the move catalog and the state tensor (interop hooks) added later without
-  changing play.
+The spec (agents, actions, observations, rewards, episode end, metrics) and the version history
+are in docs/envs/signalling.md, their one place (tests/envs/test_env_docs.py).
 """
 
 from __future__ import annotations

@@ -2,17 +2,10 @@
 
 Each round a *speaker* sees a target symbol and sends a message; a *listener* reads the message
 and answers with a symbol. The team wins the round when the listener's answer is the target.
-
-Rewards (AT-GRPO's mixing ``r = α·r_team + r_local``):
-
-* team: ``α·1[answer = target]``; credited to the listener when it answers and, as delayed
-  credit, to the speaker's record of the same round.
-* speaker local: ``w_s·1[the message's first symbol is the target]``.
-* listener local: ``w_l·1[the answer is the symbol the message names]`` (it followed the
-  message). Off by default: when the speaker is biased towards one symbol, rewarding the
-  listener for following it teaches the shared model that symbol everywhere, a rich-get-richer
-  collapse; the team reward alone is balanced across targets.
-* format: a message or answer that names no symbol at all earns ``format_penalty`` (default 0).
+Rewards mix ``r = α·r_team + r_local``: the team reward goes to the listener at once and to the
+speaker's record of the round as delayed credit; the speaker's local reward pays a message whose
+first symbol is the target; the listener's (off by default: it teaches a biased speaker's symbol
+everywhere) pays following the message. docs/envs/signalling.md has the formulas.
 
 The game is deliberately easy: a random-weight model with a small vocabulary names the right
 symbol by chance often enough to learn from, so the whole RL loop can be tested on a CPU.

@@ -1,51 +1,18 @@
 """Sokoban rules: push every box onto a target (pure logic).
 
-Text format (XSB with ``_`` for floor, so that lines carry no spaces)::
+Levels are read and shown in XSB with ``_`` for floor. The player walks onto floor or targets and
+pushes a box one cell if the cell behind it is free; a move into a wall, or a push into a wall or
+another box, is *blocked*. Answers are ``#### U R R D`` (also ``["U", "R"]``, ``URRD``). The
+dense reward of a move list (:class:`SokobanRewards`) adds move costs, box-onto / box-off target
+rewards, a potential-based shaping on the boxes' distance to the targets (``gamma = 1``) and the
+solved reward.
 
-    6 6            <- rows cols
-    ######         <- '#' wall, '_' floor, '.' target, '$' box, '*' box on a target,
-    #_@__#            '@' player, '+' player on a target
-    #_$__#
-    #__._#
-    #____#
-    ######
-
-Moves: ``U`` = row - 1, ``D`` = row + 1, ``L`` = column - 1, ``R`` = column + 1. The player
-walks onto floor or targets; walking into a box pushes it one cell if the cell behind it is
-free (floor or target without a box). A move into a wall, or a push into a wall or another box,
-is *blocked*: nothing moves. Moves after every box is on a target are ignored.
-
-Answer format: ``#### U R R D`` (also accepted: ``["U", "R"]``, ``URRD``, ``up, right``).
-
-Dense shaped reward of a move list (:class:`SokobanRewards`; values from the released
-PettingLLMs code, with ``gamma`` = 1 as explained below)::
-
-    r = sum over moves (valid_move if something moved else blocked_move)
-      + box_on_target  * (boxes pushed onto a target)
-      + box_off_target * (boxes pushed off a target)
-      + shaping_scale * sum over moves (gamma * phi(s') - phi(s)),
-            phi(s) = -(sum over boxes of the Manhattan distance to the nearest target)
-      + solved_reward                    if every box ends on a target
-
-With ``gamma`` < 1 (the released code used 0.99) a blocked move would earn
-``(1 - gamma) * sum of distances`` for nothing; with ``gamma = 1`` the shaping telescopes to
-``shaping_scale * (phi(end) - phi(start))``.
-
-Levels are the same up to the room's symmetries (mirrors and, for a square room, rotations and
-the transposition) and up to where the player stands in the area it can walk to without
-pushing: :func:`canonical_level` picks one form of each class, and the split is assigned on
-it (:func:`split_key`).
-
-Generation. Rooms with at most 16 inner cells and one box (the paper's 6x6) have few levels:
-:func:`level_classes` enumerates every class (rooms with at most ``max_walls`` inner walls,
-every target, box and player area, kept when the solver's shortest solution pushes at least
-``min_pushes`` times) and each episode seed picks one class of its split
-(:func:`~llm_envs.envs.puzzle_base.pick_enumerated`), shown under a random symmetry with the
-player on a random cell of its area. Larger rooms or more boxes are sampled by
-:func:`generate_room`, which plays Sokoban backwards: boxes start on their targets and the
-player walks randomly, *pulling* a box when it walks away from one. Every pull is a push played
-forwards, so the room is solvable by construction; the breadth-first solver (:func:`solve`) then
-checks it and measures its difficulty.
+Levels equal up to the room's symmetries and the player's walkable area are one level
+(:func:`canonical_level`, the split key). Small one-box rooms (the paper's 6x6) are enumerated
+(:func:`level_classes`, one class per episode seed, :func:`~llm_envs.envs.puzzle_rules.pick_enumerated`);
+larger rooms are sampled by reverse play (:func:`generate_room`) and checked by the BFS solver
+(:func:`solve`). docs/envs/sokoban.md gives the text format, the reward formula and the
+generator in full.
 """
 
 from __future__ import annotations
@@ -62,7 +29,7 @@ import numpy as np
 
 from llm_envs.core.splits import split_generator, split_of
 from llm_envs.envs.plan_path.rules import format_moves, parse_moves
-from llm_envs.envs.puzzle_base import PlanOutcome, generate_in_split, pick_enumerated
+from llm_envs.envs.puzzle_rules import PlanOutcome, generate_in_split, pick_enumerated
 
 MOVES: dict[str, tuple[int, int]] = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
 WALL, FLOOR, TARGET, BOX, BOX_ON_TARGET, PLAYER, PLAYER_ON_TARGET = "#_.$*@+"
@@ -587,7 +554,7 @@ REFERENCE_PROGRAM = (Path(__file__).with_name("reference_program.py")).read_text
 
 @dataclass(frozen=True)
 class SokobanRules:
-    """Sokoban as :class:`~llm_envs.envs.puzzle_base.PuzzleRules` (immutable, shared).
+    """Sokoban as :class:`~llm_envs.envs.puzzle_rules.PuzzleRules` (immutable, shared).
 
     Difficulty knobs: ``rows``/``cols`` (room size, border included), ``num_boxes``,
     ``min_pushes`` (the shortest solution pushes at least this many times). Enumerated rooms

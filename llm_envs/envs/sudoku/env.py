@@ -1,59 +1,13 @@
-"""Sudoku (Stronger-MAS): fill a 4x4 grid (9x9 option) whose solution is unique.
+"""Sudoku (Stronger-MAS): fill a 4x4 grid (6x6 and 9x9 options) whose solution is unique.
 
 A tool agent writes a solver program (backtracking) that the sandbox runs on the puzzle; a plan
-agent reads the program and its output and submits the final grid. The rules, the text format,
-the generator and the reward formula are in :mod:`llm_envs.envs.sudoku.rules`; the turn
-structure and the reward mixing in :mod:`llm_envs.envs.puzzle_base`.
+agent reads the program and its output and submits the final grid (``agents="single"``: one
+``solver`` does both). The rules, the text format, the generator and the reward formula are in
+:mod:`llm_envs.envs.sudoku.rules`; the turns, the sandbox run and the reward mixing in
+:mod:`llm_envs.envs.puzzle_base`.
 
-=====================  ======================================================================
-Import                 ``llm_envs.make("llm/Sudoku-v0")`` (``size=9`` for 9x9)
-Agents                 ``["tool", "plan"]`` (``agents="single"``: ``["solver"]``)
-Turn order             tool, plan, tool, plan, ... for at most ``max_turns`` = 4 turns
-Actions                any text. Tool: one ```` ```python ```` block printing
-                       ``#### [[...], ...]`` as its last line. Plan: a reply ending with
-                       ``#### [[...], ...]`` (the whole grid on one line)
-Observations           ``{"instruction": str, "prompt": str}``: role, rules, the puzzle in the
-                       stdin text format, the board of the last accepted answer, previous
-                       turns; the plan agent also sees the program, its output and the grid
-                       read from it
-Rewards (dense)        tool: ``r_local`` = shaped reward of its grid checked on a copy, plus
-                       ``alpha * r_team`` when the plan agent has acted; plan: ``r_local +
-                       alpha * r_team``, both the shaped reward of the real submission
-                       (-0.01 step, +0.5 x fraction of correct cells, -0.5 if a unit repeats a
-                       number, +2 solved; a submission that changes a clue is rejected with
-                       -1 x fraction of clues changed); a missing or malformed grid: -1.0
-Rewards (outcome)      ``r_local`` = 1 if the agent's own grid solves the puzzle; ``r_team`` =
-                       1 if the puzzle is solved after this turn
-Termination            the board equals the (unique) solution
-Truncation             ``max_turns`` turns played without solving
-Splits                 by a hash of the canonical form (``split`` config field): no puzzle is
-                       in two splits, not even with its digits renamed or its grid permuted;
-                       4x4 puzzles are enumerated (43 validation, 29 test classes with 6
-                       clues) and seed k plays class k mod n of the split
-Legal actions          ``legal_actions(agent)`` (the interop hook; ``max_legal_actions`` =
-                       ``size**3``): for the agent to act, the current board with one empty
-                       cell filled by a number not yet in its row, column or box, as
-                       ``#### [[...], ...]`` (tool: a program printing that line); at a dead
-                       end (no such fill, not solved) only the clues, i.e. start over. One
-                       cell per turn, so raise ``max_turns``
-Move catalog           ``action_catalog()``: ``r<row>c<col>=<digit>`` for every cell and
-                       digit (index ``(row * size + col) * size + digit - 1``, 0-based row and
-                       col), then ``restart`` (index ``size**3``); ``action_mask(agent)``: the
-                       moves above; ``catalog_action(agent, index)``: the text that plays one
-State tensor           ``state_tensor(agent)``: ``float32`` planes ``(size + 1, size, size)``:
-                       one plane per digit (the board of the last accepted answer), then the
-                       clue cells (the same for every agent; never the solution)
-=====================  ======================================================================
-
-Version history:
-
-* v0: first release (Stronger-MAS games/planning MAS; every puzzle has a unique solution,
-  answers must keep every clue; a real sandbox); ``legal_actions``/``max_legal_actions``
-  added later without changing play (a given puzzle must now match ``size``); the move
-  catalog and the state tensor (interop hooks) added later without changing play. Before
-  the first release: splits assigned on a canonical form (digit renaming and grid symmetries),
-  each split drawn from its own stream (validation seed k was train seed k with its digits
-  renamed); 4x4 puzzles enumerated, one class per seed, with exactly ``num_clues`` clues.
+The spec (agents, actions, observations, rewards, splits, interop hooks) and the version history
+are in docs/envs/sudoku.md, their one place (tests/envs/test_env_docs.py).
 """
 
 from __future__ import annotations

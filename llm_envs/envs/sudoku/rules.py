@@ -1,39 +1,17 @@
-"""Sudoku rules: fill an N x N grid (4x4 by default, 9x9 option) so that every row, column and
-box holds 1..N once, keeping every clue (pure logic).
+"""Sudoku rules: fill an N x N grid (4x4 by default; 6x6, 9x9) so that every row, column and box
+holds 1..N once, keeping every clue (pure logic).
 
-Puzzle text format (what a program reads on standard input)::
+Puzzles are read as ``N`` then N lines of N numbers (0 = empty); answers are the whole grid on
+one line, ``#### [[1,2,3,4],[3,4,1,2],[2,1,4,3],[4,3,2,1]]`` (or rows of digits). Every generated
+puzzle has exactly one solution (:func:`count_solutions`); a submission that changes or blanks a
+clue is rejected and the board does not change. The dense reward of a submission
+(:class:`SudokuRewards`) adds a step cost, the fraction of correct cells, a conflict penalty and
+the solved reward, or for a rejected one a penalty by the fraction of clues changed.
 
-    4              <- N
-    1 0 0 0        <- N lines of N numbers separated by spaces; 0 = empty cell
-    0 0 2 0
-    ...
-
-Answer format: the whole grid on one line, ``#### [[1,2,3,4],[3,4,1,2],[2,1,4,3],[4,3,2,1]]``
-(also accepted: rows of digits separated by spaces or slashes, ``#### 1234 3412 2143 4321``;
-``0``, ``.`` or ``_`` mark a cell left empty).
-
-Every generated puzzle has exactly one solution (checked by :func:`count_solutions`), so "the
-correct value of a cell" is well defined. A submission must keep every clue: one that changes
-or blanks any clue is rejected and the board does not change.
-
-Dense shaped reward of a submitted grid (:class:`SudokuRewards`; the released PettingLLMs code
-gives -0.01 per step, +2.0 when solved, +0.5 progress and -0.5 for an invalid grid; it never
-compared the submission with the clues)::
-
-    accepted (every clue kept):
-        r = step_cost
-          + progress_weight * (correct cells among those empty in the puzzle) / (empty cells)
-          - conflict_penalty * [some row, column or box holds a number twice]
-          + solved_reward    * [the board equals the solution]
-    rejected (k of the m clues changed or blanked):
-        r = step_cost - clue_penalty * k / m
-
-A solved submission thus earns -0.01 + 0.5 + 2.0 = 2.49 with the defaults.
-
-Splits are assigned on :func:`canonical_clues`, the same grid for every digit renaming and grid
-symmetry of a puzzle (:func:`symmetry_maps`), so a disguised training puzzle is never a test
-puzzle. 4x4 puzzles are enumerated (:func:`puzzle_classes`, one class per episode seed); 6x6 and
-9x9 are sampled (:func:`make_puzzle`) from the split's own stream.
+Splits are assigned on :func:`canonical_clues` (the same for every digit renaming and grid
+symmetry); 4x4 puzzles are enumerated (:func:`puzzle_classes`), larger ones sampled
+(:func:`make_puzzle`). docs/envs/sudoku.md gives the formats, the reward formula and how it
+differs from the released PettingLLMs code.
 """
 
 from __future__ import annotations
@@ -49,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from llm_envs.core.splits import check_split, split_generator, split_of
-from llm_envs.envs.puzzle_base import (
+from llm_envs.envs.puzzle_rules import (
     PlanFormatError,
     PlanOutcome,
     generate_in_split,
@@ -431,7 +409,7 @@ def generate_puzzle(
     """A unique-solution puzzle whose canonical form (:func:`split_key`) belongs to ``split``.
 
     4x4 (few puzzles): every class with exactly ``num_clues`` clues is enumerated; the
-    episode's ``index`` picks one (:func:`~llm_envs.envs.puzzle_base.pick_enumerated`: distinct
+    episode's ``index`` picks one (:func:`~llm_envs.envs.puzzle_rules.pick_enumerated`: distinct
     seeds give distinct puzzles until the split's classes are used up), shown under a random
     symmetry and renaming. 6x6 and 9x9: :func:`make_puzzle` draws from the split's own stream
     until a puzzle's canonical form hashes to the split.
@@ -582,7 +560,7 @@ REFERENCE_PROGRAM = (Path(__file__).with_name("reference_program.py")).read_text
 
 @dataclass(frozen=True)
 class SudokuRules:
-    """Sudoku as :class:`~llm_envs.envs.puzzle_base.PuzzleRules` (immutable, shared).
+    """Sudoku as :class:`~llm_envs.envs.puzzle_rules.PuzzleRules` (immutable, shared).
 
     Difficulty knobs: ``size`` (4, 6 or 9) and ``num_clues`` (fewer clues are harder; the
     generator stops earlier if removing any further clue would make the solution ambiguous).

@@ -2,41 +2,12 @@
 
 A thin layer over ``textarena`` (0.7.4): the game, its prompts, its move checking and its
 rewards are TextArena's; this module sequences the players, keeps the records and makes the
-episode reproducible.
+episode reproducible (every call into the game runs with Python's and NumPy's global generators
+set to the episode's own state, under a lock). The reference and random agents are legal-move
+players: they try the moves the game offers on a copy until TextArena accepts one.
 
-================  ================================================================================
-agents            ``player_0`` … ``player_{n-1}`` (TextArena's player ids)
-observation       ``{"instruction", "prompt"}``: a short note on the format; then every message the
-                  player has received so far (the game's own prompt, the board, the other players'
-                  actions, the game master's notes), in order, as TextArena's default wrapper shows
-                  them (``[GAME] ...`` / ``[Player 1] ...``); a message over 20,000 characters (an
-                  echoed runaway action) is cut, and so is the oldest text past 500,000
-action            any text, passed to TextArena as is up to 8,192 characters; a longer reply is cut to
-                  its last 8,192 (where a reply's final answer is): TextArena's move patterns
-                  take quadratic time on long text (a 1 MiB reply held ConnectFour for minutes)
-invalid move      TextArena's own rule: an invalid move is reported to the player, who may try again
-                  (``error_allowance`` times, 1 by default); one more invalid move loses the game
-                  (``format_ok=False`` on every invalid attempt)
-rewards           TextArena's final rewards (+1 win / -1 loss / 0 draw in most games; some games
-                  give fractional scores), credited at the end to each player's last record; a
-                  player that never acted gets a *passive* record
-seeding           TextArena draws from Python's global ``random`` module (and a few games from
-                  ``numpy.random``). Every call into the game runs with those global generators set
-                  to the episode's own state (seeded from the instance generator at reset) and puts
-                  the caller's state back afterwards, under a lock, so a seed fixes the episode and
-                  the caller's RNGs are untouched
-turn cap          ``max_turns`` (default 200) actions per episode, then the episode is truncated
-                  (rewards 0): TextArena's own turn limits apply first where games have them
-metrics           ``success`` = the game ended by its rules without a loss by invalid moves and
-                  without truncation; ``invalid_moves``; ``return/<agent>``
-================  ================================================================================
-
-The reference and random agents are *legal-move players*, not solvers (TextArena has none): they
-read the bracketed moves the game offers in its messages (``Available Moves: [0], [4]``), fill
-in templates (``[play X]``), and try them on a copy of the game until TextArena accepts one
-(the reference in the order the game lists them, the random agent in random order).
-
-Version history: v0 — first version (TextArena 0.7.4).
+The spec (agents, observations, actions, invalid moves, rewards, seeding, turn cap, metrics) and
+the version history are in docs/envs/textarena.md, their one place (tests/envs/test_env_docs.py).
 """
 
 from __future__ import annotations

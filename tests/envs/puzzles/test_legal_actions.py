@@ -13,7 +13,7 @@ import pytest
 import sandboxes
 from llm_envs.envs.plan_path import rules as path_rules
 from llm_envs.envs.plan_path.env import PlanPathEnv
-from llm_envs.envs.puzzle_base import ANSWER_MARKER, extract_answer
+from llm_envs.envs.puzzle_rules import ANSWER_MARKER, extract_answer
 from llm_envs.envs.sokoban import rules as sokoban_rules
 from llm_envs.envs.sokoban.env import SokobanEnv
 from llm_envs.envs.sudoku import rules as sudoku_rules

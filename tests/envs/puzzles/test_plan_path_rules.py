@@ -17,7 +17,7 @@ from llm_envs.envs.plan_path.rules import (
     shortest_path,
     to_text,
 )
-from llm_envs.envs.puzzle_base import PlanFormatError
+from llm_envs.envs.puzzle_rules import PlanFormatError
 
 # BFS distances to G (row 1, col 3), worked out by hand:
 #   S . # .        6 5 # 1

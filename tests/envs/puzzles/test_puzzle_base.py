@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from llm_envs.core.splits import split_of
-from llm_envs.envs.puzzle_base import (
-    PuzzleConfig,
+from llm_envs.envs.puzzle_base import PuzzleConfig
+from llm_envs.envs.puzzle_rules import (
     compile_error,
     extract_answer,
     extract_program,

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from llm_envs.core.splits import split_of
-from llm_envs.envs.puzzle_base import PlanFormatError
+from llm_envs.envs.puzzle_rules import PlanFormatError
 from llm_envs.envs.sudoku import reference_program
 from llm_envs.envs.sudoku.rules import (
     SudokuRewards,
