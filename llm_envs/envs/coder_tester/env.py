@@ -2,56 +2,13 @@
 
 Each turn the coder writes a solution and the tester writes unit tests. The environment runs,
 in the sandbox, the coder's code on the golden tests (team and coder rewards), the **golden
-solution** on the tester's tests (tester reward: are the tests right?), and the coder's code on
-the tester's tests (agreement, and the mismatches shown in the next turn). Within a turn the
+solution** and wrong programs on the tester's tests (tester reward: are the tests right, and do
+they catch wrong code?), and the coder's code on the tester's tests (agreement, and the
+mismatches shown in the next turn). Within a turn the
 coder acts first, but the tester's prompt shows only earlier turns, so a turn is simultaneous
 in effect, as in the paper. A program the sandbox failed to run is never scored (``step``
 raises ``SandboxFailure``).
 
-Import                 ``llm_envs.make("llm/CoderTester-v0")`` (``task="mbpp"``, ``"apps"``,
-                       ``"code_contests"``, ``"livecodebench"``; ``task_path=`` for local files)
-Agents                 ``["coder", "tester"]``; ``agents="single"``: ``["coder"]`` alone
-Turn order             coder, tester, coder, tester, ... for at most ``max_turns`` = 4 turns
-Actions                any text. Coder: one ```` ```python ```` block with the complete solution
-                       (function-style problems: defines the entry point, or the starter
-                       code's ``class Solution``; stdin/stdout problems: a program). Tester:
-                       function style, a ```` ```python ```` block of ``assert
-                       entry_point(...) == ...`` lines (``Solution().method(...)``; ``def test_*``,
-                       ``unittest`` methods and ``def check(candidate)`` also work); I/O style,
-                       ``**Test Input:**`` / ``**Test Output:**`` block pairs
-Observations           ``{"instruction": role and exact format, "prompt": the problem; from
-                       turn 1 on also the agent's previous reply, the coder's last code (for
-                       the tester), and each failed tester test with input, expected and
-                       actual output or error}``
-Rewards (dense)        ``alpha * r_team + r_local`` per action, all known at the action's own
-                       step. ``r_team`` = golden pass rate of this turn's code; coder
-                       ``r_local`` = 0.1 builds + 0.1 runs (first ``runs_check_tests`` golden
-                       tests execute without crashing) + 0.8 golden pass rate; tester
-                       ``r_local`` = 0.2 valid (at least one test parsed) + 0.8 pass rate of
-                       the golden solution on its tests x catch rate (the fraction of wrong
-                       programs, mutants of the golden and the coder's failing attempts, that
-                       its golden-passing tests reject; ``tester_reward="paper"`` drops this
-                       factor, as in the paper). A reply without code or tests earns 0 for
-                       those terms (no separate penalty)
-Rewards (outcome)      ``alpha * 1[this turn's code passes every golden test]`` for both
-Sandbox failure        a run the sandbox itself failed (worker died or hung, on a retry too)
-                       is never scored: ``step`` raises ``llm_envs.core.SandboxFailure``
-                       before the state changes (the runner records the episode incomplete)
-Termination            the coder's code passes every one of the tester's (valid) tests
-Truncation             ``max_turns`` turns played without that agreement; the single-agent
-                       variant ends after its one turn
-``success``            the last code passes every golden test
-Splits                 per task source; HumanEval: 80/10/10 by prompt hash (``task_kwargs=
-                       {"split_policy": "benchmark"}`` and ``split="test"`` for all 164)
-Reset options          ``{"problem_index": i}`` (a given problem of the task source, e.g. to
-                       evaluate a benchmark in order) or ``{"problem": Problem(...)}``
-=====================  ======================================================================
-
-Version history:
-
-* v0: first release (golden solution loaded for the tester reward; sandboxed execution;
-  function-style and stdin/stdout problems).
-=======
 The spec (agents, actions, observations, rewards, episode end, metrics) and the version history
 are in docs/envs/coder_tester.md, their one place (tests/envs/test_env_docs.py).
 """

@@ -1,38 +1,22 @@
 """Wrong programs for the tester reward: mutants of the golden solution, and the guard.
 
-The tester is paid for tests that catch wrong code (docs/envs/coder_tester.md). The wrong
-programs come from two places: small mutants of the golden solution, made here with :mod:`ast`
-(pure, deterministic, nothing executed), and the coder's failing attempts of the episode.
+The tester is paid for tests that catch wrong code (docs/envs/coder_tester.md, which lists the
+operators). Mutants are made here with :mod:`ast` (pure, deterministic, nothing executed): one
+simple operator at one site each (a flipped comparison, ``+``/``-``, ``*``/``//``, a constant
+off by one, a negated condition, ``and``/``or``, ``min``/``max`` and similar names, a changed
+string, a returned value emptied, doubled or sliced, a dropped statement), inside function
+bodies for function-style problems (the entry point stays defined), anywhere for stdin/stdout
+programs. :func:`select_mutants` keeps those that fail a golden test, cached per problem.
 
-Mutation operators (each applied at one site; one site per mutant):
-
-* ``compare``: ``<`` ↔ ``<=``, ``>`` ↔ ``>=``, ``==`` ↔ ``!=``, ``in`` ↔ ``not in``, ``is`` ↔
-  ``is not``;
-* ``arith``: ``+`` ↔ ``-``, ``*`` ↔ ``//`` (also in augmented assignments);
-* ``constant``: a number ``n`` → ``n + 1`` and ``n - 1``; a string ``s`` → ``s + "x"`` (an
-  empty one → ``" "``);
-* ``call``: ``min`` ↔ ``max``, ``any`` ↔ ``all``, ``lower`` ↔ ``upper``, ``startswith`` ↔
-  ``endswith``, ``floor`` ↔ ``ceil``, ``find`` ↔ ``rfind``...;
-* ``negate``: the condition of an ``if``, ``while``, conditional expression or comprehension
-  filter → ``not (...)``; a ``not x`` → ``x``;
-* ``boolop``: ``and`` ↔ ``or``;
-* ``return``: ``return x`` → ``return type(x)()`` (the empty value of the same type: 0, "",
-  [], False...), ``return x + x``, ``return x[1:]``;
-* ``drop``: a statement of a block of two or more → ``pass``.
-
-Function-style problems are mutated inside function bodies only (so the entry point stays
-defined); stdin/stdout programs everywhere.
-
-**The guard.** A wrong program must be caught by a test that checks a *value*, never by one
-that only calls the code, checks a type, or checks that it is callable. So every function-style
-wrong program runs *guarded* (:func:`guarded_program`): its entry point (or the tested method of
-its class) is wrapped so that each call also runs the golden solution on a copy of the
-arguments, and the wrong program's own result is returned only when it has the golden result's
-shape (same types, recursively; see ``_compatible``); where it raises, exits, or returns
-another shape, the golden result is returned instead (and an exception of the golden is raised
-as the golden raises it). A guarded wrong program therefore differs from the golden only in
-values of the same shape: ``assert True``, ``assert callable(f)``, ``r = f(x); assert r == r``
-and type checks never reject it, while an assertion on the value does.
+**The guard.** A wrong program must be caught by a test that checks a *value*, never by one that
+only calls the code, checks a type or checks that it is callable. So every function-style wrong
+program runs guarded (:func:`guarded_program`): each call of its entry point (or of the tested
+method of its class) also runs the golden solution on a copy of the arguments, and returns the
+wrong program's own result only when it has the golden result's shape (same types,
+recursively); where it raises, exits or returns another shape, it returns the golden's result
+(a golden exception is raised as the golden raises it). ``assert True``, ``assert callable(f)``,
+``r = f(x); assert r == r`` and type checks never reject a guarded program; an assertion on the
+value does.
 """
 
 from __future__ import annotations
