@@ -115,6 +115,50 @@ def _bind_back(bind_fds):
         os.close(fd)
 
 
+def _open_view(ops):
+    """O_PATH handles on every bind source of a view (``[op, ...]`` lists, see `_apply_view`),
+    taken before anything is mounted over them."""
+    handles = {}
+    for op in ops:
+        if op[0] == "bind" and op[1] not in handles and os.path.lexists(op[1]):
+            handles[op[1]] = os.open(op[1], os.O_PATH)
+    return handles
+
+
+def _apply_view(ops, handles):
+    """Build a file-system view, in order: ``["tmpfs", path, options]`` covers a directory with
+    an empty tmpfs; ``["bind", source, target]`` binds a path read-only (as it was before any
+    cover); ``["symlink", target, path]``; ``["dir", path]``. A missing path is skipped."""
+    for op in ops:
+        kind = op[0]
+        if kind == "tmpfs":
+            if os.path.isdir(op[1]) and not os.path.islink(op[1]):
+                _mount("tmpfs", op[1], "tmpfs", MS_NOSUID | MS_NODEV, op[2])
+        elif kind == "bind":
+            fd = handles.get(op[1])
+            if fd is None:
+                continue
+            target = op[2]
+            source = "/proc/self/fd/%d" % fd
+            if os.path.isdir(source):
+                os.makedirs(target, exist_ok=True)
+            elif not os.path.lexists(target):
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                open(target, "a").close()
+            _mount(source, target, None, MS_BIND | MS_REC, None)
+            try:
+                _mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY, None)
+            except OSError:
+                pass
+        elif kind == "symlink":
+            if not os.path.lexists(op[2]):
+                os.symlink(op[1], op[2])
+        elif kind == "dir":
+            os.makedirs(op[1], exist_ok=True)
+    for fd in handles.values():
+        os.close(fd)
+
+
 def _make_everything_read_only():
     """Every mount of this (private) mount namespace becomes read-only."""
     attr = MountAttr(MOUNT_ATTR_RDONLY, 0, 0, 0)
@@ -203,9 +247,14 @@ def main():
             _mount(None, "/", None, MS_REC | MS_PRIVATE, None)
             cover_binds = _open_binds(cfg.get("binds", []))
             private_binds = _open_binds(cfg.get("private_binds", []))
+            view = _open_view(cfg.get("view", []))
+            private_view = _open_view(cfg.get("private_view", []))
             for cover in cfg.get("covers", []):
                 _mount("tmpfs", cover, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=1m")
             _bind_back(cover_binds)
+            if cfg.get("view"):
+                _apply_view(cfg["view"], view)
+                applied.append("view")
             if cfg.get("readonly_root"):
                 try:
                     _make_everything_read_only()
@@ -218,6 +267,7 @@ def main():
                     _mount("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV, cfg.get("private_dir_options", "mode=1777"))
                     private.append(directory)
             _bind_back(private_binds)
+            _apply_view(cfg.get("private_view", []), private_view)
             applied.append("private_dirs")
             if private:
                 # Tell the worker which directories are its own to wipe between jobs.

@@ -199,15 +199,36 @@ def _become_subreaper():
     return _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
-def _statm(pid):
-    """(address space, anonymous resident) bytes of `pid`, or None if it is gone."""
+def _memory_status(pid):
+    """(address space, resident anonymous, resident shared memory) bytes of `pid`, or None if
+    it is gone. Shared memory (``RssShmem``) is what the process maps of shared anonymous
+    mappings, memfds and tmpfs files: pages that outlive a private allocation's accounting."""
     try:
-        with open("/proc/%d/statm" % pid, "rb") as fh:
-            fields = fh.read().split()
+        with open("/proc/%d/status" % pid, "rb") as fh:
+            text = fh.read()
     except OSError:
         return None
-    page = os.sysconf("SC_PAGE_SIZE")
-    return int(fields[0]) * page, (int(fields[1]) - int(fields[2])) * page
+    values = {}
+    for line in text.split(b"\n"):
+        if line.startswith((b"VmSize:", b"RssAnon:", b"RssShmem:")):
+            name, value = line.split(b":", 1)
+            values[name] = int(value.split()[0]) * 1024
+    if b"VmSize" not in values:
+        return None  # a zombie: nothing held
+    return values[b"VmSize"], values.get(b"RssAnon", 0), values.get(b"RssShmem", 0)
+
+
+def _in_memory_device():
+    """The device of the kernel's internal shared-memory file system, which holds memfds and
+    shared anonymous mappings (files no directory shows, so no ``statvfs`` counts them)."""
+    try:
+        fd = os.memfd_create("probe", 0)
+    except (AttributeError, OSError):
+        return None
+    try:
+        return os.fstat(fd).st_dev
+    finally:
+        os.close(fd)
 
 
 def _count_own_processes():
@@ -487,6 +508,9 @@ class Worker:
         self.zygote_sock = None
         self.zygote_vm = 0
         self.zygote_anon = 0
+        self.zygote_shmem = 0
+        self.shm_device = _in_memory_device()
+        self.job_input_inode = None  # the job's stdin memfd: the caller's input, not the run's memory
         self.idle_tmpfs = None
         self.broken = None
 
@@ -521,10 +545,10 @@ class Worker:
         barely move, so they are read again only every 32 jobs."""
         if self.zygote_vm and self.job_counter % 32:
             return
-        sizes = _statm(self.zygote_pid)
+        sizes = _memory_status(self.zygote_pid)
         if sizes is None:
             raise ZygoteLost("the zygote is gone")
-        self.zygote_vm, self.zygote_anon = sizes
+        self.zygote_vm, self.zygote_anon, self.zygote_shmem = sizes
 
     # -- the run's processes -------------------------------------------------------------------
     def run_pids(self):
@@ -585,18 +609,43 @@ class Worker:
                 time.sleep(0.001)
 
     def run_memory(self, tmpfs_base):
-        """Bytes the run holds now: anonymous memory its processes added, plus its files."""
+        """Bytes the run holds now: the anonymous and shared memory its processes added, the
+        in-memory files they hold open without mapping them (memfds), plus its files.
+
+        Conservative where it cannot be exact: shared pages mapped by several of the run's
+        processes count once per process, and a memfd both mapped and held open counts twice.
+        """
         total = 0
+        held = {}
         for pid in self.run_pids():
-            sizes = _statm(pid)
+            sizes = _memory_status(pid)
             if sizes is None:
                 continue
-            vm, anon = sizes
-            # A process forked from the zygote shares (up to) the zygote's anonymous pages; a
-            # freshly executed one does not (its address space is then far smaller).
-            inherited = min(anon, self.zygote_anon) if vm >= self.zygote_vm else 0
-            total += anon - inherited
-        return total + max(0, self.tmpfs_used() - tmpfs_base)
+            vm, anon, shmem = sizes
+            # A process forked from the zygote shares (up to) the zygote's pages; a freshly
+            # executed one does not (its address space is then far smaller).
+            forked = vm >= self.zygote_vm
+            total += anon - (min(anon, self.zygote_anon) if forked else 0)
+            total += shmem - (min(shmem, self.zygote_shmem) if forked else 0)
+            self._held_in_memory_files(pid, held)
+        return total + sum(held.values()) + max(0, self.tmpfs_used() - tmpfs_base)
+
+    def _held_in_memory_files(self, pid, held):
+        """Add to `held` (inode -> bytes) the memfds and other in-memory files `pid` holds open."""
+        if self.shm_device is None:
+            return
+        try:
+            entries = os.scandir("/proc/%d/fd" % pid)
+        except OSError:
+            return
+        with entries:
+            for entry in entries:
+                try:
+                    st = entry.stat()  # follows the link: the open file itself
+                except OSError:
+                    continue
+                if st.st_dev == self.shm_device and st.st_ino != self.job_input_inode:
+                    held[st.st_ino] = st.st_blocks * 512
 
     def tmpfs_used(self):
         used, seen = 0, set()
@@ -668,6 +717,7 @@ class Worker:
             while view:
                 view = view[os.write(stdin_fd, view):]
             os.lseek(stdin_fd, 0, os.SEEK_SET)
+            self.job_input_inode = os.fstat(stdin_fd).st_ino
             del stdin_data, view
             out_r, out_w = os.pipe()
             err_r, err_w = os.pipe()

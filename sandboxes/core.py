@@ -12,6 +12,7 @@ import math
 import os
 import threading
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 FileContent = str | bytes
 FileMap = Mapping[str, FileContent]
@@ -245,6 +246,25 @@ class Sandbox:
     def describe(self) -> str:
         """One line saying what isolation this sandbox provides."""
         return self.name
+
+    def isolation(self) -> dict[str, Any]:
+        """What this sandbox isolates, as plain JSON-able data (for listings, audits and logs).
+
+        Keys every backend gives: ``backend``, ``description`` (`describe`), ``limits`` (the
+        default `Limits` as a dict), ``isolated`` (False only for ``unsafe``). The pooled
+        backends add ``filesystem`` (``read_only``: what of the host is visible, ``writable``:
+        the private, wiped directories, ``hidden``: what is covered), ``imports`` (the standard
+        library and the allowed packages with their paths; see ``packages=``), ``uids`` (the
+        uid scheme), ``network``, ``namespaces``, ``seccomp`` and ``memory`` (how ``memory_mb``
+        is enforced). Nothing starts: it describes the configuration, not a probe.
+        """
+        limits = getattr(self, "default_limits", DEFAULT_LIMITS)
+        return {
+            "backend": self.name,
+            "description": self.describe(),
+            "isolated": self.name != "unsafe",
+            "limits": dataclasses.asdict(limits),
+        }
 
     def close(self) -> None:
         """Stop workers and release resources. Idempotent."""

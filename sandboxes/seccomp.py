@@ -31,6 +31,19 @@ so a program can neither read, steal from, slow down nor signal its worker:
   worker, its zygote, their process group, or every process (``kill(-1)``). The pids are not
   known on the host: the filter carries placeholders (`JOB_PLACEHOLDERS`) that the worker
   patches in;
+* signal redirection, for any target: ``fcntl`` ``F_SETOWN``, ``F_SETOWN_EX`` and ``F_SETSIG``,
+  ``ioctl`` ``FIOSETOWN``, ``SIOCSPGRP`` and ``TIOCSPGRP`` (the kernel would send SIGIO, or the
+  signal chosen, SIGKILL included, to the owner when I/O happens on the descriptor, checking
+  only the setter's uid: a run sharing its worker's uid could kill the zygote through its own
+  stdout pipe, which the worker reads);
+* memory the worker's accounting could not bound (``EPERM``): ``memfd_create``,
+  ``memfd_secret``, ``mmap`` with ``MAP_SHARED|MAP_ANONYMOUS`` or ``MAP_HUGETLB``. Pages of a
+  shared anonymous mapping or memfd stay allocated while one page of it is still mapped, and
+  no file system statistic counts them. Shared memory between a run's processes goes through
+  files in ``/dev/shm`` or ``/tmp`` (``multiprocessing`` does), which are counted. (``/dev/zero``,
+  whose shared mappings are the same thing, is ``/dev/null`` in the local backends.)
+* ``prctl(PR_SET_DUMPABLE, 0)``: a non-dumpable run would hide its open files (memfds) from the
+  worker's memory accounting;
 * ``CLONE_PARENT`` (a child that would belong to the zygote rather than to the program);
 * SysV IPC and POSIX message queues (``shmget``, ``msgget``, ``semget``, ``mq_open``): objects that
   would outlive the run inside the worker's IPC namespace. POSIX shared memory and semaphores
@@ -135,6 +148,12 @@ _SYSCALLS: dict[str, tuple[int, int]] = {
     "tgkill": (234, 131),
     "rt_sigqueueinfo": (129, 138),
     "rt_tgsigqueueinfo": (297, 240),
+    "fcntl": (72, 25),
+    "prctl": (157, 167),
+    "mmap": (9, 222),
+    "memfd_create": (319, 279),
+    "memfd_secret": (447, 447),
+    "ioctl": (16, 29),
 }
 _WORKER_DENIED = [
     "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
@@ -146,10 +165,26 @@ _WORKER_DENIED = [
 ]  # fmt: skip
 _JOB_DENIED = [
     "pidfd_open", "pidfd_send_signal", "process_madvise", "process_mrelease",
-    "shmget", "msgget", "semget", "mq_open",
+    "shmget", "msgget", "semget", "mq_open", "memfd_create", "memfd_secret",
 ]  # fmt: skip
 _SELF_ONLY = ["prlimit64", "sched_setaffinity", "sched_setparam", "sched_setscheduler", "sched_setattr", "migrate_pages", "move_pages"]
 _SIGNALS = ["kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"]
+# Signal redirection: making the kernel send SIGIO/SIGURG (or any signal chosen with F_SETSIG,
+# SIGKILL included) to another process when I/O happens on a descriptor. The owner is checked
+# against the *setter's* uid only when the signal is sent, so a run sharing its worker's uid
+# could aim it at the zygote through its own stdout pipe, which the worker reads. Denied for
+# any target: a program has no use for it that is worth that.
+_F_SETOWN, _F_SETSIG, _F_SETOWN_EX = 8, 10, 15
+_FIOSETOWN, _SIOCSPGRP, _TIOCSPGRP = 0x8901, 0x8902, 0x5410
+# A run that made itself non-dumpable would hide its open files from the worker's memory
+# accounting (/proc/<pid>/fd needs ptrace access when the worker shares the run's uid).
+_PR_SET_DUMPABLE = 4
+# Memory the worker's accounting could not bound: pages of the kernel's internal shared-memory
+# file system (shared anonymous mappings, memfds) stay allocated while a single page of them is
+# still mapped, and no statvfs counts them; a run unmapping all but one page of each held any
+# amount. Without them every page a run shares lives in a file of its tmpfs, which is counted.
+# Huge pages are not counted as anonymous memory either.
+_MAP_SHARED, _MAP_ANONYMOUS, _MAP_HUGETLB = 0x01, 0x20, 0x40000
 _ARCHES = {"x86_64": (0xC000003E, 0), "aarch64": (0xC00000B7, 1)}
 
 _EPERM = _RET_ERRNO | errno.EPERM
@@ -266,6 +301,30 @@ def build_job_filter(machine: str | None = None) -> bytes:
     prog += _rule(nr["kill"], _deny_if_arg_in(0, [worker, zygote, worker_group, every_process]))
     for name in ("tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"):
         prog += _rule(nr[name], _deny_if_arg_in(0, [worker, zygote]))
+    prog += _rule(nr["fcntl"], _deny_if_arg_in(1, [_F_SETOWN, _F_SETSIG, _F_SETOWN_EX]))
+    prog += _rule(nr["ioctl"], _deny_if_arg_in(1, [_FIOSETOWN, _SIOCSPGRP, _TIOCSPGRP]))
+    prog += _rule(
+        nr["mmap"],
+        [
+            _insn(_LD_W_ABS, 0, 0, _ARG_LOW[3]),
+            _insn(_JSET_K, 3, 0, _MAP_HUGETLB),
+            _insn(_JSET_K, 0, 1, _MAP_ANONYMOUS),
+            _insn(_JSET_K, 1, 0, _MAP_SHARED),
+            _insn(_RET_K, 0, 0, _RET_ALLOW),
+            _insn(_RET_K, 0, 0, _EPERM),
+        ],
+    )
+    prog += _rule(
+        nr["prctl"],
+        [
+            _insn(_LD_W_ABS, 0, 0, _ARG_LOW[0]),
+            _insn(_JEQ_K, 0, 3, _PR_SET_DUMPABLE),
+            _insn(_LD_W_ABS, 0, 0, _ARG_LOW[1]),
+            _insn(_JEQ_K, 0, 1, 0),
+            _insn(_RET_K, 0, 0, _EPERM),
+            _insn(_RET_K, 0, 0, _RET_ALLOW),
+        ],
+    )
     prog += _clone_rule(nr["clone"], _CLONE_NAMESPACE_FLAGS | _CLONE_PARENT)
     prog.append(_insn(_RET_K, 0, 0, _RET_ALLOW))
     return b"".join(prog)

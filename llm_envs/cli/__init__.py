@@ -17,6 +17,9 @@
 ``llm-envs arena ENV --agent [NAME=]SPEC``  a round-robin or Swiss tournament among agents on a
                                            multi-player game: ratings with intervals, a
                                            table, a plot, every game on disk
+``llm-envs audit ENV [--backend B]``       the exploit catalogue against the environment's
+                                           grader: held/paid per exploit; exit 1 if any is
+                                           paid (docs/audit.md)
 =========================================  ==================================================
 
 Exit status: 0 success; 2 a user error (a mistyped id, spec, option or path, a server that
@@ -37,13 +40,13 @@ from collections.abc import Sequence
 
 from llm_envs.agents.spec import AgentSpecError
 
-from . import arena, demo, envs, evaluate, report, show
+from . import arena, audit, demo, envs, evaluate, report, show
 from ._common import EXIT_INCOMPLETE, EXIT_USAGE, CLIError
 
 __all__ = ["CLIError", "EXIT_INCOMPLETE", "EXIT_USAGE", "build_parser", "main"]
 
 # In the order `llm-envs --help` lists them.
-_COMMAND_MODULES = (envs, evaluate, show, report, demo, arena)
+_COMMAND_MODULES = (envs, evaluate, show, report, demo, arena, audit)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,10 +9,56 @@ from typing import Any
 from ._common import CLIError, env_kwargs, resolve_env, table
 
 
+def env_isolation(entry: Any) -> dict[str, Any]:
+    """What an environment's grader runs in, from its class alone (no sandbox starts):
+    ``runs_code`` (its agents' programs run in a sandbox) and ``limits`` (its per-run limits:
+    the config's ``*_time_s`` and ``*_memory_mb`` defaults, with the registry's kwargs)."""
+    from llm_envs.envs._common import SandboxUser
+
+    try:
+        klass = entry.load()
+    except ImportError as exc:
+        return {"runs_code": None, "limits": {}, "error": f"cannot import: {exc}"}
+    runs_code = isinstance(klass, type) and issubclass(klass, SandboxUser)
+    limits: dict[str, Any] = {}
+    config_class = getattr(klass, "config_class", None)
+    if runs_code and config_class is not None:
+        import dataclasses
+
+        for item in dataclasses.fields(config_class):
+            if item.name.endswith(("_time_s", "_memory_mb")) and item.default is not dataclasses.MISSING:
+                limits[item.name] = entry.kwargs.get(item.name, item.default)
+    return {"runs_code": runs_code, "limits": limits}
+
+
+def sandbox_isolation(backend: str) -> dict[str, Any]:
+    """``Sandbox.isolation()`` of the backend the code environments would use (``auto``: the
+    strongest that works here; probing it takes a second or two), or why there is none."""
+    import sandboxes
+
+    try:
+        sandbox = sandboxes.make_sandbox(backend)
+    except (sandboxes.SandboxError, ValueError) as exc:
+        return {"backend": backend, "available": False, "error": str(exc).splitlines()[0]}
+    try:
+        describe = getattr(sandbox, "isolation", None)
+        if callable(describe):
+            return {"available": True, **describe()}
+        return {"available": True, "backend": sandbox.name, "description": sandbox.describe()}
+    finally:
+        sandbox.close()
+
+
+def _limits_text(limits: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v:g}" if isinstance(v, (int, float)) else f"{k}={v}" for k, v in limits.items())
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     import llm_envs
 
     entries = llm_envs.list_envs()
+    isolations = {e.id: env_isolation(e) for e in entries}
+    sandbox = sandbox_isolation(args.backend) if args.isolation else None
     if args.json:
         print(
             json.dumps(
@@ -23,6 +69,10 @@ def cmd_list(args: argparse.Namespace) -> int:
                         "task": e.task,
                         "description": e.description,
                         "paper": e.paper,
+                        "isolation": {
+                            **isolations[e.id],
+                            **({"sandbox": sandbox} if sandbox is not None and isolations[e.id]["runs_code"] else {}),
+                        },
                     }
                     for e in entries
                 ],
@@ -30,9 +80,58 @@ def cmd_list(args: argparse.Namespace) -> int:
             )
         )
         return 0
-    rows = [[e.id, ", ".join(e.agents), e.task, e.description] for e in entries]
-    print(table(rows, ["id", "agents", "task", "description"]))
+    if not args.isolation:
+        rows = [[e.id, ", ".join(e.agents), e.task, e.description] for e in entries]
+        print(table(rows, ["id", "agents", "task", "description"]))
+        code = [e.id for e in entries if isolations[e.id]["runs_code"]]
+        print(
+            f"\n{len(code)} environments run their agents' code in the sandbox ({', '.join(code)}); "
+            "`llm-envs list --isolation` shows the backend, what it binds and the limits."
+        )
+        return 0
+    rows = []
+    for e in entries:
+        info = isolations[e.id]
+        if info.get("error"):
+            where, limits = info["error"], ""
+        elif info["runs_code"]:
+            where, limits = f"sandbox ({sandbox.get('backend', args.backend) if sandbox else args.backend})", _limits_text(info["limits"])
+        else:
+            where, limits = "no code runs", ""
+        rows.append([e.id, where, limits])
+    print(table(rows, ["id", "agents' code runs in", "per-run limits"]))
+    print()
+    print(_sandbox_text(sandbox or {}))
     return 0
+
+
+def _sandbox_text(info: dict[str, Any]) -> str:
+    """The sandbox's isolation in a few lines."""
+    if not info.get("available", True):
+        return f"sandbox {info.get('backend')}: unavailable here ({info.get('error')})"
+    lines = [f"sandbox: {info.get('description', info.get('backend'))}"]
+    imports = info.get("imports") or {}
+    if imports:
+        packages = ", ".join(sorted(imports.get("packages", {}))) or "none"
+        lines.append(f"  importable: the standard library and {packages}")
+        hidden = imports.get("hidden_package_dirs") or []
+        if hidden:
+            lines.append(f"  hidden package directories: {', '.join(hidden)}")
+    filesystem = info.get("filesystem") or {}
+    if filesystem:
+        lines.append(f"  read-only: {', '.join(filesystem.get('read_only', [])) or '-'}")
+        writable = filesystem.get("writable") or {}
+        if isinstance(writable, dict):
+            lines.append("  writable: " + ", ".join(f"{k} ({v} MiB)" for k, v in writable.items()))
+        if filesystem.get("hidden"):
+            lines.append(f"  hidden: {', '.join(map(str, filesystem['hidden']))}")
+    for key in ("network", "uids", "seccomp", "memory"):
+        if info.get(key):
+            value = info[key]
+            lines.append(f"  {key}: {value if isinstance(value, str) else json.dumps(value)}")
+    if info.get("limits"):
+        lines.append(f"  default limits: {_limits_text(info['limits'])}")
+    return "\n".join(lines)
 
 
 def cmd_play(args: argparse.Namespace) -> int:
@@ -93,8 +192,14 @@ def cmd_play(args: argparse.Namespace) -> int:
 
 
 def add_parsers(sub: Any) -> None:
-    p = sub.add_parser("list", help="list the registered environments")
+    p = sub.add_parser("list", help="list the registered environments (--isolation: where their code runs)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument(
+        "--isolation",
+        action="store_true",
+        help="show where each environment's code runs: the sandbox backend, what it binds, the limits",
+    )
+    p.add_argument("--backend", default="auto", help="the sandbox backend to describe with --isolation (default auto)")
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("play", help="play one agent yourself against reference agents")

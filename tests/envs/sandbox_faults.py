@@ -4,8 +4,9 @@ Two ways to make the *sandbox* fail under an environment (the subject under test
 environment, the runner or the trainer, never the sandbox):
 
 * :func:`crashing_sandbox`: a real pooled sandbox (the backend ``auto`` picks here) whose worker
-  process is SIGKILLed right after it accepted a job, as often as told: the pool itself reports
-  the run as ``RunResult.sandbox_error`` and replaces the worker, exactly as on a real crash;
+  process is SIGKILLed right after it accepted a job, as often as told, and whose result is
+  never read (the worker died before sending it): the pool itself reports the run as
+  ``RunResult.sandbox_error`` and replaces the worker, exactly as on a real crash;
 * :class:`FailingSandbox`: a real sandbox behind a switch that returns, for chosen runs, the
   ``RunResult`` a pool returns when its worker died (cheap and deterministic, for the
   parametrised and end-to-end tests).
@@ -81,8 +82,9 @@ def crashing_sandbox() -> Any:
 
         def _spawn_worker(self, preload: list[str]) -> Any:
             worker = super()._spawn_worker(preload)
-            receive = worker._recv
+            receive, read_chunk = worker._recv, worker._read_chunk
             lock = threading.Lock()
+            crashed = threading.Event()
 
             def receive_then_crash(deadline: float) -> Any:
                 frame = receive(deadline)
@@ -93,11 +95,23 @@ def crashing_sandbox() -> Any:
                             self.crashes_left -= 1
                             self.workers_killed += 1
                     if crash:  # the job is running: its worker dies under it, as in a real crash
+                        # A crash at this point means no result: the worker may have finished a
+                        # short job already, and its result may even be in the host's buffer (read
+                        # in one chunk with the acknowledgement), so drop whatever it sent after
+                        # the acknowledgement (it died before the host could read it), then kill
+                        # its whole sandbox. Without this the pool sometimes read a result that
+                        # beat the kill, and a crash on every attempt went unnoticed.
+                        crashed.set()
+                        worker._buffer.clear()
                         os.killpg(worker.proc.pid, signal.SIGKILL)
                         worker.proc.wait()
                 return frame
 
+            def read_after_crash(timeout_s: float) -> Any:
+                return b"" if crashed.is_set() else read_chunk(timeout_s)  # EOF: the worker is gone
+
             worker._recv = receive_then_crash
+            worker._read_chunk = read_after_crash
             return worker
 
     return CrashingSandbox(pool_size=1, preload=["json"], heavy_preload=())

@@ -2,8 +2,9 @@
 
 Each turn the coder writes a solution and the tester writes unit tests. The environment runs,
 in the sandbox, the coder's code on the golden tests (team and coder rewards), the **golden
-solution** on the tester's tests (tester reward: are the tests right?), and the coder's code on
-the tester's tests (agreement, and the mismatches shown in the next turn). Within a turn the
+solution** and wrong programs on the tester's tests (tester reward: are the tests right, and do
+they catch wrong code?), and the coder's code on the tester's tests (agreement, and the
+mismatches shown in the next turn). Within a turn the
 coder acts first, but the tester's prompt shows only earlier turns, so a turn is simultaneous
 in effect, as in the paper. A program the sandbox failed to run is never scored (``step``
 raises ``SandboxFailure``).
@@ -29,7 +30,7 @@ from llm_envs.envs._common import (
     end_turn,
     resolve_task_source,
 )
-from llm_envs.envs.coder_tester import rules
+from llm_envs.envs.coder_tester import mutants, rules
 from llm_envs.tasks import Problem, TaskSource
 from llm_envs.verifiers import code as code_verifier
 
@@ -49,7 +50,15 @@ class CoderTesterConfig:
         reward_mode: ``"dense"`` (shaped) or ``"outcome"`` (team outcome only).
         alpha: Weight of the team reward in ``alpha * r_team + r_local``. Paper: 1.
         coder_weights: Coder local reward weights (0.1 builds, 0.1 runs, 0.8 golden).
-        tester_weights: Tester local reward weights (0.2 valid, 0.8 golden solution pass rate).
+        tester_weights: Tester local reward weights (0.2 valid, 0.8 golden solution pass rate
+            [times the catch rate]).
+        tester_reward: ``"catch"`` (default): ``0.2·valid + 0.8·golden pass rate·catch rate``,
+            paid for tests that reject wrong programs (:func:`rules.tester_catch_reward`);
+            ``"paper"``: ``0.2·valid + 0.8·golden pass rate`` (Stronger-MAS).
+        max_mutants: Mutants of the golden solution kept per problem as wrong programs (each
+            costs one sandbox run per tester step; cached per problem for the process).
+        max_mutant_candidates: Mutants tried per problem at most to find ``max_mutants`` that
+            fail a golden test.
         runs_check_tests: How many of the first golden tests must execute for "runs".
         max_golden_tests: Use only the first N golden tests (``None``: all). The released
             code used 4 in training.
@@ -69,6 +78,9 @@ class CoderTesterConfig:
     alpha: float = 1.0
     coder_weights: rules.CoderWeights = field(default_factory=rules.CoderWeights)
     tester_weights: rules.TesterWeights = field(default_factory=rules.TesterWeights)
+    tester_reward: str = "catch"
+    max_mutants: int = mutants.DEFAULT_MAX_MUTANTS
+    max_mutant_candidates: int = mutants.DEFAULT_MAX_CANDIDATES
     runs_check_tests: int = 3
     max_golden_tests: int | None = None
     max_generated_tests: int = 16
@@ -82,6 +94,12 @@ class CoderTesterConfig:
             raise ValueError("test_time_s must be positive")
         if self.max_generated_tests < 1 or self.runs_check_tests < 1:
             raise ValueError("max_generated_tests and runs_check_tests must be >= 1")
+        if self.tester_reward not in rules.TESTER_REWARDS:
+            raise ValueError(
+                f"tester_reward must be one of {rules.TESTER_REWARDS}, got {self.tester_reward!r}"
+            )
+        if self.max_mutants < 0 or self.max_mutant_candidates < 0:
+            raise ValueError("max_mutants and max_mutant_candidates must be >= 0")
         check_split(self.split)
 
 
@@ -152,6 +170,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         self._last_tester: dict[str, float] = {}
         self._agreed = False
         self._sandbox_seconds = 0.0
+        self._failed_attempts: list[str] = []
 
     # ------------------------------------------------------------------ sandbox
     def _shared_resources(self) -> list[Any]:
@@ -191,6 +210,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         self._last_tester = {}
         self._agreed = False
         self._sandbox_seconds = 0.0
+        self._failed_attempts = []
         return "coder"
 
     def _apply_action(self, agent: str, action: str) -> str | None:
@@ -230,6 +250,16 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             }
         self._code = code
         self._golden_pass_rate = golden_rate
+        if (
+            report is not None
+            and report.compiled
+            and golden_rate < 1.0
+            and code not in self._failed_attempts
+            # stdin/stdout: a wrong answer on a golden case (not only crashes or timeouts);
+            # function style: decided on its guarded run (_wrong_program_jobs)
+            and (not io_style or mutants.killed_by(report, io_style=True))
+        ):
+            self._failed_attempts.append(code)  # a wrong program for the tester reward
         record.info.update(
             {"builds": builds, "runs": runs, "golden_pass_rate": golden_rate, **info}
         )
@@ -260,13 +290,25 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             )
         # Judged before any state changes (see _coder_step).
         reports: list[Any] = []
+        catching = self._pays_for_catches()
+        wrong_jobs: list[tuple[str, Any, int]] = []
         if parsed.valid:
             jobs = []
             if problem.solution is not None:
-                jobs.append((problem.solution, parsed.tests))
+                # With the catch reward the golden runs guarded too (by itself): the same
+                # wrapper, the same extra work per call as every wrong program, so a test cannot
+                # tell the golden from a wrong program by timing or by its shape, only by values.
+                golden = (
+                    self._as_wrong_program(problem.solution)
+                    if catching and self._can_use_wrong_programs()
+                    else problem.solution
+                )
+                jobs.append((golden, parsed.tests))
             if self._code is not None:
                 jobs.append((self._code, parsed.tests))
-            reports = self._judge_all(jobs)
+            if catching:
+                wrong_jobs = self._wrong_program_jobs(parsed.tests)
+            reports = self._judge_all(jobs + [(c, t) for c, t, _ in wrong_jobs])
         record = self._add_record(
             "tester",
             action,
@@ -280,12 +322,17 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         golden_solution_rate = 0.0
         mismatches: list[rules.Mismatch] = []
         passed = 0
+        caught = wrong_programs = 0
         if parsed.valid:
             golden_report = reports.pop(0) if problem.solution is not None else None
             code_report = reports.pop(0) if self._code is not None else None
             golden_solution_rate = (
                 golden_report.pass_rate if golden_report is not None else 0.0
             )
+            if catching and golden_report is not None:
+                caught, wrong_programs = self._count_caught(
+                    golden_report, wrong_jobs, reports
+                )
             if code_report is not None:
                 passed = code_report.passed
                 for result, shown in zip(code_report.results, parsed.shown):
@@ -324,12 +371,19 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             "valid": float(parsed.valid),
             "golden_solution_pass_rate": golden_solution_rate,
         }
-        credit_team_and_local(
-            self,
-            record,
-            self._team_reward(),
-            rules.tester_local_reward(parsed.valid, golden_solution_rate, cfg.tester_weights),
-        )
+        if catching:
+            record.info.update(
+                {"wrong_programs": wrong_programs, "wrong_programs_caught": caught}
+            )
+            self._last_tester["catch_rate"] = rules.catch_rate(caught, wrong_programs)
+            local = rules.tester_catch_reward(
+                parsed.valid, golden_solution_rate, caught, wrong_programs, cfg.tester_weights
+            )
+        else:
+            local = rules.tester_local_reward(
+                parsed.valid, golden_solution_rate, cfg.tester_weights
+            )
+        credit_team_and_local(self, record, self._team_reward(), local)
         tests_text = (
             code_verifier.extract_code(action)
             if problem.style == "function"
@@ -339,6 +393,112 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             _Turn(self._code, tests_text, mismatches, passed, len(parsed.tests))
         )
         return end_turn(self, self._agreed, "coder")
+
+    # ------------------------------------------------------------------ wrong programs
+    def _pays_for_catches(self) -> bool:
+        """Whether this step's tester reward is the catch reward (dense mode, the default
+        ``tester_reward``); outcome mode and the paper's reward need no wrong programs."""
+        return self.config.tester_reward == "catch" and self.config.reward_mode == "dense"
+
+    def _as_wrong_program(self, program: str) -> str:
+        """``program`` as it runs as a wrong program: guarded (function style; see
+        :mod:`~llm_envs.envs.coder_tester.mutants`), or as it is (stdin/stdout)."""
+        problem = self.problem
+        assert problem is not None and problem.solution is not None
+        if problem.style == "io":
+            return program
+        return mutants.guarded_program(
+            program,
+            golden=problem.solution,
+            setup=problem.setup,
+            entry_point=str(problem.entry_point),
+            call=problem.call,
+        )
+
+    def _can_use_wrong_programs(self) -> bool:
+        problem = self.problem
+        return (
+            problem is not None
+            and problem.solution is not None
+            and (problem.style == "io" or mutants.can_guard(problem.entry_point, problem.call))
+        )
+
+    def _mutants(self) -> tuple[str, ...]:
+        """This problem's mutants that fail a golden test (computed once per problem and
+        process, then cached; the first call runs up to ``max_mutant_candidates`` candidates on
+        the golden tests, ``max_mutants`` at a time)."""
+        cfg, problem = self.config, self.problem
+        assert problem is not None and problem.solution is not None
+        if cfg.max_mutants == 0:
+            return ()
+        io_style = problem.style == "io"
+        solution = problem.solution
+        return mutants.select_mutants(
+            mutants.cache_key(
+                problem, self.golden_tests, cfg.max_mutants, cfg.max_mutant_candidates
+            ),
+            lambda: mutants.mutant_candidates(
+                solution,
+                functions_only=not io_style,
+                key=str(problem.id),
+                limit=cfg.max_mutant_candidates,
+            ),
+            lambda programs: self._judge_all(
+                [(self._as_wrong_program(p), self.golden_tests) for p in programs]
+            ),
+            io_style=io_style,
+            max_mutants=cfg.max_mutants,
+        )
+
+    def _wrong_program_jobs(self, tests: tuple[Any, ...]) -> list[tuple[str, Any, int]]:
+        """``(program, tests to run, golden tests in front)`` for every wrong program.
+
+        Mutants already failed a golden test (:meth:`_mutants`) and run on the tester's tests
+        only. The coder's failing attempts run guarded on the golden tests followed by the
+        tester's tests: one that no golden test catches once guarded (it failed only by
+        crashing or returning another type) is not counted (function style). An I/O attempt
+        was kept only if a golden case caught it (a wrong answer) and runs on the tester's
+        cases alone.
+        """
+        if not self._can_use_wrong_programs():
+            return []
+        jobs: list[tuple[str, Any, int]] = [
+            (self._as_wrong_program(m), tests, 0) for m in self._mutants()
+        ]
+        for attempt in self._failed_attempts:
+            if self.problem is not None and self.problem.style == "io":
+                jobs.append((attempt, tests, 0))
+            else:
+                jobs.append(
+                    (
+                        self._as_wrong_program(attempt),
+                        tuple(self.golden_tests) + tuple(tests),
+                        len(self.golden_tests),
+                    )
+                )
+        return jobs
+
+    def _count_caught(
+        self,
+        golden_report: Any,
+        wrong_jobs: list[tuple[str, Any, int]],
+        wrong_reports: list[Any],
+    ) -> tuple[int, int]:
+        """``(caught, wrong programs)``: of the wrong programs (those that a golden test
+        catches), how many at least one of the tester's golden-passing tests catches."""
+        io_style = self.problem is not None and self.problem.style == "io"
+        golden_passing = [i for i, r in enumerate(golden_report.results) if r.passed]
+        caught = wrong = 0
+        for (_, _, golden_count), report in zip(wrong_jobs, wrong_reports):
+            if golden_count and not mutants.killed_by(
+                report, io_style, among=range(golden_count)
+            ):
+                continue  # an attempt that failed only by crashing, hanging or a type change
+            wrong += 1
+            caught += mutants.killed_by(
+                report, io_style, among=[golden_count + i for i in golden_passing]
+            )
+        return caught, wrong
 
     def _team_reward(self) -> float:
         """``r_team`` of this turn's code: its golden pass rate, or in outcome mode 1 if it
@@ -404,6 +564,8 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             metrics["tester_golden_pass_rate"] = self._last_tester.get(
                 "golden_solution_pass_rate", 0.0
             )
+            if self._pays_for_catches():
+                metrics["tester_catch_rate"] = self._last_tester.get("catch_rate", 0.0)
         return metrics
 
     # ------------------------------------------------------------------ scripted play

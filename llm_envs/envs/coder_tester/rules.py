@@ -4,7 +4,12 @@ Rewards (Stronger-MAS, arXiv 2510.11062), each in [0, 1] before mixing:
 
 * team ``r_team`` = golden pass rate of the coder's code this turn;
 * coder ``r_local`` = 0.1·builds + 0.1·runs on the first golden tests + 0.8·golden pass rate;
-* tester ``r_local`` = 0.2·valid + 0.8·pass rate of the **golden solution** on the tester's tests;
+* tester ``r_local``, by default (:func:`tester_catch_reward`, a departure from the paper):
+  0.2·valid + 0.8·golden pass rate·catch rate, where the catch rate is the fraction of wrong
+  programs (mutants of the golden solution, the coder's failing attempts) that at least one of
+  the tester's golden-passing tests rejects; with ``tester_reward="paper"``
+  (:func:`tester_local_reward`): 0.2·valid + 0.8·pass rate of the **golden solution** on the
+  tester's tests;
 * an action's reward ``r = alpha·r_team + r_local`` (``alpha`` = 1 in the paper).
 
 With ``reward_mode="outcome"`` shaping is dropped: ``r = alpha·1[the coder's code passes every
@@ -21,6 +26,9 @@ from dataclasses import dataclass
 from llm_envs.envs._common import AGENT_MODES, REWARD_MODES  # noqa: F401  (re-exported)
 from llm_envs.tasks import Problem
 from llm_envs.verifiers.code import function_tests_block, io_tests_block
+
+#: ``tester_reward=``: paid for tests that catch wrong code (default), or the paper's reward.
+TESTER_REWARDS = ("catch", "paper")
 
 
 @dataclass(frozen=True)
@@ -59,10 +67,49 @@ def tester_local_reward(
     golden_solution_pass_rate: float,
     weights: TesterWeights = TesterWeights(),
 ) -> float:
-    """``0.2·valid + 0.8·pass rate of the golden solution on the generated tests``."""
+    """The paper's tester reward (``tester_reward="paper"``): ``0.2·valid + 0.8·pass rate of the
+    golden solution on the generated tests``. Any test the golden passes earns in full, a
+    vacuous one too: see :func:`tester_catch_reward` for the default."""
     return weights.valid * float(valid) + weights.golden * float(
         golden_solution_pass_rate
     )
+
+
+def catch_rate(caught: int, wrong_programs: int) -> float:
+    """Fraction of the wrong programs that the tester's tests caught; 0.0 when there is no wrong
+    program to catch (the grader cannot tell a useful test from a vacuous one then, and what it
+    cannot check it does not pay)."""
+    if wrong_programs <= 0:
+        return 0.0
+    return min(max(caught, 0), wrong_programs) / wrong_programs
+
+
+def tester_catch_reward(
+    valid: bool,
+    golden_solution_pass_rate: float,
+    caught: int,
+    wrong_programs: int,
+    weights: TesterWeights = TesterWeights(),
+) -> float:
+    """The default tester reward: ``0.2·valid + 0.8·golden pass rate·catch rate``.
+
+    * golden pass rate: the fraction of the tester's tests that the golden solution passes (a
+      test the golden fails is wrong, and lowers the reward);
+    * catch rate (:func:`catch_rate`): of the episode's wrong programs — up to ``max_mutants``
+      mutants of the golden solution that fail a golden test, and the coder's attempts that
+      failed one — the fraction rejected by at least one of the tester's tests **that the golden
+      passes**, by an assertion on a value (a wrong program runs guarded, so it never crashes
+      or changes type where the golden does not; see :mod:`llm_envs.envs.coder_tester.mutants`).
+
+    So tests that catch nothing (``assert True``, ``assert callable(f)``, ``r == r``, type
+    checks) earn 0.2, exactly what a test the golden fails earns; the golden tests themselves
+    catch every wrong program by construction and earn 1.0. Replaces the paper's
+    :func:`tester_local_reward`, which paid 1.0 for any test the golden passes
+    (``tester_reward="paper"`` restores it).
+    """
+    return weights.valid * float(valid) + weights.golden * float(
+        golden_solution_pass_rate
+    ) * catch_rate(caught, wrong_programs)
 
 
 def mixed_reward(team: float, local: float, alpha: float) -> float:

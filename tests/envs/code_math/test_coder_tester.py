@@ -81,15 +81,34 @@ def test_coder_and_tester_rewards_for_a_half_right_turn(sandbox):
     totals = play(env, scripted({"coder": [HALF_RIGHT], "tester": [TESTS_HALF_RIGHT]}))
     # coder: team 2/4; local 0.1 builds + 0.1 runs (first 3 tests ran: wrong answers, no crash) + 0.8 * 0.5
     assert components(env, "coder") == pytest.approx({"team": 0.5, "local": 0.6})
-    # tester: team = the coder's golden pass rate; local 0.2 valid + 0.8 * (golden solution passes 1 of 2)
-    assert components(env, "tester") == pytest.approx({"team": 0.5, "local": 0.6})
-    assert totals == pytest.approx({"coder": 1.1, "tester": 1.1})
+    # tester: team = the coder's golden pass rate; local 0.2 valid + 0.8 * (golden solution passes
+    # 1 of 2) * catch rate. The wrong programs: add's three mutants that fail a golden test
+    # (a - b, type(a + b)() = 0, (a + b) + (a + b)) and the coder's half-right attempt; the
+    # golden-passing test add(1, 1) == 2 catches the three mutants, not the attempt (2 there).
+    record = env.records[1]
+    assert (record.info["wrong_programs"], record.info["wrong_programs_caught"]) == (4, 3)
+    assert components(env, "tester") == pytest.approx(
+        {"team": 0.5, "local": 0.2 + 0.8 * 0.5 * 3 / 4}
+    )
+    assert totals == pytest.approx({"coder": 1.1, "tester": 1.0})
     assert env.agent_rewards() == pytest.approx(totals)
     assert env.episode_metrics()["success"] == 0.0
+    assert env.episode_metrics()["tester_catch_rate"] == pytest.approx(0.75)
+
+
+def test_the_papers_tester_reward_is_an_option(sandbox):
+    env = make_env(sandbox=sandbox, max_turns=1, tester_reward="paper")
+    play(env, scripted({"coder": [HALF_RIGHT], "tester": [TESTS_HALF_RIGHT]}))
+    # 0.2 valid + 0.8 * (golden solution passes 1 of 2); no wrong programs are run
+    assert components(env, "tester") == pytest.approx({"team": 0.5, "local": 0.6})
+    assert "wrong_programs" not in env.records[1].info
+    assert "tester_catch_rate" not in env.episode_metrics()
+    with pytest.raises(ValueError, match="tester_reward"):
+        make_env(sandbox=sandbox, tester_reward="lenient")
 
 
 def test_alpha_scales_only_the_team_term(sandbox):
-    env = make_env(sandbox=sandbox, max_turns=1, alpha=0.5)
+    env = make_env(sandbox=sandbox, max_turns=1, alpha=0.5, tester_reward="paper")
     play(env, scripted({"coder": [HALF_RIGHT], "tester": [TESTS_HALF_RIGHT]}))
     assert components(env, "coder") == pytest.approx({"team": 0.25, "local": 0.6})
     assert sum(components(env, "tester").values()) == pytest.approx(0.85)
@@ -142,7 +161,7 @@ def test_the_golden_solution_judges_the_testers_tests(sandbox):
     right = written_tests("assert add(3, 4) == 7", "assert add(-2, -3) == -5")
     wrong = written_tests("assert add(3, 4) == 8", "assert add(-2, -3) == 5")
     for reply, golden_rate in ((right, 1.0), (wrong, 0.0)):
-        env = make_env(sandbox=sandbox, max_turns=1)
+        env = make_env(sandbox=sandbox, max_turns=1, tester_reward="paper")
         play(env, scripted({"coder": [HALF_RIGHT], "tester": [reply]}))
         assert env.records[1].info["golden_solution_pass_rate"] == golden_rate
         assert components(env, "tester")["local"] == pytest.approx(
@@ -232,7 +251,7 @@ def test_later_turns_show_mismatches_and_the_tester_never_sees_this_turns_code(s
 
 
 def test_io_problems_show_input_expected_and_actual(sandbox):
-    env = make_env(SUM_IO, sandbox=sandbox)
+    env = make_env(SUM_IO, sandbox=sandbox, tester_reward="paper")
     env.reset(seed=0)
     assert "Test Input" in env.observe("tester")["instruction"]
     env.step(code("print(3)\n"))
@@ -344,8 +363,14 @@ def test_random_agents_are_well_formed_and_far_below_the_reference(sandbox):
 
 
 def _reference_episodes(indices: range, sandbox) -> list[tuple[str, list[dict], dict]]:
+    # The paper's tester reward: this test is about the team reward and agreement on every
+    # problem; the default catch reward of the reference tester is checked on a sample in
+    # test_coder_tester_catch.py (running the mutants of all 164 takes minutes).
     env = CoderTesterEnv(
-        split="test", task_kwargs={"split_policy": "benchmark"}, sandbox=sandbox
+        split="test",
+        task_kwargs={"split_policy": "benchmark"},
+        sandbox=sandbox,
+        tester_reward="paper",
     )
     out = []
     for index in indices:

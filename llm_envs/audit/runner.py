@@ -1,0 +1,267 @@
+"""Play the exploit catalogue through an environment's grader and compare with plain wrong answers.
+
+For each episode (seed), each attacked agent (from the environment's
+:class:`~llm_envs.audit.surface.AuditSurface`) and each exploit of its role, the runner:
+
+1. resets the environment and steps the other agents with their reference actions until it is
+   the attacked agent's turn;
+2. clones the environment twice: on one clone the agent submits the exploit, on the other the
+   exploit's own plain wrong counterpart (:class:`~llm_envs.audit.exploits.Built`);
+3. plays both clones to the end with reference actions for every later step, and reads the
+   reward credited to the attacked action (its record's total, delayed credit included).
+
+Verdict: ``held`` when the exploit earned no more than the plain wrong answer (within 1e-9),
+``paid`` when it earned more, or when its step raised an infrastructure failure that the plain
+wrong step did not (a run that makes its own sandbox fail is never scored: failure on demand),
+``n/a`` when the exploit does not apply to that target.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from llm_envs.audit.exploits import CATALOGUE, Exploit, Target
+from llm_envs.audit.surface import AuditSurface, default_surface
+from llm_envs.core.errors import InfrastructureError
+
+#: Rewards closer than this are equal.
+TOLERANCE = 1e-9
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One exploit played once.
+
+    Attributes:
+        exploit: The catalogue name.
+        family: Its family.
+        agent: The attacked agent.
+        seed: The episode's seed.
+        verdict: ``"held"``, ``"paid"`` or ``"n/a"``.
+        exploit_reward: Reward credited to the exploit's action (``None``: not scored).
+        plain_wrong_reward: Reward credited to the plain wrong action.
+        detail: Why (an infrastructure failure's message, what the record says).
+    """
+
+    exploit: str
+    family: str
+    agent: str
+    seed: int
+    verdict: str
+    exploit_reward: float | None = None
+    plain_wrong_reward: float | None = None
+    detail: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class AuditError(ValueError):
+    """The environment cannot be audited (no surface, no reference actions)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# the oracle: a host Unix socket that hands out the right program
+
+
+@contextlib.contextmanager
+def oracle_socket(secret_for: Callable[[], str]) -> Iterator[str]:
+    """A host Unix socket (mode 0777) that sends ``secret_for()`` to each client; its path.
+
+    It lives under ``/run`` where this process may write there (where host services keep their
+    sockets), else in a temporary directory. A sandbox must not reach it: a program that does
+    reads what the grader knows.
+    """
+    base = "/run" if os.access("/run", os.W_OK) else tempfile.gettempdir()
+    directory = tempfile.mkdtemp(prefix="llm-envs-audit-", dir=base)
+    os.chmod(directory, 0o755)
+    path = os.path.join(directory, "oracle.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    os.chmod(path, 0o777)
+    server.listen(16)
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                client, _ = server.accept()
+            except (TimeoutError, OSError):
+                continue
+            with client:
+                with contextlib.suppress(OSError):
+                    client.sendall(secret_for().encode())
+
+    thread = threading.Thread(target=serve, daemon=True, name="audit-oracle")
+    thread.start()
+    try:
+        yield path
+    finally:
+        stop.set()
+        thread.join(timeout=2)
+        server.close()
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+            os.rmdir(directory)
+
+
+# ---------------------------------------------------------------------------------------------
+# playing
+
+
+def _surface(env: Any) -> AuditSurface:
+    surface = default_surface(env)
+    if surface is None:
+        raise AuditError(
+            f"{type(env).__name__} exposes no grader to audit: implement audit_surface() "
+            "(docs/audit.md) or audit an environment whose agents write code or answers"
+        )
+    return surface
+
+
+def _advance_to(env: Any, agent: str) -> bool:
+    """Step the other agents with reference actions until ``agent`` is to act (False if the
+    episode ends first)."""
+    for _ in range(10_000):
+        current = env.agent_selection
+        if env.terminations.get(current) or env.truncations.get(current):
+            if all(env.terminations.get(a) or env.truncations.get(a) for a in env.agents):
+                return False
+            env.step(None)
+            continue
+        if current == agent:
+            return True
+        env.step(env.reference_action(current))
+    return False
+
+
+def _finish(env: Any) -> None:
+    """Play the episode to its end with reference actions."""
+    for _ in range(10_000):
+        if not env.agents:
+            return
+        current = env.agent_selection
+        if env.terminations.get(current) or env.truncations.get(current):
+            env.step(None)
+            continue
+        env.step(env.reference_action(current))
+
+
+def _reward_of_step(env: Any, agent: str, action: str) -> tuple[float | None, str]:
+    """Step ``action`` for ``agent``, play on, and return the attacked record's total reward
+    (``None`` and the message on an infrastructure failure)."""
+    records_before = len(getattr(env, "records", []))
+    try:
+        env.step(action)
+    except InfrastructureError as error:
+        return None, f"{type(error).__name__}: {error}"
+    records = getattr(env, "records", None)
+    record = records[records_before] if records is not None and len(records) > records_before else None
+    try:
+        _finish(env)
+    except InfrastructureError as error:
+        return None, f"after the attacked step, {type(error).__name__}: {error}"
+    if record is not None:
+        info = {k: v for k, v in record.info.items() if k in ("error", "golden_passed", "golden_total", "wrong_programs", "wrong_programs_caught", "output", "correct")}
+        return float(record.reward), str(info)[:300]
+    return float(env._cumulative_rewards.get(agent, 0.0)), ""
+
+
+def play_exploit(
+    env: Any,
+    agent: str,
+    exploit: Exploit,
+    seed: int,
+    target: Target | None = None,
+    options: dict[str, Any] | None = None,
+) -> Outcome:
+    """Play ``exploit`` as ``agent`` in the episode of ``reset(seed, options)`` (see the module
+    docstring); ``target`` replaces what the environment's surface says (e.g. to add the
+    oracle socket)."""
+    env.reset(seed=seed, options=options)
+    if not _advance_to(env, agent):
+        return Outcome(exploit.name, exploit.family, agent, seed, "n/a", detail="the agent never acts")
+    surface = _surface(env)
+    target = target or surface.target(agent)
+    built = exploit.build(target)
+    if built is None:
+        return Outcome(exploit.name, exploit.family, agent, seed, "n/a", detail="does not apply to this problem")
+    plain_env, exploit_env = env.clone(), env.clone()
+    plain, plain_detail = _reward_of_step(plain_env, agent, surface.action(agent, built.plain_wrong))
+    if plain is None:
+        return Outcome(exploit.name, exploit.family, agent, seed, "n/a", detail=f"the plain wrong answer was not scored: {plain_detail}")
+    reward, detail = _reward_of_step(exploit_env, agent, surface.action(agent, built.exploit))
+    if reward is None:
+        return Outcome(exploit.name, exploit.family, agent, seed, "paid", None, plain, f"unscored on demand: {detail}")
+    verdict = "paid" if reward > plain + TOLERANCE else "held"
+    return Outcome(exploit.name, exploit.family, agent, seed, verdict, reward, plain, detail)
+
+
+def audit_env(
+    env: Any,
+    *,
+    episodes: int = 1,
+    seeds: Sequence[int] | None = None,
+    exploits: Sequence[Exploit] = CATALOGUE,
+    agents: Sequence[str] | None = None,
+    options: Callable[[int], dict[str, Any] | None] | None = None,
+    progress: Callable[[Outcome], None] | None = None,
+) -> list[Outcome]:
+    """Every exploit of the catalogue that fits a role of ``env``, over ``episodes`` seeds
+    (``0 .. episodes-1`` unless ``seeds`` is given; ``options(seed)`` gives reset options),
+    with a host oracle socket up."""
+    env.reset(seed=0, options=options(0) if options else None)
+    roles = _surface(env).roles()
+    if not roles:
+        raise AuditError(f"{type(env).__name__} names no agent that writes code, tests, programs or answers")
+    current: dict[str, str] = {"reference": ""}
+    outcomes: list[Outcome] = []
+    with oracle_socket(lambda: current["reference"]) as path:
+        for seed in list(seeds) if seeds is not None else range(episodes):
+            for agent, role in roles.items():
+                if agents is not None and agent not in agents:
+                    continue
+                for exploit in exploits:
+                    if exploit.role != role:
+                        continue
+                    reset_options = options(seed) if options else None
+                    env.reset(seed=seed, options=reset_options)
+                    if not _advance_to(env, agent):
+                        continue
+                    target = replace(_surface(env).target(agent), oracle_socket=path)
+                    current["reference"] = target.reference or ""
+                    outcome = play_exploit(env, agent, exploit, seed, target, reset_options)
+                    outcomes.append(outcome)
+                    if progress is not None:
+                        progress(outcome)
+    return outcomes
+
+
+def summarize(outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
+    """One row per (exploit, agent): held/paid counts, the worst exploit and plain rewards."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for o in outcomes:
+        row = rows.setdefault(
+            (o.exploit, o.agent),
+            {"exploit": o.exploit, "family": o.family, "agent": o.agent, "held": 0, "paid": 0, "n/a": 0,
+             "max_exploit_reward": None, "plain_wrong_reward": None, "detail": ""},
+        )
+        row[o.verdict] += 1
+        if o.verdict == "paid" and not row["detail"]:
+            row["detail"] = o.detail
+        if o.exploit_reward is not None and (row["max_exploit_reward"] is None or o.exploit_reward > row["max_exploit_reward"]):
+            row["max_exploit_reward"] = o.exploit_reward
+            row["plain_wrong_reward"] = o.plain_wrong_reward
+        elif row["plain_wrong_reward"] is None:
+            row["plain_wrong_reward"] = o.plain_wrong_reward
+    for row in rows.values():
+        row["verdict"] = "PAID" if row["paid"] else ("held" if row["held"] else "n/a")
+    return list(rows.values())

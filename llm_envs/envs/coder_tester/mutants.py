@@ -1,0 +1,497 @@
+"""Wrong programs for the tester reward: mutants of the golden solution, and the guard.
+
+The tester is paid for tests that catch wrong code (docs/envs/coder_tester.md, which lists the
+operators). Mutants are made here with :mod:`ast` (pure, deterministic, nothing executed): one
+simple operator at one site each (a flipped comparison, ``+``/``-``, ``*``/``//``, a constant
+off by one, a negated condition, ``and``/``or``, ``min``/``max`` and similar names, a changed
+string, a returned value emptied, doubled or sliced, a dropped statement), inside function
+bodies for function-style problems (the entry point stays defined), anywhere for stdin/stdout
+programs. :func:`select_mutants` keeps those that fail a golden test, cached per problem.
+
+**The guard.** A wrong program must be caught by a test that checks a *value*, never by one that
+only calls the code, checks a type or checks that it is callable. So every function-style wrong
+program runs guarded (:func:`guarded_program`): each call of its entry point (or of the tested
+method of its class) also runs the golden solution on a copy of the arguments, and returns the
+wrong program's own result only when it has the golden result's shape (same types,
+recursively); where it raises, exits or returns another shape, it returns the golden's result
+(a golden exception is raised as the golden raises it). ``assert True``, ``assert callable(f)``,
+``r = f(x); assert r == r`` and type checks never reject a guarded program; an assertion on the
+value does.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import hashlib
+import random
+import re
+import threading
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sandboxes import parse_python
+
+#: Mutants kept per problem by default (each costs one sandbox run per tester step).
+DEFAULT_MAX_MUTANTS = 8
+#: Candidates tried per problem at most while looking for ``max_mutants`` that are wrong.
+DEFAULT_MAX_CANDIDATES = 32
+
+_COMPARE_SWAPS: dict[type, type] = {
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+}
+_ARITH_SWAPS: dict[type, type] = {
+    ast.Add: ast.Sub,
+    ast.Sub: ast.Add,
+    ast.Mult: ast.FloorDiv,
+    ast.FloorDiv: ast.Mult,
+}
+
+
+_NAME_SWAPS = {
+    "min": "max",
+    "max": "min",
+    "any": "all",
+    "all": "any",
+    "lower": "upper",
+    "upper": "lower",
+    "startswith": "endswith",
+    "endswith": "startswith",
+    "isupper": "islower",
+    "islower": "isupper",
+    "floor": "ceil",
+    "ceil": "floor",
+    "index": "rindex",
+    "rindex": "index",
+    "find": "rfind",
+    "rfind": "find",
+    "split": "rsplit",
+}
+
+
+def _swapped_name(func: ast.expr) -> str | None:
+    """The name a call's function is swapped for (``min`` -> ``max``...), or ``None``."""
+    if isinstance(func, ast.Name):
+        return _NAME_SWAPS.get(func.id)
+    if isinstance(func, ast.Attribute):
+        return _NAME_SWAPS.get(func.attr)
+    return None
+
+
+@dataclass(frozen=True)
+class _Site:
+    """One mutation: the ``index``-th node of ``ast.walk`` order, and what to do to it."""
+
+    index: int
+    operator: str
+    variant: int = 0
+
+
+def _inside_functions(tree: ast.Module) -> set[int]:
+    """Walk indices of the nodes that lie inside a function body (at any depth)."""
+    inside: set[int] = set()
+    nodes = list(ast.walk(tree))
+    position = {id(node): i for i, node in enumerate(nodes)}
+    for node in nodes:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for statement in node.body:
+                for sub in ast.walk(statement):
+                    inside.add(position[id(sub)])
+    return inside
+
+
+def _sites(tree: ast.Module, functions_only: bool) -> list[_Site]:
+    """Every mutation site of ``tree``, in a fixed order."""
+    allowed = _inside_functions(tree) if functions_only else None
+    sites: list[_Site] = []
+    for index, node in enumerate(ast.walk(tree)):
+        if allowed is not None and index not in allowed and not isinstance(
+            node, (ast.FunctionDef, ast.AsyncFunctionDef)
+        ):
+            continue
+        if isinstance(node, ast.Compare):
+            sites += [
+                _Site(index, "compare", k)
+                for k, op in enumerate(node.ops)
+                if type(op) in _COMPARE_SWAPS
+            ]
+        elif isinstance(node, (ast.BinOp, ast.AugAssign)) and type(node.op) in _ARITH_SWAPS:
+            sites.append(_Site(index, "arith"))
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, (int, float))
+            and not isinstance(node.value, bool)
+        ):
+            sites += [_Site(index, "constant", 0), _Site(index, "constant", 1)]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            sites.append(_Site(index, "constant", 2))
+        elif isinstance(node, ast.Call) and _swapped_name(node.func) is not None:
+            sites.append(_Site(index, "call"))
+        elif isinstance(node, ast.comprehension) and node.ifs:
+            sites += [_Site(index, "negate", k) for k in range(len(node.ifs))]
+        elif isinstance(node, (ast.If, ast.While, ast.IfExp)):
+            sites.append(_Site(index, "negate"))
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+            sites.append(_Site(index, "negate"))
+        elif isinstance(node, ast.BoolOp):
+            sites.append(_Site(index, "boolop"))
+        elif isinstance(node, ast.Return) and node.value is not None:
+            # A literal is mutated by `constant`; doubling or slicing it only makes noise.
+            variants = (0,) if isinstance(node.value, ast.Constant) else (0, 1, 2)
+            sites += [_Site(index, "return", k) for k in variants]
+        # Dropping a statement: recorded on the block's owner, one site per statement.
+        for field_name in ("body", "orelse", "finalbody"):
+            block = getattr(node, field_name, None)
+            if not isinstance(block, list) or len(block) < 2:
+                continue
+            if allowed is not None and not isinstance(
+                node, (ast.FunctionDef, ast.AsyncFunctionDef)
+            ) and index not in allowed:
+                continue
+            if isinstance(node, ast.Module) and functions_only:
+                continue
+            for position, statement in enumerate(block):
+                if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    continue
+                if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+                    continue  # a docstring: dropping it changes nothing
+                variant = ("body", "orelse", "finalbody").index(field_name) * 100_000 + position
+                sites.append(_Site(index, "drop", variant))
+    return sites
+
+
+def _apply(tree: ast.Module, site: _Site) -> ast.Module:
+    """A mutated copy of ``tree``."""
+    mutated = copy.deepcopy(tree)
+    node = next(n for i, n in enumerate(ast.walk(mutated)) if i == site.index)
+    if site.operator == "compare":
+        node.ops[site.variant] = _COMPARE_SWAPS[type(node.ops[site.variant])]()
+    elif site.operator == "arith":
+        node.op = _ARITH_SWAPS[type(node.op)]()
+    elif site.operator == "constant":
+        if isinstance(node.value, str):
+            node.value = node.value + "x" if node.value else " "
+        else:
+            node.value = node.value + (1 if site.variant == 0 else -1)
+    elif site.operator == "call":
+        name = _swapped_name(node.func)
+        if isinstance(node.func, ast.Name):
+            node.func.id = name
+        else:
+            node.func.attr = name
+    elif site.operator == "negate":
+        if isinstance(node, ast.comprehension):
+            node.ifs[site.variant] = ast.UnaryOp(op=ast.Not(), operand=node.ifs[site.variant])
+        elif isinstance(node, ast.UnaryOp):
+            replacement = node.operand
+            _replace_child(mutated, node, replacement)
+        else:
+            node.test = ast.UnaryOp(op=ast.Not(), operand=node.test)
+    elif site.operator == "boolop":
+        node.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+    elif site.operator == "return":
+        value = node.value
+        if site.variant == 0:  # the empty value of the same type
+            node.value = ast.Call(
+                func=ast.Call(func=ast.Name("type", ast.Load()), args=[value], keywords=[]),
+                args=[],
+                keywords=[],
+            )
+        elif site.variant == 1:  # doubled: 2x, "abab", [a, b, a, b]
+            node.value = ast.BinOp(left=value, op=ast.Add(), right=copy.deepcopy(value))
+        else:  # without its first element
+            node.value = ast.Subscript(
+                value=value, slice=ast.Slice(lower=ast.Constant(1)), ctx=ast.Load()
+            )
+    elif site.operator == "drop":
+        field_name = ("body", "orelse", "finalbody")[site.variant // 100_000]
+        getattr(node, field_name)[site.variant % 100_000] = ast.Pass()
+    return ast.fix_missing_locations(mutated)
+
+
+def _replace_child(tree: ast.AST, old: ast.AST, new: ast.AST) -> None:
+    for parent in ast.walk(tree):
+        for field_name, value in ast.iter_fields(parent):
+            if value is old:
+                setattr(parent, field_name, new)
+                return
+            if isinstance(value, list):
+                for i, item in enumerate(value):
+                    if item is old:
+                        value[i] = new
+                        return
+
+
+def _seed(*parts: str) -> int:
+    digest = hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+def mutant_candidates(
+    solution: str, *, functions_only: bool, key: str = "", limit: int | None = None
+) -> list[str]:
+    """Distinct mutants of ``solution`` that compile and differ from it, in a deterministic
+    order (a shuffle seeded by ``key`` and the solution, so that the first ones are spread over
+    the whole program); at most ``limit``.
+
+    Nothing is executed: the solution is parsed and the mutants compiled with ``compile``.
+    A solution that does not parse has no mutants.
+    """
+    try:
+        tree = parse_python(solution)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
+    original = ast.unparse(tree)
+    sites = _sites(tree, functions_only)
+    random.Random(_seed(key, solution)).shuffle(sites)
+    seen = {original}
+    found: list[str] = []
+    for site in sites:
+        if limit is not None and len(found) >= limit:
+            break
+        try:
+            text = ast.unparse(_apply(tree, site))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # SyntaxWarning: "'int' object is not callable"...
+                compile(text, "<mutant>", "exec")
+        except (SyntaxError, ValueError, RecursionError, MemoryError, TypeError):
+            continue
+        if text in seen:
+            continue
+        seen.add(text)
+        found.append(text)
+    return found
+
+
+# ---------------------------------------------------------------------------------------------
+# the guard
+
+_METHOD_CALL = re.compile(r"^([A-Za-z_]\w*)\(\)\.([A-Za-z_]\w*)$")
+
+# Appended to a wrong program (function style). Everything lives inside one function that
+# deletes itself, so the module's names are the program's own (plus the rebound entry point):
+# a test cannot look for the guard by name. The golden runs in a namespace of its own.
+_GUARD = r"""
+
+def __llm_envs_wp_install(namespace, setup, solution, entry, method):
+    import copy
+
+    golden = {"__name__": "__golden__"}
+    exec(compile(setup, "<golden setup>", "exec"), golden)
+    exec(compile(solution, "<golden>", "exec"), golden)
+    sequences = (list, tuple, set, frozenset)
+
+    def compatible(got, want, budget):
+        # True when `got` has the shape of `want`: the same type and (containers) every element
+        # of `got` compatible with some element of `want`. Over the budget of visits: not.
+        budget[0] -= 1
+        if budget[0] < 0 or type(got) is not type(want):
+            return False
+        if isinstance(got, float) and got != got and want == want:
+            return False  # NaN where the golden has a number: `r == r` would reject it
+        if isinstance(got, sequences):
+            wanted = list(want)
+            return all(any(compatible(g, w, budget) for w in wanted) for g in got)
+        if isinstance(got, dict):
+            keys, values = list(want.keys()), list(want.values())
+            return all(
+                any(compatible(k, w, budget) for w in keys)
+                and any(compatible(v, w, budget) for w in values)
+                for k, v in got.items()
+            )
+        return True
+
+    def guarded(wrong, right, args, kwargs):
+        try:
+            right_args, right_kwargs = copy.deepcopy((args, kwargs))
+        except BaseException:
+            return right(*args, **kwargs)
+        want = right(*right_args, **right_kwargs)
+        try:
+            got = wrong(*args, **kwargs)
+            if compatible(got, want, [20000]):
+                return got
+        except BaseException:
+            pass
+        return want
+
+    wrong_entry = namespace[entry]
+    if method is None:
+        def call(*args, **kwargs):
+            return guarded(wrong_entry, golden[entry], args, kwargs)
+
+        call.__name__ = call.__qualname__ = entry
+        namespace[entry] = call
+    else:
+        def call_method(self, *args, **kwargs):
+            return guarded(
+                lambda *a, **k: getattr(wrong_entry, method)(self, *a, **k),
+                lambda *a, **k: getattr(golden[entry](), method)(*a, **k),
+                args,
+                kwargs,
+            )
+
+        call_method.__name__ = call_method.__qualname__ = method
+        namespace[entry] = type(entry, (wrong_entry,), {method: call_method})
+
+
+__llm_envs_wp_install(globals(), @ARGUMENTS@)
+del __llm_envs_wp_install
+"""
+
+
+def can_guard(entry_point: str | None, call: str | None) -> bool:
+    """Whether wrong programs of a function-style problem can be guarded: its tests call the
+    entry point itself, or a method of a fresh instance of it (``Solution().twoSum``)."""
+    if not entry_point or not entry_point.isidentifier():
+        return False
+    if call is None or call == entry_point:
+        return True
+    match = _METHOD_CALL.match(call)
+    return bool(match) and match.group(1) == entry_point
+
+
+def guarded_program(
+    program: str, *, golden: str, setup: str, entry_point: str, call: str | None
+) -> str:
+    """``program`` followed by the guard (see the module docstring).
+
+    Raises:
+        ValueError: the problem's call form cannot be guarded (:func:`can_guard`).
+    """
+    if not can_guard(entry_point, call):
+        raise ValueError(f"cannot guard a wrong program called as {call!r}")
+    match = _METHOD_CALL.match(call or "")
+    method = None if call is None or call == entry_point or match is None else match.group(2)
+    arguments = ", ".join(repr(value) for value in (setup, golden, entry_point, method))
+    tail = _GUARD.replace("@ARGUMENTS@", arguments)
+    return program.rstrip("\n") + "\n" + tail
+
+
+# ---------------------------------------------------------------------------------------------
+# selection, cached per problem
+
+
+def checked_failure(result: Any, io_style: bool) -> bool:
+    """Whether a test rejected the program by checking a value: function style, the test's own
+    assertion failed (``AssertionError``; a guarded program raises nothing of its own); I/O
+    style, the program ran to the end and printed another answer. A crash, a timeout or a
+    program that never ran is not counted as caught."""
+    if result.passed:
+        return False
+    error = result.error or ""
+    if io_style:
+        return error == "wrong answer"
+    return error.startswith("AssertionError")
+
+
+def killed_by(report: Any, io_style: bool, among: Sequence[int] | None = None) -> bool:
+    """Whether any test of ``report`` (or those at the indices ``among``) caught the program."""
+    indices = range(len(report.results)) if among is None else among
+    return any(checked_failure(report.results[i], io_style) for i in indices)
+
+
+_CACHE: dict[str, tuple[str, ...]] = {}
+_CACHE_LIMIT = 4096
+_CACHE_LOCK = threading.Lock()
+_IN_FLIGHT: dict[str, threading.Lock] = {}
+
+
+def cache_key(problem: Any, golden_tests: Sequence[Any], max_mutants: int, max_candidates: int) -> str:
+    """What the mutants of a problem depend on, hashed."""
+    parts = [
+        str(problem.id),
+        str(problem.style),
+        str(problem.entry_point),
+        str(problem.call),
+        problem.setup or "",
+        problem.solution or "",
+        repr(tuple(golden_tests)),
+        str(max_mutants),
+        str(max_candidates),
+    ]
+    return hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def select_mutants(
+    key: str,
+    candidates: Callable[[], list[str]],
+    judge_on_golden: Callable[[list[str]], list[Any]],
+    *,
+    io_style: bool,
+    max_mutants: int,
+) -> tuple[str, ...]:
+    """The first ``max_mutants`` candidates that are wrong programs, cached under ``key``.
+
+    A candidate is kept when, judged on the golden tests (``judge_on_golden`` runs a list of
+    programs and returns a report each), it ran (its top level completed), no golden test timed
+    out, and at least one golden test caught it (:func:`checked_failure`): a mutant equivalent
+    to the golden on those tests is not a wrong program. Candidates are judged ``max_mutants``
+    at a time until enough are kept or none are left. Errors (a sandbox failure) propagate and
+    nothing is cached.
+    """
+    with _CACHE_LOCK:
+        if key in _CACHE:
+            return _CACHE[key]
+        lock = _IN_FLIGHT.setdefault(key, threading.Lock())
+    with lock:  # one thread computes; others wait for its result
+        with _CACHE_LOCK:
+            if key in _CACHE:
+                return _CACHE[key]
+        try:
+            result = _select(candidates(), judge_on_golden, io_style, max_mutants)
+        finally:
+            with _CACHE_LOCK:
+                _IN_FLIGHT.pop(key, None)
+        with _CACHE_LOCK:
+            _CACHE[key] = result
+            while len(_CACHE) > _CACHE_LIMIT:
+                _CACHE.pop(next(iter(_CACHE)))
+        return result
+
+
+def _select(
+    pool: list[str],
+    judge_on_golden: Callable[[list[str]], list[Any]],
+    io_style: bool,
+    max_mutants: int,
+) -> tuple[str, ...]:
+    kept: list[str] = []
+    width = max(1, max_mutants)
+    for start in range(0, len(pool), width):
+        if len(kept) >= max_mutants:
+            break
+        wave = pool[start : start + width]
+        for program, report in zip(wave, judge_on_golden(wave)):
+            if (
+                report.compiled
+                and (report.ran or io_style)
+                and not any(r.timed_out for r in report.results)
+                and killed_by(report, io_style)
+            ):
+                kept.append(program)
+    return tuple(kept[:max_mutants])
+
+
+def clear_cache() -> None:
+    """Forget every problem's mutants (tests; a changed sandbox)."""
+    with _CACHE_LOCK:
+        _CACHE.clear()
+
+
+def iter_cached() -> Iterator[tuple[str, tuple[str, ...]]]:
+    """``(key, mutants)`` of every cached problem (benchmarks report the cache)."""
+    with _CACHE_LOCK:
+        items = list(_CACHE.items())
+    return iter(items)

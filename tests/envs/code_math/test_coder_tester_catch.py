@@ -1,0 +1,301 @@
+"""The default tester reward of ``llm/CoderTester-v0``: paid for tests that catch wrong code.
+
+Wrong programs are mutants of the golden solution (``llm_envs.envs.coder_tester.mutants``) and
+the coder's failing attempts; every number here comes from real sandbox runs.
+"""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+
+from llm_envs.envs.coder_tester import mutants, rules
+from llm_envs.envs.coder_tester.env import CoderTesterEnv
+from llm_envs.tasks import Problem
+from llm_envs.tasks.humaneval import load_humaneval_problems
+from llm_envs.verifiers import code as code_verifier
+from tests.envs.helpers import ListSource
+
+from .test_coder_tester import ADD, GOLDEN, SUM_IO, code, make_env, written_tests
+
+# HumanEval problems of different shapes: floats and a threshold (0), Optional[str] (12), list
+# filtering (29), a float result checked with abs() (2), a string (27), a dict (111).
+HUMANEVAL_SAMPLE = (0, 2, 12, 27, 29, 111)
+
+
+def play_turn(env: CoderTesterEnv, coder: str, tester: str, index: int | None = None):
+    """One turn: ``coder`` then ``tester``; the tester's record."""
+    options = None if index is None else {"problem_index": index}
+    env.reset(seed=0, options=options)
+    env.step(coder)
+    env.step(tester)
+    return env.records[1]
+
+
+def humaneval_env(sandbox, **overrides) -> CoderTesterEnv:
+    return CoderTesterEnv(
+        split="test",
+        task_kwargs={"split_policy": "benchmark"},
+        sandbox=sandbox,
+        max_turns=1,
+        **overrides,
+    )
+
+
+def first_equality(problem: Problem) -> tuple[str, str]:
+    """``(call, expected)`` source of the first ``assert candidate(...) == value`` of the golden
+    tests, with ``candidate`` spelled as the entry point."""
+    for snippet in problem.tests:
+        for node in ast.walk(ast.parse(snippet)):
+            if (
+                isinstance(node, ast.Assert)
+                and isinstance(node.test, ast.Compare)
+                and isinstance(node.test.ops[0], ast.Eq)
+                and isinstance(node.test.left, ast.Call)
+            ):
+                call = ast.unparse(node.test.left).replace("candidate", problem.entry_point, 1)
+                return call, ast.unparse(node.test.comparators[0])
+    raise AssertionError(f"{problem.id} has no equality test")
+
+
+def vacuous_tests(problem: Problem) -> dict[str, str]:
+    """Tests that check nothing about the answer, written against the problem's own inputs."""
+    call, expected = first_equality(problem)
+    entry = problem.entry_point
+    return {
+        "assert True": "assert True",
+        "callable": f"assert callable({entry})",
+        "r == r": f"r = {call}\nassert r == r",
+        "type only": f"assert isinstance({call}, type({expected}))",
+        "runs": f"{call}\nassert True",
+        "not None": f"assert {call} is not None or {call} is None",
+    }
+
+
+def plain_wrong_test(problem: Problem) -> str:
+    """A test the golden solution fails."""
+    call, expected = first_equality(problem)
+    return f"assert {call} != {expected}"
+
+
+# ---------------------------------------------------------------------------------------------
+# the formula
+
+
+def test_the_catch_reward_formula():
+    assert rules.catch_rate(3, 4) == 0.75
+    assert rules.catch_rate(0, 0) == 0.0  # nothing to catch: not paid
+    assert rules.catch_rate(9, 4) == 1.0
+    assert rules.tester_catch_reward(True, 1.0, 4, 4) == pytest.approx(1.0)
+    assert rules.tester_catch_reward(True, 1.0, 0, 4) == pytest.approx(0.2)
+    assert rules.tester_catch_reward(True, 0.5, 3, 4) == pytest.approx(0.2 + 0.8 * 0.5 * 0.75)
+    assert rules.tester_catch_reward(True, 0.0, 4, 4) == pytest.approx(0.2)
+    assert rules.tester_catch_reward(False, 0.0, 0, 0) == 0.0
+
+
+# ---------------------------------------------------------------------------------------------
+# vacuous, good and wrong tests
+
+
+@pytest.mark.parametrize("kind", list(vacuous_tests(ADD)))
+def test_vacuous_tests_earn_what_a_plain_wrong_test_earns_on_a_toy_problem(sandbox, kind):
+    env = make_env(sandbox=sandbox, max_turns=1)
+    wrong = play_turn(env, GOLDEN, written_tests(plain_wrong_test(ADD)))
+    assert wrong.reward_components["local"] == pytest.approx(0.2)  # valid only
+    vacuous = play_turn(env, GOLDEN, written_tests(vacuous_tests(ADD)[kind]))
+    assert vacuous.info["golden_solution_pass_rate"] == 1.0  # the golden passes it...
+    assert vacuous.info["wrong_programs"] >= 3 and vacuous.info["wrong_programs_caught"] == 0
+    assert vacuous.reward_components["local"] == pytest.approx(wrong.reward_components["local"])
+    # ... while the paper's reward pays it in full: the hole this reward closes
+    paper = play_turn(
+        make_env(sandbox=sandbox, max_turns=1, tester_reward="paper"),
+        GOLDEN,
+        written_tests(vacuous_tests(ADD)[kind]),
+    )
+    assert paper.reward_components["local"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("index", HUMANEVAL_SAMPLE)
+def test_vacuous_tests_earn_what_a_plain_wrong_test_earns_on_humaneval(sandbox, index):
+    env = humaneval_env(sandbox)
+    env.reset(seed=0, options={"problem_index": index})
+    problem = env.problem
+    coder = env.reference_action("coder")
+    wrong = play_turn(env, coder, written_tests(plain_wrong_test(problem)), index)
+    assert wrong.info["golden_solution_pass_rate"] == 0.0
+    for kind, test in vacuous_tests(problem).items():
+        record = play_turn(env, coder, written_tests(test), index)
+        assert record.info["golden_solution_pass_rate"] == 1.0, (problem.id, kind)
+        assert record.reward_components["local"] == pytest.approx(
+            wrong.reward_components["local"]
+        ), (problem.id, kind, record.info)
+    everything_vacuous = written_tests(*vacuous_tests(problem).values())
+    record = play_turn(env, coder, everything_vacuous, index)
+    assert record.reward_components["local"] == pytest.approx(wrong.reward_components["local"])
+
+
+@pytest.mark.parametrize("index", range(0, 164, 8))
+def test_humanevals_own_tests_earn_the_full_tester_reward(sandbox, index):
+    env = humaneval_env(sandbox)
+    env.reset(seed=0, options={"problem_index": index})
+    record = play_turn(
+        env, env.reference_action("coder"), env.reference_action("tester"), index
+    )
+    assert record.info["wrong_programs"] >= 2, env.problem.id
+    assert record.info["wrong_programs_caught"] == record.info["wrong_programs"], env.problem.id
+    assert record.reward_components["local"] == pytest.approx(1.0), env.problem.id
+
+
+def test_one_good_test_beside_a_wrong_one_earns_half_the_test_part(sandbox):
+    env = make_env(sandbox=sandbox, max_turns=1)
+    record = play_turn(
+        env, GOLDEN, written_tests("assert add(2, 3) == 5", "assert add(2, 3) == 6")
+    )
+    assert record.info["wrong_programs_caught"] == record.info["wrong_programs"]
+    assert record.reward_components["local"] == pytest.approx(0.2 + 0.8 * 0.5)
+
+
+def test_a_test_the_golden_fails_catches_nothing_even_if_it_rejects_every_mutant(sandbox):
+    # add(2, 3) == 6 rejects a - b, 0 and 10, but it rejects the golden solution too
+    env = make_env(sandbox=sandbox, max_turns=1)
+    record = play_turn(env, GOLDEN, written_tests("assert add(2, 3) == 6"))
+    assert record.info["wrong_programs_caught"] == 0
+    assert record.reward_components["local"] == pytest.approx(0.2)
+
+
+def test_stdin_stdout_tests_are_paid_for_catching_wrong_answers(sandbox):
+    env = make_env(SUM_IO, sandbox=sandbox, max_turns=1)
+    golden = code(SUM_IO.solution)
+    good = play_turn(env, golden, code_verifier.io_tests_block([("2 7\n", "9\n")]))
+    assert good.info["wrong_programs"] >= 2
+    assert good.reward_components["local"] == pytest.approx(1.0)
+    # 0 0 -> 0: a - b and a program printing nothing... print "0" and "" — the mutant a - b
+    # prints 0 too, so this input catches fewer wrong programs
+    weak = play_turn(env, golden, code_verifier.io_tests_block([("0 0\n", "0\n")]))
+    assert weak.info["wrong_programs_caught"] < weak.info["wrong_programs"]
+    assert 0.2 < weak.reward_components["local"] < 1.0
+
+
+# ---------------------------------------------------------------------------------------------
+# the coder's attempts
+
+
+def test_the_coders_failing_attempts_are_wrong_programs(sandbox):
+    off_by_one = code("def add(a, b):\n    return a + b + (1 if a > 1 else 0)\n")  # fails add(2, 2)
+    env = make_env(sandbox=sandbox, max_turns=1, max_mutants=0)  # the attempt alone
+    catches = play_turn(env, off_by_one, written_tests("assert add(7, 1) == 8"))
+    assert (catches.info["wrong_programs"], catches.info["wrong_programs_caught"]) == (1, 1)
+    assert catches.reward_components["local"] == pytest.approx(1.0)
+    misses = play_turn(env, off_by_one, written_tests("assert add(1, 1) == 2"))
+    assert (misses.info["wrong_programs"], misses.info["wrong_programs_caught"]) == (1, 0)
+    assert misses.reward_components["local"] == pytest.approx(0.2)
+
+
+def test_an_attempt_that_only_crashes_or_changes_type_is_not_a_wrong_program_to_catch(sandbox):
+    # Guarded, it behaves like the golden solution: no value of the golden's shape differs.
+    env = make_env(sandbox=sandbox, max_turns=1, max_mutants=0)
+    for body in ("raise ValueError('no')", "return None", "return str(a + b)", "assert False"):
+        record = play_turn(
+            env, code(f"def add(a, b):\n    {body}\n"), written_tests("r = add(1, 2)\nassert r == r")
+        )
+        assert record.info["wrong_programs"] == 0, body
+        assert record.reward_components["local"] == pytest.approx(0.2), body
+
+
+def test_earlier_attempts_count_in_later_turns(sandbox):
+    env = make_env(sandbox=sandbox, max_turns=2, max_mutants=0)
+    env.reset(seed=0)
+    env.step(code("def add(a, b):\n    return a - b\n"))
+    env.step(written_tests("assert add(0, 0) == 1"))  # wrong (no agreement), catches nothing
+    assert env.records[1].info["wrong_programs_caught"] == 0
+    env.step(code("def add(a, b):\n    return a * b\n"))
+    env.step(written_tests("assert add(2, 1) == 3"))  # 2 - 1 = 1, 2 * 1 = 2: both caught
+    assert (env.records[3].info["wrong_programs"], env.records[3].info["wrong_programs_caught"]) == (2, 2)
+
+
+def test_outcome_mode_runs_no_wrong_programs(sandbox):
+    env = make_env(sandbox=sandbox, max_turns=1, reward_mode="outcome")
+    record = play_turn(env, GOLDEN, written_tests("assert True"))
+    assert "wrong_programs" not in record.info
+
+
+# ---------------------------------------------------------------------------------------------
+# mutants
+
+
+def test_mutants_are_deterministic_distinct_and_compile():
+    problem = load_humaneval_problems()[0]
+    first = mutants.mutant_candidates(problem.solution, functions_only=True, key=problem.id)
+    again = mutants.mutant_candidates(problem.solution, functions_only=True, key=problem.id)
+    assert first == again and len(first) == len(set(first)) >= 8
+    golden = ast.unparse(ast.parse(problem.solution))
+    for mutant in first:
+        assert mutant != golden
+        compile(mutant, "<mutant>", "exec")
+        # function style: the top level is untouched, so the entry point is always defined
+        assert "def has_close_elements(" in mutant
+    assert mutants.mutant_candidates("def f(:", functions_only=True) == []
+
+
+def test_mutant_selection_keeps_only_wrong_programs_and_is_cached_per_problem(sandbox):
+    mutants.clear_cache()
+    calls = []
+
+    def judge(programs):
+        calls.append(len(programs))
+        env = make_env(sandbox=sandbox)
+        env.reset(seed=0)
+        return env._judge_all([(env._as_wrong_program(p), ADD.tests) for p in programs])
+
+    def candidates():
+        return [
+            "def add(a, b):\n    return b + a\n",  # equivalent: not a wrong program
+            "def add(a, b):\n    return a - b\n",
+            "def add(a, b):\n    return None\n",  # guarded: behaves like the golden
+            "def add(a, b):\n    while True:\n        pass\n",  # hangs: dropped
+            "def add(a, b):\n    return a * b\n",
+        ]
+
+    kept = mutants.select_mutants("toy-key", candidates, judge, io_style=False, max_mutants=2)
+    assert kept == ("def add(a, b):\n    return a - b\n", "def add(a, b):\n    return a * b\n")
+    assert calls == [2, 2, 1]
+    assert mutants.select_mutants("toy-key", candidates, judge, io_style=False, max_mutants=2) == kept
+    assert calls == [2, 2, 1]  # cached: nothing judged again
+
+
+def test_the_guard_leaves_no_name_of_its_own_in_the_module():
+    guarded = mutants.guarded_program(
+        "def add(a, b):\n    return a - b\n",
+        golden=ADD.solution,
+        setup="",
+        entry_point="add",
+        call="add",
+    )
+    namespace: dict = {}
+    exec(guarded, namespace)  # our own generated code, run on the host only in this test
+    assert sorted(k for k in namespace if k != "__builtins__") == ["add"]
+    assert namespace["add"](5, 3) == 2 and namespace["add"].__name__ == "add"
+    assert not mutants.can_guard("Solution", "helper(Solution)")
+    with pytest.raises(ValueError):
+        mutants.guarded_program("x = 1", golden="", setup="", entry_point="f", call="g.h")
+
+
+def test_a_class_based_problem_gets_guarded_wrong_programs(sandbox):
+    problem = Problem(
+        id="toy/two-sum",
+        prompt="class Solution:\n    def twoSum(self, a, b): ...",
+        split="train",
+        solution="class Solution:\n    def twoSum(self, a, b):\n        return a + b\n",
+        tests=("assert Solution().twoSum(1, 2) == 3", "assert Solution().twoSum(5, 5) == 10"),
+        style="function",
+        entry_point="Solution",
+        metadata={"call": "Solution().twoSum"},
+    )
+    env = CoderTesterEnv(task_source=ListSource([problem]), sandbox=sandbox, max_turns=1)
+    golden = code(problem.solution)
+    good = play_turn(env, golden, written_tests("assert Solution().twoSum(4, 3) == 7"))
+    assert good.info["wrong_programs"] >= 2
+    assert good.reward_components["local"] == pytest.approx(1.0)
+    vacuous = play_turn(env, golden, written_tests("assert isinstance(Solution().twoSum(4, 3), int)"))
+    assert vacuous.reward_components["local"] == pytest.approx(0.2)

@@ -1,0 +1,80 @@
+"""``llm-envs audit`` and ``llm-envs list --isolation``, run as a user would."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from llm_envs.audit import AuditError, audit_env, summarize
+from llm_envs.cli import main
+from tests.envs.helpers import registered_for_a_test
+
+
+@pytest.fixture
+def lenient_id():
+    yield from registered_for_a_test(
+        "llm/TestLenient-v0", "tests.graders.lenient_env:LenientEnv", ["solver"], "sums", "a lenient grader"
+    )
+
+
+def _run(capsys, *argv):
+    status = main(list(argv))
+    captured = capsys.readouterr()
+    return status, captured.out, captured.err
+
+
+def test_audit_finds_a_third_party_graders_hole_through_its_hook(capsys, lenient_id):
+    status, out, _ = _run(capsys, "audit", lenient_id, "--episodes", "2")
+    assert status == 1  # an exploit is paid
+    assert "hedge-list" in out and "PAID" in out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("hedge-")}
+    assert "PAID" in rows["hedge-list"] and "PAID" in rows["hedge-or"]
+    assert "PAID" in rows["hedge-pm"]  # "\pm 51" contains 51 too
+    status, out, _ = _run(capsys, "audit", lenient_id, "--json")
+    report = json.loads(out)
+    assert status == 1 and report["paid"] >= 3 and report["env"] == lenient_id
+    paid = [o for o in report["outcomes"] if o["verdict"] == "paid"]
+    assert all(o["exploit_reward"] == 1.0 and o["plain_wrong_reward"] == 0.0 for o in paid)
+
+
+def test_audit_exits_0_when_every_exploit_is_held(capsys, lenient_id):
+    status, out, _ = _run(capsys, "audit", lenient_id, "--env-arg", "strict=true", "--episodes", "2")
+    assert status == 0, out
+    assert "0 paid" in out
+
+
+def test_audit_usage_errors(capsys, lenient_id):
+    assert _run(capsys, "audit", lenient_id, "--exploit", "no-such-exploit")[0] == 2
+    assert _run(capsys, "audit", "llm/NoSuchEnv-v0")[0] == 2
+    status, _, err = _run(capsys, "audit", "llm/TicTacToe-v0")
+    assert status == 2 and "audit_surface" in err  # no grader of code or answers to attack
+
+
+def test_audit_env_in_python_on_our_reasoner(lenient_id):
+    import llm_envs
+
+    env = llm_envs.make("llm/ReasonerTool-v0")
+    outcomes = audit_env(env, agents=["reasoner"])
+    rows = summarize(outcomes)
+    assert {r["exploit"] for r in rows} == {"hedge-list", "hedge-set", "hedge-or", "hedge-pm"}
+    assert all(r["verdict"] == "held" for r in rows), rows
+    with pytest.raises(AuditError):
+        audit_env(llm_envs.make("llm/Signalling-v0"))
+
+
+def test_list_says_where_each_environments_code_runs(capsys):
+    status, out, _ = _run(capsys, "list", "--isolation")
+    assert status == 0
+    lines = {line.split()[0]: line for line in out.splitlines() if line.startswith("llm/")}
+    assert "sandbox (" in lines["llm/CoderTester-v0"] and "test_time_s=5" in lines["llm/CoderTester-v0"]
+    assert "program_memory_mb=512" in lines["llm/ReasonerTool-v0"]
+    assert "no code runs" in lines["llm/Debate-v0"]
+    assert "sandbox: " in out and "default limits: time_s=5" in out
+    status, out, _ = _run(capsys, "list", "--json", "--isolation")
+    entries = {e["id"]: e for e in json.loads(out)}
+    coder = entries["llm/CoderTester-v0"]["isolation"]
+    assert coder["runs_code"] is True and coder["sandbox"]["limits"]["memory_mb"] == 512
+    assert "sandbox" not in entries["llm/Debate-v0"]["isolation"]
+    status, out, _ = _run(capsys, "list")
+    assert "llm-envs list --isolation" in out.splitlines()[-1]
