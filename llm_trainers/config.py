@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 __all__ = [
+    "LEVELS",
     "AlgorithmConfig",
     "Config",
     "EnvConfig",
@@ -41,6 +42,10 @@ __all__ = [
     "resolve_config_data",
     "shipped_configs",
 ]
+
+
+#: Specialisation levels (``model.level``; :mod:`llm_trainers.policies` builds them).
+LEVELS = ("L1", "L2", "L3")
 
 
 @dataclass
@@ -109,7 +114,14 @@ class EnvConfig:
 
 @dataclass
 class LoraConfig:
-    """LoRA (peft) settings. See :class:`llm_trainers.policies.LoraSettings`."""
+    """LoRA (peft) settings (:func:`llm_trainers.policies.peft_lora_config` makes peft's).
+
+    Attributes:
+        r: Rank.
+        alpha: Scaling numerator (peft's ``lora_alpha``); the update is scaled by ``alpha / r``.
+        dropout: LoRA dropout (0 keeps log-probabilities deterministic).
+        target_modules: Module names to adapt, or ``"all-linear"``.
+    """
 
     r: int = 16
     alpha: int = 32
@@ -361,7 +373,6 @@ class Config:
     def validate(self) -> Config:
         from llm_trainers.algorithms.advantages import ESTIMATORS
         from llm_trainers.algorithms.losses import KL_ESTIMATORS
-        from llm_trainers.policies import LEVELS
 
         problems = []
         if self.algorithm.estimator not in ESTIMATORS:

@@ -51,7 +51,7 @@ from llm_trainers.checkpoint import (
 from llm_trainers.config import Config, config_to_dict
 from llm_trainers.learner import Learner, UpdateSample
 from llm_trainers.metrics import MetricsLogger
-from llm_trainers.policies import PolicySet, build_policies
+from llm_trainers.policies import PolicySet
 from llm_trainers.rollout import RolloutResult, TrainRecord, collect, spawn_envs
 from llm_trainers.specs import learner_kwargs, needs_reference, policy_spec
 
@@ -176,7 +176,7 @@ class Trainer:
         return str(target)
 
     def _build_policies(self) -> PolicySet:
-        return build_policies(**policy_spec(self.cfg, self.learning_agents, self.model_path))
+        return policy_spec(self.cfg, self.learning_agents, self.model_path).build()
 
     def _build_learner(self) -> Any:
         """The learner: in this process (a distributed layout puts its ranks elsewhere)."""
