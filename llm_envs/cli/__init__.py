@@ -17,6 +17,8 @@
 ``llm-envs arena ENV --agent [NAME=]SPEC``  a round-robin or Swiss tournament among agents on a
                                            multi-player game: ratings with intervals, a
                                            table, a plot, every game on disk
+``llm-envs serve ENV``                     the environment as an OpenEnv-compatible server
+                                           (one instance per WebSocket session)
 =========================================  ==================================================
 
 Exit status: 0 success; 2 a user error (a mistyped id, spec, option or path, a server that
@@ -37,13 +39,13 @@ from collections.abc import Sequence
 
 from llm_envs.agents.spec import AgentSpecError
 
-from . import arena, demo, envs, evaluate, report, show
+from . import arena, demo, envs, evaluate, report, serve, show
 from ._common import EXIT_INCOMPLETE, EXIT_USAGE, CLIError
 
 __all__ = ["CLIError", "EXIT_INCOMPLETE", "EXIT_USAGE", "build_parser", "main"]
 
 # In the order `llm-envs --help` lists them.
-_COMMAND_MODULES = (envs, evaluate, show, report, demo, arena)
+_COMMAND_MODULES = (envs, evaluate, show, report, demo, arena, serve)
 
 
 def build_parser() -> argparse.ArgumentParser:
