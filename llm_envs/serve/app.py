@@ -22,9 +22,9 @@ import time
 from typing import Any
 
 from fastapi import FastAPI
-from starlette.websockets import WebSocketDisconnect
 from openenv.core.env_server.http_server import HTTPEnvServer
 from openenv.core.env_server.types import ConcurrencyConfig
+from starlette.websockets import WebSocketDisconnect
 
 import llm_envs
 
