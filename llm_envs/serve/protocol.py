@@ -74,4 +74,4 @@ EXPIRED_PREFIX = "session expired"
 MESSAGE_TOO_LARGE = "MESSAGE_TOO_LARGE"
 
 #: Default limit on one incoming message (bytes of its UTF-8 text).
-DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
+DEFAULT_MAX_MESSAGE_BYTES = 1 << 22

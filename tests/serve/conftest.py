@@ -66,9 +66,9 @@ def in_process_server(env_id: str, env_options: dict[str, Any] | None = None, **
 
 
 @contextlib.contextmanager
-def subprocess_server(env_id: str, *args: str) -> Iterator[tuple[str, subprocess.Popen]]:
+def subprocess_server(env_id: str, *args: str, port: int | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
     """``python -m llm_envs.cli serve ENV_ID --port P ARGS``; yields (base URL, process)."""
-    port = free_port()
+    port = port or free_port()
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "OMP_NUM_THREADS": "1"}
     process = subprocess.Popen(
         [sys.executable, "-m", "llm_envs.cli", "serve", env_id, "--port", str(port), *args],
