@@ -326,3 +326,35 @@ def _record(data: dict[str, Any]) -> ActionRecord:
 def remote(url: str, **kwargs: Any) -> RemoteEnv:
     """A :class:`RemoteEnv` on the server at ``url`` (keyword options as in ``llm_envs.make``)."""
     return RemoteEnv(url, **kwargs)
+
+
+def remote_runner(url: str, **client_options: Any) -> Any:
+    """A runner factory for :func:`llm_envs.evaluation.evaluate` (``runner=``) that plays every
+    episode on the server at ``url``: the local :class:`~llm_envs.runner.Runner`, each of its
+    environment instances a :class:`RemoteEnv` (its own session)."""
+    import functools
+
+    from llm_envs.runner import Runner
+
+    def build(plan: Any) -> Any:
+        runner = Runner.from_plan(plan)
+        runner.env_spec = functools.partial(RemoteEnv, url, **client_options)
+        runner.env_label = plan.env_id
+        return runner
+
+    return build
+
+
+def served_env_id(url: str, timeout_s: float = 30.0) -> str:
+    """The id of the environment the server at ``url`` serves (its ``/info``)."""
+    import httpx
+
+    base = url.rstrip("/")
+    if base.startswith("ws"):
+        base = "http" + base[len("ws"):]
+    try:
+        response = httpx.get(f"{base}/info", timeout=timeout_s)
+        response.raise_for_status()
+        return str(response.json()["env_id"])
+    except (httpx.HTTPError, KeyError, ValueError) as exc:
+        raise RemoteConnectionError(f"no llm-envs server at {url}: {exc}") from exc

@@ -125,3 +125,24 @@ def test_a_server_killed_and_restarted_mid_episode():
         env.reset(seed=0)  # reconnects: a new session, a new episode
         assert env.agent_selection == "speaker" and not env.episode_over
         env.close()
+
+
+def test_eval_with_env_url_equals_a_local_eval(tmp_path, servers):
+    import json
+
+    from llm_envs.cli import main
+
+    common = ["--episodes", "3", "--concurrency", "2", "--no-plot", "--no-progress", "--no-report"]
+    assert main(["eval", "--env-url", servers["llm/Sudoku-v0"], "--agent", "reference", "--out", str(tmp_path / "remote"), *common]) == 0
+    assert main(["eval", "llm/Sudoku-v0", "--agent", "reference", "--out", str(tmp_path / "local"), *common]) == 0
+
+    def episodes(run):
+        rows = [json.loads(line) for line in (tmp_path / run / "episodes.jsonl").read_text().splitlines()]
+        for row in rows:
+            for record in row["records"]:
+                record["info"].pop("sandbox_s", None)  # wall time of the sandbox run
+        return sorted((row["seed"], row["metrics"]["success"], json.dumps(row["records"], sort_keys=True)) for row in rows)
+
+    assert episodes("remote") == episodes("local") and len(episodes("local")) == 3
+    # A server that serves another environment than the one named is refused.
+    assert main(["eval", "llm/TicTacToe-v0", "--env-url", servers["llm/Sudoku-v0"], "--out", str(tmp_path / "x"), *common]) == 2
