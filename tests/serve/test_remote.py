@@ -146,3 +146,24 @@ def test_eval_with_env_url_equals_a_local_eval(tmp_path, servers):
     assert episodes("remote") == episodes("local") and len(episodes("local")) == 3
     # A server that serves another environment than the one named is refused.
     assert main(["eval", "llm/TicTacToe-v0", "--env-url", servers["llm/Sudoku-v0"], "--out", str(tmp_path / "x"), *common]) == 2
+
+
+def test_arena_with_env_url_equals_a_local_arena(tmp_path, servers):
+    import json
+
+    from llm_envs.cli import main
+
+    # Two reference players: a remote random agent plays generic text (see llm_envs/interop/remote.py).
+    common = ["--agent", "a=reference", "--agent", "b=reference", "--games", "2", "--no-plot", "--no-progress", "--no-report"]
+    url = servers["llm/TicTacToe-v0"]
+    assert main(["arena", "llm/TicTacToe-v0", "--env-url", url, "--out", str(tmp_path / "remote"), *common]) == 0
+    assert main(["arena", "llm/TicTacToe-v0", "--out", str(tmp_path / "local"), *common]) == 0
+
+    def outcomes(run):
+        rows = [json.loads(line) for line in (tmp_path / run / "games.jsonl").read_text().splitlines()]
+        for row in rows:
+            row["episode"].pop("duration_s")  # wall time
+        return sorted(json.dumps(row, sort_keys=True) for row in rows)
+
+    assert outcomes("remote") == outcomes("local") and outcomes("local")
+    assert main(["arena", "llm/KuhnPoker-v0", "--env-url", url, "--out", str(tmp_path / "x"), *common]) == 2
