@@ -95,6 +95,9 @@ class EnvConfig:
         opponents: Agent id → agent spec (``random``, ``reference``, ``hf:PATH``, ... as in
             ``llm-envs eval``) of a fixed, untrained opponent that plays that seat in training
             and evaluation; it has no policy and leaves no training record.
+        url: Play every episode on the ``llm-envs serve`` server at this URL (serving ``id``;
+            each instance its own session, :func:`llm_envs.remote`) instead of in this process.
+            Flat sampling only: a remote episode cannot be cloned for tree sampling.
     """
 
     id: str = "llm/Signalling-v0"
@@ -105,6 +108,7 @@ class EnvConfig:
     max_decisions: int = 64
     train_agents: list[str] | None = None
     opponents: dict[str, str] = field(default_factory=dict)
+    url: str | None = None
 
 
 @dataclass
@@ -376,6 +380,10 @@ class Config:
             problems.append("AT-GRPO tree sampling needs rollout.k >= 2")
         if self.algorithm.estimator == "at_grpo" and not self.rollout.tree:
             problems.append("at_grpo groups candidates of one decision: set rollout.tree: true")
+        if self.env.url and self.rollout.tree:
+            problems.append("env.url: a remote episode cannot be cloned, so tree sampling is impossible: set rollout.tree: false")
+        if self.env.url and self.resources.env_workers > 0:
+            problems.append("env.url: the environments are on the server; set resources.env_workers: 0")
         if self.algorithm.estimator == "rae" and self.rollout.tree:
             problems.append("rae uses whole-game returns: set rollout.tree: false")
         for est in (self.algorithm.kl_estimator, self.train.kl_estimator):
