@@ -41,6 +41,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             idle_timeout_s=idle,
             max_message_bytes=args.max_message_bytes,
             expose_reference=args.expose_reference,
+            client_options=not args.fixed_options,
         )
     except (TypeError, ImportError) as exc:
         raise CLIError(f"cannot serve {env_entry.id}: {exc}") from exc
@@ -88,6 +89,12 @@ def add_parsers(sub: Any) -> None:
         action="store_true",
         help="put the reference agent's action in `state` (it can reveal answers: only for "
         "harnesses such as llm_envs.remote with reference agents, never for agents under test)",
+    )
+    p.add_argument(
+        "--fixed-options",
+        action="store_true",
+        help="refuse every option a client sends with reset (by default clients may set any option "
+        "but sandbox, task_path, task_kwargs, pool_path, path and render_mode)",
     )
     p.add_argument("--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug"))
     p.set_defaults(func=cmd_serve)

@@ -116,6 +116,7 @@ def create_app(
     idle_timeout_s: float | None = 600.0,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     expose_reference: bool = False,
+    client_options: bool = True,
 ) -> Any:
     """The ASGI app serving ``env_id``: every WebSocket session gets its own instance.
 
@@ -128,6 +129,8 @@ def create_app(
         max_message_bytes: Larger incoming messages get a ``MESSAGE_TOO_LARGE`` error frame.
         expose_reference: Put the reference agent's action in ``state`` (see
             :class:`~.session.TextEnvSession`).
+        client_options: Let a reset set options (except
+            :data:`~.session.SERVER_ONLY_OPTIONS`); False: every option is the server's.
     """
     if max_sessions < 1:
         raise ValueError(f"max_sessions must be >= 1, got {max_sessions}")
@@ -140,7 +143,8 @@ def create_app(
     probe = llm_envs.make(entry.id, **options)  # unknown options fail here, not in every session
     agents = list(probe.possible_agents)
     probe.close()
-    factory = functools.partial(TextEnvSession, entry.id, options, expose_reference=expose_reference)
+    factory = functools.partial(TextEnvSession, entry.id, options, expose_reference=expose_reference,
+                                client_options=client_options)
     server = TextEnvServer(
         factory,
         TextAction,
@@ -162,6 +166,7 @@ def create_app(
             "idle_timeout_s": idle_timeout_s,
             "max_message_bytes": max_message_bytes,
             "expose_reference": expose_reference,
+            "client_options": client_options,
             "protocol": "openenv-ws",
             "version": llm_envs.__version__,
         }

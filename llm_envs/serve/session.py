@@ -68,6 +68,11 @@ class TextState(State):
     reference_action: str | None = None
 
 
+#: Options a client may not set: they name files, the sandbox or output on the server machine
+#: (a client could otherwise read a server file as a task source or pick a weaker sandbox).
+SERVER_ONLY_OPTIONS = ("sandbox", "task_path", "task_kwargs", "pool_path", "path", "render_mode")
+
+
 class SessionError(ValueError):
     """A message this session refuses; nothing changed."""
 
@@ -81,12 +86,16 @@ class TextEnvSession(Environment[TextAction, TextObservation, TextState]):
             server's ``--env-arg``); a reset may override them.
         expose_reference: Put the reference agent's action in ``state`` (it may reveal the
             answer: only for servers whose clients are harnesses, not the agents under test).
+        client_options: Let a reset set options of ``llm_envs.make`` (never those in
+            :data:`SERVER_ONLY_OPTIONS`); False: every option is the server's.
     """
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
-    def __init__(self, env_id: str, base_options: dict[str, Any] | None = None, *, expose_reference: bool = False):
+    def __init__(self, env_id: str, base_options: dict[str, Any] | None = None, *, expose_reference: bool = False,
+                 client_options: bool = True):
         super().__init__()
+        self.client_options = client_options
         self.env_id = env_id
         self.base_options = dict(base_options or {})
         self.expose_reference = expose_reference
@@ -107,6 +116,13 @@ class TextEnvSession(Environment[TextAction, TextObservation, TextState]):
             raise SessionError(f"reset 'options' must be an object, got {type(reset_options).__name__}")
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
             raise SessionError(f"reset 'seed' must be an integer, got {seed!r}")
+        if seed is not None and seed < 0:
+            raise SessionError(f"reset 'seed' must be >= 0, got {seed}")
+        refused = sorted(set(kwargs) & set(SERVER_ONLY_OPTIONS)) if self.client_options else sorted(kwargs)
+        if refused:
+            why = ("they name files, the sandbox or output on the server machine" if self.client_options
+                   else "this server fixes every option")
+            raise SessionError(f"option(s) {refused} can only be set by the server (--env-arg): {why}")
         options = {**self.base_options, **kwargs}
         env = self._env
         if env is None or options != self._options:
@@ -114,6 +130,8 @@ class TextEnvSession(Environment[TextAction, TextObservation, TextState]):
                 env = llm_envs.make(self.env_id, **options)
             except TypeError as exc:  # an unknown option: the message lists the valid ones
                 raise SessionError(f"unknown or invalid option(s) {sorted(kwargs)} for {self.env_id}: {exc}") from exc
+        else:
+            env = env.clone()  # a reset that fails (a bad reset option) leaves the episode as it was
         with self._lock:
             env.reset(seed=seed, options=reset_options)
             if env is not self._env and self._env is not None:

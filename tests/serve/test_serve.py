@@ -121,6 +121,8 @@ def test_every_bad_input_gets_an_error_frame_and_changes_nothing(toy_id):
                 "dead step for a live agent": ({"type": "step", "data": {"agent": "a", "text": None}}, "EXECUTION_ERROR", "only for a finished agent"),
                 "unknown option": ({"type": "reset", "data": {"seed": 1, "no_such_option": 2}}, "EXECUTION_ERROR", "unknown or invalid option(s) ['no_such_option']"),
                 "options not an object": ({"type": "reset", "data": {"options": 3}}, "EXECUTION_ERROR", "must be an object"),
+                "negative seed": ({"type": "reset", "data": {"seed": -1}}, "EXECUTION_ERROR", "must be >= 0"),
+                "server-only option": ({"type": "reset", "data": {"task_path": "/etc/passwd"}}, "EXECUTION_ERROR", "only be set by the server"),
                 "oversized message": ({"type": "step", "data": {"agent": "a", "text": "x" * 10_000}}, "MESSAGE_TOO_LARGE", "over this server's limit"),
                 "binary frame": (b"\x00\x01", "MESSAGE_TOO_LARGE", "binary frames"),
             }
@@ -227,3 +229,16 @@ def test_serve_cli_refuses_unknown_ids_and_options():
     for args, words in ((["llm/NoSuch-v0"], "unknown environment"), (["llm/Sudoku-v0", "--env-arg", "bogus=1"], "unknown option")):
         result = subprocess.run([sys.executable, "-m", "llm_envs.cli", "serve", *args, "--port", "1"], capture_output=True, text=True, timeout=120)
         assert result.returncode == 2 and words in result.stderr, result.stderr
+
+
+def test_a_failing_reset_leaves_the_episode_and_fixed_options_refuse_all():
+    with in_process_server("llm/CoderTester-v0") as url, GenericEnvClient(base_url=url).sync() as client:
+        client.reset(seed=0)
+        before = client.state()
+        with pytest.raises(RuntimeError, match="out of range"):
+            client.reset(seed=1, options={"problem_index": 10**9})  # the env's own reset raises
+        assert client.state() == before
+    with in_process_server("llm/Sudoku-v0", {"size": 4}, client_options=False) as url, GenericEnvClient(base_url=url).sync() as client:
+        with pytest.raises(RuntimeError, match="fixes every option"):
+            client.reset(seed=0, size=9)
+        assert client.reset(seed=0).observation["agent"]
