@@ -43,17 +43,21 @@ def wait_healthy(url: str, timeout: float = 60.0, process: subprocess.Popen | No
 
 
 @contextlib.contextmanager
-def in_process_server(env_id: str, env_options: dict[str, Any] | None = None, **app_options: Any) -> Iterator[str]:
-    """``create_app`` served by uvicorn on a thread; yields the base URL."""
+def in_process_server(env_id: str, env_options: dict[str, Any] | None = None, *, port: int | None = None,
+                      servers: list | None = None, **app_options: Any) -> Iterator[str]:
+    """``create_app`` served by uvicorn on a thread; yields the base URL (``servers`` receives
+    the uvicorn server, to stop it from a test)."""
     import uvicorn
 
     from llm_envs.serve.app import create_app, uvicorn_config
     from llm_envs.serve.protocol import DEFAULT_MAX_MESSAGE_BYTES
 
     app = create_app(env_id, env_options, **app_options)
-    port = free_port()
+    port = port or free_port()
     config = uvicorn_config(app, "127.0.0.1", port, app_options.get("max_message_bytes", DEFAULT_MAX_MESSAGE_BYTES))
     server = uvicorn.Server(config)
+    if servers is not None:
+        servers.append(server)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{port}"

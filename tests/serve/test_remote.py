@@ -167,3 +167,49 @@ def test_arena_with_env_url_equals_a_local_arena(tmp_path, servers):
 
     assert outcomes("remote") == outcomes("local") and outcomes("local")
     assert main(["arena", "llm/KuhnPoker-v0", "--env-url", url, "--out", str(tmp_path / "x"), *common]) == 2
+
+
+def test_an_eval_whose_server_goes_away_is_incomplete_and_resumes(tmp_path):
+    import json
+
+    from llm_envs.agents import ReferenceAgent
+    from llm_envs.evaluation import evaluate
+    from llm_envs.interop.remote import remote_runner
+    from llm_envs.runner import IncompleteRunError
+    from tests.serve.conftest import free_port
+
+    class StopsTheServer(ReferenceAgent):
+        """The reference agent, which stops the server after its fifth decision."""
+
+        calls = 0
+        server = None
+
+        def act_batch(self, requests):
+            outputs = super().act_batch(requests)
+            StopsTheServer.calls += len(requests)
+            if StopsTheServer.calls >= 5 and StopsTheServer.server is not None:
+                StopsTheServer.server.should_exit = True
+                StopsTheServer.server = None
+            return outputs
+
+    env_id, port, out = "llm/TicTacToe-v0", free_port(), tmp_path / "run"
+    servers: list = []
+    options = dict(episodes=4, concurrency=1, out_dir=out, progress=False, plot=False)
+    with in_process_server(env_id, port=port, servers=servers, expose_reference=True) as url:
+        StopsTheServer.server = servers[0]
+        with pytest.raises(IncompleteRunError) as caught:
+            evaluate(env_id, StopsTheServer(), runner=remote_runner(url), **options)
+    assert caught.value.failures, "the lost connection was not an infrastructure failure"
+    messages = [f.message for f in caught.value.failures]
+    assert any("lost mid-episode" in m or "cannot connect" in m for m in messages), messages
+    assert len(caught.value.results) + len(caught.value.failures) == 4
+    with in_process_server(env_id, port=port, expose_reference=True) as url:  # the server is back
+        summary = evaluate(env_id, StopsTheServer(), runner=remote_runner(url), resume=True, **options)
+    local = evaluate(env_id, ReferenceAgent(), **{**options, "out_dir": tmp_path / "local"})
+    assert summary["episodes"] == local["episodes"] == 4
+
+    def records(run):
+        rows = [json.loads(line) for line in (run / "episodes.jsonl").read_text().splitlines()]
+        return sorted((row["seed"], json.dumps(row["records"], sort_keys=True)) for row in rows)
+
+    assert records(out) == records(tmp_path / "local")  # each episode once, as a local run plays it
