@@ -45,6 +45,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
     except (TypeError, ImportError) as exc:
         raise CLIError(f"cannot serve {env_entry.id}: {exc}") from exc
+    except KeyboardInterrupt:  # uvicorn shut down gracefully, then re-raised the signal
+        pass
     print("server stopped", file=sys.stderr)
     return 0
 

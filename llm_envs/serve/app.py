@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from fastapi import FastAPI
+from fastapi.responses import JSONResponse
 from openenv.core.env_server.http_server import HTTPEnvServer
 from openenv.core.env_server.types import ConcurrencyConfig
 from starlette.websockets import WebSocketDisconnect
@@ -29,7 +30,7 @@ from starlette.websockets import WebSocketDisconnect
 import llm_envs
 
 from .protocol import DEFAULT_MAX_MESSAGE_BYTES, MESSAGE_TOO_LARGE
-from .session import TextAction, TextEnvSession, TextObservation
+from .session import SessionError, TextAction, TextEnvSession, TextObservation
 
 #: Seconds between two sweeps for idle sessions, at most (OpenEnv's own reaper sweeps every 5 s
 #: or more, too coarse for short timeouts).
@@ -171,6 +172,12 @@ def create_app(
             "version": llm_envs.__version__,
         }
 
+    async def refused(request: Any, exc: Exception) -> Any:
+        # OpenEnv's stateless HTTP /step builds a fresh instance: there is no episode to step.
+        hint = " (HTTP /reset and /step are stateless: play episodes over the WebSocket /ws)"
+        return JSONResponse(status_code=409, content={"detail": f"{exc}{hint}"})
+
+    app.add_exception_handler(SessionError, refused)
     app.router.on_shutdown.append(server.close_all_sessions)
     app.state.env_server = server
     guarded = MessageSizeGuard(app, max_message_bytes)

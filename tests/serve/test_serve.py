@@ -242,3 +242,11 @@ def test_a_failing_reset_leaves_the_episode_and_fixed_options_refuse_all():
         with pytest.raises(RuntimeError, match="fixes every option"):
             client.reset(seed=0, size=9)
         assert client.reset(seed=0).observation["agent"]
+
+
+def test_stateless_http_step_is_refused_with_a_hint():
+    with in_process_server("llm/Signalling-v0") as url:
+        response = httpx.post(f"{url}/step", json={"action": {"agent": "speaker", "text": "red"}})
+        assert response.status_code == 409 and "WebSocket" in response.json()["detail"]
+        reset = httpx.post(f"{url}/reset", json={"seed": 0})
+        assert reset.status_code == 200 and reset.json()["observation"]["agent"] == "speaker"
