@@ -29,7 +29,7 @@ from starlette.websockets import WebSocketDisconnect
 
 import llm_envs
 
-from .protocol import DEFAULT_MAX_MESSAGE_BYTES, MESSAGE_TOO_LARGE
+from .protocol import DEFAULT_MAX_MESSAGE_BYTES, EXPIRED_PREFIX, MESSAGE_TOO_LARGE
 from .session import SessionError, TextAction, TextEnvSession, TextObservation
 
 #: Seconds between two sweeps for idle sessions, at most (OpenEnv's own reaper sweeps every 5 s
@@ -75,12 +75,18 @@ class TextEnvServer(HTTPEnvServer):
 
 
 class MessageSizeGuard:
-    """An ASGI wrapper that answers a WebSocket message over ``max_bytes`` (or a binary frame)
-    with an error frame and never passes it on: the session and its episode stay as they were."""
+    """An ASGI wrapper around the WebSocket connections.
 
-    def __init__(self, app: Any, max_bytes: int) -> None:
+    * A message over ``max_bytes`` (or a binary frame) gets an error frame and is never passed
+      on: the session and its episode stay as they were.
+    * A connection silent for ``idle_timeout_s`` gets an error frame saying its session expired
+      and is closed (the session with it), so idle clients hold neither a session nor a socket.
+    """
+
+    def __init__(self, app: Any, max_bytes: int, idle_timeout_s: float | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.idle_timeout_s = idle_timeout_s
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "websocket":
@@ -89,7 +95,14 @@ class MessageSizeGuard:
 
         async def guarded_receive() -> dict[str, Any]:
             while True:
-                message = await receive()
+                try:
+                    message = await asyncio.wait_for(receive(), self.idle_timeout_s)
+                except asyncio.TimeoutError:
+                    if scope.get("llm_envs_accepted"):
+                        error = {"type": "error", "data": {"message": f"{EXPIRED_PREFIX}: no message for "
+                                 f"{self.idle_timeout_s:g} s; the connection is closed", "code": "SESSION_EXPIRED"}}
+                        await send({"type": "websocket.send", "text": json.dumps(error)})
+                    return {"type": "websocket.disconnect", "code": 1001}
                 if message["type"] != "websocket.receive":
                     return message
                 text = message.get("text")
@@ -103,8 +116,13 @@ class MessageSizeGuard:
                 error = {"type": "error", "data": {"message": f"{problem}; it was not read", "code": MESSAGE_TOO_LARGE}}
                 await send({"type": "websocket.send", "text": json.dumps(error)})
 
+        async def tracked_send(message: dict[str, Any]) -> None:
+            if message["type"] == "websocket.accept":
+                scope["llm_envs_accepted"] = True
+            await send(message)
+
         try:
-            await self.app(scope, guarded_receive, send)
+            await self.app(scope, guarded_receive, tracked_send)
         except WebSocketDisconnect:
             pass  # the client went away while the session was closing: nothing left to tell it
 
@@ -180,7 +198,7 @@ def create_app(
     app.add_exception_handler(SessionError, refused)
     app.router.on_shutdown.append(server.close_all_sessions)
     app.state.env_server = server
-    guarded = MessageSizeGuard(app, max_message_bytes)
+    guarded = MessageSizeGuard(app, max_message_bytes, idle_timeout_s)
     guarded.state = app.state  # type: ignore[attr-defined]
     return guarded
 

@@ -16,6 +16,7 @@ import threading
 import httpx
 import pytest
 from openenv.core import GenericEnvClient
+from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 import llm_envs
@@ -187,8 +188,10 @@ def test_capacity_and_idle_sessions_expire(toy_id):
             for _ in range(8):
                 assert send(one, {"type": "state"})["type"] == "state"
                 threading.Event().wait(0.15)
-            reply = send(two, {"type": "step", "data": {"agent": "a", "text": "x"}})
+            reply = json.loads(two.recv(timeout=30))  # told, then disconnected
             assert reply["type"] == "error" and "session expired" in reply["data"]["message"]
+            with pytest.raises(ConnectionClosed):
+                two.recv(timeout=30)
             assert send(one, {"type": "step", "data": {"agent": "a", "text": "x"}})["type"] == "observation"
             with connect(ws_url) as three:  # the expired session's slot is free again
                 assert send(three, {"type": "reset", "data": {}})["type"] == "observation"
