@@ -36,6 +36,7 @@ a connection lost mid-episode (the server killed, stopped or restarted) raises
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -183,8 +184,10 @@ class RemoteEnv(AECEnv[str, dict[str, str], str]):
         return self._state
 
     @property
-    def records(self) -> list[ActionRecord]:
-        return [_record(data) for data in self.state()["records"]] if self._has_reset else []
+    def records(self) -> Sequence[ActionRecord]:
+        """The episode's records; their number is known without asking the server (runners
+        count records after every step), their content is fetched on first use."""
+        return _RemoteRecords(self) if self._has_reset else []
 
     @property
     def episode_over(self) -> bool:
@@ -302,6 +305,24 @@ class RemoteEnv(AECEnv[str, dict[str, str], str]):
     def _require_reset(self) -> None:
         if not self._has_reset:
             raise RemoteEnvError("call reset() first (a new connection, or the last one was lost)")
+
+
+class _RemoteRecords(Sequence):
+    """A remote environment's records: ``len`` from the last frame, items from ``state``."""
+
+    def __init__(self, env: RemoteEnv) -> None:
+        self._env = env
+        self._count = int(env._frame.get("num_records", 0))
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index: Any) -> Any:
+        records = [_record(data) for data in self._env.state()["records"]]
+        return records[index]
+
+    def __iter__(self) -> Iterator[ActionRecord]:
+        return iter([_record(data) for data in self._env.state()["records"]])
 
 
 def _record(data: dict[str, Any]) -> ActionRecord:

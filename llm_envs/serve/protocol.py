@@ -45,6 +45,7 @@ OBSERVATION_FIELDS = (
     "infos",
     "episode_id",
     "metrics",  # the episode's metrics once it is over, else {}
+    "num_records",  # actions recorded so far
 )
 
 #: State fields (besides OpenEnv's ``episode_id`` and ``step_count``).

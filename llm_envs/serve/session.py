@@ -49,6 +49,7 @@ class TextObservation(Observation):
     infos: dict[str, Any] = Field(default_factory=dict)
     episode_id: str = ""
     metrics: dict[str, float] = Field(default_factory=dict, description="the episode's metrics once it is over")
+    num_records: int = Field(default=0, description="actions recorded so far (the state's records)")
 
 
 class TextState(State):
@@ -243,5 +244,6 @@ class TextEnvSession(Environment[TextAction, TextObservation, TextState]):
             infos=_jsonable(env.infos),
             episode_id=env.episode_id,
             metrics=env.episode_metrics() if env.episode_over else {},
+            num_records=len(env.records),
         )
 

@@ -171,6 +171,9 @@ def test_arena_with_env_url_equals_a_local_arena(tmp_path, servers):
 
 def test_an_eval_whose_server_goes_away_is_incomplete_and_resumes(tmp_path):
     import json
+    import time
+
+    import httpx
 
     from llm_envs.agents import ReferenceAgent
     from llm_envs.evaluation import evaluate
@@ -190,6 +193,12 @@ def test_an_eval_whose_server_goes_away_is_incomplete_and_resumes(tmp_path):
             if StopsTheServer.calls >= 5 and StopsTheServer.server is not None:
                 StopsTheServer.server.should_exit = True
                 StopsTheServer.server = None
+                for _ in range(300):  # until it is gone, so that this very step finds it gone
+                    try:
+                        httpx.get(f"{url}/health", timeout=0.5)
+                    except httpx.HTTPError:
+                        break
+                    time.sleep(0.05)
             return outputs
 
     env_id, port, out = "llm/TicTacToe-v0", free_port(), tmp_path / "run"
