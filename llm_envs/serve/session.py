@@ -103,6 +103,7 @@ class TextEnvSession(Environment[TextAction, TextObservation, TextState]):
         self._options: dict[str, Any] = {}
         self._env: Any = None
         self._steps = 0
+        self._reference: str | None = None
         self._closed = False
         #: When a client last sent this session a message (``state`` included, which OpenEnv's
         #: own activity clock does not count); the server's idle sweep reads it.
@@ -171,14 +172,6 @@ class TextEnvSession(Environment[TextAction, TextObservation, TextState]):
         if env is None:
             return TextState(env_id=self.env_id, options=_jsonable(self.base_options))
         with self._lock:
-            reference = None
-            if self.expose_reference and env.agents:
-                agent = env.agent_selection
-                if not (env.terminations[agent] or env.truncations[agent]):
-                    try:
-                        reference = env.reference_action(agent)
-                    except NotImplementedError:
-                        reference = None
             return TextState(
                 episode_id=env.episode_id,
                 step_count=self._steps,
@@ -193,7 +186,7 @@ class TextEnvSession(Environment[TextAction, TextObservation, TextState]):
                 records=[r.to_dict() for r in env.records],
                 metrics=env.episode_metrics() if env.episode_over else {},
                 agent_rewards=env.agent_rewards(),
-                reference_action=reference,
+                reference_action=self._reference,
             )
 
     def get_metadata(self) -> EnvironmentMetadata:
@@ -222,7 +215,23 @@ class TextEnvSession(Environment[TextAction, TextObservation, TextState]):
             raise SessionError("reset first: this session has no episode yet")
         return self._env
 
+    def _reference_now(self) -> str | None:
+        """The reference action of the agent to act, computed here, on the session's worker
+        thread after each reset and step: OpenEnv answers ``state`` on the event loop, where a
+        slow reference (a game solver) would stall every session."""
+        env = self._env
+        if not self.expose_reference or not env.agents:
+            return None
+        agent = env.agent_selection
+        if env.terminations[agent] or env.truncations[agent]:
+            return None
+        try:
+            return env.reference_action(agent)
+        except NotImplementedError:
+            return None
+
     def _observation(self, acted: str | None) -> TextObservation:
+        self._reference = self._reference_now()
         env = self._env
         agent = env.agent_selection if env.agents else ""
         observation = env.observe(agent) if agent else {"instruction": "", "prompt": ""}
