@@ -98,5 +98,6 @@ def add_parsers(sub: Any) -> None:
         help="refuse every option a client sends with reset (by default clients may set any option "
         "but sandbox, task_path, task_kwargs, pool_path, path and render_mode)",
     )
-    p.add_argument("--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug"))
+    p.add_argument("--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug"),
+                   help="uvicorn's log level (default warning; info logs every connection)")
     p.set_defaults(func=cmd_serve)
