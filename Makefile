@@ -10,17 +10,29 @@ STAMP  := $(VENV)/.installed-stamp
 # pytest workers; the suite is sized for a 2-core machine.
 WORKERS ?= 2
 
-.PHONY: install demo test test-fast lint bench clean
+.PHONY: install demo test test-fast lint bench clean verifiers-venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# The CPU build of torch (pinned so pip does not fetch a multi-GB CUDA build).
 	$(BIN)/python -m pip install -q "torch==2.13.0"
-	$(BIN)/python -m pip install -q -e ".[all,test,interop]"
+	$(BIN)/python -m pip install -q -e ".[all,test,interop,trl]"
+	# The serve extra's openenv-core without its gradio web UI (unused here; gradio pins pillow<13).
+	$(BIN)/python -m pip install -q --no-deps "openenv-core==0.3.0"
+	$(BIN)/python -m pip install -q "fastmcp>=3" tomli tomli-w "websockets>=15"
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# verifiers (tests/interop/test_verifiers.py) in its own environment layered over .venv: its pins
+# (mcp<2) conflict with the serve extra's fastmcp. Its own packages come first, then .venv's.
+VF_VENV := .venv-verifiers
+verifiers-venv: $(STAMP)
+	$(PYTHON) -m venv $(VF_VENV)
+	$(VF_VENV)/bin/python -m pip install -q "verifiers==0.2.1"
+	$(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" > \
+		"$$($(VF_VENV)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/zz_project_venv.pth"
 
 demo: $(STAMP)
 	$(BIN)/llm-envs demo

@@ -29,6 +29,19 @@ def openspiel(game: str, **kwargs):
     return OpenSpielEnv(game=game, **kwargs)
 
 
+def remote(url: str, **kwargs):
+    """An environment served by ``llm-envs serve`` elsewhere, as a PettingZoo AEC environment.
+
+    ``llm_envs.remote("http://10.0.0.5:8000", size=4)``: keyword options as in :func:`make`
+    (sent with every reset), plus ``render_mode`` and ``timeout_s``. Needs ``websockets``
+    (``llm-envs[serve]``); see :class:`~llm_envs.interop.remote.RemoteEnv` for what a remote
+    environment cannot do (``clone``) and docs/interop.md.
+    """
+    from llm_envs.interop.remote import RemoteEnv
+
+    return RemoteEnv(url, **kwargs)
+
+
 def textarena(game: str, **kwargs):
     """Any TextArena game as a text environment (needs ``textarena``: ``llm-envs[games]``).
 
@@ -51,6 +64,7 @@ __all__ = [
     "make",
     "openspiel",
     "register_env",
+    "remote",
     "textarena",
     "to_chat_messages",
 ]

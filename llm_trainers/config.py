@@ -100,6 +100,9 @@ class EnvConfig:
         opponents: Agent id → agent spec (``random``, ``reference``, ``hf:PATH``, ... as in
             ``llm-envs eval``) of a fixed, untrained opponent that plays that seat in training
             and evaluation; it has no policy and leaves no training record.
+        url: Play every episode on the ``llm-envs serve`` server at this URL (serving ``id``;
+            each instance its own session, :func:`llm_envs.remote`) instead of in this process.
+            Flat sampling only: a remote episode cannot be cloned for tree sampling.
     """
 
     id: str = "llm/Signalling-v0"
@@ -110,6 +113,7 @@ class EnvConfig:
     max_decisions: int = 64
     train_agents: list[str] | None = None
     opponents: dict[str, str] = field(default_factory=dict)
+    url: str | None = None
 
 
 @dataclass
@@ -384,6 +388,10 @@ class Config:
             problems.append("model.level L2 needs model.lora (one adapter per agent)")
         if self.rollout.engine not in ("hf", "vllm"):
             problems.append("rollout.engine must be 'hf' or 'vllm'")
+        if self.env.url and self.rollout.tree:
+            problems.append("env.url: a remote episode cannot be cloned, so tree sampling is impossible: set rollout.tree: false")
+        if self.env.url and self.resources.env_workers > 0:
+            problems.append("env.url: the environments are on the server; set resources.env_workers: 0")
         for est in (self.algorithm.kl_estimator, self.train.kl_estimator):
             if est not in KL_ESTIMATOR_REGISTRY:
                 problems.append(f"KL estimator {est!r} must be one of {tuple(KL_ESTIMATOR_REGISTRY)}")

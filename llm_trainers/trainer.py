@@ -116,7 +116,7 @@ class Trainer:
             self._resume_state = load_checkpoint(ckpt)
         (self.out / "config.yaml").write_text(_to_yaml(config_to_dict(cfg)))
 
-        first = llm_envs.make(cfg.env.id, **self._env_kwargs(cfg.env.kwargs))
+        first = self._make_env(self._env_kwargs(cfg.env.kwargs))
         self.agents = list(first.possible_agents)
         self.opponents = self._build_opponents(cfg.env.opponents)
         #: The agents the policies play (every agent but the fixed opponents).
@@ -188,9 +188,32 @@ class Trainer:
         """The learner: in this process (a distributed layout puts its ranks elsewhere)."""
         return Learner(self.policies, **learner_kwargs(self.cfg, self.bf16))
 
+    def _make_env(self, kwargs: dict[str, Any]) -> Any:
+        """One environment instance: local, or a session on the ``env.url`` server."""
+        if self.cfg.env.url:
+            from llm_envs.interop.remote import RemoteEnv, served_env_id
+
+            served = served_env_id(self.cfg.env.url)
+            if served != llm_envs.entry(self.cfg.env.id).id:
+                raise ValueError(f"env.url {self.cfg.env.url} serves {served}, not env.id {self.cfg.env.id}")
+            return RemoteEnv(self.cfg.env.url, **kwargs)
+        return llm_envs.make(self.cfg.env.id, **kwargs)
+
     def _spawn_envs(self, first: Any) -> Any:
         """The ``env.num_envs`` training instances (or a group holding them elsewhere)."""
+        if self.cfg.env.url:  # a session each: a remote episode cannot be cloned
+            return [first] + [self._make_env(self._env_kwargs(self.cfg.env.kwargs)) for _ in range(self.cfg.env.num_envs - 1)]
         return spawn_envs(first, self.cfg.env.num_envs)
+
+    def _remote_env_spec(self) -> Any:
+        """``env.url``'s instances for the runner (a session each), or None for local ones."""
+        if not self.cfg.env.url:
+            return None
+        from functools import partial
+
+        from llm_envs.interop.remote import RemoteEnv
+
+        return partial(RemoteEnv, self.cfg.env.url)
 
     def _collect(self, seeds: list[int]) -> RolloutResult:
         """One rollout of the training instances."""
@@ -374,7 +397,7 @@ class Trainer:
             out_path.unlink()  # a re-run of this evaluation (after a resume) replaces it
         try:
             results = run_episodes(
-                cfg.env.id, agents, n, seed=EVAL_SEED_BASE, concurrency=n,
+                self._remote_env_spec() or cfg.env.id, agents, n, seed=EVAL_SEED_BASE, concurrency=n, env_label=cfg.env.id,
                 env_kwargs=self._env_kwargs({**cfg.env.kwargs, **cfg.env.eval_kwargs}), out_path=out_path,
                 max_batch_size=cfg.rollout.max_batch_size,
             )

@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-HEAVY = ("torch", "transformers", "peft", "vllm", "datasets", "docker", "ray")
+HEAVY = ("torch", "transformers", "peft", "vllm", "datasets", "docker", "ray", "openenv", "uvicorn")
 
 
 def test_llm_envs_and_sandboxes_import_without_heavy_packages():

@@ -20,6 +20,8 @@
 ``llm-envs audit ENV [--backend B]``       the exploit catalogue against the environment's
                                            grader: held/paid per exploit; exit 1 if any is
                                            paid (docs/audit.md)
+``llm-envs serve ENV``                     the environment as an OpenEnv-compatible server
+                                           (one instance per WebSocket session)
 =========================================  ==================================================
 
 Exit status: 0 success; 2 a user error (a mistyped id, spec, option or path, a server that
@@ -40,13 +42,13 @@ from collections.abc import Sequence
 
 from llm_envs.agents.spec import AgentSpecError
 
-from . import arena, audit, demo, envs, evaluate, report, show
+from . import arena, audit, demo, envs, evaluate, report, serve, show
 from ._common import EXIT_INCOMPLETE, EXIT_USAGE, CLIError
 
 __all__ = ["CLIError", "EXIT_INCOMPLETE", "EXIT_USAGE", "build_parser", "main"]
 
 # In the order `llm-envs --help` lists them.
-_COMMAND_MODULES = (envs, evaluate, show, report, demo, arena, audit)
+_COMMAND_MODULES = (envs, evaluate, show, report, demo, arena, audit, serve)
 
 
 def build_parser() -> argparse.ArgumentParser:

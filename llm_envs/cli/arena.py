@@ -86,6 +86,16 @@ def cmd_arena(args: argparse.Namespace) -> int:
         llm_envs.make(env_entry.id, **kwargs).close()  # fail early on bad --env-arg
     except (TypeError, ValueError, ImportError) as exc:
         raise CLIError(f"cannot create {env_entry.id}: {exc}") from exc
+    if args.env_url:  # every game on the server at --env-url: it must serve this game
+        from llm_envs.core.errors import InfrastructureError
+        from llm_envs.interop.remote import served_env_id
+
+        try:
+            served = served_env_id(args.env_url)
+        except InfrastructureError as exc:
+            raise CLIError(str(exc)) from exc
+        if served != env_entry.id:
+            raise CLIError(f"--env-url {args.env_url} serves {served}, not {env_entry.id}")
     specs = _competitors(args)
     defaults = model_defaults(args)
     agents = {}
@@ -118,6 +128,7 @@ def cmd_arena(args: argparse.Namespace) -> int:
             confidence=args.confidence,
             settings={"command": "llm-envs " + " ".join(sys.argv[1:])},
             log=lambda message: print(message, file=sys.stderr),
+            env_url=args.env_url,
         )
     except IncompleteRunError as exc:
         # An infrastructure failure (a server down, a sandbox failure) is not a game result: the
@@ -156,6 +167,9 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="round r plays seeds SEED + r*GAMES ...")
     p.add_argument("--concurrency", type=int, default=8, help="games in play at once within a match")
     p.add_argument("--env-arg", action="append", metavar="KEY=VALUE", help="environment option (repeatable)")
+    p.add_argument("--env-url", metavar="URL",
+                   help="play every game on the `llm-envs serve` server at URL (it must serve ENV_ID; "
+                   "reference agents need its --expose-reference)")
     p.add_argument("--rating-model", choices=MODELS, default="plackett_luce", help="OpenSkill model")
     p.add_argument("--confidence", type=float, default=0.95, help="level of the rating intervals")
     p.add_argument("--out", type=Path, help="output directory (default: runs/arena/ENV/AGENTS-FORMAT-seedN)")

@@ -55,8 +55,8 @@ def _compare(args: argparse.Namespace) -> int:
 def cmd_eval(args: argparse.Namespace) -> int:
     if args.compare:
         return _compare(args)
-    if not args.env_id:
-        raise CLIError("eval needs an environment id (see `llm-envs list`), or --compare RUN_A RUN_B")
+    if not args.env_id and not args.env_url:
+        raise CLIError("eval needs an environment id (see `llm-envs list`), --env-url URL, or --compare RUN_A RUN_B")
     for flag in ("episodes", "concurrency"):
         if getattr(args, flag) < 1:
             raise CLIError(f"--{flag} must be >= 1, got {getattr(args, flag)}")
@@ -68,17 +68,26 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from llm_envs.episodes import IncompleteRunError
     from llm_envs.evaluation import evaluate, format_summary, resolve_split
 
-    env_entry = resolve_env(args.env_id)
-    try:
-        kwargs = resolve_split(env_entry.id, args.split, env_kwargs(args.env_arg))
-        probe = llm_envs.make(env_entry.id, **kwargs)  # fail early on bad --env-arg
-    except (TypeError, ValueError, ImportError) as exc:
-        raise CLIError(f"cannot create {env_entry.id}: {exc}") from exc
+    if args.env_url:  # every episode on the server at --env-url (docs/interop.md)
+        env_entry, kwargs, probe = _served_env(args)
+    else:
+        env_entry = resolve_env(args.env_id)
+        try:
+            kwargs = resolve_split(env_entry.id, args.split, env_kwargs(args.env_arg))
+            probe = llm_envs.make(env_entry.id, **kwargs)  # fail early on bad --env-arg
+        except (TypeError, ValueError, ImportError) as exc:
+            raise CLIError(f"cannot create {env_entry.id}: {exc}") from exc
     possible_agents = list(probe.possible_agents)
     probe.close()
     log = lambda message: print(message, file=sys.stderr)  # noqa: E731
     resolved, specs = _eval_specs(args, possible_agents)
     runner = None
+    if args.env_url:
+        if args.ray is not None:
+            raise CLIError("--env-url and --ray: the environments are on the server already; drop one")
+        from llm_envs.interop.remote import remote_runner
+
+        runner = remote_runner(args.env_url)
     if args.ray is not None:  # the episodes are played on Ray workers, the agents built there
         from llm_envs.distributed.evaluation import ray_evaluation_from_args
 
@@ -88,7 +97,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         agents: dict[str, Any] = dict(resolved)
         who = ", ".join(f"{a}={spec}" for a, spec in resolved.items())
         where = f"on Ray (concurrency {args.concurrency} per worker)"
-    else:
+    if args.ray is None:
         from llm_envs.agents.human import HumanAgent
         from llm_envs.agents.spec import resolve_agents
 
@@ -141,7 +150,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     except RayMissingError as exc:
         raise CLIError(str(exc)) from exc
     finally:
-        if runner is None:
+        if args.ray is None:
             for agent in {id(a): a for a in agents.values()}.values():
                 agent.close()
     print(format_summary(summary))
@@ -152,6 +161,34 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if write_report_safely(out, log=log):
             print(f"wrote {out}/report.html (open it in a browser)")
     return 0
+
+
+def _served_env(args: argparse.Namespace) -> tuple[Any, dict[str, Any], Any]:
+    """The environment served at ``--env-url``: its registry entry, its options, a probe session."""
+    from llm_envs.core.errors import InfrastructureError
+    from llm_envs.evaluation import resolve_split
+    from llm_envs.interop.remote import RemoteEnv, RemoteEnvError, served_env_id
+
+    try:
+        served = served_env_id(args.env_url)
+    except InfrastructureError as exc:
+        raise CLIError(str(exc)) from exc
+    if args.env_id and resolve_env(args.env_id).id != served:
+        raise CLIError(f"--env-url {args.env_url} serves {served}, not {args.env_id}")
+    try:
+        entry = resolve_env(served)  # the summary and the splits need the registry entry here too
+    except CLIError as exc:
+        raise CLIError(f"{args.env_url} serves {served}, which this machine does not register: {exc}") from exc
+    try:
+        kwargs = resolve_split(entry.id, args.split, env_kwargs(args.env_arg))
+    except ValueError as exc:
+        raise CLIError(str(exc)) from exc
+    probe = RemoteEnv(args.env_url, **kwargs)
+    try:
+        probe.reset(seed=args.seed)  # fail early on bad --env-arg
+    except (RemoteEnvError, InfrastructureError) as exc:
+        raise CLIError(f"cannot play {served} at {args.env_url}: {exc}") from exc
+    return entry, kwargs, probe
 
 
 def add_parsers(sub: Any) -> None:
@@ -198,6 +235,12 @@ def add_parsers(sub: Any) -> None:
     )
     p.add_argument("--overwrite", action="store_true", help="replace the run in --out")
     p.add_argument("--env-arg", action="append", metavar="KEY=VALUE", help="environment option (repeatable)")
+    p.add_argument(
+        "--env-url",
+        metavar="URL",
+        help="play every episode on the `llm-envs serve` server at URL (ENV_ID optional: the server's); "
+        "reference agents need the server's --expose-reference",
+    )
     p.add_argument(
         "--max-consecutive-failures",
         type=int,

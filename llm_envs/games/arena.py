@@ -176,6 +176,7 @@ def run_arena(
     confidence: float = 0.95,
     settings: Mapping[str, Any] | None = None,
     log: Callable[[str], None] | None = None,
+    env_url: str | None = None,
 ) -> dict[str, Any]:
     """Play a tournament, write the run directory and return ``summary.json``'s content.
 
@@ -199,6 +200,8 @@ def run_arena(
         confidence: Level of the rating intervals.
         settings: More facts for ``summary.json``'s settings (e.g. the command line).
         log: Where notes go.
+        env_url: Play every game on the ``llm-envs serve`` server at this URL (serving
+            ``env_id``), each game in its own session (:func:`llm_envs.remote`).
     """
     import llm_envs
 
@@ -270,7 +273,7 @@ def run_arena(
             for match in matches:
                 schedule.append(match)
                 results, from_disk = _play_match(
-                    env_id, match, agents, seat_ids, games, env_kwargs, out, concurrency, games_log, bar
+                    env_id, match, agents, seat_ids, games, env_kwargs, out, concurrency, games_log, bar, env_url
                 )
                 played[match.index] = results
                 resumed += from_disk
@@ -363,6 +366,14 @@ def _swiss_round(
     return matches, sitting_out
 
 
+def _remote_env(url: str) -> Callable[..., Any]:
+    from functools import partial
+
+    from llm_envs.interop.remote import RemoteEnv
+
+    return partial(RemoteEnv, url)
+
+
 def _play_match(
     env_id: str,
     match: Match,
@@ -374,6 +385,7 @@ def _play_match(
     concurrency: int,
     games_log: _GamesLog,
     bar: Any,
+    env_url: str | None = None,
 ) -> tuple[list[list[EpisodeResult]], int]:
     """Play every rotation of a match (continuing what its files hold); return the results
     per rotation and how many games came from disk."""
@@ -390,7 +402,7 @@ def _play_match(
                 bar.update(1)
 
         runner = Runner(
-            env_id,
+            _remote_env(env_url) if env_url else env_id,
             {seat: agents[name] for seat, name in zip(seat_ids, order)},
             games,
             seed=match.seed,
@@ -399,6 +411,7 @@ def _play_match(
             out_path=path,
             resume=True,
             on_episode=on_episode,
+            env_label=env_id,
         )
         results = runner.run()
         for result in results:

@@ -166,13 +166,14 @@ class ChatServer:
                 {
                     "id": "chatcmpl-test",
                     "object": "chat.completion",
+                    "created": int(time.time()),  # required by strict clients (verifiers' openai models)
                     "model": body.get("model"),
                     "choices": [
                         {
                             "index": 0,
                             "message": {"role": "assistant", "content": solve_prompt(user)},
                             "finish_reason": "stop",
-                            "logprobs": {"content": [{"token": "x", "logprob": -0.25}]},
+                            "logprobs": {"content": [{"token": "x", "logprob": -0.25, "top_logprobs": []}]},
                         }
                     ],
                     "usage": {"prompt_tokens": words, "completion_tokens": 1, "total_tokens": words + 1},

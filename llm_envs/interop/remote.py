@@ -1,0 +1,381 @@
+"""A PettingZoo AEC environment played on an ``llm-envs serve`` server: :func:`llm_envs.remote`.
+
+>>> env = llm_envs.remote("http://127.0.0.1:8000", size=4)   # keyword options as in make()
+>>> env.reset(seed=0)
+>>> for agent in env.agent_iter():
+...     observation, reward, terminated, truncated, info = env.last()
+...     env.step(None if terminated or truncated else my_llm(observation))
+>>> env.records, env.transcript(), env.episode_metrics()
+
+It speaks the server's OpenEnv WebSocket protocol (:mod:`llm_envs.serve.protocol`) over one
+connection (one server-side session, its own environment instance) with the ``websockets``
+package (the ``serve`` extra); openenv-core is not needed on the client.
+
+What a remote environment does like a local one: ``reset``/``step``/``observe``/``last``, dead
+steps, ``rewards`` and ``_cumulative_rewards`` (the server's, exactly), ``records`` (rebuilt
+from the server's), ``transcript()``, ``episode_metrics()``, ``agent_rewards()``, ``role_of``,
+``render()``. What it cannot do, and why:
+
+* ``clone()``: OpenEnv's protocol has no way to copy a session's episode (so no tree sampling
+  on a remote environment); there is no ``clone`` attribute, and the runner opens a new session
+  for each instance instead.
+* ``reference_action(agent)``: only when the server runs with ``--expose-reference`` (the
+  reference may reveal the answer); otherwise it raises ``NotImplementedError`` saying so.
+* ``random_action(agent, rng)``: the generic random text of :class:`~llm_envs.core.TextEnv`
+  (an environment's well-formed random actions live on the server and would need its RNG).
+
+Failures are exceptions, never made-up observations: an error frame raises
+:class:`RemoteEnvError` (a refused message: nothing changed) or
+:class:`RemoteInfrastructureError` (a sandbox failure on the server: the step did not happen);
+a connection lost mid-episode (the server killed, stopped or restarted) raises
+:class:`RemoteConnectionError`. Both of the latter are
+:class:`~llm_envs.core.errors.InfrastructureError`, so runners record the episode as incomplete
+(``--resume`` plays it again) and trainers drop it; the next ``reset()`` reconnects.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any, ClassVar
+
+import numpy as np
+from gymnasium import spaces
+from pettingzoo import AECEnv
+
+from llm_envs.core.errors import InfrastructureError
+from llm_envs.core.records import ActionRecord
+from llm_envs.core.spaces import action_space, observation_space
+from llm_envs.serve.protocol import INFRASTRUCTURE_PREFIX
+
+__all__ = ["RemoteConnectionError", "RemoteEnv", "RemoteEnvError", "RemoteInfrastructureError", "remote"]
+
+
+class RemoteEnvError(RuntimeError):
+    """The server refused a message (wrong agent, unknown option, ...): nothing changed."""
+
+
+class RemoteInfrastructureError(InfrastructureError):
+    """The server could not judge the step (its sandbox failed): the episode is unchanged."""
+
+
+class RemoteConnectionError(InfrastructureError):
+    """The connection to the server is gone (server killed, stopped, restarted, unreachable):
+    the episode is lost; ``reset()`` reconnects and starts a new one."""
+
+
+class RemoteEnv(AECEnv[str, dict[str, str], str]):
+    """One session on an ``llm-envs serve`` server, as a PettingZoo AEC environment.
+
+    Args:
+        url: The server's base URL (``http://host:port`` or ``ws://host:port``).
+        render_mode: ``"ansi"`` (``render()`` returns the transcript), ``"human"`` or None.
+        timeout_s: Seconds to wait for the connection and for each reply.
+        **env_options: Keyword options of ``llm_envs.make``, sent with every reset (the server
+            refuses unknown ones).
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {
+        "name": "remote_text_env_v0",
+        "render_modes": ["ansi", "human"],
+        "is_parallelizable": False,
+        "render_fps": 1,
+    }
+
+    def __init__(self, url: str, *, render_mode: str | None = None, timeout_s: float = 60.0, **env_options: Any):
+        super().__init__()
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode {render_mode!r} is not supported; choose one of {self.metadata['render_modes']} or None")
+        base = url.rstrip("/")
+        if base.startswith("http://") or base.startswith("https://"):
+            base = "ws" + base[len("http"):]
+        elif not (base.startswith("ws://") or base.startswith("wss://")):
+            raise ValueError(f"the server URL must start with http://, https://, ws:// or wss://: {url!r}")
+        self.url = url
+        self.ws_url = base + "/ws"
+        self.render_mode = render_mode
+        self.timeout_s = timeout_s
+        self.env_options = dict(env_options)
+        self._ws: Any = None
+        info = self._info()
+        self.env_id = info["env_id"]
+        self.metadata = {**self.metadata, "name": self.env_id}
+        self.possible_agents = list(info["possible_agents"])
+        self.observation_spaces = {a: observation_space() for a in self.possible_agents}
+        self.action_spaces = {a: action_space() for a in self.possible_agents}
+        self.reference_exposed = bool(info.get("expose_reference"))
+        self._frame: dict[str, Any] = {}
+        self._state: dict[str, Any] | None = None
+        self._has_reset = False
+        self.turn = 0
+        self.episode_id = ""
+
+    # ------------------------------------------------------------------ AEC API
+    def observation_space(self, agent: str) -> spaces.Space:
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent: str) -> spaces.Space:
+        return self.action_spaces[agent]
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        if self._ws is None:
+            self._connect()
+        data: dict[str, Any] = dict(self.env_options)
+        if seed is not None:
+            data["seed"] = int(seed)
+        if options:
+            data["options"] = dict(options)
+        self._apply(self._request({"type": "reset", "data": data}))
+        self._has_reset = True
+
+    def step(self, action: str | None) -> None:
+        self._require_reset()
+        if not self.agents:
+            raise RemoteEnvError("the episode is over (no agents left); call reset()")
+        agent = self.agent_selection
+        dead = self.terminations[agent] or self.truncations[agent]
+        if dead:
+            if action is not None:
+                raise ValueError("when an agent is dead, the only valid action is None")
+        else:
+            if action is None:
+                action = ""
+            if not isinstance(action, str):
+                raise TypeError(f"actions are text: expected str, got {type(action).__name__}")
+        self._apply(self._request({"type": "step", "data": {"agent": agent, "text": action}}))
+
+    def observe(self, agent: str) -> dict[str, str]:
+        self._require_reset()
+        if agent not in self.possible_agents:
+            raise KeyError(f"unknown agent {agent!r}; possible agents: {self.possible_agents}")
+        frame = self._frame
+        if agent == frame.get("agent"):
+            return {"instruction": frame["instruction"], "prompt": frame["prompt"]}
+        return dict(self.state()["observations"][agent])
+
+    def render(self) -> str | None:
+        if self.render_mode is None:
+            return None
+        text = self.transcript() if self._has_reset else ""
+        if self.render_mode == "human":
+            print(text)
+            return None
+        return text
+
+    def close(self) -> None:
+        if self._ws is not None:
+            try:
+                self._ws.send(json.dumps({"type": "close"}))
+            except Exception:
+                pass  # the server may be gone already
+            try:
+                self._ws.close()
+            except Exception:
+                pass
+            self._ws = None
+
+    # ------------------------------------------------------------------ TextEnv conveniences
+    def state(self) -> dict[str, Any]:
+        """The server's state of the episode (transcript, records, every observation); cached
+        until the next reset or step."""
+        self._require_reset()
+        if self._state is None:
+            self._state = self._request({"type": "state"})["data"]
+        return self._state
+
+    @property
+    def records(self) -> Sequence[ActionRecord]:
+        """The episode's records; their number is known without asking the server (runners
+        count records after every step), their content is fetched on first use."""
+        return _RemoteRecords(self) if self._has_reset else []
+
+    @property
+    def episode_over(self) -> bool:
+        return bool(self._frame.get("done"))
+
+    def transcript(self, prompts: bool = False) -> str:
+        """The server's transcript (``prompts=True`` is not served: the plain transcript)."""
+        return self.state()["transcript"]
+
+    def episode_metrics(self) -> dict[str, float]:
+        metrics = self.state()["metrics"]
+        return dict(metrics) if metrics else {"success": 0.0, "turns": float(self.turn)}
+
+    def agent_rewards(self) -> dict[str, float]:
+        return dict(self.state()["agent_rewards"])
+
+    def role_of(self, agent: str) -> str:
+        info = self.infos.get(agent) if self._has_reset else None
+        return str(info.get("role", agent)) if info else agent
+
+    def reference_action(self, agent: str) -> str:
+        state = self.state()
+        if not self.reference_exposed:
+            raise NotImplementedError(
+                f"the server at {self.url} does not expose reference actions (start it with --expose-reference)"
+            )
+        if agent != state["agent_selection"] or state["reference_action"] is None:
+            raise NotImplementedError(f"the server has a reference action only for the agent to act now ({state['agent_selection']!r})")
+        return state["reference_action"]
+
+    def random_action(self, agent: str, rng: np.random.Generator) -> str:
+        length = int(rng.integers(0, 64))
+        alphabet = np.array(list("abcdefghijklmnopqrstuvwxyz0123456789 \n"))
+        return "".join(rng.choice(alphabet, size=length))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state:
+            raise ValueError(f"a remote environment keeps no cross-episode state here: got {sorted(state)}")
+
+    # ------------------------------------------------------------------ transport
+    def _info(self) -> dict[str, Any]:
+        import httpx
+
+        http = "http" + self.ws_url[len("ws"):-len("/ws")]
+        try:
+            response = httpx.get(f"{http}/info", timeout=self.timeout_s)
+            response.raise_for_status()
+            return response.json()
+        except httpx.HTTPError as exc:
+            raise RemoteConnectionError(f"no llm-envs server at {self.url}: {exc}") from exc
+
+    def _connect(self) -> None:
+        try:
+            from websockets.sync.client import connect
+        except ImportError as exc:  # pragma: no cover - the serve extra
+            raise ImportError("llm_envs.remote needs the websockets package: pip install 'llm-envs[serve]'") from exc
+        try:
+            # Entered as a context manager (websockets 17 warns otherwise); close() leaves it.
+            self._ws = connect(self.ws_url, open_timeout=self.timeout_s, max_size=None).__enter__()
+        except Exception as exc:
+            raise RemoteConnectionError(f"cannot connect to {self.ws_url}: {exc}") from exc
+
+    def _request(self, message: dict[str, Any]) -> dict[str, Any]:
+        from websockets.exceptions import ConnectionClosed
+
+        if self._ws is None:
+            raise RemoteConnectionError(f"not connected to {self.url}: the connection was lost; call reset()")
+        try:
+            self._ws.send(json.dumps(message))
+            reply = json.loads(self._ws.recv(timeout=self.timeout_s))
+        except (ConnectionClosed, OSError, TimeoutError) as exc:
+            self._lost(exc)
+        if reply.get("type") == "error":
+            data = reply.get("data", {})
+            text = f"{data.get('message', 'unknown error')} (code {data.get('code', '?')})"
+            if data.get("errors"):
+                text += f": {data['errors']}"
+            if str(data.get("message", "")).startswith(INFRASTRUCTURE_PREFIX):
+                raise RemoteInfrastructureError(f"server {self.url}: {text}")
+            raise RemoteEnvError(f"server {self.url}: {text}")
+        return reply
+
+    def _lost(self, exc: Exception) -> None:
+        ws, self._ws = self._ws, None
+        try:
+            ws.close()
+        except Exception:
+            pass
+        self._has_reset = False
+        raise RemoteConnectionError(
+            f"the connection to {self.url} was lost mid-episode ({type(exc).__name__}: {exc}); the episode is "
+            "lost: reset() reconnects and starts a new one"
+        ) from exc
+
+    def _apply(self, reply: dict[str, Any]) -> None:
+        """Mirror the server's AEC state from an observation frame."""
+        payload = reply["data"]
+        frame = dict(payload["observation"])
+        frame["done"], frame["reward"] = payload.get("done", False), payload.get("reward")
+        self._frame, self._state = frame, None
+        self.agents = list(frame["agents"])
+        if frame["agent"]:
+            self.agent_selection = frame["agent"]
+        self.rewards = dict(frame["rewards"])
+        self._cumulative_rewards = dict(frame["cumulative_rewards"])
+        self.terminations = dict(frame["terminations"])
+        self.truncations = dict(frame["truncations"])
+        self.infos = {a: dict(i) for a, i in frame["infos"].items()}
+        self.turn = int(frame["turn"])
+        self.episode_id = frame["episode_id"]
+
+    def _require_reset(self) -> None:
+        if not self._has_reset:
+            raise RemoteEnvError("call reset() first (a new connection, or the last one was lost)")
+
+
+class _RemoteRecords(Sequence):
+    """A remote environment's records: ``len`` from the last frame, items from ``state``."""
+
+    def __init__(self, env: RemoteEnv) -> None:
+        self._env = env
+        self._count = int(env._frame.get("num_records", 0))
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index: Any) -> Any:
+        records = [_record(data) for data in self._env.state()["records"]]
+        return records[index]
+
+    def __iter__(self) -> Iterator[ActionRecord]:
+        return iter([_record(data) for data in self._env.state()["records"]])
+
+
+def _record(data: dict[str, Any]) -> ActionRecord:
+    return ActionRecord(
+        index=data["index"],
+        episode_id=data["episode_id"],
+        agent=data["agent"],
+        role=data["role"],
+        turn=data["turn"],
+        observation=data["observation"],
+        action=data["action"],
+        parsed=data["parsed"],
+        format_ok=data["format_ok"],
+        reward_components=data["reward_components"],
+        reward=data["reward"],
+        final=data["final"],
+        info=data["info"],
+        credits=[(c["component"], c["amount"], c["at"]) for c in data.get("credits", [])],
+    )
+
+
+def remote(url: str, **kwargs: Any) -> RemoteEnv:
+    """A :class:`RemoteEnv` on the server at ``url`` (keyword options as in ``llm_envs.make``)."""
+    return RemoteEnv(url, **kwargs)
+
+
+def remote_runner(url: str, **client_options: Any) -> Any:
+    """A runner factory for :func:`llm_envs.evaluation.evaluate` (``runner=``) that plays every
+    episode on the server at ``url``: the local :class:`~llm_envs.runner.Runner`, each of its
+    environment instances a :class:`RemoteEnv` (its own session)."""
+    import functools
+
+    from llm_envs.runner import Runner
+
+    def build(plan: Any) -> Any:
+        runner = Runner.from_plan(plan)
+        runner.env_spec = functools.partial(RemoteEnv, url, **client_options)
+        runner.env_label = plan.env_id
+        return runner
+
+    return build
+
+
+def served_env_id(url: str, timeout_s: float = 30.0) -> str:
+    """The id of the environment the server at ``url`` serves (its ``/info``)."""
+    import httpx
+
+    base = url.rstrip("/")
+    if base.startswith("ws"):
+        base = "http" + base[len("ws"):]
+    try:
+        response = httpx.get(f"{base}/info", timeout=timeout_s)
+        response.raise_for_status()
+        return str(response.json()["env_id"])
+    except (httpx.HTTPError, KeyError, ValueError) as exc:
+        raise RemoteConnectionError(f"no llm-envs server at {url}: {exc}") from exc

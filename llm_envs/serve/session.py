@@ -1,0 +1,258 @@
+"""One environment instance per WebSocket session, as an OpenEnv ``Environment``.
+
+Imports ``openenv-core``; imported only when a server is built (:mod:`llm_envs.serve.app`).
+Every check that can refuse a message runs *before* the environment is touched, so a refused
+message (wrong agent, unknown option, a step before reset) changes nothing; an environment step
+that raises :class:`~llm_envs.core.errors.InfrastructureError` leaves the episode as it was
+(``TextEnv.step`` guarantees it) and comes back as an error whose message starts with
+:data:`~llm_envs.serve.protocol.INFRASTRUCTURE_PREFIX`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
+from pydantic import Field
+
+import llm_envs
+from llm_envs.core.errors import InfrastructureError
+from llm_envs.core.records import _jsonable
+
+from .protocol import EXPIRED_PREFIX, INFRASTRUCTURE_PREFIX
+
+
+class TextAction(Action):
+    """One agent's move: who acts and what it says (``None``: the dead step of a finished agent)."""
+
+    agent: str = Field(description="the acting agent: the one the last observation named")
+    text: str | None = Field(description="the action text; null only for a finished agent's dead step")
+
+
+class TextObservation(Observation):
+    """What every agent needs after a reset or a step (see :mod:`llm_envs.serve.protocol`)."""
+
+    agent: str = Field(default="", description="the agent to act now ('' when no agent is left)")
+    instruction: str = Field(default="", description="its standing instruction (system prompt)")
+    prompt: str = Field(default="", description="what it sees now (user prompt)")
+    role: str = ""
+    turn: int = 0
+    agents: list[str] = Field(default_factory=list, description="live agents")
+    possible_agents: list[str] = Field(default_factory=list)
+    rewards: dict[str, float] = Field(default_factory=dict, description="every agent's reward on this step")
+    cumulative_rewards: dict[str, float] = Field(default_factory=dict)
+    terminations: dict[str, bool] = Field(default_factory=dict)
+    truncations: dict[str, bool] = Field(default_factory=dict)
+    infos: dict[str, Any] = Field(default_factory=dict)
+    episode_id: str = ""
+    metrics: dict[str, float] = Field(default_factory=dict, description="the episode's metrics once it is over")
+    num_records: int = Field(default=0, description="actions recorded so far (the state's records)")
+
+
+class TextState(State):
+    """The episode: transcript, records, observations of every agent, metrics."""
+
+    env_id: str = ""
+    options: dict[str, Any] = Field(default_factory=dict)
+    possible_agents: list[str] = Field(default_factory=list)
+    agents: list[str] = Field(default_factory=list)
+    agent_selection: str = ""
+    episode_over: bool = False
+    observations: dict[str, dict[str, str]] = Field(default_factory=dict)
+    transcript: str = ""
+    records: list[dict[str, Any]] = Field(default_factory=list)
+    metrics: dict[str, float] = Field(default_factory=dict)
+    agent_rewards: dict[str, float] = Field(default_factory=dict)
+    reference_action: str | None = None
+
+
+#: Options a client may not set: they name files, the sandbox or output on the server machine
+#: (a client could otherwise read a server file as a task source or pick a weaker sandbox).
+SERVER_ONLY_OPTIONS = ("sandbox", "task_path", "task_kwargs", "pool_path", "path", "render_mode")
+
+
+class SessionError(ValueError):
+    """A message this session refuses; nothing changed."""
+
+
+class TextEnvSession(Environment[TextAction, TextObservation, TextState]):
+    """A registered text environment behind OpenEnv's ``Environment`` interface.
+
+    Args:
+        env_id: A registered id (``llm/Sudoku-v0``, ``textarena/...``, a third party's).
+        base_options: Keyword options of ``llm_envs.make`` every session starts from (the
+            server's ``--env-arg``); a reset may override them.
+        expose_reference: Put the reference agent's action in ``state`` (it may reveal the
+            answer: only for servers whose clients are harnesses, not the agents under test).
+        client_options: Let a reset set options of ``llm_envs.make`` (never those in
+            :data:`SERVER_ONLY_OPTIONS`); False: every option is the server's.
+    """
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self, env_id: str, base_options: dict[str, Any] | None = None, *, expose_reference: bool = False,
+                 client_options: bool = True):
+        super().__init__()
+        self.client_options = client_options
+        self.env_id = env_id
+        self.base_options = dict(base_options or {})
+        self.expose_reference = expose_reference
+        self._options: dict[str, Any] = {}
+        self._env: Any = None
+        self._steps = 0
+        self._reference: str | None = None
+        self._closed = False
+        #: When a client last sent this session a message (``state`` included, which OpenEnv's
+        #: own activity clock does not count); the server's idle sweep reads it.
+        self.last_activity = time.time()
+        self._lock = threading.Lock()  # state may be read while a step runs in the executor
+
+    # ------------------------------------------------------------------ OpenEnv interface
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> TextObservation:
+        self._check_open()
+        reset_options = kwargs.pop("options", None)
+        if reset_options is not None and not isinstance(reset_options, dict):
+            raise SessionError(f"reset 'options' must be an object, got {type(reset_options).__name__}")
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
+            raise SessionError(f"reset 'seed' must be an integer, got {seed!r}")
+        if seed is not None and seed < 0:
+            raise SessionError(f"reset 'seed' must be >= 0, got {seed}")
+        refused = sorted(set(kwargs) & set(SERVER_ONLY_OPTIONS)) if self.client_options else sorted(kwargs)
+        if refused:
+            why = ("they name files, the sandbox or output on the server machine" if self.client_options
+                   else "this server fixes every option")
+            raise SessionError(f"option(s) {refused} can only be set by the server (--env-arg): {why}")
+        options = {**self.base_options, **kwargs}
+        env = self._env
+        if env is None or options != self._options:
+            try:
+                env = llm_envs.make(self.env_id, **options)
+            except TypeError as exc:  # an unknown option: the message lists the valid ones
+                raise SessionError(f"unknown or invalid option(s) {sorted(kwargs)} for {self.env_id}: {exc}") from exc
+        else:
+            env = env.clone()  # a reset that fails (a bad reset option) leaves the episode as it was
+        with self._lock:
+            env.reset(seed=seed, options=reset_options)
+            if env is not self._env and self._env is not None:
+                self._env.close()
+            self._env, self._options, self._steps = env, options, 0
+            return self._observation(acted=None)
+
+    def step(self, action: TextAction, timeout_s: float | None = None, **kwargs: Any) -> TextObservation:
+        self._check_open()
+        env = self._require_env()
+        if not env.agents:
+            raise SessionError("the episode is over and every agent has left; reset to start a new one")
+        acting = env.agent_selection
+        if action.agent != acting:
+            raise SessionError(f"it is {acting!r}'s turn, not {action.agent!r}'s; the action was not played")
+        dead = env.terminations[acting] or env.truncations[acting]
+        if dead and action.text is not None:
+            raise SessionError(f"{acting!r} has finished: its dead step takes text null")
+        if not dead and action.text is None:
+            raise SessionError(f"{acting!r} is playing: text null is only for a finished agent's dead step")
+        with self._lock:
+            try:
+                env.step(action.text if not dead else None)
+            except InfrastructureError as exc:
+                raise RuntimeError(
+                    f"{INFRASTRUCTURE_PREFIX} ({type(exc).__name__}: {exc}); the step did not happen and "
+                    "the episode is unchanged: send it again, or reset"
+                ) from exc
+            self._steps += 1
+            return self._observation(acted=acting)
+
+    @property
+    def state(self) -> TextState:
+        self._check_open()
+        env = self._env
+        if env is None:
+            return TextState(env_id=self.env_id, options=_jsonable(self.base_options))
+        with self._lock:
+            return TextState(
+                episode_id=env.episode_id,
+                step_count=self._steps,
+                env_id=self.env_id,
+                options=_jsonable(self._options),
+                possible_agents=list(env.possible_agents),
+                agents=list(env.agents),
+                agent_selection=env.agent_selection if env.agents else "",
+                episode_over=env.episode_over,
+                observations={a: dict(env.observe(a)) for a in env.possible_agents},
+                transcript=env.transcript(),
+                records=[r.to_dict() for r in env.records],
+                metrics=env.episode_metrics() if env.episode_over else {},
+                agent_rewards=env.agent_rewards(),
+                reference_action=self._reference,
+            )
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        entry = llm_envs.entry(self.env_id)
+        return EnvironmentMetadata(
+            name=entry.id, description=entry.description, version=llm_envs.__version__, author=entry.paper or None
+        )
+
+    def close(self) -> None:
+        """Called when the session ends or idles out: later messages get a clear error."""
+        self._closed = True
+        if self._env is not None:
+            self._env.close()
+
+    # ------------------------------------------------------------------ helpers
+    def _check_open(self) -> None:
+        self.last_activity = time.time()
+        if self._closed:
+            raise SessionError(
+                f"{EXPIRED_PREFIX}: this session was closed by the server (idle too long, or shutting "
+                "down); open a new connection"
+            )
+
+    def _require_env(self) -> Any:
+        if self._env is None:
+            raise SessionError("reset first: this session has no episode yet")
+        return self._env
+
+    def _reference_now(self) -> str | None:
+        """The reference action of the agent to act, computed here, on the session's worker
+        thread after each reset and step: OpenEnv answers ``state`` on the event loop, where a
+        slow reference (a game solver) would stall every session."""
+        env = self._env
+        if not self.expose_reference or not env.agents:
+            return None
+        agent = env.agent_selection
+        if env.terminations[agent] or env.truncations[agent]:
+            return None
+        try:
+            return env.reference_action(agent)
+        except NotImplementedError:
+            return None
+
+    def _observation(self, acted: str | None) -> TextObservation:
+        self._reference = self._reference_now()
+        env = self._env
+        agent = env.agent_selection if env.agents else ""
+        observation = env.observe(agent) if agent else {"instruction": "", "prompt": ""}
+        rewards = {a: float(r) for a, r in env.rewards.items()}
+        return TextObservation(
+            done=bool(env.episode_over),
+            reward=rewards.get(acted, 0.0) if acted is not None else None,
+            agent=agent,
+            instruction=observation["instruction"],
+            prompt=observation["prompt"],
+            role=env.role_of(agent) if agent else "",
+            turn=int(env.turn),
+            agents=list(env.agents),
+            possible_agents=list(env.possible_agents),
+            rewards=rewards,
+            cumulative_rewards={a: float(r) for a, r in env._cumulative_rewards.items()},
+            terminations={a: bool(v) for a, v in env.terminations.items()},
+            truncations={a: bool(v) for a, v in env.truncations.items()},
+            infos=_jsonable(env.infos),
+            episode_id=env.episode_id,
+            metrics=env.episode_metrics() if env.episode_over else {},
+            num_records=len(env.records),
+        )
+

@@ -1,0 +1,224 @@
+"""``llm_envs.remote`` against ``llm-envs serve``: PettingZoo's ``api_test`` and our contract
+suite (tests/envs/test_contract.py, the same test functions) on served environments, and what a
+client sees when the server is killed and restarted.
+
+The contract tests run unchanged with ``make`` pointing at a remote environment; the one left
+out is ``test_clone_is_independent`` (OpenEnv's protocol cannot copy a session, see
+``llm_envs/interop/remote.py``). Reference agents read the reference action the server exposes
+(``--expose-reference``); random agents play generic random text (an environment's well-formed
+random actions stay on the server).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+
+import pytest
+
+import llm_envs
+from llm_envs.interop.remote import (
+    RemoteConnectionError,
+    RemoteEnv,
+    RemoteEnvError,
+    RemoteInfrastructureError,
+)
+from tests.envs import test_contract
+from tests.serve import toy_envs
+from tests.serve.conftest import in_process_server, subprocess_server
+
+#: A game, a puzzle, a delayed-credit team game, a free-text debate and a code-running env.
+SERVED = ["llm/Signalling-v0", "llm/Sudoku-v0", "llm/TicTacToe-v0", "llm/Debate-v0", "llm/CoderTester-v0"]
+CONTRACT_TESTS = [
+    "test_pettingzoo_api_test",
+    "test_pettingzoo_seed_test",
+    "test_pettingzoo_render_test",
+    "test_observations_are_valid_for_every_agent_at_any_time",
+    "test_record_sums_equal_pettingzoo_rewards",
+    "test_same_seed_same_episode_whatever_the_global_rngs",
+    "test_reference_agents_solve_and_random_agents_do_worse",
+    "test_fuzzed_actions_never_raise",
+]
+
+
+@pytest.fixture(scope="module")
+def servers():
+    with contextlib.ExitStack() as stack:
+        yield {env_id: stack.enter_context(in_process_server(env_id, max_sessions=64, expose_reference=True))
+               for env_id in SERVED}
+
+
+@pytest.mark.parametrize("test_name", CONTRACT_TESTS)
+@pytest.mark.parametrize("env_id", SERVED)
+def test_contract_suite_on_a_served_environment(env_id, test_name, servers, monkeypatch):
+    opened = []
+
+    def remote_make(env_id, **kwargs):
+        env = llm_envs.remote(servers[env_id], **kwargs)
+        opened.append(env)
+        return env
+
+    monkeypatch.setattr(test_contract, "make", remote_make)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            getattr(test_contract, test_name)(env_id)
+    finally:
+        for env in opened:
+            env.close()
+
+
+def test_remote_matches_the_local_environment_step_for_step(servers):
+    local, env = llm_envs.make("llm/Debate-v0"), llm_envs.remote(servers["llm/Debate-v0"])
+    for e in (local, env):
+        e.reset(seed=5)
+    for agent in env.agent_iter(max_iter=10_000):
+        assert agent == local.agent_selection
+        assert env.last() == local.last()
+        assert all(env.observe(a) == local.observe(a) for a in env.possible_agents)
+        action = None if env.terminations[agent] or env.truncations[agent] else local.reference_action(agent)
+        env.step(action)
+        local.step(action)
+        assert env.rewards == local.rewards and env._cumulative_rewards == local._cumulative_rewards
+    assert not local.agents
+    assert [r.to_dict() for r in env.records] == [r.to_dict() for r in local.records]
+    assert env.transcript() == local.transcript() and env.episode_metrics() == local.episode_metrics()
+    env.close()
+
+
+def test_remote_errors_are_exceptions_and_change_nothing():
+    gen = toy_envs.register()
+    toy_id = next(gen)
+    try:
+        with in_process_server(toy_id) as url:
+            with pytest.raises(RemoteEnvError, match="invalid option"):
+                llm_envs.remote(url, bogus=1).reset(seed=0)
+            env = llm_envs.remote(url)
+            env.reset(seed=0)
+            env.step("ab")
+            before = env.state()
+            with pytest.raises(RemoteInfrastructureError, match="episode is unchanged"):
+                env.step("crash")
+            assert env.state() == before and env.agent_selection == "b"
+            env.step("xyz")
+            assert env.agent_rewards() == {"a": 2.0, "b": 3.0}
+            assert not hasattr(env, "clone")
+            with pytest.raises(NotImplementedError, match="expose-reference"):
+                env.reference_action("a")
+            env.close()
+    finally:
+        gen.close()
+
+
+def test_a_server_killed_and_restarted_mid_episode():
+    with subprocess_server("llm/Signalling-v0") as (url, process):
+        env = RemoteEnv(url)
+        env.reset(seed=0)
+        port = int(url.rsplit(":", 1)[1])
+        process.kill()
+        process.wait(timeout=30)
+        with pytest.raises(RemoteConnectionError, match="lost mid-episode"):
+            env.step("red")
+        with pytest.raises(RemoteEnvError, match="call reset"):
+            env.last()  # no observation is made up after the loss
+    with subprocess_server("llm/Signalling-v0", port=port):  # restarted on the same port
+        env.reset(seed=0)  # reconnects: a new session, a new episode
+        assert env.agent_selection == "speaker" and not env.episode_over
+        env.close()
+
+
+def test_eval_with_env_url_equals_a_local_eval(tmp_path, servers):
+    import json
+
+    from llm_envs.cli import main
+
+    common = ["--episodes", "3", "--concurrency", "2", "--no-plot", "--no-progress", "--no-report"]
+    assert main(["eval", "--env-url", servers["llm/Sudoku-v0"], "--agent", "reference", "--out", str(tmp_path / "remote"), *common]) == 0
+    assert main(["eval", "llm/Sudoku-v0", "--agent", "reference", "--out", str(tmp_path / "local"), *common]) == 0
+
+    def episodes(run):
+        rows = [json.loads(line) for line in (tmp_path / run / "episodes.jsonl").read_text().splitlines()]
+        for row in rows:
+            for record in row["records"]:
+                record["info"].pop("sandbox_s", None)  # wall time of the sandbox run
+        return sorted((row["seed"], row["metrics"]["success"], json.dumps(row["records"], sort_keys=True)) for row in rows)
+
+    assert episodes("remote") == episodes("local") and len(episodes("local")) == 3
+    # A server that serves another environment than the one named is refused.
+    assert main(["eval", "llm/TicTacToe-v0", "--env-url", servers["llm/Sudoku-v0"], "--out", str(tmp_path / "x"), *common]) == 2
+
+
+def test_arena_with_env_url_equals_a_local_arena(tmp_path, servers):
+    import json
+
+    from llm_envs.cli import main
+
+    # Two reference players: a remote random agent plays generic text (see llm_envs/interop/remote.py).
+    common = ["--agent", "a=reference", "--agent", "b=reference", "--games", "2", "--no-plot", "--no-progress", "--no-report"]
+    url = servers["llm/TicTacToe-v0"]
+    assert main(["arena", "llm/TicTacToe-v0", "--env-url", url, "--out", str(tmp_path / "remote"), *common]) == 0
+    assert main(["arena", "llm/TicTacToe-v0", "--out", str(tmp_path / "local"), *common]) == 0
+
+    def outcomes(run):
+        rows = [json.loads(line) for line in (tmp_path / run / "games.jsonl").read_text().splitlines()]
+        for row in rows:
+            row["episode"].pop("duration_s")  # wall time
+        return sorted(json.dumps(row, sort_keys=True) for row in rows)
+
+    assert outcomes("remote") == outcomes("local") and outcomes("local")
+    assert main(["arena", "llm/KuhnPoker-v0", "--env-url", url, "--out", str(tmp_path / "x"), *common]) == 2
+
+
+def test_an_eval_whose_server_goes_away_is_incomplete_and_resumes(tmp_path):
+    import json
+    import time
+
+    import httpx
+
+    from llm_envs.agents import ReferenceAgent
+    from llm_envs.evaluation import evaluate
+    from llm_envs.interop.remote import remote_runner
+    from llm_envs.runner import IncompleteRunError
+    from tests.serve.conftest import free_port
+
+    class StopsTheServer(ReferenceAgent):
+        """The reference agent, which stops the server after its fifth decision."""
+
+        calls = 0
+        server = None
+
+        def act_batch(self, requests):
+            outputs = super().act_batch(requests)
+            StopsTheServer.calls += len(requests)
+            if StopsTheServer.calls >= 5 and StopsTheServer.server is not None:
+                StopsTheServer.server.should_exit = True
+                StopsTheServer.server = None
+                for _ in range(300):  # until it is gone, so that this very step finds it gone
+                    try:
+                        httpx.get(f"{url}/health", timeout=0.5)
+                    except httpx.HTTPError:
+                        break
+                    time.sleep(0.05)
+            return outputs
+
+    env_id, port, out = "llm/TicTacToe-v0", free_port(), tmp_path / "run"
+    servers: list = []
+    options = dict(episodes=4, concurrency=1, out_dir=out, progress=False, plot=False)
+    with in_process_server(env_id, port=port, servers=servers, expose_reference=True) as url:
+        StopsTheServer.server = servers[0]
+        with pytest.raises(IncompleteRunError) as caught:
+            evaluate(env_id, StopsTheServer(), runner=remote_runner(url), **options)
+    assert caught.value.failures, "the lost connection was not an infrastructure failure"
+    messages = [f.message for f in caught.value.failures]
+    assert any("lost mid-episode" in m or "cannot connect" in m for m in messages), messages
+    assert len(caught.value.results) + len(caught.value.failures) == 4
+    with in_process_server(env_id, port=port, expose_reference=True) as url:  # the server is back
+        summary = evaluate(env_id, StopsTheServer(), runner=remote_runner(url), resume=True, **options)
+    local = evaluate(env_id, ReferenceAgent(), **{**options, "out_dir": tmp_path / "local"})
+    assert summary["episodes"] == local["episodes"] == 4
+
+    def records(run):
+        rows = [json.loads(line) for line in (run / "episodes.jsonl").read_text().splitlines()]
+        return sorted((row["seed"], json.dumps(row["records"], sort_keys=True)) for row in rows)
+
+    assert records(out) == records(tmp_path / "local")  # each episode once, as a local run plays it

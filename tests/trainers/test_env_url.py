@@ -1,0 +1,43 @@
+"""``llm-train`` with ``env.url``: the training and evaluation episodes of one step are played on
+an ``llm-envs serve`` server (one session per instance), and the config refuses what a remote
+environment cannot do (tree sampling: no clone; environment workers: the envs are on the server)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+pytest.importorskip("openenv.core", reason="the serve extra (openenv-core) is not installed")
+
+from llm_trainers.config import load_config  # noqa: E402
+from llm_trainers.trainer import Trainer  # noqa: E402
+from tests.serve.conftest import in_process_server  # noqa: E402
+
+
+def test_config_refuses_tree_sampling_and_env_workers_with_env_url():
+    with pytest.raises(ValueError, match="cannot be cloned"):
+        load_config(None, ["env.url=http://127.0.0.1:1", "rollout.tree=true"])
+    with pytest.raises(ValueError, match="env_workers"):
+        load_config("signalling_reinforce_pp", ["env.url=http://127.0.0.1:1", "resources.env_workers=1"])
+
+
+def test_one_training_step_on_a_served_environment(tmp_path, tiny_model_dir):
+    with in_process_server("llm/Signalling-v0", max_sessions=16) as url:
+        cfg = load_config("signalling_reinforce_pp", [
+            f"env.url={url}", f"model.path={tiny_model_dir}", "env.num_envs=4", "run.steps=1",
+            "run.eval_every=1", "run.eval_episodes=2", "run.eval_at_start=false", "run.save_every=-1",
+            "run.progress=false", "run.tensorboard=false", f"run.output_dir={tmp_path}", "train.micro_batch_size=8",
+            "resources={}",
+        ])
+        trainer = Trainer(cfg)
+        try:
+            assert all(type(env).__name__ == "RemoteEnv" for env in trainer.envs) and len(trainer.envs) == 4
+            trainer.train()
+        finally:
+            trainer.close()
+    rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    [row] = [r for r in rows if r.get("step") == 1 and "rollout/trained_records" in r]
+    assert row["rollout/trained_records"] > 0 and math.isfinite(row["train/shared/loss"])
+    assert any("eval/success" in r for r in rows)
