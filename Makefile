@@ -28,11 +28,14 @@ install: $(STAMP)
 # verifiers (tests/interop/test_verifiers.py) in its own environment layered over .venv: its pins
 # (mcp<2) conflict with the serve extra's fastmcp. Its own packages come first, then .venv's.
 VF_VENV := .venv-verifiers
-verifiers-venv: $(STAMP)
+VF_STAMP := $(VF_VENV)/.installed-stamp
+verifiers-venv: $(VF_STAMP)
+$(VF_STAMP): $(STAMP)
 	$(PYTHON) -m venv $(VF_VENV)
 	$(VF_VENV)/bin/python -m pip install -q "verifiers==0.2.1"
 	$(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" > \
 		"$$($(VF_VENV)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/zz_project_venv.pth"
+	touch $(VF_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/llm-envs demo
@@ -41,7 +44,7 @@ demo: $(STAMP)
 # (installed from Debian packages, image built offline; see docs/sandboxes.md), requires the
 # docker backend to pass, and stops the engine afterwards if it started it. Without root the
 # Docker tests skip with the reason. SANDBOX_DOCKER_ENGINE=off skips the engine.
-test: $(STAMP)
+test: $(STAMP) $(VF_STAMP)
 	$(BIN)/python -m sandboxes.docker_engine run -- $(BIN)/python -m pytest -q -n $(WORKERS) --timeout 600
 
 # Everything but the tests marked slow (the CPU training runs): about a minute.
