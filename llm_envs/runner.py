@@ -373,7 +373,7 @@ class Runner:
         try:
             env.reset(seed=seed, options=dict(self.reset_options) or None)
         except InfrastructureError as exc:  # an environment on a server that cannot be reached
-            raise _EpisodeStopped(exc, None, 0, step_failure=True) from exc
+            raise EpisodeStopped(exc, None, 0, step_failure=True) from exc
         steps: list[dict[str, Any]] = []
         while env.agents:
             agent_id = env.agent_selection
@@ -381,7 +381,7 @@ class Runner:
                 try:
                     env.step(None)  # PettingZoo's dead step
                 except InfrastructureError as exc:  # a remote environment's server went away
-                    raise _EpisodeStopped(exc, None, len(steps), step_failure=True) from exc
+                    raise EpisodeStopped(exc, None, len(steps), step_failure=True) from exc
                 continue
             request = ActRequest(env.observe(agent_id), agent_id, env, episode_seed=seed, decision=len(steps))
             future = dispatchers[agent_id].submit(request)
@@ -402,7 +402,7 @@ class Runner:
         try:
             return self._result(env, index, seed, env_id, names, steps, started)
         except InfrastructureError as exc:  # a remote environment's records could not be read
-            raise _EpisodeStopped(exc, None, len(steps), step_failure=True) from exc
+            raise EpisodeStopped(exc, None, len(steps), step_failure=True) from exc
 
     def _result(self, env: Any, index: int, seed: int, env_id: str, names: dict[str, str],
                 steps: list[dict[str, Any]], started: float) -> EpisodeResult:

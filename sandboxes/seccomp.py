@@ -42,8 +42,6 @@ so a program can neither read, steal from, slow down nor signal its worker:
   no file system statistic counts them. Shared memory between a run's processes goes through
   files in ``/dev/shm`` or ``/tmp`` (``multiprocessing`` does), which are counted. (``/dev/zero``,
   whose shared mappings are the same thing, is ``/dev/null`` in the local backends.)
-* ``prctl(PR_SET_DUMPABLE, 0)``: a non-dumpable run would hide its open files (memfds) from the
-  worker's memory accounting;
 * ``CLONE_PARENT`` (a child that would belong to the zygote rather than to the program);
 * SysV IPC and POSIX message queues (``shmget``, ``msgget``, ``semget``, ``mq_open``): objects that
   would outlive the run inside the worker's IPC namespace. POSIX shared memory and semaphores
@@ -176,9 +174,10 @@ _SIGNALS = ["kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"]
 # any target: a program has no use for it that is worth that.
 _F_SETOWN, _F_SETSIG, _F_SETOWN_EX = 8, 10, 15
 _FIOSETOWN, _SIOCSPGRP, _TIOCSPGRP = 0x8901, 0x8902, 0x5410
-# A run that made itself non-dumpable would hide its open files from the worker's memory
-# accounting (/proc/<pid>/fd needs ptrace access when the worker shares the run's uid).
-_PR_SET_DUMPABLE = 4
+# prctl(PR_SET_DUMPABLE, 0) stays allowed: the function-test harness needs it (its test and
+# solution processes share a uid and must not read each other's memory: docs/sandboxes.md), and
+# a non-dumpable run hides nothing from the memory accounting, because the memory it could hide
+# behind its descriptors (memfds, shared anonymous mappings) is denied above and below.
 # Memory the worker's accounting could not bound: pages of the kernel's internal shared-memory
 # file system (shared anonymous mappings, memfds) stay allocated while a single page of them is
 # still mapped, and no statvfs counts them; a run unmapping all but one page of each held any
@@ -312,17 +311,6 @@ def build_job_filter(machine: str | None = None) -> bytes:
             _insn(_JSET_K, 1, 0, _MAP_SHARED),
             _insn(_RET_K, 0, 0, _RET_ALLOW),
             _insn(_RET_K, 0, 0, _EPERM),
-        ],
-    )
-    prog += _rule(
-        nr["prctl"],
-        [
-            _insn(_LD_W_ABS, 0, 0, _ARG_LOW[0]),
-            _insn(_JEQ_K, 0, 3, _PR_SET_DUMPABLE),
-            _insn(_LD_W_ABS, 0, 0, _ARG_LOW[1]),
-            _insn(_JEQ_K, 0, 1, 0),
-            _insn(_RET_K, 0, 0, _EPERM),
-            _insn(_RET_K, 0, 0, _RET_ALLOW),
         ],
     )
     prog += _clone_rule(nr["clone"], _CLONE_NAMESPACE_FLAGS | _CLONE_PARENT)

@@ -8,29 +8,16 @@
 >>> env.records, env.transcript(), env.episode_metrics()
 
 It speaks the server's OpenEnv WebSocket protocol (:mod:`llm_envs.serve.protocol`) over one
-connection (one server-side session, its own environment instance) with the ``websockets``
-package (the ``serve`` extra); openenv-core is not needed on the client.
+connection (one server-side session) with the ``websockets`` package (the ``serve`` extra).
+A remote environment does what a local one does except ``clone()`` (the protocol cannot copy a
+session), ``reference_action`` (only with ``--expose-reference``) and well-formed
+``random_action`` (generic random text): docs/interop.md ("Remote environments").
 
-What a remote environment does like a local one: ``reset``/``step``/``observe``/``last``, dead
-steps, ``rewards`` and ``_cumulative_rewards`` (the server's, exactly), ``records`` (rebuilt
-from the server's), ``transcript()``, ``episode_metrics()``, ``agent_rewards()``, ``role_of``,
-``render()``. What it cannot do, and why:
-
-* ``clone()``: OpenEnv's protocol has no way to copy a session's episode (so no tree sampling
-  on a remote environment); there is no ``clone`` attribute, and the runner opens a new session
-  for each instance instead.
-* ``reference_action(agent)``: only when the server runs with ``--expose-reference`` (the
-  reference may reveal the answer); otherwise it raises ``NotImplementedError`` saying so.
-* ``random_action(agent, rng)``: the generic random text of :class:`~llm_envs.core.TextEnv`
-  (an environment's well-formed random actions live on the server and would need its RNG).
-
-Failures are exceptions, never made-up observations: an error frame raises
-:class:`RemoteEnvError` (a refused message: nothing changed) or
-:class:`RemoteInfrastructureError` (a sandbox failure on the server: the step did not happen);
-a connection lost mid-episode (the server killed, stopped or restarted) raises
-:class:`RemoteConnectionError`. Both of the latter are
+Failures are exceptions, never made-up observations: :class:`RemoteEnvError` (a refused
+message: nothing changed), :class:`RemoteInfrastructureError` (a sandbox failure on the
+server) and :class:`RemoteConnectionError` (the connection lost mid-episode); the latter two are
 :class:`~llm_envs.core.errors.InfrastructureError`, so runners record the episode as incomplete
-(``--resume`` plays it again) and trainers drop it; the next ``reset()`` reconnects.
+and trainers drop it; the next ``reset()`` reconnects.
 """
 
 from __future__ import annotations

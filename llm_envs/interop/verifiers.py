@@ -8,22 +8,12 @@ or from verifiers' own command line (the module is the "environment"; ``-a`` its
 
     vf-eval llm_envs.interop.verifiers -a '{"env": "llm/Signalling-v0"}' -m MODEL -b URL/v1 -n 8
 
-One agent is the model under evaluation or training (``agent``, default the first possible
-agent); every other agent is played by a fixed agent (``others``: ``"reference"``, ``"random"``
-or any ``llm-envs eval`` spec, or a mapping agent → spec), exactly as ``env.opponents`` does in
-``llm-train``. Each dataset row is one episode: its seed, and the trained agent's first
-observation as the prompt (the instruction as the system message, the prompt as the user
-message). A rollout replays that seed, plays the model's every answer as the agent's action,
-lets the fixed agents move, and answers with the agent's next prompt as a user message, until the
-episode ends. The rubric is our reward: the sum of the rewards credited to the trained agent's
-records (delayed credit included), with the episode's ``success`` as a zero-weight metric.
-
-A sandbox failure (:class:`~llm_envs.core.errors.InfrastructureError`) ends the rollout with
-verifiers' ``InfraError`` (never a score); a fixed agent that produces no action likewise.
-
-Needs ``verifiers`` (the classic API, tested with 0.2.1). It pins packages this project's other
-extras resolve differently (``mcp<2``; openenv-core's fastmcp needs mcp 2), so it lives in its
-own virtual environment: see docs/interop.md ("verifiers").
+One agent is the model under evaluation or training; every other agent is played by a fixed
+agent (``others``), as ``env.opponents`` does in ``llm-train``. Each dataset row is one episode
+(its seed; the agent's first observation as the prompt); the rubric is our reward, the sum of
+the rewards credited to the trained agent's records. A sandbox failure ends the rollout with
+verifiers' ``InfraError``, never a score. Needs ``verifiers`` 0.2.1 in its own virtual
+environment (its pins conflict with the serve extra): docs/interop.md ("verifiers").
 """
 
 from __future__ import annotations

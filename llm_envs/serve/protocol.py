@@ -8,23 +8,10 @@ OpenEnv's protocol (``openenv-core`` 0.3): a client opens ``/ws`` and sends JSON
 ``{"type": "error", "data": {"message": ..., "code": ...}}``. Each connection is one session
 with its own environment instance.
 
-What this server puts in those frames:
-
-* **reset data**: ``seed`` (int), ``episode_id`` (ignored: the environment names its episodes),
-  ``options`` (a dict: PettingZoo ``reset`` options such as ``problem_index``), and any other key
-  as a keyword option of ``llm_envs.make`` (``size=9``); an option the environment does not know
-  is an error and the session keeps its episode.
-* **action**: ``{"agent": str, "text": str | null}``: the acting agent (must be the one the last
-  observation named) and its text; ``null`` is PettingZoo's dead step of a finished agent.
-* **observation**: :data:`OBSERVATION_FIELDS`; ``agent`` is the agent to act now, ``instruction``
-  and ``prompt`` its observation; ``rewards`` are the rewards every agent received on this step
-  (PettingZoo's ``rewards``), ``reward`` that of the agent that just acted; ``done`` is true once
-  the episode is over.
-* **state**: :data:`STATE_FIELDS`: the transcript, the records, every agent's observation and
-  the episode's metrics.
-
-Errors carry an OpenEnv code; :data:`INFRASTRUCTURE_PREFIX` starts the message of a step that
-could not be judged because the infrastructure failed (the episode is unchanged).
+What this server puts in those frames (reset data, ``{"agent", "text"}`` actions,
+:data:`OBSERVATION_FIELDS`, :data:`STATE_FIELDS`, error codes) is tabled in docs/interop.md
+("OpenEnv server and client"). :data:`INFRASTRUCTURE_PREFIX` starts the message of a step that could not be
+judged because the infrastructure failed (the episode is unchanged).
 """
 
 from __future__ import annotations

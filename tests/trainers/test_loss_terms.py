@@ -107,7 +107,9 @@ def test_token_mean_over_micro_batches_equals_full_batch():
 @settings(max_examples=300, deadline=None)
 @given(
     st.floats(-5, 5, allow_nan=False),
-    st.floats(-10, 10, allow_nan=False),
+    # Advantages below float32's normal range (~1e-38) round ρ·A and clip(ρ)·A to the same
+    # subnormal, and the min then picks either branch: no property of the loss, only of float32.
+    st.floats(-10, 10, allow_nan=False).filter(lambda a: a == 0 or abs(a) > 1e-30),
     st.floats(0.01, 0.5),
     st.floats(0.01, 0.5),
     st.one_of(st.none(), st.floats(1.5, 10)),
