@@ -19,6 +19,7 @@ import yaml
 
 __all__ = [
     "AlgorithmConfig",
+    "AsyncConfig",
     "Config",
     "EnvConfig",
     "LoraConfig",
@@ -168,6 +169,27 @@ class VLLMConfig:
 
 
 @dataclass
+class AsyncConfig:
+    """Asynchronous training (``rollout.async``; docs/training.md, "Asynchronous training").
+
+    Attributes:
+        max_staleness: ``k``: a sample may be at most ``k`` policy versions old when it is
+            trained on. ``0`` is the synchronous loop (the default and the reference): every
+            rollout uses the weights of the update just made. With ``k ≥ 1`` the engine generates
+            the next rollouts with the newest weights it has while the learner updates.
+        correction: Off-policy correction of the loss for stale samples: ``none``, ``tis``
+            (truncated importance sampling) or ``decoupled_ppo`` (AReaL); needs
+            ``algorithm.recompute_old_logprobs`` (the proximal policy).
+        is_cap: The cap ``C`` of the behaviour weight ``π_prox/μ`` (TIS truncates at it; decoupled
+            PPO leaves tokens above it out; null: no cap, decoupled PPO only).
+    """
+
+    max_staleness: int = 0
+    correction: str = "none"
+    is_cap: float | None = 2.0
+
+
+@dataclass
 class RolloutConfig:
     """Sampling.
 
@@ -184,6 +206,8 @@ class RolloutConfig:
         env_workers: Threads stepping environments and tree candidates concurrently (for
             environments that run code in a sandbox); results do not depend on it.
         vllm: vLLM engine settings.
+        asynchronous: ``rollout.async`` in YAML (:class:`AsyncConfig`; ``async`` is a Python
+            keyword).
     """
 
     engine: str = "hf"
@@ -197,6 +221,7 @@ class RolloutConfig:
     max_batch_size: int = 64
     env_workers: int = 1
     vllm: VLLMConfig = field(default_factory=VLLMConfig)
+    asynchronous: AsyncConfig = field(default_factory=AsyncConfig)
 
 
 @dataclass
@@ -378,6 +403,9 @@ class Config:
             problems.append("train.dual_clip must be > 1")
         if self.run.steps < 1:
             problems.append("run.steps must be >= 1")
+        from llm_trainers.asynchronous import async_problems
+
+        problems += async_problems(self)
         if self.resources.distributed:
             from llm_trainers.distributed.placement import layout_problems
 
@@ -394,9 +422,15 @@ def _field_types(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
+#: YAML keys that are Python keywords → the field that holds them.
+_KEY_ALIASES = {"async": "asynchronous"}
+
+
 def _build(cls: type, data: Mapping[str, Any], where: str) -> Any:
     if not isinstance(data, Mapping):
         raise TypeError(f"{where or 'config'} must be a mapping, got {type(data).__name__}")
+    data = {_KEY_ALIASES.get(k, k) if _KEY_ALIASES.get(k) in {f.name for f in dataclasses.fields(cls)} else k: v
+            for k, v in data.items()}
     valid = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - valid)
     if unknown:

@@ -39,10 +39,15 @@ from llm_trainers.algorithms.losses import (
     kl_estimate,
     token_mean,
 )
+from llm_trainers.algorithms.off_policy import off_policy_weights
 from llm_trainers.batching import completion_logprobs, pack_sequences, pad_right
 from llm_trainers.policies import Policy, PolicySet
 
-__all__ = ["Learner", "LossConfig", "OptimConfig", "UpdateSample", "lr_lambda", "shuffle_generator"]
+__all__ = ["MAX_STATS", "Learner", "LossConfig", "OptimConfig", "UpdateSample", "lr_lambda", "shuffle_generator"]
+
+#: Per-step loss statistics reduced by max over micro-batches (and ranks); the others are sums
+#: of token-means over the step, i.e. the step's token-mean.
+MAX_STATS = ("rmax", "is_max")
 
 
 @dataclass
@@ -84,6 +89,11 @@ class LossConfig:
         kl_loss_coef: β of KL as a loss term (0 = off).
         kl_estimator: ``"k1"``, ``"k2"`` or ``"k3"`` for the KL loss term.
         entropy_coef: Entropy bonus coefficient (0 = off; MAE uses 0.001).
+        off_policy: Correction for samples of an older (behaviour) policy: ``none``, ``tis``
+            or ``decoupled_ppo`` (:mod:`llm_trainers.algorithms.off_policy`); needs
+            ``behaviour_logprobs`` on every sample unless ``none``.
+        is_cap: The cap ``C`` of the behaviour weight (TIS: truncation; decoupled PPO: tokens
+            above it are left out; None: no cap, decoupled PPO only).
     """
 
     clip_low: float = 0.2
@@ -92,6 +102,8 @@ class LossConfig:
     kl_loss_coef: float = 0.0
     kl_estimator: str = "k3"
     entropy_coef: float = 0.0
+    off_policy: str = "none"
+    is_cap: float | None = 2.0
 
 
 @dataclass
@@ -104,6 +116,9 @@ class UpdateSample:
         advantages: ``[len(completion_ids)]`` token advantages.
         old_logprobs: ``[len(completion_ids)]`` log π_old (behaviour policy).
         ref_logprobs: ``[len(completion_ids)]`` log π_ref, needed only for a KL loss term.
+        behaviour_logprobs: ``[len(completion_ids)]`` log μ of the policy that sampled the
+            tokens (the engine's), when it may differ from ``old_logprobs`` (asynchronous
+            training); needed only for an off-policy correction.
     """
 
     prompt_ids: list[int]
@@ -111,6 +126,7 @@ class UpdateSample:
     advantages: Tensor
     old_logprobs: Tensor
     ref_logprobs: Tensor | None = None
+    behaviour_logprobs: Tensor | None = None
 
 
 def lr_lambda(step: int, cfg: OptimConfig) -> float:
@@ -235,6 +251,11 @@ class Learner:
         opt = self.optimizers[policy]
         cfg = self.loss_cfg
         metrics: dict[str, list[float]] = {k: [] for k in ("loss", "pg_loss", "kl", "entropy", "clip_frac", "grad_norm", "ratio_max")}
+        correct = cfg.off_policy != "none"
+        if correct:
+            metrics.update({"is_ratio_mean": [], "is_ratio_max": [], "is_clip_frac": []})
+            if any(s.behaviour_logprobs is None for s in samples):
+                raise ValueError(f"off_policy={cfg.off_policy!r} needs behaviour_logprobs on every sample")
         if not samples:
             # The schedule counts training iterations, not this policy's non-empty updates.
             self._step_schedule(policy)
@@ -257,10 +278,12 @@ class Learner:
                             continue
                         opt.zero_grad(set_to_none=True)
                         sums = {"loss": 0.0, "pg": 0.0, "kl": 0.0, "ent": 0.0, "clip": 0.0, "rmax": 0.0}
+                        if correct:
+                            sums.update({"is_mean": 0.0, "is_max": 0.0, "is_clip": 0.0})
                         for micro, grad_scale in self._micro_batches(policy, mini):
                             stats = self._micro_step(model, pol, micro, n_tokens, pad, need_entropy, need_kl, grad_scale)
                             for k, v in stats.items():
-                                sums[k] = max(sums[k], v) if k == "rmax" else sums[k] + v
+                                sums[k] = max(sums[k], v) if k in MAX_STATS else sums[k] + v
                         sums = self._reduce_stats(policy, sums)
                         grad_norm = self._clip(params)
                         opt.step()
@@ -272,6 +295,10 @@ class Learner:
                         metrics["clip_frac"].append(sums["clip"])
                         metrics["grad_norm"].append(grad_norm)
                         metrics["ratio_max"].append(sums["rmax"])
+                        if correct:
+                            metrics["is_ratio_mean"].append(sums["is_mean"])
+                            metrics["is_ratio_max"].append(sums["is_max"])
+                            metrics["is_clip_frac"].append(sums["is_clip"])
         finally:
             pol.model.train(was_training)
         lr = opt.param_groups[0]["lr"]
@@ -323,6 +350,11 @@ class Learner:
             logp, entropy = completion_logprobs(model, batch, self.temperature, with_entropy=need_entropy)
         logp = logp.float()
         pg_tok, st = clipped_surrogate_loss(logp, old, adv, cfg.clip_low, cfg.clip_high, cfg.dual_clip)
+        off = None
+        if cfg.off_policy != "none":
+            behaviour = pad_right([s.behaviour_logprobs.tolist() for s in micro], width).to(device)
+            weight, off = off_policy_weights(cfg.off_policy, old, behaviour, cfg.is_cap)
+            pg_tok = weight * pg_tok
         loss_tok = pg_tok
         kl_val = torch.zeros((), device=device)
         if need_kl:
@@ -336,9 +368,17 @@ class Learner:
             ent_val = token_mean(entropy.detach().float(), mask, n_tokens)
         loss = token_mean(loss_tok, mask, n_tokens)
         (loss * grad_scale).backward()
+        keys = ("loss", "pg", "kl", "ent", "clip", "rmax") + (("is_mean", "is_max", "is_clip") if off is not None else ())
         if grad_scale == 0.0:
-            return dict.fromkeys(("loss", "pg", "kl", "ent", "clip", "rmax"), 0.0)
-        return {
+            return dict.fromkeys(keys, 0.0)
+        extra = {}
+        if off is not None:
+            extra = {
+                "is_mean": float(token_mean(off.ratio, mask, n_tokens)),
+                "is_max": float((off.ratio * mask).max()) if mask.sum() > 0 else 1.0,
+                "is_clip": float(token_mean(off.clipped, mask, n_tokens)),
+            }
+        return {**extra,
             "loss": float(loss.detach()),
             "pg": float(token_mean(pg_tok.detach(), mask, n_tokens)),
             "kl": float(kl_val),
