@@ -39,7 +39,7 @@ from llm_trainers.algorithms.losses import (
     kl_estimate,
     token_mean,
 )
-from llm_trainers.algorithms.off_policy import off_policy_weights
+from llm_trainers.algorithms.off_policy import corrected_surrogate_loss
 from llm_trainers.batching import completion_logprobs, pack_sequences, pad_right
 from llm_trainers.policies import Policy, PolicySet
 
@@ -349,12 +349,13 @@ class Learner:
         with self._autocast(device):
             logp, entropy = completion_logprobs(model, batch, self.temperature, with_entropy=need_entropy)
         logp = logp.float()
-        pg_tok, st = clipped_surrogate_loss(logp, old, adv, cfg.clip_low, cfg.clip_high, cfg.dual_clip)
         off = None
-        if cfg.off_policy != "none":
+        if cfg.off_policy == "none":
+            pg_tok, st = clipped_surrogate_loss(logp, old, adv, cfg.clip_low, cfg.clip_high, cfg.dual_clip)
+        else:  # old = π_prox (the learner before this update); the samples' own engine gave log μ
             behaviour = pad_right([s.behaviour_logprobs.tolist() for s in micro], width).to(device)
-            weight, off = off_policy_weights(cfg.off_policy, old, behaviour, cfg.is_cap)
-            pg_tok = weight * pg_tok
+            pg_tok, st, off = corrected_surrogate_loss(logp, old, behaviour, adv, cfg.off_policy, cfg.is_cap,
+                                                       cfg.clip_low, cfg.clip_high, cfg.dual_clip)
         loss_tok = pg_tok
         kl_val = torch.zeros((), device=device)
         if need_kl:

@@ -36,10 +36,13 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from llm_trainers.algorithms.losses import SurrogateStats, clipped_surrogate_loss
+
 __all__ = [
     "OFF_POLICY_CORRECTIONS",
     "OffPolicyStats",
     "behaviour_weight",
+    "corrected_surrogate_loss",
     "decoupled_ppo_weights",
     "off_policy_weights",
     "tis_weights",
@@ -108,3 +111,25 @@ def off_policy_weights(correction: str, prox_logp: Tensor, behaviour_logp: Tenso
         ratio = behaviour_weight(prox_logp, behaviour_logp).detach()
         return torch.ones_like(ratio), OffPolicyStats(ratio=ratio, clipped=torch.zeros_like(ratio))
     raise ValueError(f"unknown off-policy correction {correction!r}; choose one of {OFF_POLICY_CORRECTIONS}")
+
+
+def corrected_surrogate_loss(
+    logp: Tensor,
+    prox_logp: Tensor,
+    behaviour_logp: Tensor,
+    advantages: Tensor,
+    correction: str,
+    cap: float | None,
+    clip_low: float = 0.2,
+    clip_high: float = 0.2,
+    dual_clip: float | None = None,
+) -> tuple[Tensor, SurrogateStats, OffPolicyStats]:
+    """The clipped surrogate of ``r = π_θ/π_prox``, weighted per token by the correction's
+    ``w`` (detached): ``L_t = w_t · L_t^{clip}(r_t, A_t)``.
+
+    Returns:
+        ``(loss [B, T], the surrogate's stats, the weights' stats)``; unreduced and unmasked.
+    """
+    loss, stats = clipped_surrogate_loss(logp, prox_logp, advantages, clip_low, clip_high, dual_clip)
+    weight, off = off_policy_weights(correction, prox_logp, behaviour_logp, cap)
+    return weight * loss, stats, off
