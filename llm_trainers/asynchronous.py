@@ -398,7 +398,7 @@ def build_async_rollout(trainer: Any, saved: Mapping[str, Any] | None = None) ->
     else:
         from llm_trainers.agents.hf import HFEngine
         from llm_trainers.policies import build_policies
-        from llm_trainers.trainer import policy_spec
+        from llm_trainers.specs import policy_spec
 
         spec = policy_spec(cfg, trainer.learning_agents, trainer.model_path)
         spec.update(need_reference=False, gradient_checkpointing=False)

@@ -4,6 +4,11 @@
 ``section.key=value`` with ``value`` parsed as YAML (``1e-5``, ``true``, ``[a, b]``, ``{r: 8}``).
 Unknown sections or keys are errors that list the valid ones; every knob is documented in
 ``docs/training.md``.
+
+A config may extend another: ``base: other.yaml`` (a path relative to the file, or the name of
+a shipped config) is read first, then the file's own settings are merged over it — mappings
+key by key, at any depth; lists, scalars and ``null`` replace. A base may have a base; a chain
+that comes back to a file is an error. :func:`resolve_config_data` gives the merged mapping.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ __all__ = [
     "config_from_dict",
     "config_to_dict",
     "load_config",
+    "merge_config_data",
+    "resolve_config_data",
     "shipped_configs",
 ]
 
@@ -507,26 +514,72 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
 
 
 def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Config:
-    """Read a YAML config (or a shipped config's name), apply overrides, validate.
+    """Read a YAML config (or a shipped config's name) with its bases, apply overrides, validate.
 
     ``path`` may be a file or the name of a shipped config (``plan_path_at_grpo_l2``); None
     starts from the defaults.
     """
-    data: dict[str, Any] = {}
-    if path is not None:
-        p = Path(path)
-        if not p.exists():
-            shipped = shipped_configs()
-            name = p.stem if p.suffix in (".yaml", ".yml") else str(path)
-            if name not in shipped:
-                raise FileNotFoundError(f"no config file {path!r} and no shipped config of that name; shipped: {sorted(shipped)}")
-            p = shipped[name]
-        data = yaml.safe_load(p.read_text()) or {}
+    data = resolve_config_data(path) if path is not None else {}
     apply_overrides(data, overrides)
     return config_from_dict(data).validate()
 
 
+#: The key of a config file that names the config it extends.
+BASE_KEY = "base"
+
+
+def resolve_config_data(path: str | Path) -> dict[str, Any]:
+    """The settings of the config at ``path`` (a file, or a shipped config's name) with its
+    ``base:`` chain merged in (:func:`merge_config_data`), as one nested mapping."""
+    return _read_with_bases(_find_config(path, None), ())
+
+
+def merge_config_data(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+    """``overlay`` over ``base``: where both hold a mapping, merge them key by key (recursively);
+    anything else in ``overlay`` — a scalar, a list, ``null`` — replaces what ``base`` holds."""
+    out = dict(base)
+    for key, value in overlay.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge_config_data(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _find_config(ref: str | Path, relative_to: Path | None) -> Path:
+    """A config file: ``ref`` as a path (relative to ``relative_to``, the directory of the file
+    that names it, if any), else the shipped config of that name."""
+    p = Path(ref)
+    candidate = (relative_to / p) if relative_to is not None and not p.is_absolute() else p
+    if candidate.is_file():
+        return candidate.resolve()
+    shipped = shipped_configs()
+    name = p.stem if p.suffix in (".yaml", ".yml") else str(ref)
+    if name in shipped:
+        return shipped[name].resolve()
+    where = f" (named by {relative_to})" if relative_to is not None else ""
+    raise FileNotFoundError(
+        f"no config file {str(ref)!r}{where} and no shipped config of that name; shipped: {sorted(shipped)}")
+
+
+def _read_with_bases(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
+    if path in chain:
+        loop = " -> ".join(str(p) for p in (*chain[chain.index(path):], path))
+        raise ValueError(f"config base chain comes back to a file it started from: {loop}")
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise TypeError(f"{path}: a config must be a mapping of sections, got {type(data).__name__}")
+    ref = data.pop(BASE_KEY, None)
+    if ref is None:
+        return data
+    if not isinstance(ref, str) or not ref:
+        raise TypeError(f"{path}: {BASE_KEY!r} must name one config (a path or a shipped name), got {ref!r}")
+    base = _read_with_bases(_find_config(ref, path.parent), (*chain, path))
+    return merge_config_data(base, data)
+
+
 def shipped_configs() -> dict[str, Path]:
-    """Name → path of the YAML configs shipped in ``llm_trainers/configs``."""
+    """Name → path of the YAML configs shipped in ``llm_trainers/configs`` (the shared bases
+    they extend, in ``configs/base/``, are not configs to run and are not listed)."""
     root = Path(__file__).parent / "configs"
     return {p.stem: p for p in sorted(root.glob("*.yaml"))}

@@ -50,14 +50,15 @@ from llm_trainers.checkpoint import (
     save_checkpoint,
 )
 from llm_trainers.config import Config, config_to_dict
-from llm_trainers.learner import Learner, LossConfig, OptimConfig, UpdateSample
+from llm_trainers.learner import Learner, UpdateSample
 from llm_trainers.metrics import MetricsLogger
-from llm_trainers.policies import LoraSettings, PolicySet, build_policies
+from llm_trainers.policies import PolicySet, build_policies
 from llm_trainers.rollout import RolloutResult, TrainRecord, collect, spawn_envs
+from llm_trainers.specs import learner_kwargs, needs_reference, policy_spec
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EVAL_SEED_BASE", "TRAIN_SEED_BASE", "Trainer", "learner_kwargs", "policy_spec", "train_seeds"]
+__all__ = ["EVAL_SEED_BASE", "TRAIN_SEED_BASE", "Trainer", "train_seeds"]
 
 #: Evaluation episodes use seeds ``EVAL_SEED_BASE + i`` (0, 1, 2, ...: the same episodes as
 #: ``llm-envs eval --seed 0``); every training seed is ``TRAIN_SEED_BASE`` or above
@@ -84,71 +85,26 @@ def train_seeds(run_seed: int, step: int, num_envs: int, samples_per_problem: in
     return [seeds[i // n] for i in range(num_envs)]
 
 
-def policy_spec(cfg: Config, agents: Sequence[str], model_path: str) -> dict[str, Any]:
-    """The :func:`~llm_trainers.policies.build_policies` arguments of a run (every process that
-    holds a copy of the policies builds it from these)."""
-    lora = cfg.model.lora
-    return {
-        "level": cfg.model.level,
-        "agents": list(agents),
-        "model_path": model_path,
-        "model_paths": dict(cfg.model.paths),
-        "policy_map": dict(cfg.model.policy_map) or None,
-        "lora": LoraSettings(lora.r, lora.alpha, lora.dropout, lora.target_modules) if lora else None,
-        "device": cfg.model.device,
-        "dtype": cfg.model.dtype,
-        "need_reference": cfg.algorithm.kl_coef > 0 or cfg.train.kl_loss_coef > 0,
-        "gradient_checkpointing": cfg.model.gradient_checkpointing,
-        "tokenizer_path": cfg.model.tokenizer,
-        "model_kwargs": dict(cfg.model.model_kwargs),
-        "seed": cfg.run.seed,
-    }
-
-
-def learner_kwargs(cfg: Config, bf16: bool) -> dict[str, Any]:
-    """The :class:`~llm_trainers.learner.Learner` arguments of a run, beside the policies."""
-    t = cfg.train
-    return {
-        "optim": OptimConfig(
-            lr=t.lr, betas=tuple(t.betas), weight_decay=t.weight_decay, eps=t.adam_eps, schedule=t.schedule,
-            warmup_steps=t.warmup_steps, total_steps=cfg.run.steps, min_lr_ratio=t.min_lr_ratio,
-            max_grad_norm=t.max_grad_norm,
-        ),
-        "loss": LossConfig(
-            clip_low=t.clip_low, clip_high=t.clip_high, dual_clip=t.dual_clip, kl_loss_coef=t.kl_loss_coef,
-            kl_estimator=t.kl_estimator, entropy_coef=t.entropy_coef,
-            off_policy=cfg.rollout.asynchronous.correction, is_cap=cfg.rollout.asynchronous.is_cap,
-        ),
-        "micro_batch_size": t.micro_batch_size,
-        "mini_batch_size": t.mini_batch_size,
-        "num_mini_batches": t.num_mini_batches,
-        "epochs": t.epochs,
-        "temperature": cfg.rollout.temperature,
-        "bf16": bool(bf16),
-        "seed": cfg.run.seed,
-        "lr_overrides": dict(t.lr_per_policy),
-    }
-
-
 class Trainer:
     """Owns the policies, engine, learner, environments and run directory of one run.
 
-    A config whose ``resources`` section places parts outside this process makes a
-    :class:`llm_trainers.distributed.trainer.DistributedTrainer` (same loop, same files).
+    This is the single-process loop. :func:`llm_trainers.make_trainer` builds the trainer a
+    config asks for: this one, or for a config whose ``resources`` section places parts outside
+    this process :class:`llm_trainers.distributed.trainer.DistributedTrainer` (same loop, same
+    files), which ``Trainer`` refuses to stand in for.
 
     Args:
         cfg: The run configuration.
         resume: Continue from the latest checkpoint in ``cfg.output_dir`` (error if none).
     """
 
-    def __new__(cls, cfg: Config, resume: bool = False) -> Trainer:
-        if cls is Trainer and cfg.resources.distributed:
-            from llm_trainers.distributed.trainer import DistributedTrainer
-
-            return super().__new__(DistributedTrainer)
-        return super().__new__(cls)
-
     def __init__(self, cfg: Config, resume: bool = False) -> None:
+        if cfg.resources.distributed and type(self) is Trainer:
+            raise ValueError(
+                "this config's resources section places parts of the run on Ray, which Trainer (the "
+                "single-process loop) does not do: build the trainer with llm_trainers.make_trainer(cfg), "
+                "which picks the distributed one (or set resources: {} to run in this process)"
+            )
         self.cfg = cfg.validate()
         self.out = cfg.output_dir
         self.out.mkdir(parents=True, exist_ok=True)
@@ -350,7 +306,7 @@ class Trainer:
     def _score(self, records: Sequence[TrainRecord]) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
         """log π_old (recomputed or the engine's) and log π_ref (if a KL term needs it)."""
         cfg = self.cfg
-        need_ref = cfg.algorithm.kl_coef > 0 or cfg.train.kl_loss_coef > 0
+        need_ref = needs_reference(cfg)
         old: list[torch.Tensor | None] = [None] * len(records)
         ref: list[torch.Tensor | None] | None = [None] * len(records) if need_ref else None
         by_policy: dict[str, list[int]] = defaultdict(list)

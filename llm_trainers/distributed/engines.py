@@ -60,7 +60,7 @@ class EngineSpec:
 
     Attributes:
         kind: ``hf`` or ``vllm``.
-        policy: :func:`~llm_trainers.trainer.policy_spec` of the run (``device`` is replaced by
+        policy: :func:`~llm_trainers.specs.policy_spec` of the run (``device`` is replaced by
             the actor's own).
         sampling: Default sampling parameters.
         seed: The run's seed (engine ``i`` samples with :func:`engine_seed`).

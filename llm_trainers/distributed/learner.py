@@ -314,7 +314,7 @@ class LearnerRank:
         from torch.distributed.device_mesh import DeviceMesh
 
         from llm_trainers.policies import _default_policy_map, build_policies
-        from llm_trainers.trainer import learner_kwargs, policy_spec
+        from llm_trainers.specs import learner_kwargs, policy_spec
 
         backend = dist.get_backend()
         device_type = "cuda" if backend == "nccl" else "cpu"

@@ -31,7 +31,8 @@ from typing import Any
 from llm_trainers.config import Config
 from llm_trainers.policies import PolicySet, build_policies
 from llm_trainers.rollout import RolloutResult
-from llm_trainers.trainer import Trainer, policy_spec
+from llm_trainers.specs import policy_spec
+from llm_trainers.trainer import Trainer
 
 __all__ = ["DistributedTrainer"]
 
@@ -39,7 +40,7 @@ __all__ = ["DistributedTrainer"]
 class DistributedTrainer(Trainer):
     """:class:`~llm_trainers.trainer.Trainer` with the parts ``cfg.resources`` places on Ray.
 
-    ``Trainer(cfg)`` returns one when the config's layout is distributed.
+    :func:`llm_trainers.make_trainer` builds one when the config's layout is distributed.
     """
 
     def __init__(self, cfg: Config, resume: bool = False) -> None:

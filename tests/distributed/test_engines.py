@@ -16,7 +16,7 @@ from llm_trainers.batching import completion_logprobs, pack_sequences  # noqa: E
 from llm_trainers.config import VLLMConfig, load_config  # noqa: E402
 from llm_trainers.distributed.engines import DataParallelEngine, EngineSpec, engine_seed  # noqa: E402
 from llm_trainers.policies import build_policies  # noqa: E402
-from llm_trainers.trainer import policy_spec  # noqa: E402
+from llm_trainers.specs import policy_spec  # noqa: E402
 
 AGENTS = ["speaker", "listener"]
 OBS = [{"instruction": "You are the speaker. Symbols: red green blue yellow.", "prompt": f"Round 1 of 2. Target: {c}"}

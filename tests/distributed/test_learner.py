@@ -10,7 +10,7 @@ from llm_trainers.config import load_config  # noqa: E402
 from llm_trainers.distributed.learner import LearnerGroup  # noqa: E402
 from llm_trainers.learner import Learner, UpdateSample  # noqa: E402
 from llm_trainers.policies import build_policies  # noqa: E402
-from llm_trainers.trainer import learner_kwargs, policy_spec  # noqa: E402
+from llm_trainers.specs import learner_kwargs, policy_spec  # noqa: E402
 
 AGENTS = ["speaker", "listener"]
 LORA = "model.lora={r: 4, alpha: 8, target_modules: [q_proj, v_proj, lm_head]}"
