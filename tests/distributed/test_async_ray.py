@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="the trainer tests need the 'train' extra")
 
 from llm_trainers.config import load_config  # noqa: E402
-from llm_trainers.trainer import Trainer  # noqa: E402
+from llm_trainers import make_trainer  # noqa: E402
 
 SMALL = [
     "run.steps=3", "run.eval_every=3", "run.eval_at_start=false", "run.eval_episodes=4", "run.save_every=1",
@@ -34,7 +34,7 @@ def _rows(path):
 @pytest.mark.slow
 def test_async_ray_layout_trains_evaluates_and_resumes(local_ray, tiny_signalling_model, tmp_path):
     common = ["signalling_at_grpo_l2_ray", *SMALL, f"model.path={tiny_signalling_model}"]
-    full = Trainer(load_config(common[0], [*common[1:], f"run.output_dir={tmp_path / 'a'}"]))
+    full = make_trainer(load_config(common[0], [*common[1:], f"run.output_dir={tmp_path / 'a'}"]))
     assert type(full).__name__ == "DistributedTrainer" and full.async_shares_engine
     loads: list[list[str]] = []
     load = full.async_rollout.load_weights
@@ -62,7 +62,7 @@ def test_async_ray_layout_trains_evaluates_and_resumes(local_ray, tiny_signallin
     # resumed from step 1: the checkpoint's queue (the rollouts of steps 1 and 2) is trained on
     shutil.copytree(tmp_path / "a", tmp_path / "b")
     (tmp_path / "b" / "checkpoints" / "latest").write_text("step_00000001\n")
-    resumed = Trainer(load_config(common[0], [*common[1:], f"run.output_dir={tmp_path / 'b'}"]), resume=True)
+    resumed = make_trainer(load_config(common[0], [*common[1:], f"run.output_dir={tmp_path / 'b'}"]), resume=True)
     try:
         assert resumed.step == 1 and [r.step for r in resumed.async_rollout.state.queue] == [1, 2]
         resumed.train()
