@@ -15,9 +15,9 @@ them can at best bring a step from their sum down to their maximum, the "bound" 
 
     python benchmarks/async_training.py                 # Ray layout, 6 steps per row
     python benchmarks/async_training.py --local --steps 8
-    python benchmarks/async_training.py --config my.yaml --override rollout.max_new_tokens=64
+    python benchmarks/async_training.py --override rollout.max_new_tokens=6 --tag balanced   # longer generation
 
-Outputs: a table and ``benchmarks/results/async_training.{json,md}``. Quote ratios to the
+Outputs: a table and ``benchmarks/results/async_training[_TAG].{json,md}``. Quote ratios to the
 synchronous row of the same run; on a shared machine say under what load it ran (the JSON keeps
 the load averages before and after).
 """
@@ -94,16 +94,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--staleness", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--local", action="store_true", help="also the single-process layout")
     parser.add_argument("--no-ray", action="store_true", help="only the single-process layout")
+    parser.add_argument("--rounds", type=int, default=1, help="repeat the rows, interleaved; the median stands")
+    parser.add_argument("--tag", default="", help="results go to async_training[_TAG].{json,md}")
     args = parser.parse_args(argv)
     load_before = os.getloadavg()
     layouts = ([] if args.no_ray else [("ray", args.config)]) + ([("local", args.local_config)]
                                                                  if args.local or args.no_ray else [])
     rows: list[dict[str, Any]] = []
     for layout, config in layouts:
+        runs: dict[int, list[dict[str, Any]]] = {k: [] for k in args.staleness}
+        for round_ in range(args.rounds):  # rounds interleave the rows: a load change hits them all
+            for k in args.staleness:
+                runs[k].append(time_run(config, args.override, k, args.steps))
+                print(f"{layout} round {round_ + 1} k={k}: {runs[k][-1]['step_s']:.2f} s/step", flush=True)
         base = None
         for k in args.staleness:
+            # the round with the median step time stands for the row
             row = {"layout": layout, "config": config, "max_staleness": k,
-                   **time_run(config, args.override, k, args.steps)}
+                   **sorted(runs[k], key=lambda r: r["step_s"])[len(runs[k]) // 2],
+                   "step_s_rounds": [r["step_s"] for r in runs[k]]}
             base = base or row
             row["speedup"] = base["step_s"] / row["step_s"]
             row["bound"] = (base["rollout_side_s"] + base["learner_side_s"]) / max(base["rollout_side_s"],
@@ -116,22 +125,24 @@ def main(argv: list[str] | None = None) -> int:
     print("\n" + table)
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     meta = {"machine": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
-            "steps": args.steps, "overrides": args.override, "load_average_before": load_before,
+            "steps": args.steps, "rounds": args.rounds, "overrides": args.override, "load_average_before": load_before,
             "load_average_after": load_after}
-    (RESULTS_DIR / "async_training.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
-    (RESULTS_DIR / "async_training.md").write_text(
+    stem = "async_training" + (f"_{args.tag}" if args.tag else "")
+    (RESULTS_DIR / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    (RESULTS_DIR / f"{stem}.md").write_text(
         table + f"\n\nLoad average (1, 5, 15 min) before: {', '.join(f'{x:.1f}' for x in load_before)}; "
         f"after: {', '.join(f'{x:.1f}' for x in load_after)}; {os.cpu_count()} CPUs.\n")
     return 0
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
-    head = ("| layout | max_staleness | s/step | samples/s | vs synchronous | bound | rollout side s | "
+    head = ("| layout | max_staleness | s/step (rounds) | samples/s | vs synchronous | bound | rollout side s | "
             "learner side s | learner waits s | staleness mean/max | start-up s |\n"
             "|---|---|---|---|---|---|---|---|---|---|---|")
     lines = [head]
     for r in rows:
-        lines.append(f"| {r['layout']} | {r['max_staleness']} | {r['step_s']:.2f} | {r['samples_per_s']:.1f} | "
+        spread = "/".join(f"{x:.2f}" for x in r["step_s_rounds"])
+        lines.append(f"| {r['layout']} | {r['max_staleness']} | {r['step_s']:.2f} ({spread}) | {r['samples_per_s']:.1f} | "
                      f"{r['speedup']:.2f}x | {r['bound']:.2f}x | {r['rollout_side_s']:.2f} | "
                      f"{r['learner_side_s']:.2f} | {r['learner_wait_s']:.2f} | "
                      f"{r['staleness_mean']:.2f}/{r['staleness_max']:.0f} | {r['startup_s']:.1f} |")

@@ -242,10 +242,11 @@ class AsyncRollout:
                     if self.stopping:
                         return
                     blocked_s = time.perf_counter() - t0
-                    version = self.weights.version
-                    changed = self.weights.newer_than(self.state.loaded)
-                    versions = dict(self.weights.policy_versions)
-                with self.engine_lock:
+                with self.engine_lock:  # the newest weights, read once the engine is ours
+                    with self.cond:
+                        version = self.weights.version
+                        changed = self.weights.newer_than(self.state.loaded)
+                        versions = dict(self.weights.policy_versions)
                     t1 = time.perf_counter()
                     if changed:
                         self.load_weights(changed)
