@@ -398,12 +398,10 @@ def build_async_rollout(trainer: Any, saved: Mapping[str, Any] | None = None) ->
             return engine.sync_states(states)
     else:
         from llm_trainers.agents.hf import HFEngine
-        from llm_trainers.policies import build_policies
         from llm_trainers.specs import policy_spec
 
         spec = policy_spec(cfg, trainer.learning_agents, trainer.model_path)
-        spec.update(need_reference=False, gradient_checkpointing=False)
-        copy = build_policies(**spec)
+        copy = spec.with_changes(need_reference=False, gradient_checkpointing=False).build()
         for pol in copy:  # the learner's current weights (a resumed run's included)
             pol.load_trainable_state_dict(trainer.policies[pol.name].trainable_state_dict())
         r = cfg.rollout

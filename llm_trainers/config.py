@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 __all__ = [
+    "LEVELS",
     "AlgorithmConfig",
     "AsyncConfig",
     "Config",
@@ -42,6 +43,10 @@ __all__ = [
     "resolve_config_data",
     "shipped_configs",
 ]
+
+
+#: Specialisation levels (``model.level``; :mod:`llm_trainers.policies` builds them).
+LEVELS = ("L1", "L2", "L3")
 
 
 @dataclass
@@ -110,7 +115,14 @@ class EnvConfig:
 
 @dataclass
 class LoraConfig:
-    """LoRA (peft) settings. See :class:`llm_trainers.policies.LoraSettings`."""
+    """LoRA (peft) settings (:func:`llm_trainers.policies.peft_lora_config` makes peft's).
+
+    Attributes:
+        r: Rank.
+        alpha: Scaling numerator (peft's ``lora_alpha``); the update is scaled by ``alpha / r``.
+        dropout: LoRA dropout (0 keeps log-probabilities deterministic).
+        target_modules: Module names to adapt, or ``"all-linear"``.
+    """
 
     r: int = 16
     alpha: int = 32
@@ -236,9 +248,11 @@ class AlgorithmConfig:
     """Advantage estimation.
 
     Attributes:
-        estimator: ``at_grpo``, ``reinforce_pp``, ``reinforce_pp_baseline``,
+        estimator: A registered estimator (:func:`llm_trainers.algorithms.advantages.register_estimator`):
+            ``at_grpo``, ``reinforce_pp``, ``reinforce_pp_baseline``,
             ``task_relative_reinforce_pp``, ``per_agent_reinforce_pp``, ``rae`` (SPIRAL's
-            role-conditioned advantages; flat sampling).
+            role-conditioned advantages; flat sampling), or one registered by your code.
+        estimator_options: The estimator's own options (those it registered, with defaults).
         eps: ε of AT-GRPO's ``(r − mean)/(std + ε)``.
         unbiased_std: Bessel-corrected group std (verl) instead of the population std.
         drop_uniform_groups: Leave groups whose rewards are all equal out of the update
@@ -253,6 +267,7 @@ class AlgorithmConfig:
     """
 
     estimator: str = "at_grpo"
+    estimator_options: dict[str, Any] = field(default_factory=dict)
     eps: float = 1e-6
     unbiased_std: bool = False
     drop_uniform_groups: bool = False
@@ -384,28 +399,19 @@ class Config:
         return Path(self.run.output_dir or f"runs/{self.run.name}")
 
     def validate(self) -> Config:
-        from llm_trainers.algorithms.advantages import ESTIMATORS
-        from llm_trainers.algorithms.losses import KL_ESTIMATORS
-        from llm_trainers.policies import LEVELS
+        from llm_trainers.algorithms.advantages import estimator_config_problems
+        from llm_trainers.algorithms.losses import KL_ESTIMATOR_REGISTRY
 
-        problems = []
-        if self.algorithm.estimator not in ESTIMATORS:
-            problems.append(f"algorithm.estimator must be one of {ESTIMATORS}")
+        problems = estimator_config_problems(self)
         if self.model.level not in LEVELS:
             problems.append(f"model.level must be one of {LEVELS}")
         if self.model.level == "L2" and self.model.lora is None:
             problems.append("model.level L2 needs model.lora (one adapter per agent)")
         if self.rollout.engine not in ("hf", "vllm"):
             problems.append("rollout.engine must be 'hf' or 'vllm'")
-        if self.rollout.tree and self.rollout.k < 2 and self.algorithm.estimator == "at_grpo":
-            problems.append("AT-GRPO tree sampling needs rollout.k >= 2")
-        if self.algorithm.estimator == "at_grpo" and not self.rollout.tree:
-            problems.append("at_grpo groups candidates of one decision: set rollout.tree: true")
-        if self.algorithm.estimator == "rae" and self.rollout.tree:
-            problems.append("rae uses whole-game returns: set rollout.tree: false")
         for est in (self.algorithm.kl_estimator, self.train.kl_estimator):
-            if est not in KL_ESTIMATORS:
-                problems.append(f"KL estimator {est!r} must be one of {KL_ESTIMATORS}")
+            if est not in KL_ESTIMATOR_REGISTRY:
+                problems.append(f"KL estimator {est!r} must be one of {tuple(KL_ESTIMATOR_REGISTRY)}")
         if self.train.dual_clip is not None and self.train.dual_clip <= 1:
             problems.append("train.dual_clip must be > 1")
         if self.run.steps < 1:

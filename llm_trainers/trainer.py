@@ -6,7 +6,7 @@
         records  = rollout(envs, engine, tree=AT-GRPO?, k)          # per-action, token-in/out
         log π_old = learner.logprobs(records)    (or the engine's)    # per policy
         log π_ref = learner.logprobs(records, reference=True)         # only if a KL term is on
-        A        = estimator(rewards, masks, group keys, roles, agents, KL)
+        A        = estimator(rewards, masks, group keys, roles, agents, KL)  # a registered one
         for policy in policies:  learner.update(policy, its own records with A)
         engine.sync(updated policies)                                 # adapters / weights
         every eval_every: evaluate (flat sampling, fixed seeds)
@@ -40,7 +40,7 @@ import torch
 import llm_envs
 from llm_trainers import asynchronous
 from llm_trainers.agents.hf import HFEngine, SamplingParams
-from llm_trainers.algorithms.advantages import compute_advantages
+from llm_trainers.algorithms.advantages import AdvantageBatch, estimate_advantages, estimator_info
 from llm_trainers.algorithms.losses import kl_estimate
 from llm_trainers.batching import pad_right
 from llm_trainers.checkpoint import (
@@ -52,7 +52,7 @@ from llm_trainers.checkpoint import (
 from llm_trainers.config import Config, config_to_dict
 from llm_trainers.learner import Learner, UpdateSample
 from llm_trainers.metrics import MetricsLogger
-from llm_trainers.policies import PolicySet, build_policies
+from llm_trainers.policies import PolicySet
 from llm_trainers.rollout import RolloutResult, TrainRecord, collect, spawn_envs
 from llm_trainers.specs import learner_kwargs, needs_reference, policy_spec
 
@@ -122,8 +122,9 @@ class Trainer:
         self.opponents = self._build_opponents(cfg.env.opponents)
         #: The agents the policies play (every agent but the fixed opponents).
         self.learning_agents = [a for a in self.agents if a not in self.opponents]
-        #: SPIRAL's role baselines ("game|role" → EMA of returns), for algorithm.estimator = rae.
-        self.role_baselines: dict[str, float] = {}
+        #: The advantage estimator's state across steps (checkpointed): for a stateful estimator
+        #: such as rae, SPIRAL's role baselines ("game|role" → EMA of returns); else empty.
+        self.estimator_state: dict[Any, Any] = {}
         self.model_path = self._model_path()
         self.policies: PolicySet = self._build_policies()
         device = next(iter(self.policies)).device
@@ -148,6 +149,11 @@ class Trainer:
         self.logger = MetricsLogger(
             self.out / "metrics.jsonl", self.out / "tensorboard" if cfg.run.tensorboard else None, keep_lines=keep_lines
         )
+
+    @property
+    def role_baselines(self) -> dict[Any, Any]:
+        """SPIRAL's role baselines under ``algorithm.estimator: rae`` (its estimator state)."""
+        return self.estimator_state
 
     # ------------------------------------------------------------------ construction helpers
     def _build_opponents(self, specs: dict[str, str]) -> dict[str, Any]:
@@ -181,7 +187,7 @@ class Trainer:
         return str(target)
 
     def _build_policies(self) -> PolicySet:
-        return build_policies(**policy_spec(self.cfg, self.learning_agents, self.model_path))
+        return policy_spec(self.cfg, self.learning_agents, self.model_path).build()
 
     def _build_learner(self) -> Any:
         """The learner: in this process (a distributed layout puts its ranks elsewhere)."""
@@ -332,20 +338,23 @@ class Trainer:
         a = self.cfg.algorithm
         if not records:
             return [], []
+        info = estimator_info(a.estimator)
         mask = pad_right([[1.0] * len(r.completion_ids) for r in records])
         kl = None
-        if a.kl_coef > 0 and ref is not None:
+        if info.kl_in_reward and a.kl_coef > 0 and ref is not None:
             kl = kl_estimate(pad_right([o.tolist() for o in old]), pad_right([x.tolist() for x in ref]), a.kl_estimator)
-        rewards = torch.tensor([r.reward for r in records], dtype=torch.float32)
-        rae = a.estimator == "rae"
-        adv = compute_advantages(
-            a.estimator, rewards, mask, [r.group for r in records],
-            roles=[f"{self.cfg.env.id}|{r.role}" if rae else r.role for r in records],
-            agents=[r.agent for r in records], kl=kl, beta=a.kl_coef,
-            gamma=a.gamma, eps=a.eps, unbiased_std=a.unbiased_std, reward_clip=a.reward_clip,
+        game_roles = info.role_key == "game_role"  # baselines per (game, role): the game is the env id
+        batch = AdvantageBatch(
+            rewards=torch.tensor([r.reward for r in records], dtype=torch.float32),
+            mask=mask,
+            group_keys=[r.group for r in records],
+            roles=[f"{self.cfg.env.id}|{r.role}" if game_roles else r.role for r in records],
+            agents=[r.agent for r in records],
             trajectories=[(r.slot, r.episode_id, r.agent) for r in records],
-            role_baselines=self.role_baselines, rae_decay=a.rae_decay,
+            kl=kl,
+            state=self.estimator_state,
         )
+        adv = estimate_advantages(a, batch)
         keep = list(range(len(records)))
         if a.drop_uniform_groups:
             spread: dict[Any, set[float]] = defaultdict(set)
@@ -458,7 +467,7 @@ class Trainer:
                     "env": env_state,
                     "metrics_lines": self.logger.lines,
                     "last_eval": self.last_eval,
-                    "role_baselines": dict(self.role_baselines),
+                    "estimator_state": dict(self.estimator_state),
                     "async": async_state,
                     "config": config_to_dict(self.cfg),
                 },
@@ -478,7 +487,8 @@ class Trainer:
         if state.get("env") is not None:
             self._load_env_state(state["env"])
         self.last_eval = dict(state.get("last_eval") or {})
-        self.role_baselines = dict(state.get("role_baselines") or {})
+        # ("role_baselines": the name of rae's state in checkpoints written before the registry)
+        self.estimator_state = dict(state.get("estimator_state", state.get("role_baselines")) or {})
         return int(state.get("metrics_lines", 0))
 
     def export(self, path: Path) -> dict[str, str]:

@@ -29,7 +29,7 @@ import sys
 from typing import Any
 
 from llm_trainers.config import Config
-from llm_trainers.policies import PolicySet, build_policies
+from llm_trainers.policies import PolicySet
 from llm_trainers.rollout import RolloutResult
 from llm_trainers.specs import policy_spec
 from llm_trainers.trainer import Trainer
@@ -68,12 +68,11 @@ class DistributedTrainer(Trainer):
         if self.cfg.resources.learner_world_size == 0:
             return super()._build_policies()
         # The mirror: on the CPU, in the learner's weight dtype, no reference model.
-        spec = policy_spec(self.cfg, self.learning_agents, self.model_path)
         dtype = self.cfg.model.dtype
         if dtype == "auto":
             dtype = "bfloat16" if self.cfg.resources.gpus_per_learner > 0 else "float32"
-        spec.update(device="cpu", dtype=dtype, need_reference=False, gradient_checkpointing=False)
-        return build_policies(**spec)
+        spec = policy_spec(self.cfg, self.learning_agents, self.model_path)
+        return spec.with_changes(device="cpu", dtype=dtype, need_reference=False, gradient_checkpointing=False).build()
 
     def _build_learner(self) -> Any:
         if self.cfg.resources.learner_world_size == 0:

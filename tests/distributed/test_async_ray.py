@@ -11,8 +11,8 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the trainer tests need the 'train' extra")
 
-from llm_trainers.config import load_config  # noqa: E402
 from llm_trainers import make_trainer  # noqa: E402
+from llm_trainers.config import load_config  # noqa: E402
 
 SMALL = [
     "run.steps=3", "run.eval_every=3", "run.eval_at_start=false", "run.eval_episodes=4", "run.save_every=1",

@@ -17,6 +17,7 @@ import yaml
 
 from llm_trainers.cli import main
 from llm_trainers.config import (
+    Config,
     config_to_dict,
     load_config,
     merge_config_data,
@@ -37,7 +38,16 @@ def test_the_snapshot_covers_exactly_the_shipped_configs():
 
 @pytest.mark.parametrize("name", sorted(shipped_configs()))
 def test_a_shipped_config_resolves_to_its_settings_from_before_overlays(name):
-    assert _resolved(name) == json.loads(SNAPSHOT.read_text())[name]
+    """Every setting of the snapshot, unchanged; a field added to the config since must hold its
+    default (a new knob that no shipped config sets changes no run)."""
+    got, want = _resolved(name), json.loads(SNAPSHOT.read_text())[name]
+    defaults = json.loads(json.dumps(config_to_dict(Config()), default=str))
+    assert got.keys() == want.keys()
+    for section in want:
+        assert want[section].keys() <= got[section].keys(), f"{section}: fields gone"
+        for key, value in got[section].items():
+            expected = want[section].get(key, defaults[section][key])
+            assert value == expected, f"{name}: {section}.{key} is {value!r}, was {expected!r}"
 
 
 def test_the_at_grpo_level_configs_are_short_overlays():

@@ -98,12 +98,13 @@ def test_the_weight_is_detached_from_the_gradient():
 
 # ---------------------------------------------------------------------------- in the learner
 def _learner(tiny_model_dir, correction, cap=2.0):
-    from llm_trainers.learner import Learner, LossConfig, OptimConfig
+    from llm_trainers.config import AsyncConfig, TrainConfig
+    from llm_trainers.learner import Learner
     from llm_trainers.policies import build_policies
 
     policies = build_policies("L1", ["a"], tiny_model_dir, device="cpu", seed=0)
-    return Learner(policies, OptimConfig(lr=1e-3, max_grad_norm=None), LossConfig(off_policy=correction, is_cap=cap),
-                   micro_batch_size=2, seed=0)
+    return Learner(policies, TrainConfig(lr=1e-3, max_grad_norm=None, micro_batch_size=2), seed=0,
+                   off_policy=AsyncConfig(correction=correction, is_cap=cap))
 
 
 def _samples(learner, shift):
