@@ -59,38 +59,12 @@ import numpy as np
 
 from llm_trainers.rollout import RolloutResult, TrainRecord
 
-__all__ = ["AsyncRollout", "PublishedWeights", "StalenessError", "VersionedRollout", "async_problems",
-           "staleness_metrics"]
+__all__ = ["AsyncRollout", "PublishedWeights", "StalenessError", "VersionedRollout", "build_async_rollout",
+           "publish_update", "staleness_metrics", "take_rollout"]
 
 
 class StalenessError(RuntimeError):
     """A rollout older than ``max_staleness`` reached the learner (a bug of the pipeline)."""
-
-
-def async_problems(cfg: Any) -> list[str]:
-    """What is wrong with a config's ``rollout.async`` section (empty when nothing)."""
-    from llm_trainers.algorithms.off_policy import OFF_POLICY_CORRECTIONS
-
-    a = cfg.rollout.asynchronous
-    out = []
-    if not isinstance(a.max_staleness, int) or a.max_staleness < 0:
-        out.append(f"rollout.async.max_staleness must be an integer >= 0, got {a.max_staleness!r}")
-    if a.correction not in OFF_POLICY_CORRECTIONS:
-        out.append(f"rollout.async.correction must be one of {OFF_POLICY_CORRECTIONS}, got {a.correction!r}")
-    if a.is_cap is not None and a.is_cap <= 0:
-        out.append(f"rollout.async.is_cap must be > 0 (or null), got {a.is_cap}")
-    if a.correction == "tis" and a.is_cap is None:
-        out.append("rollout.async.correction tis truncates at rollout.async.is_cap: set it (e.g. 2.0)")
-    if a.correction != "none" and not cfg.algorithm.recompute_old_logprobs:
-        out.append("rollout.async.correction weighs by π_prox/μ: it needs algorithm.recompute_old_logprobs: true "
-                   "(π_prox is the learner's recomputed log π_old)")
-    if isinstance(a.max_staleness, int) and a.max_staleness > 0:
-        if cfg.rollout.engine == "vllm" and cfg.resources.engines == 0:
-            out.append("rollout.async with the vLLM engine needs the Ray layout (resources.engines >= 1): in one "
-                       "process the engine would share the GPU with a second copy of the policies")
-        if cfg.rollout.vllm.sleep:
-            out.append("rollout.async keeps the engines generating during updates: rollout.vllm.sleep must be false")
-    return out
 
 
 # ---------------------------------------------------------------------------- published weights

@@ -416,8 +416,6 @@ class Config:
             problems.append("train.dual_clip must be > 1")
         if self.run.steps < 1:
             problems.append("run.steps must be >= 1")
-        from llm_trainers.asynchronous import async_problems
-
         problems += async_problems(self)
         if self.resources.distributed:
             from llm_trainers.distributed.placement import layout_problems
@@ -426,6 +424,32 @@ class Config:
         if problems:
             raise ValueError("invalid config:\n  - " + "\n  - ".join(problems))
         return self
+
+
+def async_problems(cfg: Config) -> list[str]:
+    """What is wrong with a config's ``rollout.async`` section (empty when nothing)."""
+    from llm_trainers.algorithms.off_policy import OFF_POLICY_CORRECTIONS
+
+    a = cfg.rollout.asynchronous
+    out = []
+    if not isinstance(a.max_staleness, int) or a.max_staleness < 0:
+        out.append(f"rollout.async.max_staleness must be an integer >= 0, got {a.max_staleness!r}")
+    if a.correction not in OFF_POLICY_CORRECTIONS:
+        out.append(f"rollout.async.correction must be one of {OFF_POLICY_CORRECTIONS}, got {a.correction!r}")
+    if a.is_cap is not None and a.is_cap <= 0:
+        out.append(f"rollout.async.is_cap must be > 0 (or null), got {a.is_cap}")
+    if a.correction == "tis" and a.is_cap is None:
+        out.append("rollout.async.correction tis truncates at rollout.async.is_cap: set it (e.g. 2.0)")
+    if a.correction != "none" and not cfg.algorithm.recompute_old_logprobs:
+        out.append("rollout.async.correction weighs by π_prox/μ: it needs algorithm.recompute_old_logprobs: true "
+                   "(π_prox is the learner's recomputed log π_old)")
+    if isinstance(a.max_staleness, int) and a.max_staleness > 0:
+        if cfg.rollout.engine == "vllm" and cfg.resources.engines == 0:
+            out.append("rollout.async with the vLLM engine needs the Ray layout (resources.engines >= 1): in one "
+                       "process the engine would share the GPU with a second copy of the policies")
+        if cfg.rollout.vllm.sleep:
+            out.append("rollout.async keeps the engines generating during updates: rollout.vllm.sleep must be false")
+    return out
 
 
 # ---------------------------------------------------------------------- (de)serialisation
