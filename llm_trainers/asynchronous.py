@@ -40,7 +40,7 @@ queue (those steps are generated again, with the current weights).
 
 Layouts: in one process the producer samples from its own copy of the policies (built as the
 learner's, so identical at the start) with its own HF engine, beside the learner's modules, which
-evaluation keeps using. In the Ray layout (``resources.engines ≥ 1``) the producer drives the engine
+evaluation uses between two rollouts (the HF engine samples from torch's global generator). In the Ray layout (``resources.engines ≥ 1``) the producer drives the engine
 actors (and environment workers) from a thread of the driver; evaluation then takes the engines
 between two rollouts and pushes the newest weights first.
 """

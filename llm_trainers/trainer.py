@@ -365,9 +365,9 @@ class Trainer:
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, episodes: int | None = None) -> dict[str, float]:
-        """:meth:`_evaluate`; with an asynchronous producer on the same engine, between two of
-        its rollouts and with the newest weights."""
-        if self.async_rollout is not None and self.async_shares_engine:
+        """:meth:`_evaluate`; with an asynchronous producer, between two of its rollouts (it may
+        share the engine, and the HF engine samples from torch's global generator)."""
+        if self.async_rollout is not None:
             with self.async_rollout.engine_exclusive():
                 return self._evaluate(episodes)
         return self._evaluate(episodes)

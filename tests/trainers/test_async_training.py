@@ -343,3 +343,24 @@ def test_a_synchronous_checkpoint_resumes_asynchronously(tmp_path):
     row = resumed.train_step()
     assert row["async/version_lag"] == 0.0  # the first rollout after the resume is made with the resumed weights
     resumed.close()
+
+
+def test_evaluation_runs_between_two_rollouts(tmp_path):
+    """Evaluation during an asynchronous run holds the producer's engine lock: the HF engines of
+    both threads sample from torch's global generator, which must not be shared mid-call."""
+    trainer = Trainer(load_config(None, [*BASE, "rollout.async.max_staleness=1", "run.eval_every=1",
+                                         "run.eval_episodes=4", "run.eval_at_start=true", f"run.output_dir={tmp_path}"]))
+    producer = trainer.async_rollout
+    held: list[bool] = []
+    evaluate = trainer._evaluate
+
+    def spy(episodes=None):
+        held.append(producer.engine_lock.locked())
+        return evaluate(episodes)
+
+    trainer._evaluate = spy
+    trainer.train()
+    trainer.close()
+    rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in rows] == [0, 1, 2, 3] and all("eval/success" in r for r in rows)
+    assert held == [True] * 4
