@@ -25,6 +25,7 @@ import yaml
 __all__ = [
     "LEVELS",
     "AlgorithmConfig",
+    "AsyncConfig",
     "Config",
     "EnvConfig",
     "LoraConfig",
@@ -191,6 +192,27 @@ class VLLMConfig:
 
 
 @dataclass
+class AsyncConfig:
+    """Asynchronous training (``rollout.async``; docs/training.md, "Asynchronous training").
+
+    Attributes:
+        max_staleness: ``k``: a sample may be at most ``k`` policy versions old when it is
+            trained on. ``0`` is the synchronous loop (the default and the reference): every
+            rollout uses the weights of the update just made. With ``k ≥ 1`` the engine generates
+            the next rollouts with the newest weights it has while the learner updates.
+        correction: Off-policy correction of the loss for stale samples: ``none``, ``tis``
+            (truncated importance sampling) or ``decoupled_ppo`` (AReaL); needs
+            ``algorithm.recompute_old_logprobs`` (the proximal policy).
+        is_cap: The cap ``C`` of the behaviour weight ``π_prox/μ`` (TIS truncates at it; decoupled
+            PPO leaves tokens above it out; null: no cap, decoupled PPO only).
+    """
+
+    max_staleness: int = 0
+    correction: str = "none"
+    is_cap: float | None = 2.0
+
+
+@dataclass
 class RolloutConfig:
     """Sampling.
 
@@ -207,6 +229,8 @@ class RolloutConfig:
         env_workers: Threads stepping environments and tree candidates concurrently (for
             environments that run code in a sandbox); results do not depend on it.
         vllm: vLLM engine settings.
+        asynchronous: ``rollout.async`` in YAML (:class:`AsyncConfig`; ``async`` is a Python
+            keyword).
     """
 
     engine: str = "hf"
@@ -220,6 +244,7 @@ class RolloutConfig:
     max_batch_size: int = 64
     env_workers: int = 1
     vllm: VLLMConfig = field(default_factory=VLLMConfig)
+    asynchronous: AsyncConfig = field(default_factory=AsyncConfig)
 
 
 @dataclass
@@ -399,6 +424,7 @@ class Config:
             problems.append("train.dual_clip must be > 1")
         if self.run.steps < 1:
             problems.append("run.steps must be >= 1")
+        problems += async_problems(self)
         if self.resources.distributed:
             from llm_trainers.distributed.placement import layout_problems
 
@@ -408,6 +434,32 @@ class Config:
         return self
 
 
+def async_problems(cfg: Config) -> list[str]:
+    """What is wrong with a config's ``rollout.async`` section (empty when nothing)."""
+    from llm_trainers.algorithms.off_policy import OFF_POLICY_CORRECTIONS
+
+    a = cfg.rollout.asynchronous
+    out = []
+    if not isinstance(a.max_staleness, int) or a.max_staleness < 0:
+        out.append(f"rollout.async.max_staleness must be an integer >= 0, got {a.max_staleness!r}")
+    if a.correction not in OFF_POLICY_CORRECTIONS:
+        out.append(f"rollout.async.correction must be one of {OFF_POLICY_CORRECTIONS}, got {a.correction!r}")
+    if a.is_cap is not None and a.is_cap <= 0:
+        out.append(f"rollout.async.is_cap must be > 0 (or null), got {a.is_cap}")
+    if a.correction == "tis" and a.is_cap is None:
+        out.append("rollout.async.correction tis truncates at rollout.async.is_cap: set it (e.g. 2.0)")
+    if a.correction != "none" and not cfg.algorithm.recompute_old_logprobs:
+        out.append("rollout.async.correction weighs by π_prox/μ: it needs algorithm.recompute_old_logprobs: true "
+                   "(π_prox is the learner's recomputed log π_old)")
+    if isinstance(a.max_staleness, int) and a.max_staleness > 0:
+        if cfg.rollout.engine == "vllm" and cfg.resources.engines == 0:
+            out.append("rollout.async with the vLLM engine needs the Ray layout (resources.engines >= 1): in one "
+                       "process the engine would share the GPU with a second copy of the policies")
+        if cfg.rollout.vllm.sleep:
+            out.append("rollout.async keeps the engines generating during updates: rollout.vllm.sleep must be false")
+    return out
+
+
 # ---------------------------------------------------------------------- (de)serialisation
 
 
@@ -415,9 +467,15 @@ def _field_types(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 
 
+#: YAML keys that are Python keywords → the field that holds them.
+_KEY_ALIASES = {"async": "asynchronous"}
+
+
 def _build(cls: type, data: Mapping[str, Any], where: str) -> Any:
     if not isinstance(data, Mapping):
         raise TypeError(f"{where or 'config'} must be a mapping, got {type(data).__name__}")
+    data = {_KEY_ALIASES.get(k, k) if _KEY_ALIASES.get(k) in {f.name for f in dataclasses.fields(cls)} else k: v
+            for k, v in data.items()}
     valid = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - valid)
     if unknown:

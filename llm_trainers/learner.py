@@ -39,11 +39,16 @@ from llm_trainers.algorithms.losses import (
     kl_estimate,
     token_mean,
 )
+from llm_trainers.algorithms.off_policy import corrected_surrogate_loss
 from llm_trainers.batching import completion_logprobs, pack_sequences, pad_right
-from llm_trainers.config import TrainConfig
+from llm_trainers.config import AsyncConfig, TrainConfig
 from llm_trainers.policies import Policy, PolicySet
 
-__all__ = ["Learner", "UpdateSample", "lr_lambda", "shuffle_generator"]
+__all__ = ["MAX_STATS", "Learner", "UpdateSample", "lr_lambda", "shuffle_generator"]
+
+#: Per-step loss statistics reduced by max over micro-batches (and ranks); the others are sums
+#: of token-means over the step, i.e. the step's token-mean.
+MAX_STATS = ("rmax", "is_max")
 
 
 @dataclass
@@ -56,6 +61,9 @@ class UpdateSample:
         advantages: ``[len(completion_ids)]`` token advantages.
         old_logprobs: ``[len(completion_ids)]`` log π_old (behaviour policy).
         ref_logprobs: ``[len(completion_ids)]`` log π_ref, needed only for a KL loss term.
+        behaviour_logprobs: ``[len(completion_ids)]`` log μ of the policy that sampled the
+            tokens (the engine's), when it may differ from ``old_logprobs`` (asynchronous
+            training); needed only for an off-policy correction.
     """
 
     prompt_ids: list[int]
@@ -63,6 +71,7 @@ class UpdateSample:
     advantages: Tensor
     old_logprobs: Tensor
     ref_logprobs: Tensor | None = None
+    behaviour_logprobs: Tensor | None = None
 
 
 def lr_lambda(step: int, train: TrainConfig, total_steps: int) -> float:
@@ -114,6 +123,9 @@ class Learner:
         bf16: Autocast the forward pass to bfloat16 (``train.bf16`` resolved: GPU; allowed on
             CPU for testing).
         seed: Seed of the learner's shuffling generators (one stream per policy).
+        off_policy: The off-policy correction of stale samples, ``rollout.async``'s
+            ``correction`` and ``is_cap`` (:mod:`llm_trainers.algorithms.off_policy`; default:
+            none). Unless ``none``, every sample needs ``behaviour_logprobs``.
     """
 
     def __init__(
@@ -125,8 +137,10 @@ class Learner:
         temperature: float = 1.0,
         bf16: bool = False,
         seed: int = 0,
+        off_policy: AsyncConfig | None = None,
     ) -> None:
         self.policies = policies
+        self.off_policy = off_policy if off_policy is not None else AsyncConfig()
         self.cfg = train if train is not None else TrainConfig()
         self.total_steps = total_steps
         self.temperature = temperature
@@ -184,6 +198,12 @@ class Learner:
         opt = self.optimizers[policy]
         cfg = self.cfg
         metrics: dict[str, list[float]] = {k: [] for k in ("loss", "pg_loss", "kl", "entropy", "clip_frac", "grad_norm", "ratio_max")}
+        correct = self.off_policy.correction != "none"
+        if correct:
+            metrics.update({"is_ratio_mean": [], "is_ratio_max": [], "is_clip_frac": []})
+            if any(s.behaviour_logprobs is None for s in samples):
+                raise ValueError(f"off-policy correction {self.off_policy.correction!r} needs behaviour_logprobs "
+                                 "on every sample")
         if not samples:
             # The schedule counts training iterations, not this policy's non-empty updates.
             self._step_schedule(policy)
@@ -206,10 +226,12 @@ class Learner:
                             continue
                         opt.zero_grad(set_to_none=True)
                         sums = {"loss": 0.0, "pg": 0.0, "kl": 0.0, "ent": 0.0, "clip": 0.0, "rmax": 0.0}
+                        if correct:
+                            sums.update({"is_mean": 0.0, "is_max": 0.0, "is_clip": 0.0})
                         for micro, grad_scale in self._micro_batches(policy, mini):
                             stats = self._micro_step(model, pol, micro, n_tokens, pad, need_entropy, need_kl, grad_scale)
                             for k, v in stats.items():
-                                sums[k] = max(sums[k], v) if k == "rmax" else sums[k] + v
+                                sums[k] = max(sums[k], v) if k in MAX_STATS else sums[k] + v
                         sums = self._reduce_stats(policy, sums)
                         grad_norm = self._clip(params)
                         opt.step()
@@ -221,6 +243,10 @@ class Learner:
                         metrics["clip_frac"].append(sums["clip"])
                         metrics["grad_norm"].append(grad_norm)
                         metrics["ratio_max"].append(sums["rmax"])
+                        if correct:
+                            metrics["is_ratio_mean"].append(sums["is_mean"])
+                            metrics["is_ratio_max"].append(sums["is_max"])
+                            metrics["is_clip_frac"].append(sums["is_clip"])
         finally:
             pol.model.train(was_training)
         lr = opt.param_groups[0]["lr"]
@@ -271,7 +297,14 @@ class Learner:
         with self._autocast(device):
             logp, entropy = completion_logprobs(model, batch, self.temperature, with_entropy=need_entropy)
         logp = logp.float()
-        pg_tok, st = clipped_surrogate_loss(logp, old, adv, cfg.clip_low, cfg.clip_high, cfg.dual_clip)
+        off = None
+        correction = self.off_policy.correction
+        if correction == "none":
+            pg_tok, st = clipped_surrogate_loss(logp, old, adv, cfg.clip_low, cfg.clip_high, cfg.dual_clip)
+        else:  # old = π_prox (the learner before this update); the samples' own engine gave log μ
+            behaviour = pad_right([s.behaviour_logprobs.tolist() for s in micro], width).to(device)
+            pg_tok, st, off = corrected_surrogate_loss(logp, old, behaviour, adv, correction, self.off_policy.is_cap,
+                                                       cfg.clip_low, cfg.clip_high, cfg.dual_clip)
         loss_tok = pg_tok
         kl_val = torch.zeros((), device=device)
         if need_kl:
@@ -285,9 +318,17 @@ class Learner:
             ent_val = token_mean(entropy.detach().float(), mask, n_tokens)
         loss = token_mean(loss_tok, mask, n_tokens)
         (loss * grad_scale).backward()
+        keys = ("loss", "pg", "kl", "ent", "clip", "rmax") + (("is_mean", "is_max", "is_clip") if off is not None else ())
         if grad_scale == 0.0:
-            return dict.fromkeys(("loss", "pg", "kl", "ent", "clip", "rmax"), 0.0)
-        return {
+            return dict.fromkeys(keys, 0.0)
+        extra = {}
+        if off is not None:
+            extra = {
+                "is_mean": float(token_mean(off.ratio, mask, n_tokens)),
+                "is_max": float((off.ratio * mask).max()) if mask.sum() > 0 else 1.0,
+                "is_clip": float(token_mean(off.clipped, mask, n_tokens)),
+            }
+        return {**extra,
             "loss": float(loss.detach()),
             "pg": float(token_mean(pg_tok.detach(), mask, n_tokens)),
             "kl": float(kl_val),

@@ -94,6 +94,9 @@ class TrainRecord:
         text: The action text played.
         format_ok: The environment's format verdict.
         reward_components: Named reward parts at scoring time.
+        policy_version: Version of the weights that sampled it (asynchronous training: the
+            number of updates its policy had received; None in the synchronous loop, where
+            it is always the current one).
     """
 
     policy: str
@@ -114,6 +117,7 @@ class TrainRecord:
     text: str = ""
     format_ok: bool = True
     reward_components: dict[str, float] = field(default_factory=dict)
+    policy_version: int | None = None
 
 
 @dataclass

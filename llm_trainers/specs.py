@@ -83,6 +83,7 @@ def learner_kwargs(cfg: Config, bf16: bool) -> dict[str, Any]:
     return {
         "train": cfg.train,
         "total_steps": cfg.run.steps,
+        "off_policy": cfg.rollout.asynchronous,
         "temperature": cfg.rollout.temperature,
         "bf16": bool(bf16),
         "seed": cfg.run.seed,

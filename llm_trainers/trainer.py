@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 import llm_envs
+from llm_trainers import asynchronous
 from llm_trainers.agents.hf import HFEngine, SamplingParams
 from llm_trainers.algorithms.advantages import AdvantageBatch, estimate_advantages, estimator_info
 from llm_trainers.algorithms.losses import kl_estimate
@@ -138,9 +139,13 @@ class Trainer:
         self.envs = self._spawn_envs(first)
         self.last_eval: dict[str, float] = {}
         keep_lines = 0  # a fresh run starts a fresh metrics file
+        async_state = None
         if self._resume_state is not None:
             keep_lines = self._restore(self._resume_state)
+            async_state = self._resume_state["state"].get("async")
             self._resume_state = None
+        #: rollout.async.max_staleness >= 1: the producer of the coming steps' rollouts (else None).
+        self.async_rollout = asynchronous.build_async_rollout(self, async_state)
         self.logger = MetricsLogger(
             self.out / "metrics.jsonl", self.out / "tensorboard" if cfg.run.tensorboard else None, keep_lines=keep_lines
         )
@@ -215,11 +220,11 @@ class Trainer:
 
         return partial(RemoteEnv, self.cfg.env.url)
 
-    def _collect(self, seeds: list[int]) -> RolloutResult:
-        """One rollout of the training instances."""
+    def _collect(self, seeds: list[int], engine: Any = None) -> RolloutResult:
+        """One rollout of the training instances (with ``engine``, default the trainer's)."""
         cfg = self.cfg
         return collect(
-            self.envs, seeds, self.engine, self.policies.agent_to_policy,
+            self.envs, seeds, engine or self.engine, self.policies.agent_to_policy,
             k=cfg.rollout.k if cfg.rollout.tree else 1, tree=cfg.rollout.tree, max_decisions=cfg.env.max_decisions,
             env_workers=cfg.rollout.env_workers, opponents=self.opponents,
         )
@@ -252,12 +257,16 @@ class Trainer:
         """Run one training iteration; return its metrics."""
         cfg = self.cfg
         t_start = time.perf_counter()
-        res = self._collect(self.train_seeds(self.step))
-        self.envs = res.envs
-        offload = getattr(self.engine, "offload", None)
-        if offload is not None:  # vLLM sleep mode: give the GPU memory to the learner
-            offload()
         metrics: dict[str, float] = {}
+        if self.async_rollout is None:
+            res = self._collect(self.train_seeds(self.step))
+            self.envs = res.envs
+            offload = getattr(self.engine, "offload", None)
+            if offload is not None:  # vLLM sleep mode: give the GPU memory to the learner
+                offload()
+        else:  # generated ahead by the producer, at most max_staleness versions old
+            res, async_metrics = asynchronous.take_rollout(self.async_rollout, self.step)
+            metrics.update(async_metrics)
         metrics.update(_rollout_metrics(res.records, res.episodes, "rollout"))
         metrics["rollout/infra_failed_episodes"] = float(len(res.infra_failures))
         if res.infra_failures:
@@ -280,10 +289,12 @@ class Trainer:
 
         t0 = time.perf_counter()
         by_policy: dict[str, list[UpdateSample]] = defaultdict(list)
+        behaviour = cfg.rollout.asynchronous.correction != "none"  # the engine's log μ, for the correction
         for i in keep:
             rec = records[i]
             by_policy[rec.policy].append(
-                UpdateSample(rec.prompt_ids, rec.completion_ids, advantages[i], old[i], ref[i] if ref else None)
+                UpdateSample(rec.prompt_ids, rec.completion_ids, advantages[i], old[i], ref[i] if ref else None,
+                             torch.tensor(rec.logprobs, dtype=torch.float32) if behaviour else None)
             )
         trained_before = self.learner.trained_tokens
         updates = self.learner.update_all({p: by_policy.get(p, []) for p in self.policies.names()})
@@ -294,7 +305,11 @@ class Trainer:
         trained_tokens = self.learner.trained_tokens - trained_before
 
         t0 = time.perf_counter()
-        push = self.engine.sync([p for p in self.policies.names() if by_policy.get(p)])
+        updated = [p for p in self.policies.names() if by_policy.get(p)]
+        if self.async_rollout is None:
+            push = self.engine.sync(updated)
+        else:  # the producer loads it between two rollouts
+            push = asynchronous.publish_update(self.async_rollout, self.step + 1, self.policies, updated)
         push_s = time.perf_counter() - t0
         step_s = time.perf_counter() - t_start
 
@@ -373,6 +388,14 @@ class Trainer:
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, episodes: int | None = None) -> dict[str, float]:
+        """:meth:`_evaluate`; with an asynchronous producer, between two of its rollouts (it may
+        share the engine, and the HF engine samples from torch's global generator)."""
+        if self.async_rollout is not None:
+            with self.async_rollout.engine_exclusive():
+                return self._evaluate(episodes)
+        return self._evaluate(episodes)
+
+    def _evaluate(self, episodes: int | None = None) -> dict[str, float]:
         """Evaluate through the runner (:func:`llm_envs.runner.run_episodes`): flat sampling at
         the eval temperature on fixed seeds, one model agent per policy (agents that share a
         policy share its batches). Transcripts go to ``<output_dir>/eval/step_<n>.jsonl``.
@@ -454,6 +477,7 @@ class Trainer:
         """Atomic checkpoint of everything the run needs to continue exactly."""
         # Cross-episode environment state (e.g. a question pool) lives in resources the instances
         # share; an environment exposes it through state_dict()/load_state_dict().
+        async_state = self.async_rollout.state_dict() if self.async_rollout is not None else None
         env_state = self._env_state()
         path = save_checkpoint(
             self.out / "checkpoints",
@@ -468,6 +492,7 @@ class Trainer:
                     "metrics_lines": self.logger.lines,
                     "last_eval": self.last_eval,
                     "estimator_state": dict(self.estimator_state),
+                    "async": async_state,
                     "config": config_to_dict(self.cfg),
                 },
             },
@@ -498,6 +523,8 @@ class Trainer:
         return out
 
     def close(self) -> None:
+        if getattr(self, "async_rollout", None) is not None:
+            self.async_rollout.close()
         self.logger.close()
         close = getattr(self.engine, "close", None)
         if close is not None:

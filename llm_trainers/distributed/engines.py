@@ -236,6 +236,17 @@ class DataParallelEngine:
         self._gather([a.load_weights.remote(ref) for a in self.actors], "weight sync")
         return {"weight_push_bytes": size * len(self.actors), "weight_push_s": time.perf_counter() - t0}
 
+    def sync_states(self, states: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
+        """Send given trainable weights (policy → state) to every engine: an asynchronous
+        producer pushes a published snapshot, never the mirror the learner is writing."""
+        if not states:
+            return {}
+        t0 = time.perf_counter()
+        size = float(sum(t.numel() * t.element_size() for s in states.values() for t in s.values()))
+        ref = self.ray.put(dict(states))
+        self._gather([a.load_weights.remote(ref) for a in self.actors], "weight sync")
+        return {"weight_push_bytes": size * len(self.actors), "weight_push_s": time.perf_counter() - t0}
+
     def offload(self) -> None:
         self._gather([a.offload.remote() for a in self.actors], "offload")
 

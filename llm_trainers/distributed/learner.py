@@ -49,7 +49,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from llm_trainers.batching import completion_logprobs, pack_sequences
-from llm_trainers.learner import Learner, UpdateSample, _chunks, shuffle_generator
+from llm_trainers.learner import MAX_STATS, Learner, UpdateSample, _chunks, shuffle_generator
 from llm_trainers.policies import PolicySet
 
 __all__ = ["LearnerGroup", "LearnerLost", "LearnerRank", "PolicyGroup", "ShardedLearner", "shard_module"]
@@ -178,10 +178,11 @@ class ShardedLearner(Learner):
                 yield [mini[0]], 0.0
 
     def _reduce_stats(self, policy: str, sums: dict[str, float]) -> dict[str, float]:
-        keys = ["loss", "pg", "kl", "ent", "clip"]
+        keys = [k for k in sums if k not in MAX_STATS]
         summed = self._all_reduce(policy, [sums[k] for k in keys], dist.ReduceOp.SUM)
         out = dict(zip(keys, summed))
-        out["rmax"] = self._all_reduce(policy, [sums["rmax"]], dist.ReduceOp.MAX)[0]
+        maxed = [k for k in sums if k in MAX_STATS]
+        out.update(zip(maxed, self._all_reduce(policy, [sums[k] for k in maxed], dist.ReduceOp.MAX)))
         return out
 
     def _clip(self, params: list[torch.nn.Parameter]) -> float:

@@ -111,17 +111,18 @@ class DistributedTrainer(Trainer):
                            r.env_workers, cpus_per_worker=r.cpus_per_env_worker, threads=self.cfg.rollout.env_workers)
 
     # ------------------------------------------------------------------ rollouts that survive a lost worker
-    def _collect(self, seeds: list[int]) -> RolloutResult:
+    def _collect(self, seeds: list[int], engine: Any = None) -> RolloutResult:
         from llm_trainers.checkpoint import latest_checkpoint
         from llm_trainers.distributed.env_workers import EnvWorkerLost, RayEnvGroup
 
         if not isinstance(self.envs, RayEnvGroup):
-            return super()._collect(seeds)
-        snapshot = self.engine.state_dict()  # the sampling state at the start of the step
+            return super()._collect(seeds, engine)
+        engine = engine or self.engine
+        snapshot = engine.state_dict()  # the sampling state at the start of the step
         attempt = 0
         while True:
             try:
-                return super()._collect(seeds)
+                return super()._collect(seeds, engine)
             except EnvWorkerLost as exc:
                 limit = self.cfg.resources.max_step_retries
                 if attempt >= limit or self.envs.stateful:
@@ -138,7 +139,7 @@ class DistributedTrainer(Trainer):
                 replaced = self.envs.recover()
                 print(f"llm-train: step {self.step + 1}: {exc}; replaced worker(s) {replaced}, replaying the step "
                       f"({attempt}/{limit})", file=sys.stderr)
-                self.engine.load_state_dict(snapshot)
+                engine.load_state_dict(snapshot)
 
     def _env_state(self) -> dict[str, Any] | None:
         from llm_trainers.distributed.env_workers import RayEnvGroup

@@ -1,0 +1,77 @@
+"""Asynchronous training in the Ray layout: the producer drives the engine actors and the
+environment workers from a thread of the driver while the learner ranks update; evaluation takes
+the engines between two rollouts; the in-flight queue survives a resume."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the trainer tests need the 'train' extra")
+
+from llm_trainers import make_trainer  # noqa: E402
+from llm_trainers.config import load_config  # noqa: E402
+
+SMALL = [
+    "run.steps=3", "run.eval_every=3", "run.eval_at_start=false", "run.eval_episodes=4", "run.save_every=1",
+    "run.keep_checkpoints=3",
+    "run.progress=false", "run.tensorboard=false", "run.export_final=false",
+    "env.num_envs=6", "env.kwargs={rounds: 2, listener_local_weight: 1.0}", "rollout.k=2", "rollout.max_new_tokens=2",
+    "train.micro_batch_size=8", "rollout.async={max_staleness: 1, correction: tis}",
+]
+
+
+def _params(trainer):
+    return {f"{p.name}/{k}": v for p in trainer.policies for k, v in p.trainable_state_dict().items()}
+
+
+def _rows(path):
+    return [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_async_ray_layout_trains_evaluates_and_resumes(local_ray, tiny_signalling_model, tmp_path):
+    common = ["signalling_at_grpo_l2_ray", *SMALL, f"model.path={tiny_signalling_model}"]
+    full = make_trainer(load_config(common[0], [*common[1:], f"run.output_dir={tmp_path / 'a'}"]))
+    assert type(full).__name__ == "DistributedTrainer" and full.async_shares_engine
+    loads: list[list[str]] = []
+    load = full.async_rollout.load_weights
+
+    def spy(states):
+        assert not full.async_rollout.engine_lock.acquire(blocking=False)  # never during a rollout
+        loads.append(sorted(states))
+        return load(states)
+
+    full.async_rollout.load_weights = spy
+    try:
+        full.train()
+        expected = _params(full)
+    finally:
+        full.close()
+    rows = _rows(tmp_path / "a")
+    assert [r["step"] for r in rows] == [1, 2, 3]
+    assert [r["async/version_lag"] for r in rows] == [0.0, 1.0, 1.0]
+    assert all(r["async/staleness_max"] <= 1 and r["train/speaker/is_ratio_max"] > 0 for r in rows)
+    assert "eval/success" in rows[-1]
+    # rollouts 0 and 1 are made at version 0 (nothing to load), rollout 2 loads both adapters of
+    # version 1; the evaluation after step 3 loads version 3 first
+    assert loads == [["listener", "speaker"]] * 2
+
+    # resumed from step 1: the checkpoint's queue (the rollouts of steps 1 and 2) is trained on
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    (tmp_path / "b" / "checkpoints" / "latest").write_text("step_00000001\n")
+    resumed = make_trainer(load_config(common[0], [*common[1:], f"run.output_dir={tmp_path / 'b'}"]), resume=True)
+    try:
+        assert resumed.step == 1 and [r.step for r in resumed.async_rollout.state.queue] == [1, 2]
+        resumed.train()
+        got = _params(resumed)
+    finally:
+        resumed.close()
+    for k in expected:
+        torch.testing.assert_close(got[k], expected[k], atol=1e-6, rtol=1e-5, msg=k)
+    for a, b in zip(rows, _rows(tmp_path / "b")):
+        for key in a:
+            if key.startswith(("rollout/", "train/", "async/version", "async/staleness")):
+                assert b[key] == pytest.approx(a[key], abs=1e-5, rel=1e-5), key

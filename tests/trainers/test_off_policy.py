@@ -1,0 +1,144 @@
+"""Off-policy corrections (TIS, decoupled PPO) against hand-computed values, and in the learner."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from llm_trainers.algorithms.off_policy import (
+    behaviour_weight,
+    corrected_surrogate_loss,
+    decoupled_ppo_weights,
+    off_policy_weights,
+    tis_weights,
+)
+
+T = torch.tensor
+L = math.log
+
+
+def test_behaviour_weight_is_prox_over_mu():
+    # π_prox = 0.6, μ = 0.2 -> 3; π_prox = 0.1, μ = 0.4 -> 0.25
+    w = behaviour_weight(T([L(0.6), L(0.1)]), T([L(0.2), L(0.4)]))
+    assert w.tolist() == pytest.approx([3.0, 0.25], abs=1e-6)
+    assert behaviour_weight(T([100.0]), T([0.0])).item() == pytest.approx(math.exp(20.0), rel=1e-5)  # clamped
+
+
+def test_tis_truncates_at_the_cap():
+    prox, mu = T([L(0.6), L(0.1), L(0.5)]), T([L(0.2), L(0.4), L(0.3)])  # ratios 3, 0.25, 5/3
+    w, st = tis_weights(prox, mu, cap=2.0)
+    assert w.tolist() == pytest.approx([2.0, 0.25, 5 / 3], abs=1e-6)
+    assert st.ratio.tolist() == pytest.approx([3.0, 0.25, 5 / 3], abs=1e-6)
+    assert st.clipped.tolist() == [1.0, 0.0, 0.0]
+    with pytest.raises(ValueError):
+        tis_weights(prox, mu, cap=0.0)
+
+
+def test_decoupled_ppo_keeps_the_exact_weight_and_drops_tokens_over_the_cap():
+    prox, mu = T([L(0.6), L(0.1), L(0.5)]), T([L(0.2), L(0.4), L(0.3)])
+    w, st = decoupled_ppo_weights(prox, mu)
+    assert w.tolist() == pytest.approx([3.0, 0.25, 5 / 3], abs=1e-6)
+    assert st.clipped.tolist() == [0.0, 0.0, 0.0]
+    w, st = decoupled_ppo_weights(prox, mu, cap=2.0)
+    assert w.tolist() == pytest.approx([0.0, 0.25, 5 / 3], abs=1e-6)
+    assert st.clipped.tolist() == [1.0, 0.0, 0.0]
+
+
+def test_none_is_weight_one_but_reports_the_ratio():
+    w, st = off_policy_weights("none", T([L(0.6)]), T([L(0.2)]), None)
+    assert w.tolist() == [1.0]
+    assert st.ratio.item() == pytest.approx(3.0)
+    with pytest.raises(ValueError):
+        off_policy_weights("vtrace", T([0.0]), T([0.0]), 2.0)
+    with pytest.raises(ValueError):
+        off_policy_weights("tis", T([0.0]), T([0.0]), None)
+
+
+@pytest.mark.parametrize(
+    "r, w, adv, correction, cap, expected",
+    [
+        # r = π_θ/π_prox = 1.5, A = 1: the clipped surrogate is −1.2; w = π_prox/μ = 3
+        (1.5, 3.0, 1.0, "tis", 2.0, -2.4),             # −min(3, 2)·1.2
+        (1.5, 3.0, 1.0, "decoupled_ppo", None, -3.6),   # −3·1.2
+        (1.5, 3.0, 1.0, "decoupled_ppo", 2.0, 0.0),     # w > cap: the token is left out
+        (1.5, 3.0, 1.0, "none", 2.0, -1.2),             # stale samples trained as if fresh
+        # r = 0.5, A = −2: the surrogate is −min(−1, −1.6) = 1.6; w = 0.5
+        (0.5, 0.5, -2.0, "tis", 2.0, 0.8),
+        (0.5, 0.5, -2.0, "decoupled_ppo", 2.0, 0.8),
+        # r = 1.1 (inside the trust region), A = 0.5: −0.55 per unit weight; w = 1.5
+        (1.1, 1.5, 0.5, "tis", 2.0, -0.825),
+    ],
+)
+def test_corrected_surrogate_hand_values(r, w, adv, correction, cap, expected):
+    # log μ = 0 (μ = 1 as a log-probability is fine here: only differences matter)
+    prox = T([L(w)])
+    logp = T([L(w * r)]).requires_grad_(True)
+    loss, st, off = corrected_surrogate_loss(logp, prox, T([0.0]), T([adv]), correction, cap)
+    assert loss.item() == pytest.approx(expected, abs=1e-6)
+    assert st.ratio.item() == pytest.approx(r, abs=1e-6)
+    assert off.ratio.item() == pytest.approx(w, abs=1e-6)
+
+
+def test_the_weight_is_detached_from_the_gradient():
+    # r = 1.1 (unclipped), A = 1: d(−w·r·A)/d log π_θ = −w·r·A with w = min(0.5, 2) = 0.5 -> −0.55
+    logp = T([L(0.55)]).requires_grad_(True)
+    prox, mu = T([L(0.5)]), T([L(1.0)])
+    loss, _, _ = corrected_surrogate_loss(logp, prox, mu, T([1.0]), "tis", 2.0)
+    loss.sum().backward()
+    assert logp.grad.item() == pytest.approx(-0.55, abs=1e-6)
+    # the proximal log-probs carry no gradient into the weight either
+    prox = T([L(0.5)]).requires_grad_(True)
+    loss, _, _ = corrected_surrogate_loss(T([L(0.55)]), prox, mu, T([1.0]), "decoupled_ppo", None)
+    loss.sum().backward()
+    # only through r = π_θ/π_prox: d(−w·r·A)/d log π_prox = +w·r·A = 0.55
+    assert prox.grad.item() == pytest.approx(0.55, abs=1e-6)
+
+
+# ---------------------------------------------------------------------------- in the learner
+def _learner(tiny_model_dir, correction, cap=2.0):
+    from llm_trainers.config import AsyncConfig, TrainConfig
+    from llm_trainers.learner import Learner
+    from llm_trainers.policies import build_policies
+
+    policies = build_policies("L1", ["a"], tiny_model_dir, device="cpu", seed=0)
+    return Learner(policies, TrainConfig(lr=1e-3, max_grad_norm=None, micro_batch_size=2), seed=0,
+                   off_policy=AsyncConfig(correction=correction, is_cap=cap))
+
+
+def _samples(learner, shift):
+    """Two on-policy samples (old = the learner's own log-probs); log μ = log π_old − shift."""
+    from llm_trainers.learner import UpdateSample
+
+    prompts, comps = [[3, 4, 5], [6, 7]], [[8, 9], [10, 11, 12]]
+    old = learner.logprobs("shared", prompts, comps)
+    return [UpdateSample(p, c, torch.tensor([1.0, -0.5, 0.25][: len(c)]), o, None, o - shift)
+            for p, c, o in zip(prompts, comps, old)]
+
+
+def test_learner_gradient_scales_with_the_truncated_weight(tiny_model_dir):
+    # μ = π_old / 2 on every token: w = 2 under a cap of 4, truncated to 1.5 under a cap of 1.5
+    runs = {}
+    for name, correction, cap, shift in [("plain", "none", None, 0.0), ("w2", "tis", 4.0, L(2.0)),
+                                         ("w1.5", "tis", 1.5, L(2.0)), ("same", "tis", 2.0, 0.0)]:
+        learner = _learner(tiny_model_dir, correction, cap)
+        runs[name] = learner.update("shared", _samples(learner, shift))
+    # the gradient is linear in a constant per-token weight
+    assert runs["w2"]["grad_norm"] == pytest.approx(2.0 * runs["plain"]["grad_norm"], rel=1e-5)
+    assert runs["w1.5"]["grad_norm"] == pytest.approx(1.5 * runs["plain"]["grad_norm"], rel=1e-5)
+    assert runs["same"]["grad_norm"] == pytest.approx(runs["plain"]["grad_norm"], rel=1e-6)
+    assert runs["w2"]["is_ratio_mean"] == pytest.approx(2.0, rel=1e-5)
+    assert runs["w2"]["is_ratio_max"] == pytest.approx(2.0, rel=1e-5)
+    assert runs["w2"]["is_clip_frac"] == 0.0
+    assert runs["w1.5"]["is_clip_frac"] == pytest.approx(1.0)
+    assert "is_ratio_mean" not in runs["plain"]
+
+
+def test_learner_refuses_a_correction_without_behaviour_logprobs(tiny_model_dir):
+    from llm_trainers.learner import UpdateSample
+
+    learner = _learner(tiny_model_dir, "tis")
+    sample = UpdateSample([3, 4], [5], torch.tensor([1.0]), torch.tensor([-1.0]))
+    with pytest.raises(ValueError, match="behaviour_logprobs"):
+        learner.update("shared", [sample])
