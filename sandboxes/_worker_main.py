@@ -76,6 +76,21 @@ _PLACEHOLDER_WORKER_GROUP = 0x5EC00003
 _MEMORY_POLL_S = 0.01
 # What one file costs in kernel memory on a tmpfs (inode and dentry), for the memory accounting.
 _INODE_BYTES = 1024
+# What a pipe or a socket a run holds open may pin in kernel buffers, charged to its memory
+# budget whether or not it is full (the job filter keeps a run from growing them): a pipe's
+# default capacity, and a socket's default send plus receive buffers (read from the host).
+_PIPE_BYTES = 65536
+
+
+def _socket_bytes():
+    total = 0
+    for name in ("wmem_default", "rmem_default"):
+        try:
+            with open("/proc/sys/net/core/" + name) as fh:
+                total += int(fh.read())
+        except (OSError, ValueError):
+            total += 212992  # Linux's default for each
+    return total
 # Signals a job could otherwise use against a worker that shares its uid (SIGKILL and SIGSTOP
 # cannot be ignored: pid 1 of a namespace is immune to them from inside; elsewhere the job filter
 # or the uid denies them).
@@ -510,6 +525,7 @@ class Worker:
         self.zygote_anon = 0
         self.zygote_shmem = 0
         self.shm_device = _in_memory_device()
+        self.socket_bytes = _socket_bytes()
         self.job_input_inode = None  # the job's stdin memfd: the caller's input, not the run's memory
         self.idle_tmpfs = None
         self.broken = None
@@ -631,9 +647,8 @@ class Worker:
         return total + sum(held.values()) + max(0, self.tmpfs_used() - tmpfs_base)
 
     def _held_in_memory_files(self, pid, held):
-        """Add to `held` (inode -> bytes) the memfds and other in-memory files `pid` holds open."""
-        if self.shm_device is None:
-            return
+        """Add to `held` ((device, inode) -> bytes) the memfds and other in-memory files `pid`
+        holds open, and the kernel buffers of its pipes and sockets (at their default size)."""
         try:
             entries = os.scandir("/proc/%d/fd" % pid)
         except OSError:
@@ -644,8 +659,13 @@ class Worker:
                     st = entry.stat()  # follows the link: the open file itself
                 except OSError:
                     continue
-                if st.st_dev == self.shm_device and st.st_ino != self.job_input_inode:
-                    held[st.st_ino] = st.st_blocks * 512
+                kind = stat.S_IFMT(st.st_mode)
+                if kind == stat.S_IFSOCK:
+                    held[(st.st_dev, st.st_ino)] = self.socket_bytes
+                elif kind == stat.S_IFIFO:
+                    held[(st.st_dev, st.st_ino)] = _PIPE_BYTES
+                elif st.st_dev == self.shm_device and st.st_ino != self.job_input_inode:
+                    held[(st.st_dev, st.st_ino)] = st.st_blocks * 512
 
     def tmpfs_used(self):
         used, seen = 0, set()

@@ -36,6 +36,9 @@ so a program can neither read, steal from, slow down nor signal its worker:
   signal chosen, SIGKILL included, to the owner when I/O happens on the descriptor, checking
   only the setter's uid: a run sharing its worker's uid could kill the zygote through its own
   stdout pipe, which the worker reads);
+* growing a kernel buffer past its default (``fcntl`` ``F_SETPIPE_SZ``; ``setsockopt``
+  ``SO_SNDBUF``, ``SO_RCVBUF`` and their ``FORCE`` forms): the worker charges every pipe and
+  socket a run holds open at its default size;
 * memory the worker's accounting could not bound (``EPERM``): ``memfd_create``,
   ``memfd_secret``, ``mmap`` with ``MAP_SHARED|MAP_ANONYMOUS`` or ``MAP_HUGETLB``. Pages of a
   shared anonymous mapping or memfd stay allocated while one page of it is still mapped, and
@@ -152,6 +155,7 @@ _SYSCALLS: dict[str, tuple[int, int]] = {
     "memfd_create": (319, 279),
     "memfd_secret": (447, 447),
     "ioctl": (16, 29),
+    "setsockopt": (54, 208),
 }
 _WORKER_DENIED = [
     "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
@@ -173,6 +177,13 @@ _SIGNALS = ["kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"]
 # could aim it at the zygote through its own stdout pipe, which the worker reads. Denied for
 # any target: a program has no use for it that is worth that.
 _F_SETOWN, _F_SETSIG, _F_SETOWN_EX = 8, 10, 15
+# Kernel buffers the worker's accounting charges at their default size (docs/sandboxes.md): a run
+# may not grow them. A pipe stays at 64 KiB (F_SETPIPE_SZ would take it to pipe-max-size), a
+# socket at the host's default send and receive buffers (SO_SNDBUF/SO_RCVBUF up to wmem_max and
+# rmem_max, 4 MiB each on some hosts: 28 socket pairs held 192 MiB past memory_mb=64). The
+# option is denied at every level: only Unix sockets exist in a run, where 7 and 8 mean nothing else.
+_F_SETPIPE_SZ = 1031
+_SO_SNDBUF, _SO_RCVBUF, _SO_SNDBUFFORCE, _SO_RCVBUFFORCE = 7, 8, 32, 33
 _FIOSETOWN, _SIOCSPGRP, _TIOCSPGRP = 0x8901, 0x8902, 0x5410
 # prctl(PR_SET_DUMPABLE, 0) stays allowed: the function-test harness needs it (its test and
 # solution processes share a uid and must not read each other's memory: docs/sandboxes.md), and
@@ -300,7 +311,8 @@ def build_job_filter(machine: str | None = None) -> bytes:
     prog += _rule(nr["kill"], _deny_if_arg_in(0, [worker, zygote, worker_group, every_process]))
     for name in ("tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"):
         prog += _rule(nr[name], _deny_if_arg_in(0, [worker, zygote]))
-    prog += _rule(nr["fcntl"], _deny_if_arg_in(1, [_F_SETOWN, _F_SETSIG, _F_SETOWN_EX]))
+    prog += _rule(nr["fcntl"], _deny_if_arg_in(1, [_F_SETOWN, _F_SETSIG, _F_SETOWN_EX, _F_SETPIPE_SZ]))
+    prog += _rule(nr["setsockopt"], _deny_if_arg_in(2, [_SO_SNDBUF, _SO_RCVBUF, _SO_SNDBUFFORCE, _SO_RCVBUFFORCE]))
     prog += _rule(nr["ioctl"], _deny_if_arg_in(1, [_FIOSETOWN, _SIOCSPGRP, _TIOCSPGRP]))
     prog += _rule(
         nr["mmap"],

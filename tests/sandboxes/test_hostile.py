@@ -621,6 +621,56 @@ def test_a_non_dumpable_run_hides_no_memory_from_the_budget(solo):
     assert after.ok and after.stdout == "42\n", after
 
 
+GROW_KERNEL_BUFFERS = r"""
+import fcntl, os, socket
+r, w = os.pipe()
+a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+for name, grow in (
+    ("pipe", lambda: fcntl.fcntl(w, 1031, 1 << 20)),  # F_SETPIPE_SZ
+    ("sndbuf", lambda: a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 22)),
+    ("rcvbuf", lambda: a.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)),
+    ("sndbufforce", lambda: a.setsockopt(socket.SOL_SOCKET, 32, 1 << 22)),
+):
+    try:
+        grow()
+        print(name, "grew")
+    except PermissionError:
+        print(name, "denied")
+"""
+
+SOCKET_QUEUES = r"""
+import socket, time
+keep = []
+for _ in range(28):
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    a.setblocking(False)
+    try:
+        while True:
+            a.send(b"x" * 60000)
+    except BlockingIOError:
+        pass
+    keep.append((a, b))
+print("HELD", flush=True)
+time.sleep(2)
+"""
+
+
+def test_kernel_buffers_cannot_grow_past_their_default(solo):
+    # Issue 22 audit: 28 socket pairs with SO_SNDBUF/SO_RCVBUF at the host's wmem_max (4 MiB
+    # here) queued 192 MiB of kernel memory at memory_mb=64, outside the budget.
+    res = solo.run(GROW_KERNEL_BUFFERS)
+    assert res.ok, res
+    assert res.stdout.split() == ["pipe", "denied", "sndbuf", "denied", "rcvbuf", "denied", "sndbufforce", "denied"], res
+
+
+def test_pipes_and_sockets_held_open_count_against_the_budget(solo):
+    # 56 sockets at their default buffers (~416 KiB each here) are charged ~23 MiB: over 16.
+    res = solo.run(SOCKET_QUEUES, limits=Limits(memory_mb=16, time_s=20))
+    assert res.sandbox_error is None and not res.ok and res.oom, res
+    fits = solo.run(SOCKET_QUEUES, limits=Limits(memory_mb=128, time_s=20))
+    assert fits.ok and fits.stdout == "HELD\n", fits
+
+
 def test_memory_within_budget_across_processes_is_allowed(solo):
     # The accounting must not punish honest use: two processes of 60 MiB at memory_mb=256.
     program = "import os, time\nif os.fork() == 0:\n    b = b'z' * (60 << 20)\n    time.sleep(0.3)\n    os._exit(0)\nb = b'z' * (60 << 20)\ntime.sleep(0.3)\nos.wait()\nprint('ok')"
