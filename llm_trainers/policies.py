@@ -19,6 +19,7 @@ import contextlib
 import copy
 import inspect
 import re
+import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -221,12 +222,20 @@ class Policy:
             # The vocabulary is never resized, so the base embedding/head weights are not saved
             # with the adapter (peft would copy them whenever lm_head is a LoRA target).
             self.model.save_pretrained(str(path), selected_adapters=[self.adapter], save_embedding_layers=False)
-            # peft writes non-default adapters under a sub-directory named after the adapter.
+            # peft writes a non-default adapter under a sub-directory named after it
+            # (path/<adapter>/); its files are moved up so that ``path`` itself is the adapter
+            # directory, whatever the adapter is called (one path for every level).
             sub = path / self.adapter
-            out = sub if sub.is_dir() else path
+            if (sub / "adapter_config.json").is_file():
+                for item in sub.iterdir():
+                    target = path / item.name
+                    if target.is_dir():
+                        shutil.rmtree(target)
+                    item.replace(target)
+                sub.rmdir()
             if self.tokenizer is not None:  # so the directory is self-contained for evaluation
-                self.tokenizer.save_pretrained(str(out))
-            return out
+                self.tokenizer.save_pretrained(str(path))
+            return path
         self.model.save_pretrained(str(path))
         if self.tokenizer is not None:
             self.tokenizer.save_pretrained(str(path))

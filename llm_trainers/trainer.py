@@ -148,6 +148,9 @@ class Trainer:
 
     def __init__(self, cfg: Config, resume: bool = False) -> None:
         self.cfg = cfg.validate()
+        from llm_trainers.threads import set_torch_threads
+
+        self.threads = set_torch_threads(cfg.run.threads)
         self.out = cfg.output_dir
         self.out.mkdir(parents=True, exist_ok=True)
         self.step = 0

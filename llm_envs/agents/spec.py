@@ -380,8 +380,9 @@ def resolve_agents(
 
 def spec_settings(spec: AgentSpec | str) -> dict[str, Any] | None:
     """:meth:`Agent.settings` of the agent :func:`build_agent` makes from ``spec``, without
-    loading a model: for ``hf``/``vllm`` it is computed from the spec (those agents keep
-    :meth:`Agent.settings`' default: class, name, spec, options); agents that load nothing
+    loading a model: for ``hf``/``vllm`` it is computed from the spec (those agents record
+    :meth:`Agent.settings`' default — class, name, spec, options — plus every effective sampling
+    setting, defaults included: ``llm_trainers.sampling.sampling_record``); agents that load nothing
     (``reference``, ``random``, ``openai``, ``human``) are built without their transport options
     (no connection, no cache file), asked, and closed. ``None`` for ``py:`` specs: what a
     user's factory builds is known only once it is built.
@@ -394,12 +395,19 @@ def spec_settings(spec: AgentSpec | str) -> dict[str, Any] | None:
         return None
     recorded = {k: v for k, v in spec.options if k not in TRANSPORT_OPTIONS}
     if spec.kind in _TORCH_AGENTS:
+        from llm_trainers.sampling import effective_sampling  # torch-free
+
         module_name, attr, _ = _TORCH_AGENTS[spec.kind]
+        try:
+            sampling = effective_sampling(spec.option_dict)
+        except (TypeError, ValueError) as exc:
+            raise AgentSpecError(f"cannot build agent {spec}: {exc}") from exc
         return {
             "class": f"{module_name}.{attr}",
             "name": str(spec.option_dict.get("name", spec)),
             "spec": str(spec),
             "options": recorded,
+            "sampling": sampling,
         }
     # The name is a transport option, yet the default settings record it: keep it.
     kept = {k: v for k, v in spec.options if k not in TRANSPORT_OPTIONS or k == "name"}
@@ -472,6 +480,17 @@ def _defaults_for(kind: str, model_defaults: Mapping[str, Any]) -> dict[str, Any
     for key, value in model_defaults.items():
         if value is None:
             continue
+        if key == "max_tokens" and value == 0:
+            # "0 = the server's default": an openai agent sends no limit (max_tokens=None); a local
+            # engine has no server default to fall back on, so 0 would silently become its own
+            # built-in limit. Refused instead.
+            if kind == "openai":
+                chosen["max_tokens"] = None
+                continue
+            raise AgentSpecError(
+                f"{kind} agents have no server default for the completion length: --max-tokens 0 "
+                "means one only for openai agents; give a limit of 1 or more"
+            )
         if (
             accepted is not None
             and key == "max_tokens"

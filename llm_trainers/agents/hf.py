@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,27 +29,9 @@ import torch
 from llm_envs.agents.base import ActRequest, Agent, AgentOutput
 from llm_envs.core.messages import to_chat_messages
 from llm_trainers.policies import Policy, PolicySet, build_policies
+from llm_trainers.sampling import DEFAULT_SAMPLING_SEED, SamplingParams, sampling_record
 
 __all__ = ["Generation", "HFAgent", "HFEngine", "SamplingParams", "encode_observation", "resolve_adapter_path"]
-
-
-@dataclass
-class SamplingParams:
-    """Sampling parameters shared by the HF and vLLM engines.
-
-    Attributes:
-        temperature: Softmax temperature; ``0`` means greedy decoding.
-        top_p: Nucleus sampling mass (1.0 = off).
-        top_k: Keep the ``k`` most likely tokens (0 = off).
-        max_new_tokens: Completion length limit.
-        stop_token_ids: Extra token ids that end a completion (the tokenizer's EOS always does).
-    """
-
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    max_new_tokens: int = 256
-    stop_token_ids: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -81,11 +63,20 @@ def encode_observation(tokenizer: Any, observation: Mapping[str, str], chat_temp
 
 def resolve_adapter_path(path: str, adapter_path: str | None) -> tuple[str, str | None]:
     """``(base model, adapter)``: a peft adapter directory given as the model stands for its base
-    model (``base_model_name_or_path`` of its ``adapter_config.json``) plus itself."""
+    model (``base_model_name_or_path`` of its ``adapter_config.json``) plus itself. A training
+    run's ``final/<policy>`` is such a directory at every level; an older export that nests it
+    one level deeper (``final/<policy>/<adapter>``) is accepted under its outer path too."""
     import json
     from pathlib import Path
 
     config = Path(path) / "adapter_config.json"
+    if adapter_path is None and not config.is_file() and Path(path).is_dir():
+        # An export written before adapters were moved up (final/<policy>/<adapter>/): the
+        # directory holds exactly one adapter directory and no model of its own.
+        nested = [d for d in Path(path).iterdir() if (d / "adapter_config.json").is_file()]
+        if len(nested) == 1 and not (Path(path) / "config.json").is_file():
+            path = str(nested[0])
+            config = nested[0] / "adapter_config.json"
     if adapter_path is None and config.is_file():
         base = json.loads(config.read_text()).get("base_model_name_or_path")
         if not base:
@@ -287,14 +278,22 @@ class HFAgent(Agent):
         sampling: SamplingParams | None = None,
         device: str = "auto",
         dtype: str = "auto",
-        seed: int = 0,
+        seed: int = DEFAULT_SAMPLING_SEED,
         max_batch_size: int = 64,
         chat_template_kwargs: Mapping[str, Any] | None = None,
         adapter_path: str | None = None,
+        threads: int | None = None,
     ) -> HFAgent:
         """A stand-alone agent for any causal LM by path or hub id, optionally with a peft adapter
         (``adapter_path``); ``path`` may itself be an adapter directory (its base model is read
-        from ``adapter_config.json``), e.g. ``final/<policy>`` of an L2 training run."""
+        from ``adapter_config.json``), e.g. ``final/<policy>`` of a training run.
+
+        ``threads``: torch intra-op threads (default: the CPUs this process may use, see
+        :mod:`llm_trainers.threads`). ``path`` may be a GGUF file or a packaged model's name
+        (:func:`llm_trainers.policies.model_source`)."""
+        from llm_trainers.threads import set_torch_threads
+
+        set_torch_threads(threads)
         path, adapter_path = resolve_adapter_path(path, adapter_path)
         policies = build_policies("L1", ["*"], path, policy_map={"*": "shared"}, device=device, dtype=dtype)
         if adapter_path:
@@ -305,7 +304,17 @@ class HFAgent(Agent):
             pol.adapter = "default"
         engine = HFEngine(policies, sampling, seed=seed, max_batch_size=max_batch_size,
                           chat_template_kwargs=chat_template_kwargs)
-        return cls(engine, "shared", name=f"hf:{path}")
+        agent = cls(engine, "shared", name=f"hf:{path}")
+        agent.seed = int(seed)
+        return agent
+
+    def settings(self) -> dict[str, Any]:
+        """The default settings plus every effective sampling setting, defaults included
+        (temperature, top-p, top-k, completion limit, seed): ``run.json`` shows what was sampled
+        with even when no option was given."""
+        data = super().settings()
+        data["sampling"] = sampling_record(self.engine.sampling, getattr(self, "seed", DEFAULT_SAMPLING_SEED))
+        return data
 
     def sample(self, requests: Sequence[ActRequest], n: int = 1) -> list[list[AgentOutput]]:
         """``n`` candidates per request, all from the same prompt tokens."""

@@ -167,3 +167,33 @@ def test_exported_adapter_directory_is_an_agent(tmp_path):
     out = agent.act_batch([ActRequest(obs, "listener")])[0]
     expected = trainer.learner.logprobs("listener", [out.prompt_token_ids], [out.token_ids])[0]
     assert torch.allclose(torch.tensor(out.logprobs), expected, atol=1e-5)
+
+
+def test_l1_lora_export_loads_from_final_shared(tmp_path):
+    """An L1 LoRA run's adapter is at ``final/shared`` (the path docs/training.md gives), not
+    peft's nested ``final/shared/shared``; an older nested export loads under the outer path too."""
+    import shutil
+
+    from llm_envs.agents.base import ActRequest
+    from llm_trainers.agents.hf import HFAgent, SamplingParams
+    from llm_trainers.trainer import Trainer
+
+    cfg = load_config("signalling_at_grpo_l1", [f"run.output_dir={tmp_path / 'run'}", "run.steps=1",
+                                                 "run.eval_every=-1", "run.progress=false", "run.tensorboard=false",
+                                                 "env.num_envs=4", "rollout.k=2", "model.lora={r: 4, alpha: 8}",
+                                                 "train.lr=1e-2"])
+    trainer = Trainer(cfg)
+    trainer.train()
+    trainer.close()
+    final = tmp_path / "run" / "final" / "shared"
+    assert (final / "adapter_config.json").is_file() and not (final / "shared").exists()
+    assert json.loads((tmp_path / "run" / "final" / "policies.json").read_text())["policies"]["shared"] == str(final)
+    obs = {"instruction": "You are the listener.", "prompt": "Message: green"}
+    legacy = tmp_path / "legacy" / "shared"
+    shutil.copytree(final, legacy / "shared")
+    for path in (final, legacy):
+        agent = HFAgent.from_pretrained(str(path), sampling=SamplingParams(temperature=0.0, max_new_tokens=1),
+                                        device="cpu", threads=1)
+        out = agent.act_batch([ActRequest(obs, "listener")])[0]
+        expected = trainer.learner.logprobs("shared", [out.prompt_token_ids], [out.token_ids])[0]
+        assert torch.allclose(torch.tensor(out.logprobs), expected, atol=1e-5), path
