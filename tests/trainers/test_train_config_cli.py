@@ -197,3 +197,32 @@ def test_l1_lora_export_loads_from_final_shared(tmp_path):
         out = agent.act_batch([ActRequest(obs, "listener")])[0]
         expected = trainer.learner.logprobs("shared", [out.prompt_token_ids], [out.token_ids])[0]
         assert torch.allclose(torch.tensor(out.logprobs), expected, atol=1e-5), path
+
+
+def test_a_step_without_gradient_runs_no_update(tmp_path):
+    """Greedy candidates are identical, so every AT-GRPO group is all-equal and every advantage
+    is 0: the policy is neither scored nor updated (weights and optimizer untouched, the
+    schedule still advances) and the step says so. With an entropy bonus the loss has a gradient
+    even at A = 0, and the update runs."""
+    from llm_trainers.trainer import Trainer
+
+    def run(out, *extra):
+        cfg = load_config("signalling_at_grpo_l1", [f"run.output_dir={out}", "run.steps=1", "run.eval_every=-1",
+                                                     "run.progress=false", "run.tensorboard=false", "env.num_envs=4",
+                                                     "rollout.k=2", "rollout.temperature=0", "run.export_final=false",
+                                                     *extra])
+        trainer = Trainer(cfg)
+        before = {k: v.clone() for k, v in trainer.policies["shared"].trainable_state_dict().items()}
+        metrics = trainer.train_step()
+        after = trainer.policies["shared"].trainable_state_dict()
+        trainer.close()
+        changed = any(not torch.equal(before[k], after[k]) for k in before)
+        return metrics, changed, trainer
+
+    metrics, changed, trainer = run(tmp_path / "zero")
+    assert metrics["rollout/uniform_group_frac"] == 1.0
+    assert metrics["train/shared/skipped_zero_advantage"] == 1.0 and metrics["rollout/trained_records"] == 0
+    assert not changed and not trainer.learner.optimizers["shared"].state
+    assert trainer.learner.schedulers["shared"].last_epoch == 1
+    metrics, changed, _ = run(tmp_path / "entropy", "train.entropy_coef=0.01")
+    assert metrics["train/shared/skipped_zero_advantage"] == 0.0 and changed
