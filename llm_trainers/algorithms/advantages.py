@@ -19,15 +19,23 @@ estimation: an exponential moving average of each (game, role)'s return as its b
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType, SimpleNamespace
+from typing import Any
 
 import torch
 from torch import Tensor
 
 __all__ = [
-    "ESTIMATORS",
+    "ESTIMATOR_REGISTRY",
+    "AdvantageBatch",
+    "EstimatorInfo",
     "broadcast_to_tokens",
     "compute_advantages",
+    "estimate_advantages",
+    "estimator_config_problems",
+    "estimator_info",
     "group_baseline_rewards",
     "group_ids_from_keys",
     "group_mean",
@@ -37,20 +45,12 @@ __all__ = [
     "masked_mean",
     "masked_whiten",
     "partitioned_whiten",
+    "register_estimator",
     "reinforce_pp_advantages",
     "returns_to_go",
     "role_conditioned_advantages",
     "trajectory_returns",
 ]
-
-ESTIMATORS = (
-    "at_grpo",
-    "reinforce_pp",
-    "reinforce_pp_baseline",
-    "task_relative_reinforce_pp",
-    "per_agent_reinforce_pp",
-    "rae",
-)
 
 #: SPIRAL's decay of the role baselines (``b ← α·b + (1 − α)·R``, α = 0.95).
 RAE_DECAY = 0.95
@@ -338,6 +338,230 @@ def role_conditioned_advantages(
     return adv, updated
 
 
+# ---------------------------------------------------------------------- the estimator registry
+
+
+@dataclass
+class AdvantageBatch:
+    """What an estimator sees: the records of one training step, in one order.
+
+    Attributes:
+        rewards: ``[N]`` scalar reward of each record.
+        mask: ``[N, T]`` action mask (1 on sampled tokens).
+        group_keys: ``[N]`` group of each record: (instance, agent, turn) under tree sampling;
+            the problem (with ``env.samples_per_problem``) under flat sampling.
+        roles: ``[N]`` role key of each record: the role, or ``"<env id>|<role>"`` for an
+            estimator registered with ``role_key="game_role"``.
+        agents: ``[N]`` agent of each record.
+        trajectories: ``[N]`` trajectory of each record (one agent's part of one episode).
+        kl: ``[N, T]`` per-token KL(π_old ‖ π_ref) when ``algorithm.kl_coef > 0`` and the
+            estimator puts KL in the reward; else None.
+        state: The estimator's state across training steps (registered ``stateful``: it reads
+            and updates this dict in place; the trainer checkpoints it). None outside a trainer.
+    """
+
+    rewards: Tensor
+    mask: Tensor
+    group_keys: Sequence[Hashable]
+    roles: Sequence[Hashable] | None = None
+    agents: Sequence[str] | None = None
+    trajectories: Sequence[Hashable] | None = None
+    kl: Tensor | None = None
+    state: dict[Hashable, Any] | None = None
+
+
+#: An estimator: ``(batch, algorithm section, its own options) -> [N, T] token advantages``.
+Estimator = Callable[[AdvantageBatch, Any, Mapping[str, Any]], Tensor]
+
+
+@dataclass(frozen=True)
+class EstimatorInfo:
+    """A registered advantage estimator and what the config checks and the trainer read of it.
+
+    Attributes:
+        name: ``algorithm.estimator``.
+        fn: The estimator.
+        sampling: ``"tree"`` (needs AT-GRPO tree sampling, ``rollout.k >= 2``), ``"flat"`` (needs
+            ``rollout.tree: false``) or ``"any"``.
+        sampling_reason: Why, for the config error (``"uses whole-game returns"``).
+        stateful: Keeps state across training steps (``AdvantageBatch.state``, checkpointed).
+        whitens: Where it normalises: ``"group"``, ``"batch"``, ``"role"``, ``"agent"`` or
+            ``"none"`` (documentation and listings).
+        role_key: How the trainer forms ``AdvantageBatch.roles``: ``"role"`` or ``"game_role"``
+            (``"<env id>|<role>"``: baselines per (game, role)).
+        kl_in_reward: Reads ``AdvantageBatch.kl`` (``algorithm.kl_coef`` acts in the reward);
+            otherwise a KL penalty belongs in the loss (``train.kl_loss_coef``).
+        uses: The ``algorithm.*`` fields it reads.
+        options: Its own options with their defaults, set in ``algorithm.estimator_options``.
+    """
+
+    name: str
+    fn: Estimator
+    sampling: str = "any"
+    sampling_reason: str = ""
+    stateful: bool = False
+    whitens: str = "none"
+    role_key: str = "role"
+    kl_in_reward: bool = False
+    uses: tuple[str, ...] = ()
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def resolve_options(self, given: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Its options: the defaults, overridden by ``given`` (unknown names are an error)."""
+        given = dict(given or {})
+        unknown = sorted(set(given) - set(self.options))
+        if unknown:
+            valid = sorted(self.options) or "none"
+            raise ValueError(f"algorithm.estimator_options: {self.name} has no option(s) {unknown}; its options: {valid}")
+        return {**self.options, **given}
+
+
+#: Name → :class:`EstimatorInfo` of every registered estimator (:func:`register_estimator`).
+ESTIMATOR_REGISTRY: dict[str, EstimatorInfo] = {}
+
+_SAMPLINGS = ("tree", "flat", "any")
+_ROLE_KEYS = ("role", "game_role")
+
+
+def register_estimator(
+    name: str,
+    *,
+    sampling: str = "any",
+    sampling_reason: str = "",
+    stateful: bool = False,
+    whitens: str = "none",
+    role_key: str = "role",
+    kl_in_reward: bool = False,
+    uses: Sequence[str] = (),
+    options: Mapping[str, Any] | None = None,
+) -> Callable[[Estimator], Estimator]:
+    """Register the decorated function as the advantage estimator ``name`` (see
+    :class:`EstimatorInfo` for the metadata). The function is returned unchanged.
+
+    .. code-block:: python
+
+        @register_estimator("rloo", whitens="none", uses=("eps",))
+        def rloo(batch, cfg, options):
+            ...  # [N, T] token advantages
+    """
+    if sampling not in _SAMPLINGS:
+        raise ValueError(f"register_estimator({name!r}): sampling must be one of {_SAMPLINGS}")
+    if role_key not in _ROLE_KEYS:
+        raise ValueError(f"register_estimator({name!r}): role_key must be one of {_ROLE_KEYS}")
+
+    def decorate(fn: Estimator) -> Estimator:
+        if name in ESTIMATOR_REGISTRY:
+            raise ValueError(f"an advantage estimator named {name!r} is already registered")
+        ESTIMATOR_REGISTRY[name] = EstimatorInfo(
+            name, fn, sampling, sampling_reason, stateful, whitens, role_key, kl_in_reward, tuple(uses),
+            MappingProxyType(dict(options or {})),
+        )
+        return fn
+
+    return decorate
+
+
+def estimator_info(name: str) -> EstimatorInfo:
+    """The registered estimator ``name`` (a clear error naming the registered ones if none)."""
+    if name not in ESTIMATOR_REGISTRY:
+        raise ValueError(f"unknown advantage estimator {name!r}; choose one of {tuple(ESTIMATOR_REGISTRY)}")
+    return ESTIMATOR_REGISTRY[name]
+
+
+def estimate_advantages(cfg: Any, batch: AdvantageBatch) -> Tensor:
+    """``[N, T]`` token advantages of ``batch`` by the estimator ``cfg.estimator`` names
+    (``cfg``: the ``algorithm`` section, :class:`~llm_trainers.config.AlgorithmConfig`)."""
+    info = estimator_info(cfg.estimator)
+    return info.fn(batch, cfg, info.resolve_options(getattr(cfg, "estimator_options", None)))
+
+
+def estimator_config_problems(cfg: Any) -> list[str]:
+    """What is wrong with a whole config (:class:`~llm_trainers.config.Config`) for its
+    estimator: the name, the sampling it needs, its options."""
+    name = cfg.algorithm.estimator
+    if name not in ESTIMATOR_REGISTRY:
+        return [f"algorithm.estimator must be one of {tuple(ESTIMATOR_REGISTRY)}"]
+    info = ESTIMATOR_REGISTRY[name]
+    problems = []
+    if info.sampling == "tree":
+        if cfg.rollout.tree and cfg.rollout.k < 2:
+            problems.append(f"{name}'s tree sampling needs rollout.k >= 2")
+        if not cfg.rollout.tree:
+            reason = info.sampling_reason or "needs tree sampling"
+            problems.append(f"{name} {reason}: set rollout.tree: true")
+    if info.sampling == "flat" and cfg.rollout.tree:
+        reason = info.sampling_reason or "needs flat sampling"
+        problems.append(f"{name} {reason}: set rollout.tree: false")
+    try:
+        info.resolve_options(cfg.algorithm.estimator_options)
+    except ValueError as exc:
+        problems.append(str(exc))
+    return problems
+
+
+# ---------------------------------------------------------------------- the estimators
+
+
+@register_estimator("at_grpo", sampling="tree", sampling_reason="groups candidates of one decision",
+                    whitens="group", uses=("eps", "unbiased_std"))
+def at_grpo(batch: AdvantageBatch, cfg: Any, options: Mapping[str, Any]) -> Tensor:
+    """Group normalisation per (env, agent, turn) (:func:`group_normalized_advantages`), tiled
+    over the tokens. A KL penalty, if any, belongs in the loss."""
+    gids = group_ids_from_keys(batch.group_keys)
+    adv = group_normalized_advantages(batch.rewards, gids, eps=cfg.eps, unbiased_std=cfg.unbiased_std)
+    return broadcast_to_tokens(adv, batch.mask)
+
+
+_REINFORCE_PP_USES = ("kl_coef", "gamma", "reward_clip")
+
+
+@register_estimator("reinforce_pp", whitens="batch", kl_in_reward=True, uses=_REINFORCE_PP_USES)
+def reinforce_pp(batch: AdvantageBatch, cfg: Any, options: Mapping[str, Any]) -> Tensor:
+    """KL in the reward, return-to-go, whitening over the batch (:func:`reinforce_pp_advantages`)."""
+    return reinforce_pp_advantages(batch.rewards, batch.mask, batch.kl, cfg.kl_coef, cfg.gamma,
+                                   reward_clip=cfg.reward_clip)
+
+
+@register_estimator("reinforce_pp_baseline", whitens="batch", kl_in_reward=True, uses=_REINFORCE_PP_USES)
+def reinforce_pp_baseline(batch: AdvantageBatch, cfg: Any, options: Mapping[str, Any]) -> Tensor:
+    """The group mean subtracted first, then as ``reinforce_pp``."""
+    gids = group_ids_from_keys(batch.group_keys)
+    return reinforce_pp_advantages(batch.rewards, batch.mask, batch.kl, cfg.kl_coef, cfg.gamma,
+                                   baseline_group_ids=gids, reward_clip=cfg.reward_clip)
+
+
+@register_estimator("task_relative_reinforce_pp", whitens="role", kl_in_reward=True, uses=_REINFORCE_PP_USES)
+def task_relative_reinforce_pp(batch: AdvantageBatch, cfg: Any, options: Mapping[str, Any]) -> Tensor:
+    """As ``reinforce_pp`` with whitening within each role (Multi-Agent Evolve)."""
+    if batch.roles is None:
+        raise ValueError("task_relative_reinforce_pp needs the role of every record")
+    return reinforce_pp_advantages(batch.rewards, batch.mask, batch.kl, cfg.kl_coef, cfg.gamma,
+                                   whiten_partition_ids=group_ids_from_keys(batch.roles), reward_clip=cfg.reward_clip)
+
+
+@register_estimator("per_agent_reinforce_pp", whitens="agent", kl_in_reward=True, uses=_REINFORCE_PP_USES)
+def per_agent_reinforce_pp(batch: AdvantageBatch, cfg: Any, options: Mapping[str, Any]) -> Tensor:
+    """As ``reinforce_pp`` with whitening within each agent (CoMAS)."""
+    if batch.agents is None:
+        raise ValueError("per_agent_reinforce_pp needs the agent of every record")
+    return reinforce_pp_advantages(batch.rewards, batch.mask, batch.kl, cfg.kl_coef, cfg.gamma,
+                                   whiten_partition_ids=group_ids_from_keys(batch.agents), reward_clip=cfg.reward_clip)
+
+
+@register_estimator("rae", sampling="flat", sampling_reason="uses whole-game returns", stateful=True,
+                    role_key="game_role", uses=("rae_decay",))
+def rae(batch: AdvantageBatch, cfg: Any, options: Mapping[str, Any]) -> Tensor:
+    """SPIRAL: trajectory return minus the (game, role) EMA baseline, tiled over the tokens. The
+    baselines are its state (``batch.state``, updated in place)."""
+    if batch.roles is None or batch.trajectories is None or batch.state is None:
+        raise ValueError("rae needs the (game, role) key and the trajectory of every record, and the baselines")
+    returns = trajectory_returns(batch.rewards, batch.trajectories)
+    adv, updated = role_conditioned_advantages(returns, batch.trajectories, batch.roles, batch.state, cfg.rae_decay)
+    batch.state.clear()
+    batch.state.update(updated)
+    return broadcast_to_tokens(adv, batch.mask)
+
+
 def compute_advantages(
     estimator: str,
     rewards: Tensor,
@@ -354,8 +578,14 @@ def compute_advantages(
     trajectories: Sequence[Hashable] | None = None,
     role_baselines: dict[Hashable, float] | None = None,
     rae_decay: float = RAE_DECAY,
+    options: Mapping[str, Any] | None = None,
 ) -> Tensor:
-    """Dispatch to an estimator by name and return ``[N, T]`` token advantages.
+    """``[N, T]`` token advantages by the registered estimator ``estimator``, from plain
+    arguments (the trainer passes its config section to :func:`estimate_advantages` instead).
+
+    ``beta`` is ``algorithm.kl_coef``; ``role_baselines`` is a stateful estimator's state (``rae``
+    reads it and updates it in place: the caller keeps it across steps); ``options`` are the
+    estimator's own options. The built-in estimators:
 
     ============================== =========================================================
     ``at_grpo``                    group normalisation per (env, agent, turn), tiled over tokens
@@ -367,38 +597,8 @@ def compute_advantages(
                                    (``roles`` are the (game, role) keys, ``trajectories`` the
                                    trajectory of each record), tiled over tokens
     ============================== =========================================================
-
-    For ``at_grpo`` and ``rae`` a KL penalty, if any, belongs in the loss (``kl`` is ignored).
-    ``rae`` is the one estimator with state: it reads ``role_baselines`` and updates that dict
-    in place (the caller keeps it across steps).
     """
-    if estimator == "at_grpo":
-        gids = group_ids_from_keys(group_keys)
-        adv = group_normalized_advantages(rewards, gids, eps=eps, unbiased_std=unbiased_std)
-        return broadcast_to_tokens(adv, mask)
-    if estimator == "reinforce_pp":
-        return reinforce_pp_advantages(rewards, mask, kl, beta, gamma, reward_clip=reward_clip)
-    if estimator == "reinforce_pp_baseline":
-        gids = group_ids_from_keys(group_keys)
-        return reinforce_pp_advantages(rewards, mask, kl, beta, gamma, baseline_group_ids=gids, reward_clip=reward_clip)
-    if estimator == "task_relative_reinforce_pp":
-        if roles is None:
-            raise ValueError("task_relative_reinforce_pp needs the role of every record")
-        return reinforce_pp_advantages(
-            rewards, mask, kl, beta, gamma, whiten_partition_ids=group_ids_from_keys(roles), reward_clip=reward_clip
-        )
-    if estimator == "per_agent_reinforce_pp":
-        if agents is None:
-            raise ValueError("per_agent_reinforce_pp needs the agent of every record")
-        return reinforce_pp_advantages(
-            rewards, mask, kl, beta, gamma, whiten_partition_ids=group_ids_from_keys(agents), reward_clip=reward_clip
-        )
-    if estimator == "rae":
-        if roles is None or trajectories is None or role_baselines is None:
-            raise ValueError("rae needs the (game, role) key and the trajectory of every record, and the baselines")
-        returns = trajectory_returns(rewards, trajectories)
-        adv, updated = role_conditioned_advantages(returns, trajectories, roles, role_baselines, rae_decay)
-        role_baselines.clear()
-        role_baselines.update(updated)
-        return broadcast_to_tokens(adv, mask)
-    raise ValueError(f"unknown advantage estimator {estimator!r}; choose one of {ESTIMATORS}")
+    cfg = SimpleNamespace(estimator=estimator, kl_coef=beta, gamma=gamma, eps=eps, unbiased_std=unbiased_std,
+                          reward_clip=reward_clip, rae_decay=rae_decay, estimator_options=dict(options or {}))
+    batch = AdvantageBatch(rewards, mask, group_keys, roles, agents, trajectories, kl, role_baselines)
+    return estimate_advantages(cfg, batch)

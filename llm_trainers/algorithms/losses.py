@@ -12,46 +12,71 @@ into micro-batches (OpenRLHF/verl ``token-mean``, TRL ``dapo``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
 __all__ = [
-    "KL_ESTIMATORS",
+    "KL_ESTIMATOR_REGISTRY",
     "SurrogateStats",
     "clipped_surrogate_loss",
     "entropy_from_logits",
     "kl_estimate",
     "policy_ratio",
+    "register_kl_estimator",
     "token_logprobs_from_logits",
     "token_mean",
 ]
 
-KL_ESTIMATORS = ("k1", "k2", "k3")
+#: Name → per-token KL estimate from ``d = log π − log π_ref`` (:func:`register_kl_estimator`).
+KL_ESTIMATOR_REGISTRY: dict[str, Callable[[Tensor], Tensor]] = {}
+
+
+def register_kl_estimator(name: str) -> Callable[[Callable[[Tensor], Tensor]], Callable[[Tensor], Tensor]]:
+    """Register the decorated ``d ↦ estimate`` (float32 ``d = log π − log π_ref``, any shape) as
+    the KL estimator ``name`` (``algorithm.kl_estimator``, ``train.kl_estimator``)."""
+
+    def decorate(fn: Callable[[Tensor], Tensor]) -> Callable[[Tensor], Tensor]:
+        if name in KL_ESTIMATOR_REGISTRY:
+            raise ValueError(f"a KL estimator named {name!r} is already registered")
+        KL_ESTIMATOR_REGISTRY[name] = fn
+        return fn
+
+    return decorate
+
+
+@register_kl_estimator("k1")
+def kl_k1(d: Tensor) -> Tensor:
+    """``k1 = d``: unbiased, can be negative; the usual in-reward penalty."""
+    return d
+
+
+@register_kl_estimator("k2")
+def kl_k2(d: Tensor) -> Tensor:
+    """``k2 = d² / 2``: biased, low variance; its gradient is the KL's gradient."""
+    return 0.5 * d * d
+
+
+@register_kl_estimator("k3")
+def kl_k3(d: Tensor) -> Tensor:
+    """``k3 = exp(−d) − 1 + d``: unbiased, non-negative (verl "low_var_kl")."""
+    return torch.exp(-d.clamp(-20.0, 20.0)) - 1.0 + d
 
 
 def kl_estimate(logp: Tensor, ref_logp: Tensor, estimator: str = "k1", clamp: float | None = 10.0) -> Tensor:
     """Per-token estimate of KL(π ‖ π_ref) from the sampled token's log-probabilities.
 
-    With ``d = log π − log π_ref`` (computed in float32):
-
-    * ``k1 = d``                     (unbiased, can be negative; the usual in-reward penalty)
-    * ``k2 = d² / 2``                (biased, low variance; its gradient is the KL's gradient)
-    * ``k3 = exp(−d) − 1 + d``       (unbiased, non-negative; verl "low_var_kl")
+    With ``d = log π − log π_ref`` (computed in float32), the registered estimator ``estimator``
+    (:data:`KL_ESTIMATOR_REGISTRY`): ``k1 = d``, ``k2 = d² / 2``, ``k3 = exp(−d) − 1 + d``.
 
     The result is clamped to ``[−clamp, clamp]`` (OpenRLHF and verl use 10); ``clamp=None``
     disables it.
     """
-    d = logp.float() - ref_logp.float()
-    if estimator == "k1":
-        kl = d
-    elif estimator == "k2":
-        kl = 0.5 * d * d
-    elif estimator == "k3":
-        kl = torch.exp(-d.clamp(-20.0, 20.0)) - 1.0 + d
-    else:
-        raise ValueError(f"unknown KL estimator {estimator!r}; choose one of {KL_ESTIMATORS}")
+    if estimator not in KL_ESTIMATOR_REGISTRY:
+        raise ValueError(f"unknown KL estimator {estimator!r}; choose one of {tuple(KL_ESTIMATOR_REGISTRY)}")
+    kl = KL_ESTIMATOR_REGISTRY[estimator](logp.float() - ref_logp.float())
     if clamp is not None:
         kl = kl.clamp(-clamp, clamp)
     return kl

@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from llm_trainers.specs import PolicySpec
+
 __all__ = ["DataParallelEngine", "EngineLost", "EngineSpec", "EngineWorker", "engine_seed", "split_evenly"]
 
 
@@ -60,7 +62,7 @@ class EngineSpec:
 
     Attributes:
         kind: ``hf`` or ``vllm``.
-        policy: :func:`~llm_trainers.trainer.policy_spec` of the run (``device`` is replaced by
+        policy: The run's :class:`~llm_trainers.specs.PolicySpec` (``device`` is replaced by
             the actor's own).
         sampling: Default sampling parameters.
         seed: The run's seed (engine ``i`` samples with :func:`engine_seed`).
@@ -72,7 +74,7 @@ class EngineSpec:
     """
 
     kind: str
-    policy: dict[str, Any]
+    policy: PolicySpec
     sampling: Any
     seed: int
     max_batch_size: int = 64
@@ -88,15 +90,13 @@ class EngineWorker:
     def __init__(self, spec: EngineSpec, index: int) -> None:
         import torch
 
-        from llm_trainers.policies import build_policies
-
         self.index = index
         self.spec = spec
         gpu = torch.cuda.is_available()
         # vLLM computes on the GPU itself: its HF copy (tokenizers, adapters to write) stays on the CPU
         device = "cuda" if gpu and spec.kind == "hf" else "cpu"
-        self.policies = build_policies(**{**spec.policy, "device": device, "need_reference": False,
-                                          "gradient_checkpointing": False})
+        self.policies = spec.policy.with_changes(device=device, need_reference=False,
+                                                 gradient_checkpointing=False).build()
         seed = engine_seed(spec.seed, index)
         if spec.kind == "hf":
             from llm_trainers.agents.hf import HFEngine

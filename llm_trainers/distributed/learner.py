@@ -188,7 +188,7 @@ class ShardedLearner(Learner):
         with_grad = [p for p in params if p.grad is not None]
         if not with_grad:
             return 0.0
-        max_norm = self.optim_cfg.max_grad_norm
+        max_norm = self.cfg.max_grad_norm
         if max_norm:
             norm = torch.nn.utils.clip_grad_norm_(with_grad, max_norm)
         else:
@@ -312,8 +312,8 @@ class LearnerRank:
         """Build this rank's policies (FSDP2-wrapped) and its learner; return the policies it holds."""
         from torch.distributed.device_mesh import DeviceMesh
 
-        from llm_trainers.policies import _default_policy_map, build_policies
-        from llm_trainers.trainer import learner_kwargs, policy_spec
+        from llm_trainers.policies import _default_policy_map
+        from llm_trainers.specs import learner_kwargs, policy_spec
 
         backend = dist.get_backend()
         device_type = "cuda" if backend == "nccl" else "cpu"
@@ -334,11 +334,10 @@ class LearnerRank:
         if not owned:
             return []
         spec = policy_spec(cfg, agents, model_path)
-        mapping = _default_policy_map(spec["level"], spec["agents"], spec["policy_map"])
-        mine = [a for a in spec["agents"] if mapping[a] in owned]
-        spec.update(agents=mine, policy_map={a: mapping[a] for a in mine},
-                    device="cuda" if device_type == "cuda" else "cpu")
-        policies = build_policies(**spec)
+        mapping = _default_policy_map(spec.model.level, spec.agents, spec.model.policy_map or None)
+        mine = [a for a in spec.agents if mapping[a] in owned]
+        policies = spec.with_changes(agents=mine, policy_map={a: mapping[a] for a in mine},
+                                     device="cuda" if device_type == "cuda" else "cpu").build()
         groups = {}
         for p in owned:
             key = tuple(sorted(rank_sets[p]))

@@ -29,9 +29,10 @@ import sys
 from typing import Any
 
 from llm_trainers.config import Config
-from llm_trainers.policies import PolicySet, build_policies
+from llm_trainers.policies import PolicySet
 from llm_trainers.rollout import RolloutResult
-from llm_trainers.trainer import Trainer, policy_spec
+from llm_trainers.specs import policy_spec
+from llm_trainers.trainer import Trainer
 
 __all__ = ["DistributedTrainer"]
 
@@ -39,7 +40,7 @@ __all__ = ["DistributedTrainer"]
 class DistributedTrainer(Trainer):
     """:class:`~llm_trainers.trainer.Trainer` with the parts ``cfg.resources`` places on Ray.
 
-    ``Trainer(cfg)`` returns one when the config's layout is distributed.
+    :func:`llm_trainers.make_trainer` builds one when the config's layout is distributed.
     """
 
     def __init__(self, cfg: Config, resume: bool = False) -> None:
@@ -67,12 +68,11 @@ class DistributedTrainer(Trainer):
         if self.cfg.resources.learner_world_size == 0:
             return super()._build_policies()
         # The mirror: on the CPU, in the learner's weight dtype, no reference model.
-        spec = policy_spec(self.cfg, self.learning_agents, self.model_path)
         dtype = self.cfg.model.dtype
         if dtype == "auto":
             dtype = "bfloat16" if self.cfg.resources.gpus_per_learner > 0 else "float32"
-        spec.update(device="cpu", dtype=dtype, need_reference=False, gradient_checkpointing=False)
-        return build_policies(**spec)
+        spec = policy_spec(self.cfg, self.learning_agents, self.model_path)
+        return spec.with_changes(device="cpu", dtype=dtype, need_reference=False, gradient_checkpointing=False).build()
 
     def _build_learner(self) -> Any:
         if self.cfg.resources.learner_world_size == 0:

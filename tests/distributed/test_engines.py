@@ -15,8 +15,7 @@ from llm_trainers.agents.hf import HFEngine, SamplingParams  # noqa: E402
 from llm_trainers.batching import completion_logprobs, pack_sequences  # noqa: E402
 from llm_trainers.config import VLLMConfig, load_config  # noqa: E402
 from llm_trainers.distributed.engines import DataParallelEngine, EngineSpec, engine_seed  # noqa: E402
-from llm_trainers.policies import build_policies  # noqa: E402
-from llm_trainers.trainer import policy_spec  # noqa: E402
+from llm_trainers.specs import policy_spec  # noqa: E402
 
 AGENTS = ["speaker", "listener"]
 OBS = [{"instruction": "You are the speaker. Symbols: red green blue yellow.", "prompt": f"Round 1 of 2. Target: {c}"}
@@ -60,11 +59,11 @@ def test_hf_engines_sample_as_local_engines_and_follow_every_sync(local_ray, tin
     """L2 (adapters move); full weights move through the same load path, and the vLLM test below
     covers them on the engine side."""
     cfg, spec = _spec(tiny_signalling_model, "L2")
-    mirror = build_policies(**spec.policy)
+    mirror = spec.policy.build()
     names = mirror.names()
     dp = DataParallelEngine.start(spec, 2, mirror, gpus=0, cpus=0.5)
     try:
-        reference = [HFEngine(build_policies(**spec.policy), spec.sampling, seed=engine_seed(spec.seed, i))
+        reference = [HFEngine(spec.policy.build(), spec.sampling, seed=engine_seed(spec.seed, i))
                      for i in range(2)]
         requests = _requests(dp, names)
         for step in range(2):
@@ -101,7 +100,7 @@ def test_vllm_engine_actors_serve_every_update(local_ray, tiny_signalling_model,
     cfg, spec = _spec(tiny_signalling_model, level, kind="vllm", vllm=VLLMConfig(
         max_model_len=256, gpu_memory_utilization=0.4, enforce_eager=True, max_lora_rank=8,
         adapter_dir=tempfile.mkdtemp(prefix="adapters")))
-    mirror = build_policies(**spec.policy)
+    mirror = spec.policy.build()
     names = mirror.names()
     dp = DataParallelEngine.start(spec, 2, mirror, gpus=0, cpus=0.5)
     try:

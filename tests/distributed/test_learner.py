@@ -9,8 +9,7 @@ torch = pytest.importorskip("torch", reason="the learner tests need the 'train' 
 from llm_trainers.config import load_config  # noqa: E402
 from llm_trainers.distributed.learner import LearnerGroup  # noqa: E402
 from llm_trainers.learner import Learner, UpdateSample  # noqa: E402
-from llm_trainers.policies import build_policies  # noqa: E402
-from llm_trainers.trainer import learner_kwargs, policy_spec  # noqa: E402
+from llm_trainers.specs import learner_kwargs, policy_spec  # noqa: E402
 
 AGENTS = ["speaker", "listener"]
 LORA = "model.lora={r: 4, alpha: 8, target_modules: [q_proj, v_proj, lm_head]}"
@@ -70,10 +69,9 @@ def _params(policies):
 @pytest.mark.parametrize("case", list(CASES))
 def test_one_distributed_update_equals_the_single_process_update(ranks, tiny_signalling_model, case):
     cfg = _config(tiny_signalling_model, case)
-    spec = policy_spec(cfg, AGENTS, tiny_signalling_model)
-    spec["need_reference"] = True
-    local = build_policies(**spec)
-    mirror = build_policies(**spec)
+    spec = policy_spec(cfg, AGENTS, tiny_signalling_model).with_changes(need_reference=True)
+    local = spec.build()
+    mirror = spec.build()
     learner = Learner(local, **learner_kwargs(cfg, False))
     vocab = next(iter(local)).tokenizer.vocab_size if hasattr(next(iter(local)).tokenizer, "vocab_size") else 30
     group = LearnerGroup.build(ranks, cfg, AGENTS, tiny_signalling_model, mirror)

@@ -10,8 +10,8 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the trainer tests need the 'train' extra")
 
+from llm_trainers import make_trainer  # noqa: E402
 from llm_trainers.config import load_config  # noqa: E402
-from llm_trainers.trainer import Trainer  # noqa: E402
 
 SMALL = [
     "run.steps=2", "run.eval_every=2", "run.eval_at_start=false", "run.eval_episodes=4", "run.save_every=1",
@@ -42,7 +42,7 @@ def test_shipped_cpu_config_runs_distributed_and_resumes(local_ray, tiny_signall
     """Every part on Ray (2 env workers, 1 engine, 2 learner ranks); stopped after step 1 and
     resumed, the run ends where the uninterrupted one does."""
     common = ["signalling_at_grpo_l2_ray", *SMALL, f"model.path={tiny_signalling_model}"]
-    full = Trainer(load_config(common[0], [*common[1:], f"run.output_dir={tmp_path / 'a'}"]))
+    full = make_trainer(load_config(common[0], [*common[1:], f"run.output_dir={tmp_path / 'a'}"]))
     assert type(full).__name__ == "DistributedTrainer"
     try:
         full.train()
@@ -62,7 +62,7 @@ def test_shipped_cpu_config_runs_distributed_and_resumes(local_ray, tiny_signall
     shutil.copytree(tmp_path / "a", tmp_path / "b")
     (tmp_path / "b" / "checkpoints" / "latest").write_text("step_00000001\n")
     shutil.rmtree(tmp_path / "b" / "final")
-    resumed = Trainer(load_config(common[0], [*common[1:], f"run.output_dir={tmp_path / 'b'}"]), resume=True)
+    resumed = make_trainer(load_config(common[0], [*common[1:], f"run.output_dir={tmp_path / 'b'}"]), resume=True)
     try:
         assert resumed.step == 1
         resumed.train()
@@ -96,14 +96,14 @@ def _kill_env_worker_at(trainer, call):
 def test_a_lost_environment_worker_is_replaced_and_the_step_replayed_exactly(local_ray, tiny_signalling_model,
                                                                              tmp_path):
     base = [*LIGHT, f"model.path={tiny_signalling_model}"]
-    clean = Trainer(load_config(None, [*base, f"run.output_dir={tmp_path / 'a'}"]))
+    clean = make_trainer(load_config(None, [*base, f"run.output_dir={tmp_path / 'a'}"]))
     try:
         clean.train()
         expected = _params(clean)
     finally:
         clean.close()
 
-    hit = Trainer(load_config(None, [*base, f"run.output_dir={tmp_path / 'b'}"]))
+    hit = make_trainer(load_config(None, [*base, f"run.output_dir={tmp_path / 'b'}"]))
     try:
         _kill_env_worker_at(hit, 6)  # step 2 has waves 5-8 (2 rounds x 2 agents)
         hit.train()
@@ -117,7 +117,7 @@ def test_a_lost_environment_worker_is_replaced_and_the_step_replayed_exactly(loc
 
     # Without replays the step fails with what to do, nothing of it is kept, and --resume finishes
     # the run as if nothing had happened.
-    stop = Trainer(load_config(None, [*base, f"run.output_dir={tmp_path / 'c'}", "resources.max_step_retries=0"]))
+    stop = make_trainer(load_config(None, [*base, f"run.output_dir={tmp_path / 'c'}", "resources.max_step_retries=0"]))
     try:
         _kill_env_worker_at(stop, 6)
         with pytest.raises(RuntimeError, match=r"(?s)environment worker 1 .*step_00000001.*--resume"):
@@ -125,7 +125,7 @@ def test_a_lost_environment_worker_is_replaced_and_the_step_replayed_exactly(loc
     finally:
         stop.close()
     assert [r["step"] for r in _rows(tmp_path / "c")] == [1]
-    resumed = Trainer(load_config(None, [*base, f"run.output_dir={tmp_path / 'c'}"]), resume=True)
+    resumed = make_trainer(load_config(None, [*base, f"run.output_dir={tmp_path / 'c'}"]), resume=True)
     try:
         resumed.train()
         got = _params(resumed)

@@ -8,13 +8,8 @@ import pytest
 import torch
 
 from llm_trainers.batching import completion_logprobs, pack_sequences
-from llm_trainers.learner import (
-    Learner,
-    LossConfig,
-    OptimConfig,
-    UpdateSample,
-    lr_lambda,
-)
+from llm_trainers.config import TrainConfig
+from llm_trainers.learner import Learner, UpdateSample, lr_lambda
 from llm_trainers.policies import build_policies
 
 
@@ -43,7 +38,7 @@ def policies(tiny_model_dir):
 def test_gradient_is_token_mean_policy_gradient(policies):
     """On-policy (ρ = 1) the gradient is −Σ_t A_t ∇log π_t / N over all tokens of the step."""
     pol = policies["shared"]
-    learner = Learner(policies, OptimConfig(lr=0.0, max_grad_norm=None), micro_batch_size=2)
+    learner = Learner(policies, TrainConfig(lr=0.0, max_grad_norm=None, micro_batch_size=2))
     samples = _fill_old(learner, "shared", _samples(pol.tokenizer, [1, 4, 2, 3, 5]))
     learner.update("shared", samples)  # lr 0: parameters stay, gradients remain for inspection
     got = {n: p.grad.clone() for n, p in pol.model.named_parameters() if p.grad is not None}
@@ -66,7 +61,7 @@ def test_micro_batch_size_does_not_change_the_step_gradient(policies):
     pol = policies["shared"]
     grads = []
     for mb in (1, 2, 5):
-        learner = Learner(policies, OptimConfig(lr=0.0, max_grad_norm=None), micro_batch_size=mb)
+        learner = Learner(policies, TrainConfig(lr=0.0, max_grad_norm=None, micro_batch_size=mb))
         samples = _fill_old(learner, "shared", _samples(pol.tokenizer, [1, 4, 2, 3, 5]))
         learner.update("shared", samples)
         grads.append({n: p.grad.clone() for n, p in pol.model.named_parameters() if p.grad is not None})
@@ -77,7 +72,7 @@ def test_micro_batch_size_does_not_change_the_step_gradient(policies):
 
 def test_gradient_clipping_caps_the_norm(policies):
     pol = policies["shared"]
-    learner = Learner(policies, OptimConfig(lr=0.0, max_grad_norm=1e-3), micro_batch_size=8)
+    learner = Learner(policies, TrainConfig(lr=0.0, max_grad_norm=1e-3, micro_batch_size=8))
     samples = _fill_old(learner, "shared", _samples(pol.tokenizer, [3, 3, 3]))
     metrics = learner.update("shared", samples)
     assert metrics["grad_norm"] > 1e-3  # reported norm is the pre-clip norm
@@ -86,22 +81,22 @@ def test_gradient_clipping_caps_the_norm(policies):
 
 
 def test_lr_schedule_values():
-    cfg = OptimConfig(schedule="cosine", warmup_steps=2, total_steps=12, min_lr_ratio=0.1)
-    assert lr_lambda(0, cfg) == pytest.approx(0.5)
-    assert lr_lambda(1, cfg) == pytest.approx(1.0)
-    assert lr_lambda(2, cfg) == pytest.approx(1.0)
-    assert lr_lambda(7, cfg) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 0.5)))  # 0.55
-    assert lr_lambda(12, cfg) == pytest.approx(0.1)
-    assert lr_lambda(50, cfg) == pytest.approx(0.1)
-    lin = OptimConfig(schedule="linear", total_steps=10, min_lr_ratio=0.0)
-    assert lr_lambda(5, lin) == pytest.approx(0.5)
-    assert lr_lambda(3, OptimConfig()) == 1.0
+    cfg = TrainConfig(schedule="cosine", warmup_steps=2, min_lr_ratio=0.1)
+    assert lr_lambda(0, cfg, 12) == pytest.approx(0.5)
+    assert lr_lambda(1, cfg, 12) == pytest.approx(1.0)
+    assert lr_lambda(2, cfg, 12) == pytest.approx(1.0)
+    assert lr_lambda(7, cfg, 12) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * 0.5)))  # 0.55
+    assert lr_lambda(12, cfg, 12) == pytest.approx(0.1)
+    assert lr_lambda(50, cfg, 12) == pytest.approx(0.1)
+    lin = TrainConfig(schedule="linear", min_lr_ratio=0.0)
+    assert lr_lambda(5, lin, 10) == pytest.approx(0.5)
+    assert lr_lambda(3, TrainConfig(), 1000) == 1.0
     with pytest.raises(ValueError):
-        lr_lambda(3, OptimConfig(schedule="step"))
+        lr_lambda(3, TrainConfig(schedule="step"), 1000)
 
 
 def test_scheduler_steps_once_per_update(policies):
-    learner = Learner(policies, OptimConfig(lr=1.0, schedule="linear", total_steps=4, min_lr_ratio=0.0), micro_batch_size=8)
+    learner = Learner(policies, TrainConfig(lr=1.0, schedule="linear", min_lr_ratio=0.0, micro_batch_size=8), total_steps=4)
     samples = _fill_old(learner, "shared", _samples(policies["shared"].tokenizer, [2, 2]))
     lrs = [learner.update("shared", samples)["lr"] for _ in range(3)]
     assert lrs == pytest.approx([1.0, 0.75, 0.5])
@@ -113,8 +108,8 @@ def test_schedule_counts_iterations_for_a_policy_without_samples(tiny_model_dir)
     iteration 3 of a 4-step linear schedule both policies use 1e-3 · 1/4, and a checkpoint
     taken in between resumes on the same values."""
     ps = build_policies("L3", ["speaker", "listener"], tiny_model_dir, device="cpu")
-    optim = OptimConfig(lr=1e-3, schedule="linear", total_steps=4, min_lr_ratio=0.0)
-    learner = Learner(ps, optim, micro_batch_size=8)
+    optim = TrainConfig(lr=1e-3, schedule="linear", min_lr_ratio=0.0, micro_batch_size=8)
+    learner = Learner(ps, optim, total_steps=4)
     speaker = _fill_old(learner, "speaker", _samples(ps["speaker"].tokenizer, [2, 3]))
     listener = _fill_old(learner, "listener", _samples(ps["listener"].tokenizer, [2, 3], seed=1))
     for _ in range(2):
@@ -126,7 +121,7 @@ def test_schedule_counts_iterations_for_a_policy_without_samples(tiny_model_dir)
     lrs = {"speaker": learner.update("speaker", speaker)["lr"], "listener": learner.update("listener", listener)["lr"]}
     assert lrs == pytest.approx({"speaker": 2.5e-4, "listener": 2.5e-4})
 
-    resumed = Learner(build_policies("L3", ["speaker", "listener"], tiny_model_dir, device="cpu"), optim, micro_batch_size=8)
+    resumed = Learner(build_policies("L3", ["speaker", "listener"], tiny_model_dir, device="cpu"), optim, total_steps=4)
     resumed.load_state_dict(saved)
     resumed.update("listener", [])
     assert resumed.update("listener", listener)["lr"] == pytest.approx(2.5e-4)
@@ -134,8 +129,9 @@ def test_schedule_counts_iterations_for_a_policy_without_samples(tiny_model_dir)
 
 def test_kl_loss_term_and_entropy_are_added(policies):
     pol = policies["shared"]
-    loss_cfg = LossConfig(kl_loss_coef=0.5, kl_estimator="k1", entropy_coef=0.0)
-    learner = Learner(policies, OptimConfig(lr=0.0), loss_cfg, micro_batch_size=8)
+    loss_cfg = TrainConfig(kl_loss_coef=0.5, kl_estimator="k1", entropy_coef=0.0)
+    learner = Learner(policies, TrainConfig(lr=0.0, kl_loss_coef=0.5, kl_estimator="k1", entropy_coef=0.0,
+                                            micro_batch_size=8))
     samples = _fill_old(learner, "shared", _samples(pol.tokenizer, [2, 3]))
     for s in samples:
         s.advantages = torch.zeros(len(s.completion_ids))
@@ -145,12 +141,12 @@ def test_kl_loss_term_and_entropy_are_added(policies):
     assert m["kl"] == pytest.approx(0.2, abs=1e-5)
     assert m["loss"] == pytest.approx(0.5 * 0.2, abs=1e-5)
     with pytest.raises(ValueError):
-        Learner(policies, loss=loss_cfg).update("shared", _samples(pol.tokenizer, [2]))
+        Learner(policies, loss_cfg).update("shared", _samples(pol.tokenizer, [2]))
 
 
 def test_entropy_bonus_lowers_the_loss(policies):
     pol = policies["shared"]
-    learner = Learner(policies, OptimConfig(lr=0.0), LossConfig(entropy_coef=0.1), micro_batch_size=8)
+    learner = Learner(policies, TrainConfig(lr=0.0, entropy_coef=0.1, micro_batch_size=8))
     samples = _fill_old(learner, "shared", _samples(pol.tokenizer, [2, 3]))
     for s in samples:
         s.advantages = torch.zeros(len(s.completion_ids))
@@ -162,19 +158,19 @@ def test_entropy_bonus_lowers_the_loss(policies):
 def test_bf16_autocast_and_gradient_checkpointing_on_cpu(tiny_model_dir):
     base = build_policies("L1", ["a"], tiny_model_dir, device="cpu")
     ckpt = build_policies("L1", ["a"], tiny_model_dir, device="cpu", gradient_checkpointing=True)
-    lr0 = OptimConfig(lr=0.0, max_grad_norm=None)
+    lr0 = TrainConfig(lr=0.0, max_grad_norm=None, micro_batch_size=8)
     grads = []
     for ps in (base, ckpt):
-        learner = Learner(ps, lr0, micro_batch_size=8)
+        learner = Learner(ps, lr0)
         samples = _fill_old(learner, "shared", _samples(ps["shared"].tokenizer, [3, 2, 4]))
         learner.update("shared", samples)
         grads.append({n: p.grad.clone() for n, p in ps["shared"].model.named_parameters() if p.grad is not None})
     assert grads[0].keys() == grads[1].keys()
     for n in grads[0]:
         assert torch.allclose(grads[0][n], grads[1][n], atol=1e-6), n
-    bf = Learner(base, lr0, micro_batch_size=8, bf16=True)
+    bf = Learner(base, lr0, bf16=True)
     samples = _samples(base["shared"].tokenizer, [3, 2, 4])
-    fp32 = Learner(base, lr0, micro_batch_size=8).logprobs("shared", [s.prompt_ids for s in samples], [s.completion_ids for s in samples])
+    fp32 = Learner(base, lr0).logprobs("shared", [s.prompt_ids for s in samples], [s.completion_ids for s in samples])
     bf16 = bf.logprobs("shared", [s.prompt_ids for s in samples], [s.completion_ids for s in samples])
     for a, b in zip(fp32, bf16):
         assert torch.allclose(a, b, atol=0.1)

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
+from llm_trainers import make_trainer
 from llm_trainers.config import load_config
-from llm_trainers.trainer import Trainer
 
 LORA_WITH_HEAD = "model.lora={r: 8, alpha: 16, target_modules: [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj, lm_head]}"
 
@@ -70,7 +70,7 @@ def test_tiny_model_learns_signalling(case, tmp_path):
         pytest.importorskip("ray", reason="the distributed layout needs Ray: pip install 'llm-envs[ray]'")
     overrides = [o.replace("model.path=QWEN3", f"model.path={qwen3_tiny_model(tmp_path)}") for o in CASES[case]]
     cfg = load_config(None, [*COMMON, *overrides, f"run.output_dir={tmp_path / 'run'}", "run.seed=0"])
-    trainer = Trainer(cfg)
+    trainer = make_trainer(cfg)
     start = trainer.evaluate()
     final = trainer.train()  # evaluates at the start (logged) and after the last step
     trainer.close()

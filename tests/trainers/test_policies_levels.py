@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from llm_trainers.learner import Learner, LossConfig, OptimConfig, UpdateSample
+from llm_trainers.config import TrainConfig
+from llm_trainers.learner import Learner, UpdateSample
 from llm_trainers.policies import LoraSettings, build_policies
 
 AGENTS = ["speaker", "listener"]
@@ -60,7 +61,7 @@ def test_l2_each_adapter_moves_only_from_its_own_records(tiny_model_dir):
     assert spk_names and lis_names and not (spk_names & lis_names)
     all_before = _snapshot(spk.model.named_parameters())
 
-    learner = Learner(ps, OptimConfig(lr=1e-2), LossConfig(), micro_batch_size=2)
+    learner = Learner(ps, TrainConfig(lr=1e-2, micro_batch_size=2))
     learner.update("speaker", _with_old_logprobs(learner, "speaker", _samples(spk)))
     changed = _changed(all_before, spk.model.named_parameters())
     # lora_B starts at zero so only B moves on the first step; every changed weight is the speaker's
@@ -82,7 +83,7 @@ def test_l2_adapter_update_is_independent_of_other_agents_data(tiny_model_dir):
     results = []
     for train_listener in (False, True):
         ps = build_policies("L2", AGENTS, tiny_model_dir, lora=LORA, device="cpu")
-        learner = Learner(ps, OptimConfig(lr=1e-2), micro_batch_size=2, seed=0)
+        learner = Learner(ps, TrainConfig(lr=1e-2, micro_batch_size=2), seed=0)
         for step in range(2):
             if train_listener:
                 learner.update("listener", _with_old_logprobs(learner, "listener", _samples(ps["listener"], seed=10 + step)))
@@ -97,7 +98,7 @@ def test_l2_reference_is_base_model_with_adapters_disabled(tiny_model_dir):
 
     ps = build_policies("L2", AGENTS, tiny_model_dir, lora=LORA, device="cpu")
     spk = ps["speaker"]
-    learner = Learner(ps, OptimConfig(lr=5e-2), micro_batch_size=4)
+    learner = Learner(ps, TrainConfig(lr=5e-2, micro_batch_size=4))
     samples = _samples(spk)
     for seed in range(3):
         learner.update("speaker", _with_old_logprobs(learner, "speaker", _samples(spk, seed=seed)))
@@ -121,7 +122,7 @@ def test_l3_models_are_separate(tiny_model_dir):
     spk, lis = ps["speaker"], ps["listener"]
     lis_before = lis.trainable_state_dict()
     ref_before = {n: p.detach().clone() for n, p in spk.ref_model.named_parameters()}
-    learner = Learner(ps, OptimConfig(lr=1e-2), micro_batch_size=4)
+    learner = Learner(ps, TrainConfig(lr=1e-2, micro_batch_size=4))
     spk_before = spk.trainable_state_dict()
     learner.update("speaker", _with_old_logprobs(learner, "speaker", _samples(spk)))
     spk_after = spk.trainable_state_dict()
@@ -145,7 +146,7 @@ def test_adapter_save_and_reload_roundtrip(tiny_model_dir, tmp_path):
     from transformers import AutoModelForCausalLM
 
     ps = build_policies("L2", AGENTS, tiny_model_dir, lora=LORA, device="cpu")
-    learner = Learner(ps, OptimConfig(lr=1e-2), micro_batch_size=4)
+    learner = Learner(ps, TrainConfig(lr=1e-2, micro_batch_size=4))
     for seed in range(2):
         learner.update("listener", _with_old_logprobs(learner, "listener", _samples(ps["listener"], seed=seed)))
     out = ps["listener"].save_pretrained(tmp_path / "listener")

@@ -89,8 +89,7 @@ def test_without_optimizer_state_the_run_diverges(tmp_path):
     cut.train(until_step=2)
     cut.close()
     resumed = Trainer(load_config(None, [*BASE, f"run.output_dir={tmp_path / 'b'}"]), resume=True)
-    fresh = type(resumed.learner)(resumed.policies, resumed.learner.optim_cfg, resumed.learner.loss_cfg,
-                                  micro_batch_size=5, mini_batch_size=16, epochs=2)
+    fresh = type(resumed.learner)(resumed.policies, resumed.learner.cfg, total_steps=resumed.learner.total_steps)
     resumed.learner = fresh
     resumed.train()
     got = _params(resumed)

@@ -56,8 +56,8 @@ def test_lora_ids_are_unique_and_positive():
 def test_vllm_l2_engine_logprobs_and_adapter_sync(tiny_model_dir, tmp_path):
     from llm_trainers.agents.hf import SamplingParams
     from llm_trainers.batching import completion_logprobs, pack_sequences
-    from llm_trainers.config import VLLMConfig
-    from llm_trainers.learner import Learner, OptimConfig, UpdateSample
+    from llm_trainers.config import TrainConfig, VLLMConfig
+    from llm_trainers.learner import Learner, UpdateSample
     from llm_trainers.policies import LoraSettings, build_policies
 
     ps = build_policies("L2", ["speaker", "listener"], tiny_model_dir, device="cuda",
@@ -75,7 +75,7 @@ def test_vllm_l2_engine_logprobs_and_adapter_sync(tiny_model_dir, tmp_path):
         for i, g in enumerate(row):
             assert torch.allclose(torch.tensor(g.logprobs), lp[i, : len(g.token_ids)].cpu(), atol=2e-2)
     # train the speaker adapter, push it, and the first-sync check must pass
-    learner = Learner(ps, OptimConfig(lr=5e-2), micro_batch_size=8)
+    learner = Learner(ps, TrainConfig(lr=5e-2, micro_batch_size=8))
     samples = [UpdateSample(prompts[0][1], g.token_ids, torch.ones(len(g.token_ids)), torch.tensor(g.logprobs))
                for g in rows[0]]
     for _ in range(3):

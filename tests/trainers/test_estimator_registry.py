@@ -1,0 +1,123 @@
+"""A new advantage estimator is one registered function: config validation and the trainer find
+it by name, with its metadata and its own options, and nothing else changes."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from llm_trainers import make_trainer
+from llm_trainers.algorithms.advantages import (
+    ESTIMATOR_REGISTRY,
+    AdvantageBatch,
+    broadcast_to_tokens,
+    group_ids_from_keys,
+    group_mean,
+    register_estimator,
+)
+from llm_trainers.algorithms.losses import KL_ESTIMATOR_REGISTRY, kl_estimate, register_kl_estimator
+from llm_trainers.config import load_config
+
+QUIET = ["run.steps=1", "run.eval_every=-1", "run.progress=false", "run.tensorboard=false", "run.export_final=false",
+         "run.save_every=-1", "env.num_envs=4", "env.kwargs={rounds: 2}", "rollout.k=2", "rollout.max_new_tokens=2",
+         "train.lr=1e-2", "train.max_grad_norm=null"]
+
+
+@pytest.fixture()
+def registry_scope():
+    """Registrations made in a test are removed after it."""
+    estimators, kls = dict(ESTIMATOR_REGISTRY), dict(KL_ESTIMATOR_REGISTRY)
+    yield
+    for registry, before in ((ESTIMATOR_REGISTRY, estimators), (KL_ESTIMATOR_REGISTRY, kls)):
+        registry.clear()
+        registry.update(before)
+
+
+def _register_rloo(calls: list) -> None:
+    @register_estimator("test_rloo", whitens="none", uses=(), options={"scale": 1.0})
+    def rloo(batch: AdvantageBatch, cfg, options):
+        """Leave-one-out baseline: A_i = R_i − mean of the other rewards of i's group, × scale."""
+        ids = group_ids_from_keys(batch.group_keys)
+        sizes = torch.bincount(ids).to(torch.float32)[ids]
+        mean = group_mean(batch.rewards.to(torch.float32), ids)
+        loo = (batch.rewards - mean) * sizes / (sizes - 1).clamp(min=1)
+        calls.append((len(batch.rewards), dict(options)))
+        return broadcast_to_tokens(loo * options["scale"], batch.mask)
+
+
+def _trained(cfg):
+    trainer = make_trainer(cfg)
+    try:
+        before = {k: v.clone() for p in trainer.policies for k, v in p.trainable_state_dict().items()}
+        metrics = trainer.train_step()
+        after = {k: v for p in trainer.policies for k, v in p.trainable_state_dict().items()}
+    finally:
+        trainer.close()
+    moved = any(not torch.equal(before[k], after[k]) for k in before)
+    return metrics, moved
+
+
+def test_a_new_estimator_trains_through_the_normal_config_path(registry_scope, tiny_model_dir, tmp_path):
+    calls: list = []
+    _register_rloo(calls)
+    base = [*QUIET, f"model.path={tiny_model_dir}", "algorithm.estimator=test_rloo"]
+
+    metrics, moved = _trained(load_config(None, [*base, f"run.output_dir={tmp_path / 'a'}"]))
+    assert calls and calls[0][1] == {"scale": 1.0}  # called by the trainer, with its default option
+    assert calls[0][0] == metrics["rollout/trained_records"] > 0
+    assert math.isfinite(metrics["train/shared/loss"]) and moved
+
+    # Its own option reaches it from the config: scale 0 -> every advantage 0 -> no update at all.
+    calls.clear()
+    metrics, moved = _trained(load_config(None, [*base, "algorithm.estimator_options={scale: 0.0}",
+                                                 f"run.output_dir={tmp_path / 'b'}"]))
+    assert calls[0][1] == {"scale": 0.0}
+    assert metrics["train/shared/pg_loss"] == 0.0 and not moved
+
+
+def test_config_validation_reads_the_registry(registry_scope):
+    _register_rloo([])
+    with pytest.raises(ValueError, match=r"test_rloo has no option\(s\) \['scal'\]; its options: \['scale'\]"):
+        load_config(None, ["algorithm.estimator=test_rloo", "algorithm.estimator_options={scal: 2}"])
+
+    @register_estimator("test_flat_only", sampling="flat", sampling_reason="scores whole episodes")
+    def flat_only(batch, cfg, options):
+        return torch.zeros_like(batch.mask)
+
+    with pytest.raises(ValueError, match="test_flat_only scores whole episodes: set rollout.tree: false"):
+        load_config(None, ["algorithm.estimator=test_flat_only"])
+    assert load_config(None, ["algorithm.estimator=test_flat_only", "rollout.tree=false"]).algorithm.estimator
+    with pytest.raises(ValueError, match="test_rloo"):  # the error lists what is registered
+        load_config(None, ["algorithm.estimator=nope"])
+    with pytest.raises(ValueError, match="already registered"):
+        register_estimator("at_grpo")(flat_only)
+    with pytest.raises(ValueError, match="sampling"):
+        register_estimator("test_bad", sampling="trees")
+
+
+def test_the_builtin_estimators_declare_what_the_trainer_and_the_config_read():
+    info = ESTIMATOR_REGISTRY
+    assert set(info) >= {"at_grpo", "reinforce_pp", "reinforce_pp_baseline", "task_relative_reinforce_pp",
+                         "per_agent_reinforce_pp", "rae"}
+    assert (info["at_grpo"].sampling, info["at_grpo"].whitens, info["at_grpo"].kl_in_reward) == ("tree", "group", False)
+    assert (info["rae"].sampling, info["rae"].stateful, info["rae"].role_key) == ("flat", True, "game_role")
+    assert [n for n, i in info.items() if i.stateful] == ["rae"]
+    assert {info[n].whitens for n in ("task_relative_reinforce_pp", "per_agent_reinforce_pp")} == {"role", "agent"}
+    assert all(info[n].kl_in_reward for n in info if "reinforce_pp" in n)
+    fields = set(load_config(None).algorithm.__dataclass_fields__)
+    for name, i in info.items():
+        assert set(i.uses) <= fields, f"{name} reads algorithm fields that do not exist: {set(i.uses) - fields}"
+
+
+def test_a_new_kl_estimator_is_one_registered_function(registry_scope):
+    @register_kl_estimator("test_abs")
+    def kl_abs(d):
+        return d.abs()
+
+    logp, ref = torch.tensor([[-1.0, -2.0]]), torch.tensor([[-1.5, -1.0]])
+    assert kl_estimate(logp, ref, "test_abs").tolist() == [[0.5, 1.0]]
+    assert load_config(None, ["train.kl_estimator=test_abs"]).train.kl_estimator == "test_abs"
+    with pytest.raises(ValueError, match="KL estimator 'k9'"):
+        load_config(None, ["train.kl_estimator=k9"])

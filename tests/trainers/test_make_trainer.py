@@ -1,0 +1,31 @@
+"""One factory picks the trainer a config asks for; ``Trainer`` is the single-process loop."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_trainers import make_trainer
+from llm_trainers.config import load_config
+from llm_trainers.trainer import Trainer
+
+QUIET = ["run.steps=1", "run.eval_every=-1", "run.progress=false", "run.tensorboard=false", "run.export_final=false",
+         "env.num_envs=2", "env.kwargs={rounds: 2}", "rollout.k=2", "rollout.max_new_tokens=2"]
+
+
+def test_trainer_refuses_a_distributed_layout_and_names_the_factory(tmp_path):
+    cfg = load_config("signalling_at_grpo_l2_ray", [f"run.output_dir={tmp_path}"])
+    assert cfg.resources.distributed
+    with pytest.raises(ValueError, match=r"make_trainer"):
+        Trainer(cfg)
+    assert not (tmp_path / "config.yaml").exists()  # refused before touching the run directory
+
+
+def test_make_trainer_builds_the_single_process_trainer_for_a_local_layout(tmp_path, tiny_model_dir):
+    cfg = load_config(None, [*QUIET, f"model.path={tiny_model_dir}", f"run.output_dir={tmp_path}"])
+    trainer = make_trainer(cfg)
+    try:
+        assert type(trainer) is Trainer
+        trainer.train()
+        assert trainer.step == 1
+    finally:
+        trainer.close()
