@@ -104,7 +104,10 @@ TRAIN_STEPS = 6
 def test_at_grpo_lora_improves_smollm2_on_held_out_seeds(tmp_path):
     """AT-GRPO with LoRA (signalling_smollm2_cpu, fixed seed) raises SmolLM2-135M's success on
     the same 32 held-out evaluation episodes (temperature 1, seeds 0-31, never trained on):
-    exact paired sign test p < 0.05 over the episodes whose outcome changed."""
+    exact paired sign test p < 0.05 over the episodes whose outcome changed. Measured (seed 0,
+    one thread, 2 cores at a load average of ~20): success 0.094 -> 1.000, 29 episodes
+    improved and none worsened, p = 3.7e-9, 21 min 50 s; an idle 2-core machine takes a
+    fraction of that."""
     from llm_trainers.config import load_config
     from llm_trainers.trainer import Trainer
 
