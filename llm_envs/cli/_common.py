@@ -71,18 +71,38 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     from llm_envs.agents.openai_http import DEFAULT_MAX_TOKENS, DEFAULT_TIMEOUT_S
 
     group = parser.add_argument_group("model agents (openai, hf, vllm): defaults for options a spec does not set")
-    group.add_argument("--temperature", type=float, help="sampling temperature (default: the model's)")
-    group.add_argument("--top-p", type=float, help="nucleus sampling mass (default: the model's)")
+    group.add_argument(
+        "--temperature",
+        type=float,
+        help="sampling temperature (default: hf and vllm agents sample at 1.0; openai agents send "
+        "none, so the server's default applies); run.json records the value each agent used",
+    )
+    group.add_argument(
+        "--top-p",
+        type=float,
+        help="nucleus sampling mass (default: 1.0, off, for hf and vllm agents; the server's for openai agents)",
+    )
     group.add_argument(
         "--max-tokens",
         type=int,
         default=DEFAULT_MAX_TOKENS,
         help=f"most completion tokens per model call (default {DEFAULT_MAX_TOKENS}, so that a "
         "server's own default, often the whole context, never decides how long a run takes; "
-        "0 = the model's or server's default)",
+        "0 = the server's default, for openai agents only: hf and vllm agents refuse 0)",
     )
     group.add_argument("--stop", action="append", help="stop string (repeatable)")
-    group.add_argument("--sampling-seed", type=int, help="the sampling seed sent to the model")
+    group.add_argument(
+        "--sampling-seed",
+        type=int,
+        help="the sampling seed (hf and vllm agents: their generator's seed, default 0; openai: sent to the server)",
+    )
+    group.add_argument(
+        "--threads",
+        type=int,
+        help="hf agents: torch intra-op threads (default: OMP_NUM_THREADS if set, else the CPUs this "
+        "process may use, i.e. its CPU affinity capped by the cgroup CPU quota; on a machine shared "
+        "with other busy processes 1 is usually fastest)",
+    )
     group.add_argument("--max-concurrency", type=int, help="HTTP agents: most requests in flight per agent (default 8)")
     group.add_argument(
         "--timeout",
@@ -108,11 +128,15 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
 def model_defaults(args: argparse.Namespace) -> dict[str, Any]:
     """The options of :func:`add_model_options` as agent-spec defaults (``None``: not set)."""
     if args.max_tokens is not None and args.max_tokens < 0:
-        raise CLIError(f"--max-tokens must be >= 1 (or 0 for the model's own default), got {args.max_tokens}")
+        raise CLIError(f"--max-tokens must be >= 1 (or 0 for an openai server's own default), got {args.max_tokens}")
+    if getattr(args, "threads", None) is not None and args.threads < 1:
+        raise CLIError(f"--threads must be >= 1, got {args.threads}")
     return {
         "temperature": args.temperature,
         "top_p": args.top_p,
-        "max_tokens": args.max_tokens if args.max_tokens else None,
+        # 0 stays 0: openai agents then send no limit; hf and vllm agents refuse it (resolve_specs).
+        "max_tokens": args.max_tokens,
+        "threads": getattr(args, "threads", None),
         "stop": args.stop,
         "seed": args.sampling_seed,
         "max_concurrency": args.max_concurrency,

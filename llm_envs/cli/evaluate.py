@@ -205,7 +205,8 @@ def add_parsers(sub: Any) -> None:
         "--agent",
         action="append",
         metavar="[AGENT=]SPEC",
-        help="who plays: reference, random, human, openai:URL@MODEL, hf:PATH, vllm:PATH, "
+        help="who plays: reference, random, human, openai:URL@MODEL, hf:PATH (a model directory, hub id, "
+        ".gguf file, or smollm2), vllm:PATH, "
         "py:MODULE:ATTR; prefix AGENT= for one agent (repeatable)",
     )
     p.add_argument("--agents-file", metavar="YAML", help="agent specs with options (see docs/evaluation.md)")

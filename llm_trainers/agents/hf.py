@@ -18,9 +18,10 @@ protocol, with :meth:`HFAgent.sample` for ``n`` candidates per request (tree sam
 from __future__ import annotations
 
 import contextlib
+import inspect
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,28 +29,11 @@ import torch
 
 from llm_envs.agents.base import ActRequest, Agent, AgentOutput
 from llm_envs.core.messages import to_chat_messages
+from llm_trainers.batching import _accepts_logits_to_keep
 from llm_trainers.policies import Policy, PolicySet, build_policies
+from llm_trainers.sampling import DEFAULT_SAMPLING_SEED, SamplingParams, sampling_record
 
 __all__ = ["Generation", "HFAgent", "HFEngine", "SamplingParams", "encode_observation", "resolve_adapter_path"]
-
-
-@dataclass
-class SamplingParams:
-    """Sampling parameters shared by the HF and vLLM engines.
-
-    Attributes:
-        temperature: Softmax temperature; ``0`` means greedy decoding.
-        top_p: Nucleus sampling mass (1.0 = off).
-        top_k: Keep the ``k`` most likely tokens (0 = off).
-        max_new_tokens: Completion length limit.
-        stop_token_ids: Extra token ids that end a completion (the tokenizer's EOS always does).
-    """
-
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    max_new_tokens: int = 256
-    stop_token_ids: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -81,11 +65,20 @@ def encode_observation(tokenizer: Any, observation: Mapping[str, str], chat_temp
 
 def resolve_adapter_path(path: str, adapter_path: str | None) -> tuple[str, str | None]:
     """``(base model, adapter)``: a peft adapter directory given as the model stands for its base
-    model (``base_model_name_or_path`` of its ``adapter_config.json``) plus itself."""
+    model (``base_model_name_or_path`` of its ``adapter_config.json``) plus itself. A training
+    run's ``final/<policy>`` is such a directory at every level; an older export that nests it
+    one level deeper (``final/<policy>/<adapter>``) is accepted under its outer path too."""
     import json
     from pathlib import Path
 
     config = Path(path) / "adapter_config.json"
+    if adapter_path is None and not config.is_file() and Path(path).is_dir():
+        # An export written before adapters were moved up (final/<policy>/<adapter>/): the
+        # directory holds exactly one adapter directory and no model of its own.
+        nested = [d for d in Path(path).iterdir() if (d / "adapter_config.json").is_file()]
+        if len(nested) == 1 and not (Path(path) / "config.json").is_file():
+            path = str(nested[0])
+            config = nested[0] / "adapter_config.json"
     if adapter_path is None and config.is_file():
         base = json.loads(config.read_text()).get("base_model_name_or_path")
         if not base:
@@ -105,6 +98,9 @@ class HFEngine:
         chat_template_kwargs: Extra chat-template variables (e.g. ``{"enable_thinking": False}``
             for Qwen3, as the papers ran it).
         bf16: Autocast sampling to bfloat16 (as the learner's passes, so both score alike).
+        batching: ``"continuous"`` (default: a finished sequence's slot goes to a waiting prompt
+            at once, see :meth:`_generate_continuous`) or ``"static"`` (``model.generate`` per
+            chunk of ``max_batch_size``: every chunk lasts as long as its longest completion).
     """
 
     name = "hf"
@@ -117,9 +113,13 @@ class HFEngine:
         max_batch_size: int = 64,
         chat_template_kwargs: Mapping[str, Any] | None = None,
         bf16: bool = False,
+        batching: str = "continuous",
     ) -> None:
+        if batching not in ("continuous", "static"):
+            raise ValueError(f"batching must be 'continuous' or 'static', got {batching!r}")
         self.policies = policies
         self.bf16 = bf16
+        self.batching = batching
         self.sampling = sampling or SamplingParams()
         self.rng = np.random.default_rng(seed)
         self.max_batch_size = max_batch_size
@@ -147,9 +147,12 @@ class HFEngine:
         pol = self.policies[policy]
         flat = [list(p) for p in prompts for _ in range(n)]
         results: list[Generation] = []
-        step = max(1, self.max_batch_size)
-        for start in range(0, len(flat), step):
-            results.extend(self._generate_chunk(pol, flat[start : start + step], params))
+        if self.batching == "continuous":
+            results = self._generate_continuous(pol, flat, params)
+        else:
+            step = max(1, self.max_batch_size)
+            for start in range(0, len(flat), step):
+                results.extend(self._generate_chunk(pol, flat[start : start + step], params))
         return [results[i * n : (i + 1) * n] for i in range(len(prompts))]
 
     def generate_multi(
@@ -173,7 +176,7 @@ class HFEngine:
         """This engine's policies with their own sampling generator (and parameters), e.g. for
         evaluation that must not disturb the training stream."""
         return HFEngine(self.policies, sampling or self.sampling, seed=seed, max_batch_size=self.max_batch_size,
-                        chat_template_kwargs=self.chat_template_kwargs, bf16=self.bf16)
+                        chat_template_kwargs=self.chat_template_kwargs, bf16=self.bf16, batching=self.batching)
 
     def _stop_ids(self, pol: Policy, params: SamplingParams) -> list[int]:
         eos = pol.tokenizer.eos_token_id
@@ -195,7 +198,6 @@ class HFEngine:
             "eos_token_id": stop_ids,
             "pad_token_id": pol.tokenizer.pad_token_id,
             "return_dict_in_generate": True,
-            "output_logits": True,
             # Every knob that a model's own generation_config could set is pinned here, so the
             # sampled distribution is exactly the one the trainer scores.
             "repetition_penalty": 1.0,
@@ -206,52 +208,82 @@ class HFEngine:
             kwargs.update(temperature=params.temperature, top_p=params.top_p, top_k=params.top_k)
         return GenerationConfig(**kwargs)
 
+    def _sampling_context(self, pol: Policy) -> Any:
+        """fork_rng seeded from the engine's generator, and bf16 autocast when asked."""
+        seed = int(self.rng.integers(0, 2**63 - 1))
+        device = pol.device
+        devices = [device] if device.type == "cuda" else []
+        stack = contextlib.ExitStack()
+        stack.enter_context(torch.random.fork_rng(devices=devices))
+        torch.manual_seed(seed)
+        if self.bf16:
+            stack.enter_context(torch.autocast(device_type=device.type, dtype=torch.bfloat16))
+        return stack
+
+    def _finish(self, pol: Policy, ids: list[int], lps: list[float], stop: set[int]) -> Generation:
+        length, reason = len(ids), "length"
+        for j, t in enumerate(ids):
+            if t in stop:
+                length, reason = j + 1, "stop"
+                break
+        self.generated_tokens += length
+        return Generation(ids[:length], lps[:length], pol.tokenizer.decode(ids[:length], skip_special_tokens=True), reason)
+
     @torch.no_grad()
     def _generate_chunk(self, pol: Policy, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
-        tok = pol.tokenizer
-        device = pol.device
-        width = max(len(p) for p in prompts)
-        pad = tok.pad_token_id
-        input_ids = torch.full((len(prompts), width), pad, dtype=torch.long)
-        attention = torch.zeros((len(prompts), width), dtype=torch.long)
-        for i, p in enumerate(prompts):
-            input_ids[i, width - len(p) :] = torch.as_tensor(p)
-            attention[i, width - len(p) :] = 1
+        """Static batching: one ``model.generate`` call for the whole chunk (it lasts as long as
+        its longest completion). Log-probs come from :class:`SampledLogprobs`, one step at a time."""
+        from transformers import LogitsProcessorList
+
+        input_ids, attention = _left_pad(prompts, pol.tokenizer.pad_token_id)
+        width = input_ids.shape[1]
         stop_ids = self._stop_ids(pol, params)
         config = self._generation_config(pol, params, stop_ids)
-        seed = int(self.rng.integers(0, 2**63 - 1))
-        devices = [device] if device.type == "cuda" else []
-        autocast = (torch.autocast(device_type=device.type, dtype=torch.bfloat16) if self.bf16
-                    else contextlib.nullcontext())
-        with pol.activated() as model, torch.random.fork_rng(devices=devices), autocast:
-            torch.manual_seed(seed)
-            out = model.generate(
-                input_ids=input_ids.to(device), attention_mask=attention.to(device), generation_config=config
-            )
-        new_tokens = out.sequences[:, width:].cpu()
-        temperature = params.temperature if params.temperature > 0 else 1.0
-        if out.logits:
-            logits = torch.stack(out.logits, dim=1).float() / temperature  # [B, steps, V]
-            logp_all = torch.log_softmax(logits, dim=-1)
-            steps = min(logp_all.shape[1], new_tokens.shape[1])
-            picked = logp_all[:, :steps].gather(-1, new_tokens[:, :steps, None].to(logp_all.device)).squeeze(-1).cpu()
-        else:
-            picked = torch.zeros_like(new_tokens, dtype=torch.float32)
+        recorder = SampledLogprobs(params.temperature)
+        with pol.activated() as model, self._sampling_context(pol):
+            out = model.generate(input_ids=input_ids.to(pol.device), attention_mask=attention.to(pol.device),
+                                 generation_config=config, logits_processor=LogitsProcessorList([recorder]))
+        new_tokens = out.sequences[:, width:]
+        picked = recorder.finish(new_tokens).cpu()
         stop = set(stop_ids)
-        results = []
-        for i in range(len(prompts)):
-            ids = new_tokens[i].tolist()
-            length, reason = len(ids), "length"
-            for j, t in enumerate(ids):
-                if t in stop:
-                    length, reason = j + 1, "stop"
-                    break
-            ids = ids[:length]
-            lps = picked[i, :length].tolist()
-            text = tok.decode(ids, skip_special_tokens=True)
-            results.append(Generation(ids, lps, text, reason))
-            self.generated_tokens += length
-        return results
+        return [self._finish(pol, new_tokens[i].tolist(), picked[i].tolist(), stop) for i in range(len(prompts))]
+
+    @torch.no_grad()
+    def _generate_continuous(self, pol: Policy, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
+        """Continuous batching: at most ``max_batch_size`` sequences decode together; a sequence
+        leaves the batch the step it ends (its rows are cut out of the KV cache), and waiting
+        prompts take the freed slots (prefilled, then joined to the cache with left padding).
+        One step's logits exist at a time; a sequence's tokens and log-probs do not depend on
+        which others share its batch (up to float rounding)."""
+        stop = set(self._stop_ids(pol, params))
+        device = pol.device
+        pad = pol.tokenizer.pad_token_id
+        results: list[Generation | None] = [None] * len(prompts)
+        waiting = list(range(len(prompts)))
+        limit = max(1, self.max_batch_size)
+        batch: _DecodeBatch | None = None
+        with pol.activated() as model, self._sampling_context(pol):
+            logits_to_keep = _accepts_logits_to_keep(model)
+            while waiting or batch is not None:
+                free = limit - (batch.size if batch is not None else 0)
+                # Refill when a quarter of the slots (or every waiting prompt) can join: a prefill
+                # and a cache merge per single freed slot would cost more than they save.
+                if waiting and free > 0 and (batch is None or free >= min(len(waiting), max(1, limit // 4))):
+                    if batch is None or batch.can_merge():
+                        take, waiting = waiting[:free], waiting[free:]
+                        joined = _DecodeBatch.prefill(model, [prompts[i] for i in take], take, pad, device,
+                                                      logits_to_keep)
+                        batch = joined if batch is None else batch.merge(joined)
+                assert batch is not None
+                tokens, logps = _sample_step(batch.next_logits, params)
+                done = batch.append(tokens, logps, stop, params.max_new_tokens)
+                for row in done:
+                    i = batch.request[row]
+                    results[i] = self._finish(pol, batch.tokens[row], batch.logps[row], stop)
+                batch = batch.keep([r for r in range(batch.size) if r not in set(done)])
+                if batch is not None:
+                    batch.forward(model, logits_to_keep)
+        return [r for r in results if r is not None]
 
     # ------------------------------------------------------------------ lifecycle
     def sync(self, policies: Sequence[str] | None = None) -> dict[str, float]:
@@ -287,14 +319,22 @@ class HFAgent(Agent):
         sampling: SamplingParams | None = None,
         device: str = "auto",
         dtype: str = "auto",
-        seed: int = 0,
+        seed: int = DEFAULT_SAMPLING_SEED,
         max_batch_size: int = 64,
         chat_template_kwargs: Mapping[str, Any] | None = None,
         adapter_path: str | None = None,
+        threads: int | None = None,
     ) -> HFAgent:
         """A stand-alone agent for any causal LM by path or hub id, optionally with a peft adapter
         (``adapter_path``); ``path`` may itself be an adapter directory (its base model is read
-        from ``adapter_config.json``), e.g. ``final/<policy>`` of an L2 training run."""
+        from ``adapter_config.json``), e.g. ``final/<policy>`` of a training run.
+
+        ``threads``: torch intra-op threads (default: the CPUs this process may use, see
+        :mod:`llm_trainers.threads`). ``path`` may be a GGUF file or a packaged model's name
+        (:func:`llm_trainers.policies.model_source`)."""
+        from llm_trainers.threads import set_torch_threads
+
+        set_torch_threads(threads)
         path, adapter_path = resolve_adapter_path(path, adapter_path)
         policies = build_policies("L1", ["*"], path, policy_map={"*": "shared"}, device=device, dtype=dtype)
         if adapter_path:
@@ -305,7 +345,17 @@ class HFAgent(Agent):
             pol.adapter = "default"
         engine = HFEngine(policies, sampling, seed=seed, max_batch_size=max_batch_size,
                           chat_template_kwargs=chat_template_kwargs)
-        return cls(engine, "shared", name=f"hf:{path}")
+        agent = cls(engine, "shared", name=f"hf:{path}")
+        agent.seed = int(seed)
+        return agent
+
+    def settings(self) -> dict[str, Any]:
+        """The default settings plus every effective sampling setting, defaults included
+        (temperature, top-p, top-k, completion limit, seed): ``run.json`` shows what was sampled
+        with even when no option was given."""
+        data = super().settings()
+        data["sampling"] = sampling_record(self.engine.sampling, getattr(self, "seed", DEFAULT_SAMPLING_SEED))
+        return data
 
     def sample(self, requests: Sequence[ActRequest], n: int = 1) -> list[list[AgentOutput]]:
         """``n`` candidates per request, all from the same prompt tokens."""
@@ -338,3 +388,186 @@ class HFAgent(Agent):
     def act_batch(self, requests: Sequence[ActRequest]) -> list[AgentOutput]:
         return [row[0] for row in self.sample(requests, n=1)]
 
+
+
+# ---------------------------------------------------------------------------- sampling helpers
+def _left_pad(prompts: Sequence[Sequence[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(input_ids, attention_mask)`` of prompts left-padded to the longest."""
+    width = max(len(p) for p in prompts)
+    input_ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+    attention = torch.zeros((len(prompts), width), dtype=torch.long)
+    for i, p in enumerate(prompts):
+        input_ids[i, width - len(p) :] = torch.as_tensor(list(p), dtype=torch.long)
+        attention[i, width - len(p) :] = 1
+    return input_ids, attention
+
+
+def reported_logprobs(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """``log softmax(z / τ)`` over the vocabulary (τ ≤ 0, greedy, uses τ = 1): the distribution
+    whose log-probabilities the engine reports and the learner recomputes
+    (:func:`llm_trainers.batching.completion_logprobs`); top-p/top-k truncation is not part of it."""
+    tau = temperature if temperature > 0 else 1.0
+    return torch.log_softmax(logits.float() / tau, dim=-1)
+
+
+class SampledLogprobs:
+    """A ``transformers`` logits processor that records ``log softmax(z_t / τ)[token_t]`` of the
+    sampled tokens as generation proceeds, holding one step's log-probabilities at a time
+    (instead of ``output_logits=True``, which keeps ``[batch, steps, vocab]`` floats).
+
+    ``generate`` runs custom processors before its temperature and top-k/top-p warpers, so the
+    scores seen here are the model's logits ``z_t``; the token sampled from step *t* is the last
+    input id at step *t + 1*, and :meth:`finish` reads the last step's from the output.
+    """
+
+    def __init__(self, temperature: float) -> None:
+        self.temperature = temperature
+        self.pending: torch.Tensor | None = None
+        self.picked: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        if self.pending is not None:
+            self.picked.append(self.pending.gather(-1, input_ids[:, -1:].to(self.pending.device)).squeeze(-1))
+        self.pending = reported_logprobs(scores, self.temperature)
+        return scores
+
+    def finish(self, new_tokens: torch.Tensor) -> torch.Tensor:
+        """``[batch, steps]`` log-probs of ``new_tokens`` (the generated part of the sequences)."""
+        if self.pending is not None and len(self.picked) < new_tokens.shape[1]:
+            last = new_tokens[:, len(self.picked) : len(self.picked) + 1].to(self.pending.device)
+            self.picked.append(self.pending.gather(-1, last).squeeze(-1))
+        self.pending = None
+        if not self.picked:
+            return torch.zeros(new_tokens.shape, dtype=torch.float32)
+        return torch.stack(self.picked, dim=1).float()
+
+
+def _sample_step(logits: torch.Tensor, params: SamplingParams) -> tuple[torch.Tensor, torch.Tensor]:
+    """One token per row from ``logits [B, V]``: greedy at τ = 0, else from the tempered softmax
+    restricted to the top-k tokens and to the smallest set of most likely tokens whose mass
+    reaches top-p. Returns the tokens and their :func:`reported_logprobs`."""
+    logp = reported_logprobs(logits, params.temperature)
+    if params.temperature <= 0:
+        tokens = logp.argmax(dim=-1)
+    else:
+        masked = logp
+        if params.top_k and params.top_k < logp.shape[-1]:
+            kth = logp.topk(params.top_k, dim=-1).values[:, -1:]
+            masked = masked.masked_fill(masked < kth, float("-inf"))
+        if params.top_p < 1.0:
+            sorted_logp, order = masked.sort(dim=-1, descending=True)
+            probs = sorted_logp.softmax(dim=-1)
+            before = probs.cumsum(dim=-1) - probs  # mass of the more likely tokens
+            drop_sorted = before >= params.top_p  # the first token is always kept
+            drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+            masked = masked.masked_fill(drop, float("-inf"))
+        tokens = torch.multinomial(masked.softmax(dim=-1), 1).squeeze(-1)
+    return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
+
+
+def _cache_argument(model: Any) -> str:
+    """The forward argument that takes the KV cache: ``cache`` (transformers ≥ 5.2x) or
+    ``past_key_values`` (before; now deprecated)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    try:
+        return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
+    except (TypeError, ValueError):
+        return "past_key_values"
+
+
+def _output_cache(out: Any) -> Any:
+    cache = out.get("cache") if hasattr(out, "get") else None
+    return cache if cache is not None else out.past_key_values
+
+
+class _DecodeBatch:
+    """The sequences decoding together: their KV cache, attention mask, positions, and what each
+    has sampled so far. Rows are requests; ``request[row]`` is the request's index."""
+
+    def __init__(self, cache: Any, attention: torch.Tensor, positions: torch.Tensor, next_logits: torch.Tensor,
+                 request: list[int]) -> None:
+        self.cache = cache
+        self.attention = attention  # [B, cache length (+ the token about to be fed)]
+        self.positions = positions  # [B] position id of the next token to feed
+        self.next_logits = next_logits  # [B, V] logits for the next token
+        self.request = request
+        self.tokens: list[list[int]] = [[] for _ in request]
+        self.logps: list[list[float]] = [[] for _ in request]
+
+    @property
+    def size(self) -> int:
+        return len(self.request)
+
+    @classmethod
+    def prefill(cls, model: Any, prompts: list[list[int]], request: list[int], pad: int, device: torch.device,
+                logits_to_keep: bool) -> _DecodeBatch:
+        input_ids, attention = _left_pad(prompts, pad)
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        kwargs: dict[str, Any] = {"logits_to_keep": 1} if logits_to_keep else {}
+        out = model(input_ids=input_ids.to(device), attention_mask=attention.to(device),
+                    position_ids=positions.to(device), use_cache=True, **kwargs)
+        return cls(_output_cache(out), attention.to(device), attention.sum(-1).to(device),
+                   out.logits[:, -1, :].float(), list(request))
+
+    def append(self, tokens: torch.Tensor, logps: torch.Tensor, stop: set[int], max_new_tokens: int) -> list[int]:
+        """Record this step's samples; return the rows that are finished."""
+        self.last = tokens
+        done = []
+        for row, (t, lp) in enumerate(zip(tokens.tolist(), logps.tolist())):
+            self.tokens[row].append(t)
+            self.logps[row].append(lp)
+            if t in stop or len(self.tokens[row]) >= max_new_tokens:
+                done.append(row)
+        return done
+
+    def keep(self, rows: list[int]) -> _DecodeBatch | None:
+        """This batch restricted to ``rows`` (None when empty): cache rows cut out in place."""
+        if not rows:
+            return None
+        if len(rows) < self.size:
+            index = torch.as_tensor(rows, device=self.attention.device)
+            self.cache.batch_select_indices(index)
+            self.attention = self.attention[index]
+            self.positions = self.positions[index]
+            self.last = self.last[index]
+            self.request = [self.request[r] for r in rows]
+            self.tokens = [self.tokens[r] for r in rows]
+            self.logps = [self.logps[r] for r in rows]
+        return self
+
+    def forward(self, model: Any, logits_to_keep: bool) -> None:
+        """Feed every row its last sampled token; the next step's logits."""
+        ones = torch.ones((self.size, 1), dtype=self.attention.dtype, device=self.attention.device)
+        self.attention = torch.cat([self.attention, ones], dim=-1)
+        kwargs: dict[str, Any] = {"logits_to_keep": 1} if logits_to_keep else {}
+        kwargs[_cache_argument(model)] = self.cache
+        out = model(input_ids=self.last[:, None].to(self.attention.device), attention_mask=self.attention,
+                    position_ids=self.positions[:, None], use_cache=True, **kwargs)
+        self.cache = _output_cache(out)
+        self.positions = self.positions + 1
+        self.next_logits = out.logits[:, -1, :].float()
+
+    def can_merge(self) -> bool:
+        """Whether new rows can join: every cache layer is a plain growing key/value cache."""
+        layers = getattr(self.cache, "layers", None)
+        return bool(layers) and all(type(layer).__name__ == "DynamicLayer" and layer.keys is not None
+                                    for layer in layers)
+
+    def merge(self, other: _DecodeBatch) -> _DecodeBatch:
+        """Append ``other``'s rows: the shorter cache is left-padded (masked) to the longer."""
+        length, other_length = self.attention.shape[1], other.attention.shape[1]
+        width = max(length, other_length)
+        for mine, theirs in zip(self.cache.layers, other.cache.layers):
+            for name in ("keys", "values"):
+                a, b = getattr(mine, name), getattr(theirs, name)
+                a = torch.nn.functional.pad(a, (0, 0, width - a.shape[-2], 0))
+                b = torch.nn.functional.pad(b, (0, 0, width - b.shape[-2], 0))
+                setattr(mine, name, torch.cat([a, b], dim=0))
+        self.attention = torch.cat([torch.nn.functional.pad(self.attention, (width - length, 0)),
+                                    torch.nn.functional.pad(other.attention, (width - other_length, 0))], dim=0)
+        self.positions = torch.cat([self.positions, other.positions])
+        self.next_logits = torch.cat([self.next_logits, other.next_logits])
+        self.request += other.request
+        self.tokens += other.tokens
+        self.logps += other.logps
+        return self

@@ -468,7 +468,17 @@ class VLLMAgent(Agent):
             pol.model = PeftModel.from_pretrained(pol.model, adapter_path, adapter_name="shared")
             pol.adapter = "shared"
         engine = VLLMEngine(policies, sampling, seed=seed, settings=settings, chat_template_kwargs=chat_template_kwargs)
-        return cls(engine, "shared", name=f"vllm:{path}")
+        agent = cls(engine, "shared", name=f"vllm:{path}")
+        agent.seed = int(seed)
+        return agent
+
+    def settings(self) -> dict[str, Any]:
+        """The default settings plus every effective sampling setting, defaults included."""
+        from llm_trainers.sampling import sampling_record
+
+        data = super().settings()
+        data["sampling"] = sampling_record(self.engine.sampling, getattr(self, "seed", 0))
+        return data
 
     def sample(self, requests: Sequence[ActRequest], n: int = 1) -> list[list[AgentOutput]]:
         prompts = [self.engine.encode(self.policy, r.observation) for r in requests]

@@ -227,18 +227,21 @@ def test_spec_settings_equal_the_built_agents_settings(spec, tmp_path):
 
 @pytest.mark.parametrize("kind", ["hf", "vllm"])
 def test_model_agents_settings_come_from_the_spec_alone(kind):
-    """hf/vllm settings are computed without loading a model; that is exact only while those
-    classes keep Agent.settings' default and live where the spec table says."""
+    """hf/vllm settings are computed without loading a model: Agent.settings' default plus every
+    effective sampling setting, defaults included (that an agent built from the spec reports the
+    same is tested in tests/trainers/test_threads_and_sampling_settings.py)."""
     pytest.importorskip("torch", reason="the hf/vllm agent classes need the 'train' extra")
     from llm_envs.agents.base import Agent
     from llm_envs.agents.spec import _load_torch_agent, spec_settings
 
     cls = _load_torch_agent("hf") if kind == "hf" else importlib.import_module("llm_trainers.agents.vllm").VLLMAgent
-    assert cls.settings is Agent.settings
+    assert cls.settings is not Agent.settings
     spec = AgentSpec(kind, "/models/m", options=(("max_tokens", 8), ("temperature", 0.5), ("timeout_s", 3)))
     assert spec_settings(spec) == {
         "class": f"{cls.__module__}.{cls.__qualname__}",
         "name": f"{kind}:/models/m",
         "spec": f"{kind}:/models/m",
         "options": {"max_tokens": 8, "temperature": 0.5},
+        "sampling": {"temperature": 0.5, "top_p": 1.0, "top_k": 0, "max_new_tokens": 8, "stop_token_ids": [],
+                     "seed": 0},
     }

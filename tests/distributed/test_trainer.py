@@ -56,7 +56,9 @@ def test_shipped_cpu_config_runs_distributed_and_resumes(local_ray, tiny_signall
     assert set(exported["policies"]) == {"speaker", "listener"}
     rows = _rows(tmp_path / "a")
     assert [r["step"] for r in rows] == [1, 2] and "eval/success" in rows[-1]
-    assert all(r["train/speaker/samples"] > 0 and r["train/listener/samples"] > 0 for r in rows)
+    # Each policy trained, or had records whose advantages were all 0 (then no update runs).
+    assert all(r.get(f"train/{p}/samples", 0) > 0 or r[f"train/{p}/skipped_zero_advantage"] == 1.0
+               for r in rows for p in ("speaker", "listener"))
 
     # A crash right after step 1: its checkpoint is the latest (a copy of the run, pointer moved back).
     shutil.copytree(tmp_path / "a", tmp_path / "b")

@@ -74,7 +74,7 @@ def test_a_new_estimator_trains_through_the_normal_config_path(registry_scope, t
     metrics, moved = _trained(load_config(None, [*base, "algorithm.estimator_options={scale: 0.0}",
                                                  f"run.output_dir={tmp_path / 'b'}"]))
     assert calls[0][1] == {"scale": 0.0}
-    assert metrics["train/shared/pg_loss"] == 0.0 and not moved
+    assert metrics["train/shared/skipped_zero_advantage"] == 1.0 and not moved
 
 
 def test_config_validation_reads_the_registry(registry_scope):

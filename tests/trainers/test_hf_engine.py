@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from llm_envs.agents.base import ActRequest
+from llm_trainers.agents import hf as hf_module
 from llm_trainers.agents.hf import HFAgent, HFEngine, SamplingParams, encode_observation
 from llm_trainers.batching import completion_logprobs, pack_sequences
 from llm_trainers.policies import build_policies
@@ -120,3 +121,86 @@ def test_hf_agent_protocol_outputs_tokens(policies):
 def test_from_pretrained_agent(tiny_model_dir):
     agent = HFAgent.from_pretrained(tiny_model_dir, sampling=SamplingParams(max_new_tokens=3), device="cpu")
     assert isinstance(agent.act(OBS[0]), str)
+
+
+def _tokens(rows):
+    return [[g.token_ids for g in row] for row in rows]
+
+
+def test_continuous_batching_refills_slots_and_changes_no_completion(policies):
+    """Two slots for nine sequences of different lengths: finished sequences leave, waiting ones
+    join mid-decode (left-padded into the KV cache). Greedy completions are those of each prompt
+    decoded alone and of transformers' generate; sampled log-probs match a separate forward pass."""
+    tok = policies["shared"].tokenizer
+    # Stop on frequent tokens so that completions end at different steps.
+    stops = [tok.convert_tokens_to_ids(w) for w in ("red", "green", "blue", "yellow") if w in tok.get_vocab()]
+    greedy = SamplingParams(temperature=0.0, max_new_tokens=10, stop_token_ids=stops)
+    engine = HFEngine(policies, greedy, max_batch_size=2)
+    prompts = [engine.encode("shared", o) for o in OBS] * 3
+    merges = []
+    original_merge = hf_module._DecodeBatch.merge
+
+    def counting_merge(self, other):
+        merges.append((self.size, other.size))
+        return original_merge(self, other)
+
+    hf_module._DecodeBatch.merge = counting_merge
+    try:
+        together = engine.generate("shared", prompts)
+    finally:
+        hf_module._DecodeBatch.merge = original_merge
+    assert merges, "no waiting sequence joined a running batch"
+    alone = [HFEngine(policies, greedy).generate("shared", [p])[0] for p in prompts]
+    static = HFEngine(policies, greedy, batching="static", max_batch_size=9).generate("shared", prompts)
+    assert _tokens(together) == _tokens(alone) == _tokens(static)
+    assert len({len(row[0].token_ids) for row in together}) > 1  # lengths differ: refill was exercised
+    for a, b in zip(together, static):
+        assert torch.allclose(torch.tensor(a[0].logprobs), torch.tensor(b[0].logprobs), atol=1e-4)
+
+    sampled = HFEngine(policies, SamplingParams(temperature=0.8, max_new_tokens=8), seed=2, max_batch_size=2)
+    gens = [g for row in sampled.generate("shared", prompts) for g in row]
+    batch = pack_sequences(prompts, [g.token_ids for g in gens], tok.pad_token_id)
+    with torch.no_grad():
+        lp, _ = completion_logprobs(policies["shared"].model, batch, temperature=0.8)
+    for i, g in enumerate(gens):
+        assert torch.allclose(torch.tensor(g.logprobs), lp[i, : len(g.token_ids)], atol=1e-4)
+
+
+@pytest.mark.parametrize("batching", ["continuous", "static"])
+def test_reported_logprobs_are_the_tempered_untruncated_softmax(policies, batching):
+    """With top-p and top-k on, the engine still reports log softmax(z/τ)[token], what the learner
+    recomputes; in the static path this relies on generate running our processor before its
+    temperature and truncation warpers (a transformers change of that order fails here)."""
+    params = SamplingParams(temperature=0.7, top_p=0.8, top_k=20, max_new_tokens=6)
+    engine = HFEngine(policies, params, seed=5, batching=batching)
+    prompts = [engine.encode("shared", o) for o in OBS]
+    gens = [g for row in engine.generate("shared", prompts, n=2) for g in row]
+    flat_p = [p for p in prompts for _ in range(2)]
+    batch = pack_sequences(flat_p, [g.token_ids for g in gens], policies["shared"].tokenizer.pad_token_id)
+    with torch.no_grad():
+        lp, _ = completion_logprobs(policies["shared"].model, batch, temperature=0.7)
+    for i, g in enumerate(gens):
+        assert torch.allclose(torch.tensor(g.logprobs), lp[i, : len(g.token_ids)], atol=1e-4)
+
+
+def test_top_p_and_top_k_truncate_what_is_sampled(policies):
+    prompt = [HFEngine(policies).encode("shared", OBS[0])]
+    greedy = HFEngine(policies, SamplingParams(temperature=0.0, max_new_tokens=1)).generate("shared", prompt)[0][0]
+    for params in (SamplingParams(temperature=1.0, top_p=1e-6, max_new_tokens=1),
+                   SamplingParams(temperature=1.0, top_k=1, max_new_tokens=1)):
+        row = HFEngine(policies, params, seed=3).generate("shared", prompt, n=32)[0]
+        assert {g.token_ids[0] for g in row} == {greedy.token_ids[0]}
+    wide = HFEngine(policies, SamplingParams(temperature=1.0, top_k=3, max_new_tokens=1), seed=3)
+    firsts = {g.token_ids[0] for g in wide.generate("shared", prompt, n=200)[0]}
+    assert 1 < len(firsts) <= 3
+
+
+def test_sampled_logprobs_processor_keeps_one_step():
+    """The static path's recorder holds one [batch, vocab] step, whatever the completion length."""
+    recorder = hf_module.SampledLogprobs(temperature=1.0)
+    ids = torch.zeros((2, 1), dtype=torch.long)
+    for step in range(50):
+        recorder(ids, torch.randn(2, 1000))
+        ids = torch.cat([ids, torch.randint(0, 1000, (2, 1))], dim=1)
+        assert recorder.pending.shape == (2, 1000) and len(recorder.picked) == step
+    assert recorder.finish(torch.randint(0, 1000, (2, 50))).shape == (2, 50)

@@ -94,8 +94,13 @@ def test_shipped_config_runs_one_training_step(name, tmp_path, models_dir):
     [row] = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()
              if json.loads(line).get("step") == 1]
     for policy in policies:
+        if row[f"train/{policy}/skipped_zero_advantage"] == 1.0:
+            # Its records arrived, every advantage was 0 (a tiny random model often earns the
+            # same reward on every candidate) and the loss has no other term: no update to run.
+            continue
         assert row[f"train/{policy}/samples"] > 0, f"{name}: policy {policy} got no training data"
         assert math.isfinite(row[f"train/{policy}/loss"]), f"{name}: {policy} loss is not finite"
-    assert row["rollout/trained_records"] > 0
+    skipped = all(row[f"train/{policy}/skipped_zero_advantage"] == 1.0 for policy in policies)
+    assert row["rollout/trained_records"] > 0 or skipped
     exported = json.loads((tmp_path / "final" / "policies.json").read_text())
     assert exported["level"] == cfg.model.level and set(exported["policies"]) == set(policies)

@@ -101,8 +101,10 @@ def test_cli_trains_resumes_and_exports(tmp_path, capsys):
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1, 2]
     for key in ("time/generate_s", "time/env_s", "time/logprob_s", "time/advantage_s", "time/update_s",
-                "time/push_s", "tokens/generated", "train/speaker/loss", "train/listener/loss", "rollout/success"):
+                "time/push_s", "tokens/generated", "rollout/success"):
         assert key in rows[1], key
+    for policy in ("speaker", "listener"):  # a loss, or a step that had no gradient for this policy
+        assert f"train/{policy}/loss" in rows[1] or rows[1][f"train/{policy}/skipped_zero_advantage"] == 1.0
     assert list((out / "tensorboard").glob("events.out.tfevents.*"))
     exported = json.loads((out / "final" / "policies.json").read_text())
     assert exported["level"] == "L2" and set(exported["policies"]) == {"speaker", "listener"}
@@ -167,3 +169,62 @@ def test_exported_adapter_directory_is_an_agent(tmp_path):
     out = agent.act_batch([ActRequest(obs, "listener")])[0]
     expected = trainer.learner.logprobs("listener", [out.prompt_token_ids], [out.token_ids])[0]
     assert torch.allclose(torch.tensor(out.logprobs), expected, atol=1e-5)
+
+
+def test_l1_lora_export_loads_from_final_shared(tmp_path):
+    """An L1 LoRA run's adapter is at ``final/shared`` (the path docs/training.md gives), not
+    peft's nested ``final/shared/shared``; an older nested export loads under the outer path too."""
+    import shutil
+
+    from llm_envs.agents.base import ActRequest
+    from llm_trainers.agents.hf import HFAgent, SamplingParams
+    from llm_trainers.trainer import Trainer
+
+    cfg = load_config("signalling_at_grpo_l1", [f"run.output_dir={tmp_path / 'run'}", "run.steps=1",
+                                                 "run.eval_every=-1", "run.progress=false", "run.tensorboard=false",
+                                                 "env.num_envs=4", "rollout.k=2", "model.lora={r: 4, alpha: 8}",
+                                                 "train.lr=1e-2"])
+    trainer = Trainer(cfg)
+    trainer.train()
+    trainer.close()
+    final = tmp_path / "run" / "final" / "shared"
+    assert (final / "adapter_config.json").is_file() and not (final / "shared").exists()
+    assert json.loads((tmp_path / "run" / "final" / "policies.json").read_text())["policies"]["shared"] == str(final)
+    obs = {"instruction": "You are the listener.", "prompt": "Message: green"}
+    legacy = tmp_path / "legacy" / "shared"
+    shutil.copytree(final, legacy / "shared")
+    for path in (final, legacy):
+        agent = HFAgent.from_pretrained(str(path), sampling=SamplingParams(temperature=0.0, max_new_tokens=1),
+                                        device="cpu", threads=1)
+        out = agent.act_batch([ActRequest(obs, "listener")])[0]
+        expected = trainer.learner.logprobs("shared", [out.prompt_token_ids], [out.token_ids])[0]
+        assert torch.allclose(torch.tensor(out.logprobs), expected, atol=1e-5), path
+
+
+def test_a_step_without_gradient_runs_no_update(tmp_path):
+    """Greedy candidates are identical, so every AT-GRPO group is all-equal and every advantage
+    is 0: the policy is neither scored nor updated (weights and optimizer untouched, the
+    schedule still advances) and the step says so. With an entropy bonus the loss has a gradient
+    even at A = 0, and the update runs."""
+    from llm_trainers.trainer import Trainer
+
+    def run(out, *extra):
+        cfg = load_config("signalling_at_grpo_l1", [f"run.output_dir={out}", "run.steps=1", "run.eval_every=-1",
+                                                     "run.progress=false", "run.tensorboard=false", "env.num_envs=4",
+                                                     "rollout.k=2", "rollout.temperature=0", "run.export_final=false",
+                                                     *extra])
+        trainer = Trainer(cfg)
+        before = {k: v.clone() for k, v in trainer.policies["shared"].trainable_state_dict().items()}
+        metrics = trainer.train_step()
+        after = trainer.policies["shared"].trainable_state_dict()
+        trainer.close()
+        changed = any(not torch.equal(before[k], after[k]) for k in before)
+        return metrics, changed, trainer
+
+    metrics, changed, trainer = run(tmp_path / "zero")
+    assert metrics["rollout/uniform_group_frac"] == 1.0
+    assert metrics["train/shared/skipped_zero_advantage"] == 1.0 and metrics["rollout/trained_records"] == 0
+    assert not changed and not trainer.learner.optimizers["shared"].state
+    assert trainer.learner.schedulers["shared"].last_epoch == 1
+    metrics, changed, _ = run(tmp_path / "entropy", "train.entropy_coef=0.01")
+    assert metrics["train/shared/skipped_zero_advantage"] == 0.0 and changed

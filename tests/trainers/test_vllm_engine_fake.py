@@ -363,7 +363,7 @@ def test_engines_and_views_keep_their_adapters_to_themselves(fake, tiny_model_di
     one.sync()
     one.generate("shared", [prompt])  # adapters load lazily: they must still be on disk
     assert one.served["shared"].lora_path != two.served["shared"].lora_path
-    root = Path(one.served["shared"].lora_path).parents[2]
+    root = Path(one.served["shared"].lora_path).parents[1]  # <adapter root>/<policy>/v<N>
     one.close()
     assert not root.exists() and os.listdir(cfg.adapter_dir) == []
 
