@@ -26,14 +26,18 @@ def test_config_refuses_tree_sampling_and_env_workers_with_env_url():
 def test_one_training_step_on_a_served_environment(tmp_path, tiny_model_dir):
     with in_process_server("llm/Signalling-v0", max_sessions=16) as url:
         cfg = load_config("signalling_reinforce_pp", [
-            f"env.url={url}", f"model.path={tiny_model_dir}", "env.num_envs=4", "run.steps=1",
+            f"env.url={url}", f"model.path={tiny_model_dir}", "env.num_envs=8", "run.steps=1",
+            # one- or two-token replies, as the Signalling learning tests sample them: rewards
+            # differ within the step, so it trains (a step whose advantages are all zero is
+            # skipped and trains no record)
+            "rollout.max_new_tokens=2", "env.kwargs={listener_local_weight: 1.0}",
             "run.eval_every=1", "run.eval_episodes=2", "run.eval_at_start=false", "run.save_every=-1",
             "run.progress=false", "run.tensorboard=false", f"run.output_dir={tmp_path}", "train.micro_batch_size=8",
             "resources={}",
         ])
         trainer = Trainer(cfg)
         try:
-            assert all(type(env).__name__ == "RemoteEnv" for env in trainer.envs) and len(trainer.envs) == 4
+            assert all(type(env).__name__ == "RemoteEnv" for env in trainer.envs) and len(trainer.envs) == 8
             trainer.train()
         finally:
             trainer.close()
