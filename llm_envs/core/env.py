@@ -208,13 +208,7 @@ class TextEnv(AECEnv[str, Observation, str]):
 
     def render(self) -> str | None:
         """``"ansi"``: return the transcript; ``"human"``: print it; ``None``: do nothing."""
-        if self.render_mode is None:
-            return None
-        text = self.transcript() if self._has_reset else ""
-        if self.render_mode == "human":
-            print(text)
-            return None
-        return text
+        return render_transcript(self)
 
     def close(self) -> None:
         """Release nothing by default: shared resources (sandboxes) are owned by their creator."""
@@ -375,3 +369,16 @@ class TextEnv(AECEnv[str, Observation, str]):
 
     def _shared_resources(self) -> list[Any]:
         return []
+
+
+def render_transcript(env: Any) -> str | None:
+    """PettingZoo's ``render`` for a text environment (``env.render_mode``, ``env.transcript()``,
+    ``env._has_reset``): ``"ansi"`` returns the transcript, ``"human"`` prints it, ``None`` does
+    nothing; before the first reset the transcript is empty."""
+    if env.render_mode is None:
+        return None
+    text = env.transcript() if env._has_reset else ""
+    if env.render_mode == "human":
+        print(text)
+        return None
+    return text

@@ -30,6 +30,7 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import AECEnv
 
+from llm_envs.core.env import render_transcript
 from llm_envs.core.errors import InfrastructureError
 from llm_envs.core.records import ActionRecord
 from llm_envs.core.spaces import action_space, observation_space
@@ -141,13 +142,7 @@ class RemoteEnv(AECEnv[str, dict[str, str], str]):
         return dict(self.state()["observations"][agent])
 
     def render(self) -> str | None:
-        if self.render_mode is None:
-            return None
-        text = self.transcript() if self._has_reset else ""
-        if self.render_mode == "human":
-            print(text)
-            return None
-        return text
+        return render_transcript(self)
 
     def close(self) -> None:
         if self._ws is not None:
