@@ -439,9 +439,14 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
                 "Write the program. Its last printed line must be:\n" + self.rules.answer_example()
             )
         elif agent == "solver":
+            # The concrete line to copy comes last, and the program is named as optional: the
+            # earlier "a program, a final line, or both" led a 135M model to start a program
+            # every time and never reach an answer line (issue 23).
             parts.append(
-                "Reply with a ```python program, a final line "
-                f"{self.rules.answer_example()!r}, or both."
+                "End your reply with your final answer on one line, in this form (this line only "
+                f"shows the form, it is not the answer):\n{self.rules.answer_template(self.state)}\n"
+                "A ```python program before that line is optional; without an answer line, the "
+                "program's printed answer is applied."
             )
         return "\n\n".join(parts)
 
