@@ -192,10 +192,7 @@ def history_section(
 
 def reasoner_prompt(problem: Problem, history: str | None) -> str:
     if not history:
-        # The answer form is repeated here, next to the problem: with it only in the system
-        # message, SmolLM2-135M ended every greedy reply with "The answer is 74." (issue 23).
-        return (f"Problem:\n{problem.prompt.strip()}\n\n"
-                "Give your final answer in \\boxed{}, e.g. \\boxed{42}.")
+        return f"Problem:\n{problem.prompt.strip()}"
     return (
         f"Problem:\n{problem.prompt.strip()}\n\nYour team's earlier attempts:\n{history}\n\n"
         "The two answers did not agree. Check both approaches, select or refine the best "
