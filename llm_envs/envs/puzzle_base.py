@@ -399,12 +399,14 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
                 "it. Check it and give the final answer; it is applied to the real puzzle. End "
                 f"your reply with one line in the form:\n{answer}"
             )
+        # The answer line first, the program as the option: a 135M model that read "you may
+        # write a program" first wrote one on every turn and never an answer line (issue 23).
         return (
-            f"You solve {game} puzzles. You may write a Python program in a ```python code block "
-            "that reads the puzzle from standard input and prints the answer on its last line, "
-            f"and/or end your reply with a final answer line in the form:\n{answer}\nThe final "
-            "answer line wins when both are given; otherwise the program's printed answer is "
-            f"applied. The program's output is shown to you in the next turn. {limits}"
+            f"You solve {game} puzzles. End your reply with a final answer line in the form:\n"
+            f"{answer}\nBefore it you may write a Python program in a ```python code block that "
+            "reads the puzzle from standard input and prints the answer on its last line; it is "
+            "run, and its printed answer is applied only when your reply has no answer line. The "
+            f"program's output is shown to you in the next turn. {limits}"
         )
 
     def _prompt(self, agent: str) -> str:
