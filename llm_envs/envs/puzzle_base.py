@@ -399,14 +399,12 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
                 "it. Check it and give the final answer; it is applied to the real puzzle. End "
                 f"your reply with one line in the form:\n{answer}"
             )
-        # The answer line first, the program as the option: a 135M model that read "you may
-        # write a program" first wrote one on every turn and never an answer line (issue 23).
         return (
-            f"You solve {game} puzzles. End your reply with a final answer line in the form:\n"
-            f"{answer}\nBefore it you may write a Python program in a ```python code block that "
-            "reads the puzzle from standard input and prints the answer on its last line; it is "
-            "run, and its printed answer is applied only when your reply has no answer line. The "
-            f"program's output is shown to you in the next turn. {limits}"
+            f"You solve {game} puzzles. You may write a Python program in a ```python code block "
+            "that reads the puzzle from standard input and prints the answer on its last line, "
+            f"and/or end your reply with a final answer line in the form:\n{answer}\nThe final "
+            "answer line wins when both are given; otherwise the program's printed answer is "
+            f"applied. The program's output is shown to you in the next turn. {limits}"
         )
 
     def _prompt(self, agent: str) -> str:
@@ -441,14 +439,9 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
                 "Write the program. Its last printed line must be:\n" + self.rules.answer_example()
             )
         elif agent == "solver":
-            # The concrete line to copy comes last, and the program is named as optional: the
-            # earlier "a program, a final line, or both" led a 135M model to start a program
-            # every time and never reach an answer line (issue 23).
             parts.append(
-                "End your reply with your final answer on one line, in this form (this line only "
-                f"shows the form, it is not the answer):\n{self.rules.answer_template(self.state)}\n"
-                "A ```python program before that line is optional; without an answer line, the "
-                "program's printed answer is applied."
+                "Reply with a ```python program, a final line "
+                f"{self.rules.answer_example()!r}, or both."
             )
         return "\n\n".join(parts)
 

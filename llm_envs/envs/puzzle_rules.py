@@ -125,12 +125,6 @@ class PuzzleRules(Protocol[State, Plan]):
         """A short description of the answer line, e.g. ``#### U R R D``."""
         ...
 
-    def answer_template(self, state: State) -> str:
-        """A concrete answer line for ``state`` to copy the form of (never its solution), e.g.
-        the Sudoku board as the nested list to complete. Small models copy a concrete line far
-        more reliably than a described one (issue 23)."""
-        ...
-
     def reference_program(self) -> str:
         """Source of a real search program that reads the puzzle and prints a solving plan."""
         ...

@@ -629,11 +629,7 @@ class OpenSpielEnv(TextEnv):
         else:
             moves = text_rules.format_move_list(texts)
         together = " (all players choose at the same time)" if self._position.state.is_simultaneous_node() else ""
-        # A concrete move to copy, not a placeholder: small models echo the instruction back
-        # when the prompt shows only the pattern of a move (issue 23).
-        example = f" (for example: {texts[0]})" if texts else ""
-        return (f"{view}\n\nYour legal moves{together}: {moves}\n"
-                f"Answer with one move copied exactly from this list and nothing else{example}.\nYour move:")
+        return f"{view}\n\nYour legal moves{together}: {moves}\nYour move:"
 
     def _role(self, agent: str) -> str:
         return agent

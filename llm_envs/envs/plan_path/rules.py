@@ -406,9 +406,6 @@ class PlanPathRules:
     def answer_example(self) -> str:
         return "#### U R R D   (the moves in order, separated by spaces)"
 
-    def answer_template(self, state: PathState) -> str:
-        return "#### U R R D"
-
     def reference_program(self) -> str:
         return REFERENCE_PROGRAM
 

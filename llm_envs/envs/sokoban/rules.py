@@ -677,9 +677,6 @@ class SokobanRules:
     def answer_example(self) -> str:
         return "#### U R R D   (the moves in order, separated by spaces)"
 
-    def answer_template(self, state: SokobanState) -> str:
-        return "#### U R R D"
-
     def reference_program(self) -> str:
         return REFERENCE_PROGRAM
 

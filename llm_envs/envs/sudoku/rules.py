@@ -665,9 +665,6 @@ class SudokuRules:
             f"a list of {self.size} rows, each a list of {self.size} numbers)"
         )
 
-    def answer_template(self, state: SudokuState) -> str:
-        return "#### " + format_grid(state.board, state.puzzle.size)
-
     def reference_program(self) -> str:
         return REFERENCE_PROGRAM
 
