@@ -43,8 +43,24 @@ ROLLOUT_SIDE = ("generate_s", "env_s")
 LEARNER_SIDE = ("logprob_s", "advantage_s", "update_s", "push_s")
 
 
-def time_run(config: str, overrides: list[str], staleness: int, steps: int) -> dict[str, Any]:
-    """Wall seconds per step over ``steps`` steps after one warm-up step, and per-step figures."""
+def checkpoint_step(run_dir: Path) -> int:
+    """The step of ``run_dir``'s latest checkpoint (the run ``--resume-from`` starts each row at)."""
+    from llm_trainers.checkpoint import latest_checkpoint
+
+    ckpt = latest_checkpoint(run_dir / "checkpoints")
+    if ckpt is None:
+        raise SystemExit(f"--resume-from: no checkpoint under {run_dir / 'checkpoints'}")
+    return int(ckpt.name.removeprefix("step_"))  # checkpoints are named step_<8 digits>
+
+
+def time_run(config: str, overrides: list[str], staleness: int, steps: int,
+             resume_from: Path | None = None) -> dict[str, Any]:
+    """Wall seconds per step over ``steps`` steps after one warm-up step, and per-step figures.
+
+    With ``resume_from`` (a run directory) every row starts from that run's latest checkpoint —
+    a trained policy, whose groups rarely all score alike, so that every row updates on every
+    step — and continues it on the same seeds.
+    """
     import torch
 
     from llm_trainers import make_trainer
@@ -52,22 +68,27 @@ def time_run(config: str, overrides: list[str], staleness: int, steps: int) -> d
 
     torch.set_num_threads(1)
     out = Path(tempfile.mkdtemp(prefix="async-bench-"))
-    cfg = load_config(config, [*overrides, f"run.steps={steps + 1}", "run.eval_every=-1", "run.save_every=-1",
+    start = 0
+    if resume_from is not None:
+        start = checkpoint_step(resume_from)
+        shutil.copytree(resume_from / "checkpoints", out / "checkpoints")
+    cfg = load_config(config, [*overrides, f"run.steps={start + steps + 1}", "run.eval_every=-1", "run.save_every=-1",
                                "run.eval_at_start=false", "run.export_final=false", "run.progress=false",
                                "run.tensorboard=false", f"run.output_dir={out}",
                                f"rollout.async={{max_staleness: {staleness}, "
                                f"correction: {'tis' if staleness else 'none'}}}"])
     t0 = time.perf_counter()
-    trainer = make_trainer(cfg)
+    trainer = make_trainer(cfg, resume=resume_from is not None)
     startup = time.perf_counter() - t0
     try:
-        trainer.train(until_step=1)  # warm-up: the first rollout has nothing to overlap with
+        trainer.train(until_step=start + 1)  # warm-up: the first rollout has nothing to overlap with
         t0 = time.perf_counter()
         trainer.train()
         wall = time.perf_counter() - t0
     finally:
         trainer.close()
-    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()][1:]
+    rows = [row for line in (out / "metrics.jsonl").read_text().splitlines()
+            if (row := json.loads(line)).get("step", 0) > start + 1 and "time/step_s" in row]
     shutil.rmtree(out, ignore_errors=True)
 
     def mean(key: str) -> float:
@@ -82,6 +103,8 @@ def time_run(config: str, overrides: list[str], staleness: int, steps: int) -> d
         "staleness_mean": mean("async/staleness_mean"), "staleness_max": max(r.get("async/staleness_max", 0.0)
                                                                               for r in rows),
         "eval_free_success": mean("rollout/success"),
+        "phases_s": {p: mean(f"time/{p}") for p in (*ROLLOUT_SIDE, *LEARNER_SIDE)},
+        "generated_tokens": mean("tokens/generated"), "trained_tokens": mean("tokens/trained"),
     }
 
 
@@ -95,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--local", action="store_true", help="also the single-process layout")
     parser.add_argument("--no-ray", action="store_true", help="only the single-process layout")
     parser.add_argument("--rounds", type=int, default=1, help="repeat the rows, interleaved; the median stands")
+    parser.add_argument("--resume-from", type=Path, metavar="RUN_DIR",
+                        help="start every row from this run's latest checkpoint (a trained policy)")
     parser.add_argument("--tag", default="", help="results go to async_training[_TAG].{json,md}")
     args = parser.parse_args(argv)
     load_before = os.getloadavg()
@@ -105,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         runs: dict[int, list[dict[str, Any]]] = {k: [] for k in args.staleness}
         for round_ in range(args.rounds):  # rounds interleave the rows: a load change hits them all
             for k in args.staleness:
-                runs[k].append(time_run(config, args.override, k, args.steps))
+                runs[k].append(time_run(config, args.override, k, args.steps, args.resume_from))
                 print(f"{layout} round {round_ + 1} k={k}: {runs[k][-1]['step_s']:.2f} s/step", flush=True)
         base = None
         for k in args.staleness:
@@ -125,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     print("\n" + table)
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     meta = {"machine": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
-            "steps": args.steps, "rounds": args.rounds, "overrides": args.override, "load_average_before": load_before,
+            "steps": args.steps, "rounds": args.rounds, "overrides": args.override,
+            "resume_from": str(args.resume_from) if args.resume_from else None, "load_average_before": load_before,
             "load_average_after": load_after}
     stem = "async_training" + (f"_{args.tag}" if args.tag else "")
     (RESULTS_DIR / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
