@@ -105,6 +105,8 @@ def time_run(config: str, overrides: list[str], staleness: int, steps: int,
         "eval_free_success": mean("rollout/success"),
         "phases_s": {p: mean(f"time/{p}") for p in (*ROLLOUT_SIDE, *LEARNER_SIDE)},
         "generated_tokens": mean("tokens/generated"), "trained_tokens": mean("tokens/trained"),
+        # a step whose groups all scored alike runs no update: rows that differ here did different work
+        "updated_steps": sum(r["rollout/trained_records"] > 0 for r in rows), "timed_steps": len(rows),
     }
 
 
@@ -163,15 +165,16 @@ def main(argv: list[str] | None = None) -> int:
 
 def _table(rows: list[dict[str, Any]]) -> str:
     head = ("| layout | max_staleness | s/step (rounds) | samples/s | vs synchronous | bound | rollout side s | "
-            "learner side s | learner waits s | staleness mean/max | start-up s |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|")
+            "learner side s | learner waits s | staleness mean/max | steps with an update | start-up s |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|---|")
     lines = [head]
     for r in rows:
         spread = "/".join(f"{x:.2f}" for x in r["step_s_rounds"])
         lines.append(f"| {r['layout']} | {r['max_staleness']} | {r['step_s']:.2f} ({spread}) | {r['samples_per_s']:.1f} | "
                      f"{r['speedup']:.2f}x | {r['bound']:.2f}x | {r['rollout_side_s']:.2f} | "
                      f"{r['learner_side_s']:.2f} | {r['learner_wait_s']:.2f} | "
-                     f"{r['staleness_mean']:.2f}/{r['staleness_max']:.0f} | {r['startup_s']:.1f} |")
+                     f"{r['staleness_mean']:.2f}/{r['staleness_max']:.0f} | {r['updated_steps']}/{r['timed_steps']} | "
+                     f"{r['startup_s']:.1f} |")
     return "\n".join(lines)
 
 
