@@ -16,6 +16,8 @@ them can at best bring a step from their sum down to their maximum, the "bound" 
     python benchmarks/async_training.py                 # Ray layout, 6 steps per row
     python benchmarks/async_training.py --local --steps 8
     python benchmarks/async_training.py --override rollout.max_new_tokens=6 --tag balanced   # longer generation
+    python benchmarks/async_training.py --no-ray --local-config reasoner_tool_smollm2_cpu \
+        --resume-from runs/reasoner_tool_smollm2_cpu --resume-step 4 --steps 4    # the real model, balanced
 
 Outputs: a table and ``benchmarks/results/async_training[_TAG].{json,md}``. Quote ratios to the
 synchronous row of the same run; on a shared machine say under what load it ran (the JSON keeps
@@ -43,21 +45,22 @@ ROLLOUT_SIDE = ("generate_s", "env_s")
 LEARNER_SIDE = ("logprob_s", "advantage_s", "update_s", "push_s")
 
 
-def checkpoint_step(run_dir: Path) -> int:
-    """The step of ``run_dir``'s latest checkpoint (the run ``--resume-from`` starts each row at)."""
+def resume_checkpoint(run_dir: Path, step: int | None) -> Path:
+    """The checkpoint of ``run_dir`` that ``--resume-from`` starts each row at: ``step``'s, or the latest."""
     from llm_trainers.checkpoint import latest_checkpoint
 
-    ckpt = latest_checkpoint(run_dir / "checkpoints")
-    if ckpt is None:
-        raise SystemExit(f"--resume-from: no checkpoint under {run_dir / 'checkpoints'}")
-    return int(ckpt.name.removeprefix("step_"))  # checkpoints are named step_<8 digits>
+    ckpt = latest_checkpoint(run_dir / "checkpoints") if step is None else \
+        run_dir / "checkpoints" / f"step_{step:08d}"  # checkpoints are named step_<8 digits>
+    if ckpt is None or not ckpt.is_dir():
+        raise SystemExit(f"--resume-from: no checkpoint {'' if step is None else step} under {run_dir / 'checkpoints'}")
+    return ckpt
 
 
 def time_run(config: str, overrides: list[str], staleness: int, steps: int,
              resume_from: Path | None = None) -> dict[str, Any]:
     """Wall seconds per step over ``steps`` steps after one warm-up step, and per-step figures.
 
-    With ``resume_from`` (a run directory) every row starts from that run's latest checkpoint —
+    With ``resume_from`` (a checkpoint directory) every row starts from that checkpoint —
     a trained policy, whose groups rarely all score alike, so that every row updates on every
     step — and continues it on the same seeds.
     """
@@ -70,8 +73,9 @@ def time_run(config: str, overrides: list[str], staleness: int, steps: int,
     out = Path(tempfile.mkdtemp(prefix="async-bench-"))
     start = 0
     if resume_from is not None:
-        start = checkpoint_step(resume_from)
-        shutil.copytree(resume_from / "checkpoints", out / "checkpoints")
+        start = int(resume_from.name.removeprefix("step_"))
+        shutil.copytree(resume_from, out / "checkpoints" / resume_from.name)
+        (out / "checkpoints" / "latest").write_text(resume_from.name + "\n")
     cfg = load_config(config, [*overrides, f"run.steps={start + steps + 1}", "run.eval_every=-1", "run.save_every=-1",
                                "run.eval_at_start=false", "run.export_final=false", "run.progress=false",
                                "run.tensorboard=false", f"run.output_dir={out}",
@@ -122,8 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=1, help="repeat the rows, interleaved; the median stands")
     parser.add_argument("--resume-from", type=Path, metavar="RUN_DIR",
                         help="start every row from this run's latest checkpoint (a trained policy)")
+    parser.add_argument("--resume-step", type=int, help="with --resume-from: that step's checkpoint")
     parser.add_argument("--tag", default="", help="results go to async_training[_TAG].{json,md}")
     args = parser.parse_args(argv)
+    resume = None if args.resume_from is None else resume_checkpoint(args.resume_from, args.resume_step)
     load_before = os.getloadavg()
     layouts = ([] if args.no_ray else [("ray", args.config)]) + ([("local", args.local_config)]
                                                                  if args.local or args.no_ray else [])
@@ -132,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         runs: dict[int, list[dict[str, Any]]] = {k: [] for k in args.staleness}
         for round_ in range(args.rounds):  # rounds interleave the rows: a load change hits them all
             for k in args.staleness:
-                runs[k].append(time_run(config, args.override, k, args.steps, args.resume_from))
+                runs[k].append(time_run(config, args.override, k, args.steps, resume))
                 print(f"{layout} round {round_ + 1} k={k}: {runs[k][-1]['step_s']:.2f} s/step", flush=True)
         base = None
         for k in args.staleness:
@@ -153,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     meta = {"machine": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
             "steps": args.steps, "rounds": args.rounds, "overrides": args.override,
-            "resume_from": str(args.resume_from) if args.resume_from else None, "load_average_before": load_before,
+            "resume_from": str(resume) if resume else None, "load_average_before": load_before,
             "load_average_after": load_after}
     stem = "async_training" + (f"_{args.tag}" if args.tag else "")
     (RESULTS_DIR / f"{stem}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
