@@ -52,7 +52,8 @@ def resume_checkpoint(run_dir: Path, step: int | None) -> Path:
     ckpt = latest_checkpoint(run_dir / "checkpoints") if step is None else \
         run_dir / "checkpoints" / f"step_{step:08d}"  # checkpoints are named step_<8 digits>
     if ckpt is None or not ckpt.is_dir():
-        raise SystemExit(f"--resume-from: no checkpoint {'' if step is None else step} under {run_dir / 'checkpoints'}")
+        which = "no checkpoint" if step is None else f"no checkpoint of step {step}"
+        raise SystemExit(f"--resume-from: {which} under {run_dir / 'checkpoints'}")
     return ckpt
 
 

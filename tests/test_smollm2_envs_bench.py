@@ -3,22 +3,15 @@ from kept episodes (played by the scripted reference agent: no model needed)."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 from llm_envs.agents.spec import build_agent
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "smollm2_envs.py"
+from tests.scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("smollm2_envs_bench", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/smollm2_envs.py")
 
 
 def test_parse_env_reads_typed_options(bench):

@@ -4,27 +4,23 @@ pays (the reference answer solves, nonsense earns the format penalty)."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-from pathlib import Path
 
 import pytest
+
+from tests.scripts import load_script
 
 pytest.importorskip("trl", reason="the trl extra is not installed")
 
 import llm_envs  # noqa: E402
 from llm_envs.agents.spec import build_agent  # noqa: E402
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "trl_grpo.py"
 OPTIONS = {"agents": "single", "max_turns": 1}
 
 
 @pytest.fixture(scope="module")
 def recipe():
-    spec = importlib.util.spec_from_file_location("trl_grpo", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("examples/trl_grpo.py")
 
 
 def test_the_reward_function_pays_what_the_environment_pays(recipe):

@@ -7,21 +7,14 @@ returns) and must refuse a rate, a ratio and a verdict for them.
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "sandbox_throughput.py"
+from tests.scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("sandbox_throughput_under_test", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/sandbox_throughput.py")
 
 
 def _chunk(runs: int, seconds: float, failures: int = 0, error: str | None = None) -> dict:
