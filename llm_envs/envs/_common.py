@@ -24,6 +24,10 @@ if TYPE_CHECKING:  # pragma: no cover
 AGENT_MODES = ("multi", "single")
 #: ``reward_mode=``: shaped rewards, or the team outcome only.
 REWARD_MODES = ("dense", "outcome")
+#: ``turn_rewards=`` (Coder–Tester, Reasoner–Tool): each action is paid the *change* of its
+#: agent's reward level since that agent's previous action (a potential difference, the
+#: default), or its absolute level every turn (the paper's, which pays an unsolved turn again).
+TURN_REWARDS = ("change", "paper")
 
 
 # ---------------------------------------------------------------------------------- tasks
@@ -127,16 +131,63 @@ def check_team_options(config: Any) -> None:
         raise ValueError(f"max_turns must be >= 1, got {config.max_turns}")
 
 
+def check_turn_rewards(config: Any) -> None:
+    """Validate ``turn_rewards`` (a ``ValueError`` naming the field); ``"paper"`` in a
+    multi-turn team episode is refused unless ``allow_reward_holes=True``."""
+    if config.turn_rewards not in TURN_REWARDS:
+        raise ValueError(
+            f"turn_rewards must be one of {TURN_REWARDS}, got {config.turn_rewards!r}"
+        )
+    if (
+        config.turn_rewards == "paper"
+        and config.agents == "multi"
+        and config.max_turns > 1
+        and not config.allow_reward_holes
+    ):
+        raise ValueError(
+            "turn_rewards='paper' pays every turn its absolute reward, and the episode ends only "
+            "when the agents agree: a team that stays in disagreement on purpose is paid the "
+            "same achievement again each turn (Reasoner-Tool: the reasoner earns 8.0 over 4 "
+            "turns against 2.0 for agreeing at once; Coder-Tester: the team 14.9 against 4.0 "
+            "when the tester adds one wrong test), so stalling earns more than solving; set "
+            "allow_reward_holes=True to use it anyway (see docs/papers.md)"
+        )
+
+
+def reward_level(config: Any, team: float, local: float) -> tuple[float, float]:
+    """``(alpha·team, local)``: an action's reward level in Stronger-MAS's
+    ``r = alpha·r_team + r_local``; with ``reward_mode="outcome"`` the local term is 0."""
+    return config.alpha * team, (local if config.reward_mode == "dense" else 0.0)
+
+
 def credit_team_and_local(
     env: TextEnv, record: ActionRecord, team: float, local: float
 ) -> None:
     """Credit Stronger-MAS's ``r = alpha·r_team + r_local`` to ``record`` as its ``"team"``
-    (``alpha·team``) and ``"local"`` components; with ``reward_mode="outcome"`` the shaped
-    local term is dropped (the caller passes the outcome's ``team`` value)."""
+    and ``"local"`` components; with ``reward_mode="outcome"`` the shaped local term is dropped
+    (the caller passes the outcome's ``team`` value).
+
+    With ``turn_rewards="change"`` (the default) each component is paid as the change of its
+    level since the same agent's previous action in the episode (``env._reward_levels``, which
+    the environment empties at reset): a potential difference (Ng et al., 1999), so an agent's
+    return is the level of its last action however many turns it took, and a solved task is
+    paid once. Within a turn's group of candidates (one state) the previous level is the same
+    for all, so they rank exactly as by their levels. ``record.info["reward_level"]`` keeps the
+    absolute ``alpha·team + local``. With ``turn_rewards="paper"`` each action is paid its
+    level (the paper's per-turn reward).
+    """
     config = env.config  # type: ignore[attr-defined]
-    env._credit(record, "team", config.alpha * team)
+    team_level, local_level = reward_level(config, team, local)
+    record.info["reward_level"] = team_level + local_level
+    if config.turn_rewards == "change":
+        levels: dict[str, tuple[float, float]] = env._reward_levels  # type: ignore[attr-defined]
+        previous_team, previous_local = levels.get(record.agent, (0.0, 0.0))
+        levels[record.agent] = (team_level, local_level)
+        team_level -= previous_team
+        local_level -= previous_local
+    env._credit(record, "team", team_level)
     if config.reward_mode == "dense":
-        env._credit(record, "local", local)
+        env._credit(record, "local", local_level)
 
 
 def end_turn(env: TextEnv, done: bool, next_agent: str) -> str | None:

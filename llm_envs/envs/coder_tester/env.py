@@ -25,6 +25,7 @@ from llm_envs.core.splits import check_split
 from llm_envs.envs._common import (
     TimedSandboxUser,
     check_team_options,
+    check_turn_rewards,
     choose_problem,
     credit_team_and_local,
     end_turn,
@@ -48,6 +49,16 @@ class CoderTesterConfig:
         agents: ``"multi"`` (coder and tester) or ``"single"`` (the coder alone, one turn).
         max_turns: Turn limit T. Paper: 4.
         reward_mode: ``"dense"`` (shaped) or ``"outcome"`` (team outcome only).
+        turn_rewards: ``"change"`` (default): each action is paid the change of its agent's
+            reward level since that agent's previous action, so a solved task is paid once
+            and stalling never pays; ``"paper"``: every action is paid its level (the paper's
+            per-turn reward; refused for multi-turn teams unless ``allow_reward_holes``).
+        allow_reward_holes: Allow an option that lets a strategy other than solving earn more
+            (``turn_rewards="paper"``); see docs/papers.md.
+        reply_parsing: ``"strict"`` (default, the released code's formats): the coder's code is
+            the last closed ```` ```python ```` block, and stdin/stdout tests are the blocks
+            after ``**Test Input:**`` / ``**Test Output:**``; ``"lenient"``: also ```` ```py ````,
+            untagged and unclosed final blocks, and any line naming an input or an output.
         alpha: Weight of the team reward in ``alpha * r_team + r_local``. Paper: 1.
         coder_weights: Coder local reward weights (0.1 builds, 0.1 runs, 0.8 golden).
         tester_weights: Tester local reward weights (0.2 valid, 0.8 golden solution pass rate
@@ -75,6 +86,9 @@ class CoderTesterConfig:
     agents: str = "multi"
     max_turns: int = 4
     reward_mode: str = "dense"
+    turn_rewards: str = "change"
+    allow_reward_holes: bool = False
+    reply_parsing: str = "strict"
     alpha: float = 1.0
     coder_weights: rules.CoderWeights = field(default_factory=rules.CoderWeights)
     tester_weights: rules.TesterWeights = field(default_factory=rules.TesterWeights)
@@ -90,6 +104,11 @@ class CoderTesterConfig:
 
     def validate(self) -> None:
         check_team_options(self)
+        check_turn_rewards(self)
+        if self.reply_parsing not in rules.REPLY_PARSINGS:
+            raise ValueError(
+                f"reply_parsing must be one of {rules.REPLY_PARSINGS}, got {self.reply_parsing!r}"
+            )
         if self.test_time_s <= 0:
             raise ValueError("test_time_s must be positive")
         if self.max_generated_tests < 1 or self.runs_check_tests < 1:
@@ -171,6 +190,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         self._agreed = False
         self._sandbox_seconds = 0.0
         self._failed_attempts: list[str] = []
+        self._reward_levels: dict[str, tuple[float, float]] = {}
 
     # ------------------------------------------------------------------ sandbox
     def _shared_resources(self) -> list[Any]:
@@ -211,6 +231,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         self._agreed = False
         self._sandbox_seconds = 0.0
         self._failed_attempts = []
+        self._reward_levels = {}  # each agent's (team, local) level so far: turn_rewards="change"
         return "coder"
 
     def _apply_action(self, agent: str, action: str) -> str | None:
@@ -220,7 +241,11 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
 
     def _coder_step(self, action: str) -> str | None:
         cfg = self.config
-        code = code_verifier.extract_code(action)
+        code = (
+            rules.strict_code(action)
+            if cfg.reply_parsing == "strict"
+            else code_verifier.extract_code(action)
+        )
         # Judged before any state changes: a sandbox failure raises SandboxFailure and leaves
         # the episode as it was (the step can be played again).
         report = None if code is None else self._judge_all([(code, self.golden_tests)])[0]
@@ -282,7 +307,10 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         assert problem is not None
         if problem.style == "io":
             parsed = code_verifier.parse_io_tests(
-                action, max_tests=cfg.max_generated_tests
+                rules.strict_io_tests_text(action)
+                if cfg.reply_parsing == "strict"
+                else action,
+                max_tests=cfg.max_generated_tests,
             )
         else:
             parsed = code_verifier.parse_function_tests(

@@ -20,6 +20,7 @@ Sandbox runs happen in :mod:`llm_envs.envs.coder_tester.env`; everything here is
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,6 +30,8 @@ from llm_envs.verifiers.code import function_tests_block, io_tests_block
 
 #: ``tester_reward=``: paid for tests that catch wrong code (default), or the paper's reward.
 TESTER_REWARDS = ("catch", "paper")
+#: ``reply_parsing=``: the released code's reply formats (default), or our lenient reading.
+REPLY_PARSINGS = ("strict", "lenient")
 
 
 @dataclass(frozen=True)
@@ -115,6 +118,42 @@ def tester_catch_reward(
 def mixed_reward(team: float, local: float, alpha: float) -> float:
     """``alpha·team + local`` (Stronger-MAS reward mixing)."""
     return alpha * team + local
+
+
+# ---------------------------------------------------------------------------------------------
+# reply parsing (reply_parsing="strict": the released PettingLLMs code's formats)
+
+_PYTHON_BLOCK = re.compile(r"```python(.*?)```", re.DOTALL)
+_TEST_BLOCK = r"\*\*Test {label}:\*\*\s*```(?:[A-Za-z0-9_+\-]*\n)?(.*?)```"
+_TEST_INPUT_BLOCK = re.compile(_TEST_BLOCK.format(label="Input"), re.DOTALL)
+_TEST_OUTPUT_BLOCK = re.compile(_TEST_BLOCK.format(label="Output"), re.DOTALL)
+
+
+def strict_code(text: str) -> str | None:
+    """The coder's program as the released code reads it: the last **closed** block opened by
+    ```` ```python ```` (what follows the tag on its line is part of the code), stripped.
+    ``None`` when there is none or it is empty: an untagged block, ```` ```py ```` or a block
+    left open at the end is not code here (``reply_parsing="lenient"`` reads them)."""
+    if not isinstance(text, str):
+        return None
+    blocks = _PYTHON_BLOCK.findall(text)
+    code = blocks[-1].strip() if blocks else ""
+    return code or None
+
+
+def strict_io_tests_text(text: str) -> str:
+    """A tester's stdin/stdout reply reduced to the tests the released code reads: the closed
+    block after each ``**Test Input:**`` and after each ``**Test Output:**`` (an optional
+    language tag on the fence's line is dropped), paired in order, the extra ones of the longer
+    list dropped. Returned in the canonical format of
+    :func:`llm_envs.verifiers.code.io_tests_block`; ``""`` when there is no pair, so plain
+    ``Input:`` / ``Output:`` labels give no test."""
+    if not isinstance(text, str):
+        return ""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    inputs = [block.strip() for block in _TEST_INPUT_BLOCK.findall(text)]
+    outputs = [block.strip() for block in _TEST_OUTPUT_BLOCK.findall(text)]
+    return io_tests_block(list(zip(inputs, outputs)))
 
 
 # ---------------------------------------------------------------------------------------------

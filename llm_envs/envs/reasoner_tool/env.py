@@ -23,6 +23,7 @@ from llm_envs.core.splits import check_split
 from llm_envs.envs._common import (
     TimedSandboxUser,
     check_team_options,
+    check_turn_rewards,
     choose_problem,
     credit_team_and_local,
     end_turn,
@@ -47,6 +48,12 @@ class ReasonerToolConfig:
         agents: ``"multi"`` (reasoner and tool) or ``"single"`` (the reasoner alone, one turn).
         max_turns: Turn limit T. Paper: 4.
         reward_mode: ``"dense"`` (shaped) or ``"outcome"`` (team outcome only).
+        turn_rewards: ``"change"`` (default): each action is paid the change of its agent's
+            reward level since that agent's previous action, so a solved task is paid once
+            and stalling never pays; ``"paper"``: every action is paid its level (the paper's
+            per-turn reward; refused for multi-turn teams unless ``allow_reward_holes``).
+        allow_reward_holes: Allow an option that lets a strategy other than solving earn more
+            (``turn_rewards="paper"``); see docs/papers.md.
         alpha: Weight of the team reward in ``alpha * r_team + r_local``. Paper: 1.
         reasoner_weights: Reasoner local weights (0.2 format, 0.8 correct).
         tool_weights: Tool local weights (0.1 builds, 0.1 runs, 0.8 correct).
@@ -64,6 +71,8 @@ class ReasonerToolConfig:
     agents: str = "multi"
     max_turns: int = 4
     reward_mode: str = "dense"
+    turn_rewards: str = "change"
+    allow_reward_holes: bool = False
     alpha: float = 1.0
     reasoner_weights: rules.ReasonerWeights = field(
         default_factory=rules.ReasonerWeights
@@ -77,6 +86,7 @@ class ReasonerToolConfig:
 
     def validate(self) -> None:
         check_team_options(self)
+        check_turn_rewards(self)
         if (
             self.program_time_s <= 0
             or self.program_memory_mb < 1
@@ -133,6 +143,7 @@ class ReasonerToolEnv(TimedSandboxUser, TextEnv):
         self._agreed = False
         self._tool_correct = False
         self._sandbox_seconds = 0.0
+        self._reward_levels: dict[str, tuple[float, float]] = {}
 
     def _shared_resources(self) -> list[Any]:
         return [self.task_source, *self._sandbox_if_started()]
@@ -148,6 +159,7 @@ class ReasonerToolEnv(TimedSandboxUser, TextEnv):
         self._agreed = False
         self._tool_correct = False
         self._sandbox_seconds = 0.0
+        self._reward_levels = {}  # each agent's (team, local) level so far: turn_rewards="change"
         return "reasoner"
 
     def _correct(self, answer: str | None) -> bool:
@@ -185,7 +197,10 @@ class ReasonerToolEnv(TimedSandboxUser, TextEnv):
 
     def _tool_step(self, action: str) -> str | None:
         cfg = self.config
-        code = extract_code(action)
+        # The last ```python block, else the last fenced block, else (as the released code does)
+        # the whole reply as the program: what is not Python then fails to compile.
+        fenced = extract_code(action)
+        code = fenced if fenced is not None else (action.strip() or None)
         builds = code is not None and compile_error(code, "<tool>") is None
         runs = False
         output = ""
@@ -225,7 +240,7 @@ class ReasonerToolEnv(TimedSandboxUser, TextEnv):
             "tool",
             action,
             parsed={"code": code, "answer": answer},
-            format_ok=code is not None,
+            format_ok=fenced is not None,
             info={
                 "builds": builds,
                 "runs": runs,

@@ -59,8 +59,10 @@ def tool_local_reward(
 # ---------------------------------------------------------------------------------------------
 # answers
 
+# "####", "Answer:", "**Final answer** =", "The answer is", "The final answer is:" ...
 _ANSWER_PREFIX = re.compile(
-    r"^(?:#+|\**\s*(?:final\s+)?answer\s*(?:is)?\s*[:=]?\**)\s*", re.IGNORECASE
+    r"^(?:#+|\**\s*(?:the\s+)?(?:final\s+)?answer\b\s*\**\s*(?:is\b)?\s*[:=]?\**)\s*",
+    re.IGNORECASE,
 )
 #: Longest printed line taken as an answer.
 MAX_TOOL_ANSWER_CHARS = 1000
@@ -73,7 +75,13 @@ def reasoner_answer(text: str) -> str | None:
 
 def tool_answer(stdout: str) -> str | None:
     """The answer a program printed: its last ``\\boxed{}``, else its last non-empty line
-    without an ``Answer:`` / ``####`` prefix. ``None`` if it printed nothing usable."""
+    without a ``####`` / ``Answer:`` / ``The (final) answer is`` prefix. ``None`` if it printed
+    nothing usable.
+
+    The line is read as a whole (``3*sqrt(2)`` stays 3·√2); the released code ran
+    math-verify's free-text extraction over the whole output instead, which reads the last
+    number of an expression (``3*sqrt(2)`` as 3) and so pays wrong answers.
+    """
     if not stdout:
         return None
     boxed = extract_boxed(stdout)

@@ -82,7 +82,7 @@ def test_reward_formulas():
             {"team": 0.0, "local": 0.0},
             {"team": 0.0, "local": 0.1},
         ),
-        # tool code that does not compile, or no code at all
+        # tool code that does not compile, or a reply that is not code
         (
             "\\boxed{}",
             program("print(12\n"),
@@ -91,9 +91,16 @@ def test_reward_formulas():
         ),
         (
             "\\boxed{12}",
-            "print(12)",
+            "I would print twelve.",
             {"team": 1.0, "local": 1.0},
             {"team": 1.0, "local": 0.0},
+        ),
+        # a reply without a fence runs whole as the program (as in the released code)
+        (
+            "\\boxed{12}",
+            "print(12)",
+            {"team": 1.0, "local": 1.0},
+            {"team": 1.0, "local": 1.0},
         ),
     ],
 )
