@@ -10,10 +10,13 @@ Rewards (Stronger-MAS, arXiv 2510.11062), each in [0, 1] before mixing:
   the tester's golden-passing tests rejects; with ``tester_reward="paper"``
   (:func:`tester_local_reward`): 0.2·valid + 0.8·pass rate of the **golden solution** on the
   tester's tests;
-* an action's reward ``r = alpha·r_team + r_local`` (``alpha`` = 1 in the paper).
+* an action's level ``alpha·r_team + r_local`` (``alpha`` = 1 in the paper); the action is paid
+  the change of its agent's level since that agent's previous action (``turn_rewards="change"``,
+  see :func:`llm_envs.envs._common.credit_team_and_local`), or the level itself with the
+  paper's ``turn_rewards="paper"``.
 
-With ``reward_mode="outcome"`` shaping is dropped: ``r = alpha·1[the coder's code passes every
-golden test]`` for both agents.
+With ``reward_mode="outcome"`` shaping is dropped: the level is ``alpha·1[the coder's code
+passes every golden test]`` for both agents.
 
 Sandbox runs happen in :mod:`llm_envs.envs.coder_tester.env`; everything here is pure.
 """

@@ -5,9 +5,12 @@ Rewards (Stronger-MAS, arXiv 2510.11062), each in [0, 1] before mixing:
 * team ``r_team`` = 1 if the reasoner's final answer this turn is correct;
 * reasoner ``r_local`` = 0.2·format (a non-empty ``\\boxed{}``) + 0.8·correct;
 * tool ``r_local`` = 0.1·builds + 0.1·runs + 0.8·correct (the answer its program printed);
-* an action's reward ``r = alpha·r_team + r_local``.
+* an action's level ``alpha·r_team + r_local``; the action is paid the change of its agent's
+  level since that agent's previous action (``turn_rewards="change"``, see
+  :func:`llm_envs.envs._common.credit_team_and_local`), or the level itself with the paper's
+  ``turn_rewards="paper"``.
 
-With ``reward_mode="outcome"`` shaping is dropped: ``r = alpha·r_team`` for both agents.
+With ``reward_mode="outcome"`` shaping is dropped: the level is ``alpha·r_team`` for both agents.
 """
 
 from __future__ import annotations
