@@ -69,10 +69,21 @@ class Grid:
 
 @dataclass(frozen=True)
 class PathState:
-    """The agent's position on a grid."""
+    """The agent's position on a grid, and the moves played since the episode's start.
+
+    ``start_distance`` is the BFS distance of the episode's start (``None``: the position is
+    the start, nothing was played); a shortest path of the whole episode plays exactly that
+    many moves (the optimal-path bonus). Two states compare equal when the agent stands on the
+    same cell of the same grid: the counters are the episode's bookkeeping, not the puzzle."""
 
     grid: Grid
     position: tuple[int, int]
+    moves_played: int = field(default=0, compare=False)
+    start_distance: int | None = field(default=None, compare=False)
+
+    @property
+    def episode_start_distance(self) -> int:
+        return self.grid.dist(self.position) if self.start_distance is None else self.start_distance
 
     def __deepcopy__(self, memo: dict) -> PathState:  # immutable: clones share it
         return self
@@ -210,9 +221,14 @@ def shortest_path(state: PathState) -> tuple[str, ...] | None:
 
 
 # ------------------------------------------------------------------------------------ rewards
+#: ``PathRewards.optimal_bonus_scope`` values: ``"episode"`` (the released code: every move of
+#: the episode against the start's distance) or ``"plan"`` (this plan against its own start).
+OPTIMAL_BONUS_SCOPES = ("episode", "plan")
+
+
 @dataclass(frozen=True)
 class PathRewards:
-    """Dense reward weights (see the module docstring for the formula)."""
+    """Dense reward weights (docs/envs/plan_path.md has the formula)."""
 
     valid_move: float = -0.01
     blocked_move: float = -0.10
@@ -220,41 +236,81 @@ class PathRewards:
     shaping_gamma: float = 1.0
     goal_reward: float = 1.0
     optimal_bonus: float = 0.5
+    optimal_bonus_scope: str = "episode"
     format_penalty: float = -2.0
+
+    def __post_init__(self) -> None:
+        if self.optimal_bonus_scope not in OPTIMAL_BONUS_SCOPES:
+            raise ValueError(
+                f"optimal_bonus_scope must be one of {OPTIMAL_BONUS_SCOPES}, got "
+                f"{self.optimal_bonus_scope!r}"
+            )
+
+    def reward_holes(self, reward_shaping: str) -> list[str]:
+        """Why these weights let a play other than solving earn more ([] if they do not)."""
+        if self.shaping_gamma != 1.0:
+            return [
+                f"shaping_gamma={self.shaping_gamma:g} pays (1 - gamma) x the distance to the goal "
+                "for a move into an obstacle (bumping into walls farms it)"
+            ]
+        return []
+
+
+def potential(state: PathState, rewards: PathRewards) -> float:
+    """``-shaping_scale * d(position) + goal_reward * [at the goal]``: a plan's reward is its
+    move costs, the change of this potential (gamma = 1) and the optimal-path bonus."""
+    at_goal = state.position == state.grid.goal
+    return -rewards.shaping_scale * state.grid.dist(state.position) + rewards.goal_reward * at_goal
 
 
 def apply_moves(state: PathState, moves: tuple[str, ...], rewards: PathRewards) -> PlanOutcome:
-    """Play ``moves`` from ``state`` and score them with the dense shaped reward."""
+    """Play ``moves`` from ``state`` and score them with the dense shaped reward.
+
+    A move that is not ``U``/``D``/``L``/``R`` (an unknown element of a list answer) is charged
+    as a blocked move. The optimal-path bonus is paid on reaching the goal when the moves played
+    (blocked and unknown ones included) equal the start's BFS distance: the episode's start and
+    every move of the episode (``optimal_bonus_scope="episode"``), or this plan's start and
+    moves (``"plan"``).
+    """
     grid = state.grid
     position = state.position
-    start_distance = grid.dist(position)
     move_total = shaping = 0.0
-    used = blocked = 0
+    used = blocked = unknown = 0
     for move in moves:
         if position == grid.goal:
             break
-        nxt, moved = step(grid, position, move)
         used += 1
+        if move in MOVES:
+            nxt, moved = step(grid, position, move)
+        else:
+            nxt, moved = position, False
+            unknown += 1
         blocked += not moved
         move_total += rewards.valid_move if moved else rewards.blocked_move
         shaping += rewards.shaping_gamma * -grid.dist(nxt) + grid.dist(position)
         position = nxt
     reached = position == grid.goal
+    if rewards.optimal_bonus_scope == "episode":
+        shortest, played = state.episode_start_distance, state.moves_played + used
+    else:
+        shortest, played = grid.dist(state.position), used
+    optimal = reached and played == shortest
     components = {"moves": move_total, "progress": rewards.shaping_scale * shaping}
     if reached:
         components["goal"] = rewards.goal_reward
-        components["optimal"] = rewards.optimal_bonus if used == start_distance else 0.0
+        components["optimal"] = rewards.optimal_bonus if optimal else 0.0
     summary = (
         f"{used} move(s) played, {blocked} blocked; now at row {position[0]}, column "
         f"{position[1]}, {grid.dist(position)} step(s) from the goal"
     )
+    if unknown:
+        summary += f"; {unknown} unknown move(s) charged as blocked"
     if reached:
-        summary += "; goal reached" + (" by a shortest path" if used == start_distance else "")
+        summary += "; goal reached" + (" by a shortest path" if optimal else "")
     if used < len(moves):
         summary += f"; {len(moves) - used} move(s) after reaching the goal ignored"
-    return PlanOutcome(
-        PathState(grid, position), float(sum(components.values())), components, reached, summary
-    )
+    after = PathState(grid, position, state.moves_played + used, state.episode_start_distance)
+    return PlanOutcome(after, float(sum(components.values())), components, reached, summary)
 
 
 # ------------------------------------------------------------------------------------ generator
@@ -375,6 +431,9 @@ class PlanPathRules:
 
     def apply_plan(self, state: PathState, plan: tuple[str, ...]) -> PlanOutcome:
         return apply_moves(state, plan, self.rewards)
+
+    def potential(self, state: PathState) -> float:
+        return potential(state, self.rewards)
 
     def is_solved(self, state: PathState) -> bool:
         return state.position == state.grid.goal

@@ -230,38 +230,99 @@ def count_pushes(state: SokobanState, moves: tuple[str, ...]) -> int:
 
 
 # ------------------------------------------------------------------------------------ rewards
+#: The released code's (and the paper's) weight of a push off a target: with +1 onto and -0.5
+#: off, pushing a box on and off a target nets +0.5 a cycle (the hole of ``"paper"`` shaping).
+PAPER_BOX_OFF_TARGET = -0.5
+
+
 @dataclass(frozen=True)
 class SokobanRewards:
-    """Dense reward weights (see the module docstring for the formula)."""
+    """Dense reward weights (docs/envs/sokoban.md has the formula).
+
+    ``box_off_target=None`` is ``-box_on_target`` under ``"potential"`` shaping (the box term is
+    then a potential difference) and the paper's ``-0.5`` under ``"paper"`` shaping."""
 
     valid_move: float = -0.01
     blocked_move: float = -0.05
     box_on_target: float = 1.0
-    box_off_target: float = -0.5
+    box_off_target: float | None = None
     shaping_scale: float = 0.1
     shaping_gamma: float = 1.0
     solved_reward: float = 10.0
     format_penalty: float = -2.0
 
+    def off_target_weight(self, reward_shaping: str) -> float:
+        """The weight of a push off a target under ``reward_shaping``."""
+        if self.box_off_target is not None:
+            return self.box_off_target
+        return -self.box_on_target if reward_shaping == "potential" else PAPER_BOX_OFF_TARGET
 
-def apply_moves(state: SokobanState, moves: tuple[str, ...], rewards: SokobanRewards) -> PlanOutcome:
-    """Play ``moves`` from ``state`` and score them with the dense shaped reward."""
+    def reward_holes(self, reward_shaping: str) -> list[str]:
+        """Why these weights let a play other than solving earn more ([] if they do not)."""
+        holes = []
+        off = self.off_target_weight(reward_shaping)
+        if off != -self.box_on_target:
+            holes.append(
+                f"box_on_target={self.box_on_target:g} with box_off_target={off:g} pays "
+                f"{self.box_on_target + off:+g} for pushing a box on and off a target (a shuttle "
+                "plan farms it without solving)"
+            )
+        if self.shaping_gamma != 1.0:
+            holes.append(
+                f"shaping_gamma={self.shaping_gamma:g} pays (1 - gamma) x the box distance for a "
+                "move that changes nothing (bumping into walls farms it)"
+            )
+        return holes
+
+
+def potential(state: SokobanState, rewards: SokobanRewards) -> float:
+    """The potential of ``"potential"`` shaping: ``box_on_target`` per box on a target, minus
+    ``shaping_scale`` per unit of box distance, plus ``solved_reward`` when solved. A plan's
+    reward is its move costs plus the change of this potential (gamma = 1)."""
     room = state.room
+    return (
+        rewards.box_on_target * len(state.boxes & room.targets)
+        - rewards.shaping_scale * box_distance(room, state.boxes)
+        + rewards.solved_reward * is_solved(state)
+    )
+
+
+def apply_moves(
+    state: SokobanState,
+    moves: tuple[str, ...],
+    rewards: SokobanRewards,
+    reward_shaping: str = "potential",
+) -> PlanOutcome:
+    """Play ``moves`` from ``state`` and score them with the dense shaped reward.
+
+    A move that is not ``U``/``D``/``L``/``R`` (an unknown element of a list answer) is charged
+    as a blocked move and changes nothing. Under
+    ``"potential"`` shaping every term but the move costs telescopes (see :func:`potential`);
+    ``"paper"`` shaping pays the released code's weights (``+1`` onto a target, ``-0.5`` off).
+    """
+    room = state.room
+    off_weight = rewards.off_target_weight(reward_shaping)
     move_total = on_target = off_target = shaping = 0.0
-    used = blocked = pushes = 0
+    used = blocked = pushes = unknown = 0
     for direction in moves:
         if is_solved(state):
             break
+        used += 1
+        if direction not in MOVES:
+            unknown += 1
+            blocked += 1
+            move_total += rewards.blocked_move
+            shaping += (rewards.shaping_gamma - 1.0) * -box_distance(room, state.boxes)
+            continue
         before = box_distance(room, state.boxes)
         state, moved, pushed = move(state, direction)
-        used += 1
         blocked += not moved
         move_total += rewards.valid_move if moved else rewards.blocked_move
         if pushed is not None:
             pushes += 1
             was_on, now_on = pushed[0] in room.targets, pushed[1] in room.targets
             on_target += rewards.box_on_target * (now_on and not was_on)
-            off_target += rewards.box_off_target * (was_on and not now_on)
+            off_target += off_weight * (was_on and not now_on)
         shaping += rewards.shaping_gamma * -box_distance(room, state.boxes) + before
     solved = is_solved(state)
     components = {
@@ -277,6 +338,8 @@ def apply_moves(state: SokobanState, moves: tuple[str, ...], rewards: SokobanRew
         f"{used} move(s) played, {blocked} blocked, {pushes} push(es); {placed} of "
         f"{len(state.boxes)} box(es) on targets"
     )
+    if unknown:
+        summary += f"; {unknown} unknown move(s) charged as blocked"
     if solved:
         summary += "; solved"
     if used < len(moves):
@@ -572,6 +635,7 @@ class SokobanRules:
     max_walls: int = 3
     max_solver_states: int = 500_000
     rewards: SokobanRewards = SokobanRewards()
+    reward_shaping: str = "potential"
     game_name: str = "Sokoban"
 
     def __post_init__(self) -> None:
@@ -643,7 +707,10 @@ class SokobanRules:
         return format_moves(plan)
 
     def apply_plan(self, state: SokobanState, plan: tuple[str, ...]) -> PlanOutcome:
-        return apply_moves(state, plan, self.rewards)
+        return apply_moves(state, plan, self.rewards, self.reward_shaping)
+
+    def potential(self, state: SokobanState) -> float:
+        return potential(state, self.rewards)
 
     def is_solved(self, state: SokobanState) -> bool:
         return is_solved(state)
