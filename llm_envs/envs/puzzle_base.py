@@ -27,6 +27,7 @@ from llm_envs.core.env import TextEnv
 from llm_envs.core.splits import check_split
 from llm_envs.envs._common import SandboxUser, check_team_options, end_turn
 from llm_envs.envs.puzzle_rules import (
+    ANSWER_FORMATS,
     ANSWER_MARKER,
     REWARD_SHAPINGS,
     PlanFormatError,
@@ -61,6 +62,10 @@ class PuzzleConfig:
             the best value the episode reached (docs/envs/puzzles.md). ``"paper"``: the
             released code's per-turn rewards (the tool paid its plan at every turn, the game's
             paper weights); they pay stalls and shuttles, so they need ``allow_reward_holes``.
+        answer_format: ``"lenient"`` (default): a plan in any documented form (``#### U R R D``,
+            ``#### ["U", "R"]``, ``#### 1234 3412 ...``). ``"list"``: the released code's,
+            only a bracketed list (a nested one for Sudoku); anything else is a format error.
+            Either way an unknown element of a list is played as a blocked move.
         allow_reward_holes: Accept options whose rewards let a play other than solving earn
             more (``reward_shaping="paper"``, ``shaping_gamma != 1``, Sokoban's asymmetric box
             weights); refused otherwise, with the reason.
@@ -78,6 +83,7 @@ class PuzzleConfig:
     max_turns: int = 4
     reward_mode: str = "dense"
     reward_shaping: str = "potential"
+    answer_format: str = "lenient"
     allow_reward_holes: bool = False
     alpha: float = 1.0
     split: str = "train"
@@ -98,6 +104,10 @@ class PuzzleConfig:
         if self.reward_shaping not in REWARD_SHAPINGS:
             raise ValueError(
                 f"reward_shaping must be one of {REWARD_SHAPINGS}, got {self.reward_shaping!r}"
+            )
+        if self.answer_format not in ANSWER_FORMATS:
+            raise ValueError(
+                f"answer_format must be one of {ANSWER_FORMATS}, got {self.answer_format!r}"
             )
         if self.alpha < 0:
             raise ValueError(f"alpha must be >= 0 (a negative team weight pays failing), got {self.alpha}")

@@ -32,6 +32,9 @@ LEGACY_OUTPUT_MARKER = "**Actions List**:"
 #: episode reached) and ``"paper"`` (the per-turn rewards of the released code, which a stall
 #: or a shuttle plan can farm; refused unless ``allow_reward_holes=True``).
 REWARD_SHAPINGS = ("potential", "paper")
+#: ``answer_format`` values: ``"lenient"`` (a plan in any documented form) and ``"list"`` (the
+#: released code's: only a bracketed list after ``####``, a nested one for Sudoku).
+ANSWER_FORMATS = ("lenient", "list")
 
 
 class PlanFormatError(ValueError):
@@ -288,6 +291,7 @@ def truncate_middle(text: str, limit: int) -> str:
 
 
 __all__ = [
+    "ANSWER_FORMATS",
     "ANSWER_MARKER",
     "LEGACY_OUTPUT_MARKER",
     "PlanFormatError",

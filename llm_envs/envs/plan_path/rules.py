@@ -12,6 +12,7 @@ from the released PettingLLMs code, the generator and its knobs.
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -161,12 +162,32 @@ def from_text(text: str) -> PathState:
 
 
 # ------------------------------------------------------------------------------------ plans
-def parse_moves(text: str) -> tuple[str, ...]:
-    """Parse a move list such as ``U R R D``, ``["U","R"]``, ``URRD`` or ``up, right``.
+#: How an unknown element of a list answer is shown (it is played as a blocked move).
+_UNKNOWN_SHOWN_CHARS = 20
 
-    Brackets, quotes and commas are separators; every remaining token must be a move letter
-    sequence or a move word. Raises :class:`PlanFormatError` (never evaluates the text).
+
+def parse_moves(text: str, answer_format: str = "lenient") -> tuple[str, ...]:
+    """Parse a move list such as ``["U", "R"]``, ``U R R D``, ``URRD`` or ``up, right``.
+
+    A bracketed list (``[...]``, as the released code asks for) is split on commas (and, under
+    ``"lenient"``, on spaces too); each element, stripped of quotes and spaces, is a move if it
+    is exactly ``U``, ``D``, ``L`` or ``R``, else an *unknown move* that is kept (cut to 20
+    characters) and charged as a blocked move when played, as the released code does.
+    ``answer_format="list"`` accepts nothing else.
+    ``"lenient"`` also accepts unbracketed text: brackets, quotes and commas are separators,
+    and every token must be a move letter sequence or a move word (else the whole answer is a
+    format error). Raises :class:`PlanFormatError`; never evaluates the text.
     """
+    stripped = text.strip()
+    if stripped.startswith("[") and stripped.endswith("]"):
+        inner = stripped[1:-1].strip()
+        separators = r"," if answer_format == "list" else r"[,\s]+"
+        elements = [e.strip().strip("\"'").strip() for e in re.split(separators, inner)] if inner else []
+        if not elements or any(not element for element in elements):
+            raise PlanFormatError("the move list is empty or has an empty element")
+        return tuple(element if element in MOVES else element[:_UNKNOWN_SHOWN_CHARS] for element in elements)
+    if answer_format == "list":
+        raise PlanFormatError('expected a bracketed list of moves, e.g. ["U", "R", "D"]')
     cleaned = text
     for ch in "[]()\"',;":
         cleaned = cleaned.replace(ch, " ")
@@ -184,7 +205,18 @@ def parse_moves(text: str) -> tuple[str, ...]:
     return tuple(moves)
 
 
-def format_moves(moves: tuple[str, ...]) -> str:
+def move_answer_example(answer_format: str) -> str:
+    """The answer line the prompts show for a move list."""
+    if answer_format == "list":
+        return '#### ["U", "R", "R", "D"]   (the moves in order, as a bracketed list)'
+    return "#### U R R D   (the moves in order, separated by spaces)"
+
+
+def format_moves(moves: tuple[str, ...], answer_format: str = "lenient") -> str:
+    """The answer text of ``moves``: ``U R R D`` (lenient), ``["U", "R", "R", "D"]`` (list).
+    A plan with unknown moves is always written as a list (the only form that keeps them)."""
+    if answer_format == "list" or any(move not in MOVES for move in moves):
+        return "[" + ", ".join(f'"{move}"' for move in moves) + "]"
     return " ".join(moves)
 
 
@@ -384,6 +416,7 @@ class PlanPathRules:
     obstacle_density: float = 0.22
     min_distance: int = 1
     rewards: PathRewards = PathRewards()
+    answer_format: str = "lenient"
     game_name: str = "Plan-Path"
 
     def __post_init__(self) -> None:
@@ -424,10 +457,10 @@ class PlanPathRules:
         return ""  # the position is part of the puzzle text
 
     def parse_plan(self, state: PathState, text: str) -> tuple[str, ...]:
-        return parse_moves(text)
+        return parse_moves(text, self.answer_format)
 
     def format_plan(self, plan: tuple[str, ...]) -> str:
-        return format_moves(plan)
+        return format_moves(plan, self.answer_format)
 
     def apply_plan(self, state: PathState, plan: tuple[str, ...]) -> PlanOutcome:
         return apply_moves(state, plan, self.rewards)
@@ -463,7 +496,7 @@ class PlanPathRules:
         )
 
     def answer_example(self) -> str:
-        return "#### U R R D   (the moves in order, separated by spaces)"
+        return move_answer_example(self.answer_format)
 
     def reference_program(self) -> str:
         return REFERENCE_PROGRAM

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from llm_envs.core.splits import split_generator, split_of
-from llm_envs.envs.plan_path.rules import format_moves, parse_moves
+from llm_envs.envs.plan_path.rules import format_moves, move_answer_example, parse_moves
 from llm_envs.envs.puzzle_rules import PlanOutcome, generate_in_split, pick_enumerated
 
 MOVES: dict[str, tuple[int, int]] = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
@@ -636,6 +636,7 @@ class SokobanRules:
     max_solver_states: int = 500_000
     rewards: SokobanRewards = SokobanRewards()
     reward_shaping: str = "potential"
+    answer_format: str = "lenient"
     game_name: str = "Sokoban"
 
     def __post_init__(self) -> None:
@@ -701,10 +702,10 @@ class SokobanRules:
         return ""  # the position is part of the puzzle text
 
     def parse_plan(self, state: SokobanState, text: str) -> tuple[str, ...]:
-        return parse_moves(text)
+        return parse_moves(text, self.answer_format)
 
     def format_plan(self, plan: tuple[str, ...]) -> str:
-        return format_moves(plan)
+        return format_moves(plan, self.answer_format)
 
     def apply_plan(self, state: SokobanState, plan: tuple[str, ...]) -> PlanOutcome:
         return apply_moves(state, plan, self.rewards, self.reward_shaping)
@@ -742,7 +743,7 @@ class SokobanRules:
         )
 
     def answer_example(self) -> str:
-        return "#### U R R D   (the moves in order, separated by spaces)"
+        return move_answer_example(self.answer_format)
 
     def reference_program(self) -> str:
         return REFERENCE_PROGRAM

@@ -54,6 +54,7 @@ class SudokuEnv(PuzzleEnv):
             size=config.size,
             num_clues=config.num_clues,
             rewards=config.rewards,
+            answer_format=config.answer_format,
             reward_shaping=config.reward_shaping,
         )
 

@@ -467,10 +467,11 @@ _BLANKS = {".", "_", "0"}
 _ROW_GROUP = re.compile(r"\[([^\[\]]*)\]")
 
 
-def parse_grid(text: str, size: int) -> Grid:
+def parse_grid(text: str, size: int, answer_format: str = "lenient") -> Grid:
     """Parse one answer line into a grid; raises :class:`PlanFormatError` (never evaluates).
 
-    Accepted: nested lists ``[[1,2,3,4],...]`` (numbers may be quoted) or ``size`` groups of
+    Accepted: nested lists ``[[1,2,3,4],...]`` (numbers may be quoted) or, unless
+    ``answer_format="list"`` (the released code's: nested lists only), ``size`` groups of
     ``size`` digits separated by spaces, commas, slashes or ``|`` (``1234 3412 ...``, sizes up
     to 9). ``0``, ``.`` or ``_`` leave a cell empty.
     """
@@ -484,6 +485,8 @@ def parse_grid(text: str, size: int) -> Grid:
         return int(token)
 
     groups = _ROW_GROUP.findall(text)
+    if answer_format == "list" and not (groups and text.strip().startswith("[[")):
+        raise PlanFormatError(f"expected the grid as a list of {size} rows, e.g. [[1,2,...], ...]")
     if groups:
         if _ROW_GROUP.sub("", text).strip(" [],\t") != "":
             raise PlanFormatError("unexpected text around the grid")
@@ -599,6 +602,7 @@ class SudokuRules:
     num_clues: int | None = None
     rewards: SudokuRewards = SudokuRewards()
     reward_shaping: str = "potential"
+    answer_format: str = "lenient"
     game_name: str = "Sudoku"
 
     def __post_init__(self) -> None:
@@ -650,7 +654,7 @@ class SudokuRules:
         )
 
     def parse_plan(self, state: SudokuState, text: str) -> Grid:
-        return parse_grid(text, state.puzzle.size)
+        return parse_grid(text, state.puzzle.size, self.answer_format)
 
     def format_plan(self, plan: Grid) -> str:
         return format_grid(plan, math.isqrt(len(plan)))
