@@ -330,7 +330,7 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
         self._best_value = max(self._best_value, value)
         return credit
 
-        # ------------------------------------------------------------------ TextEnv hooks
+    # ------------------------------------------------------------------ TextEnv hooks
     def _start_episode(self, options: dict[str, Any]) -> str:
         puzzle = options.get("puzzle")
         if puzzle is not None:

@@ -184,6 +184,29 @@ def test_two_agents_walking_one_step_a_turn_earn_what_solving_at_once_earns(sand
     assert farmed == pytest.approx({"tool": 23.82 + AT_ONCE, "plan": 2 * AT_ONCE})
 
 
+def test_the_two_agent_stall_of_issue_30_earns_less_than_solving_at_once(sandbox):
+    """The tool posts the shortest path every turn; the plan agent plays a no-op detour (D U)
+    for three turns, then the shortest path. On a grid with d(S) = 9 the former rewards paid
+    the two agents 72.7 against 41.6 for solving at once; here on d(S) = 6."""
+
+    def stall(env, agent):
+        if agent == "tool":
+            return printing(moves_text(env.rules.solve(env.state)))
+        return "#### " + (moves_text(SHORTEST) if env.turn == 3 else "D U")
+
+    # Potential: the tool's first copy 7.44, then nothing (8 moves would be played: no bonus,
+    # 6.94 - 0.02 below the best 7.44); team 3 * -0.02 + 6.94 (no bonus after the detours).
+    held = play(PlanPathEnv(sandbox=sandbox), stall, options={"puzzle": HAND})
+    assert held == pytest.approx({"tool": 7.44 + 6.88, "plan": 2 * 6.88})
+    assert all(total < 2 * AT_ONCE for total in held.values())
+    # The former rewards (paper shaping, bonus per plan): the copy 4 * 7.44, the team 3 * -0.02
+    # + 7.44: 37.14 and 14.76, 51.9 together against 29.76.
+    former = paper(PlanPathEnv, sandbox=sandbox, rewards=PathRewards(optimal_bonus_scope="plan"))
+    farmed = play(former, stall, options={"puzzle": HAND})
+    assert farmed == pytest.approx({"tool": 4 * 7.44 + 7.38, "plan": 2 * 7.38})
+    assert sum(farmed.values()) > 2 * 2 * AT_ONCE
+
+
 def test_a_near_miss_held_for_three_turns_then_solved_earns_less_than_solving_at_once():
     env = SudokuEnv(agents="single")
     env.reset(options={"puzzle": SUDOKU})
