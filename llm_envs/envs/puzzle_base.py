@@ -628,7 +628,8 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
         c = self.config
         return (
             f"{self.rules.game_name} | split={c.split} agents={c.agents} "
-            f"reward_mode={c.reward_mode} alpha={c.alpha:g} max_turns={c.max_turns}\n"
+            f"reward_mode={c.reward_mode} reward_shaping={c.reward_shaping} alpha={c.alpha:g} "
+            f"max_turns={c.max_turns}\n"
             + self.rules.puzzle_text(self.initial_state)
         )
 

@@ -256,6 +256,9 @@ def shortest_path(state: PathState) -> tuple[str, ...] | None:
 #: ``PathRewards.optimal_bonus_scope`` values: ``"episode"`` (the released code: every move of
 #: the episode against the start's distance) or ``"plan"`` (this plan against its own start).
 OPTIMAL_BONUS_SCOPES = ("episode", "plan")
+#: ``PathRewards.potential_distance`` values: ``"bfs"`` (around obstacles) or ``"manhattan"``
+#: (the released code's, which ignores obstacles).
+POTENTIAL_DISTANCES = ("bfs", "manhattan")
 
 
 @dataclass(frozen=True)
@@ -269,9 +272,15 @@ class PathRewards:
     goal_reward: float = 1.0
     optimal_bonus: float = 0.5
     optimal_bonus_scope: str = "episode"
+    potential_distance: str = "bfs"
     format_penalty: float = -2.0
 
     def __post_init__(self) -> None:
+        if self.potential_distance not in POTENTIAL_DISTANCES:
+            raise ValueError(
+                f"potential_distance must be one of {POTENTIAL_DISTANCES}, got "
+                f"{self.potential_distance!r}"
+            )
         if self.optimal_bonus_scope not in OPTIMAL_BONUS_SCOPES:
             raise ValueError(
                 f"optimal_bonus_scope must be one of {OPTIMAL_BONUS_SCOPES}, got "
@@ -288,11 +297,19 @@ class PathRewards:
         return []
 
 
+def shaping_distance(grid: Grid, cell: tuple[int, int], rewards: PathRewards) -> int:
+    """The distance the shaping uses: BFS around obstacles, or Manhattan (the released code's)."""
+    if rewards.potential_distance == "manhattan":
+        return abs(cell[0] - grid.goal[0]) + abs(cell[1] - grid.goal[1])
+    return grid.dist(cell)
+
+
 def potential(state: PathState, rewards: PathRewards) -> float:
     """``-shaping_scale * d(position) + goal_reward * [at the goal]``: a plan's reward is its
     move costs, the change of this potential (gamma = 1) and the optimal-path bonus."""
     at_goal = state.position == state.grid.goal
-    return -rewards.shaping_scale * state.grid.dist(state.position) + rewards.goal_reward * at_goal
+    distance = shaping_distance(state.grid, state.position, rewards)
+    return -rewards.shaping_scale * distance + rewards.goal_reward * at_goal
 
 
 def apply_moves(state: PathState, moves: tuple[str, ...], rewards: PathRewards) -> PlanOutcome:
@@ -319,7 +336,9 @@ def apply_moves(state: PathState, moves: tuple[str, ...], rewards: PathRewards) 
             unknown += 1
         blocked += not moved
         move_total += rewards.valid_move if moved else rewards.blocked_move
-        shaping += rewards.shaping_gamma * -grid.dist(nxt) + grid.dist(position)
+        shaping += rewards.shaping_gamma * -shaping_distance(grid, nxt, rewards) + shaping_distance(
+            grid, position, rewards
+        )
         position = nxt
     reached = position == grid.goal
     if rewards.optimal_bonus_scope == "episode":

@@ -373,6 +373,16 @@ def test_the_optimal_path_bonus_counts_every_move_of_the_episode():
     assert first.reward + second.reward == pytest.approx(AT_ONCE)
 
 
+def test_the_released_manhattan_potential_is_an_option():
+    start = path_rules.from_text(HAND)  # S at (0,0), G at (1,3): Manhattan 4, BFS 6
+    rewards = PathRewards(potential_distance="manhattan")
+    # R: Manhattan 4 -> 3 (+1), where BFS 6 -> 5 too; D D R R R U: 4 of progress, not 6.
+    assert path_rules.apply_moves(start, ("R",), rewards).reward == pytest.approx(0.99)
+    assert path_rules.apply_moves(start, SHORTEST, rewards).reward == pytest.approx(-0.06 + 4 + 1.5)
+    assert path_rules.potential(start, rewards) == -4.0
+    assert PlanPathEnv(rewards=rewards).config.reward_holes() == []
+
+
 def test_a_nested_sudoku_grid_after_the_legacy_marker_is_read_in_full(sandbox):
     grid = "[[1,2,3,4],[3,4,1,2],[2,1,4,3],[4,3,2,1]]"
     # The released tool parser's non-greedy pattern stops at the first "]": it reads
