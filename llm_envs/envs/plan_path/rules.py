@@ -1,7 +1,8 @@
 """Plan-Path rules: a grid with obstacles, a start, a goal, and moves U/D/L/R (pure logic).
 
 A move into an obstacle or off the grid is *blocked* (the agent stays); moves after the goal is
-reached are ignored. Answers are ``#### U R R D`` (also ``["U", "R"]``, ``URRD``, ``up, right``).
+reached are ignored. Answers are ``#### U R R D`` (also ``["U", "R"]``, ``URRD``, ``up, right``;
+an unknown element of a list is played as a blocked move).
 The dense reward of a move list (:class:`PathRewards`) adds the move costs, a potential-based
 shaping on the BFS distance ``d`` to the goal around obstacles (``phi = -d``, ``gamma = 1``, so it
 telescopes to the progress in BFS distance), the goal reward and a bonus for a shortest path.

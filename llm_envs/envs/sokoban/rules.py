@@ -3,9 +3,9 @@
 Levels are read and shown in XSB with ``_`` for floor. The player walks onto floor or targets and
 pushes a box one cell if the cell behind it is free; a move into a wall, or a push into a wall or
 another box, is *blocked*. Answers are ``#### U R R D`` (also ``["U", "R"]``, ``URRD``). The
-dense reward of a move list (:class:`SokobanRewards`) adds move costs, box-onto / box-off target
-rewards, a potential-based shaping on the boxes' distance to the targets (``gamma = 1``) and the
-solved reward.
+dense reward of a move list (:class:`SokobanRewards`) is its move costs plus the change of a
+potential (:func:`potential`): boxes on targets, the boxes' distance to the targets and the
+solved reward (``reward_shaping="paper"``: the released code's +1 onto / -0.5 off a target).
 
 Levels equal up to the room's symmetries and the player's walkable area are one level
 (:func:`canonical_level`, the split key). Small one-box rooms (the paper's 6x6) are enumerated

@@ -5,8 +5,9 @@ Puzzles are read as ``N`` then N lines of N numbers (0 = empty); answers are the
 one line, ``#### [[1,2,3,4],[3,4,1,2],[2,1,4,3],[4,3,2,1]]`` (or rows of digits). Every generated
 puzzle has exactly one solution (:func:`count_solutions`); a submission that changes or blanks a
 clue is rejected and the board does not change. The dense reward of a submission
-(:class:`SudokuRewards`) adds a step cost, the fraction of correct cells, a conflict penalty and
-the solved reward, or for a rejected one a penalty by the fraction of clues changed.
+(:class:`SudokuRewards`) is a step cost plus the change of a potential (:func:`potential`: the
+fraction of correct cells, a conflict penalty, the solved reward), or for a rejected one a
+penalty by the fraction of clues changed.
 
 Splits are assigned on :func:`canonical_clues` (the same for every digit renaming and grid
 symmetry); 4x4 puzzles are enumerated (:func:`puzzle_classes`), larger ones sampled
