@@ -395,3 +395,44 @@ def test_a_nested_sudoku_grid_after_the_legacy_marker_is_read_in_full(sandbox):
     solution = env.rules.format_plan(env.rules.solve(env.state))
     env.step(f"```python\nprint('**Actions List**: {solution}')\n```")
     assert env.records[0].parsed["plan"] == solution and env.records[0].parsed["simulated_solved"]
+
+
+# ------------------------------------------------------------------------ scripted adversaries
+def _reference(env, agent):
+    return env.reference_action(agent)
+
+
+def _random(env, agent):
+    return env.random_action(agent, np.random.default_rng(env.turn * 7 + len(env.records)))
+
+
+def _tool_reference_plan_stalls(env, agent):
+    if agent == "tool":
+        return env.reference_action(agent)
+    return env.reference_action(agent) if env.turn == env.config.max_turns - 1 else "thinking"
+
+
+def _tool_reference_plan_small_steps(env, agent):
+    if agent == "tool":
+        return env.reference_action(agent)
+    return env.legal_actions(agent)[0]
+
+
+def _tool_random_plan_reference(env, agent):
+    return _random(env, agent) if agent == "tool" else env.reference_action(agent)
+
+
+@pytest.mark.parametrize("cls", [PlanPathEnv, SokobanEnv, SudokuEnv], ids=lambda c: c.__name__)
+def test_no_scripted_strategy_earns_more_than_the_reference_agents(cls, sandbox):
+    """Every agent's return, for stalls, small steps, random play and re-posted plans, is at
+    most what the reference agents (a shortest solution in turn 1) earn on the same puzzle."""
+    strategies = [_random, _tool_reference_plan_stalls, _tool_reference_plan_small_steps, _tool_random_plan_reference]
+    for seed in (0, 1):
+        reference = play(cls(sandbox=sandbox), _reference, seed=seed)
+        for strategy in strategies:
+            totals = play(cls(sandbox=sandbox), strategy, seed=seed)
+            for agent, total in totals.items():
+                assert total <= reference[agent] + 1e-9, (strategy.__name__, seed, agent, totals, reference)
+        # The same check catches the paper's per-turn reward: the stalled tool earns more.
+        farmed = play(paper(cls, sandbox=sandbox), _tool_reference_plan_stalls, seed=seed)
+        assert farmed["tool"] > reference["tool"]
