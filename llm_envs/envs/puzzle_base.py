@@ -5,8 +5,10 @@ The three games differ only in their rules (each game's ``rules.py``, a
 way. A tool agent writes a program that the sandbox runs on the puzzle and whose printed plan is
 simulated on a copy; a plan agent then answers ``#### <plan>``, applied to the real puzzle
 (``agents="single"``: one ``solver`` does both). Rewards are ``alpha * r_team + r_local``,
-dense (the game's shaped reward) or outcome (1/0). A program the sandbox failed to run is never
-scored: ``step`` raises :class:`~llm_envs.core.SandboxFailure` before the state changes.
+dense (the game's shaped reward, a potential difference) or outcome (1/0); the tool's
+copy-scored plan pays only improvements of the best value the episode reached, so that no
+stall earns more than solving at once. A program the sandbox failed to run is never scored:
+``step`` raises :class:`~llm_envs.core.SandboxFailure` before the state changes.
 
 docs/envs/puzzles.md has the turn structure, the reward table and the single-agent variant in
 full; the pure helpers are in :mod:`llm_envs.envs.puzzle_rules` and the interop hooks in
@@ -25,7 +27,9 @@ from llm_envs.core.env import TextEnv
 from llm_envs.core.splits import check_split
 from llm_envs.envs._common import SandboxUser, check_team_options, end_turn
 from llm_envs.envs.puzzle_rules import (
+    ANSWER_FORMATS,
     ANSWER_MARKER,
+    REWARD_SHAPINGS,
     PlanFormatError,
     PlanOutcome,
     PuzzleRules,
@@ -53,6 +57,18 @@ class PuzzleConfig:
             agent ``solver`` that writes the program and/or the final answer.
         max_turns: Turn limit T (one tool + one plan action per turn). Paper: T = 4.
         reward_mode: ``"dense"`` (shaped, default) or ``"outcome"`` (1/0 only).
+        reward_shaping: ``"potential"`` (default): every dense term is the change of a
+            potential of the state, and the tool's copy-scored plan pays only improvements of
+            the best value the episode reached (docs/envs/puzzles.md). ``"paper"``: the
+            released code's per-turn rewards (the tool paid its plan at every turn, the game's
+            paper weights); they pay stalls and shuttles, so they need ``allow_reward_holes``.
+        answer_format: ``"lenient"`` (default): a plan in any documented form (``#### U R R D``,
+            ``#### ["U", "R"]``, ``#### 1234 3412 ...``). ``"list"``: the released code's,
+            only a bracketed list (a nested one for Sudoku); anything else is a format error.
+            Either way an unknown element of a list is played as a blocked move.
+        allow_reward_holes: Accept options whose rewards let a play other than solving earn
+            more (``reward_shaping="paper"``, ``shaping_gamma != 1``, Sokoban's asymmetric box
+            weights); refused otherwise, with the reason.
         alpha: Weight of the team reward in ``alpha * r_team + r_local``. Paper: 1.
         split: ``"train"``, ``"validation"`` or ``"test"``: only puzzles whose content hashes
             to this split are generated.
@@ -66,6 +82,9 @@ class PuzzleConfig:
     agents: str = "multi"
     max_turns: int = 4
     reward_mode: str = "dense"
+    reward_shaping: str = "potential"
+    answer_format: str = "lenient"
+    allow_reward_holes: bool = False
     alpha: float = 1.0
     split: str = "train"
     program_time_s: float = 10.0
@@ -74,11 +93,46 @@ class PuzzleConfig:
     max_answer_chars: int = 20_000
     shown_chars: int = 3_000
 
+    #: What ``reward_shaping="paper"`` pays that solving does not (the game's own terms).
+    paper_reward_hole: ClassVar[str] = ""
+
     def validate(self) -> None:
         check_team_options(self)
         if self.program_time_s <= 0 or self.program_memory_mb < 1:
             raise ValueError("program_time_s and program_memory_mb must be positive")
         check_split(self.split)
+        if self.reward_shaping not in REWARD_SHAPINGS:
+            raise ValueError(
+                f"reward_shaping must be one of {REWARD_SHAPINGS}, got {self.reward_shaping!r}"
+            )
+        if self.answer_format not in ANSWER_FORMATS:
+            raise ValueError(
+                f"answer_format must be one of {ANSWER_FORMATS}, got {self.answer_format!r}"
+            )
+        if self.alpha < 0:
+            raise ValueError(f"alpha must be >= 0 (a negative team weight pays failing), got {self.alpha}")
+        holes = self.reward_holes()
+        if holes and not self.allow_reward_holes:
+            raise ValueError(
+                "these options open a reward hole (a play other than solving earns more): "
+                + "; ".join(holes)
+                + ". Set allow_reward_holes=True to use them anyway (docs/papers.md, \"Options "
+                "that open a reward hole\")"
+            )
+
+    def reward_holes(self) -> list[str]:
+        """Why this configuration lets a play other than solving earn more ([] if it does not)."""
+        holes = []
+        if self.reward_shaping == "paper":
+            holes.append(
+                "reward_shaping='paper' pays the tool agent's copy-scored plan at every turn (a "
+                "solving plan re-posted every turn and never played earns it each time)"
+                + (f", and {self.paper_reward_hole}" if self.paper_reward_hole else "")
+            )
+        rewards = getattr(self, "rewards", None)
+        if rewards is not None and hasattr(rewards, "reward_holes"):
+            holes.extend(rewards.reward_holes(self.reward_shaping))
+        return holes
 
 
 # ---------------------------------------------------------------------------------- episode log
@@ -166,6 +220,10 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
         self.history: list[TurnLog] = []
         self._pending_tool_record = None
         self._stats = _Stats()
+        # The sum of the real transitions' rewards this episode, and the best value (that, or
+        # the tool's simulated plan on top of it) reached so far: see _tool_credit.
+        self._episode_return = 0.0
+        self._best_value = 0.0
 
     # ------------------------------------------------------------------ subclass hook
     def _make_rules(self, config: Any) -> PuzzleRules:
@@ -243,10 +301,34 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
         log.program_plan = self.rules.format_plan(plan)
         return plan
 
-    def _local_reward(self, outcome: PlanOutcome | None) -> float:
+    def _transition_reward(self, outcome: PlanOutcome) -> float:
+        """What a plan's outcome is worth: its dense shaped reward, or 1/0 (solved) in outcome
+        mode."""
         if self.config.reward_mode == "outcome":
-            return float(outcome is not None and outcome.solved)
-        return outcome.reward if outcome is not None else float(self.rules.format_penalty)
+            return float(outcome.solved)
+        return float(outcome.reward)
+
+    def _format_penalty(self) -> float:
+        """A missing or malformed plan: the game's format penalty (dense), 0 (outcome)."""
+        return float(self.rules.format_penalty) if self.config.reward_mode == "dense" else 0.0
+
+    def _tool_credit(self, outcome: PlanOutcome) -> float:
+        """The tool's local reward for a plan simulated on a copy of the current state.
+
+        ``"potential"`` shaping: the plan's value is the episode's return so far (the real
+        transitions) plus the simulated transition; the tool is paid only by how much that
+        value exceeds the best the episode has reached (earlier simulated plans and the real
+        play), so the tool's local rewards sum to at most the value of solving at once, and a
+        plan re-posted without being played earns nothing the second time. ``"paper"``: the
+        simulated transition, at every turn.
+        """
+        simulated = self._transition_reward(outcome)
+        if self.config.reward_shaping == "paper":
+            return simulated
+        value = self._episode_return + simulated
+        credit = max(0.0, value - self._best_value)
+        self._best_value = max(self._best_value, value)
+        return credit
 
     # ------------------------------------------------------------------ TextEnv hooks
     def _start_episode(self, options: dict[str, Any]) -> str:
@@ -263,6 +345,8 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
         self.history = []
         self._pending_tool_record = None
         self._stats = _Stats()
+        self._episode_return = 0.0
+        self._best_value = 0.0
         return self.possible_agents[0]
 
     def _apply_action(self, agent: str, action: str) -> str | None:
@@ -296,7 +380,8 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
             format_ok=plan is not None,
             info={"sandbox_s": run.duration_s, "output": run.output()},
         )
-        self._credit(record, "local", self._local_reward(outcome))
+        local = self._tool_credit(outcome) if outcome is not None else self._format_penalty()
+        self._credit(record, "local", local)
         self.history.append(log)
         self._pending_tool_record = record
         return "plan"
@@ -311,8 +396,8 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
             parsed={"plan": self.rules.format_plan(plan) if plan is not None else None, "error": error},
             format_ok=plan is not None,
         )
-        team = self._play_real_plan(plan, answer, error, log)
-        self._credit(record, "local", team)  # the plan agent's own plan is the real transition
+        local, team = self._play_real_plan(plan, answer, error, log)
+        self._credit(record, "local", local)  # the plan agent's own plan is the real transition
         self._credit(record, "team", self.config.alpha * team)
         self._credit(self._pending_tool_record, "team", self.config.alpha * team)
         self._pending_tool_record = None
@@ -352,24 +437,33 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
             info={"sandbox_s": run.duration_s, "output": run.output()},
         )
         self.history.append(log)
-        team = self._play_real_plan(plan, answer, error, log)
-        self._credit(record, "local", team)
+        local, team = self._play_real_plan(plan, answer, error, log)
+        self._credit(record, "local", local)
         self._credit(record, "team", self.config.alpha * team)
         return self._finish_turn(log)
 
-    def _play_real_plan(self, plan: Any, answer: str | None, error: str | None, log: TurnLog) -> float:
-        """Apply ``plan`` to the real state; return the transition's reward (team = local)."""
+    def _play_real_plan(
+        self, plan: Any, answer: str | None, error: str | None, log: TurnLog
+    ) -> tuple[float, float]:
+        """Apply ``plan`` to the real state; return ``(local, team)`` before ``alpha``.
+
+        Both are the real transition's reward; without a valid plan the local term is the
+        format penalty and the team term 0 (the state did not change; the paper makes format
+        a local penalty)."""
         self._stats.answers += 1
         log.answer = answer
         log.answer_error = error
         if plan is None:
             log.result_summary = f"no valid plan ({error}); the puzzle did not change"
-            return self._local_reward(None)
+            return self._format_penalty(), 0.0
         self._stats.answers_ok += 1
         outcome = self.rules.apply_plan(self.state, plan)
         self.state = outcome.state
         log.result_summary = outcome.summary
-        return self._local_reward(outcome)
+        reward = self._transition_reward(outcome)
+        self._episode_return += reward
+        self._best_value = max(self._best_value, self._episode_return)
+        return reward, reward
 
     def _finish_turn(self, log: TurnLog) -> str | None:
         log.solved = self.rules.is_solved(self.state)
@@ -534,7 +628,8 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
         c = self.config
         return (
             f"{self.rules.game_name} | split={c.split} agents={c.agents} "
-            f"reward_mode={c.reward_mode} alpha={c.alpha:g} max_turns={c.max_turns}\n"
+            f"reward_mode={c.reward_mode} reward_shaping={c.reward_shaping} alpha={c.alpha:g} "
+            f"max_turns={c.max_turns}\n"
             + self.rules.puzzle_text(self.initial_state)
         )
 

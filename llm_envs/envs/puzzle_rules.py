@@ -27,6 +27,16 @@ ANSWER_MARKER = "####"
 LEGACY_OUTPUT_MARKER = "**Actions List**:"
 
 
+#: ``reward_shaping`` values: ``"potential"`` (every dense term is the change of a potential of
+#: the state, and the tool's copy-scored plan pays only improvements of the best value the
+#: episode reached) and ``"paper"`` (the per-turn rewards of the released code, which a stall
+#: or a shuttle plan can farm; refused unless ``allow_reward_holes=True``).
+REWARD_SHAPINGS = ("potential", "paper")
+#: ``answer_format`` values: ``"lenient"`` (a plan in any documented form) and ``"list"`` (the
+#: released code's: only a bracketed list after ``####``, a nested one for Sudoku).
+ANSWER_FORMATS = ("lenient", "list")
+
+
 class PlanFormatError(ValueError):
     """A plan text that does not follow the game's answer format (the message says why)."""
 
@@ -97,6 +107,12 @@ class PuzzleRules(Protocol[State, Plan]):
 
     def apply_plan(self, state: State, plan: Plan) -> PlanOutcome[State]:
         """Apply ``plan`` to ``state`` (pure) and score it with the dense shaped reward."""
+        ...
+
+    def potential(self, state: State) -> float:
+        """The potential of ``"potential"`` shaping (largest on a solved state): a plan's dense
+        reward is its move costs plus ``potential(after) - potential(before)`` (Plan-Path adds
+        the optimal-path bonus), so a cycle of states pays only its costs."""
         ...
 
     def is_solved(self, state: State) -> bool: ...
@@ -275,10 +291,12 @@ def truncate_middle(text: str, limit: int) -> str:
 
 
 __all__ = [
+    "ANSWER_FORMATS",
     "ANSWER_MARKER",
     "LEGACY_OUTPUT_MARKER",
     "PlanFormatError",
     "PlanOutcome",
+    "REWARD_SHAPINGS",
     "PuzzleRules",
     "compile_error",
     "extract_answer",

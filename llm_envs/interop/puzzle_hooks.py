@@ -156,12 +156,14 @@ class PuzzleHooks:
 
 class SingleStepCatalog:
     """The move catalog of the grid games whose small move is one step (Plan-Path, Sokoban):
-    ``#### U``, ``#### D``, ``#### L``, ``#### R`` at indices 0-3 (mixed into a PuzzleEnv)."""
+    ``#### U``, ``#### D``, ``#### L``, ``#### R`` at indices 0-3 (``#### ["U"]``, ... under
+    ``answer_format="list"``; mixed into a PuzzleEnv)."""
 
     STEPS: ClassVar[tuple[str, ...]] = ("U", "D", "L", "R")
 
     def _catalog_names(self) -> list[str]:
-        return [f"{ANSWER_MARKER} {step}" for step in self.STEPS]
+        rules = self.rules  # type: ignore[attr-defined]
+        return [f"{ANSWER_MARKER} {rules.format_plan((step,))}" for step in self.STEPS]
 
     def _catalog_plan(self, state: Any, index: int) -> tuple[str, ...]:
         return (self.STEPS[index],)

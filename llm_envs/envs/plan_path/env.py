@@ -53,6 +53,7 @@ class PlanPathEnv(SingleStepCatalog, PuzzleEnv):
             obstacle_density=config.obstacle_density,
             min_distance=config.min_distance,
             rewards=config.rewards,
+            answer_format=config.answer_format,
         )
 
     # ------------------------------------------------------------------ state tensor

@@ -2,7 +2,8 @@
 
 Submitted as text by the reference tool agent and run in the sandbox with the puzzle on
 standard input (format: 'rows cols', then one line per row of '.', '#', 'S', 'G'). Prints a
-shortest move list on its last line as '#### U R ...'. Standard library only.
+shortest move list on its last line as a bracketed list, '#### ["U", "R", ...]' (the form
+every ``answer_format`` accepts). Standard library only.
 """
 
 import sys
@@ -51,7 +52,7 @@ def main():
     if moves is None:
         print("no path")
     else:
-        print("#### " + " ".join(moves))
+        print("#### [" + ", ".join('"' + move + '"' for move in moves) + "]")
 
 
 if __name__ == "__main__":

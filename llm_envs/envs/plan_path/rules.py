@@ -1,7 +1,8 @@
 """Plan-Path rules: a grid with obstacles, a start, a goal, and moves U/D/L/R (pure logic).
 
 A move into an obstacle or off the grid is *blocked* (the agent stays); moves after the goal is
-reached are ignored. Answers are ``#### U R R D`` (also ``["U", "R"]``, ``URRD``, ``up, right``).
+reached are ignored. Answers are ``#### U R R D`` (also ``["U", "R"]``, ``URRD``, ``up, right``;
+an unknown element of a list is played as a blocked move).
 The dense reward of a move list (:class:`PathRewards`) adds the move costs, a potential-based
 shaping on the BFS distance ``d`` to the goal around obstacles (``phi = -d``, ``gamma = 1``, so it
 telescopes to the progress in BFS distance), the goal reward and a bonus for a shortest path.
@@ -12,6 +13,7 @@ from the released PettingLLMs code, the generator and its knobs.
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -69,10 +71,21 @@ class Grid:
 
 @dataclass(frozen=True)
 class PathState:
-    """The agent's position on a grid."""
+    """The agent's position on a grid, and the moves played since the episode's start.
+
+    ``start_distance`` is the BFS distance of the episode's start (``None``: the position is
+    the start, nothing was played); a shortest path of the whole episode plays exactly that
+    many moves (the optimal-path bonus). Two states compare equal when the agent stands on the
+    same cell of the same grid: the counters are the episode's bookkeeping, not the puzzle."""
 
     grid: Grid
     position: tuple[int, int]
+    moves_played: int = field(default=0, compare=False)
+    start_distance: int | None = field(default=None, compare=False)
+
+    @property
+    def episode_start_distance(self) -> int:
+        return self.grid.dist(self.position) if self.start_distance is None else self.start_distance
 
     def __deepcopy__(self, memo: dict) -> PathState:  # immutable: clones share it
         return self
@@ -150,12 +163,32 @@ def from_text(text: str) -> PathState:
 
 
 # ------------------------------------------------------------------------------------ plans
-def parse_moves(text: str) -> tuple[str, ...]:
-    """Parse a move list such as ``U R R D``, ``["U","R"]``, ``URRD`` or ``up, right``.
+#: How an unknown element of a list answer is shown (it is played as a blocked move).
+_UNKNOWN_SHOWN_CHARS = 20
 
-    Brackets, quotes and commas are separators; every remaining token must be a move letter
-    sequence or a move word. Raises :class:`PlanFormatError` (never evaluates the text).
+
+def parse_moves(text: str, answer_format: str = "lenient") -> tuple[str, ...]:
+    """Parse a move list such as ``["U", "R"]``, ``U R R D``, ``URRD`` or ``up, right``.
+
+    A bracketed list (``[...]``, as the released code asks for) is split on commas (and, under
+    ``"lenient"``, on spaces too); each element, stripped of quotes and spaces, is a move if it
+    is exactly ``U``, ``D``, ``L`` or ``R``, else an *unknown move* that is kept (cut to 20
+    characters) and charged as a blocked move when played, as the released code does.
+    ``answer_format="list"`` accepts nothing else.
+    ``"lenient"`` also accepts unbracketed text: brackets, quotes and commas are separators,
+    and every token must be a move letter sequence or a move word (else the whole answer is a
+    format error). Raises :class:`PlanFormatError`; never evaluates the text.
     """
+    stripped = text.strip()
+    if stripped.startswith("[") and stripped.endswith("]"):
+        inner = stripped[1:-1].strip()
+        separators = r"," if answer_format == "list" else r"[,\s]+"
+        elements = [e.strip().strip("\"'").strip() for e in re.split(separators, inner)] if inner else []
+        if not elements or any(not element for element in elements):
+            raise PlanFormatError("the move list is empty or has an empty element")
+        return tuple(element if element in MOVES else element[:_UNKNOWN_SHOWN_CHARS] for element in elements)
+    if answer_format == "list":
+        raise PlanFormatError('expected a bracketed list of moves, e.g. ["U", "R", "D"]')
     cleaned = text
     for ch in "[]()\"',;":
         cleaned = cleaned.replace(ch, " ")
@@ -173,7 +206,18 @@ def parse_moves(text: str) -> tuple[str, ...]:
     return tuple(moves)
 
 
-def format_moves(moves: tuple[str, ...]) -> str:
+def move_answer_example(answer_format: str) -> str:
+    """The answer line the prompts show for a move list."""
+    if answer_format == "list":
+        return '#### ["U", "R", "R", "D"]   (the moves in order, as a bracketed list)'
+    return "#### U R R D   (the moves in order, separated by spaces)"
+
+
+def format_moves(moves: tuple[str, ...], answer_format: str = "lenient") -> str:
+    """The answer text of ``moves``: ``U R R D`` (lenient), ``["U", "R", "R", "D"]`` (list).
+    A plan with unknown moves is always written as a list (the only form that keeps them)."""
+    if answer_format == "list" or any(move not in MOVES for move in moves):
+        return "[" + ", ".join(f'"{move}"' for move in moves) + "]"
     return " ".join(moves)
 
 
@@ -210,9 +254,17 @@ def shortest_path(state: PathState) -> tuple[str, ...] | None:
 
 
 # ------------------------------------------------------------------------------------ rewards
+#: ``PathRewards.optimal_bonus_scope`` values: ``"episode"`` (the released code: every move of
+#: the episode against the start's distance) or ``"plan"`` (this plan against its own start).
+OPTIMAL_BONUS_SCOPES = ("episode", "plan")
+#: ``PathRewards.potential_distance`` values: ``"bfs"`` (around obstacles) or ``"manhattan"``
+#: (the released code's, which ignores obstacles).
+POTENTIAL_DISTANCES = ("bfs", "manhattan")
+
+
 @dataclass(frozen=True)
 class PathRewards:
-    """Dense reward weights (see the module docstring for the formula)."""
+    """Dense reward weights (docs/envs/plan_path.md has the formula)."""
 
     valid_move: float = -0.01
     blocked_move: float = -0.10
@@ -220,41 +272,97 @@ class PathRewards:
     shaping_gamma: float = 1.0
     goal_reward: float = 1.0
     optimal_bonus: float = 0.5
+    optimal_bonus_scope: str = "episode"
+    potential_distance: str = "bfs"
     format_penalty: float = -2.0
+
+    def __post_init__(self) -> None:
+        if self.potential_distance not in POTENTIAL_DISTANCES:
+            raise ValueError(
+                f"potential_distance must be one of {POTENTIAL_DISTANCES}, got "
+                f"{self.potential_distance!r}"
+            )
+        if self.optimal_bonus_scope not in OPTIMAL_BONUS_SCOPES:
+            raise ValueError(
+                f"optimal_bonus_scope must be one of {OPTIMAL_BONUS_SCOPES}, got "
+                f"{self.optimal_bonus_scope!r}"
+            )
+
+    def reward_holes(self, reward_shaping: str) -> list[str]:
+        """Why these weights let a play other than solving earn more ([] if they do not)."""
+        if self.shaping_gamma != 1.0:
+            return [
+                f"shaping_gamma={self.shaping_gamma:g} pays (1 - gamma) x the distance to the goal "
+                "for a move into an obstacle (bumping into walls farms it)"
+            ]
+        return []
+
+
+def shaping_distance(grid: Grid, cell: tuple[int, int], rewards: PathRewards) -> int:
+    """The distance the shaping uses: BFS around obstacles, or Manhattan (the released code's)."""
+    if rewards.potential_distance == "manhattan":
+        return abs(cell[0] - grid.goal[0]) + abs(cell[1] - grid.goal[1])
+    return grid.dist(cell)
+
+
+def potential(state: PathState, rewards: PathRewards) -> float:
+    """``-shaping_scale * d(position) + goal_reward * [at the goal]``: a plan's reward is its
+    move costs, the change of this potential (gamma = 1) and the optimal-path bonus."""
+    at_goal = state.position == state.grid.goal
+    distance = shaping_distance(state.grid, state.position, rewards)
+    return -rewards.shaping_scale * distance + rewards.goal_reward * at_goal
 
 
 def apply_moves(state: PathState, moves: tuple[str, ...], rewards: PathRewards) -> PlanOutcome:
-    """Play ``moves`` from ``state`` and score them with the dense shaped reward."""
+    """Play ``moves`` from ``state`` and score them with the dense shaped reward.
+
+    A move that is not ``U``/``D``/``L``/``R`` (an unknown element of a list answer) is charged
+    as a blocked move. The optimal-path bonus is paid on reaching the goal when the moves played
+    (blocked and unknown ones included) equal the start's BFS distance: the episode's start and
+    every move of the episode (``optimal_bonus_scope="episode"``), or this plan's start and
+    moves (``"plan"``).
+    """
     grid = state.grid
     position = state.position
-    start_distance = grid.dist(position)
     move_total = shaping = 0.0
-    used = blocked = 0
+    used = blocked = unknown = 0
     for move in moves:
         if position == grid.goal:
             break
-        nxt, moved = step(grid, position, move)
         used += 1
+        if move in MOVES:
+            nxt, moved = step(grid, position, move)
+        else:
+            nxt, moved = position, False
+            unknown += 1
         blocked += not moved
         move_total += rewards.valid_move if moved else rewards.blocked_move
-        shaping += rewards.shaping_gamma * -grid.dist(nxt) + grid.dist(position)
+        shaping += rewards.shaping_gamma * -shaping_distance(grid, nxt, rewards) + shaping_distance(
+            grid, position, rewards
+        )
         position = nxt
     reached = position == grid.goal
+    if rewards.optimal_bonus_scope == "episode":
+        shortest, played = state.episode_start_distance, state.moves_played + used
+    else:
+        shortest, played = grid.dist(state.position), used
+    optimal = reached and played == shortest
     components = {"moves": move_total, "progress": rewards.shaping_scale * shaping}
     if reached:
         components["goal"] = rewards.goal_reward
-        components["optimal"] = rewards.optimal_bonus if used == start_distance else 0.0
+        components["optimal"] = rewards.optimal_bonus if optimal else 0.0
     summary = (
         f"{used} move(s) played, {blocked} blocked; now at row {position[0]}, column "
         f"{position[1]}, {grid.dist(position)} step(s) from the goal"
     )
+    if unknown:
+        summary += f"; {unknown} unknown move(s) charged as blocked"
     if reached:
-        summary += "; goal reached" + (" by a shortest path" if used == start_distance else "")
+        summary += "; goal reached" + (" by a shortest path" if optimal else "")
     if used < len(moves):
         summary += f"; {len(moves) - used} move(s) after reaching the goal ignored"
-    return PlanOutcome(
-        PathState(grid, position), float(sum(components.values())), components, reached, summary
-    )
+    after = PathState(grid, position, state.moves_played + used, state.episode_start_distance)
+    return PlanOutcome(after, float(sum(components.values())), components, reached, summary)
 
 
 # ------------------------------------------------------------------------------------ generator
@@ -328,6 +436,7 @@ class PlanPathRules:
     obstacle_density: float = 0.22
     min_distance: int = 1
     rewards: PathRewards = PathRewards()
+    answer_format: str = "lenient"
     game_name: str = "Plan-Path"
 
     def __post_init__(self) -> None:
@@ -368,13 +477,16 @@ class PlanPathRules:
         return ""  # the position is part of the puzzle text
 
     def parse_plan(self, state: PathState, text: str) -> tuple[str, ...]:
-        return parse_moves(text)
+        return parse_moves(text, self.answer_format)
 
     def format_plan(self, plan: tuple[str, ...]) -> str:
-        return format_moves(plan)
+        return format_moves(plan, self.answer_format)
 
     def apply_plan(self, state: PathState, plan: tuple[str, ...]) -> PlanOutcome:
         return apply_moves(state, plan, self.rewards)
+
+    def potential(self, state: PathState) -> float:
+        return potential(state, self.rewards)
 
     def is_solved(self, state: PathState) -> bool:
         return state.position == state.grid.goal
@@ -404,7 +516,7 @@ class PlanPathRules:
         )
 
     def answer_example(self) -> str:
-        return "#### U R R D   (the moves in order, separated by spaces)"
+        return move_answer_example(self.answer_format)
 
     def reference_program(self) -> str:
         return REFERENCE_PROGRAM

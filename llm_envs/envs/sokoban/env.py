@@ -64,6 +64,8 @@ class SokobanEnv(SingleStepCatalog, PuzzleEnv):
             min_pushes=config.min_pushes,
             max_walls=config.max_walls,
             rewards=config.rewards,
+            answer_format=config.answer_format,
+            reward_shaping=config.reward_shaping,
         )
 
     # ------------------------------------------------------------------ state tensor

@@ -3,7 +3,8 @@
 Submitted as text by the reference tool agent and run in the sandbox with the level on
 standard input (format: 'rows cols', then one line per row using '#' wall, '_' floor,
 '.' target, '$' box, '*' box on target, '@' player, '+' player on target). Prints a shortest
-move list on its last line as '#### U R ...'. Standard library only.
+move list on its last line as a bracketed list, '#### ["U", "R", ...]' (the form
+every ``answer_format`` accepts). Standard library only.
 """
 
 import sys
@@ -85,7 +86,7 @@ def main():
     if moves is None:
         print("no solution")
     else:
-        print("#### " + " ".join(moves))
+        print("#### [" + ", ".join('"' + move + '"' for move in moves) + "]")
 
 
 if __name__ == "__main__":

@@ -3,9 +3,9 @@
 Levels are read and shown in XSB with ``_`` for floor. The player walks onto floor or targets and
 pushes a box one cell if the cell behind it is free; a move into a wall, or a push into a wall or
 another box, is *blocked*. Answers are ``#### U R R D`` (also ``["U", "R"]``, ``URRD``). The
-dense reward of a move list (:class:`SokobanRewards`) adds move costs, box-onto / box-off target
-rewards, a potential-based shaping on the boxes' distance to the targets (``gamma = 1``) and the
-solved reward.
+dense reward of a move list (:class:`SokobanRewards`) is its move costs plus the change of a
+potential (:func:`potential`): boxes on targets, the boxes' distance to the targets and the
+solved reward (``reward_shaping="paper"``: the released code's +1 onto / -0.5 off a target).
 
 Levels equal up to the room's symmetries and the player's walkable area are one level
 (:func:`canonical_level`, the split key). Small one-box rooms (the paper's 6x6) are enumerated
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from llm_envs.core.splits import split_generator, split_of
-from llm_envs.envs.plan_path.rules import format_moves, parse_moves
+from llm_envs.envs.plan_path.rules import format_moves, move_answer_example, parse_moves
 from llm_envs.envs.puzzle_rules import PlanOutcome, generate_in_split, pick_enumerated
 
 MOVES: dict[str, tuple[int, int]] = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
@@ -230,38 +230,99 @@ def count_pushes(state: SokobanState, moves: tuple[str, ...]) -> int:
 
 
 # ------------------------------------------------------------------------------------ rewards
+#: The released code's (and the paper's) weight of a push off a target: with +1 onto and -0.5
+#: off, pushing a box on and off a target nets +0.5 a cycle (the hole of ``"paper"`` shaping).
+PAPER_BOX_OFF_TARGET = -0.5
+
+
 @dataclass(frozen=True)
 class SokobanRewards:
-    """Dense reward weights (see the module docstring for the formula)."""
+    """Dense reward weights (docs/envs/sokoban.md has the formula).
+
+    ``box_off_target=None`` is ``-box_on_target`` under ``"potential"`` shaping (the box term is
+    then a potential difference) and the paper's ``-0.5`` under ``"paper"`` shaping."""
 
     valid_move: float = -0.01
     blocked_move: float = -0.05
     box_on_target: float = 1.0
-    box_off_target: float = -0.5
+    box_off_target: float | None = None
     shaping_scale: float = 0.1
     shaping_gamma: float = 1.0
     solved_reward: float = 10.0
     format_penalty: float = -2.0
 
+    def off_target_weight(self, reward_shaping: str) -> float:
+        """The weight of a push off a target under ``reward_shaping``."""
+        if self.box_off_target is not None:
+            return self.box_off_target
+        return -self.box_on_target if reward_shaping == "potential" else PAPER_BOX_OFF_TARGET
 
-def apply_moves(state: SokobanState, moves: tuple[str, ...], rewards: SokobanRewards) -> PlanOutcome:
-    """Play ``moves`` from ``state`` and score them with the dense shaped reward."""
+    def reward_holes(self, reward_shaping: str) -> list[str]:
+        """Why these weights let a play other than solving earn more ([] if they do not)."""
+        holes = []
+        off = self.off_target_weight(reward_shaping)
+        if off != -self.box_on_target:
+            holes.append(
+                f"box_on_target={self.box_on_target:g} with box_off_target={off:g} pays "
+                f"{self.box_on_target + off:+g} for pushing a box on and off a target (a shuttle "
+                "plan farms it without solving)"
+            )
+        if self.shaping_gamma != 1.0:
+            holes.append(
+                f"shaping_gamma={self.shaping_gamma:g} pays (1 - gamma) x the box distance for a "
+                "move that changes nothing (bumping into walls farms it)"
+            )
+        return holes
+
+
+def potential(state: SokobanState, rewards: SokobanRewards) -> float:
+    """The potential of ``"potential"`` shaping: ``box_on_target`` per box on a target, minus
+    ``shaping_scale`` per unit of box distance, plus ``solved_reward`` when solved. A plan's
+    reward is its move costs plus the change of this potential (gamma = 1)."""
     room = state.room
+    return (
+        rewards.box_on_target * len(state.boxes & room.targets)
+        - rewards.shaping_scale * box_distance(room, state.boxes)
+        + rewards.solved_reward * is_solved(state)
+    )
+
+
+def apply_moves(
+    state: SokobanState,
+    moves: tuple[str, ...],
+    rewards: SokobanRewards,
+    reward_shaping: str = "potential",
+) -> PlanOutcome:
+    """Play ``moves`` from ``state`` and score them with the dense shaped reward.
+
+    A move that is not ``U``/``D``/``L``/``R`` (an unknown element of a list answer) is charged
+    as a blocked move and changes nothing. Under
+    ``"potential"`` shaping every term but the move costs telescopes (see :func:`potential`);
+    ``"paper"`` shaping pays the released code's weights (``+1`` onto a target, ``-0.5`` off).
+    """
+    room = state.room
+    off_weight = rewards.off_target_weight(reward_shaping)
     move_total = on_target = off_target = shaping = 0.0
-    used = blocked = pushes = 0
+    used = blocked = pushes = unknown = 0
     for direction in moves:
         if is_solved(state):
             break
+        used += 1
+        if direction not in MOVES:
+            unknown += 1
+            blocked += 1
+            move_total += rewards.blocked_move
+            shaping += (rewards.shaping_gamma - 1.0) * -box_distance(room, state.boxes)
+            continue
         before = box_distance(room, state.boxes)
         state, moved, pushed = move(state, direction)
-        used += 1
         blocked += not moved
         move_total += rewards.valid_move if moved else rewards.blocked_move
         if pushed is not None:
             pushes += 1
             was_on, now_on = pushed[0] in room.targets, pushed[1] in room.targets
             on_target += rewards.box_on_target * (now_on and not was_on)
-            off_target += rewards.box_off_target * (was_on and not now_on)
+            off_target += off_weight * (was_on and not now_on)
         shaping += rewards.shaping_gamma * -box_distance(room, state.boxes) + before
     solved = is_solved(state)
     components = {
@@ -277,6 +338,8 @@ def apply_moves(state: SokobanState, moves: tuple[str, ...], rewards: SokobanRew
         f"{used} move(s) played, {blocked} blocked, {pushes} push(es); {placed} of "
         f"{len(state.boxes)} box(es) on targets"
     )
+    if unknown:
+        summary += f"; {unknown} unknown move(s) charged as blocked"
     if solved:
         summary += "; solved"
     if used < len(moves):
@@ -572,6 +635,8 @@ class SokobanRules:
     max_walls: int = 3
     max_solver_states: int = 500_000
     rewards: SokobanRewards = SokobanRewards()
+    reward_shaping: str = "potential"
+    answer_format: str = "lenient"
     game_name: str = "Sokoban"
 
     def __post_init__(self) -> None:
@@ -637,13 +702,16 @@ class SokobanRules:
         return ""  # the position is part of the puzzle text
 
     def parse_plan(self, state: SokobanState, text: str) -> tuple[str, ...]:
-        return parse_moves(text)
+        return parse_moves(text, self.answer_format)
 
     def format_plan(self, plan: tuple[str, ...]) -> str:
-        return format_moves(plan)
+        return format_moves(plan, self.answer_format)
 
     def apply_plan(self, state: SokobanState, plan: tuple[str, ...]) -> PlanOutcome:
-        return apply_moves(state, plan, self.rewards)
+        return apply_moves(state, plan, self.rewards, self.reward_shaping)
+
+    def potential(self, state: SokobanState) -> float:
+        return potential(state, self.rewards)
 
     def is_solved(self, state: SokobanState) -> bool:
         return is_solved(state)
@@ -675,7 +743,7 @@ class SokobanRules:
         )
 
     def answer_example(self) -> str:
-        return "#### U R R D   (the moves in order, separated by spaces)"
+        return move_answer_example(self.answer_format)
 
     def reference_program(self) -> str:
         return REFERENCE_PROGRAM

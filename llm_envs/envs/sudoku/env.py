@@ -13,6 +13,7 @@ are in docs/envs/sudoku.md, their one place (tests/envs/test_env_docs.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -37,6 +38,10 @@ class SudokuConfig(PuzzleConfig):
     num_clues: int | None = None
     rewards: SudokuRewards = SudokuRewards()
 
+    paper_reward_hole: ClassVar[str] = (
+        "pays the share of correct cells again at every submission (a near miss held for several turns earns more than solving at once)"
+    )
+
 
 class SudokuEnv(PuzzleEnv):
     """The Sudoku environment (see the module docstring for the spec)."""
@@ -45,7 +50,13 @@ class SudokuEnv(PuzzleEnv):
     config_class = SudokuConfig
 
     def _make_rules(self, config: SudokuConfig) -> SudokuRules:
-        return SudokuRules(size=config.size, num_clues=config.num_clues, rewards=config.rewards)
+        return SudokuRules(
+            size=config.size,
+            num_clues=config.num_clues,
+            rewards=config.rewards,
+            answer_format=config.answer_format,
+            reward_shaping=config.reward_shaping,
+        )
 
     # ------------------------------------------------------------------ move catalog
     def _catalog_names(self) -> list[str]:

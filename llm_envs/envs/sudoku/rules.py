@@ -5,8 +5,9 @@ Puzzles are read as ``N`` then N lines of N numbers (0 = empty); answers are the
 one line, ``#### [[1,2,3,4],[3,4,1,2],[2,1,4,3],[4,3,2,1]]`` (or rows of digits). Every generated
 puzzle has exactly one solution (:func:`count_solutions`); a submission that changes or blanks a
 clue is rejected and the board does not change. The dense reward of a submission
-(:class:`SudokuRewards`) adds a step cost, the fraction of correct cells, a conflict penalty and
-the solved reward, or for a rejected one a penalty by the fraction of clues changed.
+(:class:`SudokuRewards`) is a step cost plus the change of a potential (:func:`potential`: the
+fraction of correct cells, a conflict penalty, the solved reward), or for a rejected one a
+penalty by the fraction of clues changed.
 
 Splits are assigned on :func:`canonical_clues` (the same for every digit renaming and grid
 symmetry); 4x4 puzzles are enumerated (:func:`puzzle_classes`), larger ones sampled
@@ -467,10 +468,11 @@ _BLANKS = {".", "_", "0"}
 _ROW_GROUP = re.compile(r"\[([^\[\]]*)\]")
 
 
-def parse_grid(text: str, size: int) -> Grid:
+def parse_grid(text: str, size: int, answer_format: str = "lenient") -> Grid:
     """Parse one answer line into a grid; raises :class:`PlanFormatError` (never evaluates).
 
-    Accepted: nested lists ``[[1,2,3,4],...]`` (numbers may be quoted) or ``size`` groups of
+    Accepted: nested lists ``[[1,2,3,4],...]`` (numbers may be quoted) or, unless
+    ``answer_format="list"`` (the released code's: nested lists only), ``size`` groups of
     ``size`` digits separated by spaces, commas, slashes or ``|`` (``1234 3412 ...``, sizes up
     to 9). ``0``, ``.`` or ``_`` leave a cell empty.
     """
@@ -484,6 +486,8 @@ def parse_grid(text: str, size: int) -> Grid:
         return int(token)
 
     groups = _ROW_GROUP.findall(text)
+    if answer_format == "list" and not (groups and text.strip().startswith("[[")):
+        raise PlanFormatError(f"expected the grid as a list of {size} rows, e.g. [[1,2,...], ...]")
     if groups:
         if _ROW_GROUP.sub("", text).strip(" [],\t") != "":
             raise PlanFormatError("unexpected text around the grid")
@@ -516,8 +520,30 @@ class SudokuRewards:
     format_penalty: float = -1.0
 
 
-def apply_grid(state: SudokuState, grid: Grid, rewards: SudokuRewards) -> PlanOutcome:
-    """Submit ``grid`` for ``state``'s puzzle and score it with the dense shaped reward."""
+def potential(state: SudokuState, rewards: SudokuRewards) -> float:
+    """The potential of ``"potential"`` shaping: ``progress_weight`` x the share of the
+    puzzle's empty cells that hold the solution's value, ``- conflict_penalty`` if a row,
+    column or box repeats a number, ``+ solved_reward`` when solved. An accepted submission's
+    reward is the step cost plus the change of this potential."""
+    puzzle, board = state.puzzle, state.board
+    empty_cells = [i for i in range(len(board)) if not puzzle.clues[i]]
+    correct = sum(board[i] == puzzle.solution[i] for i in empty_cells)
+    return (
+        rewards.progress_weight * correct / len(empty_cells)
+        - rewards.conflict_penalty * has_conflict(board, puzzle.size)
+        + rewards.solved_reward * (board == puzzle.solution)
+    )
+
+
+def apply_grid(
+    state: SudokuState, grid: Grid, rewards: SudokuRewards, reward_shaping: str = "potential"
+) -> PlanOutcome:
+    """Submit ``grid`` for ``state``'s puzzle and score it with the dense shaped reward.
+
+    ``"potential"`` shaping pays the change of :func:`potential` from the board of the last
+    accepted submission; ``"paper"`` shaping pays the absolute share of correct cells, the
+    conflict penalty and the solved reward again at every submission.
+    """
     puzzle = state.puzzle
     clue_cells = puzzle.clue_cells
     changed = [i for i in clue_cells if grid[i] != puzzle.clues[i]]
@@ -533,25 +559,32 @@ def apply_grid(state: SudokuState, grid: Grid, rewards: SudokuRewards) -> PlanOu
         solved = state.board == puzzle.solution
         return PlanOutcome(state, float(sum(components.values())), components, solved, summary)
     empty_cells = [i for i in range(len(grid)) if not puzzle.clues[i]]
-    correct = sum(grid[i] == puzzle.solution[i] for i in empty_cells)
+    after = SudokuState(puzzle, grid)
     filled = sum(bool(grid[i]) for i in empty_cells)
     conflict = has_conflict(grid, puzzle.size)
     solved = grid == puzzle.solution
+    if reward_shaping == "potential":
+        before = state
+    else:  # "paper": measured against nothing, so every submission pays it again
+        before = SudokuState(puzzle, puzzle.clues)
+
+    def share(board: Grid) -> float:
+        return sum(board[i] == puzzle.solution[i] for i in empty_cells) / len(empty_cells)
+
     components = {
         "step": rewards.step_cost,
-        "progress": rewards.progress_weight * correct / len(empty_cells),
-        "conflict": -rewards.conflict_penalty if conflict else 0.0,
+        "progress": rewards.progress_weight * (share(grid) - share(before.board)),
+        "conflict": -rewards.conflict_penalty
+        * (conflict - has_conflict(before.board, puzzle.size)),
     }
-    if solved:
+    if solved and before.board != puzzle.solution:
         components["solved"] = rewards.solved_reward
     summary = (
         f"accepted: {filled} of {len(empty_cells)} empty cells filled"
         + ("; a row, column or box repeats a number" if conflict else "")
         + ("; solved" if solved else "; not solved")
     )
-    return PlanOutcome(
-        SudokuState(puzzle, grid), float(sum(components.values())), components, solved, summary
-    )
+    return PlanOutcome(after, float(sum(components.values())), components, solved, summary)
 
 
 # ------------------------------------------------------------------------------------ the rules
@@ -569,6 +602,8 @@ class SudokuRules:
     size: int = 4
     num_clues: int | None = None
     rewards: SudokuRewards = SudokuRewards()
+    reward_shaping: str = "potential"
+    answer_format: str = "lenient"
     game_name: str = "Sudoku"
 
     def __post_init__(self) -> None:
@@ -620,13 +655,16 @@ class SudokuRules:
         )
 
     def parse_plan(self, state: SudokuState, text: str) -> Grid:
-        return parse_grid(text, state.puzzle.size)
+        return parse_grid(text, state.puzzle.size, self.answer_format)
 
     def format_plan(self, plan: Grid) -> str:
         return format_grid(plan, math.isqrt(len(plan)))
 
     def apply_plan(self, state: SudokuState, plan: Grid) -> PlanOutcome:
-        return apply_grid(state, plan, self.rewards)
+        return apply_grid(state, plan, self.rewards, self.reward_shaping)
+
+    def potential(self, state: SudokuState) -> float:
+        return potential(state, self.rewards)
 
     def is_solved(self, state: SudokuState) -> bool:
         return state.board == state.puzzle.solution

@@ -57,7 +57,8 @@ def test_unreachable_goal_cannot_be_loaded():
     [
         ("U D L R", ("U", "D", "L", "R")),
         ('["U", "D", "L"]', ("U", "D", "L")),
-        ("['u','r']", ("U", "R")),
+        ("[U, R]", ("U", "R")),
+        ("[U R R]", ("U", "R", "R")),  # lenient: spaces separate list elements too
         ("UDDR", ("U", "D", "D", "R")),
         ("up, down, LEFT, Right", ("U", "D", "L", "R")),
         ("(U, R); D", ("U", "R", "D")),

@@ -248,10 +248,11 @@ def test_single_agent_variant(sandbox):
     env.step(program("#### BFS would go here\nprint('#### D D R R R U')"))
     assert env.records[0].parsed["plan_source"] == "program"
     assert env.episode_metrics()["success"] == 1.0
-    # Neither: format penalty.
+    # Neither: the format penalty, a local term only (the team term is 0: nothing changed).
     env.reset(options={"puzzle": HAND})
     env.step("just text")
-    assert env.records[0].reward == pytest.approx(-4.0) and env.records[0].parsed["plan"] is None
+    assert env.records[0].reward_components == pytest.approx({"local": -2.0, "team": 0.0})
+    assert env.records[0].parsed["plan"] is None
     assert len(sandbox.runs) == 3
 
 

@@ -104,15 +104,21 @@ def test_rewards_hand_computed_blocked_move_first():
 def test_rewards_hand_computed_push_off_then_onto_a_target():
     state = from_text(TWO_BOXES)
     assert box_distance(state.room, state.boxes) == 2
-    # R: box (1,2) leaves its target for (1,3): distances 0+2 -> 1+2, so shaping 0.1 * -1.
+    # R: box (1,2) leaves its target for (1,3): one box fewer on a target (potential -1) and
+    # distances 0+2 -> 1+2, so shaping 0.1 * -1.
     first = apply_moves(state, ("R",), SokobanRewards())
     assert first.components == pytest.approx(
-        {"moves": -0.01, "box_on_target": 0.0, "box_off_target": -0.5, "progress": -0.1}
+        {"moves": -0.01, "box_on_target": 0.0, "box_off_target": -1.0, "progress": -0.1}
     )
+    assert first.reward == pytest.approx(-1.11)
     # R R: the second push puts it on (1,4): +1, distances 3 -> 2, shaping +0.1.
     both = apply_moves(state, ("R", "R"), SokobanRewards())
-    assert both.reward == pytest.approx(-0.61 + (-0.01 + 1.0 + 0.1))
+    assert both.reward == pytest.approx(-1.11 + (-0.01 + 1.0 + 0.1))
     assert not both.solved
+    # The paper's weights (+1 onto, -0.5 off): the same two pushes net +0.48, not -0.02.
+    paper = apply_moves(state, ("R", "R"), SokobanRewards(), "paper")
+    assert paper.components["box_off_target"] == pytest.approx(-0.5)
+    assert paper.reward == pytest.approx(-0.61 + (-0.01 + 1.0 + 0.1))
 
 
 def test_generated_levels_are_solvable_and_respect_the_knobs():
