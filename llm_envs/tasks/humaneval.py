@@ -19,6 +19,9 @@ Splits. HumanEval is a *test set* with no official train split. By default
 of the prompt (:func:`llm_envs.core.splits.split_of`), so a training run on ``train`` never
 sees a ``test`` problem. For the standard benchmark number on all 164 problems use
 ``split="test", split_policy="benchmark"``.
+
+Memorisable problems (a lookup table of the prompt's examples passes every golden test:
+:mod:`llm_envs.tasks.memorisable`) are left out of ``train`` unless ``keep_memorisable=True``.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from llm_envs.tasks.base import (
     register_task_source,
 )
 from llm_envs.tasks.hub import normalize_key
+from llm_envs.tasks.memorisable import exclude_by_default, is_memorisable
 
 HUMANEVAL_SIZE = 164
 
@@ -87,6 +91,10 @@ class HumanEvalSource(TaskSource):
         split: ``"train"``, ``"validation"`` or ``"test"``.
         split_policy: ``"hash"`` (default) or ``"benchmark"`` (all 164 as ``"test"``).
         limit: Keep only the first ``limit`` problems of the split.
+        keep_memorisable: Keep the problems a lookup table of the prompt's examples passes
+            (:mod:`llm_envs.tasks.memorisable`; 4 of the 164). Default ``None``: left out of
+            ``train``, kept in ``validation`` and ``test``; ``False`` leaves them out of every
+            split.
     """
 
     name = "humaneval"
@@ -97,11 +105,12 @@ class HumanEvalSource(TaskSource):
         *,
         split_policy: str = "hash",
         limit: int | None = None,
+        keep_memorisable: bool | None = None,
         **unused: Any,
     ) -> None:
         if unused:
             raise TypeError(
-                f"humaneval: unknown option(s) {sorted(unused)}; valid: split_policy, limit"
+                f"humaneval: unknown option(s) {sorted(unused)}; valid: split_policy, limit, keep_memorisable"
             )
         self.split = check_split(split)
         if split_policy == "benchmark":
@@ -121,6 +130,11 @@ class HumanEvalSource(TaskSource):
                 f"humaneval: split_policy must be 'hash' or 'benchmark', got {split_policy!r}"
             )
         self.split_policy = split_policy
+        #: Ids of the memorisable problems left out of this split (docs/tasks.md).
+        self.memorisable_excluded = []
+        if exclude_by_default(self.split, keep_memorisable):
+            self.memorisable_excluded = [p.id for p in chosen if is_memorisable(p)]
+            chosen = [p for p in chosen if p.id not in self.memorisable_excluded]
         # Problem is frozen: restate each problem's split as the one it is served under.
         self._problems = [_with_split(p, self.split) for p in chosen][
             : limit if limit is not None else None

@@ -31,21 +31,28 @@ from llm_envs.core.bounds import contains
 
 ENV_IDS = llm_envs.env_ids()
 
-#: Environments whose steps run code in the sandbox: one seed, two turns (the stall attacks
-#: need only one wrong turn before the right one), fewer strategies.
+#: Environments whose steps run code in the sandbox: one seed; CoderTester also shorter (two
+#: turns: the stall attacks need one wrong turn before the right one, one mutant, four golden
+#: tests) and the strategies that reproduce its attacks (no judge reads its text: the exploit
+#: catalogue covers its code and tests).
 SANDBOXED = {
     "llm/CoderTester-v0": (
-        {"max_turns": 2, "max_mutants": 2},
-        ("stall-near-miss-first", "inject-quoted", "collude-near-miss-3"),
+        {"max_turns": 2, "max_mutants": 1, "max_golden_tests": 4},
+        ("stall-near-miss-first", "collude-near-miss-3"),
     ),
+    "llm/ReasonerTool-v0": ({}, QUICK),
+    "llm/Sokoban-v0": ({}, QUICK),
+    "llm/Sudoku-v0": ({}, QUICK),
+    "llm/PlanPath-v0": ({}, QUICK),
 }
 
-#: Configurations beside the registered defaults where issue 30 reported a hole: a two-box
-#: Sokoban level (the shuttle), Debate with its page's own incentive example. A configuration
-#: the environment refuses (a hole that must be asked for with allow_reward_holes=True) passes.
+#: Configurations beside the registered defaults where issue 30 reported a hole, with the
+#: strategies that attack it: a two-box Sokoban level (the shuttle), Debate with its page's own
+#: incentive example (a wrong start). A configuration the environment refuses (a hole that must
+#: be asked for with allow_reward_holes=True) passes.
 VARIANTS = {
-    "llm/Sokoban-v0": {"num_boxes": 2, "max_turns": 2},
-    "llm/Debate-v0": {"alpha1": 2.0, "beta0": 2.0},
+    "llm/Sokoban-v0": ({"num_boxes": 2, "max_turns": 2}, ("sokoban-shuttle", "sokoban-shuttle-then-solve")),
+    "llm/Debate-v0": ({"alpha1": 2.0, "beta0": 2.0}, ("stall-random-first", "stall-near-miss-first", "collude-random-first")),
 }
 
 
@@ -80,13 +87,14 @@ def test_no_strategy_beats_the_reference_and_rewards_stay_in_bounds(env_id):
 
 @pytest.mark.parametrize("env_id", sorted(VARIANTS))
 def test_the_configurations_issue_30_attacked(env_id):
+    options, names = VARIANTS[env_id]
     try:
-        env = llm_envs.make(env_id, **VARIANTS[env_id])
+        env = llm_envs.make(env_id, **options)
     except (ValueError, TypeError) as error:
         assert "allow_reward_holes" in str(error), f"refused without naming the option: {error}"
         return
     env.reset(seed=0)
-    seeds, strategies = (0,), strategies_for(env, [*QUICK, "sokoban-shuttle-then-solve", "collude-random-first"])
+    seeds, strategies = (0,), strategies_for(env, names)
     breaches = _breaches(env_id, env, seeds, strategies)
     assert not breaches, f"{len(breaches)} breach(es) of the reward contract:\n" + "\n".join(breaches)
 
