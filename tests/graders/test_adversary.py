@@ -170,3 +170,49 @@ def test_audit_contract_json_lists_rows(capsys, lenient_id):
     rows = summarize_contract([])
     assert rows == []
     assert {r["strategy"] for r in report["contract"]["rows"]} >= {"stall-empty", "inject-random"}
+
+
+# ---------------------------------------------------------------------------------------------
+# the `handle` family of the exploit catalogue (issue 30: opaque values are truthy, a
+# StopIteration ends a test's iteration early)
+
+
+def _coder_tester_on(problem):
+    from llm_envs.envs.coder_tester.env import CoderTesterEnv
+    from tests.envs.helpers import ListSource
+
+    return CoderTesterEnv(task_source=ListSource([problem]), max_turns=1)
+
+
+def test_a_falsy_handle_is_not_paid_by_bare_truth_tests():
+    """HumanEval/52 tests ``assert candidate(...)`` and ``assert not candidate(...)``: a
+    falsy object that crosses as a handle must fail the first kind as False does."""
+    from llm_envs.audit import by_name, play_exploit
+    from llm_envs.tasks.humaneval import load_humaneval_problems
+
+    problem = load_humaneval_problems()[52]
+    outcome = play_exploit(_coder_tester_on(problem), "coder", by_name("falsy-handle"), 0)
+    assert outcome.verdict == "held", (
+        f"falsy-handle is paid on CoderTester HumanEval/52: {outcome.exploit_reward} vs plain wrong "
+        f"{outcome.plain_wrong_reward} ({outcome.detail})"
+    )
+
+
+def test_a_stop_iteration_does_not_end_a_tests_iteration_as_a_pass():
+    from llm_envs.audit import by_name, play_exploit
+    from llm_envs.tasks import Problem
+
+    problem = Problem(
+        id="toy/square", prompt="def square(x):\n    '''x squared'''\n", split="train",
+        solution="def square(x):\n    return x * x\n",
+        tests=(
+            "candidate = square\nassert all(map(lambda x: candidate(x) == x * x, [1, 2, 3]))",
+            "candidate = square\nassert candidate(2) == 4",
+        ),
+        style="function", entry_point="square",
+    )
+    outcome = play_exploit(_coder_tester_on(problem), "coder", by_name("stop-iteration"), 0)
+    assert outcome.verdict == "held", (
+        f"stop-iteration is paid on a map() test: {outcome.exploit_reward} vs plain wrong "
+        f"{outcome.plain_wrong_reward} ({outcome.detail})"
+    )
