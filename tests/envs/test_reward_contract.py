@@ -128,3 +128,21 @@ def test_the_bounds_of_the_docs_pages_we_own_match_the_declarations():
     openspiel = (docs / "openspiel.md").read_text()
     assert f"[{low:g}, {high:g}]" in openspiel and "lo − hi + format_penalty" in openspiel
     assert contains((low, high), 0.0)
+
+
+def _pages_of_registered_envs() -> list[str]:
+    docs = Path(__file__).resolve().parents[2] / "docs" / "envs"
+    pages = set()
+    for entry in llm_envs.list_envs():
+        module = entry.entry_point.partition(":")[0]
+        source = Path(__file__).resolve().parents[2] / (module.replace(".", "/") + ".py")
+        pages.update(re.findall(r"docs/envs/([a-z_]+)\.md", source.read_text(encoding="utf-8")))
+    return sorted(str(docs / f"{name}.md") for name in pages)
+
+
+@pytest.mark.parametrize("page", _pages_of_registered_envs(), ids=lambda p: Path(p).name)
+def test_every_environment_page_states_its_reward_bounds(page):
+    """Each page states the bounds its environment declares, naming ``reward_bounds`` (the
+    numbers themselves are the page's; the pages we own are checked number by number above)."""
+    text = Path(page).read_text(encoding="utf-8")
+    assert "reward_bounds" in text, f"{Path(page).name} does not state the reward bounds (reward_bounds)"
