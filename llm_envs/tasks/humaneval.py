@@ -21,11 +21,14 @@ sees a ``test`` problem. For the standard benchmark number on all 164 problems u
 ``split="test", split_policy="benchmark"``.
 
 Memorisable problems (a lookup table of the prompt's examples passes every golden test:
-:mod:`llm_envs.tasks.memorisable`) are left out of ``train`` unless ``keep_memorisable=True``.
+:mod:`llm_envs.tasks.memorisable`) are served in ``train`` with generated golden tests
+(:mod:`llm_envs.tasks.strengthen`) where there are some, else left out, unless
+``keep_memorisable=True``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any
 
@@ -38,6 +41,7 @@ from llm_envs.tasks.base import (
 )
 from llm_envs.tasks.hub import normalize_key
 from llm_envs.tasks.memorisable import exclude_by_default, is_memorisable
+from llm_envs.tasks.strengthen import load_generated
 
 HUMANEVAL_SIZE = 164
 
@@ -95,6 +99,10 @@ class HumanEvalSource(TaskSource):
             (:mod:`llm_envs.tasks.memorisable`; 4 of the 164). Default ``None``: left out of
             ``train``, kept in ``validation`` and ``test``; ``False`` leaves them out of every
             split.
+        strengthen: Where memorisable problems would be left out, serve those that have
+            generated golden tests (:mod:`llm_envs.tasks.strengthen`, computed by the golden
+            solution on new inputs) with those tests added instead: they are no longer
+            memorisable. ``False``: leave them all out.
     """
 
     name = "humaneval"
@@ -106,11 +114,13 @@ class HumanEvalSource(TaskSource):
         split_policy: str = "hash",
         limit: int | None = None,
         keep_memorisable: bool | None = None,
+        strengthen: bool = True,
         **unused: Any,
     ) -> None:
         if unused:
             raise TypeError(
-                f"humaneval: unknown option(s) {sorted(unused)}; valid: split_policy, limit, keep_memorisable"
+                f"humaneval: unknown option(s) {sorted(unused)}; valid: split_policy, limit, keep_memorisable, "
+                "strengthen"
             )
         self.split = check_split(split)
         if split_policy == "benchmark":
@@ -132,9 +142,22 @@ class HumanEvalSource(TaskSource):
         self.split_policy = split_policy
         #: Ids of the memorisable problems left out of this split (docs/tasks.md).
         self.memorisable_excluded = []
+        #: Ids of the memorisable problems served with generated tests instead.
+        self.strengthened: list[str] = []
         if exclude_by_default(self.split, keep_memorisable):
-            self.memorisable_excluded = [p.id for p in chosen if is_memorisable(p)]
-            chosen = [p for p in chosen if p.id not in self.memorisable_excluded]
+            generated = load_generated("humaneval") if strengthen else {}
+            screened = []
+            for problem in chosen:
+                if not is_memorisable(problem):
+                    screened.append(problem)
+                    continue
+                stronger = dataclasses.replace(problem, tests=problem.tests + tuple(generated.get(problem.id, ())))
+                if is_memorisable(stronger):
+                    self.memorisable_excluded.append(problem.id)
+                else:
+                    self.strengthened.append(problem.id)
+                    screened.append(stronger)
+            chosen = screened
         # Problem is frozen: restate each problem's split as the one it is served under.
         self._problems = [_with_split(p, self.split) for p in chosen][
             : limit if limit is not None else None
@@ -154,8 +177,6 @@ class HumanEvalSource(TaskSource):
 def _with_split(problem: Problem, split: str) -> Problem:
     if problem.split == split:
         return problem
-    import dataclasses
-
     return dataclasses.replace(problem, split=split)
 
 

@@ -22,6 +22,7 @@ from llm_envs.tasks.memorisable import (
     lookup_table_solution,
     shown_tests,
 )
+from llm_envs.tasks.strengthen import generate_tests, load_generated, variants
 from llm_envs.verifiers.code import judge
 
 from .test_hub_loaders import cc_row, mbpp_row, write_jsonl, write_parquet
@@ -75,17 +76,41 @@ def test_humaneval_count_and_the_lookup_table_is_paid_by_the_golden_tests():
     assert lookup_table_solution(problem) is None
 
 
-def test_humaneval_train_leaves_them_out_unless_asked():
-    train = load_task_source("humaneval", split="train")
-    ids = {p.id for p in train}
-    assert sorted(train.memorisable_excluded) == HUMANEVAL_MEMORISABLE  # all four hash to train
-    assert not ids & set(HUMANEVAL_MEMORISABLE)
+def test_humaneval_train_strengthens_them_or_leaves_them_out():
+    plain = load_task_source("humaneval", split="train", strengthen=False)
+    assert sorted(plain.memorisable_excluded) == HUMANEVAL_MEMORISABLE  # all four hash to train
+    assert not {p.id for p in plain} & set(HUMANEVAL_MEMORISABLE)
     kept = load_task_source("humaneval", split="train", keep_memorisable=True)
-    assert len(kept) == len(train) + len(HUMANEVAL_MEMORISABLE)
+    assert len(kept) == len(plain) + len(HUMANEVAL_MEMORISABLE)
+    # default: served with the generated tests, so no longer memorisable
+    train = load_task_source("humaneval", split="train")
+    assert sorted(train.strengthened) == HUMANEVAL_MEMORISABLE and train.memorisable_excluded == []
+    served = {p.id: p for p in train}
+    original = {p.id: p for p in load_humaneval_problems()}
+    sandbox = sandboxes.shared_sandbox("auto")
+    for pid in HUMANEVAL_MEMORISABLE:
+        problem = served[pid]
+        assert len(problem.tests) > len(original[pid].tests) and not is_memorisable(problem)
+        assert judge(sandbox, problem, problem.solution).all_passed  # the golden still passes
+        table = lookup_table_solution(original[pid])
+        assert not judge(sandbox, problem, table).all_passed  # the table no longer does
     benchmark = load_task_source("humaneval", split="test", split_policy="benchmark")
-    assert len(benchmark) == 164  # evaluation keeps them
-    strict = load_task_source("humaneval", split="test", split_policy="benchmark", keep_memorisable=False)
+    assert len(benchmark) == 164 and all(p.tests == original[p.id].tests for p in benchmark)  # evaluation as published
+    strict = load_task_source("humaneval", split="test", split_policy="benchmark", keep_memorisable=False,
+                              strengthen=False)
     assert len(strict) == 160
+
+
+def test_generated_tests_are_deterministic_and_match_the_shipped_file():
+    problem = {p.id: p for p in load_humaneval_problems()}["HumanEval/40"]
+    generated = generate_tests(sandboxes.shared_sandbox("auto"), problem)
+    assert generated == load_generated("humaneval")["HumanEval/40"]
+    assert "assert candidate([1, -2, 3, 1]) == True" in generated[0]
+
+
+def test_variants_change_one_argument_at_a_time():
+    assert variants((3, "ab")) == [(4, "ab"), (2, "ab"), (9, "ab"), (3, "ba"), (3, "aba"), (3, "b")]
+    assert variants(([1, 2],)) == [([2, 1],), ([1],), ([1, 2, 1],), ([2, 3],)]
 
 
 def test_hub_sources_screen_train_rows(tmp_path):
@@ -119,8 +144,9 @@ def test_the_count_command_a_reader_can_rerun():
 
 
 @pytest.mark.parametrize("pid", HUMANEVAL_MEMORISABLE)
-def test_coder_tester_never_draws_them_for_training(pid):
+def test_coder_tester_trains_on_them_only_strengthened(pid):
     import llm_envs
 
     env = llm_envs.make("llm/CoderTester-v0")
-    assert pid not in {p.id for p in env.task_source}
+    served = {p.id: p for p in env.task_source}
+    assert pid in served and not is_memorisable(served[pid])
