@@ -1,30 +1,23 @@
 """The bounded adversary: whole-episode strategies that try to earn more than solving.
 
-The exploit catalogue (:mod:`llm_envs.audit.exploits`) attacks one step of a grader. The
-strategies here attack an environment's *reward over an episode*: stalling before solving
-(a dense reward paid again every unsolved turn), repeating or shuttling (a shaping term that a
-cycle of states farms), hedging, injecting score text that a judge or a scorer reads, and
-several agents colluding. Each :class:`Strategy` plays one agent (the others play the reference
-agents) or every agent together, on a few seeds; :func:`check_contract` compares every return
-with the reference agents' return on the same seed and every per-action reward with the bounds
-the environment declares (:meth:`~llm_envs.core.env.TextEnv.reward_bounds`):
+The exploit catalogue (:mod:`llm_envs.audit.exploits`) attacks one step of a grader; the
+strategies here attack an environment's reward over an episode: stalling before solving,
+repeating or shuttling (a shaping term a cycle of states farms), hedging, injecting score text
+that a judge reads, and agents colluding. Each :class:`Strategy` plays one agent (the others
+play the reference agents) or every agent together, on a few seeds; :func:`check_contract`
+compares every return with the reference agents' on the same seed and every action's reward
+with the environment's declared bounds (:meth:`~llm_envs.core.env.TextEnv.reward_bounds`):
 
-* **paid**: an agent's return (or the team's, all agents summed) exceeds the reference agents'
-  return on the same seed, where the environment says the reference is the ceiling
-  (:meth:`~llm_envs.core.env.TextEnv.reference_is_ceiling`); or an ``inject`` strategy earns
-  more than the same text without the injected payload (its *plain* twin); or the episode
-  never ends (a stall that is never truncated); or an infrastructure failure ends the
-  strategy's episode where the reference episode ran (unscored on demand);
-* **out of bounds**: an action's reward (its record's total, delayed credit included) lies
-  outside the bounds the environment declares;
-* **held**: neither; **n/a**: the strategy does not apply (e.g. no digit to perturb), or the
-  reference episode itself could not be played.
+* **paid**: an agent's return, or the team's, exceeds the reference agents' where they are the
+  ceiling (:meth:`~llm_envs.core.env.TextEnv.reference_is_ceiling`); an ``inject`` strategy
+  beats its plain twin (the same text with the lowest scores); the episode never ends; or an
+  infrastructure failure ends it where the reference episode ran (unscored on demand);
+* **out of bounds**: an action's reward (its record's total) leaves the declared bounds;
+* **held**: neither; **n/a**: it does not apply, or the reference episode could not be played.
 
-Strategies work from what every :class:`~llm_envs.core.env.TextEnv` offers
-(``reference_action``, ``random_action``); a few scripted ones read an environment's state to
-build the attacks reported in issue 30 (a Sokoban box shuttled on and off a target). The
-families (``random``, ``stall``, ``farm``, ``hedge``, ``inject``, ``collude``) are listed in
-docs/audit.md.
+Strategies use what every :class:`~llm_envs.core.env.TextEnv` offers (``reference_action``,
+``random_action``); a few scripted ones read an environment's state to build the attacks of
+issue 30 (a Sokoban box shuttled on and off a target). docs/audit.md lists the families.
 """
 
 from __future__ import annotations

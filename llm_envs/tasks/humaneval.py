@@ -20,10 +20,8 @@ of the prompt (:func:`llm_envs.core.splits.split_of`), so a training run on ``tr
 sees a ``test`` problem. For the standard benchmark number on all 164 problems use
 ``split="test", split_policy="benchmark"``.
 
-Memorisable problems (a lookup table of the prompt's examples passes every golden test:
-:mod:`llm_envs.tasks.memorisable`) are served in ``train`` with generated golden tests
-(:mod:`llm_envs.tasks.strengthen`) where there are some, else left out, unless
-``keep_memorisable=True``.
+Memorisable problems (:mod:`llm_envs.tasks.memorisable`) are served in ``train`` with generated
+tests (:mod:`llm_envs.tasks.strengthen`) or left out, unless ``keep_memorisable=True``.
 """
 
 from __future__ import annotations
