@@ -388,6 +388,8 @@ def play_episode(env: Any, policies: dict[str, Policy], seed: int, options: dict
             return Episode(_returns(env), [], f"the episode did not end within {max_steps} steps")
     except InfrastructureError as error:
         return Episode(_returns(env), [], f"{type(error).__name__}: {error}")
+    except NotImplementedError as error:  # an environment without reference agents
+        return Episode(_returns(env), [], f"no reference agent: {error}")
     out = []
     for record in getattr(env, "records", []):
         bounds = env.reward_bounds(record.agent)

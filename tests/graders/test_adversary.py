@@ -216,3 +216,12 @@ def test_a_stop_iteration_does_not_end_a_tests_iteration_as_a_pass():
         f"stop-iteration is paid on a map() test: {outcome.exploit_reward} vs plain wrong "
         f"{outcome.plain_wrong_reward} ({outcome.detail})"
     )
+
+
+def test_an_environment_without_reference_agents_is_not_graded():
+    class NoReference(LenientEnv):
+        def reference_action(self, agent):
+            raise NotImplementedError("no reference agent")
+
+    outcomes = check_contract(NoReference(), env_id="noref", seeds=(0,), strategies=[strategy_by_name("random")])
+    assert [o.verdict for o in outcomes] == ["n/a"] and "no reference agent" in outcomes[0].detail
