@@ -17,9 +17,10 @@
 ``llm-envs arena ENV --agent [NAME=]SPEC``  a round-robin or Swiss tournament among agents on a
                                            multi-player game: ratings with intervals, a
                                            table, a plot, every game on disk
-``llm-envs audit ENV [--backend B]``       the exploit catalogue against the environment's
-                                           grader: held/paid per exploit; exit 1 if any is
-                                           paid (docs/audit.md)
+``llm-envs audit ENV [--backend B]``       the exploit catalogue and the reward contract
+                                           against the environment: held/paid per exploit
+                                           and strategy; exit 1 if any is paid, 3 if nothing
+                                           was graded (docs/audit.md)
 ``llm-envs serve ENV``                     the environment as an OpenEnv-compatible server
                                            (one instance per WebSocket session)
 =========================================  ==================================================

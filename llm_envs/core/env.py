@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -281,6 +282,35 @@ class TextEnv(AECEnv[str, Observation, str]):
     def reference_action(self, agent: str) -> str:
         """The action a scripted reference agent would take now (may read hidden state)."""
         raise NotImplementedError(f"{type(self).__name__} has no reference agent")
+
+    # ------------------------------------------------------------------ the reward contract
+    def reward_bounds(self, agent: str) -> tuple[float, float]:
+        """``(low, high)``: every reward one action of ``agent`` earns (its record's total,
+        delayed credit included) lies in this interval, for this configuration.
+
+        Environments declare it from their config, and their docs page states the same
+        bounds; the reward contract (``tests/envs/test_reward_contract.py``, ``llm-envs
+        audit``) checks every record against it. The default, for an environment that does
+        not declare, is the sound ``(-inf, inf)``: nothing is promised, and the audit says the
+        bounds are undeclared.
+        """
+        return (-math.inf, math.inf)
+
+    def reference_is_ceiling(self, agent: str | None = None) -> bool:
+        """Whether the reference agents' return is the most ``agent`` (``None``: the team, all
+        agents summed) can earn, whatever it plays while the others play the reference (the
+        reward contract: docs/audit.md).
+
+        True by default: the reference agents solve the task, and solving must pay the most.
+        Environments where agents grade each other (one gains what another loses) keep it for
+        the team only; games, where the reference agents are opponents rather than a ceiling,
+        return False (only the per-turn bounds are checked there).
+        """
+        return True
+
+    def reward_bounds_declared(self) -> bool:
+        """Whether :meth:`reward_bounds` is overridden (the audit reports undeclared bounds)."""
+        return type(self).reward_bounds is not TextEnv.reward_bounds
 
     # ------------------------------------------------------------------ for subclasses
     def _add_record(

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from llm_envs.core.bounds import UNBOUNDED, either, scaled, summed
 from llm_envs.core.env import TextEnv
 from llm_envs.core.splits import check_split
 from llm_envs.envs._common import SandboxUser, check_team_options, end_turn
@@ -632,6 +633,23 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
             f"max_turns={c.max_turns}\n"
             + self.rules.puzzle_text(self.initial_state)
         )
+
+    # ------------------------------------------------------------------ reward contract
+    def reward_bounds(self, agent: str) -> tuple[float, float]:
+        """Bounds of one action's reward: the plan agent's (or the solver's) record is
+        ``(1 + alpha)·r`` of its real transition, the tool's is its simulated plan's ``r`` (or
+        the format penalty) plus ``alpha·r`` of the plan agent's transition; ``r`` lies in
+        :meth:`_plan_reward_bounds` (dense) or ``[0, 1]`` (outcome)."""
+        if self.config.reward_mode == "outcome":
+            transition: tuple[float, float] = (0.0, 1.0)
+        else:
+            transition = either(self._plan_reward_bounds(), (self.rules.format_penalty,) * 2)
+        return summed(transition, scaled(transition, self.config.alpha))
+
+    def _plan_reward_bounds(self) -> tuple[float, float]:
+        """Bounds of the dense reward of one plan applied to any state of this configuration
+        (each game declares its own)."""
+        return UNBOUNDED
 
 
 __all__ = ["ProgramRun", "PuzzleConfig", "PuzzleEnv", "TurnLog"]

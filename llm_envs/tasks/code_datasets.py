@@ -348,6 +348,7 @@ MBPP = HubSpec(
         "'test_setup_code': str, 'challenge_test_list': list[str]}; sanitized: {'task_id', "
         "'prompt', 'code', 'test_imports': list[str], 'test_list': list[str]}"
     ),
+    screens_memorisable=True,
     convert=_mbpp_convert,
     key=_mbpp_text,
     keep=lambda row, options: bool(row.get("test_list")) and bool(_mbpp_text(row)),
@@ -471,6 +472,7 @@ APPS = HubSpec(
         "'input_output': JSON str of {'inputs': list, 'outputs': list, 'fn_name'?: str}, "
         "'difficulty': str, 'url': str, 'starter_code': str}"
     ),
+    screens_memorisable=True,
     convert=_apps_convert,
     key=lambda row: str(row["question"]),
     keep=_apps_keep,
@@ -554,6 +556,7 @@ CODE_CONTESTS = HubSpec(
         "'solution': list[str]} (3 = Python 3), 'difficulty': int, 'time_limit': {'seconds': "
         "int, 'nanos': int}, 'cf_rating': int}"
     ),
+    screens_memorisable=True,
     convert=_cc_convert,
     key=lambda row: str(row["description"]),
     keep=_cc_keep,
@@ -734,6 +737,7 @@ LIVECODEBENCH = HubSpec(
         "str of list[{'input','output','testtype'}], 'private_test_cases': JSON str or "
         "base64(zlib(pickle(JSON str))), 'metadata': JSON str}"
     ),
+    screens_memorisable=True,
     convert=_lcb_convert,
     key=lambda row: str(row["question_content"]),
     keep=_lcb_keep,

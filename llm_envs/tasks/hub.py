@@ -30,6 +30,7 @@ from typing import Any
 
 from llm_envs.core.splits import check_split, split_of
 from llm_envs.tasks.base import DatasetUnavailableError, Problem, TaskSource
+from llm_envs.tasks.memorisable import exclude_by_default, is_memorisable
 
 SPLIT_POLICIES = ("official", "hash", "benchmark")
 _DATA_SUFFIXES = (".jsonl", ".json", ".parquet")
@@ -61,6 +62,9 @@ class HubSpec:
         has_golden_solutions: Whether problems carry a golden solution (LiveCodeBench: no).
         scan_fields: The only fields ``key`` and ``keep`` read; a hub table is scanned through
             these columns alone (reading whole rows of a multi-gigabyte table would be slow).
+        screens_memorisable: A code dataset: problems a lookup table of the prompt's examples
+            passes are left out of ``train`` unless ``keep_memorisable=True``
+            (:mod:`llm_envs.tasks.memorisable`).
     """
 
     name: str
@@ -76,6 +80,7 @@ class HubSpec:
     default_options: Mapping[str, Any] = field(default_factory=dict)
     has_golden_solutions: bool = True
     scan_fields: tuple[str, ...] | None = None
+    screens_memorisable: bool = False
 
     @property
     def default_policy(self) -> str:
@@ -282,6 +287,10 @@ class HubTaskSource(TaskSource):
             files). Default: the dataset's hub id. Exclusive with ``path``.
         split_policy: ``"official"``, ``"hash"`` or ``"benchmark"``; default per dataset.
         limit: Keep only the first ``limit`` problems of the split.
+        keep_memorisable: Code datasets: keep the problems a lookup table of the prompt's
+            examples passes (:mod:`llm_envs.tasks.memorisable`). Default ``None``: left out of
+            ``train``, kept in ``validation`` and ``test``; ``False`` leaves them out of every
+            split. Screening converts every row of the split once, at load.
         **options: Dataset options (see each loader's ``default_options``).
     """
 
@@ -294,6 +303,7 @@ class HubTaskSource(TaskSource):
         repo: str | Path | None = None,
         split_policy: str | None = None,
         limit: int | None = None,
+        keep_memorisable: bool | None = None,
         **options: Any,
     ) -> None:
         if path is not None and repo is not None:
@@ -335,6 +345,10 @@ class HubTaskSource(TaskSource):
             else:
                 self._tables[hub_split] = load_hub_split(spec, hub_split, self.options, repo=repo)
         self._index: list[tuple[str, int]] = self._select_rows()
+        #: Ids of the memorisable problems left out of this split (docs/tasks.md).
+        self.memorisable_excluded: list[str] = []
+        if spec.screens_memorisable and exclude_by_default(self.split, keep_memorisable):
+            self._index, self.memorisable_excluded = self._screen_memorisable()
         if limit is not None:
             self._index = self._index[: max(0, int(limit))]
         if not self._index:
@@ -384,6 +398,16 @@ class HubTaskSource(TaskSource):
                     continue
                 selected.append((hub_split, row_index))
         return selected
+
+    def _screen_memorisable(self) -> tuple[list[tuple[str, int]], list[str]]:
+        kept, excluded = [], []
+        for hub_split, row_index in self._index:
+            problem = self.spec.convert(self._tables[hub_split][row_index], self.split, row_index, self.options)
+            if is_memorisable(problem):
+                excluded.append(problem.id)
+            else:
+                kept.append((hub_split, row_index))
+        return kept, excluded
 
     def _convert(self, position: int) -> Problem:
         hub_split, row_index = self._index[position]

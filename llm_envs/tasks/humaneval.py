@@ -19,10 +19,14 @@ Splits. HumanEval is a *test set* with no official train split. By default
 of the prompt (:func:`llm_envs.core.splits.split_of`), so a training run on ``train`` never
 sees a ``test`` problem. For the standard benchmark number on all 164 problems use
 ``split="test", split_policy="benchmark"``.
+
+Memorisable problems (:mod:`llm_envs.tasks.memorisable`) are served in ``train`` with generated
+tests (:mod:`llm_envs.tasks.strengthen`) or left out, unless ``keep_memorisable=True``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any
 
@@ -34,6 +38,8 @@ from llm_envs.tasks.base import (
     register_task_source,
 )
 from llm_envs.tasks.hub import normalize_key
+from llm_envs.tasks.memorisable import exclude_by_default, is_memorisable
+from llm_envs.tasks.strengthen import load_generated
 
 HUMANEVAL_SIZE = 164
 
@@ -87,6 +93,14 @@ class HumanEvalSource(TaskSource):
         split: ``"train"``, ``"validation"`` or ``"test"``.
         split_policy: ``"hash"`` (default) or ``"benchmark"`` (all 164 as ``"test"``).
         limit: Keep only the first ``limit`` problems of the split.
+        keep_memorisable: Keep the problems a lookup table of the prompt's examples passes
+            (:mod:`llm_envs.tasks.memorisable`; 4 of the 164). Default ``None``: left out of
+            ``train``, kept in ``validation`` and ``test``; ``False`` leaves them out of every
+            split.
+        strengthen: Where memorisable problems would be left out, serve those that have
+            generated golden tests (:mod:`llm_envs.tasks.strengthen`, computed by the golden
+            solution on new inputs) with those tests added instead: they are no longer
+            memorisable. ``False``: leave them all out.
     """
 
     name = "humaneval"
@@ -97,11 +111,14 @@ class HumanEvalSource(TaskSource):
         *,
         split_policy: str = "hash",
         limit: int | None = None,
+        keep_memorisable: bool | None = None,
+        strengthen: bool = True,
         **unused: Any,
     ) -> None:
         if unused:
             raise TypeError(
-                f"humaneval: unknown option(s) {sorted(unused)}; valid: split_policy, limit"
+                f"humaneval: unknown option(s) {sorted(unused)}; valid: split_policy, limit, keep_memorisable, "
+                "strengthen"
             )
         self.split = check_split(split)
         if split_policy == "benchmark":
@@ -121,6 +138,24 @@ class HumanEvalSource(TaskSource):
                 f"humaneval: split_policy must be 'hash' or 'benchmark', got {split_policy!r}"
             )
         self.split_policy = split_policy
+        #: Ids of the memorisable problems left out of this split (docs/tasks.md).
+        self.memorisable_excluded = []
+        #: Ids of the memorisable problems served with generated tests instead.
+        self.strengthened: list[str] = []
+        if exclude_by_default(self.split, keep_memorisable):
+            generated = load_generated("humaneval") if strengthen else {}
+            screened = []
+            for problem in chosen:
+                if not is_memorisable(problem):
+                    screened.append(problem)
+                    continue
+                stronger = dataclasses.replace(problem, tests=problem.tests + tuple(generated.get(problem.id, ())))
+                if is_memorisable(stronger):
+                    self.memorisable_excluded.append(problem.id)
+                else:
+                    self.strengthened.append(problem.id)
+                    screened.append(stronger)
+            chosen = screened
         # Problem is frozen: restate each problem's split as the one it is served under.
         self._problems = [_with_split(p, self.split) for p in chosen][
             : limit if limit is not None else None
@@ -140,8 +175,6 @@ class HumanEvalSource(TaskSource):
 def _with_split(problem: Problem, split: str) -> Problem:
     if problem.split == split:
         return problem
-    import dataclasses
-
     return dataclasses.replace(problem, split=split)
 
 

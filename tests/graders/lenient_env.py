@@ -3,6 +3,9 @@
 Its grader has a hole on purpose: it pays an answer when the truth appears anywhere in it, so
 ``\\boxed{7, -987654321}`` is paid like ``\\boxed{7}``. It is not ours: the audit reaches it only
 through its ``audit_surface()`` hook. With ``strict=True`` the grader compares the whole answer.
+With ``broken=True`` its grader fails on every step as a sandbox that fails every run would
+(nothing can be graded). With ``stall_pays=True`` each wrong answer earns 0.6 and the episode
+goes on (up to three turns): delay pays more than answering right at once (1.0).
 """
 
 from __future__ import annotations
@@ -11,12 +14,15 @@ from dataclasses import dataclass
 
 from llm_envs.audit import Target
 from llm_envs.core import TextEnv
+from llm_envs.core.errors import SandboxFailure
 from llm_envs.verifiers.math import extract_boxed
 
 
 @dataclass
 class LenientConfig:
     strict: bool = False
+    broken: bool = False
+    stall_pays: bool = False
 
 
 class LenientSurface:
@@ -46,12 +52,18 @@ class LenientEnv(TextEnv):
         return "solver"
 
     def _apply_action(self, agent, action):
+        if self.config.broken:
+            raise SandboxFailure("the grader's sandbox failed (on purpose)")
         answer = extract_boxed(action) or ""
         truth = str(self.a + self.b)
         paid = answer.strip() == truth if self.config.strict else truth in answer
         record = self._add_record(agent, action, format_ok=bool(answer), parsed={"answer": answer})
-        self._credit(record, "correct", 1.0 if paid else 0.0)
         self.turn += 1
+        if self.config.stall_pays and not paid:
+            self._credit(record, "progress", 0.6)
+            if self.turn < 3:
+                return "solver"
+        self._credit(record, "correct", 1.0 if paid else 0.0)
         self._end_episode()
         return None
 

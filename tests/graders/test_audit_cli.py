@@ -47,8 +47,16 @@ def test_audit_exits_0_when_every_exploit_is_held(capsys, lenient_id):
 def test_audit_usage_errors(capsys, lenient_id):
     assert _run(capsys, "audit", lenient_id, "--exploit", "no-such-exploit")[0] == 2
     assert _run(capsys, "audit", "llm/NoSuchEnv-v0")[0] == 2
-    status, _, err = _run(capsys, "audit", "llm/TicTacToe-v0")
+    status, _, err = _run(capsys, "audit", "llm/TicTacToe-v0", "--only", "exploits")
     assert status == 2 and "audit_surface" in err  # no grader of code or answers to attack
+    assert _run(capsys, "audit", lenient_id, "--strategy", "no-such-strategy")[0] == 2
+
+
+def test_audit_without_a_surface_still_plays_the_reward_contract(capsys):
+    status, out, _ = _run(capsys, "audit", "llm/TicTacToe-v0", "--quick")
+    assert status == 0, out
+    assert "exploit catalogue skipped" in out and "audit_surface" in out
+    assert "stall-empty" in out and "reward contract" in out
 
 
 def test_audit_env_in_python_on_our_reasoner(lenient_id):

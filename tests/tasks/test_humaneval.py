@@ -32,11 +32,14 @@ def test_all_164_problems_with_split_assertions(benchmark):
 
 def test_hash_splits_partition_humaneval_without_overlap():
     by_split = {
-        s: load_task_source("humaneval", split=s)
+        s: load_task_source("humaneval", split=s, keep_memorisable=True)
         for s in ("train", "validation", "test")
     }
     ids = {s: {p.id for p in source} for s, source in by_split.items()}
     assert sum(len(v) for v in ids.values()) == 164
+    # by default train leaves out the memorisable problems (tests/tasks/test_memorisable.py)
+    default_train = load_task_source("humaneval", split="train")
+    assert {p.id for p in default_train} | set(default_train.memorisable_excluded) == ids["train"]
     assert (
         not ids["train"] & ids["test"]
         and not ids["train"] & ids["validation"]

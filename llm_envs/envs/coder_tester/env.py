@@ -15,11 +15,13 @@ are in docs/envs/coder_tester.md, their one place (tests/envs/test_env_docs.py).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 
+from llm_envs.core.bounds import scaled, summed, unit_weights
 from llm_envs.core.env import TextEnv
 from llm_envs.core.splits import check_split
 from llm_envs.envs._common import (
@@ -634,3 +636,13 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             for _ in range(count)
         ]
         return code_verifier.io_tests_block(cases)
+
+    # ------------------------------------------------------------------ reward contract
+    def reward_bounds(self, agent: str) -> tuple[float, float]:
+        """``alpha·r_team + r_local``: the team term is the code's golden pass rate (in
+        [0, 1]), the local term a weighted checklist of the agent's weights (dropped in outcome
+        mode). docs/envs/coder_tester.md states the same bounds."""
+        cfg = self.config
+        weights = cfg.coder_weights if agent == "coder" else cfg.tester_weights
+        local = unit_weights(dataclasses.astuple(weights)) if cfg.reward_mode == "dense" else (0.0, 0.0)
+        return summed(scaled((0.0, 1.0), cfg.alpha), local)

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from llm_envs.core.bounds import summed
 from llm_envs.core.env import TextEnv
 from llm_envs.core.records import ActionRecord
 from llm_envs.envs._common import resolve_task_source
@@ -312,3 +313,13 @@ class DebateEnv(TextEnv):
 
     def _shared_resources(self) -> list[Any]:
         return [r for r in (self.task_source, self.verifier, self.sandbox) if r is not None]
+
+    # ------------------------------------------------------------------ reward contract
+    def reward_bounds(self, agent: str) -> tuple[float, float]:
+        """The influence-aware reward (a discounted mean of verifier scores in [0, 1]) plus at
+        most one revision incentive (Table 1, ``±alpha``) and one influence incentive (Table 2,
+        ``±beta``). docs/envs/debate.md states the same bounds."""
+        cfg = self.config
+        alpha = max(abs(cfg.alpha0), abs(cfg.alpha1))
+        beta = max(abs(cfg.beta0), abs(cfg.beta1))
+        return summed((0.0, 1.0), (-alpha, alpha), (-beta, beta))

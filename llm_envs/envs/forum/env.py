@@ -430,6 +430,19 @@ class ForumEnv(TextEnv):
     def _shared_resources(self) -> list[Any]:
         return [r for r in (self.task_source, self.sandbox) if r is not None]
 
+    # ------------------------------------------------------------------ reward contract
+    def reference_is_ceiling(self, agent: str | None = None) -> bool:
+        """Agents grade each other (a scorer's score pays the solver what it costs the
+        evaluator): only the team's return is bounded by the reference agents'."""
+        return agent is None
+
+    def reward_bounds(self, agent: str) -> tuple[float, float]:
+        """A solution earns the mean of its scorings' ``(τ̂ − 1)/2`` (or the vote's approval
+        share), an evaluation ``(3 − τ̂)/2`` (or its consistency, −1 without a judgment), a
+        scoring 0 or the −1 format penalty: every action's reward lies in [−1, 1].
+        docs/envs/forum.md states the same bounds."""
+        return (-1.0, 1.0)
+
 
 def _round_accuracy(solutions: dict[tuple[int, int], _Solution], round_index: int) -> float:
     graded = [

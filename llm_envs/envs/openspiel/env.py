@@ -807,3 +807,20 @@ class OpenSpielEnv(TextEnv):
             return out
         out[:] = np.asarray(values, dtype=np.float32).reshape(-1)[: out.size]
         return out
+
+    # ------------------------------------------------------------------ reward contract
+    def reference_is_ceiling(self, agent: str | None = None) -> bool:
+        """A game: the reference agents are opponents, not a ceiling (only the per-turn
+        bounds are checked)."""
+        return False
+
+    def reward_bounds(self, agent: str) -> tuple[float, float]:
+        """A record is credited the change of its player's return while it was the player's
+        latest move, plus the format penalty of an invalid move. Returns lie in
+        ``[lo, hi]``: the game's utilities, the forfeit return, 0 (the start) and a forfeiting
+        player's share in zero-sum games; so one record's reward lies in
+        ``[lo − hi + format_penalty, hi − lo]``. docs/envs/openspiel.md states the same bounds."""
+        forfeit = self.config.forfeit_return
+        low = min(float(self.game.min_utility()), 0.0, float(forfeit) if forfeit is not None else 0.0)
+        high = max(float(self.game.max_utility()), 0.0, -low / max(self._num_players - 1, 1))
+        return (low - high + min(self.config.format_penalty, 0.0), high - low)

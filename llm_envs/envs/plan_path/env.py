@@ -12,10 +12,12 @@ are in docs/envs/plan_path.md, their one place (tests/envs/test_env_docs.py).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from llm_envs.core.bounds import UNBOUNDED
 from llm_envs.core.env import TextEnv
 from llm_envs.envs.plan_path.rules import PathRewards, PathState, PlanPathRules
 from llm_envs.envs.puzzle_base import PuzzleConfig, PuzzleEnv
@@ -68,3 +70,15 @@ class PlanPathEnv(SingleStepCatalog, PuzzleEnv):
         planes[1][state.position] = 1.0
         planes[2][grid.goal] = 1.0
         return planes
+
+    # ------------------------------------------------------------------ reward contract
+    def _plan_reward_bounds(self) -> tuple[float, float]:
+        """One plan: move costs (at most 0; no lower bound, a plan has no length limit), the
+        distance shaping (with γ = 1 it telescopes to at most the longest shortest path,
+        ``rows·cols``), the goal reward and the optimal-path bonus. docs/envs/plan_path.md
+        states the same bound."""
+        c, w = self.config, self.config.rewards
+        if w.valid_move > 0 or w.blocked_move > 0 or w.shaping_gamma != 1:
+            return UNBOUNDED
+        shaping = abs(w.shaping_scale) * c.rows * c.cols
+        return (-math.inf, shaping + max(w.goal_reward, 0.0) + max(w.optimal_bonus, 0.0))

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from llm_envs.core.bounds import unit_weights
 from llm_envs.core.env import TextEnv
 from llm_envs.core.records import ActionRecord
 from llm_envs.envs._common import resolve_task_source
@@ -526,3 +527,20 @@ class ProposerSolverJudgeEnv(TextEnv):
 
     def _shared_resources(self) -> list[Any]:
         return [r for r in (self.task_source, self.pool, self.sandbox) if r is not None]
+
+    # ------------------------------------------------------------------ reward contract
+    def reward_bounds(self, agent: str) -> tuple[float, float]:
+        """The proposer: ``λ_q·quality + λ_d·difficulty + λ_f·format``; the solver:
+        ``w_j·judge value + w_f·format``; the judge: its format value. Every term is in [0, 1].
+        docs/envs/proposer_solver_judge.md states the same bounds."""
+        cfg = self.config
+        if agent == "proposer":
+            return unit_weights([cfg.quality_weight, cfg.difficulty_weight, cfg.format_weight])
+        if agent == "solver":
+            return unit_weights([cfg.solver_judge_weight, cfg.solver_format_weight])
+        return (0.0, 1.0)
+
+    def reference_is_ceiling(self, agent: str | None = None) -> bool:
+        """The proposer is paid for questions the solver fails (difficulty): the reference
+        agents bound the solver's and the judge's returns, not the proposer's nor the team's."""
+        return agent in ("solver", "judge")

@@ -13,11 +13,13 @@ are in docs/envs/reasoner_tool.md, their one place (tests/envs/test_env_docs.py)
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 
+from llm_envs.core.bounds import scaled, summed, unit_weights
 from llm_envs.core.env import TextEnv
 from llm_envs.core.splits import check_split
 from llm_envs.envs._common import (
@@ -317,3 +319,13 @@ class ReasonerToolEnv(TimedSandboxUser, TextEnv):
         if agent == "reasoner":
             return f"Let me think step by step. I estimate the result. The answer is \\boxed{{{value}}}."
         return f"```python\nprint({value})\n```"
+
+    # ------------------------------------------------------------------ reward contract
+    def reward_bounds(self, agent: str) -> tuple[float, float]:
+        """``alpha·r_team + r_local``: the team term is 1 or 0 (the answers agree on the
+        truth), the local term a weighted checklist of the agent's weights (dropped in outcome
+        mode). docs/envs/reasoner_tool.md states the same bounds."""
+        cfg = self.config
+        weights = cfg.reasoner_weights if agent == "reasoner" else cfg.tool_weights
+        local = unit_weights(dataclasses.astuple(weights)) if cfg.reward_mode == "dense" else (0.0, 0.0)
+        return summed(scaled((0.0, 1.0), cfg.alpha), local)

@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 from gymnasium import spaces
 
+from llm_envs.core.bounds import scaled, summed
 from llm_envs.core.env import TextEnv
 from llm_envs.envs.signalling import rules
 from llm_envs.envs.signalling.rules import SignallingConfig
@@ -166,3 +167,11 @@ class SignallingEnv(TextEnv):
     def state_text(self, agent: str) -> str:
         """The role and the prompt (both are short)."""
         return f"{agent}: {self._prompt(agent)}" if self._has_reset else agent
+
+    # ------------------------------------------------------------------ reward contract
+    def reward_bounds(self, agent: str) -> tuple[float, float]:
+        """``alpha·r_team + w·r_local`` (both 0 or 1) plus the format penalty of an action that
+        names no symbol. docs/envs/signalling.md states the same bounds."""
+        cfg = self.config
+        weight = cfg.speaker_local_weight if agent == "speaker" else cfg.listener_local_weight
+        return summed(scaled((0.0, 1.0), cfg.alpha), scaled((0.0, 1.0), weight), (cfg.format_penalty, 0.0))

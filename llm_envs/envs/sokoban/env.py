@@ -12,10 +12,12 @@ are in docs/envs/sokoban.md, their one place (tests/envs/test_env_docs.py).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from llm_envs.core.bounds import UNBOUNDED
 from llm_envs.core.env import TextEnv
 from llm_envs.envs.puzzle_base import PuzzleConfig, PuzzleEnv
 from llm_envs.envs.sokoban.rules import SokobanRewards, SokobanRules, SokobanState
@@ -79,3 +81,17 @@ class SokobanEnv(SingleStepCatalog, PuzzleEnv):
             for cell in cells:
                 planes[plane][cell] = 1.0
         return planes
+
+    # ------------------------------------------------------------------ reward contract
+    def _plan_reward_bounds(self) -> tuple[float, float]:
+        """One plan: move costs (at most 0; no lower bound, a plan has no length limit), boxes
+        placed (at most ``num_boxes`` net placements, each worth at most
+        ``max(box_on_target, -box_off_target)``), the distance shaping (with γ = 1 it
+        telescopes to at most the boxes' Manhattan distance, ``num_boxes·(rows + cols)``) and
+        the solved reward. docs/envs/sokoban.md states the same bound."""
+        c, w = self.config, self.config.rewards
+        if w.valid_move > 0 or w.blocked_move > 0 or w.shaping_gamma != 1:
+            return UNBOUNDED
+        placing = c.num_boxes * max(w.box_on_target, -w.box_off_target, 0.0)
+        shaping = abs(w.shaping_scale) * c.num_boxes * (c.rows + c.cols)
+        return (-math.inf, placing + shaping + max(w.solved_reward, 0.0))

@@ -17,6 +17,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from llm_envs.core.bounds import either, summed, unit_weights
 from llm_envs.core.env import TextEnv
 from llm_envs.envs.puzzle_base import PuzzleConfig, PuzzleEnv
 from llm_envs.envs.sudoku.rules import Grid, SudokuRewards, SudokuRules, SudokuState
@@ -97,3 +98,14 @@ class SudokuEnv(PuzzleEnv):
             planes[digit - 1] = board == digit
         planes[n] = np.asarray(state.puzzle.clues, dtype=np.int64).reshape(n, n) > 0
         return planes
+
+    # ------------------------------------------------------------------ reward contract
+    def _plan_reward_bounds(self) -> tuple[float, float]:
+        """One grid: the step cost plus either the clue penalty's share (a rejected grid) or
+        the share of correct cells, the conflict penalty and the solved reward (an accepted
+        one). docs/envs/sudoku.md states the same bound."""
+        w = self.config.rewards
+        step = (w.step_cost, w.step_cost)
+        rejected = summed(step, unit_weights([-w.clue_penalty]))
+        accepted = summed(step, unit_weights([w.progress_weight, -w.conflict_penalty, w.solved_reward]))
+        return either(rejected, accepted)

@@ -336,6 +336,18 @@ class TextArenaEnv(TextEnv):
         order = rng.permutation(len(candidates))
         return self._first_valid(player, [candidates[int(i)] for i in order])
 
+    # ------------------------------------------------------------------ reward contract
+    def reference_is_ceiling(self, agent: str | None = None) -> bool:
+        """A game: the reference agents are opponents, not a ceiling (only the per-turn
+        bounds are checked)."""
+        return False
+
+    def reward_bounds(self, agent: str) -> tuple[float, float]:
+        """TextArena's final rewards (win 1, draw 0, loss or invalid move −1 in the registered
+        games), credited once to each player's last record. docs/envs/textarena.md states the
+        same bounds."""
+        return (-1.0, 1.0)
+
 
 class AllPlayersEliminated(RuntimeError):
     """Every player of a free-for-all game is eliminated (TextArena would loop forever)."""
