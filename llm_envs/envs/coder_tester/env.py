@@ -170,7 +170,6 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         self._last_tester: dict[str, float] = {}
         self._agreed = False
         self._sandbox_seconds = 0.0
-        self._failed_attempts: list[str] = []
 
     # ------------------------------------------------------------------ sandbox
     def _shared_resources(self) -> list[Any]:
@@ -210,7 +209,6 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         self._last_tester = {}
         self._agreed = False
         self._sandbox_seconds = 0.0
-        self._failed_attempts = []
         return "coder"
 
     def _apply_action(self, agent: str, action: str) -> str | None:
@@ -250,16 +248,6 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             }
         self._code = code
         self._golden_pass_rate = golden_rate
-        if (
-            report is not None
-            and report.compiled
-            and golden_rate < 1.0
-            and code not in self._failed_attempts
-            # stdin/stdout: a wrong answer on a golden case (not only crashes or timeouts);
-            # function style: decided on its guarded run (_wrong_program_jobs)
-            and (not io_style or mutants.killed_by(report, io_style=True))
-        ):
-            self._failed_attempts.append(code)  # a wrong program for the tester reward
         record.info.update(
             {"builds": builds, "runs": runs, "golden_pass_rate": golden_rate, **info}
         )
@@ -451,32 +439,18 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         )
 
     def _wrong_program_jobs(self, tests: tuple[Any, ...]) -> list[tuple[str, Any, int]]:
-        """``(program, tests to run, golden tests in front)`` for every wrong program.
+        """``(program, tests to run, golden tests in front)`` for every wrong program: the
+        problem's mutants (:meth:`_mutants`, each already failing a golden test), run on the
+        tester's tests only.
 
-        Mutants already failed a golden test (:meth:`_mutants`) and run on the tester's tests
-        only. The coder's failing attempts run guarded on the golden tests followed by the
-        tester's tests: one that no golden test catches once guarded (it failed only by
-        crashing or returning another type) is not counted (function style). An I/O attempt
-        was kept only if a golden case caught it (a wrong answer) and runs on the tester's
-        cases alone.
+        Wrong programs come only from mutants the harness makes and guards, never from code an
+        agent wrote: a coder's failing attempt could drop its own guard or fail on purpose where
+        the tester's tests look, so a coder colluding with the tester would raise the tester's
+        reward (issue 30).
         """
         if not self._can_use_wrong_programs():
             return []
-        jobs: list[tuple[str, Any, int]] = [
-            (self._as_wrong_program(m), tests, 0) for m in self._mutants()
-        ]
-        for attempt in self._failed_attempts:
-            if self.problem is not None and self.problem.style == "io":
-                jobs.append((attempt, tests, 0))
-            else:
-                jobs.append(
-                    (
-                        self._as_wrong_program(attempt),
-                        tuple(self.golden_tests) + tuple(tests),
-                        len(self.golden_tests),
-                    )
-                )
-        return jobs
+        return [(self._as_wrong_program(m), tests, 0) for m in self._mutants()]
 
     def _count_caught(
         self,
@@ -484,16 +458,13 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         wrong_jobs: list[tuple[str, Any, int]],
         wrong_reports: list[Any],
     ) -> tuple[int, int]:
-        """``(caught, wrong programs)``: of the wrong programs (those that a golden test
-        catches), how many at least one of the tester's golden-passing tests catches."""
+        """``(caught, wrong programs)``: how many wrong programs at least one of the tester's
+        golden-passing tests catches by its own assertion about a value
+        (:func:`mutants.killed_by`; a harness failure is never a catch)."""
         io_style = self.problem is not None and self.problem.style == "io"
         golden_passing = [i for i, r in enumerate(golden_report.results) if r.passed]
         caught = wrong = 0
         for (_, _, golden_count), report in zip(wrong_jobs, wrong_reports):
-            if golden_count and not mutants.killed_by(
-                report, io_style, among=range(golden_count)
-            ):
-                continue  # an attempt that failed only by crashing, hanging or a type change
             wrong += 1
             caught += mutants.killed_by(
                 report, io_style, among=[golden_count + i for i in golden_passing]

@@ -386,9 +386,11 @@ def guarded_program(
 def checked_failure(result: Any, io_style: bool) -> bool:
     """Whether a test rejected the program by checking a value: function style, the test's own
     assertion failed (``AssertionError``; a guarded program raises nothing of its own); I/O
-    style, the program ran to the end and printed another answer. A crash, a timeout or a
-    program that never ran is not counted as caught."""
-    if result.passed:
+    style, the program ran to the end and printed another answer. A crash, a timeout, a
+    program that never ran, or a failure of the harness (``TestResult.harness_failure``: a
+    time-out, a value over the frame limit, a refused handle, even where the test turned it into
+    an ``AssertionError``) is not counted as caught."""
+    if result.passed or getattr(result, "harness_failure", None):
         return False
     error = result.error or ""
     if io_style:
