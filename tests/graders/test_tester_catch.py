@@ -9,9 +9,11 @@ own assertion about a value (issue 30, item 4), on every backend.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from llm_envs.envs.coder_tester import rules
+from llm_envs.envs.coder_tester import mutants, rules
 from llm_envs.envs.coder_tester.env import CoderTesterEnv
 from llm_envs.tasks import Problem
 from tests.envs.helpers import ListSource
@@ -90,3 +92,34 @@ def test_a_colluding_coders_attempt_does_not_raise_the_testers_reward(backend):
     )
     assert (alone.info["wrong_programs"], alone.info["wrong_programs_caught"]) == (0, 0)
     assert alone.reward_components["local"] == pytest.approx(rules.tester_catch_reward(True, 1.0, 0, 0))
+
+
+def test_chosen_mutants_are_kept_on_disk_for_other_processes_and_checked_when_read(backend, tmp_path, monkeypatch):
+    monkeypatch.setenv("LLM_ENVS_MUTANT_CACHE", str(tmp_path))
+    mutants.clear_cache()
+    runs = []
+
+    def judge(programs):
+        runs.append(len(programs))
+        env = CoderTesterEnv(task_source=ListSource([ADD]), sandbox=backend)
+        env.reset(seed=0)
+        return env._judge_all([(env._as_wrong_program(p), ADD.tests) for p in programs])
+
+    def candidates():
+        return mutants.mutant_candidates(ADD.solution, functions_only=True, key=ADD.id)
+
+    chosen = mutants.select_mutants("add-key", candidates, judge, io_style=False, max_mutants=3)
+    assert len(chosen) == 3 and runs
+    (stored,) = tmp_path.glob("add-key.*.json")
+    # another process: nothing in memory, the disk answers without a sandbox run
+    mutants.clear_cache()
+    runs.clear()
+    assert mutants.select_mutants("add-key", candidates, judge, io_style=False, max_mutants=3) == chosen
+    assert runs == []
+    # a stored program that is not one of the problem's mutants is never used
+    stored.write_text(json.dumps({"key": "add-key", "mutants": ["def add(a, b):\n    return a + b\n"]}))
+    mutants.clear_cache()
+    assert mutants.select_mutants("add-key", candidates, judge, io_style=False, max_mutants=3) == chosen
+    assert runs  # chosen again
+    monkeypatch.setenv("LLM_ENVS_MUTANT_CACHE", "off")
+    assert mutants.disk_cache_dir() is None

@@ -220,7 +220,8 @@ def test_mutants_are_deterministic_distinct_and_compile():
     assert mutants.mutant_candidates("def f(:", functions_only=True) == []
 
 
-def test_mutant_selection_keeps_only_wrong_programs_and_is_cached_per_problem(sandbox):
+def test_mutant_selection_keeps_only_wrong_programs_and_is_cached_per_problem(sandbox, tmp_path, monkeypatch):
+    monkeypatch.setenv("LLM_ENVS_MUTANT_CACHE", str(tmp_path))  # a fresh disk cache
     mutants.clear_cache()
     calls = []
 
