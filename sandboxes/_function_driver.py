@@ -25,7 +25,8 @@ run, right after the source of ``sandboxes/_crossing.py`` (whose ``encode``, ``d
 Every failure that is the harness's, not the test's own check (a time-out, a value that cannot
 cross, a handle asked for its truth value, length, items or an order, a dead or lying server),
 is recorded with the test's verdict (``harness``), even where the test caught it and raised
-something else, so that it never counts as a pass nor as a test that caught a wrong program. A
+something else, so that it never counts as a pass nor as a test that caught a wrong program;
+every later test that fails is marked too (an earlier test may have kept the outcome for it). A
 ``StopIteration`` leaving the solution arrives as a ``RuntimeError`` (PEP 479), and what a call
 prints is written to the test's ``sys.stdout`` (a test's ``redirect_stdout`` sees it).
 
@@ -906,6 +907,7 @@ def _main():
         bound.setdefault("candidate", bound[entry])
     alarm = _TestAlarm()
     alarm.connection = connection
+    earlier_failure = None  # the first harness failure of this run, once there is one
     _signal.signal(_signal.SIGALRM, alarm)
     for index, test in enumerate(tests):
         out = _CappedText(stdout_chars)
@@ -935,6 +937,13 @@ def _main():
             if error is None:
                 record["error"] = "not judged: " + connection.poison
                 record["timed_out"] = connection.poison == "timed out"
+            if earlier_failure is None:
+                earlier_failure = "test %d: %s" % (index, connection.poison)
+        elif earlier_failure is not None and record["error"] is not None:
+            # Tests share this process: an earlier test could have kept the outcome of its
+            # harness failure (in builtins, a file, ...) for this one to assert on. A failing
+            # test after a harness failure is marked too (it can never count as a catch).
+            record["harness"] = "after a harness failure in " + earlier_failure
         emit(record)
     emit({"kind": "done"})
     channel.close()

@@ -67,8 +67,10 @@ class TestResult:
         harness_failure: function tests: why the harness, not the test's own check, failed
             this test (a time-out, a value that cannot cross as data, a handle asked for its
             truth value, a solution process that died), else ``None``. Set even where the test
-            caught that failure and raised something else (an ``AssertionError``): a test that
-            failed this way never counts as having caught a wrong program.
+            caught that failure and raised something else (an ``AssertionError``), and on every
+            test that fails after such a failure in the same run (tests share a process, so an
+            earlier test can hand a harness failure's outcome to a later one): a test marked so
+            never counts as having caught a wrong program.
     """
 
     __test__ = False  # not a pytest test class

@@ -108,20 +108,40 @@ def test_a_harness_failure_caught_and_reraised_is_marked_and_never_a_catch(isola
         "def wrong():\n    return 1\n"
     )
     tests = [
+        "assert wrong() == 2",  # the test's own assertion about a value
         CATCH_ALL.format(call="big()"),  # over the frame limit
         CATCH_ALL.format(call="slow()"),  # a time-out
         CATCH_ALL.format(call="bool(obj())"),  # a refused handle
-        "assert wrong() == 2",  # the test's own assertion about a value
     ]
     results = _run(isolated, solution, tests, time_s=1.0)
     assert [r.passed for r in results] == [False] * 4
     assert all(r.error.startswith("AssertionError") for r in results), [r.error for r in results]
-    assert "over the" in results[0].harness_failure
-    assert results[1].harness_failure == "timed out"
-    assert "truth value" in results[2].harness_failure
-    assert results[3].harness_failure is None
+    assert results[0].harness_failure is None
+    assert "over the" in results[1].harness_failure
+    assert results[2].harness_failure == "timed out"
+    assert "truth value" in results[3].harness_failure
     caught = [mutants.checked_failure(r, io_style=False) for r in results]
-    assert caught == [False, False, False, True]
+    assert caught == [True, False, False, False]
+
+
+def test_a_failing_test_after_a_harness_failure_is_marked_too(isolated):
+    # Tests share the test process: a first test keeps the outcome of a harness failure where a
+    # later one can read it and fail by its own assertion. That later failure is no catch either.
+    solution = "def big():\n    return 'x' * (17 * 1024 * 1024)\ndef one():\n    return 1\n"
+    tests = [
+        "assert one() == 1",
+        "assert one() == 2",  # a real check, before any harness failure
+        "import builtins\ntry:\n    big()\n    builtins.crossed = True\nexcept BaseException:\n    builtins.crossed = False",
+        "import builtins\nassert builtins.crossed",
+        "assert one() == 1",
+    ]
+    results = _run(isolated, solution, tests)
+    assert [r.passed for r in results] == [True, False, False, False, True], [r.error for r in results]
+    assert results[1].harness_failure is None and mutants.checked_failure(results[1], io_style=False)
+    assert results[3].error.startswith("AssertionError")
+    assert "after a harness failure in test 2" in results[3].harness_failure
+    assert not mutants.checked_failure(results[3], io_style=False)
+    assert results[4].harness_failure is None  # a pass stays a pass
 
 
 # ---------------------------------------------------------------------------------------------
