@@ -197,7 +197,8 @@ def _exception_record(exc):
 def _call_alarm(time_s):
     """Interrupt the call after `time_s` (what is left of the test's time), so that a slow or
     endless call fails its own test and the process goes on serving the next ones. (A solution
-    that disables this only stops answering: the test side's own timer then fails the rest.)"""
+    that disables this only stops answering: the test side's own timer then fails that test, and
+    the next test is served by a fresh copy of the solution's state.)"""
     if time_s is None:
         yield
         return

@@ -56,7 +56,9 @@ class CoderTesterConfig:
             paid for tests that reject wrong programs (:func:`rules.tester_catch_reward`);
             ``"paper"``: ``0.2·valid + 0.8·golden pass rate`` (Stronger-MAS).
         max_mutants: Mutants of the golden solution kept per problem as wrong programs (each
-            costs one sandbox run per tester step; cached per problem for the process).
+            costs one sandbox run per tester step; chosen once per problem and cached, in
+            memory and on disk). They are the only wrong programs: the coder's attempts never
+            count (an agent could write them to be caught).
         max_mutant_candidates: Mutants tried per problem at most to find ``max_mutants`` that
             fail a golden test.
         runs_check_tests: How many of the first golden tests must execute for "runs".
@@ -412,9 +414,10 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         )
 
     def _mutants(self) -> tuple[str, ...]:
-        """This problem's mutants that fail a golden test (computed once per problem and
-        process, then cached; the first call runs up to ``max_mutant_candidates`` candidates on
-        the golden tests, ``max_mutants`` at a time)."""
+        """This problem's mutants that fail a golden test (chosen once per problem, then cached
+        in memory and on disk for other processes, :func:`mutants.select_mutants`; choosing runs
+        up to ``max_mutant_candidates`` candidates on the golden tests, ``max_mutants`` at a
+        time)."""
         cfg, problem = self.config, self.problem
         assert problem is not None and problem.solution is not None
         if cfg.max_mutants == 0:
