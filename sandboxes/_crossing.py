@@ -20,9 +20,9 @@ Values that cross (nested in any combination):
 ``list``, ``tuple``             ``["l", [items]]``, ``["t", [items]]``
 ``set``, ``frozenset``          ``["s", [items]]``, ``["fs", [items]]``
 ``dict``                        ``["d", [key, value, key, value, ...]]``
-a generator, a builtin iterator ``["it", [items]]``: run to its end on the sending side,
-(``map``, ``zip``, ``iter(list)``,   rebuilt as an iterator over the items (truthy, no
-``enumerate``, ``filter``, ...)     ``len``, equal only to itself, as a generator is)
+a generator, builtin iterator   ``["it", [items]]``: run to its end on the sending
+(``map``, ``zip``, ``filter``,  side, rebuilt as an iterator over the items (truthy, no
+``enumerate``, ``iter(list)``)  ``len``, equal only to itself, as a generator is)
 an object of the solution's     ``["h", id]``: an opaque handle; the object stays where
                                 it was made (only the solution's side makes handles)
 ==============================  ========================================================

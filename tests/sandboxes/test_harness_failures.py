@@ -200,3 +200,16 @@ def test_what_the_solution_prints_reaches_the_tests_redirect_stdout(isolated):
     results = _run(isolated, solution, tests)
     assert [r.passed for r in results] == [True, True], [r.error for r in results]
     assert results[0].stdout == "" and results[1].stdout == "hello bo\n"
+
+
+def test_iterators_are_encoded_as_their_items_and_rebuilt_as_an_iterator():
+    from sandboxes import _crossing as crossing
+
+    for value in ((x for x in range(3)), map(int, "012"), iter([0, 1, 2]), zip([0, 1, 2]), enumerate("ab")):
+        data = crossing.encode(value)
+        assert data[0] == "it"
+        rebuilt = crossing.decode(data)
+        assert iter(rebuilt) is rebuilt and not isinstance(rebuilt, (list, tuple))
+    assert list(crossing.decode(crossing.encode(x * 2 for x in range(3)))) == [0, 2, 4]
+    with pytest.raises(crossing.CrossingError):
+        crossing.encode(iter([object()]))  # items must be data too
