@@ -2,12 +2,14 @@
 
 Plays one reference turn (golden coder, golden tests as the tester) on HumanEval problems with
 ``tester_reward="paper"`` and with the default ``"catch"`` reward (wrong programs: mutants of the
-golden solution and the coder's failing attempts), and reports the wall time of the tester's
-step and the sandbox runs it made:
+golden solution), and reports the wall time of the tester's step and the sandbox runs it made:
 
-* **catch, cold**: the first tester step of a problem in the process, which also chooses the
-  problem's mutants (up to ``max_mutant_candidates`` runs on the golden tests);
-* **catch, warm**: a later tester step of the same problem (mutants cached);
+* **catch, cold**: the first tester step of a problem anywhere (nothing cached, in memory or on
+  disk), which also chooses the problem's mutants (up to ``max_mutant_candidates`` runs on the
+  golden tests);
+* **catch, from disk**: the first tester step of a problem in a new process, its mutants read
+  from the disk cache that an earlier process wrote (``mutants.disk_cache_dir``);
+* **catch, warm**: a later tester step of the same problem (mutants cached in memory);
 * **paper**: the golden solution and the coder's code on the tester's tests only.
 
 Modes alternate problem by problem on one warm sandbox, so load changes hit all of them alike.
@@ -52,8 +54,14 @@ def main() -> None:
     parser.add_argument("--backend", default="auto", help="sandbox backend (default auto)")
     args = parser.parse_args()
 
+    import os
+    import tempfile
+
     import sandboxes
     from llm_envs.envs.coder_tester import mutants
+
+    # A disk cache of this run's own: "cold" means nothing cached anywhere.
+    os.environ["LLM_ENVS_MUTANT_CACHE"] = tempfile.mkdtemp(prefix="tester-reward-mutants-")
     from llm_envs.envs.coder_tester.env import CoderTesterEnv
 
     sandbox = TimedSandbox(sandboxes.make_sandbox(args.backend))
@@ -66,7 +74,12 @@ def main() -> None:
     indices = list(range(0, 164, step))[: args.problems]
     mutants.clear_cache()
     tester_step(envs["paper"], indices[0])  # warm the sandbox's workers
-    samples: dict[str, list[tuple[float, int]]] = {"paper": [], "catch, cold": [], "catch, warm": []}
+    samples: dict[str, list[tuple[float, int]]] = {
+        "paper": [],
+        "catch, cold": [],
+        "catch, from disk": [],
+        "catch, warm": [],
+    }
     wrong_programs = []
     try:
         for index in indices:
@@ -74,6 +87,8 @@ def main() -> None:
             seconds, runs, info = tester_step(envs["catch"], index)
             samples["catch, cold"].append((seconds, runs))
             wrong_programs.append(info.get("wrong_programs", 0))
+            mutants.clear_cache()  # a new process: the memory cache is empty, the disk one is not
+            samples["catch, from disk"].append(tester_step(envs["catch"], index)[:2])
             samples["catch, warm"].append(tester_step(envs["catch"], index)[:2])
     finally:
         sandbox.inner.close()
@@ -82,7 +97,7 @@ def main() -> None:
     rows = []
     print(f"{len(indices)} HumanEval problems, backend {args.backend}; wrong programs per problem: "
           f"median {statistics.median(wrong_programs):g}, min {min(wrong_programs)}")
-    print(f"{'mode':<14}{'median s':>10}{'p90 s':>9}{'runs/step':>11}{'x paper':>9}")
+    print(f"{'mode':<18}{'median s':>10}{'p90 s':>9}{'runs/step':>11}{'x paper':>9}")
     for mode, values in samples.items():
         times = sorted(s for s, _ in values)
         median = statistics.median(times)
@@ -90,7 +105,7 @@ def main() -> None:
         runs = statistics.mean(r for _, r in values)
         ratio = median / paper_median if paper_median > 0 else float("nan")
         rows.append({"mode": mode, "median_s": median, "p90_s": p90, "runs_per_step": runs, "ratio_to_paper": ratio})
-        print(f"{mode:<14}{median:>10.3f}{p90:>9.3f}{runs:>11.1f}{ratio:>8.1f}x")
+        print(f"{mode:<18}{median:>10.3f}{p90:>9.3f}{runs:>11.1f}{ratio:>8.1f}x")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(
         json.dumps(

@@ -20,6 +20,9 @@ Values that cross (nested in any combination):
 ``list``, ``tuple``             ``["l", [items]]``, ``["t", [items]]``
 ``set``, ``frozenset``          ``["s", [items]]``, ``["fs", [items]]``
 ``dict``                        ``["d", [key, value, key, value, ...]]``
+a generator, builtin iterator   ``["it", [items]]``: run to its end on the sending
+(``map``, ``zip``, ``filter``,  side, rebuilt as an iterator over the items (truthy, no
+``enumerate``, ``iter(list)``)  ``len``, equal only to itself, as a generator is)
 an object of the solution's     ``["h", id]``: an opaque handle; the object stays where
                                 it was made (only the solution's side makes handles)
 ==============================  ========================================================
@@ -138,6 +141,8 @@ def encode(value, make_handle=None, depth=0):
         return ["s" if kind is set else "fs", [encode(item, make_handle, depth + 1) for item in value]]
     if kind is complex:
         return ["c", value.real, value.imag]
+    if kind in _ITERATOR_TYPES:
+        return ["it", [encode(item, make_handle, depth + 1) for item in value]]
     if kind is bytes or kind is bytearray:
         return ["b", _base64.b64encode(value).decode("ascii")]
     # Subclasses of builtin data cross as their base's value; numpy as builtins.
@@ -153,6 +158,18 @@ def encode(value, make_handle=None, depth=0):
         raise CrossingError("a value of type %s is not plain data and cannot cross" % _type_name(value))
     return ["h", make_handle(value)]
 
+
+def _iterator_types():
+    import types
+
+    samples = (iter([]), iter(()), iter(range(0)), iter(range(1 << 64)), iter(""), iter(b""), iter(bytearray()),
+               iter(set()), iter({}), iter({}.values()), iter({}.items()), reversed([]), reversed(range(0)),
+               reversed({}), map(None, ()), filter(None, ()), zip(), enumerate(()))
+    return frozenset([type(sample) for sample in samples] + [types.GeneratorType])
+
+
+#: Generators and the builtin iterators, which cross as the items they yield (["it", [...]]).
+_ITERATOR_TYPES = _iterator_types()
 
 _BASES = (
     (int, int.__int__),  # bool and IntEnum included (bool is an exact type, handled above)
@@ -189,13 +206,15 @@ def decode(data, resolve_handle=None, depth=0):
     if kind is not list or len(data) < 2 or type(data[0]) is not str:
         raise CrossingError("a malformed value")
     tag = data[0]
-    if tag in ("l", "t", "s", "fs", "d"):
+    if tag in ("l", "t", "s", "fs", "d", "it"):
         if len(data) != 2 or type(data[1]) is not list:
             raise CrossingError("a malformed container")
         items = [decode(item, resolve_handle, depth + 1) for item in data[1]]
         try:
             if tag == "l":
                 return items
+            if tag == "it":
+                return iter(items)
             if tag == "t":
                 return tuple(items)
             if tag == "s":

@@ -12,10 +12,23 @@ run, right after the source of ``sandboxes/_crossing.py`` (whose ``encode``, ``d
   (`sandboxes._crossing`). It reports each test's verdict on the run's stdout, each line prefixed
   with a per-run secret read from stdin.
 * **S0, the solution's zygote**, forked by T before T reads anything. It runs ``setup`` and the
-  solution's top level, reports which names the solution defines, then forks servers on demand.
-* **S1, a solution server**, forked by S0: answers calls, one frame in, one frame out. When a
-  test times out during a call, or the server dies or answers anything malformed, T drops it and
-  asks S0 for a fresh copy of the solution's state for the next test.
+  solution's top level, reports which names the solution defines, then forks servers on demand:
+  for each one-byte request on its socket that carries a new socket (SCM_RIGHTS), it kills the
+  server it forked before, if any, and forks a new one, a copy of the state the top level left.
+* **S1, a solution server**, forked by S0: answers calls, one frame in, one frame out, each call
+  under its own timer (what is left of the test's time). The tests share one S1, in order, as
+  HumanEval's ``check`` shares one process: a test sees what earlier calls left in the
+  solution's state. When T has to abandon a call (the solution ignored its timer and T's own
+  timer fired, the server died, or it answered anything malformed), the rest of that test fails
+  and the next test's first call gets a fresh S1 from S0; objects of the old server are refused.
+
+Every failure that is the harness's, not the test's own check (a time-out, a value that cannot
+cross, a handle asked for its truth value, length, items or an order, a dead or lying server),
+is recorded with the test's verdict (``harness``), even where the test caught it and raised
+something else, so that it never counts as a pass nor as a test that caught a wrong program;
+every later test that fails is marked too (an earlier test may have kept the outcome for it). A
+``StopIteration`` leaving the solution arrives as a ``RuntimeError`` (PEP 479), and what a call
+prints is written to the test's ``sys.stdout`` (a test's ``redirect_stdout`` sees it).
 
 Who may read what. T opens and unlinks the tests' file before it forks S0 and reads it after;
 S0 closes that descriptor, reads and deletes the solution's file, then reports whether the
@@ -24,7 +37,8 @@ expected values and, when the tests are themselves a model's (a tester's), the t
 the solution (a golden one). Both are non-dumpable, so neither can open the
 other's ``/proc/<pid>/mem``, ``fd`` or ``environ`` (ptrace, ``process_vm_readv`` and
 ``pidfd_getfd`` are refused to every run by the sandbox's job filter). S0 and S1 hold no copy of
-the run's stdout (only ``/dev/null``) and S1 answers only on its own socket. T imports nothing
+the run's stdout (only ``/dev/null``); S1 answers only on its own socket, which T made and
+passed to S0 (T never receives a descriptor from the solution's side). T imports nothing
 from a directory the solution could write (the job directory and every writable path leave
 ``sys.path``). Whatever the solution's processes do (lie, write garbage, die, hang, signal T), the
 worst outcome is tests that fail.
@@ -48,6 +62,9 @@ _SOLUTION_FILE = "harness_solution.json"
 # The test side's own timer runs this much longer than a test's limit, so that the solution's
 # per-call timer (the test's remaining time) fires first in an honest process.
 _TIMER_GRACE_S = 0.5
+# What one call may print, in characters: it reaches the test's ``sys.stdout`` (a test may
+# capture it with ``redirect_stdout``); the test's own report keeps less (``stdout_chars``).
+_CALL_STDOUT_CHARS = 1_000_000
 # Builtin exceptions that a solution's exception may become on the test side; anything else (its
 # own classes, SystemExit, KeyboardInterrupt, GeneratorExit) arrives as a SolutionError.
 _RAISABLE = {
@@ -180,7 +197,8 @@ def _exception_record(exc):
 def _call_alarm(time_s):
     """Interrupt the call after `time_s` (what is left of the test's time), so that a slow or
     endless call fails its own test and the process goes on serving the next ones. (A solution
-    that disables this only stops answering: the test side's own timer then fails the rest.)"""
+    that disables this only stops answering: the test side's own timer then fails that test, and
+    the next test is served by a fresh copy of the solution's state.)"""
     if time_s is None:
         yield
         return
@@ -195,8 +213,8 @@ def _call_alarm(time_s):
 class _Server:
     """S1: answers T's requests on `sock` against the solution's namespace."""
 
-    def __init__(self, sock, namespace, exported, stdout_chars):
-        self.sock, self.namespace, self.stdout_chars = sock, namespace, stdout_chars
+    def __init__(self, sock, namespace, exported):
+        self.sock, self.namespace = sock, namespace
         self.callable_names = {name for name, kind in exported.items() if kind[0] == "call"}
         self.objects = {}  # handle -> object
         self.handles = {}  # id(object) -> handle
@@ -236,7 +254,7 @@ class _Server:
                 send_frame(self.sock, {"id": reply.get("id"), "fail": str(exc)})
 
     def answer(self, request):
-        out = _CappedText(self.stdout_chars)
+        out = _CappedText(_CALL_STDOUT_CHARS)
         call_id = request.get("id") if type(request) is dict else None
         mutated = []
         try:
@@ -271,12 +289,6 @@ class _Server:
                 elif op == "setattr":
                     setattr(obj, name, args[0])
                     result = None
-                elif op == "iter":
-                    result = iter(obj)
-                elif op == "next":
-                    result = next(obj)
-                elif op == "len":
-                    result = len(obj)
                 elif op == "getitem":
                     result = obj[args[0]]
                 elif op == "setitem":
@@ -288,12 +300,17 @@ class _Server:
                     result = repr(obj)
                 else:
                     return {"id": call_id, "fail": "unknown operation"}
+                # Encoded under the call's timer: a returned generator or iterator is run to
+                # its end here (it crosses as the items it yields).
+                try:
+                    value = encode(result, self.handle_of)
+                except CrossingError as exc:
+                    return {"id": call_id, "fail": "the result cannot cross as data: %s" % exc, "out": out.text()}
         except _Timeout:
             return {"id": call_id, "timeout": True, "out": out.text()}
         except BaseException as exc:
             return {"id": call_id, "raise": _exception_record(exc), "out": out.text()}
         try:
-            value = encode(result, self.handle_of)
             if op == "call":
                 # Arguments the call changed in place go back with the result.
                 for position, (raw, arg) in enumerate(zip(raw_args, args)):
@@ -344,10 +361,45 @@ def _solution_zygote(sock):
         send_frame(sock, {"kind": "ran", "error": error, "stdout": out.text(), "names": exported})
         if error is not None:
             _os._exit(0)
-        _Server(sock, namespace, exported, stdout_chars).serve()
+        _serve_copies(sock, namespace, exported)
     except BaseException:
         pass
     _os._exit(1)
+
+
+def _serve_copies(sock, namespace, exported):
+    """S0 after the top level: for each one-byte request on `sock` carrying a socket (SCM_RIGHTS),
+    end the previous server and fork a new one (a copy of the state the top level left) that
+    answers on that socket. Returns never; exits when T closes `sock`."""
+    child = None
+    while True:
+        try:
+            message, fds, _flags, _address = _socket.recv_fds(sock, 1, 1)
+        except BaseException:
+            message, fds = b"", []
+        if child is not None:
+            try:
+                _os.kill(child, _signal.SIGKILL)
+                _os.waitpid(child, 0)
+            except OSError:
+                pass
+            child = None
+        if not message:
+            _os._exit(0)
+        if len(fds) != 1:
+            for fd in fds:
+                _os.close(fd)
+            continue
+        child = _os.fork()
+        if child == 0:
+            try:
+                sock.close()
+                server = _socket.socket(fileno=fds[0])
+                _Server(server, namespace, exported).serve()
+            except BaseException:
+                pass
+            _os._exit(1)
+        _os.close(fds[0])
 
 
 # =============================================================================================
@@ -369,16 +421,24 @@ class _TestTimeout(BaseException):
 
 
 class _Connection:
-    """T's link to the solution's process (S0's socket)."""
+    """T's link to the solution's processes: S0's socket (`control`), and the socket of the
+    server (S1) that answers the calls, forked by S0 on first use and again after a server that
+    had to be dropped."""
 
-    def __init__(self, server):
-        self.server = server
+    def __init__(self, control):
+        self.control = control
+        self.server = None
+        self.generation = 0  # which server the handles in `remotes` belong to
         self.next_id = 0
         self.remotes = {}  # handle -> _Remote
-        self.poison = None  # why the current test cannot be passed
-        self.out = None  # the current test's captured stdout
+        self.poison = None  # why the current test cannot be passed (a harness failure)
         self.deadline = None  # monotonic end of the current test's time
-        self.dead = None  # why the solution's process cannot answer any more
+        self.dead = None  # why the server cannot answer any more in this test
+
+    def start_test(self, deadline):
+        """A new test: no harness failure yet; a server dropped in an earlier test is replaced
+        (on the next call) by a fresh copy of the solution's state."""
+        self.poison, self.dead, self.deadline = None, None, deadline
 
     def fail(self, reason):
         if self.poison is None:
@@ -386,24 +446,46 @@ class _Connection:
         raise _HarnessFailure(reason)
 
     def drop_server(self, why):
-        """The solution's process can no longer be trusted to be in step: no further calls."""
+        """The server can no longer be trusted to be in step: no further calls in this test; the
+        next test gets a new server."""
         if self.dead is None:
             self.dead = why
-        try:
-            self.server.close()
-        except OSError:
-            pass
+        if self.server is not None:
+            try:
+                self.server.close()
+            except OSError:
+                pass
+        self.server = None
         self.remotes = {}
+
+    def ensure_server(self):
+        """Ask S0 for a server (S0 ends the previous one first) unless one is up."""
+        if self.server is not None:
+            return
+        mine, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        try:
+            _socket.send_fds(self.control, [b"s"], [theirs.fileno()])
+        except OSError:
+            mine.close()
+            self.drop_server("the solution's process is gone")
+            self.fail(self.dead)
+        finally:
+            theirs.close()
+        self.server = mine
+        self.generation += 1
 
     def request(self, op, target, args=(), kwargs=None, name=None):
         """Send one request, wait for its answer; the value, rebuilt on this side (or the
         solution's exception, raised as a builtin exception or a `SolutionError`)."""
         if self.dead is not None:
             self.fail(self.dead)
+        self.ensure_server()
+        if target[0] == "h" and target[2] != self.generation:
+            self.fail("an object of a solution process that was replaced after an earlier failure")
         kwargs = kwargs or {}
         self.next_id += 1
         call_id = self.next_id
-        message = {"id": call_id, "op": op, "target": target}
+        message = {"id": call_id, "op": op, "target": target[:2]}
         if self.deadline is not None:
             message["time_s"] = max(0.001, self.deadline - _time.monotonic())
         if name is not None:
@@ -416,7 +498,7 @@ class _Connection:
         try:
             send_frame(self.server, message)
             reply = recv_frame(self.server)
-            outcome, value = self.read_reply(reply, call_id, args, kwargs)
+            outcome, value, printed = self.read_reply(reply, call_id, args, kwargs)
         except CrossingError as exc:
             self.drop_server("an earlier answer of the solution's was rejected (%s)" % exc)
             self.fail("the solution's answer was rejected: %s" % exc)
@@ -428,8 +510,15 @@ class _Connection:
             self.fail("the solution's answer was rejected (%s)" % type(exc).__name__)
         except BaseException:
             # The test side's own timer: the solution ignored its time limit and stopped answering.
-            self.drop_server("the solution's process stopped answering during an earlier test")
+            self.drop_server("the solution's process stopped answering during an earlier call")
             raise
+        if printed:
+            # Where the call's prints would have gone: the test's stdout (its own
+            # redirect_stdout included), which is this test's capture unless it redirected it.
+            try:
+                _sys.stdout.write(printed)
+            except Exception:
+                pass
         if outcome == "fail":
             self.fail(value)
         if outcome == "timeout":
@@ -437,22 +526,26 @@ class _Connection:
                 self.poison = "timed out"
             raise _TestTimeout()
         if outcome == "raise":
+            if isinstance(value, (StopIteration, StopAsyncIteration)):
+                # As PEP 479 does for generators: it must not end the test's own loop (a map,
+                # a zip, a for) as if the data had run out.
+                value = RuntimeError("the solution raised %s" % type(value).__name__)
             raise value
         return value
 
     def read_reply(self, reply, call_id, args, kwargs):
-        """``("ok", value)``, ``("raise", exception)`` or ``("fail", reason)``; `CrossingError`
+        """``(outcome, value, printed)``: ``("ok", value)``, ``("raise", exception)``,
+        ``("fail", reason)`` or ``("timeout", None)``, and what the call printed; `CrossingError`
         for anything malformed."""
         if type(reply) is not dict or reply.get("id") != call_id:
             raise CrossingError("an answer to another request")
         if set(reply) - {"id", "ok", "raise", "fail", "timeout", "out", "mutated"}:
             raise CrossingError("unexpected fields")
-        if "out" in reply and self.out is not None:
-            self.out.write(text(reply["out"]))
+        printed = text(reply["out"], _CALL_STDOUT_CHARS) if "out" in reply else ""
         if reply.get("timeout") is True:
-            return "timeout", None
+            return "timeout", None, printed
         if "fail" in reply:
-            return "fail", "the solution's side: " + text(reply["fail"])
+            return "fail", "the solution's side: " + text(reply["fail"]), printed
         if "raise" in reply:
             raised = reply["raise"]
             if type(raised) is not list or len(raised) != 3:
@@ -463,11 +556,11 @@ class _Connection:
                 args = decode(raised[2]) if raised[2] is not None else None
                 if type(args) is tuple:
                     try:
-                        return "raise", klass(*args)
+                        return "raise", klass(*args), printed
                     except Exception:
                         pass
-                return "raise", klass(message) if message else klass()
-            return "raise", SolutionError("%s: %s" % (name, message) if message else name)
+                return "raise", (klass(message) if message else klass()), printed
+            return "raise", SolutionError("%s: %s" % (name, message) if message else name), printed
         if "ok" not in reply:
             raise CrossingError("an answer without a value")
         resolve = self.remote
@@ -485,12 +578,14 @@ class _Connection:
                 _assign_into(kwargs[where], decode(new, resolve))
             else:
                 raise CrossingError("malformed arguments")
-        return "ok", value
+        return "ok", value, printed
 
     def handle_id(self, value):
         if type(value) is _Remote and object.__getattribute__(value, "_connection") is self:
             ref = object.__getattribute__(value, "_ref")
             if ref[0] == "h":
+                if ref[2] != self.generation:
+                    raise CrossingError("an object of a solution process that was replaced")
                 return ref[1]
             raise CrossingError("a function of the solution's cannot be passed as an argument")
         raise CrossingError("a value of type %s is not plain data and cannot cross" % type(value).__qualname__)
@@ -498,7 +593,7 @@ class _Connection:
     def remote(self, handle):
         proxy = self.remotes.get(handle)
         if proxy is None:
-            proxy = self.remotes[handle] = _Remote(self, ["h", handle])
+            proxy = self.remotes[handle] = _Remote(self, ["h", handle, self.generation])
         return proxy
 
 
@@ -533,11 +628,15 @@ def _assign_into(target, new):
 
 
 class _Remote:
-    """A name of the solution's or an object that lives in the solution's process.
+    """A name of the solution's or an object that lives in the solution's process (a *handle*).
 
-    Calls, attribute reads, iteration, ``len``, indexing, ``str`` and ``repr`` go to the solution
-    and come back as data (or as another `_Remote`). Equality and hashing are identity: an
-    object of the solution's never equals a value, so it cannot decide a comparison.
+    Calls, attribute reads, indexing, ``str`` and ``repr`` go to the solution and come back as
+    data (or as another `_Remote`). A handle refuses ``bool()``, ``len()``, iteration and
+    comparison: each would let the solution's object answer, with any value it likes, a question
+    the test asks about a returned value that never crossed as data; the test fails, saying why
+    (a harness failure, never a catch). A returned generator or builtin iterator is not a handle:
+    it crosses as the items it yields. Names (the solution's functions and classes) are truthy
+    and compare by identity, as functions and classes do; hashing is identity.
     """
 
     __slots__ = ("_connection", "_ref")
@@ -549,6 +648,16 @@ class _Remote:
     def _ask(self, op, args=(), kwargs=None, name=None):
         connection = object.__getattribute__(self, "_connection")
         return connection.request(op, object.__getattribute__(self, "_ref"), args, kwargs, name)
+
+    def _refuse(self, what):
+        connection = object.__getattribute__(self, "_connection")
+        connection.fail(
+            "cannot %s an object of the solution's that is not plain data (it stays in the "
+            "solution's process; only values that cross as data can be checked)" % what
+        )
+
+    def _is_name(self):
+        return object.__getattribute__(self, "_ref")[0] == "n"
 
     def __call__(self, *args, **kwargs):
         return self._ask("call", args, kwargs)
@@ -564,20 +673,13 @@ class _Remote:
         self._ask("setattr", (value,), name=name)
 
     def __iter__(self):
-        iterator = self._ask("iter")
-        if type(iterator) is not _Remote:
-            object.__getattribute__(self, "_connection").fail("an iterator that is not the solution's object")
-        while True:
-            try:
-                yield iterator._ask("next")
-            except StopIteration:
-                return
+        self._refuse("iterate over")
 
     def __len__(self):
-        value = self._ask("len")
-        if type(value) is not int or value < 0:
-            raise TypeError("len() of the solution's object is not a non-negative int")
-        return value
+        self._refuse("take len() of")
+
+    def __contains__(self, item):
+        self._refuse("use 'in' on")
 
     def __getitem__(self, key):
         return self._ask("getitem", (key,))
@@ -602,13 +704,24 @@ class _Remote:
         return value if type(value) is str else "<solution object>"
 
     def __bool__(self):
-        return True
+        if self._is_name():
+            return True
+        self._refuse("take the truth value of")
 
     def __eq__(self, other):
-        return self is other
+        if self._is_name():
+            return self is other
+        self._refuse("compare")
 
     def __ne__(self, other):
-        return self is not other
+        if self._is_name():
+            return self is not other
+        self._refuse("compare")
+
+    def __lt__(self, other):
+        self._refuse("compare")
+
+    __le__ = __gt__ = __ge__ = __lt__
 
     def __hash__(self):
         return object.__hash__(self)
@@ -795,11 +908,10 @@ def _main():
         bound.setdefault("candidate", bound[entry])
     alarm = _TestAlarm()
     alarm.connection = connection
+    earlier_failure = None  # the first harness failure of this run, once there is one
     _signal.signal(_signal.SIGALRM, alarm)
     for index, test in enumerate(tests):
-        connection.poison = None
         out = _CappedText(stdout_chars)
-        connection.out = out
         label = test.strip().splitlines()[-1] if test.strip() else ""
         error, timed_out = None, False
         code = codes[index]
@@ -807,7 +919,7 @@ def _main():
             emit({"kind": "test", "index": index, "error": code, "stdout": "", "timed_out": False})
             continue
         namespace = dict(bound)
-        connection.deadline = _time.monotonic() + time_limit
+        connection.start_test(_time.monotonic() + time_limit)
         try:
             with _contextlib.redirect_stdout(out):
                 _signal.setitimer(_signal.ITIMER_REAL, time_limit + _TIMER_GRACE_S)
@@ -817,11 +929,23 @@ def _main():
                     _signal.setitimer(_signal.ITIMER_REAL, 0)
         except BaseException as exc:
             error, timed_out = _describe(exc, label, time_limit), isinstance(exc, _TestTimeout)
-        if connection.poison is not None and error is None:
-            # The test swallowed a time-out or a harness failure: it cannot count as passed.
-            error = "not judged: " + connection.poison
-            timed_out = connection.poison == "timed out"
-        emit({"kind": "test", "index": index, "error": error, "stdout": out.text(), "timed_out": timed_out})
+        record = {"kind": "test", "index": index, "error": error, "stdout": out.text(), "timed_out": timed_out}
+        if connection.poison is not None:
+            # The harness, not the test's own check, failed this test (a time-out, a value that
+            # could not cross, a server that died): never a pass, and marked, so that a test
+            # that caught it and raised AssertionError is not taken for a check that failed.
+            record["harness"] = connection.poison
+            if error is None:
+                record["error"] = "not judged: " + connection.poison
+                record["timed_out"] = connection.poison == "timed out"
+            if earlier_failure is None:
+                earlier_failure = "test %d: %s" % (index, connection.poison)
+        elif earlier_failure is not None and record["error"] is not None:
+            # Tests share this process: an earlier test could have kept the outcome of its
+            # harness failure (in builtins, a file, ...) for this one to assert on. A failing
+            # test after a harness failure is marked too (it can never count as a catch).
+            record["harness"] = "after a harness failure in " + earlier_failure
+        emit(record)
     emit({"kind": "done"})
     channel.close()
     _os._exit(0)

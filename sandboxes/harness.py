@@ -64,6 +64,13 @@ class TestResult:
         stdout: what the code printed during this test (for I/O cases: the program's output).
         expected: expected output (I/O cases), else ``None``.
         timed_out: this test hit its time limit.
+        harness_failure: function tests: why the harness, not the test's own check, failed
+            this test (a time-out, a value that cannot cross as data, a handle asked for its
+            truth value, a solution process that died), else ``None``. Set even where the test
+            caught that failure and raised something else (an ``AssertionError``), and on every
+            test that fails after such a failure in the same run (tests share a process, so an
+            earlier test can hand a harness failure's outcome to a later one): a test marked so
+            never counts as having caught a wrong program.
     """
 
     __test__ = False  # not a pytest test class
@@ -75,6 +82,7 @@ class TestResult:
     stdout: str = ""
     expected: str | None = None
     timed_out: bool = False
+    harness_failure: str | None = None
 
     @property
     def actual(self) -> str:
@@ -241,8 +249,13 @@ def run_function_tests(
     Args:
         sandbox: where to run (any backend).
         solution: the code under test (e.g. a model's completion defining a function).
-        tests: independent snippets, e.g. ``["assert add(1, 2) == 3"]``; each runs in a copy
-            of the solution's namespace, with its own time limit, and is counted on its own.
+        tests: snippets, e.g. ``["assert add(1, 2) == 3"]``; each runs in a fresh namespace
+            (the setup's names and proxies of the solution's), with its own time limit, and is
+            counted on its own. The solution's state is one process's, shared by the tests in
+            order (as when HumanEval's ``check`` calls the candidate again and again), except
+            that after a call the harness had to abandon (a time-out the solution did not
+            honour, a process that died or answered garbage) the next test gets a fresh copy
+            of the state its top level left.
             Where `entry_point` is given, ``candidate`` is bound to it (HumanEval style). A
             single string is test *code* (a HumanEval ``check(candidate)`` module, or MBPP-style
             top-level asserts), split into one snippet per assert by `split_test_code`; a bare
@@ -254,8 +267,10 @@ def run_function_tests(
 
     The tests never share a process with the solution: they run in a process of their own in
     which every name the solution defines is a proxy, and each call crosses as plain data
-    (`sandboxes._crossing`), so nothing of the solution's can take part in a comparison; see
-    docs/sandboxes.md.
+    (`sandboxes._crossing`), so nothing of the solution's can take part in a comparison; an
+    object that is not data stays behind a handle that refuses ``bool()``, ``len()``, iteration
+    and comparison; a ``StopIteration`` leaving the solution arrives as a ``RuntimeError`` (PEP
+    479); what a call prints reaches the test's ``sys.stdout``. See docs/sandboxes.md.
 
     Returns:
         A `TestReport`; a solution that crashes, hangs, exits early or floods output fails the
@@ -325,6 +340,7 @@ def _report_from_run(run: RunResult, tests: list[str], limits: Limits, secret: s
             (record.get("error") is None or isinstance(record.get("error"), str))
             and isinstance(record.get("stdout", ""), str)
             and isinstance(record.get("timed_out", False), bool)
+            and (record.get("harness") is None or isinstance(record.get("harness"), str))
         )
         by_index[index] = None if index in by_index or not well_formed else record
     if compiled_record is None:
@@ -350,6 +366,7 @@ def _report_from_run(run: RunResult, tests: list[str], limits: Limits, secret: s
                 error=record.get("error"),
                 stdout=record.get("stdout", ""),
                 timed_out=record.get("timed_out", False),
+                harness_failure=record.get("harness"),
             )
         )
     compiled = bool(compiled_record and compiled_record.get("ok") is True)

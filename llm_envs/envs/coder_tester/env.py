@@ -69,7 +69,9 @@ class CoderTesterConfig:
             paid for tests that reject wrong programs (:func:`rules.tester_catch_reward`);
             ``"paper"``: ``0.2·valid + 0.8·golden pass rate`` (Stronger-MAS).
         max_mutants: Mutants of the golden solution kept per problem as wrong programs (each
-            costs one sandbox run per tester step; cached per problem for the process).
+            costs one sandbox run per tester step; chosen once per problem and cached, in
+            memory and on disk). They are the only wrong programs: the coder's attempts never
+            count (an agent could write them to be caught).
         max_mutant_candidates: Mutants tried per problem at most to find ``max_mutants`` that
             fail a golden test.
         runs_check_tests: How many of the first golden tests must execute for "runs".
@@ -191,7 +193,6 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         self._last_tester: dict[str, float] = {}
         self._agreed = False
         self._sandbox_seconds = 0.0
-        self._failed_attempts: list[str] = []
         self._reward_levels: dict[str, tuple[float, float]] = {}
 
     # ------------------------------------------------------------------ sandbox
@@ -232,7 +233,6 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         self._last_tester = {}
         self._agreed = False
         self._sandbox_seconds = 0.0
-        self._failed_attempts = []
         self._reward_levels = {}  # each agent's (team, local) level so far: turn_rewards="change"
         return "coder"
 
@@ -277,16 +277,6 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             }
         self._code = code
         self._golden_pass_rate = golden_rate
-        if (
-            report is not None
-            and report.compiled
-            and golden_rate < 1.0
-            and code not in self._failed_attempts
-            # stdin/stdout: a wrong answer on a golden case (not only crashes or timeouts);
-            # function style: decided on its guarded run (_wrong_program_jobs)
-            and (not io_style or mutants.killed_by(report, io_style=True))
-        ):
-            self._failed_attempts.append(code)  # a wrong program for the tester reward
         record.info.update(
             {"builds": builds, "runs": runs, "golden_pass_rate": golden_rate, **info}
         )
@@ -454,9 +444,10 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         )
 
     def _mutants(self) -> tuple[str, ...]:
-        """This problem's mutants that fail a golden test (computed once per problem and
-        process, then cached; the first call runs up to ``max_mutant_candidates`` candidates on
-        the golden tests, ``max_mutants`` at a time)."""
+        """This problem's mutants that fail a golden test (chosen once per problem, then cached
+        in memory and on disk for other processes, :func:`mutants.select_mutants`; choosing runs
+        up to ``max_mutant_candidates`` candidates on the golden tests, ``max_mutants`` at a
+        time)."""
         cfg, problem = self.config, self.problem
         assert problem is not None and problem.solution is not None
         if cfg.max_mutants == 0:
@@ -481,32 +472,18 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         )
 
     def _wrong_program_jobs(self, tests: tuple[Any, ...]) -> list[tuple[str, Any, int]]:
-        """``(program, tests to run, golden tests in front)`` for every wrong program.
+        """``(program, tests to run, golden tests in front)`` for every wrong program: the
+        problem's mutants (:meth:`_mutants`, each already failing a golden test), run on the
+        tester's tests only.
 
-        Mutants already failed a golden test (:meth:`_mutants`) and run on the tester's tests
-        only. The coder's failing attempts run guarded on the golden tests followed by the
-        tester's tests: one that no golden test catches once guarded (it failed only by
-        crashing or returning another type) is not counted (function style). An I/O attempt
-        was kept only if a golden case caught it (a wrong answer) and runs on the tester's
-        cases alone.
+        Wrong programs come only from mutants the harness makes and guards, never from code an
+        agent wrote: a coder's failing attempt could drop its own guard or fail on purpose where
+        the tester's tests look, so a coder colluding with the tester would raise the tester's
+        reward (issue 30).
         """
         if not self._can_use_wrong_programs():
             return []
-        jobs: list[tuple[str, Any, int]] = [
-            (self._as_wrong_program(m), tests, 0) for m in self._mutants()
-        ]
-        for attempt in self._failed_attempts:
-            if self.problem is not None and self.problem.style == "io":
-                jobs.append((attempt, tests, 0))
-            else:
-                jobs.append(
-                    (
-                        self._as_wrong_program(attempt),
-                        tuple(self.golden_tests) + tuple(tests),
-                        len(self.golden_tests),
-                    )
-                )
-        return jobs
+        return [(self._as_wrong_program(m), tests, 0) for m in self._mutants()]
 
     def _count_caught(
         self,
@@ -514,16 +491,13 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         wrong_jobs: list[tuple[str, Any, int]],
         wrong_reports: list[Any],
     ) -> tuple[int, int]:
-        """``(caught, wrong programs)``: of the wrong programs (those that a golden test
-        catches), how many at least one of the tester's golden-passing tests catches."""
+        """``(caught, wrong programs)``: how many wrong programs at least one of the tester's
+        golden-passing tests catches by its own assertion about a value
+        (:func:`mutants.killed_by`; a harness failure is never a catch)."""
         io_style = self.problem is not None and self.problem.style == "io"
         golden_passing = [i for i, r in enumerate(golden_report.results) if r.passed]
         caught = wrong = 0
         for (_, _, golden_count), report in zip(wrong_jobs, wrong_reports):
-            if golden_count and not mutants.killed_by(
-                report, io_style, among=range(golden_count)
-            ):
-                continue  # an attempt that failed only by crashing, hanging or a type change
             wrong += 1
             caught += mutants.killed_by(
                 report, io_style, among=[golden_count + i for i in golden_passing]

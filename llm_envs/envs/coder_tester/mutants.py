@@ -6,7 +6,9 @@ simple operator at one site each (a flipped comparison, ``+``/``-``, ``*``/``//`
 off by one, a negated condition, ``and``/``or``, ``min``/``max`` and similar names, a changed
 string, a returned value emptied, doubled or sliced, a dropped statement), inside function
 bodies for function-style problems (the entry point stays defined), anywhere for stdin/stdout
-programs. :func:`select_mutants` keeps those that fail a golden test, cached per problem.
+programs. :func:`select_mutants` keeps those that fail a golden test, cached per problem: in
+memory for the process, and on disk across processes (content-addressed; see
+:func:`disk_cache_dir`).
 
 **The guard.** A wrong program must be caught by a test that checks a *value*, never by one that
 only calls the code, checks a type or checks that it is callable. So every function-style wrong
@@ -23,13 +25,19 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import hashlib
+import json
+import logging
+import os
 import random
 import re
+import tempfile
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from sandboxes import parse_python
@@ -386,9 +394,11 @@ def guarded_program(
 def checked_failure(result: Any, io_style: bool) -> bool:
     """Whether a test rejected the program by checking a value: function style, the test's own
     assertion failed (``AssertionError``; a guarded program raises nothing of its own); I/O
-    style, the program ran to the end and printed another answer. A crash, a timeout or a
-    program that never ran is not counted as caught."""
-    if result.passed:
+    style, the program ran to the end and printed another answer. A crash, a timeout, a
+    program that never ran, or a failure of the harness (``TestResult.harness_failure``: a
+    time-out, a value over the frame limit, a refused handle, even where the test turned it into
+    an ``AssertionError``) is not counted as caught."""
+    if result.passed or getattr(result, "harness_failure", None):
         return False
     error = result.error or ""
     if io_style:
@@ -401,6 +411,8 @@ def killed_by(report: Any, io_style: bool, among: Sequence[int] | None = None) -
     indices = range(len(report.results)) if among is None else among
     return any(checked_failure(report.results[i], io_style) for i in indices)
 
+
+log = logging.getLogger(__name__)
 
 _CACHE: dict[str, tuple[str, ...]] = {}
 _CACHE_LIMIT = 4096
@@ -424,6 +436,77 @@ def cache_key(problem: Any, golden_tests: Sequence[Any], max_mutants: int, max_c
     return hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def disk_cache_dir() -> Path | None:
+    """Where chosen mutants are kept across processes: ``$LLM_ENVS_MUTANT_CACHE`` if set
+    (``off`` turns the disk cache off), else ``$LLM_ENVS_CACHE_DIR/mutants`` (default
+    ``~/.cache/llm_envs/mutants``)."""
+    setting = os.environ.get("LLM_ENVS_MUTANT_CACHE")
+    if setting is not None:
+        return None if setting.strip().lower() in ("", "0", "off", "false", "no") else Path(setting)
+    root = os.environ.get("LLM_ENVS_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "llm_envs")
+    return Path(root) / "mutants"
+
+
+@functools.lru_cache(maxsize=1)
+def _code_version() -> str:
+    """A hash of the code a selection depends on (the operators and guard here, the harness that
+    judges them): a change to any of them is a new address on disk."""
+    import sandboxes
+
+    digest = hashlib.sha256()
+    here = Path(__file__)
+    for path in (here, *(Path(sandboxes.__file__).with_name(n) for n in ("_function_driver.py", "_crossing.py", "harness.py"))):
+        try:
+            digest.update(path.read_bytes())
+        except OSError:
+            digest.update(path.name.encode())
+    return digest.hexdigest()[:16]
+
+
+def _disk_path(key: str) -> Path | None:
+    root = disk_cache_dir()
+    if root is None or not re.fullmatch(r"[0-9A-Za-z_.-]{1,128}", key):
+        return None
+    return root / f"{key}.{_code_version()}.json"
+
+
+def _read_disk(key: str, candidates: Callable[[], list[str]]) -> tuple[str, ...] | None:
+    """The mutants stored for ``key``, if the file is well formed and every program in it is one
+    of this problem's candidates (a file edited by hand, or left by other code, is ignored)."""
+    path = _disk_path(key)
+    if path is None:
+        return None
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(stored, dict) or stored.get("key") != key:
+        return None
+    programs = stored.get("mutants")
+    if not isinstance(programs, list) or not all(isinstance(p, str) for p in programs):
+        return None
+    if not set(programs) <= set(candidates()):
+        log.warning("ignoring mutant cache %s: it holds programs that are not this problem's mutants", path)
+        return None
+    return tuple(programs)
+
+
+def _write_disk(key: str, programs: tuple[str, ...]) -> None:
+    """Store atomically (a reader never sees a torn file); a cache that cannot be written is
+    only a slower next process."""
+    path = _disk_path(key)
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".mutants-", suffix=".tmp")
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            json.dump({"key": key, "mutants": list(programs)}, out)
+        os.replace(temporary, path)
+    except OSError as exc:
+        log.warning("could not write the mutant cache %s: %s", path, exc)
+
+
 def select_mutants(
     key: str,
     candidates: Callable[[], list[str]],
@@ -440,6 +523,11 @@ def select_mutants(
     to the golden on those tests is not a wrong program. Candidates are judged ``max_mutants``
     at a time until enough are kept or none are left. Errors (a sandbox failure) propagate and
     nothing is cached.
+
+    Cached in memory for the process and on disk for every process (:func:`disk_cache_dir`),
+    under ``key`` (a hash of everything the choice depends on: :func:`cache_key`) and a hash of
+    this module's and the harness's code; a stored choice is used only if every program in it
+    is one of ``candidates()`` (no sandbox run).
     """
     with _CACHE_LOCK:
         if key in _CACHE:
@@ -450,7 +538,10 @@ def select_mutants(
             if key in _CACHE:
                 return _CACHE[key]
         try:
-            result = _select(candidates(), judge_on_golden, io_style, max_mutants)
+            result = _read_disk(key, candidates)
+            if result is None:
+                result = _select(candidates(), judge_on_golden, io_style, max_mutants)
+                _write_disk(key, result)
         finally:
             with _CACHE_LOCK:
                 _IN_FLIGHT.pop(key, None)
@@ -485,7 +576,8 @@ def _select(
 
 
 def clear_cache() -> None:
-    """Forget every problem's mutants (tests; a changed sandbox)."""
+    """Forget every problem's mutants held in memory (tests; a changed sandbox). The disk cache
+    (:func:`disk_cache_dir`) stays: remove its directory, or set ``LLM_ENVS_MUTANT_CACHE=off``."""
     with _CACHE_LOCK:
         _CACHE.clear()
 

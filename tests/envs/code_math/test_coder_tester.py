@@ -83,17 +83,17 @@ def test_coder_and_tester_rewards_for_a_half_right_turn(sandbox):
     assert components(env, "coder") == pytest.approx({"team": 0.5, "local": 0.6})
     # tester: team = the coder's golden pass rate; local 0.2 valid + 0.8 * (golden solution passes
     # 1 of 2) * catch rate. The wrong programs: add's three mutants that fail a golden test
-    # (a - b, type(a + b)() = 0, (a + b) + (a + b)) and the coder's half-right attempt; the
-    # golden-passing test add(1, 1) == 2 catches the three mutants, not the attempt (2 there).
+    # (a - b, type(a + b)() = 0, (a + b) + (a + b)), never the coder's attempt; the
+    # golden-passing test add(1, 1) == 2 catches the three mutants.
     record = env.records[1]
-    assert (record.info["wrong_programs"], record.info["wrong_programs_caught"]) == (4, 3)
+    assert (record.info["wrong_programs"], record.info["wrong_programs_caught"]) == (3, 3)
     assert components(env, "tester") == pytest.approx(
-        {"team": 0.5, "local": 0.2 + 0.8 * 0.5 * 3 / 4}
+        {"team": 0.5, "local": 0.2 + 0.8 * 0.5 * 3 / 3}
     )
-    assert totals == pytest.approx({"coder": 1.1, "tester": 1.0})
+    assert totals == pytest.approx({"coder": 1.1, "tester": 1.1})
     assert env.agent_rewards() == pytest.approx(totals)
     assert env.episode_metrics()["success"] == 0.0
-    assert env.episode_metrics()["tester_catch_rate"] == pytest.approx(0.75)
+    assert env.episode_metrics()["tester_catch_rate"] == pytest.approx(1.0)
 
 
 def test_the_papers_tester_reward_is_an_option(sandbox):

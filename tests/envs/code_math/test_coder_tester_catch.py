@@ -1,7 +1,7 @@
 """The default tester reward of ``llm/CoderTester-v0``: paid for tests that catch wrong code.
 
-Wrong programs are mutants of the golden solution (``llm_envs.envs.coder_tester.mutants``) and
-the coder's failing attempts; every number here comes from real sandbox runs.
+Wrong programs are mutants of the golden solution (``llm_envs.envs.coder_tester.mutants``), never
+the coder's attempts; every number here comes from real sandbox runs.
 """
 
 from __future__ import annotations
@@ -181,37 +181,19 @@ def test_stdin_stdout_tests_are_paid_for_catching_wrong_answers(sandbox):
 # the coder's attempts
 
 
-def test_the_coders_failing_attempts_are_wrong_programs(sandbox):
+def test_the_coders_failing_attempts_are_not_wrong_programs(sandbox):
+    # Wrong programs are the harness's mutants only (issue 30): an attempt an agent wrote could
+    # be wrong on purpose where the tester's tests look (tests/graders/test_tester_catch.py).
     off_by_one = code("def add(a, b):\n    return a + b + (1 if a > 1 else 0)\n")  # fails add(2, 2)
-    env = make_env(sandbox=sandbox, max_turns=1, max_mutants=0)  # the attempt alone
-    catches = play_turn(env, off_by_one, written_tests("assert add(7, 1) == 8"))
-    assert (catches.info["wrong_programs"], catches.info["wrong_programs_caught"]) == (1, 1)
-    assert catches.reward_components["local"] == pytest.approx(1.0)
-    misses = play_turn(env, off_by_one, written_tests("assert add(1, 1) == 2"))
-    assert (misses.info["wrong_programs"], misses.info["wrong_programs_caught"]) == (1, 0)
-    assert misses.reward_components["local"] == pytest.approx(0.2)
-
-
-def test_an_attempt_that_only_crashes_or_changes_type_is_not_a_wrong_program_to_catch(sandbox):
-    # Guarded, it behaves like the golden solution: no value of the golden's shape differs.
-    env = make_env(sandbox=sandbox, max_turns=1, max_mutants=0)
-    for body in ("raise ValueError('no')", "return None", "return str(a + b)", "assert False"):
-        record = play_turn(
-            env, code(f"def add(a, b):\n    {body}\n"), written_tests("r = add(1, 2)\nassert r == r")
-        )
-        assert record.info["wrong_programs"] == 0, body
-        assert record.reward_components["local"] == pytest.approx(0.2), body
-
-
-def test_earlier_attempts_count_in_later_turns(sandbox):
     env = make_env(sandbox=sandbox, max_turns=2, max_mutants=0)
     env.reset(seed=0)
-    env.step(code("def add(a, b):\n    return a - b\n"))
-    env.step(written_tests("assert add(0, 0) == 1"))  # wrong (no agreement), catches nothing
-    assert env.records[1].info["wrong_programs_caught"] == 0
-    env.step(code("def add(a, b):\n    return a * b\n"))
-    env.step(written_tests("assert add(2, 1) == 3"))  # 2 - 1 = 1, 2 * 1 = 2: both caught
-    assert (env.records[3].info["wrong_programs"], env.records[3].info["wrong_programs_caught"]) == (2, 2)
+    env.step(off_by_one)
+    env.step(written_tests("assert add(0, 0) == 1"))
+    env.step(off_by_one)
+    env.step(written_tests("assert add(7, 1) == 8"))
+    for record in (env.records[1], env.records[3]):
+        assert (record.info["wrong_programs"], record.info["wrong_programs_caught"]) == (0, 0)
+    assert env.records[3].reward_components["local"] == pytest.approx(0.2)
 
 
 def test_outcome_mode_runs_no_wrong_programs(sandbox):
@@ -238,7 +220,8 @@ def test_mutants_are_deterministic_distinct_and_compile():
     assert mutants.mutant_candidates("def f(:", functions_only=True) == []
 
 
-def test_mutant_selection_keeps_only_wrong_programs_and_is_cached_per_problem(sandbox):
+def test_mutant_selection_keeps_only_wrong_programs_and_is_cached_per_problem(sandbox, tmp_path, monkeypatch):
+    monkeypatch.setenv("LLM_ENVS_MUTANT_CACHE", str(tmp_path))  # a fresh disk cache
     mutants.clear_cache()
     calls = []
 
