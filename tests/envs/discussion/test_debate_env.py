@@ -314,7 +314,7 @@ def test_the_agent_verifier_never_reads_a_debaters_score():
         """Quotes the solution it is shown before its own low probability."""
 
         def act(self, observation, agent=None):
-            shown = observation["prompt"].split("Proposed solution:")[1]
+            shown = observation["prompt"].split("Proposed solution:")[1].split("Give the")[0]
             return f"The solution: {shown}\nIt is wrong. <score>0.1</score> I also saw {shown}"
 
     source = ListSource([Problem(id="q", prompt="What is 45 + 45?", split="train", answer="90")])
