@@ -66,6 +66,9 @@ class ProposerSolverJudgeConfig:
             and ``<score>`` spelled in lower case are tags (the judge's score is read in any
             case, as the released code does, but counts for its format only in lower case).
             ``False``: any case (``<QUESTION>``) is a tag.
+        judge_sees: What the judge is shown of a solver's reply: ``"answer"`` (the content of
+            its last ``<answer>`` pair, the whole reply when it has none: the released code)
+            or ``"reply"`` (the whole reply, reasoning included).
         judge_score_parsing: ``"strict"``: the judge's score is the last ``<score>`` pair it
             wrote itself (outside quoted text) holding a plain number. ``"released"``: the
             released code's reading (the first pair; ``8/10`` as 0.8, the first integer of
@@ -94,6 +97,7 @@ class ProposerSolverJudgeConfig:
     pool_path: str | None = None
     max_shown_chars: int = 16_000
     case_sensitive_tags: bool = True
+    judge_sees: str = "answer"
     judge_score_parsing: str = "strict"
     allow_reward_holes: bool = False
 
@@ -111,6 +115,7 @@ class _Answer:
 PHASES = ("propose", "judge_question", "solve", "judge_answer", "done")
 SOLVER_QUESTIONS = ("pool", "proposed")
 JUDGE_SCORE_PARSINGS = ("strict", "released")
+JUDGE_SEES = ("answer", "reply")
 
 
 class ProposerSolverJudgeEnv(TextEnv):
@@ -147,6 +152,8 @@ class ProposerSolverJudgeEnv(TextEnv):
             raise ValueError(
                 f"solver_questions must be one of {SOLVER_QUESTIONS}, got {cfg.solver_questions!r}"
             )
+        if cfg.judge_sees not in JUDGE_SEES:
+            raise ValueError(f"judge_sees must be one of {JUDGE_SEES}, got {cfg.judge_sees!r}")
         if cfg.judge_score_parsing not in JUDGE_SCORE_PARSINGS:
             raise ValueError(
                 f"judge_score_parsing must be one of {JUDGE_SCORE_PARSINGS}, "
@@ -426,7 +433,11 @@ class ProposerSolverJudgeEnv(TextEnv):
         question = rules.clip_text(self.solver_question or "", limit)
         if self.phase == "solve":
             return rules.solver_prompt(question)
-        response = rules.clip_text(self.answers[self.judged].text, limit)
+        answer = self.answers[self.judged]
+        # The released code shows the judge the content of the answer tags (the whole reply
+        # when there is none); judge_sees="reply" shows the reasoning too.
+        shown = answer.text if self.config.judge_sees == "reply" or answer.content is None else answer.content
+        response = rules.clip_text(shown, limit)
         return rules.judge_answer_prompt(question, response)
 
     # ------------------------------------------------------------------ scripted play
