@@ -38,7 +38,9 @@ class ForumConfig:
         schedule: ``"paper"`` or ``"released"`` (see the module docstring).
         num_references: Released schedule: discussions of the previous round shown to a solver.
         evaluation: ``False`` gives the *without evaluation* ablation.
-        scoring: ``False`` gives the *without scoring* ablation.
+        scoring: ``False`` gives the *without scoring* ablation (approving every solution pays
+            every agent 1, the reward hacking the paper reports: needs
+            ``allow_reward_holes=True``).
         evaluator_sees_history: Whether evaluators see the discussion; ``None`` means the
             schedule's own choice (paper: yes; released code: no).
         task: Name of the task source (:func:`llm_envs.tasks.load_task_source`).
@@ -128,6 +130,13 @@ class ForumEnv(TextEnv):
         if cfg.score_parsing not in SCORE_PARSINGS:
             raise ValueError(
                 f"score_parsing must be one of {SCORE_PARSINGS}, got {cfg.score_parsing!r}"
+            )
+        if not cfg.scoring and not cfg.allow_reward_holes:
+            raise ValueError(
+                "scoring=False (the 'w/o scoring' ablation) opens a reward hole: with consistency "
+                "as the evaluators' reward, approving every solution, right or wrong, pays the "
+                "solver and every evaluator 1 (the reward hacking the paper reports); set "
+                "allow_reward_holes=True to accept this"
             )
         if cfg.score_parsing == "released" and not cfg.allow_reward_holes:
             raise ValueError(

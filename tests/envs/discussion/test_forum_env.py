@@ -209,8 +209,11 @@ def test_without_evaluation_ablation(one_problem_source):
 
 
 def test_without_scoring_ablation_rewards_consistency(one_problem_source):
+    with pytest.raises(ValueError, match="allow_reward_holes"):
+        ForumEnv(task_source=one_problem_source, scoring=False)
     env = ForumEnv(
-        task_source=one_problem_source, scoring=False, num_agents=2, num_rounds=2, num_evaluations=2
+        task_source=one_problem_source, scoring=False, num_agents=2, num_rounds=2, num_evaluations=2,
+        allow_reward_holes=True,
     )
     # Critics that miss every flaw approve everything: all rewards climb to 1 (reward hacking).
     totals = play(env, scripted(solver="wrong", critic="misses"), seed=0)
@@ -290,7 +293,11 @@ def test_config_validation(one_problem_source):
 
 @pytest.mark.parametrize(
     "options",
-    [dict(schedule="released"), dict(evaluation=False), dict(scoring=False, num_evaluations=2)],
+    [
+        dict(schedule="released"),
+        dict(evaluation=False),
+        dict(scoring=False, num_evaluations=2, allow_reward_holes=True),
+    ],
 )
 def test_pettingzoo_tests_for_every_option(math_source, options):
     factory = functools.partial(ForumEnv, task_source=math_source, num_agents=3, **options)
