@@ -208,15 +208,20 @@ def masked_mean(values: Tensor, mask: Tensor) -> Tensor:
     return (values * mask).sum() / mask.sum().clamp(min=1.0)
 
 
-def masked_whiten(values: Tensor, mask: Tensor, var_floor: float = 1e-8, scale: bool = True) -> Tensor:
+def masked_whiten(
+    values: Tensor, mask: Tensor, var_floor: float = 1e-8, scale: bool = True, unbiased: bool = False
+) -> Tensor:
     """Whiten over the masked entries of the whole tensor (OpenRLHF's batch normalisation).
 
-    ``μ = Σ v·m / Σ m``, ``σ² = Σ (v − μ)²·m / Σ m`` (biased), then
+    ``μ = Σ v·m / Σ m``, ``σ² = Σ (v − μ)²·m / (Σ m − u)`` with ``u = 0`` (biased, OpenRLHF)
+    or, with ``unbiased``, ``u = 1`` (Bessel's correction over the masked tokens, verl's
+    ``masked_whiten``; one masked entry keeps ``u = 0``: it is 0 after centring either way), then
     ``v' = (v − μ) · rsqrt(max(σ², var_floor))``; with ``scale=False`` only the mean is removed
     (OpenRLHF ``no_std_norm``). Masked-out entries are set to 0.
 
-    After whitening the masked entries have mean 0 and (population) variance 1, unless
-    ``σ² < var_floor`` (then the variance is ``σ²/var_floor``, e.g. all-equal values stay 0).
+    After whitening the masked entries have mean 0 and variance 1 (population variance, or
+    sample variance with ``unbiased``), unless ``σ² < var_floor`` (then the variance is
+    ``σ²/var_floor``, e.g. all-equal values stay 0).
     """
     maskf = mask.to(values.dtype)
     n = maskf.sum()
@@ -226,15 +231,19 @@ def masked_whiten(values: Tensor, mask: Tensor, var_floor: float = 1e-8, scale: 
     centered = values - mu
     if not scale:
         return centered * maskf
-    var = ((centered**2) * maskf).sum() / n
+    dof = n - 1 if unbiased and n > 1 else n
+    var = ((centered**2) * maskf).sum() / dof
     return centered * torch.rsqrt(var.clamp(min=var_floor)) * maskf
 
 
-def partitioned_whiten(values: Tensor, mask: Tensor, partition_ids: Tensor, var_floor: float = 1e-8) -> Tensor:
+def partitioned_whiten(
+    values: Tensor, mask: Tensor, partition_ids: Tensor, var_floor: float = 1e-8, unbiased: bool = False
+) -> Tensor:
     """Whiten separately within each partition of rows (Task-Relative / per-agent REINFORCE++).
 
-    For every partition ``p`` (a role, or an agent): ``v'_{i,t} = masked_whiten(v, m·1[p(i)=p])``.
-    Each partition's masked entries end up with mean 0 and variance 1.
+    For every partition ``p`` (a role, or an agent): ``v'_{i,t} = masked_whiten(v, m·1[p(i)=p])``
+    (``unbiased``: Bessel's correction within the partition). Each partition's masked entries
+    end up with mean 0 and variance 1.
 
     Args:
         values: ``[N, T]``.
@@ -244,7 +253,7 @@ def partitioned_whiten(values: Tensor, mask: Tensor, partition_ids: Tensor, var_
     out = torch.zeros_like(values)
     for p in torch.unique(partition_ids):
         rows = partition_ids == p
-        out[rows] = masked_whiten(values[rows], mask[rows], var_floor=var_floor)
+        out[rows] = masked_whiten(values[rows], mask[rows], var_floor=var_floor, unbiased=unbiased)
     return out
 
 
@@ -263,6 +272,7 @@ def reinforce_pp_advantages(
     whiten_partition_ids: Tensor | None = None,
     reward_clip: float | None = None,
     var_floor: float = 1e-8,
+    unbiased_whitening: bool = False,
 ) -> Tensor:
     """REINFORCE++ token advantages (and its baseline / per-partition variants).
 
@@ -272,7 +282,7 @@ def reinforce_pp_advantages(
     4. ``A = (G − μ)·rsqrt(max(σ², 1e-8))`` over all action tokens of the batch
        (:func:`masked_whiten`), or within each partition (role: Task-Relative REINFORCE++;
        agent: CoMAS per-agent REINFORCE++) when ``whiten_partition_ids`` is given
-       (:func:`partitioned_whiten`).
+       (:func:`partitioned_whiten`); ``unbiased_whitening`` divides by (tokens − 1) (verl).
 
     Returns:
         ``[N, T]`` advantages, 0 on masked positions.
@@ -283,8 +293,10 @@ def reinforce_pp_advantages(
     token_rewards = kl_penalized_token_rewards(r, kl, mask, beta, reward_clip=reward_clip)
     returns = returns_to_go(token_rewards, mask, gamma=gamma)
     if whiten_partition_ids is None:
-        return masked_whiten(returns, mask, var_floor=var_floor)
-    return partitioned_whiten(returns, mask, whiten_partition_ids, var_floor=var_floor)
+        return masked_whiten(returns, mask, var_floor=var_floor, unbiased=unbiased_whitening)
+    return partitioned_whiten(
+        returns, mask, whiten_partition_ids, var_floor=var_floor, unbiased=unbiased_whitening
+    )
 
 
 def trajectory_returns(rewards: Tensor, trajectory_keys: Sequence[Hashable]) -> Tensor:
@@ -530,13 +542,22 @@ def reinforce_pp_baseline(batch: AdvantageBatch, cfg: Any, options: Mapping[str,
                                    baseline_group_ids=gids, reward_clip=cfg.reward_clip)
 
 
-@register_estimator("task_relative_reinforce_pp", whitens="role", kl_in_reward=True, uses=_REINFORCE_PP_USES)
+@register_estimator("task_relative_reinforce_pp", whitens="role", kl_in_reward=True, uses=_REINFORCE_PP_USES,
+                    options={"unbiased_variance": True})
 def task_relative_reinforce_pp(batch: AdvantageBatch, cfg: Any, options: Mapping[str, Any]) -> Tensor:
-    """As ``reinforce_pp`` with whitening within each role (Multi-Agent Evolve)."""
+    """As ``reinforce_pp`` with whitening within each role (Multi-Agent Evolve).
+
+    Multi-Agent Evolve whitens each role's batch with verl 0.4.1's ``masked_whiten``: the
+    variance over the role's action tokens with Bessel's correction (the paper is silent, so
+    the release is followed). Option ``unbiased_variance: false`` uses the biased variance of
+    the other REINFORCE++ estimators (OpenRLHF's). verl adds 1e-8 to the variance where this
+    floors it at 1e-8: the two differ by less than 1e-8 relative once the variance is above it.
+    """
     if batch.roles is None:
         raise ValueError("task_relative_reinforce_pp needs the role of every record")
     return reinforce_pp_advantages(batch.rewards, batch.mask, batch.kl, cfg.kl_coef, cfg.gamma,
-                                   whiten_partition_ids=group_ids_from_keys(batch.roles), reward_clip=cfg.reward_clip)
+                                   whiten_partition_ids=group_ids_from_keys(batch.roles), reward_clip=cfg.reward_clip,
+                                   unbiased_whitening=bool(options["unbiased_variance"]))
 
 
 @register_estimator("per_agent_reinforce_pp", whitens="agent", kl_in_reward=True, uses=_REINFORCE_PP_USES)

@@ -122,11 +122,36 @@ def test_task_relative_whitens_within_each_role():
     mask = torch.ones(6, 1)
     roles = ["solver", "solver", "judge", "judge", "proposer", "proposer"]
     adv = compute_advantages("task_relative_reinforce_pp", rewards, mask, group_keys=list(range(6)), roles=roles)
-    # solver [1,3] -> [-1, 1]; judge [10, 10] -> var 0 floored -> [0, 0]; proposer [0, 4] -> [-1, 1]
-    assert adv.squeeze(1).tolist() == pytest.approx([-1.0, 1.0, 0.0, 0.0, -1.0, 1.0], abs=1e-6)
+    # Bessel's correction within each role (verl 0.4.1, as Multi-Agent Evolve): solver [1, 3]:
+    # mean 2, var (1 + 1)/(2 − 1) = 2 -> ±1/√2; judge [10, 10] -> var 0 floored -> [0, 0];
+    # proposer [0, 4]: var (4 + 4)/1 = 8 -> ±2/√8 = ±1/√2.
+    h = 2**-0.5
+    assert adv.squeeze(1).tolist() == pytest.approx([-h, h, 0.0, 0.0, -h, h], abs=1e-6)
+    # The biased variance, on request: var 1 and 4 -> ±1.
+    biased = compute_advantages("task_relative_reinforce_pp", rewards, mask, group_keys=list(range(6)), roles=roles,
+                                options={"unbiased_variance": False})
+    assert biased.squeeze(1).tolist() == pytest.approx([-1.0, 1.0, 0.0, 0.0, -1.0, 1.0], abs=1e-6)
     # batch whitening instead mixes the roles: judge rewards become positive advantages
     batch = compute_advantages("reinforce_pp", rewards, mask, group_keys=list(range(6)))
     assert batch[2, 0] > 1.0
+
+
+def test_task_relative_bessel_correction_counts_tokens():
+    # One role, rewards 3 and 0 on records of 2 and 1 action tokens: token returns [3, 3 | 0],
+    # mean 2, squared deviations 1 + 1 + 4 = 6; verl divides by 3 − 1 tokens: var 3 ->
+    # [1, 1, −2]/√3; the biased variance 6/3 = 2 -> [1, 1, −2]/√2.
+    rewards = T([3.0, 0.0])
+    mask = T([[1, 1], [1, 0]])
+    adv = compute_advantages("task_relative_reinforce_pp", rewards, mask, group_keys=[0, 1], roles=["s", "s"])
+    r3 = 3**-0.5
+    assert adv.flatten().tolist() == pytest.approx([r3, r3, -2 * r3, 0.0], abs=1e-6)
+    biased = compute_advantages("task_relative_reinforce_pp", rewards, mask, group_keys=[0, 1], roles=["s", "s"],
+                                options={"unbiased_variance": False})
+    r2 = 2**-0.5
+    assert biased.flatten().tolist() == pytest.approx([r2, r2, -2 * r2, 0.0], abs=1e-6)
+    # A role with a single action token is 0 after centring under either convention.
+    single = compute_advantages("task_relative_reinforce_pp", T([5.0]), T([[1]]), group_keys=[0], roles=["s"])
+    assert single.tolist() == [[0.0]]
 
 
 def test_per_agent_whitening_uses_agents_not_roles():

@@ -49,6 +49,8 @@ class DebateConfig:
         split: Split of the task source.
         task_kwargs: Extra keyword arguments for the task source.
         max_shown_chars: Longest stretch of one answer echoed into a prompt.
+        allow_reward_holes: Accept incentive weights under which a wrong answer earns more
+            than a right one (:func:`rules.incentive_hole`: refused unless this is set).
     """
 
     num_agents: int = 2
@@ -65,6 +67,7 @@ class DebateConfig:
     split: str = "train"
     task_kwargs: dict[str, Any] = field(default_factory=dict)
     max_shown_chars: int = 8_000
+    allow_reward_holes: bool = False
 
 
 @dataclass
@@ -111,6 +114,14 @@ class DebateEnv(TextEnv):
             raise ValueError("gamma must be in [0, 1]")
         if cfg.history not in ("all", "last"):
             raise ValueError(f"history must be 'all' or 'last', got {cfg.history!r}")
+        hole = rules.incentive_hole(
+            cfg.num_agents, cfg.num_turns, cfg.gamma, cfg.alpha0, cfg.alpha1, cfg.beta0, cfg.beta1
+        )
+        if hole is not None and not cfg.allow_reward_holes:
+            raise ValueError(
+                f"these incentive weights open a reward hole: {hole}; lower them or set "
+                "allow_reward_holes=True to accept this"
+            )
         self.sandbox = sandbox
         self.task_source = resolve_task_source(cfg, task_source)
         self.ground_truth = GroundTruthVerifier()

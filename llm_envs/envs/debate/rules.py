@@ -114,6 +114,124 @@ def influence_incentive(
 
 
 # ---------------------------------------------------------------------------------------------
+# Incentive weights that let a wrong answer pay
+
+
+def incentive_hole(
+    num_agents: int,
+    num_turns: int,
+    gamma: float,
+    alpha0: float,
+    alpha1: float,
+    beta0: float,
+    beta1: float,
+) -> str | None:
+    """Why these incentive weights let a wrong answer earn more than a right one, or ``None``.
+
+    With the ground-truth verifier a wrong answer at turn t forgoes at least
+    ``u = 1/Z_0`` of verifier reward (``Z_0 = Σ_{k<T} γ^k``; a turn-0 answer forgoes exactly
+    ``u``, later ones more: ``1/Z_t`` plus their delayed credit). The cheapest deviation is a
+    wrong first answer followed by right ones. Three conditions, each necessary:
+
+    * **record** (a per-turn learner): when the others' majority flips, Table 2 pays the wrong
+      answer ``±β0`` and the right one ``±β1``: ``|β0 − β1| ≤ u``.
+    * **agent** (one agent's return, the others' play fixed): starting wrong and turning right
+      gains Table 1's ``α1`` (others right) plus ``(β1 − β0)⁺`` if the others then turn wrong,
+      or ``α0`` (others wrong) plus ``(β0 − β1)⁺`` if they turn right:
+      ``max(α1 + (β1 − β0)⁺, α0 + (β0 − β1)⁺) ≤ u``.
+    * **team** (the sum over agents): k of the A agents start wrong and all turn right. A wrong
+      agent gains ``α0 + β0`` when more than half of its others are wrong (k − 1 > (A − 1)/2),
+      ``α1`` when fewer, 0 on a tie; every right agent gains ``β1`` when more than half of its
+      others are wrong (k > (A − 1)/2): ``k·gain_wrong + (A − k)·gain_right ≤ k·u`` for every
+      k = 1 … A. With two agents this is ``max(α1 + β1, α0 + β0) ≤ u``.
+
+    Together they are sufficient too: enumerating every correctness pattern of 2 to 4 agents
+    and 2 to 4 turns finds no record, agent or team that earns more than with all answers
+    right whenever they hold (tests/envs/discussion/test_debate_rules.py). One agent or one
+    turn: no incentive ever applies. A custom verifier that scores wrong answers above 0
+    shrinks ``u``; the check assumes the ground-truth verifier.
+    """
+    if num_agents < 2 or num_turns < 2:
+        return None
+    if min(alpha0, alpha1, beta0, beta1) < 0:
+        return (
+            "negative incentive weights turn the tables around: a negative α pays an agent "
+            "for being persuaded to the wrong answer, a negative β for leading others away "
+            "from the right one"
+        )
+    forgone = 1.0 / discount_normaliser(0, num_turns, gamma)
+    tolerance = 1e-12
+    if abs(beta0 - beta1) > forgone + tolerance:
+        return (
+            f"|beta0 - beta1| = {abs(beta0 - beta1):g} exceeds 1/Z_0 = {forgone:.4g} (Z_0 = "
+            "sum of gamma^k over the turns): when the other agents' majority flips, a wrong "
+            "answer's record earns more than a right one's"
+        )
+    agent_gain = max(alpha1 + max(0.0, beta1 - beta0), alpha0 + max(0.0, beta0 - beta1))
+    if agent_gain > forgone + tolerance:
+        return (
+            f"max(alpha1 + (beta1 - beta0)+, alpha0 + (beta0 - beta1)+) = {agent_gain:g} "
+            f"exceeds 1/Z_0 = {forgone:.4g}, the verifier reward a wrong first answer forgoes: "
+            "an agent that starts wrong on purpose and turns right earns more than one that "
+            "answers right throughout"
+        )
+    half = (num_agents - 1) / 2
+    for wrong in range(1, num_agents + 1):
+        if wrong - 1 > half:
+            gain_wrong = alpha0 + beta0
+        elif wrong - 1 < half:
+            gain_wrong = alpha1
+        else:
+            gain_wrong = 0.0
+        gain_right = beta1 if wrong > half else 0.0
+        team_gain = wrong * gain_wrong + (num_agents - wrong) * gain_right
+        if team_gain > wrong * forgone + tolerance:
+            return (
+                f"when {wrong} of {num_agents} agents start wrong and turn right, the team "
+                f"gains {team_gain:g} in incentives against {wrong} x 1/Z_0 = "
+                f"{wrong * forgone:.4g} of verifier reward forgone (Z_0 = sum of gamma^k over "
+                "the turns): starting wrong on purpose pays the team"
+            )
+    return None
+
+
+def episode_rewards(
+    correct: Sequence[Sequence[bool]],
+    gamma: float,
+    alpha0: float = 0.0,
+    alpha1: float = 0.0,
+    beta0: float = 0.0,
+    beta1: float = 0.0,
+    first_turn_incentive: bool = True,
+) -> list[list[float]]:
+    """The total reward of every answer ``[t][a]`` of a whole debate from its ground-truth
+    correctness ``correct[t][a]`` with the ground-truth verifier (V = correctness): the
+    influence-aware reward plus both incentives. The environment credits the same terms as
+    they become known; this is their sum, for analysis and tests."""
+    num_turns, num_agents = len(correct), len(correct[0])
+    scores = [[float(c) for c in row] for row in correct]
+    rewards = [
+        [influence_reward(scores, t, a, gamma) for a in range(num_agents)]
+        for t in range(num_turns)
+    ]
+
+    def others(t: int, a: int) -> list[bool]:
+        return [bool(c) for j, c in enumerate(correct[t]) if j != a]
+
+    for t in range(num_turns):
+        for a in range(num_agents):
+            if t >= 1:
+                rewards[t][a] += revision_incentive(
+                    bool(correct[t - 1][a]), bool(correct[t][a]), others(t - 1, a), alpha0, alpha1
+                )
+            if t <= num_turns - 2 and (t >= 1 or first_turn_incentive):
+                rewards[t][a] += influence_incentive(
+                    bool(correct[t][a]), others(t, a), others(t + 1, a), beta0, beta1
+                )
+    return rewards
+
+
+# ---------------------------------------------------------------------------------------------
 # Majority vote with the tie rule
 
 
@@ -157,15 +275,17 @@ def majority_vote_accuracy(
 def extract_label(text: str, labels: Sequence[str]) -> str | None:
     """The label an answer commits to (classification tasks such as ANLI).
 
-    The content of the last ``\\boxed{}`` if it is a label; otherwise the last label word in the
-    text (whole words, case-insensitive). Returns the label as spelled in ``labels``.
+    The content of the last ``\\boxed{}`` if it is a label (case-insensitive; surrounding
+    spaces, quotes and a trailing ``.``/``!`` ignored, so ``\\boxed{Entailment.}`` is
+    ``entailment`` as in the released code); otherwise the last label word in the text (whole
+    words, case-insensitive). Returns the label as spelled in ``labels``.
     """
     if not labels:
         return None
     by_fold = {label.casefold(): label for label in labels}
     boxed = extract_boxed(text)
     if boxed is not None:
-        return by_fold.get(boxed.strip().casefold())
+        return by_fold.get(boxed.strip(" \t\n'\"`.!").casefold())
     pattern = (
         r"\b("
         + "|".join(re.escape(label) for label in sorted(labels, key=len, reverse=True))

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from llm_envs.envs.debate import rules
-from llm_envs.envs.forum.rules import clip_text, tag_contents
+from llm_envs.envs.forum.rules import clip_text, neutralise_tags, own_tag_contents
 from llm_envs.tasks import Problem
 from llm_envs.verifiers.math import check_answer, extract_boxed
 
@@ -66,8 +66,10 @@ class GroundTruthVerifier:
 class AgentVerifier:
     """An agent as the verifier: it is asked for the probability that a response is correct.
 
-    The agent answers with ``<score>p</score>``, p in [0, 1] (the last such pair counts); an
-    output without a readable score gets ``unparsed_score``. The call is synchronous (one
+    The agent answers with ``<score>p</score>``, p in [0, 1] (the last such pair it wrote
+    itself counts); an output without a readable score gets ``unparsed_score``. The response
+    it is shown has its ``<score>`` tags rewritten as ``[score]``, so a debater cannot write
+    its own verifier score. The call is synchronous (one
     request per verified answer), so batch-minded setups may prefer a custom callable.
     """
 
@@ -87,7 +89,7 @@ class AgentVerifier:
             "instruction": self.INSTRUCTION,
             "prompt": (
                 f"Problem:\n{problem.prompt}\n\nProposed solution:\n"
-                f"{clip_text(response, self.max_chars)}\n\n"
+                f"{clip_text(neutralise_tags(response, ('score',)), self.max_chars)}\n\n"
                 "Give the probability that the final answer is correct in <score></score>."
             ),
         }
@@ -96,12 +98,16 @@ class AgentVerifier:
 
 
 def parse_probability(text: str, default: float) -> float:
-    """The last ``<score>p</score>`` with p a number, clipped to [0, 1]; else ``default``."""
-    for content in reversed(tag_contents(text or "", "score")):
-        try:
-            value = float(content.strip())
-        except ValueError:
-            continue
-        if value == value:  # not NaN
-            return min(1.0, max(0.0, value))
-    return default
+    """The last ``<score>p</score>`` pair the verifier wrote itself (outside fenced blocks and
+    ``>`` quote lines), p a number clipped to [0, 1]; ``default`` when there is none or its
+    content is not a number (an earlier pair never stands in for it)."""
+    pairs = own_tag_contents(text or "", "score")
+    if not pairs:
+        return default
+    try:
+        value = float(pairs[-1].strip())
+    except ValueError:
+        return default
+    if value != value:  # NaN
+        return default
+    return min(1.0, max(0.0, value))

@@ -38,13 +38,23 @@ class ForumConfig:
         schedule: ``"paper"`` or ``"released"`` (see the module docstring).
         num_references: Released schedule: discussions of the previous round shown to a solver.
         evaluation: ``False`` gives the *without evaluation* ablation.
-        scoring: ``False`` gives the *without scoring* ablation.
+        scoring: ``False`` gives the *without scoring* ablation (approving every solution pays
+            every agent 1, the reward hacking the paper reports: needs
+            ``allow_reward_holes=True``).
         evaluator_sees_history: Whether evaluators see the discussion; ``None`` means the
             schedule's own choice (paper: yes; released code: no).
         task: Name of the task source (:func:`llm_envs.tasks.load_task_source`).
         split: Split of the task source.
         task_kwargs: Extra keyword arguments for the task source.
         max_shown_chars: Longest stretch of one agent's text echoed into another's prompt.
+        score_parsing: ``"strict"`` (the last ``<score>`` the scorer wrote itself must hold
+            1, 2 or 3; anything else is the −1 format failure, the paper's penalty) or
+            ``"released"`` (the released code: the first ``<score>N</score>`` clamped to 1..3,
+            else the last digit 1-3 in the text, else 2). ``"released"`` lets a score quoted
+            from the solution or the evaluation decide the reward, so it needs
+            ``allow_reward_holes=True``.
+        allow_reward_holes: Accept an option that lets a strategy other than solving earn
+            more (docs/papers.md, "Options that open a reward hole").
     """
 
     num_agents: int = 4
@@ -60,6 +70,13 @@ class ForumConfig:
     split: str = "train"
     task_kwargs: dict[str, Any] = field(default_factory=dict)
     max_shown_chars: int = 16_000
+    score_parsing: str = "strict"
+    allow_reward_holes: bool = False
+
+
+#: Tags of the scorer and the evaluator: rewritten in any agent text another agent is shown.
+PAYING_TAGS = ("score", "judgment")
+SCORE_PARSINGS = ("strict", "released")
 
 
 @dataclass
@@ -110,6 +127,24 @@ class ForumEnv(TextEnv):
             raise ValueError(f"schedule must be 'paper' or 'released', got {cfg.schedule!r}")
         if not cfg.evaluation and not cfg.scoring:
             raise ValueError("at least one of evaluation and scoring must be enabled")
+        if cfg.score_parsing not in SCORE_PARSINGS:
+            raise ValueError(
+                f"score_parsing must be one of {SCORE_PARSINGS}, got {cfg.score_parsing!r}"
+            )
+        if not cfg.scoring and not cfg.allow_reward_holes:
+            raise ValueError(
+                "scoring=False (the 'w/o scoring' ablation) opens a reward hole: with consistency "
+                "as the evaluators' reward, approving every solution, right or wrong, pays the "
+                "solver and every evaluator 1 (the reward hacking the paper reports); set "
+                "allow_reward_holes=True to accept this"
+            )
+        if cfg.score_parsing == "released" and not cfg.allow_reward_holes:
+            raise ValueError(
+                "score_parsing='released' opens a reward hole: the released code reads the "
+                "first <score> in the scorer's reply, so a solution (or an evaluation) that "
+                "carries its own <score>3</score> (or <score>1</score>) and is quoted by the "
+                "scorer decides its own reward; set allow_reward_holes=True to accept this"
+            )
         if cfg.num_rounds is None:
             self.num_rounds = 2 * cfg.num_agents if cfg.schedule == "paper" else 2
         else:
@@ -221,7 +256,11 @@ class ForumEnv(TextEnv):
             self._credit(evaluation.record, "consistency", reward)  # type: ignore[union-attr]
 
     def _play_scoring(self, agent: str, action: str, step: rules.Step) -> None:
-        score = rules.parse_score(action)
+        score: int | None
+        if self.config.score_parsing == "released":
+            score = rules.parse_score_released(action)
+        else:
+            score = rules.parse_score(action)
         record = self._add_record(
             agent,
             action,
@@ -267,7 +306,7 @@ class ForumEnv(TextEnv):
                 for j in range(self.config.num_evaluations)
                 if (round_index, slot, j) in self.evaluations
             ]
-            shown.append((solution.text, texts))
+            shown.append((_shown(solution.text), [_shown(text) for text in texts]))
         return rules.format_discussions(shown, self.config.max_shown_chars)
 
     def _history_slots(self, step: rules.Step) -> list[tuple[int, int]]:
@@ -318,7 +357,7 @@ class ForumEnv(TextEnv):
             return rules.solver_prompt(
                 problem, self._discussion(self._history_slots(step)), self._answer_format()
             )
-        solution = rules.clip_text(self.solutions[(step.round, step.slot)].text, limit)
+        solution = rules.clip_text(_shown(self.solutions[(step.round, step.slot)].text), limit)
         if step.kind == "evaluate":
             discussion = (
                 self._discussion(self._history_slots(step))
@@ -331,7 +370,7 @@ class ForumEnv(TextEnv):
         evaluation = None
         if self.config.evaluation:
             evaluation = rules.clip_text(
-                self.evaluations[(step.round, step.slot, step.evaluation)].text, limit
+                _shown(self.evaluations[(step.round, step.slot, step.evaluation)].text), limit
             )
         return rules.scorer_prompt(problem, solution, evaluation)
 
@@ -442,6 +481,12 @@ class ForumEnv(TextEnv):
         scoring 0 or the −1 format penalty: every action's reward lies in [−1, 1].
         docs/envs/forum.md states the same bounds."""
         return (-1.0, 1.0)
+
+
+def _shown(text: str) -> str:
+    """An agent's text as another agent sees it: its score and verdict tags rewritten, so no
+    agent can write a tag that a scorer or an evaluator quoting it would be paid by."""
+    return rules.neutralise_tags(text, PAYING_TAGS)
 
 
 def _round_accuracy(solutions: dict[tuple[int, int], _Solution], round_index: int) -> float:

@@ -41,51 +41,131 @@ StepKind = Literal["solve", "evaluate", "score"]
 # Tags
 
 
-def tag_contents(text: str, tag: str) -> list[str]:
-    """The contents of the complete ``<tag>...</tag>`` pairs of ``text``, in order.
-
-    Pairs are matched left to right without nesting: an opening tag pairs with the first
-    closing tag after it. Tag names match case-insensitively. Runs in linear time on any input
-    (a plain non-greedy regex is quadratic on text full of unclosed opening tags).
-    """
-    opening = re.compile(rf"<{re.escape(tag)}>", re.IGNORECASE)
-    closing = re.compile(rf"</{re.escape(tag)}>", re.IGNORECASE)
-    contents: list[str] = []
+def _tag_pairs(text: str, tag: str, case_sensitive: bool = False) -> list[tuple[int, int, str]]:
+    """(start of the opening tag, end of the closing tag, content) of every complete
+    ``<tag>...</tag>`` pair of ``text``, in order (see :func:`tag_contents`)."""
+    flags = 0 if case_sensitive else re.IGNORECASE
+    opening = re.compile(rf"<{re.escape(tag)}>", flags)
+    closing = re.compile(rf"</{re.escape(tag)}>", flags)
+    pairs: list[tuple[int, int, str]] = []
     position = 0
     while True:
         start = opening.search(text, position)
         if start is None:
-            return contents
+            return pairs
         end = closing.search(text, start.end())
         if end is None:
-            return contents
-        contents.append(text[start.end() : end.start()])
+            return pairs
+        pairs.append((start.start(), end.end(), text[start.end() : end.start()]))
         position = end.end()
+
+
+def tag_contents(text: str, tag: str, case_sensitive: bool = False) -> list[str]:
+    """The contents of the complete ``<tag>...</tag>`` pairs of ``text``, in order.
+
+    Pairs are matched left to right without nesting: an opening tag pairs with the first
+    closing tag after it. Tag names match case-insensitively unless ``case_sensitive``. Runs in
+    linear time on any input (a plain non-greedy regex is quadratic on text full of unclosed
+    opening tags).
+    """
+    return [content for _, _, content in _tag_pairs(text, tag, case_sensitive)]
+
+
+_FENCE = re.compile(r"^[ \t]*(```|~~~)", re.MULTILINE)
+_QUOTE_LINE = re.compile(r"^[ \t]*>.*$", re.MULTILINE)
+
+
+def quoted_spans(text: str) -> list[tuple[int, int]]:
+    """The (start, end) spans of ``text`` that are quotations rather than the writer's own
+    words: fenced blocks (```` ``` ```` or ``~~~`` lines, an unclosed fence runs to the end)
+    and Markdown block-quote lines (starting with ``>``)."""
+    spans: list[tuple[int, int]] = []
+    fences = list(_FENCE.finditer(text))
+    for k in range(0, len(fences), 2):
+        start = fences[k].start()
+        end = fences[k + 1].end() if k + 1 < len(fences) else len(text)
+        spans.append((start, end))
+    spans.extend((m.start(), m.end()) for m in _QUOTE_LINE.finditer(text))
+    return spans
+
+
+def own_tag_contents(text: str, tag: str, case_sensitive: bool = False) -> list[str]:
+    """:func:`tag_contents` without the pairs that start inside quoted text
+    (:func:`quoted_spans`): what a judge wrote itself, not what it quoted from another agent."""
+    quoted = quoted_spans(text)
+    return [
+        content
+        for start, _, content in _tag_pairs(text, tag, case_sensitive)
+        if not any(q_start <= start < q_end for q_start, q_end in quoted)
+    ]
+
+
+_ANY_TAG = re.compile(r"<\s*(/?)\s*([A-Za-z_]+)\s*>")
+
+
+def neutralise_tags(text: str, tags: Sequence[str]) -> str:
+    """``text`` with every ``<tag>`` / ``</tag>`` of ``tags`` (any case, spaces inside the
+    brackets allowed) rewritten as ``[tag]`` / ``[/tag]``.
+
+    Applied to an agent's text before another agent (a judge, a scorer, a verifier) is shown
+    it: whatever that text holds, and wherever the reader quotes it, it can no longer be parsed
+    as the reader's score.
+    """
+    names = {tag.casefold() for tag in tags}
+
+    def rewrite(match: re.Match[str]) -> str:
+        if match.group(2).casefold() not in names:
+            return match.group(0)
+        return f"[{match.group(1)}{match.group(2)}]"
+
+    return _ANY_TAG.sub(rewrite, text)
 
 
 def parse_score(text: str) -> int | None:
     """The scorer's score τ̂ ∈ {1, 2, 3}, or ``None`` when the output has no valid score.
 
-    Strict: the *last* complete ``<score>…</score>`` pair must contain exactly one of ``1``,
-    ``2``, ``3`` (surrounding whitespace allowed). Anything else (no tag, ``<score>2.5</score>``,
-    ``<score>4</score>``, ``<score>3/3</score>``, a bare digit outside tags) is a parse failure.
-    The last pair counts because the instruction asks for the score at the end, after the
-    reasons.
+    Strict: the *last* complete ``<score>…</score>`` pair the scorer wrote itself (not inside a
+    fenced block or a ``>`` quote line: :func:`own_tag_contents`) must contain exactly one of
+    ``1``, ``2``, ``3`` (surrounding whitespace allowed). Anything else (no tag,
+    ``<score>2.5</score>``, ``<score>4</score>``, ``<score>3/3</score>``, a bare digit outside
+    tags) is a parse failure. The last pair counts because the instruction asks for the score
+    at the end, after the reasons, and a tag the scorer quotes from the solution or the
+    evaluation comes before it.
     """
-    pairs = tag_contents(text, "score")
+    pairs = own_tag_contents(text, "score")
     if not pairs:
         return None
     content = pairs[-1].strip()
     return int(content) if content in {"1", "2", "3"} else None
 
 
+_RELEASED_SCORE_TAG = re.compile(r"<\s*score\s*>\s*([0-9]+)\s*<\s*/\s*score\s*>", re.IGNORECASE)
+_RELEASED_SCORE_DIGIT = re.compile(r"\b([1-3])\b")
+
+
+def parse_score_released(text: str) -> int:
+    """The released code's reading (``wt-2048/comas``, ``_extract_score``): the *first*
+    ``<score>N</score>`` (integer N, any case, spaces allowed) clamped to 1..3; else the last
+    standalone digit 1-3 anywhere in the text; else 2. It never fails, so the scorer's −1 is
+    unreachable, and a score quoted from another agent's text can win.
+    """
+    text = (text or "").strip()
+    match = _RELEASED_SCORE_TAG.search(text)
+    if match:
+        return min(3, max(1, int(match.group(1))))
+    digits = _RELEASED_SCORE_DIGIT.findall(text)
+    if digits:
+        return int(digits[-1])
+    return 2
+
+
 def parse_judgment(text: str) -> bool | None:
     """The verdict of an evaluation in the *without scoring* ablation.
 
-    The last complete ``<judgment>…</judgment>`` pair must say ``correct`` or ``incorrect``
+    The last complete ``<judgment>…</judgment>`` pair the evaluator wrote itself must say ``correct`` or ``incorrect``
     (case-insensitive, surrounding whitespace allowed): ``True`` / ``False``; else ``None``.
     """
-    pairs = tag_contents(text, "judgment")
+    pairs = own_tag_contents(text, "judgment")
     if not pairs:
         return None
     content = pairs[-1].strip().lower()

@@ -63,6 +63,21 @@ class ProposerSolverJudgeConfig:
         pool_path: JSONL file of the pool: loaded if it exists, else created from the seed;
             accepted questions are appended to it. ``None`` keeps the pool in memory.
         max_shown_chars: Longest stretch of one agent's text echoed into another's prompt.
+        case_sensitive_tags: ``True`` (the released code): only ``<question>``, ``<answer>``
+            and ``<score>`` spelled in lower case are tags (the judge's score is read in any
+            case, as the released code does, but counts for its format only in lower case).
+            ``False``: any case (``<QUESTION>``) is a tag.
+        judge_sees: What the judge is shown of a solver's reply: ``"answer"`` (the content of
+            its last ``<answer>`` pair, the whole reply when it has none: the released code)
+            or ``"reply"`` (the whole reply, reasoning included).
+        judge_score_parsing: ``"strict"``: the judge's score is the last ``<score>`` pair it
+            wrote itself (outside quoted text) holding a plain number. ``"released"``: the
+            released code's reading (the first pair; ``8/10`` as 0.8, the first integer of
+            "9 out of 10", ``-3`` as 3; without a number in a pair, the last number anywhere
+            in the reply). ``"released"`` lets text the judge quotes from the proposer or the
+            solver decide the score, so it needs ``allow_reward_holes=True``.
+        allow_reward_holes: Accept an option that lets a strategy other than solving earn
+            more (docs/papers.md, "Options that open a reward hole").
     """
 
     reference_probability: float = 0.5
@@ -82,6 +97,10 @@ class ProposerSolverJudgeConfig:
     pool_seed_size: int = 256
     pool_path: str | None = None
     max_shown_chars: int = 16_000
+    case_sensitive_tags: bool = True
+    judge_sees: str = "answer"
+    judge_score_parsing: str = "strict"
+    allow_reward_holes: bool = False
 
 
 @dataclass
@@ -96,6 +115,8 @@ class _Answer:
 
 PHASES = ("propose", "judge_question", "solve", "judge_answer", "done")
 SOLVER_QUESTIONS = ("pool", "proposed")
+JUDGE_SCORE_PARSINGS = ("strict", "released")
+JUDGE_SEES = ("answer", "reply")
 
 
 class ProposerSolverJudgeEnv(TextEnv):
@@ -131,6 +152,21 @@ class ProposerSolverJudgeEnv(TextEnv):
         if cfg.solver_questions not in SOLVER_QUESTIONS:
             raise ValueError(
                 f"solver_questions must be one of {SOLVER_QUESTIONS}, got {cfg.solver_questions!r}"
+            )
+        if cfg.judge_sees not in JUDGE_SEES:
+            raise ValueError(f"judge_sees must be one of {JUDGE_SEES}, got {cfg.judge_sees!r}")
+        if cfg.judge_score_parsing not in JUDGE_SCORE_PARSINGS:
+            raise ValueError(
+                f"judge_score_parsing must be one of {JUDGE_SCORE_PARSINGS}, "
+                f"got {cfg.judge_score_parsing!r}"
+            )
+        if cfg.judge_score_parsing == "released" and not cfg.allow_reward_holes:
+            raise ValueError(
+                "judge_score_parsing='released' opens a reward hole: the released code reads "
+                "the first <score> in the judge's reply (and, without one, the last number in "
+                "it), so a solver answer or a proposed question carrying <score>10</score> that "
+                "the judge quotes before its own score is paid as a perfect one; set "
+                "allow_reward_holes=True to accept this"
             )
         self.sandbox = sandbox
         self.task_source = resolve_task_source(cfg, task_source)
@@ -238,13 +274,13 @@ class ProposerSolverJudgeEnv(TextEnv):
         return next_agent
 
     def _play_proposal(self, agent: str, action: str) -> str | None:
-        question, pairs = rules.first_tag(action, "question")
+        question, pairs = rules.last_tag(action, "question", self.config.case_sensitive_tags)
         fmt = rules.format_reward(pairs)
         record = self._add_record(
             agent,
             action,
             parsed={"question": question, "tag_pairs": pairs},
-            format_ok=pairs == 1,
+            format_ok=pairs == 1 and question is not None,
             info={"reference": None if self.reference is None else self.reference.question},
         )
         self.proposer_record = record
@@ -262,7 +298,7 @@ class ProposerSolverJudgeEnv(TextEnv):
         return "judge"
 
     def _play_question_rating(self, agent: str, action: str) -> str | None:
-        judged = rules.parse_judge(action, self.config.unparsed_score_value)
+        judged = self._parse_judge(action)
         record = self._add_record(
             agent,
             action,
@@ -293,7 +329,7 @@ class ProposerSolverJudgeEnv(TextEnv):
         return "solver"
 
     def _play_answer(self, agent: str, action: str) -> str | None:
-        content, pairs = rules.first_tag(action, "answer")
+        content, pairs = rules.last_tag(action, "answer", self.config.case_sensitive_tags)
         fmt = rules.format_reward(pairs)
         correct = None
         if self.solver_truth is not None:
@@ -315,7 +351,7 @@ class ProposerSolverJudgeEnv(TextEnv):
 
     def _play_answer_rating(self, agent: str, action: str) -> str | None:
         answer = self.answers[self.judged]
-        judged = rules.parse_judge(action, self.config.unparsed_score_value)
+        judged = self._parse_judge(action)
         record = self._add_record(
             agent,
             action,
@@ -342,6 +378,13 @@ class ProposerSolverJudgeEnv(TextEnv):
         )
         self._credit(self.proposer_record, "difficulty", parts["difficulty"])
         return None
+
+    def _parse_judge(self, action: str) -> rules.JudgeOutput:
+        cfg = self.config
+        parse = rules.parse_judge_released if cfg.judge_score_parsing == "released" else rules.parse_judge
+        return parse(
+            action, cfg.unparsed_score_value, case_sensitive_format=cfg.case_sensitive_tags
+        )
 
     def _truth_of(self, question: str) -> str | None:
         """The ground truth of a question when it is a known one (metrics only)."""
@@ -391,7 +434,11 @@ class ProposerSolverJudgeEnv(TextEnv):
         question = rules.clip_text(self.solver_question or "", limit)
         if self.phase == "solve":
             return rules.solver_prompt(question)
-        response = rules.clip_text(self.answers[self.judged].text, limit)
+        answer = self.answers[self.judged]
+        # The released code shows the judge the content of the answer tags (the whole reply
+        # when there is none); judge_sees="reply" shows the reasoning too.
+        shown = answer.text if self.config.judge_sees == "reply" or answer.content is None else answer.content
+        response = rules.clip_text(shown, limit)
         return rules.judge_answer_prompt(question, response)
 
     # ------------------------------------------------------------------ scripted play
@@ -413,13 +460,14 @@ class ProposerSolverJudgeEnv(TextEnv):
         Args:
             proposer: ``"fresh"`` (a new task-source question with a known answer),
                 ``"reuse"`` (copies the reference question, or the first pool question when
-                none is shown), ``"multi_tag"`` (two question pairs: format 0.5) or
+                none is shown), ``"multi_tag"`` (a draft question pair, then the final one: the last
+                counts, format 0.5) or
                 ``"no_tag"`` (no question: the episode ends).
             solver: ``"correct"``, ``"wrong"``, ``"multi_tag"`` (a correct answer in two pairs:
                 format 0.5) or ``"no_tag"`` (a correct answer without tags: format 0).
             judge: ``"honest"`` (questions: 10 if the answer is known, 1 if empty, else 5;
                 answers: 10 correct, 1 wrong, 5 unknown), ``"generous"`` (always 10),
-                ``"harsh"`` (always 1), ``"multi_tag"`` (scores 7 then 9: V = 2/3, format 0.5)
+                ``"harsh"`` (always 1), ``"multi_tag"`` (scores 9 then 7: the last counts, V = 6/9, format 0.5)
                 or ``"garbage"`` (no score: V = 0.5, format 0).
         """
         if agent != self.agent_selection or self.phase == "done":
@@ -442,7 +490,8 @@ class ProposerSolverJudgeEnv(TextEnv):
                 question = entries[0].question if entries else self.fresh_problem.prompt
             return f"<question>{question}</question>"
         if behaviour == "multi_tag":
-            return f"<question>{self.fresh_problem.prompt}</question>\n<question>Why?</question>"
+            # A draft, then the final question: the last pair counts.
+            return f"Draft: <question>Why?</question>\nFinal: <question>{self.fresh_problem.prompt}</question>"
         if behaviour == "no_tag":
             return f"My question: {self.fresh_problem.prompt}"
         raise ValueError(f"unknown proposer behaviour {behaviour!r}")
@@ -477,7 +526,7 @@ class ProposerSolverJudgeEnv(TextEnv):
         if behaviour == "harsh":
             return "Terrible. <score>1</score>"
         if behaviour == "multi_tag":
-            return "First <score>7</score>, on reflection <score>9</score>"
+            return "First <score>9</score>, on reflection <score>7</score>"
         if behaviour == "garbage":
             return "I cannot decide on a score."
         raise ValueError(f"unknown judge behaviour {behaviour!r}")

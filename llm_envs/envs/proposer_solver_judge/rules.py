@@ -4,6 +4,12 @@ Source: Multi-Agent Evolve (arXiv 2510.23595; docs/papers.md).
 
 * Tags: proposer ``<question>…</question>``, solver ``<answer>…</answer>``, judge reasons and
   then ``<score>X</score>`` with X in 1..10, normalised ``V = clip((X − 1)/9, 0, 1)``.
+  The last pair counts (the released code's choice); tag names are case-sensitive, as in the
+  released code (``case_sensitive=False`` accepts ``<QUESTION>``); a question that is empty
+  after stripping is no question (the released code pays it 0).
+* The judge's score is read from the last ``<score>`` pair the judge wrote itself (not in a
+  fenced block or a ``>`` quote line), and agent text shown to the judge has its score tags
+  rewritten (:func:`shown_to_judge`): no agent can write the judge's score.
 * Format reward of a completion: 1 for exactly one tag pair, 0.5 for several, 0 for none,
   counted in the completion only (the released code also counted the prompt's template tags).
 * Proposer: ``R_P = λq·R_quality + λd·R_difficulty + λf·R_format`` with λ = 1/3 each,
@@ -20,10 +26,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 # The tag helpers of the forum are the same game logic (linear-time, case-insensitive).
-from llm_envs.envs.forum.rules import clip_text, tag_contents, wrong_answer
+from llm_envs.envs.forum.rules import (
+    clip_text,
+    neutralise_tags,
+    own_tag_contents,
+    tag_contents,
+    wrong_answer,
+)
 
 __all__ = [
     "clip_text",
+    "neutralise_tags",
     "tag_contents",
     "wrong_answer",
 ]
@@ -39,24 +52,36 @@ def format_reward(pairs: int) -> float:
     return 0.5 if pairs > 1 else 0.0
 
 
-def first_tag(text: str, tag: str) -> tuple[str | None, int]:
-    """(content of the first ``<tag>`` pair stripped, number of pairs) of a completion."""
-    pairs = tag_contents(text, tag)
-    return (pairs[0].strip() if pairs else None), len(pairs)
+def last_tag(text: str, tag: str, case_sensitive: bool = True) -> tuple[str | None, int]:
+    """(content of the last ``<tag>`` pair stripped, number of pairs) of a completion.
 
-
-def judge_scores(text: str) -> list[float]:
-    """Every ``<score>X</score>`` pair of a judge completion whose X is a number, in order.
-
-    Only pairs holding a plain number (``8``, ``7.5``) count, both for the score and for the
-    judge's format reward: ``<score>great</score>`` is not a score.
+    The content is ``None`` without a pair, or when the last pair is empty after stripping
+    (an empty question is no question).
     """
-    scores = []
-    for content in tag_contents(text, "score"):
-        content = content.strip()
-        if _NUMBER.fullmatch(content) and len(content) <= 32:
-            scores.append(float(content))
-    return scores
+    pairs = tag_contents(text, tag, case_sensitive=case_sensitive)
+    content = pairs[-1].strip() if pairs else ""
+    return (content or None), len(pairs)
+
+
+def shown_to_judge(text: str) -> str:
+    """An agent's text as the judge is shown it: its ``<score>`` tags rewritten as
+    ``[score]`` (:func:`neutralise_tags`), so quoting it cannot hand the judge a score."""
+    return neutralise_tags(text, ("score",))
+
+
+def _plain_number(content: str) -> float | None:
+    content = content.strip()
+    if len(content) <= 32 and _NUMBER.fullmatch(content):
+        return float(content)
+    return None
+
+
+def judge_scores(text: str, case_sensitive: bool = False) -> list[float]:
+    """Every ``<score>X</score>`` pair the judge wrote itself (outside quoted text) whose X is
+    a plain number (``8``, ``7.5``, ``-3``), in order. ``<score>great</score>``,
+    ``<score>8/10</score>`` and ``<score>9 out of 10</score>`` are not scores."""
+    values = (_plain_number(c) for c in own_tag_contents(text, "score", case_sensitive))
+    return [v for v in values if v is not None]
 
 
 def normalise_score(raw: float) -> float:
@@ -66,7 +91,7 @@ def normalise_score(raw: float) -> float:
 
 @dataclass(frozen=True)
 class JudgeOutput:
-    """A judge completion, parsed: the first numeric score (normalised), and the format reward."""
+    """A judge completion, parsed: the score read (normalised), and the format reward."""
 
     raw: float | None
     value: float
@@ -77,13 +102,72 @@ class JudgeOutput:
         return self.raw is not None
 
 
-def parse_judge(text: str, unparsed_value: float = 0.5) -> JudgeOutput:
-    """Parse a judge completion. The first numeric ``<score>`` wins; without one the value is
-    ``unparsed_value`` (the released code's neutral 0.5)."""
-    scores = judge_scores(text)
-    if not scores:
+def parse_judge(
+    text: str, unparsed_value: float = 0.5, *, case_sensitive_format: bool = True
+) -> JudgeOutput:
+    """Parse a judge completion: the score is the content of the *last* ``<score>`` pair the
+    judge wrote itself (any case; not inside a fenced block or a ``>`` quote line), when that
+    content is a plain number; else the value is ``unparsed_value`` (the released code's
+    neutral 0.5) and the format 0. The format counts the numeric pairs the judge wrote with the
+    tag spelled ``<score>`` (the released code counts only that spelling; with
+    ``case_sensitive_format=False`` any case).
+    """
+    own = own_tag_contents(text, "score")
+    raw = _plain_number(own[-1]) if own else None
+    if raw is None:
         return JudgeOutput(None, float(unparsed_value), 0.0)
-    return JudgeOutput(scores[0], normalise_score(scores[0]), format_reward(len(scores)))
+    pairs = len(judge_scores(text, case_sensitive=case_sensitive_format))
+    return JudgeOutput(raw, normalise_score(raw), format_reward(pairs))
+
+
+_RELEASED_FRACTION = re.compile(r"\b(\d+)/(\d+)\b")
+_RELEASED_FLOAT = re.compile(r"\b(\d+\.\d+)\b")
+_RELEASED_INTEGER = re.compile(r"\b(\d+)\b")
+_RELEASED_ANY_NUMBER = re.compile(r"\b\d+/\d+\b|\b\d+\.\d+\b|\b\d+\b")
+
+
+def _released_number(token: str) -> float | None:
+    if "/" in token:
+        numerator, denominator = token.split("/")
+        return int(numerator) / int(denominator) if int(denominator) != 0 else None
+    return float(token)
+
+
+def released_judge_scores(text: str) -> list[float]:
+    """The released code's reading (``extract_score_from_tags``): for every ``<score>`` pair
+    (any case) a fraction ``a/b`` (as a/b), else the first decimal, else the first integer of
+    the content (signs ignored); without any, the last number anywhere in the text."""
+    scores: list[float] = []
+    for content in tag_contents(text, "score"):
+        content = content.strip()
+        fraction = _RELEASED_FRACTION.search(content)
+        if fraction:
+            if int(fraction.group(2)) != 0:
+                scores.append(int(fraction.group(1)) / int(fraction.group(2)))
+            continue
+        number = _RELEASED_FLOAT.search(content) or _RELEASED_INTEGER.search(content)
+        if number:
+            scores.append(float(number.group(1)))
+    if not scores:
+        numbers = _RELEASED_ANY_NUMBER.findall(text)
+        if numbers:
+            value = _released_number(numbers[-1])
+            if value is not None:
+                scores.append(value)
+    return scores
+
+
+def parse_judge_released(
+    text: str, unparsed_value: float = 0.5, *, case_sensitive_format: bool = True
+) -> JudgeOutput:
+    """The released code's reading: the *first* of :func:`released_judge_scores`, normalised
+    as ``clip((X − 1)/9, 0, 1)``; ``unparsed_value`` when there is none. The format is
+    :func:`parse_judge`'s (a format reward is ours either way)."""
+    scores = released_judge_scores(text)
+    fmt = parse_judge(text, case_sensitive_format=case_sensitive_format).format
+    if not scores:
+        return JudgeOutput(None, float(unparsed_value), fmt)
+    return JudgeOutput(scores[0], normalise_score(scores[0]), fmt)
 
 
 @dataclass(frozen=True)
@@ -180,6 +264,7 @@ def solver_prompt(question: str) -> str:
 
 
 def judge_question_prompt(question: str) -> str:
+    question = shown_to_judge(question)
     return (
         "Rate the quality of the following question.\n\n"
         f"Question:\n{question}\n\n"
@@ -191,6 +276,7 @@ def judge_question_prompt(question: str) -> str:
 
 
 def judge_answer_prompt(question: str, response: str) -> str:
+    question, response = shown_to_judge(question), shown_to_judge(response)
     return (
         "Rate the following answer to the question. Be STRICT.\n\n"
         f"Question:\n{question}\n\nAnswer:\n{response}\n\n"

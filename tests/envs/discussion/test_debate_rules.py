@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
+
+import numpy as np
 import pytest
 
 from llm_envs.envs.debate import rules
@@ -122,3 +125,69 @@ def test_describe_score_buckets():
     assert rules.describe_score(0.5) == "might be wrong"
     assert rules.describe_score(0.7) == "seems right, but check it"
     assert rules.describe_score(0.95) == "likely right with high probability"
+
+
+# ---------------------------------------------------------------------------------------------
+# Incentive weights that open a reward hole: rules.incentive_hole against every pattern.
+
+
+def _patterns(num_agents, num_turns):
+    for bits in itertools.product([False, True], repeat=num_agents * num_turns):
+        yield [list(bits[t * num_agents : (t + 1) * num_agents]) for t in range(num_turns)]
+
+
+def _wrong_pays(num_agents, num_turns, gamma, weights, first_turn_incentive):
+    """The first pattern where a wrong answer pays: a record (one answer flipped to right
+    earns less), an agent (its answers all right, the others' unchanged, earn less) or the team
+    (all answers right earn less in total); None if there is none."""
+
+    def rewards(correct):
+        return rules.episode_rewards(correct, gamma, *weights, first_turn_incentive)
+
+    right = [[True] * num_agents for _ in range(num_turns)]
+    team_right = sum(map(sum, rewards(right)))
+    for correct in _patterns(num_agents, num_turns):
+        got = rewards(correct)
+        if sum(map(sum, got)) > team_right + 1e-9:
+            return "team", correct
+        for a in range(num_agents):
+            honest = [row[:a] + [True] + row[a + 1 :] for row in correct]
+            if sum(r[a] for r in got) > sum(r[a] for r in rewards(honest)) + 1e-9:
+                return "agent", correct
+            for t in range(num_turns):
+                if not correct[t][a]:
+                    fixed = [row[:] for row in correct]
+                    fixed[t][a] = True
+                    if got[t][a] > rewards(fixed)[t][a] + 1e-9:
+                        return "record", correct
+    return None
+
+
+@pytest.mark.parametrize(
+    ("num_agents", "num_turns"), [(2, 2), (2, 3), (2, 4), (3, 2), (3, 3), (4, 2)]
+)
+def test_incentive_hole_is_exact_on_every_pattern(num_agents, num_turns):
+    rng = np.random.default_rng(num_agents * 10 + num_turns)
+    grid = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.7, 1.0]
+    for _ in range(12 if num_agents * num_turns <= 6 else 3):
+        gamma = float(rng.choice([0.0, 0.3, 1.0]))
+        weights = [float(rng.choice(grid)) for _ in range(4)]
+        hole = rules.incentive_hole(num_agents, num_turns, gamma, *weights)
+        for first_turn in (True, False):
+            found = _wrong_pays(num_agents, num_turns, gamma, weights, first_turn)
+            if hole is None:  # accepted weights: nothing pays a wrong answer
+                assert found is None, (gamma, weights, first_turn, found)
+            elif first_turn:  # refused weights: the hole is real (exact with Table 2 at turn 0)
+                assert found is not None, (gamma, weights, hole)
+
+
+def test_incentive_hole_two_agent_closed_form():
+    # T = 3, γ = 0.3: 1/Z_0 = 1/1.39 = 0.7194.
+    assert rules.incentive_hole(2, 3, 0.3, 0.0, 2.0, 2.0, 0.0) is not None  # the old docs example
+    assert rules.incentive_hole(2, 3, 0.3, 0.2, 0.3, 0.2, 0.3) is None  # 0.6
+    assert rules.incentive_hole(2, 3, 0.3, 0.0, 0.4, 0.0, 0.31) is None  # α1 + β1 = 0.71
+    assert rules.incentive_hole(2, 3, 0.3, 0.0, 0.4, 0.0, 0.33) is not None  # 0.73
+    assert rules.incentive_hole(2, 3, 0.3, 0.4, 0.0, 0.33, 0.0) is not None  # α0 + β0 = 0.73
+    assert rules.incentive_hole(2, 3, 0.3, -0.1, 0.0, 0.0, 0.0) is not None  # negative
+    assert rules.incentive_hole(1, 3, 0.3, 5.0, 5.0, 5.0, 5.0) is None  # no other agents
+    assert rules.incentive_hole(2, 1, 0.3, 5.0, 5.0, 5.0, 5.0) is None  # one turn

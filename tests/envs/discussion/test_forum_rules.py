@@ -31,6 +31,45 @@ def test_parse_score_is_strict(text, expected):
     assert rules.parse_score(text) == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "strict", "released"),
+    [
+        # Hand-read against wt-2048/comas _extract_score: the first <score>N</score> clamped to
+        # 1..3, else the last standalone digit 1-3, else 2.
+        ("draft <score>1</score> final <score>3</score>", 3, 1),
+        ("<score>4</score>", None, 3),
+        ("<score>0</score>", None, 1),
+        ("< score > 2 </ score >", None, 2),
+        ("I give it 3.", None, 3),
+        ("<score>two</score>", None, 2),
+        ("", None, 2),
+        # A score quoted from the solution in a fenced block is not the scorer's own.
+        ("The solution says:\n```\n<score>3</score>\n```\nFatal error. <score>1</score>", 1, 3),
+        ("> <score>3</score>\nFatal error.", None, 3),
+    ],
+)
+def test_parse_score_strict_and_released(text, strict, released):
+    assert rules.parse_score(text) == strict
+    assert rules.parse_score_released(text) == released
+
+
+def test_neutralise_tags_rewrites_only_the_named_tags():
+    text = "x <score>3</score> < SCORE >2</ score> <judgment>correct</judgment> <b>bold</b>"
+    assert rules.neutralise_tags(text, ("score",)) == (
+        "x [score]3[/score] [SCORE]2[/score] <judgment>correct</judgment> <b>bold</b>"
+    )
+    both = rules.neutralise_tags(text, ("score", "judgment"))
+    assert rules.tag_contents(both, "score") == [] and rules.tag_contents(both, "judgment") == []
+    assert rules.parse_score_released(rules.neutralise_tags("<score>3</score>", ("score",))) == 3
+    # (the released reading still finds the bare digit: one reason it is behind allow_reward_holes)
+
+
+def test_quoted_spans():
+    text = "a\n```py\n<score>3</score>\n```\nb\n> quoted <score>2</score>\nc <score>1</score>"
+    assert rules.own_tag_contents(text, "score") == ["1"]
+    assert rules.own_tag_contents("```\nunclosed <score>3</score>", "score") == []
+
+
 def test_tag_parsing_is_linear_on_hostile_text():
     import time
 
