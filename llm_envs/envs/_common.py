@@ -129,6 +129,49 @@ def check_team_options(config: Any) -> None:
         )
     if config.max_turns < 1:
         raise ValueError(f"max_turns must be >= 1, got {config.max_turns}")
+    if config.alpha < 0:
+        raise ValueError(
+            f"alpha must be >= 0 (a negative team weight pays failing), got {config.alpha}"
+        )
+
+
+def wrong_sign_holes(
+    weights: Any, *, gains: tuple[str, ...] = (), costs: tuple[str, ...] = ()
+) -> list[str]:
+    """Why ``weights`` (a dataclass of reward weights) pay a play other than solving: a field
+    named in ``gains`` (paid for progress, a correct answer, a solved task) that is negative,
+    or one named in ``costs`` (charged for a move, a submission, a malformed reply, a penalty
+    given as a positive amount is listed in ``gains``) that is positive. A negative gain pays
+    failing; a positive cost pays every extra move or malformed reply, so a long plan or a
+    stall farms it. ``[]`` when every sign is right."""
+    holes = []
+    for name in gains:
+        value = getattr(weights, name)
+        if value < 0:
+            holes.append(
+                f"{type(weights).__name__}.{name}={value:g} is negative: it pays failing "
+                "(must be >= 0)"
+            )
+    for name in costs:
+        value = getattr(weights, name)
+        if value > 0:
+            holes.append(
+                f"{type(weights).__name__}.{name}={value:g} is positive: it pays every move, "
+                "submission or malformed reply, so a long plan or a stall farms it (must be <= 0)"
+            )
+    return holes
+
+
+def check_reward_holes(config: Any, holes: list[str]) -> None:
+    """Refuse ``holes`` (reasons a configuration lets a play other than solving earn more)
+    unless ``config.allow_reward_holes``; the ``ValueError`` names every hole."""
+    if holes and not config.allow_reward_holes:
+        raise ValueError(
+            "these options open a reward hole (a play other than solving earns more): "
+            + "; ".join(holes)
+            + ". Set allow_reward_holes=True to use them anyway (docs/papers.md, \"Options "
+            "that open a reward hole\")"
+        )
 
 
 def check_turn_rewards(config: Any) -> None:

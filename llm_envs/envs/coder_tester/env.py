@@ -26,12 +26,14 @@ from llm_envs.core.env import TextEnv
 from llm_envs.core.splits import check_split
 from llm_envs.envs._common import (
     TimedSandboxUser,
+    check_reward_holes,
     check_team_options,
     check_turn_rewards,
     choose_problem,
     credit_team_and_local,
     end_turn,
     resolve_task_source,
+    wrong_sign_holes,
 )
 from llm_envs.envs.coder_tester import mutants, rules
 from llm_envs.tasks import Problem, TaskSource
@@ -56,13 +58,16 @@ class CoderTesterConfig:
             and stalling never pays; ``"paper"``: every action is paid its level (the paper's
             per-turn reward; refused for multi-turn teams unless ``allow_reward_holes``).
         allow_reward_holes: Allow an option that lets a strategy other than solving earn more
-            (``turn_rewards="paper"``); see docs/papers.md.
+            (``turn_rewards="paper"``, a negative local weight); see docs/papers.md.
         reply_parsing: ``"strict"`` (default, the released code's formats): the coder's code is
             the last closed ```` ```python ```` block, and stdin/stdout tests are the blocks
             after ``**Test Input:**`` / ``**Test Output:**``; ``"lenient"``: also ```` ```py ````,
             untagged and unclosed final blocks, and any line naming an input or an output.
-        alpha: Weight of the team reward in ``alpha * r_team + r_local``. Paper: 1.
-        coder_weights: Coder local reward weights (0.1 builds, 0.1 runs, 0.8 golden).
+        alpha: Weight of the team reward in ``alpha * r_team + r_local``. Paper: 1. Must be
+            >= 0 (a negative team weight pays failing code).
+        coder_weights: Coder local reward weights (0.1 builds, 0.1 runs, 0.8 golden); a
+            negative weight (here or in ``tester_weights``) pays failing and needs
+            ``allow_reward_holes``.
         tester_weights: Tester local reward weights (0.2 valid, 0.8 golden solution pass rate
             [times the catch rate]).
         tester_reward: ``"catch"`` (default): ``0.2·valid + 0.8·golden pass rate·catch rate``,
@@ -109,6 +114,11 @@ class CoderTesterConfig:
     def validate(self) -> None:
         check_team_options(self)
         check_turn_rewards(self)
+        check_reward_holes(
+            self,
+            wrong_sign_holes(self.coder_weights, gains=("builds", "runs", "golden"))
+            + wrong_sign_holes(self.tester_weights, gains=("valid", "golden")),
+        )
         if self.reply_parsing not in rules.REPLY_PARSINGS:
             raise ValueError(
                 f"reply_parsing must be one of {rules.REPLY_PARSINGS}, got {self.reply_parsing!r}"

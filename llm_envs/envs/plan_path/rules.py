@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from llm_envs.envs._common import wrong_sign_holes
 from llm_envs.envs.puzzle_rules import PlanFormatError, PlanOutcome, generate_in_split
 
 MOVES: dict[str, tuple[int, int]] = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
@@ -290,12 +291,29 @@ class PathRewards:
 
     def reward_holes(self, reward_shaping: str) -> list[str]:
         """Why these weights let a play other than solving earn more ([] if they do not)."""
+        holes = wrong_sign_holes(
+            self,
+            gains=("shaping_scale", "goal_reward", "optimal_bonus"),
+            costs=("valid_move", "blocked_move", "format_penalty"),
+        )
+        if (
+            self.potential_distance == "bfs"
+            and self.shaping_scale >= 0
+            and self.shaping_scale + self.valid_move < 0
+        ):
+            # A step along a shortest path gains shaping_scale and costs -valid_move; when it
+            # costs more, a long path costs more than the goal pays and standing still wins.
+            holes.append(
+                f"shaping_scale={self.shaping_scale:g} with valid_move={self.valid_move:g}: a "
+                "step toward the goal costs more than it gains, so far from the goal not moving "
+                "earns more than solving (shaping_scale + valid_move must be >= 0)"
+            )
         if self.shaping_gamma != 1.0:
-            return [
+            holes.append(
                 f"shaping_gamma={self.shaping_gamma:g} pays (1 - gamma) x the distance to the goal "
                 "for a move into an obstacle (bumping into walls farms it)"
-            ]
-        return []
+            )
+        return holes
 
 
 def shaping_distance(grid: Grid, cell: tuple[int, int], rewards: PathRewards) -> int:

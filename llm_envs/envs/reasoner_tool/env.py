@@ -24,12 +24,14 @@ from llm_envs.core.env import TextEnv
 from llm_envs.core.splits import check_split
 from llm_envs.envs._common import (
     TimedSandboxUser,
+    check_reward_holes,
     check_team_options,
     check_turn_rewards,
     choose_problem,
     credit_team_and_local,
     end_turn,
     resolve_task_source,
+    wrong_sign_holes,
 )
 from llm_envs.envs.reasoner_tool import rules
 from llm_envs.tasks import Problem, TaskSource
@@ -55,10 +57,12 @@ class ReasonerToolConfig:
             and stalling never pays; ``"paper"``: every action is paid its level (the paper's
             per-turn reward; refused for multi-turn teams unless ``allow_reward_holes``).
         allow_reward_holes: Allow an option that lets a strategy other than solving earn more
-            (``turn_rewards="paper"``); see docs/papers.md.
-        alpha: Weight of the team reward in ``alpha * r_team + r_local``. Paper: 1.
-        reasoner_weights: Reasoner local weights (0.2 format, 0.8 correct).
-        tool_weights: Tool local weights (0.1 builds, 0.1 runs, 0.8 correct).
+            (``turn_rewards="paper"``, a negative local weight); see docs/papers.md.
+        alpha: Weight of the team reward in ``alpha * r_team + r_local``. Paper: 1. Must be
+            >= 0 (a negative team weight pays a wrong answer).
+        reasoner_weights: Reasoner local weights (0.2 format, 0.8 correct); a negative weight
+            pays failing and needs ``allow_reward_holes``.
+        tool_weights: Tool local weights (0.1 builds, 0.1 runs, 0.8 correct); likewise.
         program_time_s: Wall-clock limit of one tool program run. The released code: 20 s.
         program_memory_mb: Memory limit of one tool program run.
         answer_timeout_s: Deadline of one math-verify comparison (an overrun is "incorrect").
@@ -89,6 +93,11 @@ class ReasonerToolConfig:
     def validate(self) -> None:
         check_team_options(self)
         check_turn_rewards(self)
+        check_reward_holes(
+            self,
+            wrong_sign_holes(self.reasoner_weights, gains=("format", "correct"))
+            + wrong_sign_holes(self.tool_weights, gains=("builds", "runs", "correct")),
+        )
         if (
             self.program_time_s <= 0
             or self.program_memory_mb < 1

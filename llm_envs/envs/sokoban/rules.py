@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from llm_envs.core.splits import split_generator, split_of
+from llm_envs.envs._common import wrong_sign_holes
 from llm_envs.envs.plan_path.rules import format_moves, move_answer_example, parse_moves
 from llm_envs.envs.puzzle_rules import PlanOutcome, generate_in_split, pick_enumerated
 
@@ -259,7 +260,11 @@ class SokobanRewards:
 
     def reward_holes(self, reward_shaping: str) -> list[str]:
         """Why these weights let a play other than solving earn more ([] if they do not)."""
-        holes = []
+        holes = wrong_sign_holes(
+            self,
+            gains=("box_on_target", "shaping_scale", "solved_reward"),
+            costs=("valid_move", "blocked_move", "format_penalty"),
+        )
         off = self.off_target_weight(reward_shaping)
         if off != -self.box_on_target:
             holes.append(

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from llm_envs.core.splits import check_split, split_generator, split_of
+from llm_envs.envs._common import wrong_sign_holes
 from llm_envs.envs.puzzle_rules import (
     PlanFormatError,
     PlanOutcome,
@@ -518,6 +519,24 @@ class SudokuRewards:
     clue_penalty: float = 1.0
     solved_reward: float = 2.0
     format_penalty: float = -1.0
+
+    def reward_holes(self, reward_shaping: str) -> list[str]:
+        """Why these weights let a play other than solving earn more ([] if they do not): a
+        gain or penalty amount below 0 (a negative ``clue_penalty`` pays a rejected submission
+        at every turn), a positive cost, or a solved reward that does not cover one
+        submission's cost (then a malformed reply every turn earns more than solving)."""
+        holes = wrong_sign_holes(
+            self,
+            gains=("progress_weight", "conflict_penalty", "clue_penalty", "solved_reward"),
+            costs=("step_cost", "format_penalty"),
+        )
+        if self.solved_reward >= 0 and self.solved_reward + self.step_cost < 0:
+            holes.append(
+                f"solved_reward={self.solved_reward:g} with step_cost={self.step_cost:g}: the "
+                "submission that solves costs more than solving pays (solved_reward + step_cost "
+                "must be >= 0)"
+            )
+        return holes
 
 
 def potential(state: SudokuState, rewards: SudokuRewards) -> float:
