@@ -77,6 +77,7 @@ _JOB_RLIMITS = (
     resource.RLIMIT_CORE,
 )
 _MIB = 1024 * 1024
+_PAGE = os.sysconf("SC_PAGE_SIZE")
 PR_SET_DUMPABLE = 4
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP = 22
@@ -231,13 +232,27 @@ def _become_subreaper():
     return _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
+def _read_proc(path):
+    """The whole content of a small (``/proc``) file, read with plain system calls (no file
+    object: the worker reads a few of these per run). Raises OSError if it cannot be read."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+
+
 def _memory_status(pid):
     """(address space, resident anonymous, resident shared memory) bytes of `pid`, or None if
     it is gone. Shared memory (``RssShmem``) is what the process maps of shared anonymous
     mappings, memfds and tmpfs files: pages that outlive a private allocation's accounting."""
     try:
-        with open("/proc/%d/status" % pid, "rb") as fh:
-            text = fh.read()
+        text = _read_proc("/proc/%d/status" % pid)
     except OSError:
         return None
     values = {}
@@ -577,6 +592,7 @@ class Worker:
         self.run_uids = tuple(run_uids) if run_uids else None
         self.job_counter = 0
         self.pid = os.getpid()
+        self.children_path = "/proc/%d/task/%d/children" % (self.pid, self.pid)
         self.is_pid1 = self.pid == 1
         try:
             os.setsid()  # own process group: the job filter forbids signalling it
@@ -584,6 +600,7 @@ class Worker:
             pass
         self.group = os.getpgid(0)
         self.zygote_pid = None
+        self.zygote_pid_bytes = b""
         self.zygote_sock = None
         self.zygote_vm = 0
         self.zygote_anon = 0
@@ -608,6 +625,7 @@ class Worker:
                 os._exit(70)
         theirs.close()
         self.zygote_pid = pid
+        self.zygote_pid_bytes = str(pid).encode()
         self.zygote_sock = ours
 
     def _zygote_report(self, timeout_s):
@@ -650,8 +668,7 @@ class Worker:
         """Whether nothing of the last run is left: once the job process is gone, every process
         it left has been reparented to us (pid 1 or subreaper), so our children tell."""
         try:
-            with open("/proc/%d/task/%d/children" % (self.pid, self.pid), "rb") as fh:
-                return fh.read().split() == [str(self.zygote_pid).encode()]
+            return _read_proc(self.children_path).split() == [self.zygote_pid_bytes]
         except OSError:
             return False  # no such file (CONFIG_PROC_CHILDREN off): sweep /proc
 
@@ -784,7 +801,7 @@ class Worker:
             for path in made:
                 os.chown(path, uid, uid, follow_symlinks=False)
         # What they take on the work area's file system, roughly as tmpfs_used() counts it.
-        page = os.sysconf("SC_PAGE_SIZE")
+        page = _PAGE
         return sum(-(-len(content) // page) * page for _, content in entries) + len(made) * (_INODE_BYTES + page)
 
     def run_job(self, job):
