@@ -905,13 +905,19 @@ class Worker:
         return result
 
     def wipe(self):
-        """Empty every directory a run may write (work area, /tmp, /dev/shm, ...)."""
+        """Empty every directory a run may write (work area with the job's directory, /tmp,
+        /dev/shm, ...). Returns whether all of them are empty but for what they held at startup:
+        one that exists but cannot be listed (a run sharing the worker's uid took its
+        permissions away) is not, and the worker is then replaced."""
         tidy = True
         # The work root is the worker's own (private, or made by it): nothing in it is kept.
         for directory in self.scratch_dirs + [self.work_root]:
             try:
                 entries = os.listdir(directory)
+            except FileNotFoundError:
+                continue  # a scratch directory this sandbox does not have
             except OSError:
+                tidy = False
                 continue
             for entry in entries:
                 path = os.path.join(directory, entry)
