@@ -7,6 +7,9 @@ drift in machine speed (this box is shared) hits them all alike; ratios are what
 
     python benchmarks/sandbox_throughput.py            # full run
     python benchmarks/sandbox_throughput.py --quick    # a smoke-sized run
+    python benchmarks/sandbox_throughput.py --workloads trivial --baseline-worker 5eda3a4
+        # the trivial program only, and each local backend also with the worker of another
+        # commit (mode "bwrap@5eda3a4"), side by side in the same rounds
 
 Prints a table and writes benchmarks/results/sandbox_throughput.json. A mode with any failed run
 (wrong output, non-zero exit, sandbox failure) gets no rate, no ratio and no verdict: its row says
@@ -274,7 +277,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds per workload")
     parser.add_argument("--backends", default="docker,bwrap,process", help="comma-separated backends to try")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "sandbox_throughput.json"))
+    parser.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated workloads to run")
+    parser.add_argument(
+        "--baseline-worker",
+        metavar="REV",
+        help="also run each local backend with sandboxes/_worker_main.py as of git revision REV (mode <backend>@REV)",
+    )
     args = parser.parse_args()
+    workloads = {name: WORKLOADS[name] for name in args.workloads.split(",")}
     counts = {"trivial": 60, "sympy": 30} if args.quick else {"trivial": 600, "sympy": 120}
     naive_counts = {"trivial": 60, "sympy": 8} if args.quick else {"trivial": 300, "sympy": 30}
     rounds = 1 if args.quick else args.rounds
@@ -298,11 +308,27 @@ def main() -> None:
         runners[backend] = sandbox_runner(sandbox)
         probes[backend] = sandbox_cpu(sandbox)
         descriptions[backend] = sandbox.describe()
+        if args.baseline_worker and hasattr(sandbox, "worker_source"):
+            old_source = subprocess.run(
+                ["git", "show", f"{args.baseline_worker}:sandboxes/_worker_main.py"],
+                cwd=Path(__file__).resolve().parents[1],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            baseline = sandboxes.make_sandbox(backend, pool_size=args.concurrency)
+            baseline.worker_source = old_source  # this instance's workers run the old worker
+            baseline.warm()
+            opened.append(baseline)
+            mode = f"{backend}@{args.baseline_worker}"
+            runners[mode] = sandbox_runner(baseline)
+            probes[mode] = sandbox_cpu(baseline)
+            descriptions[mode] = f"{backend} with the worker of {args.baseline_worker}"
 
     load_before = os.getloadavg()
-    raw: dict[str, dict[str, list[dict]]] = {w: {m: [] for m in runners} for w in WORKLOADS}
+    raw: dict[str, dict[str, list[dict]]] = {w: {m: [] for m in runners} for w in workloads}
     try:
-        for workload, source in WORKLOADS.items():
+        for workload, source in workloads.items():
             for name, run in runners.items():  # warm-up: caches, lazy imports, first forks
                 measure(run, source, 2 if name.startswith("naive") else 2 * args.concurrency, args.concurrency)
             for _ in range(rounds):
@@ -331,12 +357,23 @@ def main() -> None:
                 f"target {workload} on {mode}: >= {item['target']:g}x the faster naive way; reached "
                 f"{item['speedup_vs_fastest_naive']:.2f}x -> {'met' if item['met'] else 'NOT met'}"
             )
+    for row in results:
+        before = next(
+            (r for r in results if r["workload"] == row["workload"] and r["mode"] == f"{row['mode']}@{args.baseline_worker}"),
+            None,
+        )
+        if args.baseline_worker and before and row.get("cpu_ms") and before.get("cpu_ms"):
+            print(
+                f"{row['workload']} on {row['mode']}: CPU per run {row['cpu_ms']:.2f} ms against {before['cpu_ms']:.2f} ms "
+                f"with the worker of {args.baseline_worker} ({row['cpu_ms'] / before['cpu_ms']:.2f}x)"
+            )
     for backend, reason in skipped.items():
         print(f"skipped {backend}: {reason.splitlines()[0][:200]}")
 
     report = {
         "benchmark": "sandbox_throughput",
         "quick": args.quick,
+        "baseline_worker": args.baseline_worker,
         "concurrency": args.concurrency,
         "rounds": rounds,
         "machine": {
