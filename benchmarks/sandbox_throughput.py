@@ -246,12 +246,12 @@ def verdicts(results: list[dict]) -> dict[str, dict]:
 
 def format_table(results: list[dict]) -> list[str]:
     header = (
-        f"{'workload':<9} {'mode':<10} {'runs':>5} {'fail':>4} {'runs/s':>8} {'p50 ms':>8} {'p95 ms':>8} "
+        f"{'workload':<9} {'mode':<16} {'runs':>5} {'fail':>4} {'runs/s':>8} {'p50 ms':>8} {'p95 ms':>8} "
         f"{'x naive':>8} {'x naive-min':>11} {'cpu ms':>7} {'host ms':>7} {'cpu x naive-min':>15}"
     )
     lines = [header, "-" * len(header)]
     for row in results:
-        head = f"{row['workload']:<9} {row['mode']:<10} {row['runs']:>5} {row['failures']:>4}"
+        head = f"{row['workload']:<9} {row['mode']:<16} {row['runs']:>5} {row['failures']:>4}"
         if row["runs_per_s"] is None:
             lines.append(f"{head} FAILED {row['failures']}/{row['runs']} runs: no rate reported ({row['first_error']})")
             continue
