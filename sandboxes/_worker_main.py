@@ -47,7 +47,6 @@ import json
 import math
 import os
 import resource
-import secrets
 import select
 import signal
 import socket
@@ -59,7 +58,26 @@ import traceback
 import types
 
 _HEADER = struct.Struct(">I")
+# What the zygote tells the worker about a job process: (pid, wait status or -1). Sent twice per
+# job: at the fork (status -1) and once it has reaped the process. A fixed binary record rather
+# than JSON: the zygote writes to as few of its pages as it can between forks (after each fork
+# every page it writes costs it a copy-on-write fault).
+_ZYGOTE_REPORT = struct.Struct("=ii")
+# What the worker asks the zygote for: the job's uid (-1: keep the zygote's), its rlimits in the
+# order of `_JOB_RLIMITS`, then the job directory's path; with the job's stdin, stdout and stderr
+# attached. Fixed binary fields for the same reason, and because the job process decodes them
+# itself: the zygote only forks.
+_JOB_REQUEST = struct.Struct("=i6q")
+_JOB_RLIMITS = (
+    resource.RLIMIT_CPU,
+    resource.RLIMIT_AS,
+    resource.RLIMIT_NPROC,
+    resource.RLIMIT_FSIZE,
+    resource.RLIMIT_NOFILE,
+    resource.RLIMIT_CORE,
+)
 _MIB = 1024 * 1024
+_PAGE = os.sysconf("SC_PAGE_SIZE")
 PR_SET_DUMPABLE = 4
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP = 22
@@ -214,13 +232,27 @@ def _become_subreaper():
     return _libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
 
 
+def _read_proc(path):
+    """The whole content of a small (``/proc``) file, read with plain system calls (no file
+    object: the worker reads a few of these per run). Raises OSError if it cannot be read."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while True:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+
+
 def _memory_status(pid):
     """(address space, resident anonymous, resident shared memory) bytes of `pid`, or None if
     it is gone. Shared memory (``RssShmem``) is what the process maps of shared anonymous
     mappings, memfds and tmpfs files: pages that outlive a private allocation's accounting."""
     try:
-        with open("/proc/%d/status" % pid, "rb") as fh:
-            text = fh.read()
+        text = _read_proc("/proc/%d/status" % pid)
     except OSError:
         return None
     values = {}
@@ -387,6 +419,12 @@ def _zygote(sock, worker_pid, worker_group, job_filter):
     # Capabilities a job would keep without a uid of its own (a worker that is uid 0 somewhere);
     # a uid change clears them by itself.
     capable = _has_capabilities()
+    streams = _job_streams()
+    # What a job replaces (the streams, ``__main__``, ``sys.argv``) stays referenced here, so that
+    # a job drops it without freeing it: freeing the worker's module or streams in the job (their
+    # finalizers, the garbage collector's lists) cost it ~60 copy-on-write faults per run.
+    replaced = (sys.stdin, sys.stdout, sys.stderr, sys.__stdin__, sys.__stdout__, sys.__stderr__)
+    replaced += (sys.modules.get("__main__"), list(sys.argv))
     if job_filter:
         # Loaded here, once: every job process inherits it (preparing a filter in each job would
         # cost it ~0.3 ms), and nothing the zygote does needs what it denies.
@@ -399,44 +437,92 @@ def _zygote(sock, worker_pid, worker_group, job_filter):
     signal.signal(signal.SIGINT, signal.default_int_handler)
     gc.collect()
     gc.freeze()  # keep inherited objects' pages shared after each fork
+    pack_report, waitpid, fork, close = _ZYGOTE_REPORT.pack, os.waitpid, os.fork, os.close
+    recvmsg, fds_space, request_size = sock.recvmsg, socket.CMSG_SPACE(3 * 4), _JOB_REQUEST.size
     while True:
         try:
-            message, fds, _flags, _addr = socket.recv_fds(sock, 65536, 3)
+            message, ancillary, _flags, _addr = recvmsg(4096, fds_space)
         except OSError:
             os._exit(0)
         if not message:
             os._exit(0)
-        request = json.loads(message)
-        pid = os.fork()
+        fds = []
+        for level, kind, data in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds += struct.unpack("=%di" % (len(data) // 4), data[: len(data) - len(data) % 4])
+        if len(fds) != 3 or len(message) <= request_size:
+            for fd in fds:
+                close(fd)
+            sock.sendall(pack_report(-1, -1))  # the worker gives up on this zygote
+            continue
+        pid = fork()
         if pid == 0:
-            sock.close()
-            _job_process(request, fds, capable)
+            # The zygote's socket is closed with every other inherited descriptor in the job.
+            _job_process(message, fds, capable, streams)
+            del replaced  # never reached (the job exits); keeps `replaced` alive until here
         for fd in fds:
-            os.close(fd)
-        sock.sendall(b'{"pid": %d}' % pid)
-        status = None
+            close(fd)
+        sock.sendall(pack_report(pid, -1))
+        status = -1
         while True:
             try:
-                _, status = os.waitpid(pid, 0)
+                status = waitpid(pid, 0)[1]
                 break
             except InterruptedError:
                 continue
             except ChildProcessError:
                 break
-        sock.sendall(json.dumps({"pid": pid, "status": status}).encode())
+        sock.sendall(pack_report(pid, status))
 
 
-def _job_process(request, fds, capable):
-    """The forked job: take the job's descriptors, identity and limits, then run it; never returns."""
+def _job_streams():
+    """The text streams a job's program gets as ``sys.stdin``, ``sys.stdout`` and ``sys.stderr``,
+    built once by the zygote on descriptors 0, 1 and 2 and inherited, empty, by every job.
+
+    Building them in each job cost it ~100 copy-on-write faults (the codec machinery and the
+    three buffers touched for the first time after the fork), a fifth of a trivial run's. They
+    are built on descriptors of the kinds a job gets (a memfd for stdin, pipes for stdout and
+    stderr), so what they cache about their descriptor (seekable or not, position, block size)
+    is what a job's own would have; the zygote then points 0, 1 and 2 back at /dev/null and never
+    reads or writes through them. Nothing of a program ever enters them in the zygote."""
+    null = os.open(os.devnull, os.O_RDWR)
+    stdin_fd = os.memfd_create("stdin", 0)
+    pipe_r, pipe_w = os.pipe()
+    try:
+        os.dup2(stdin_fd, 0)
+        os.dup2(pipe_w, 1)
+        os.dup2(pipe_w, 2)
+        streams = (
+            io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8", errors="strict"),
+            io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8", errors="strict"),
+            io.TextIOWrapper(
+                io.BufferedWriter(io.FileIO(2, "w", closefd=False)),
+                encoding="utf-8",
+                errors="backslashreplace",
+                line_buffering=True,
+            ),
+        )
+    finally:
+        for target in (0, 1, 2):
+            os.dup2(null, target)
+        for fd in (null, stdin_fd, pipe_r, pipe_w):
+            os.close(fd)
+    return streams
+
+
+def _job_process(request, fds, capable, streams):
+    """The forked job: take the job's descriptors, identity and limits, then run it; never returns.
+    `request`: a `_JOB_REQUEST` record and the job directory; `streams`: the program's stdin,
+    stdout and stderr, built by the zygote (`_job_streams`)."""
     status = 1
     try:
         os.setsid()
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
         os.closerange(3, 1 << 20)  # nothing of the worker's: protocol pipes, zygote socket
-        limits = request["limits"]
-        uid = request.get("uid")
-        if uid is not None:
+        uid, *rlimits = _JOB_REQUEST.unpack_from(request)
+        job_dir = request[_JOB_REQUEST.size:].decode("utf-8", "surrogateescape")
+        if uid >= 0:
             os.setresgid(uid, uid, uid)
             os.setresuid(uid, uid, uid)  # clears every capability that could be used
         elif capable:
@@ -444,35 +530,28 @@ def _job_process(request, fds, capable):
         # A process's /proc files belong to root while it is not dumpable (inherited from the
         # zygote; a uid change also clears it): the program could not open its own.
         _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
-        os.chdir(request["job_dir"])
-        cpu_s = int(math.ceil(limits["time_s"])) + 1
-        for which, value in (
-            (resource.RLIMIT_CPU, cpu_s),
-            (resource.RLIMIT_AS, request["address_space"]),
-            (resource.RLIMIT_NPROC, request["process_budget"]),
-            (resource.RLIMIT_FSIZE, limits["file_size_mb"] * _MIB),
-            (resource.RLIMIT_NOFILE, limits["open_files"]),
-            (resource.RLIMIT_CORE, 0),
-        ):
+        os.chdir(job_dir)
+        for which, value in zip(_JOB_RLIMITS, rlimits):
             resource.setrlimit(which, (value, value))
-        main_path = os.path.join(request["job_dir"], "main.py")
-        with open(main_path, encoding="utf-8", errors="surrogatepass") as fh:
-            source = fh.read()
-        os.environ["HOME"] = request["job_dir"]
-        os.environ["TMPDIR"] = request["job_dir"]
-        sys.stdin = sys.__stdin__ = io.TextIOWrapper(
-            io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8", errors="strict"
-        )
-        sys.stdout = sys.__stdout__ = io.TextIOWrapper(
-            io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8", errors="strict"
-        )
-        sys.stderr = sys.__stderr__ = io.TextIOWrapper(
-            io.BufferedWriter(io.FileIO(2, "w", closefd=False)),
-            encoding="utf-8",
-            errors="backslashreplace",
-            line_buffering=True,
-        )
-        status = _run_program(source, main_path, request["job_dir"])
+        main_path = job_dir + "/main.py"
+        # Read as ``python main.py`` would see it (UTF-8, universal newlines), without the
+        # three-layer file object ``open`` builds: every object the job creates or touches
+        # before the program costs it copy-on-write faults.
+        fd = os.open(main_path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            chunks = []
+            while True:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        finally:
+            os.close(fd)
+        source = b"".join(chunks).decode("utf-8", "surrogatepass").replace("\r\n", "\n").replace("\r", "\n")
+        os.environ["HOME"] = job_dir
+        os.environ["TMPDIR"] = job_dir
+        sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams
+        status = _run_program(source, main_path, job_dir)
     except BaseException:  # the child must never fall back into the zygote loop
         try:
             os.write(2, b"sandbox: failed to start the program\n")
@@ -513,6 +592,7 @@ class Worker:
         self.run_uids = tuple(run_uids) if run_uids else None
         self.job_counter = 0
         self.pid = os.getpid()
+        self.children_path = "/proc/%d/task/%d/children" % (self.pid, self.pid)
         self.is_pid1 = self.pid == 1
         try:
             os.setsid()  # own process group: the job filter forbids signalling it
@@ -520,6 +600,7 @@ class Worker:
             pass
         self.group = os.getpgid(0)
         self.zygote_pid = None
+        self.zygote_pid_bytes = b""
         self.zygote_sock = None
         self.zygote_vm = 0
         self.zygote_anon = 0
@@ -544,17 +625,21 @@ class Worker:
                 os._exit(70)
         theirs.close()
         self.zygote_pid = pid
+        self.zygote_pid_bytes = str(pid).encode()
         self.zygote_sock = ours
 
-    def _zygote_message(self, timeout_s):
-        """The zygote's next message, and the descriptor it carries (if any)."""
+    def _zygote_report(self, timeout_s):
+        """The zygote's next report: (pid, wait status, or None while the process runs)."""
         ready, _, _ = select.select([self.zygote_sock], [], [], timeout_s)
         if not ready:
             raise ZygoteLost("the zygote did not answer within %gs" % timeout_s)
-        data, fds, _flags, _addr = socket.recv_fds(self.zygote_sock, 65536, 1)
+        data = self.zygote_sock.recv(64)
         if not data:
             raise ZygoteLost("the zygote exited")
-        return json.loads(data), fds
+        if len(data) != _ZYGOTE_REPORT.size:
+            raise ZygoteLost("the zygote sent a malformed report")
+        pid, status = _ZYGOTE_REPORT.unpack(data)
+        return pid, (None if status == -1 else status)
 
     def _measure_zygote(self):
         """The zygote's address space and anonymous memory: what every job starts from. They
@@ -583,8 +668,7 @@ class Worker:
         """Whether nothing of the last run is left: once the job process is gone, every process
         it left has been reparented to us (pid 1 or subreaper), so our children tell."""
         try:
-            with open("/proc/%d/task/%d/children" % (self.pid, self.pid), "rb") as fh:
-                return fh.read().split() == [str(self.zygote_pid).encode()]
+            return _read_proc(self.children_path).split() == [self.zygote_pid_bytes]
         except OSError:
             return False  # no such file (CONFIG_PROC_CHILDREN off): sweep /proc
 
@@ -717,7 +801,7 @@ class Worker:
             for path in made:
                 os.chown(path, uid, uid, follow_symlinks=False)
         # What they take on the work area's file system, roughly as tmpfs_used() counts it.
-        page = os.sysconf("SC_PAGE_SIZE")
+        page = _PAGE
         return sum(-(-len(content) // page) * page for _, content in entries) + len(made) * (_INODE_BYTES + page)
 
     def run_job(self, job):
@@ -727,7 +811,9 @@ class Worker:
         limits = job["limits"]
         taken = None  # the job process this job was given, once it is
         uid = self._next_uid()
-        job_dir = os.path.join(self.work_root, "job-" + secrets.token_hex(8))
+        # Unguessable (os.urandom rather than the secrets module, which would bring hashlib and
+        # OpenSSL into every worker's memory, and so into the pages every fork copies).
+        job_dir = os.path.join(self.work_root, "job-" + os.urandom(8).hex())
         stdin_fd = out_r = err_r = None
         try:
             job_bytes = self._write_job_files(job, job_dir, uid)
@@ -747,27 +833,31 @@ class Worker:
             else:
                 # The worker, the zygote (and a launcher outside the namespace) share the uid.
                 process_budget = limits["max_processes"] + _count_own_processes() + 1
-            request = {
-                "job_dir": job_dir,
-                "uid": uid,
-                "limits": limits,
-                # Budget the program's address space on top of what it inherits from the zygote.
-                "address_space": self.zygote_vm + limits["memory_mb"] * _MIB,
-                "process_budget": process_budget,
-            }
+            request = _JOB_REQUEST.pack(
+                -1 if uid is None else uid,
+                # In the order of _JOB_RLIMITS: CPU (a second line of defence behind the
+                # wall-clock limit), the address space on top of what the job inherits from the
+                # zygote, processes, file size, open files, no core files.
+                int(math.ceil(limits["time_s"])) + 1,
+                self.zygote_vm + limits["memory_mb"] * _MIB,
+                process_budget,
+                limits["file_size_mb"] * _MIB,
+                limits["open_files"],
+                0,
+            ) + job_dir.encode("utf-8", "surrogateescape")
             # What the run's file systems hold before it starts: the worker's idle state (read
             # after the first wipe) and the job's own files.
             if self.idle_tmpfs is None:
                 self.idle_tmpfs = self.tmpfs_used() - job_bytes
             tmpfs_base = self.idle_tmpfs + job_bytes
             start = time.monotonic()
-            socket.send_fds(self.zygote_sock, [json.dumps(request).encode()], [stdin_fd, out_w, err_w])
+            socket.send_fds(self.zygote_sock, [request], [stdin_fd, out_w, err_w])
             os.close(out_w)
             os.close(err_w)
             os.close(stdin_fd)
             stdin_fd = None
-            pid = self._zygote_message(10.0)[0].get("pid")
-            if not isinstance(pid, int) or pid <= 0:
+            pid = self._zygote_report(10.0)[0]
+            if pid <= 0:
                 raise ZygoteLost("the zygote could not fork")
             taken = pid
             try:
@@ -793,18 +883,17 @@ class Worker:
                         pass
         killed, clean = self.kill_leftovers()
         result["leftover_processes"] = killed
-        tidy = _remove(job_dir)
-        tidy = self.wipe() and tidy
+        tidy = self.wipe()  # the job directory is an entry of the work root: removed with the rest
         if taken is not None and not self.broken:
             # The job's exit status, from the zygote that reaped it: it woke up when we did, at
             # the job's exit, and has had our whole clean-up to send it.
             try:
-                report = self._zygote_message(10.0)[0]
-                if report.get("pid") != taken:
+                reported, status = self._zygote_report(10.0)
+                if reported != taken:
                     raise ZygoteLost("the zygote reported on another process")
                 if "worker_error" not in result:
                     exited = result.pop("exited")
-                    result.update(_exit_fields(report.get("status") if exited else None, result))
+                    result.update(_exit_fields(status if exited else None, result))
             except (ZygoteLost, OSError, ValueError) as exc:
                 self.broken = str(exc)
         elif taken is not None:
@@ -816,13 +905,19 @@ class Worker:
         return result
 
     def wipe(self):
-        """Empty every directory a run may write (work area, /tmp, /dev/shm, ...)."""
+        """Empty every directory a run may write (work area with the job's directory, /tmp,
+        /dev/shm, ...). Returns whether all of them are empty but for what they held at startup:
+        one that exists but cannot be listed (a run sharing the worker's uid took its
+        permissions away) is not, and the worker is then replaced."""
         tidy = True
         # The work root is the worker's own (private, or made by it): nothing in it is kept.
         for directory in self.scratch_dirs + [self.work_root]:
             try:
                 entries = os.listdir(directory)
+            except FileNotFoundError:
+                continue  # a scratch directory this sandbox does not have
             except OSError:
+                tidy = False
                 continue
             for entry in entries:
                 path = os.path.join(directory, entry)

@@ -329,6 +329,10 @@ class LocalSandbox(PooledSandbox):
     """Common part of the local backends (bwrap, process, unsafe)."""
 
     strength = 0
+    #: The worker's source (``_worker_main.py``) its workers run. Only a benchmark replaces it,
+    #: on one instance, to measure another version of the worker side by side
+    #: (``benchmarks/sandbox_throughput.py --baseline-worker``).
+    worker_source: str = WORKER_SOURCE
 
     def __init__(
         self,
@@ -646,7 +650,7 @@ class BwrapSandbox(LocalSandbox):
         return argv, via_launcher
 
     def worker_spec(self, preload: list[str]) -> WorkerSpec:
-        command = [self.python, "-I", "-S", "-B", "-c", WORKER_SOURCE]
+        command = [self.python, "-I", "-S", "-B", "-c", self.worker_source]
         argv, via_launcher, held = self._launch_spec(command)
         config = self._worker_config(SANDBOX_WORK_DIR, preload=preload, seccomp_on=True, seccomp_required=False)
         # /tmp is wiped after every job, except entries that lead to read-only binds.
@@ -769,7 +773,7 @@ class ProcessSandbox(LocalSandbox):
         return view, private_view, hidden + ["/dev (but " + ", ".join(_DEVICES) + ")"] + masks
 
     def _launcher_config(self) -> tuple[dict[str, Any], list[int]]:
-        command = [self.python, "-I", "-S", "-B", "-c", WORKER_SOURCE]
+        command = [self.python, "-I", "-S", "-B", "-c", self.worker_source]
         root = os.geteuid() == 0
         view, private_view, _hidden = self._view()
         config: dict[str, Any] = {
@@ -898,7 +902,7 @@ class UnsafeSandbox(LocalSandbox):
     def worker_spec(self, preload: list[str]) -> WorkerSpec:
         config = self._worker_config(None, preload=preload, seccomp_on=False, seccomp_required=False)
         return WorkerSpec(
-            argv=[self.python, "-I", "-S", "-B", "-c", WORKER_SOURCE],
+            argv=[self.python, "-I", "-S", "-B", "-c", self.worker_source],
             config=config,
             env=dict(_SCRUBBED_ENV),
             work_dir_on_host=True,

@@ -55,3 +55,35 @@ def test_a_single_failure_is_enough_and_a_failed_baseline_voids_every_ratio(benc
     assert rows["bwrap"]["runs_per_s"] == pytest.approx(200.0)
     assert rows["bwrap"]["speedup_vs_naive"] is None and rows["bwrap"]["speedup_vs_naive_min"] == pytest.approx(8.0)
     assert bench.verdicts(list(rows.values()))["trivial/bwrap"]["met"] is None
+
+
+def test_cpu_per_run_leaves_out_unmeasured_chunks_and_is_judged_against_naive_min(bench):
+    # Issue 35 (2): CPU per run side by side. A chunk whose workers changed has cpu_s None and
+    # must not count; the CPU target is naive-min's CPU per run over the sandbox's.
+    def timed(runs, seconds, cpu_s):
+        return {**_chunk(runs, seconds), "cpu_s": cpu_s, "host_cpu_s": runs * 0.0005}
+
+    raw = {
+        "trivial": {
+            "naive-min": [timed(100, 5.0, 1.2), timed(100, 5.0, 1.0)],  # 11 ms per run
+            "bwrap": [timed(300, 1.0, 0.6), timed(300, 1.0, None)],  # 2 ms per run, from 300 runs
+            "process": [timed(300, 1.0, 0.9)],  # 3 ms per run
+        }
+    }
+    rows = {row["mode"]: row for row in bench.summarize(raw)}
+    assert rows["naive-min"]["cpu_ms"] == pytest.approx(11.0)
+    assert rows["bwrap"]["cpu_ms"] == pytest.approx(2.0) and rows["bwrap"]["cpu_runs"] == 300
+    assert rows["bwrap"]["host_cpu_ms"] == pytest.approx(0.5)
+    assert rows["bwrap"]["cpu_x_naive_min"] == pytest.approx(5.5)
+    assert rows["process"]["cpu_x_naive_min"] == pytest.approx(11 / 3)
+    verdict = bench.verdicts(list(rows.values()))
+    assert verdict["trivial/bwrap/cpu"]["met"] is True and verdict["trivial/process/cpu"]["met"] is False
+    table = "\n".join(bench.format_table(list(rows.values())))
+    assert "5.50x" in table and "2.00" in table
+
+
+def test_no_cpu_figure_when_no_chunk_was_measured(bench):
+    raw = {"trivial": {"naive-min": [_chunk(10, 1.0)], "bwrap": [{**_chunk(30, 1.0), "cpu_s": None}]}}
+    rows = {row["mode"]: row for row in bench.summarize(raw)}
+    assert rows["bwrap"]["cpu_ms"] is None and rows["bwrap"]["cpu_x_naive_min"] is None
+    assert bench.verdicts(list(rows.values()))["trivial/bwrap/cpu"]["met"] is None

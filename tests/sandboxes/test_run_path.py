@@ -1,0 +1,137 @@
+"""The per-run path of the warm worker after issue 35's trimming still isolates each run.
+
+Issue 35 (2) cut what a trivial run costs: the zygote builds the program's stdin, stdout and
+stderr once (a job inherits them empty), the zygote's request and reports are binary records,
+the job reads ``main.py`` without a file object, and one sweep of the work area removes the job
+directory. Each test here is a behaviour those changes could have broken: what a run leaves or
+buffers never reaches the next run, the streams behave as a fresh interpreter's, the source
+reads as ``python main.py`` reads it, the limits still arrive, and the job's seccomp filter (the
+zygote loads it after building the streams) still binds every run. No timing is asserted.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from sandboxes import Limits
+from sandboxes.core import Sandbox
+from tests.sandboxes.conftest import ISOLATED_BACKENDS, make
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module", params=ISOLATED_BACKENDS)
+def solo(request) -> Iterator[Sandbox]:
+    """One warm worker per backend, so consecutive runs share it (and its zygote)."""
+    sandbox = make(request.param, pool_size=1)
+    assert sandbox.run("pass").ok
+    yield sandbox
+    sandbox.close()
+
+
+def test_the_previous_job_directory_is_gone_with_everything_in_it(solo):
+    marker = uuid.uuid4().hex
+    writer = f"""
+import os
+os.makedirs("deep/er")
+open("deep/er/{marker}", "w").write("x")
+os.chmod("deep", 0)  # the sweep must still get through
+open("{marker}", "w").write("x")
+print(os.getcwd())
+"""
+    first = solo.run(writer)
+    assert first.ok, first
+    previous = first.stdout.strip()
+    checker = f"""
+import json, os
+print(json.dumps({{"previous": os.path.lexists({previous!r}), "here": os.getcwd(), "entries": sorted(os.listdir("."))}}))
+"""
+    second = solo.run(checker)
+    assert second.ok, second
+    report = json.loads(second.stdout)
+    assert report["previous"] is False and report["here"] != previous, report
+    assert report["entries"] == ["main.py"], report
+
+
+def test_output_a_run_buffered_but_never_flushed_does_not_reach_the_next_run(solo):
+    # The streams are built once in the zygote: every job must get them empty.
+    secret = uuid.uuid4().hex
+    leaker = f"import os, sys\nsys.stdout.write({secret!r})\nsys.stderr.write('err-' + {secret!r})\nos._exit(0)"
+    leaked = solo.run(leaker)
+    assert leaked.exit_code == 0 and secret not in leaked.stdout, leaked  # os._exit does not flush
+    clean = solo.run("print('next')")
+    assert clean.stdout == "next\n" and secret not in clean.stderr, clean
+
+
+def test_streams_behave_as_a_fresh_interpreters(solo):
+    program = r"""
+import json, sys
+print(json.dumps({
+    "stdin": [sys.stdin.seekable(), sys.stdin.encoding, sys.stdin.errors, sys.stdin.read()],
+    "stdout": [sys.stdout.seekable(), sys.stdout.encoding, sys.stdout.errors, sys.stdout.line_buffering],
+    "stderr": [sys.stderr.seekable(), sys.stderr.errors, sys.stderr.line_buffering],
+    "dunder": [sys.stdin is sys.__stdin__, sys.stdout is sys.__stdout__, sys.stderr is sys.__stderr__],
+    "fds": [sys.stdin.fileno(), sys.stdout.fileno(), sys.stderr.fileno()],
+}))
+"""
+    for text in ("first input\nline two\n", "second, different\n"):
+        res = solo.run(program, stdin=text)
+        assert res.ok, res
+        report = json.loads(res.stdout)
+        # stdin is an in-memory file (seekable), stdout and stderr are pipes (not seekable).
+        assert report["stdin"] == [True, "utf-8", "strict", text], report
+        assert report["stdout"] == [False, "utf-8", "strict", False], report
+        assert report["stderr"] == [False, "backslashreplace", True], report
+        assert report["dunder"] == [True, True, True] and report["fds"] == [0, 1, 2], report
+
+
+def test_source_reads_as_python_main_py_reads_it(solo):
+    # Universal newlines (CRLF and lone CR are line ends, also inside a string literal) and
+    # UTF-8, as the file object it used to be read with gave them.
+    source = 'x = """a\rb"""\r\nprint(repr(x))\r\nprint("é ✓")\rprint(__name__, __file__.endswith("/main.py"))\n'
+    res = solo.run(source)
+    assert res.ok, res
+    assert res.stdout == "'a\\nb'\né ✓\n__main__ True\n", res
+
+
+def test_limits_still_reach_the_job(solo):
+    program = """
+import resource
+names = ("RLIMIT_CPU", "RLIMIT_NOFILE", "RLIMIT_FSIZE", "RLIMIT_CORE")
+print([resource.getrlimit(getattr(resource, n)) for n in names])
+"""
+    res = solo.run(program, limits=Limits(time_s=2.5, open_files=40, file_size_mb=3))
+    assert res.ok, res
+    assert res.stdout == f"{[(4, 4), (40, 40), (3 << 20, 3 << 20), (0, 0)]}\n", res
+
+
+def test_the_job_filter_still_binds_every_run(solo):
+    # The zygote builds the streams (with a memfd) before it loads the job filter: the filter
+    # must still be on every job, denying what it denied.
+    program = """
+import json, os, signal
+out = {}
+try:
+    os.memfd_create("x")
+    out["memfd"] = "allowed"
+except PermissionError:
+    out["memfd"] = "denied"
+try:
+    os.kill(os.getppid(), 0)  # the zygote
+    out["kill_zygote"] = "allowed"
+except PermissionError:
+    out["kill_zygote"] = "denied"
+with open("/proc/self/status") as fh:
+    out["filters"] = [line.split()[1] for line in fh if line.startswith("Seccomp_filters:")]
+print(json.dumps(out))
+"""
+    for _ in range(2):  # and on the next run of the same zygote
+        res = solo.run(program)
+        assert res.ok, res
+        report = json.loads(res.stdout)
+        assert report["memfd"] == "denied" and report["kill_zygote"] == "denied", report
+        assert report["filters"] in ([], ["2"]), report  # kernels before 5.9 do not list them
