@@ -156,7 +156,7 @@ _DRIVER_TAG = (sys.implementation.cache_tag or "none").encode("ascii") + b"\n"
 _NEEDS_SOURCE = "harness driver: compiled for another interpreter"
 _NEEDS_SOURCE_STATUS = 87
 #: Sandboxes (by identity, weakly) whose interpreter needs the driver's source.
-_SOURCE_NEEDED: "weakref.WeakSet[Sandbox]" = weakref.WeakSet()
+_SOURCE_NEEDED: weakref.WeakSet[Sandbox] = weakref.WeakSet()
 
 
 @functools.lru_cache(maxsize=1)
