@@ -175,11 +175,27 @@ def _driver_files() -> dict[str, str | bytes]:
     return {"harness_driver.bin": _DRIVER_TAG + marshal.dumps(code), "harness_driver.py": source}
 
 
-def _driver_for(sandbox: Sandbox) -> dict[str, str | bytes]:
+def _driver_for(sandbox: Sandbox, with_source: bool = False) -> dict[str, str | bytes]:
+    """The driver's files for a run on `sandbox`: the compiled form, and the source where this
+    sandbox needs it (or `with_source`)."""
     files = _driver_files()
-    if sandbox in _SOURCE_NEEDED:
+    if with_source or _known_to_need_source(sandbox):
         return files
     return {"harness_driver.bin": files["harness_driver.bin"]}
+
+
+def _known_to_need_source(sandbox: Sandbox) -> bool:
+    try:
+        return sandbox in _SOURCE_NEEDED
+    except TypeError:  # a sandbox object that cannot be hashed or weakly referenced
+        return False
+
+
+def _remember_needs_source(sandbox: Sandbox) -> None:
+    try:
+        _SOURCE_NEEDED.add(sandbox)
+    except TypeError:
+        pass  # such a sandbox pays a second run each time; it still grades correctly
 
 
 _LOADER = f"""\
@@ -318,10 +334,12 @@ def run_function_tests(
         output_bytes=max(1_000_000, 8 * _TEST_STDOUT_CHARS * (len(tests) + 2)),
     )
     job_files = {_TESTS_FILE: json.dumps(tests_payload), _SOLUTION_FILE: json.dumps(solution_payload)}
-    run = sandbox.run(_LOADER, stdin=secret + "\n", files={**_driver_for(sandbox), **job_files}, limits=limits)
-    if _needs_source(run) and sandbox not in _SOURCE_NEEDED:
-        _SOURCE_NEEDED.add(sandbox)
-        run = sandbox.run(_LOADER, stdin=secret + "\n", files={**_driver_for(sandbox), **job_files}, limits=limits)
+    driver = _driver_for(sandbox)
+    run = sandbox.run(_LOADER, stdin=secret + "\n", files={**driver, **job_files}, limits=limits)
+    if _needs_source(run) and "harness_driver.py" not in driver:
+        _remember_needs_source(sandbox)
+        driver = _driver_for(sandbox, with_source=True)
+        run = sandbox.run(_LOADER, stdin=secret + "\n", files={**driver, **job_files}, limits=limits)
     return _report_from_run(run, tests, limits, secret)
 
 

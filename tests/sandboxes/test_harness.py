@@ -365,3 +365,14 @@ def test_driver_source_sent_only_to_a_sandbox_whose_interpreter_needs_it(sandbox
     assert seen == [["harness_driver.bin"], ["harness_driver.bin", "harness_driver.py"]]
     report = run_function_tests(sandbox, ADD, ["assert add(2, 2) == 4"], entry_point="add")
     assert report.all_passed and seen[-1] == ["harness_driver.bin", "harness_driver.py"]
+
+
+def test_a_sandbox_wrapper_that_cannot_be_hashed_still_grades(sandbox):
+    class Unhashable:  # e.g. a dataclass wrapper with eq=True
+        __hash__ = None
+
+        def run(self, *args, **kwargs):
+            return sandbox.run(*args, **kwargs)
+
+    report = run_function_tests(Unhashable(), ADD, ["assert add(1, 2) == 3"], entry_point="add")
+    assert report.all_passed
