@@ -24,6 +24,7 @@ import marshal
 import secrets
 import sys
 import threading
+import weakref
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -143,30 +144,73 @@ class TestReport:
 # The driver runs inside the sandbox: the data codec, then the three processes' code (see
 # sandboxes/_function_driver.py). Each result line T writes is prefixed with a per-run secret,
 # read from stdin (gone from every descriptor before any other code runs), so that nothing else
-# that reaches the run's stdout can pass for a result. It is sent compiled (marshal), since
-# compiling 40 KB of source in every run would cost more than the tests themselves; an
-# interpreter of another version compiles the source sent beside it.
+# that reaches the run's stdout can pass for a result. It is sent compiled (marshal, without
+# docstrings), since compiling 50 KB of source in every run would cost more than the tests
+# themselves. The source goes along only where the sandbox's interpreter turned out to be
+# another version than this one (its first run there says so and is sent again with the
+# source): every byte of a job's files is copied host -> worker -> the run's file system, and
+# the source would add two thirds to the driver's share of that.
 _DRIVER_TAG = (sys.implementation.cache_tag or "none").encode("ascii") + b"\n"
+#: What the loader writes to stderr, and the status it exits with, when the compiled driver is
+#: for another interpreter and no source came with it.
+_NEEDS_SOURCE = "harness driver: compiled for another interpreter"
+_NEEDS_SOURCE_STATUS = 87
+#: Sandboxes (by identity, weakly) whose interpreter needs the driver's source.
+_SOURCE_NEEDED: weakref.WeakSet[Sandbox] = weakref.WeakSet()
 
 
 @functools.lru_cache(maxsize=1)
 def _driver_files() -> dict[str, str | bytes]:
-    """The driver's source and its compiled form, made once per process on first use."""
+    """The driver's compiled form and its source, made once per process on first use."""
     source = (
         Path(__file__).with_name("_crossing.py").read_text(encoding="utf-8")
         + "\n"
         + Path(__file__).with_name("_function_driver.py").read_text(encoding="utf-8")
     )
-    code = compile(source, "harness_driver.py", "exec", dont_inherit=True)
+    # optimize=2 drops docstrings (78 KB -> 70 KB; the driver has no assert statements of its
+    # own, and the tests and the solution are compiled inside the run with their own flags).
+    # (Dropping the line tables too, 52 KB, broke the driver's handling of a frame over the
+    # limit in CPython 3.11: the run exited with status 1.)
+    code = compile(source, "harness_driver.py", "exec", dont_inherit=True, optimize=2)
     return {"harness_driver.bin": _DRIVER_TAG + marshal.dumps(code), "harness_driver.py": source}
-_LOADER = """\
+
+
+def _driver_for(sandbox: Sandbox, with_source: bool = False) -> dict[str, str | bytes]:
+    """The driver's files for a run on `sandbox`: the compiled form, and the source where this
+    sandbox needs it (or `with_source`)."""
+    files = _driver_files()
+    if with_source or _known_to_need_source(sandbox):
+        return files
+    return {"harness_driver.bin": files["harness_driver.bin"]}
+
+
+def _known_to_need_source(sandbox: Sandbox) -> bool:
+    try:
+        return sandbox in _SOURCE_NEEDED
+    except TypeError:  # a sandbox object that cannot be hashed or weakly referenced
+        return False
+
+
+def _remember_needs_source(sandbox: Sandbox) -> None:
+    try:
+        _SOURCE_NEEDED.add(sandbox)
+    except TypeError:
+        pass  # such a sandbox pays a second run each time; it still grades correctly
+
+
+_LOADER = f"""\
 import marshal, sys
 with open("harness_driver.bin", "rb") as handle:
     tag, _, blob = handle.read().partition(b"\\n")
 if tag == (sys.implementation.cache_tag or "none").encode("ascii"):
     code = marshal.loads(blob)
 else:
-    with open("harness_driver.py", encoding="utf-8") as handle:
+    try:
+        handle = open("harness_driver.py", encoding="utf-8")
+    except FileNotFoundError:
+        sys.stderr.write({_NEEDS_SOURCE!r} + "\\n")
+        sys.exit({_NEEDS_SOURCE_STATUS})
+    with handle:
         code = compile(handle.read(), "harness_driver.py", "exec", dont_inherit=True)
 del tag, blob, handle
 exec(code)
@@ -289,13 +333,20 @@ def run_function_tests(
         memory_mb=memory_mb,
         output_bytes=max(1_000_000, 8 * _TEST_STDOUT_CHARS * (len(tests) + 2)),
     )
-    run = sandbox.run(
-        _LOADER,
-        stdin=secret + "\n",
-        files={**_driver_files(), _TESTS_FILE: json.dumps(tests_payload), _SOLUTION_FILE: json.dumps(solution_payload)},
-        limits=limits,
-    )
+    job_files = {_TESTS_FILE: json.dumps(tests_payload), _SOLUTION_FILE: json.dumps(solution_payload)}
+    driver = _driver_for(sandbox)
+    run = sandbox.run(_LOADER, stdin=secret + "\n", files={**driver, **job_files}, limits=limits)
+    if _needs_source(run) and "harness_driver.py" not in driver:
+        _remember_needs_source(sandbox)
+        driver = _driver_for(sandbox, with_source=True)
+        run = sandbox.run(_LOADER, stdin=secret + "\n", files={**driver, **job_files}, limits=limits)
     return _report_from_run(run, tests, limits, secret)
+
+
+def _needs_source(run: RunResult) -> bool:
+    """The run stopped in the loader: the sandbox's interpreter cannot load the compiled driver.
+    (Only the loader runs before this; no test or solution has run.)"""
+    return run.exit_code == _NEEDS_SOURCE_STATUS and run.stderr.strip() == _NEEDS_SOURCE and not run.stdout
 
 
 def _records(run: RunResult, secret: str) -> list[dict]:

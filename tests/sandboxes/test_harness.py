@@ -339,3 +339,40 @@ def test_legitimate_results_still_compare_as_python_does(sandbox):
     ]
     report = run_function_tests(sandbox, solution, tests)
     assert [r.passed for r in report.results] == [True] * 8 + [False] * 3, [r.error for r in report.results]
+
+
+def test_driver_source_sent_only_to_a_sandbox_whose_interpreter_needs_it(sandbox, monkeypatch):
+    """The compiled driver goes alone; a sandbox whose interpreter cannot load it (another
+    version: simulated by a foreign tag) stops in the loader, is remembered, and the run is made
+    again with the source, which grades as usual."""
+    from sandboxes import harness
+
+    files = dict(harness._driver_files())
+    assert set(harness._driver_for(sandbox)) == {"harness_driver.bin"}
+    foreign = {"harness_driver.bin": b"cpython-0\n" + files["harness_driver.bin"].partition(b"\n")[2]}
+    monkeypatch.setattr(harness, "_driver_files", lambda: {**foreign, "harness_driver.py": files["harness_driver.py"]})
+    seen = []
+    real_run = sandbox.run
+
+    def recording_run(source, **kwargs):
+        seen.append(sorted(name for name in kwargs["files"] if name.startswith("harness_driver")))
+        return real_run(source, **kwargs)
+
+    monkeypatch.setattr(sandbox, "run", recording_run)
+    monkeypatch.setattr(harness, "_SOURCE_NEEDED", harness.weakref.WeakSet())
+    report = run_function_tests(sandbox, ADD, ["assert add(1, 2) == 3", "assert add(1, 1) == 3"], entry_point="add")
+    assert [r.passed for r in report.results] == [True, False]
+    assert seen == [["harness_driver.bin"], ["harness_driver.bin", "harness_driver.py"]]
+    report = run_function_tests(sandbox, ADD, ["assert add(2, 2) == 4"], entry_point="add")
+    assert report.all_passed and seen[-1] == ["harness_driver.bin", "harness_driver.py"]
+
+
+def test_a_sandbox_wrapper_that_cannot_be_hashed_still_grades(sandbox):
+    class Unhashable:  # e.g. a dataclass wrapper with eq=True
+        __hash__ = None
+
+        def run(self, *args, **kwargs):
+            return sandbox.run(*args, **kwargs)
+
+    report = run_function_tests(Unhashable(), ADD, ["assert add(1, 2) == 3"], entry_point="add")
+    assert report.all_passed
