@@ -9,6 +9,7 @@ split. docs/envs/puzzles.md describes how the three games are played.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
@@ -149,6 +150,8 @@ class PuzzleRules(Protocol[State, Plan]):
 # ---------------------------------------------------------------------------------- extraction
 _FENCE = "```"
 _CODE_LANGS = ("python3", "python", "py")
+#: A block on one line that starts with a Python tag and a space: ```` ```python print(1)``` ````.
+_ONE_LINE_PYTHON = re.compile(r"[ \t]*(python3?|py)[ \t]+(\S.*)", re.IGNORECASE | re.DOTALL)
 
 
 def extract_program(text: str) -> str | None:
@@ -167,7 +170,9 @@ def extract_program(text: str) -> str | None:
     def split_lang(block: str) -> tuple[str, str]:
         first, newline, rest = block.partition("\n")
         if not newline:
-            return "", block
+            # "```python print(1)```" on one line: read as the released code does.
+            one_line = _ONE_LINE_PYTHON.match(block)
+            return (one_line.group(1).lower(), one_line.group(2)) if one_line else ("", block)
         return first.strip().lower(), rest
 
     python_blocks = [body for lang, body in map(split_lang, closed) if lang in _CODE_LANGS]

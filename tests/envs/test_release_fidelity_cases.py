@@ -21,7 +21,7 @@ from llm_envs.envs.debate import rules as debate_rules
 from llm_envs.envs.forum import rules as forum_rules
 from llm_envs.envs.plan_path import rules as path_rules
 from llm_envs.envs.proposer_solver_judge import rules as psj_rules
-from llm_envs.envs.puzzle_rules import PlanFormatError, extract_answer
+from llm_envs.envs.puzzle_rules import PlanFormatError, extract_answer, extract_program
 from llm_envs.envs.reasoner_tool import rules as reasoner_rules
 from llm_envs.envs.sudoku import rules as sudoku_rules
 from llm_envs.verifiers.code import extract_code, io_tests_block
@@ -244,11 +244,16 @@ def test_tool_answer_of_the_side_by_side_transcripts(stdout, answer):
         ("```python\nprint(90)", "print(90)"),  # released: the raw reply, a SyntaxError
         ("```python3\nprint(90)\n```", "print(90)"),  # released: "3\nprint(90)", prints 90 too
         ("print(90)", None),  # no fence: the whole reply runs (as released)
+        ("```python print(90)```", "print(90)"),  # as released (was "python print(90)" here)
+        ("```print(90)```", "print(90)"),
     ],
 )
 def test_tool_program_of_the_side_by_side_transcripts(text, code):
     got = extract_code(text)
     assert (got.strip() if got is not None else None) == code
+    # The puzzles' tool agent reads its program the same way.
+    program = extract_program(text)
+    assert (program.strip() if program is not None else None) == code
 
 
 # ------------------------------------------------------------------- Stronger-MAS: Coder-Tester
