@@ -26,6 +26,8 @@ ANSWER_MARKER = "####"
 #: Also accepted at the start of a program's output line, for compatibility with the prompts of
 #: the released PettingLLMs code.
 LEGACY_OUTPUT_MARKER = "**Actions List**:"
+#: The released code's second output pattern (``Actions: [...]``), read the same way.
+LEGACY_SHORT_OUTPUT_MARKER = "Actions:"
 
 
 #: ``reward_shaping`` values: ``"potential"`` (every dense term is the change of a potential of
@@ -218,10 +220,11 @@ def extract_answer(text: str, *, search_code_blocks: bool = True) -> str | None:
 
 def extract_program_output_plan(stdout: str) -> str | None:
     """The plan text a program printed: the rest of its last line starting with ``####`` (or
-    ``**Actions List**:``), else its last non-empty line; ``None`` if it printed nothing."""
+    the released code's ``**Actions List**:`` / ``Actions:``), else its last non-empty line;
+    ``None`` if it printed nothing."""
     lines = [line.strip() for line in stdout.splitlines() if line.strip()]
     for line in reversed(lines):
-        for marker in (ANSWER_MARKER, LEGACY_OUTPUT_MARKER):
+        for marker in (ANSWER_MARKER, LEGACY_OUTPUT_MARKER, LEGACY_SHORT_OUTPUT_MARKER):
             if line.startswith(marker):
                 return line[len(marker) :].strip()
     return lines[-1] if lines else None

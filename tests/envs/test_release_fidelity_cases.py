@@ -21,7 +21,12 @@ from llm_envs.envs.debate import rules as debate_rules
 from llm_envs.envs.forum import rules as forum_rules
 from llm_envs.envs.plan_path import rules as path_rules
 from llm_envs.envs.proposer_solver_judge import rules as psj_rules
-from llm_envs.envs.puzzle_rules import PlanFormatError, extract_answer, extract_program
+from llm_envs.envs.puzzle_rules import (
+    PlanFormatError,
+    extract_answer,
+    extract_program,
+    extract_program_output_plan,
+)
 from llm_envs.envs.reasoner_tool import rules as reasoner_rules
 from llm_envs.envs.sudoku import rules as sudoku_rules
 from llm_envs.verifiers.code import extract_code, io_tests_block
@@ -362,3 +367,36 @@ def test_sudoku_answer_line_of_the_side_by_side_transcripts(text, grid):
     except PlanFormatError:
         got = None
     assert got == grid
+
+
+def printed_plan(stdout: str, answer_format: str = "list"):
+    text = extract_program_output_plan(stdout)
+    if text is None:
+        return None
+    try:
+        return path_rules.parse_moves(text, answer_format)
+    except PlanFormatError:
+        return None
+
+
+@pytest.mark.parametrize(
+    "stdout, moves",
+    [
+        ('**Actions List**: ["U", "R"]\n', ("U", "R")),
+        ('**Actions List**: ["U"]\nDone\n', ("U",)),
+        ('**Actions List**: ["U"]\n**Actions List**: ["D"]\n', ("D",)),
+        ("**Actions List**: ['U','R']\n", ("U", "R")),
+        ('["U", "R"]\n', ("U", "R")),
+        ("[]\n", None),
+        ('Actions: ["U", "R"]\n', ("U", "R")),  # as released (was no plan here)
+        ('Actions: ["U"]\nDone\n', ("U",)),  # as released (was no plan here)
+        ('**Actions List**: ["U", "X"]\n', ("U", "X")),  # released (Plan-Path): no plan, -2
+        ('["U"]\n["D"]\n', ("D",)),  # the last line; released: the first list line, U
+        ('["U"]\nDone\n', None),  # the last line; released: the list line, U
+        ('#### ["U", "R"]\n', ("U", "R")),  # our prompt's marker; released: no plan
+        ('**Actions List**: ["U",\n "R"]\n', None),  # one line; released: U R
+        ("[1, 2]\n", ("1", "2")),  # two blocked moves; released (Plan-Path): no plan, -2
+    ],
+)
+def test_tool_printed_plan_of_the_side_by_side_transcripts(stdout, moves):
+    assert printed_plan(stdout) == moves
