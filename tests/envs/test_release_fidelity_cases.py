@@ -18,6 +18,7 @@ import pytest
 
 from llm_envs.envs.coder_tester import rules as coder_rules
 from llm_envs.envs.debate import rules as debate_rules
+from llm_envs.envs.debate.verifiers import GroundTruthVerifier
 from llm_envs.envs.forum import rules as forum_rules
 from llm_envs.envs.plan_path import rules as path_rules
 from llm_envs.envs.proposer_solver_judge import rules as psj_rules
@@ -29,6 +30,7 @@ from llm_envs.envs.puzzle_rules import (
 )
 from llm_envs.envs.reasoner_tool import rules as reasoner_rules
 from llm_envs.envs.sudoku import rules as sudoku_rules
+from llm_envs.tasks import Problem
 from llm_envs.verifiers.code import extract_code, io_tests_block
 from llm_envs.verifiers.math import extract_boxed
 
@@ -180,6 +182,27 @@ def test_proposer_question_of_the_side_by_side_transcripts(text, question):
 )
 def test_debate_math_answer_is_the_last_box(text, boxed):
     assert extract_boxed(text) == boxed
+
+
+@pytest.mark.parametrize(
+    "text, truth, right",
+    [
+        ("\\boxed{1,000}", "1000", True),
+        ("\\boxed{\\$1,000}", "1000", True),
+        ("\\boxed{1000} dollars", "1000", True),
+        ("\\boxed{07}", "7", True),
+        ("\\boxed{-5}", "-5", True),
+        ("\\boxed{1000.}", "1000", True),  # released: int("1000.") fails, wrong
+        ("\\boxed{1000.00}", "1000", True),  # released: wrong
+        ("\\boxed{10^3}", "1000", True),  # released: 103, wrong
+        ("\\boxed{\u22125}", "-5", True),  # a Unicode minus; released: 5, wrong
+        ("\\boxed{7 (seven)}", "7", False),  # a product here; released: 7, right
+        ("\\boxed{7}\\boxed{}", "7", False),  # the last box is empty (wrong in both)
+    ],
+)
+def test_debate_ground_truth_of_the_side_by_side_numbers(text, truth, right):
+    problem = Problem(id="p", prompt="q", answer=truth, split="train")
+    assert GroundTruthVerifier().correct(problem, text) is right
 
 
 ANLI = ("entailment", "neutral", "contradiction")
