@@ -9,6 +9,7 @@ split. docs/envs/puzzles.md describes how the three games are played.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
@@ -25,6 +26,8 @@ ANSWER_MARKER = "####"
 #: Also accepted at the start of a program's output line, for compatibility with the prompts of
 #: the released PettingLLMs code.
 LEGACY_OUTPUT_MARKER = "**Actions List**:"
+#: The released code's second output pattern (``Actions: [...]``), read the same way.
+LEGACY_SHORT_OUTPUT_MARKER = "Actions:"
 
 
 #: ``reward_shaping`` values: ``"potential"`` (every dense term is the change of a potential of
@@ -149,6 +152,8 @@ class PuzzleRules(Protocol[State, Plan]):
 # ---------------------------------------------------------------------------------- extraction
 _FENCE = "```"
 _CODE_LANGS = ("python3", "python", "py")
+#: A block on one line that starts with a Python tag and a space: ```` ```python print(1)``` ````.
+_ONE_LINE_PYTHON = re.compile(r"[ \t]*(python3?|py)[ \t]+(\S.*)", re.IGNORECASE | re.DOTALL)
 
 
 def extract_program(text: str) -> str | None:
@@ -167,7 +172,9 @@ def extract_program(text: str) -> str | None:
     def split_lang(block: str) -> tuple[str, str]:
         first, newline, rest = block.partition("\n")
         if not newline:
-            return "", block
+            # "```python print(1)```" on one line: read as the released code does.
+            one_line = _ONE_LINE_PYTHON.match(block)
+            return (one_line.group(1).lower(), one_line.group(2)) if one_line else ("", block)
         return first.strip().lower(), rest
 
     python_blocks = [body for lang, body in map(split_lang, closed) if lang in _CODE_LANGS]
@@ -213,10 +220,11 @@ def extract_answer(text: str, *, search_code_blocks: bool = True) -> str | None:
 
 def extract_program_output_plan(stdout: str) -> str | None:
     """The plan text a program printed: the rest of its last line starting with ``####`` (or
-    ``**Actions List**:``), else its last non-empty line; ``None`` if it printed nothing."""
+    the released code's ``**Actions List**:`` / ``Actions:``), else its last non-empty line;
+    ``None`` if it printed nothing."""
     lines = [line.strip() for line in stdout.splitlines() if line.strip()]
     for line in reversed(lines):
-        for marker in (ANSWER_MARKER, LEGACY_OUTPUT_MARKER):
+        for marker in (ANSWER_MARKER, LEGACY_OUTPUT_MARKER, LEGACY_SHORT_OUTPUT_MARKER):
             if line.startswith(marker):
                 return line[len(marker) :].strip()
     return lines[-1] if lines else None

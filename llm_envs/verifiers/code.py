@@ -86,6 +86,10 @@ class CodeBlock:
     end: int
 
 
+#: A block on one line that starts with a Python tag and a space: ```` ```python print(1)``` ````.
+_ONE_LINE_PYTHON = re.compile(r"[ \t]*(python3?|py)[ \t]+(\S.*)", re.IGNORECASE | re.DOTALL)
+
+
 def code_blocks(text: str) -> list[CodeBlock]:
     """Every fenced block in ``text``, in order; an unclosed last fence runs to the end.
 
@@ -105,8 +109,11 @@ def code_blocks(text: str) -> list[CodeBlock]:
         closed = i + 1 < len(parts)
         first, newline, rest = raw.partition("\n")
         tag = first.strip().lower()
+        one_line = None if newline else _ONE_LINE_PYTHON.match(raw)
         if newline and (not tag or re.fullmatch(r"[\w+#.-]{1,20}", tag)):
             lang, body = tag, rest
+        elif one_line:  # "```python print(1)```": the released PettingLLMs code reads it too
+            lang, body = one_line.group(1).lower(), one_line.group(2)
         else:  # "```print(1)```" or no newline: the whole thing is the body
             lang, body = "", raw
         start = starts[i] - len(_FENCE)

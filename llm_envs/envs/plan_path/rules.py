@@ -174,7 +174,8 @@ def parse_moves(text: str, answer_format: str = "lenient") -> tuple[str, ...]:
     A bracketed list (``[...]``, as the released code asks for) is split on commas (and, under
     ``"lenient"``, on spaces too); each element, stripped of quotes and spaces, is a move if it
     is exactly ``U``, ``D``, ``L`` or ``R``, else an *unknown move* that is kept (cut to 20
-    characters) and charged as a blocked move when played, as the released code does.
+    characters) and charged as a blocked move when played, as the released code does; missing
+    elements (``["U", "R",]``) are dropped, as there.
     ``answer_format="list"`` accepts nothing else.
     ``"lenient"`` also accepts unbracketed text: brackets, quotes and commas are separators,
     and every token must be a move letter sequence or a move word (else the whole answer is a
@@ -184,9 +185,13 @@ def parse_moves(text: str, answer_format: str = "lenient") -> tuple[str, ...]:
     if stripped.startswith("[") and stripped.endswith("]"):
         inner = stripped[1:-1].strip()
         separators = r"," if answer_format == "list" else r"[,\s]+"
-        elements = [e.strip().strip("\"'").strip() for e in re.split(separators, inner)] if inner else []
-        if not elements or any(not element for element in elements):
-            raise PlanFormatError("the move list is empty or has an empty element")
+        # Missing elements (a trailing comma, ``["U", , "R"]``) are dropped, as the released
+        # code does (Python's list syntax allows the trailing comma; its fallback drops both);
+        # a quoted empty element ``""`` is an element, so an unknown move, as there.
+        raw_elements = [e.strip() for e in re.split(separators, inner)] if inner else []
+        elements = [e.strip("\"'").strip() or e for e in raw_elements if e]
+        if not elements:
+            raise PlanFormatError("the move list is empty")
         return tuple(element if element in MOVES else element[:_UNKNOWN_SHOWN_CHARS] for element in elements)
     if answer_format == "list":
         raise PlanFormatError('expected a bracketed list of moves, e.g. ["U", "R", "D"]')
