@@ -343,17 +343,19 @@ def released_schedule(
         evaluator_orders: list[np.ndarray | None] = []
         scorer_orders: list[np.ndarray] = []
         for _ in range(num_evaluations):
-            evaluators, order = _evaluators_and_scorers(rng, num_agents, evaluation)
+            if scoring:
+                evaluators, order = _evaluators_and_scorers(rng, num_agents, evaluation)
+                scorer_orders.append(order)
+            else:
+                evaluators = rng.permutation(num_agents)
             evaluator_orders.append(evaluators)
-            scorer_orders.append(order)
         for j, evaluators in enumerate(evaluator_orders):
             if evaluators is not None:
                 for slot in range(num_agents):
                     steps.append(Step("evaluate", int(evaluators[slot]), round_index, slot, j))
-        if scoring:
-            for j, order in enumerate(scorer_orders):
-                for slot in range(num_agents):
-                    steps.append(Step("score", int(order[slot]), round_index, slot, j))
+        for j, order in enumerate(scorer_orders):
+            for slot in range(num_agents):
+                steps.append(Step("score", int(order[slot]), round_index, slot, j))
     return steps
 
 

@@ -232,3 +232,6 @@ def test_the_papers_scorer_draw_lets_an_agent_score_itself_and_pools_too_small_a
         rules.paper_schedule(np.random.default_rng(0), 2, 2, 1)
     with pytest.raises(ValueError, match="scorers must be one of"):
         rules.paper_schedule(np.random.default_rng(0), 4, 2, 1, scorers="self")
+    # Without scoring no scorer is drawn: any pool size works (one agent evaluates itself).
+    steps = rules.released_schedule(np.random.default_rng(0), 1, 1, 1, 0, scoring=False)
+    assert [s.kind for s in steps] == ["solve", "evaluate"]
