@@ -162,9 +162,10 @@ def reward_level(config: Any, team: float, local: float) -> tuple[float, float]:
 
 def turn_reward_bounds(config: Any, level: tuple[float, float]) -> tuple[float, float]:
     """Bounds of one action's reward when an action's level lies in ``level``: the level
-    itself with ``turn_rewards="paper"``, the change of the level since the agent's previous
-    action (a level before the first) with ``"change"``, so ``[low − high, high − low]``
-    (a turn that loses what an earlier one reached pays it back)."""
+    itself with ``turn_rewards="paper"``; with ``"change"`` the change of the level since the
+    agent's previous action (the level itself on its first action, from 0), so the hull of
+    ``level`` and ``[low − high, high − low]`` (a turn that loses what an earlier one reached
+    pays it back)."""
     if config.turn_rewards == "paper":
         return level
     low, high = level
