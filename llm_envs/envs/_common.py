@@ -203,6 +203,18 @@ def reward_level(config: Any, team: float, local: float) -> tuple[float, float]:
     return config.alpha * team, (local if config.reward_mode == "dense" else 0.0)
 
 
+def turn_reward_bounds(config: Any, level: tuple[float, float]) -> tuple[float, float]:
+    """Bounds of one action's reward when an action's level lies in ``level``: the level
+    itself with ``turn_rewards="paper"``; with ``"change"`` the change of the level since the
+    agent's previous action (the level itself on its first action, from 0), so the hull of
+    ``level`` and ``[low − high, high − low]`` (a turn that loses what an earlier one reached
+    pays it back)."""
+    if config.turn_rewards == "paper":
+        return level
+    low, high = level
+    return (min(low, low - high), max(high, high - low))
+
+
 def credit_team_and_local(
     env: TextEnv, record: ActionRecord, team: float, local: float
 ) -> None:

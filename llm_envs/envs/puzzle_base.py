@@ -636,15 +636,31 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
 
     # ------------------------------------------------------------------ reward contract
     def reward_bounds(self, agent: str) -> tuple[float, float]:
-        """Bounds of one action's reward: the plan agent's (or the solver's) record is
-        ``(1 + alpha)·r`` of its real transition, the tool's is its simulated plan's ``r`` (or
-        the format penalty) plus ``alpha·r`` of the plan agent's transition; ``r`` lies in
-        :meth:`_plan_reward_bounds` (dense) or ``[0, 1]`` (outcome)."""
+        """Bounds of one action's reward, with ``r`` one real transition's shaped reward in
+        :meth:`_plan_reward_bounds` (dense) or ``[0, 1]`` (outcome) and ``p`` the format penalty
+        (dense; 0 in outcome mode):
+
+        * plan agent and single solver: ``p`` (no valid plan: the team term is then 0), else
+          ``(1 + alpha)·r``;
+        * tool: its local term, ``p`` or a credit in ``[0, V*]`` (``"potential"``: what its
+          simulated plan adds to the best value reached, at most the value of solving at once,
+          itself at most the largest ``r``) or the simulated ``r`` (``"paper"``), plus
+          ``alpha·r`` of the plan agent's transition (0 when the plan agent gave no plan).
+
+        Each game's page (docs/envs/sokoban.md, sudoku.md, plan_path.md) states the same."""
+        alpha = self.config.alpha
         if self.config.reward_mode == "outcome":
-            transition: tuple[float, float] = (0.0, 1.0)
+            real: tuple[float, float] = (0.0, 1.0)
+            penalty = (0.0, 0.0)
         else:
-            transition = either(self._plan_reward_bounds(), (self.rules.format_penalty,) * 2)
-        return summed(transition, scaled(transition, self.config.alpha))
+            real = self._plan_reward_bounds()
+            penalty = (float(self.rules.format_penalty),) * 2
+        if agent == "tool":
+            credit = either(real, (0.0, 0.0))
+            if self.config.reward_shaping != "paper" or self.config.reward_mode == "outcome":
+                credit = (0.0, max(real[1], 0.0))
+            return summed(either(penalty, credit), scaled(either(real, (0.0, 0.0)), alpha))
+        return either(penalty, scaled(real, 1.0 + alpha))
 
     def _plan_reward_bounds(self) -> tuple[float, float]:
         """Bounds of the dense reward of one plan applied to any state of this configuration

@@ -3,7 +3,8 @@
 A pool of ``l`` agents discusses one problem for ``m`` rounds. Each round one agent, drawn
 uniformly from the pool, writes a solution; then ``n`` evaluations follow, each by a uniformly
 drawn agent told to find every error, and each evaluation is followed by a scoring of the
-(solution, evaluation) pair by a uniformly drawn agent. Rewards come only from the scorer's
+(solution, evaluation) pair by an agent drawn uniformly among those who wrote neither (the
+paper draws from the whole pool: ``scorers="any"``). Rewards come only from the scorer's
 parsed score (:mod:`llm_envs.envs.forum.rules`): there is no external verifier; ground-truth
 correctness, when the task has an answer, is logged for metrics and never used as reward.
 
@@ -53,6 +54,10 @@ class ForumConfig:
             else the last digit 1-3 in the text, else 2). ``"released"`` lets a score quoted
             from the solution or the evaluation decide the reward, so it needs
             ``allow_reward_holes=True``.
+        scorers: ``"others"`` (each scorer drawn among the agents who wrote neither the
+            solution nor the evaluation it scores) or ``"any"`` (the paper's and released
+            code's draw over the whole pool: an agent may score its own solution or critique
+            and pay itself, so it needs ``allow_reward_holes=True``).
         allow_reward_holes: Accept an option that lets a strategy other than solving earn
             more (docs/papers.md, "Options that open a reward hole").
     """
@@ -71,6 +76,7 @@ class ForumConfig:
     task_kwargs: dict[str, Any] = field(default_factory=dict)
     max_shown_chars: int = 16_000
     score_parsing: str = "strict"
+    scorers: str = "others"
     allow_reward_holes: bool = False
 
 
@@ -145,6 +151,14 @@ class ForumEnv(TextEnv):
                 "carries its own <score>3</score> (or <score>1</score>) and is quoted by the "
                 "scorer decides its own reward; set allow_reward_holes=True to accept this"
             )
+        if cfg.scorers == "any" and cfg.scoring and not cfg.allow_reward_holes:
+            raise ValueError(
+                "scorers='any' (the paper's uniform draw of the scorer) opens a reward hole: "
+                "an agent drawn to score its own solution or its own evaluation decides its own "
+                "reward (a <score>3</score> for its solution, <score>1</score> for its critique), "
+                "whatever the solution is worth; set allow_reward_holes=True to accept this"
+            )
+        rules.check_scorers(cfg.scorers, cfg.num_agents, cfg.evaluation, cfg.scoring)
         if cfg.num_rounds is None:
             self.num_rounds = 2 * cfg.num_agents if cfg.schedule == "paper" else 2
         else:
@@ -178,6 +192,7 @@ class ForumEnv(TextEnv):
                 cfg.num_evaluations,
                 evaluation=cfg.evaluation,
                 scoring=cfg.scoring,
+                scorers=cfg.scorers,
             )
         else:
             self.schedule = rules.released_schedule(
@@ -188,6 +203,7 @@ class ForumEnv(TextEnv):
                 cfg.num_references,
                 evaluation=cfg.evaluation,
                 scoring=cfg.scoring,
+                scorers=cfg.scorers,
             )
         self.step_index = 0
         self.solutions = {}

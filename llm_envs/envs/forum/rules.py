@@ -4,7 +4,8 @@ Nothing here knows about PettingZoo; :mod:`llm_envs.envs.forum.env` sequences th
 Source: CoMAS (arXiv 2510.08529; docs/papers.md). Per problem there are ``m`` rounds; a
 round is one *solution* by an agent drawn uniformly from the pool, then ``n`` *evaluations*
 (each by a uniformly drawn agent), each followed by a *scoring* of the (solution, evaluation)
-pair by a uniformly drawn agent. The scorer answers an integer 1..3 inside ``<score>`` tags:
+pair by an agent drawn uniformly among those who wrote neither (``scorers="others"``; the
+paper's uniform draw over the pool is ``scorers="any"``). The scorer answers an integer 1..3 inside ``<score>`` tags:
 
 =====  ==========================================================================
 score  meaning
@@ -258,22 +259,38 @@ def paper_schedule(
     *,
     evaluation: bool = True,
     scoring: bool = True,
+    scorers: str = "others",
 ) -> list[Step]:
     """The paper's schedule: per round one solution, then ``n`` evaluations each followed by
-    its scoring; every actor drawn uniformly from the pool (self-evaluation allowed).
+    its scoring; solvers and evaluators drawn uniformly from the pool (self-evaluation allowed).
+
+    ``scorers="others"`` draws each scorer uniformly among the agents who wrote neither the
+    solution nor the evaluation it scores (it needs ``num_agents >= 3``, or ``>= 2`` without
+    the evaluation step); ``scorers="any"`` is the paper's uniform draw over the whole pool,
+    which lets an agent score its own work.
 
     Without ``evaluation`` (ablation) each of the ``n`` scorings scores the solution alone;
     without ``scoring`` (ablation) the evaluations carry a verdict instead.
     """
     _check_flags(evaluation, scoring)
+    check_scorers(scorers, num_agents, evaluation, scoring)
     steps: list[Step] = []
     for round_index in range(num_rounds):
-        steps.append(Step("solve", int(rng.integers(num_agents)), round_index))
+        solver = int(rng.integers(num_agents))
+        steps.append(Step("solve", solver, round_index))
         for j in range(num_evaluations):
+            authors = {solver}
             if evaluation:
-                steps.append(Step("evaluate", int(rng.integers(num_agents)), round_index, 0, j))
+                evaluator = int(rng.integers(num_agents))
+                authors.add(evaluator)
+                steps.append(Step("evaluate", evaluator, round_index, 0, j))
             if scoring:
-                steps.append(Step("score", int(rng.integers(num_agents)), round_index, 0, j))
+                if scorers == "any":
+                    scorer = int(rng.integers(num_agents))
+                else:
+                    eligible = [k for k in range(num_agents) if k not in authors]
+                    scorer = eligible[int(rng.integers(len(eligible)))]
+                steps.append(Step("score", scorer, round_index, 0, j))
     return steps
 
 
@@ -286,6 +303,7 @@ def released_schedule(
     *,
     evaluation: bool = True,
     scoring: bool = True,
+    scorers: str = "others",
 ) -> list[Step]:
     """The released code's schedule: in every round *every* agent solves (slot k = agent k),
     then each solution is evaluated, then each (solution, evaluation) pair is scored.
@@ -294,8 +312,15 @@ def released_schedule(
     exactly one evaluation (and one scoring) per evaluation index and round. In round r > 0
     each solver is shown ``num_references`` discussions drawn without replacement from the
     previous round (round 0 shows an empty discussion).
+
+    ``scorers="others"``: the scorers' shuffled list is drawn among those in which no agent
+    scores a pair it wrote (the solution of slot k is agent k's; rejection sampling, and where
+    no such list exists for the evaluators drawn, the evaluators are drawn again);
+    ``scorers="any"`` is the released code's plain shuffle, which lets an agent score its own
+    work.
     """
     _check_flags(evaluation, scoring)
+    check_scorers(scorers, num_agents, evaluation, scoring)
     steps: list[Step] = []
     shown = min(num_references, num_agents)
     for round_index in range(num_rounds):
@@ -306,14 +331,69 @@ def released_schedule(
                     int(k) for k in rng.choice(num_agents, size=shown, replace=False)
                 )
             steps.append(Step("solve", slot, round_index, slot, -1, references))
-        for kind, enabled in (("evaluate", evaluation), ("score", scoring)):
-            if not enabled:
-                continue
-            for j in range(num_evaluations):
-                order = rng.permutation(num_agents)
+        if scorers == "any":
+            for kind, enabled in (("evaluate", evaluation), ("score", scoring)):
+                if not enabled:
+                    continue
+                for j in range(num_evaluations):
+                    order = rng.permutation(num_agents)
+                    for slot in range(num_agents):
+                        steps.append(Step(kind, int(order[slot]), round_index, slot, j))  # type: ignore[arg-type]
+            continue
+        evaluator_orders: list[np.ndarray | None] = []
+        scorer_orders: list[np.ndarray] = []
+        for _ in range(num_evaluations):
+            if scoring:
+                evaluators, order = _evaluators_and_scorers(rng, num_agents, evaluation)
+                scorer_orders.append(order)
+            else:
+                evaluators = rng.permutation(num_agents)
+            evaluator_orders.append(evaluators)
+        for j, evaluators in enumerate(evaluator_orders):
+            if evaluators is not None:
                 for slot in range(num_agents):
-                    steps.append(Step(kind, int(order[slot]), round_index, slot, j))  # type: ignore[arg-type]
+                    steps.append(Step("evaluate", int(evaluators[slot]), round_index, slot, j))
+        for j, order in enumerate(scorer_orders):
+            for slot in range(num_agents):
+                steps.append(Step("score", int(order[slot]), round_index, slot, j))
     return steps
+
+
+def _evaluators_and_scorers(
+    rng: np.random.Generator, num_agents: int, evaluation: bool
+) -> tuple[np.ndarray | None, np.ndarray]:
+    """One evaluation index of the released schedule with ``scorers="others"``: a shuffle of
+    the evaluators (``None`` without the evaluation step) and a shuffle of the scorers in which
+    no scorer wrote the solution (slot k: agent k) or the evaluation of its slot."""
+    while True:
+        evaluators = rng.permutation(num_agents) if evaluation else None
+        for _ in range(64):
+            order = rng.permutation(num_agents)
+            slots = np.arange(num_agents)
+            own = (order == slots) | (
+                (order == evaluators) if evaluators is not None else np.zeros(num_agents, bool)
+            )
+            if not own.any():
+                return evaluators, order
+
+
+#: How scorers are drawn: among the agents who wrote neither the solution nor the evaluation
+#: scored (default), or over the whole pool (the paper's and released code's draw).
+SCORER_DRAWS = ("others", "any")
+
+
+def check_scorers(scorers: str, num_agents: int, evaluation: bool, scoring: bool) -> None:
+    """Refuse an unknown scorer draw, or ``"others"`` in a pool too small for it."""
+    if scorers not in SCORER_DRAWS:
+        raise ValueError(f"scorers must be one of {SCORER_DRAWS}, got {scorers!r}")
+    authors = 2 if evaluation else 1
+    if scoring and scorers == "others" and num_agents <= authors:
+        raise ValueError(
+            f"scorers='others' needs more than {authors} agent(s) (a scorer who wrote neither "
+            f"the solution nor the evaluation it scores), got num_agents={num_agents}; "
+            "scorers='any' (the paper's draw, in which an agent may score its own work) needs "
+            "allow_reward_holes=True"
+        )
 
 
 def _check_flags(evaluation: bool, scoring: bool) -> None:

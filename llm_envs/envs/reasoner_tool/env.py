@@ -31,6 +31,7 @@ from llm_envs.envs._common import (
     credit_team_and_local,
     end_turn,
     resolve_task_source,
+    turn_reward_bounds,
     wrong_sign_holes,
 )
 from llm_envs.envs.reasoner_tool import rules
@@ -333,8 +334,11 @@ class ReasonerToolEnv(TimedSandboxUser, TextEnv):
     def reward_bounds(self, agent: str) -> tuple[float, float]:
         """``alpha·r_team + r_local``: the team term is 1 or 0 (the answers agree on the
         truth), the local term a weighted checklist of the agent's weights (dropped in outcome
-        mode). docs/envs/reasoner_tool.md states the same bounds."""
+        mode), is the action's *level*; with ``turn_rewards="change"`` (the default) an action is
+        paid the change of its level, so ``[−high, high]`` for levels in ``[0, high]``
+        (:func:`llm_envs.envs._common.turn_reward_bounds`). docs/envs/reasoner_tool.md states the same
+        bounds."""
         cfg = self.config
         weights = cfg.reasoner_weights if agent == "reasoner" else cfg.tool_weights
         local = unit_weights(dataclasses.astuple(weights)) if cfg.reward_mode == "dense" else (0.0, 0.0)
-        return summed(scaled((0.0, 1.0), cfg.alpha), local)
+        return turn_reward_bounds(cfg, summed(scaled((0.0, 1.0), cfg.alpha), local))

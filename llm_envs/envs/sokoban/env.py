@@ -84,14 +84,19 @@ class SokobanEnv(SingleStepCatalog, PuzzleEnv):
 
     # ------------------------------------------------------------------ reward contract
     def _plan_reward_bounds(self) -> tuple[float, float]:
-        """One plan: move costs (at most 0; no lower bound, a plan has no length limit), boxes
-        placed (at most ``num_boxes`` net placements, each worth at most
-        ``max(box_on_target, -box_off_target)``), the distance shaping (with γ = 1 it
-        telescopes to at most the boxes' Manhattan distance, ``num_boxes·(rows + cols)``) and
-        the solved reward. docs/envs/sokoban.md states the same bound."""
+        """One plan from an unsolved state: its move costs (at most 0; no lower bound, a plan
+        has no length limit below ``max_answer_chars``) plus the change of the potential
+        ``Ψ = box_on_target·(boxes on targets) − shaping_scale·Σ(box distances) +
+        solved_reward·[solved]``, at most ``num_boxes·box_on_target + shaping_scale·num_boxes·
+        (rows + cols) + solved_reward`` (a box's Manhattan distance to a target is below
+        ``rows + cols``). Weights that make the box term no potential difference
+        (``box_off_target != −box_on_target``: a shuttle farms it) or pay a move
+        (``shaping_gamma != 1``, a positive move cost) leave the reward unbounded.
+        docs/envs/sokoban.md states the same bound."""
         c, w = self.config, self.config.rewards
-        if w.valid_move > 0 or w.blocked_move > 0 or w.shaping_gamma != 1:
+        off = w.off_target_weight(c.reward_shaping)
+        if w.valid_move > 0 or w.blocked_move > 0 or w.shaping_gamma != 1 or off != -w.box_on_target:
             return UNBOUNDED
-        placing = c.num_boxes * max(w.box_on_target, -w.box_off_target, 0.0)
+        placing = c.num_boxes * abs(w.box_on_target)
         shaping = abs(w.shaping_scale) * c.num_boxes * (c.rows + c.cols)
         return (-math.inf, placing + shaping + max(w.solved_reward, 0.0))

@@ -101,11 +101,17 @@ class SudokuEnv(PuzzleEnv):
 
     # ------------------------------------------------------------------ reward contract
     def _plan_reward_bounds(self) -> tuple[float, float]:
-        """One grid: the step cost plus either the clue penalty's share (a rejected grid) or
-        the share of correct cells, the conflict penalty and the solved reward (an accepted
-        one). docs/envs/sudoku.md states the same bound."""
+        """One grid submitted on an unsolved board: the step cost plus either the clue
+        penalty's share (a rejected grid, the board unchanged) or, accepted, the change of the
+        potential ``Ψ = progress_weight·(share of right cells) − conflict_penalty·[a repeat] +
+        solved_reward·[solved]`` from a board that is not the solution (``"potential"``), or
+        ``Ψ`` itself, paid again at every submission (``"paper"``). Defaults: [−1.01, 2.99]
+        (``"paper"``: [−1.01, 2.49]); docs/envs/sudoku.md states the same bounds."""
         w = self.config.rewards
         step = (w.step_cost, w.step_cost)
         rejected = summed(step, unit_weights([-w.clue_penalty]))
-        accepted = summed(step, unit_weights([w.progress_weight, -w.conflict_penalty, w.solved_reward]))
-        return either(rejected, accepted)
+        after = unit_weights([w.progress_weight, -w.conflict_penalty, w.solved_reward])
+        if self.config.reward_shaping == "paper":
+            return either(rejected, summed(step, after))
+        before = unit_weights([w.progress_weight, -w.conflict_penalty])  # never the solution
+        return either(rejected, summed(step, (after[0] - before[1], after[1] - before[0])))

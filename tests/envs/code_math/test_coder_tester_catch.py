@@ -191,9 +191,17 @@ def test_the_coders_failing_attempts_are_not_wrong_programs(sandbox):
     env.step(written_tests("assert add(0, 0) == 1"))
     env.step(off_by_one)
     env.step(written_tests("assert add(7, 1) == 8"))
-    for record in (env.records[1], env.records[3]):
+    first, second = env.records[1], env.records[3]
+    for record in (first, second):
         assert (record.info["wrong_programs"], record.info["wrong_programs_caught"]) == (0, 0)
-    assert env.records[3].reward_components["local"] == pytest.approx(0.2)
+    # No catch on either record: the tester's local level stays 0.2 (0.2·valid, and 0.8·pass
+    # rate·catch rate = 0 with no wrong program). Under turn_rewards="change" the first record is paid that level
+    # and the second its change, 0; the levels are their running sums.
+    assert first.reward_components["local"] == pytest.approx(0.2)
+    assert first.reward_components["local"] + second.reward_components["local"] == pytest.approx(0.2)
+    assert second.info["reward_level"] - first.info["reward_level"] == pytest.approx(
+        second.reward_components.get("team", 0.0)
+    )
 
 
 def test_outcome_mode_runs_no_wrong_programs(sandbox):

@@ -24,7 +24,7 @@ def by_role(env, role):
 def test_small_forum_hand_computed(one_problem_source):
     # l = 2, m = 2, n = 1, seed 1: the schedule is (agent_0 solves, agent_1 evaluates, agent_1
     # scores), then (agent_1 solves, agent_0 evaluates, agent_0 scores).
-    env = ForumEnv(task_source=one_problem_source, num_agents=2, num_rounds=2)
+    env = ForumEnv(task_source=one_problem_source, num_agents=2, num_rounds=2, scorers="any", allow_reward_holes=True)
     policies = {
         "agent_0": scripted(solver="correct", critic="honest", scorer="lenient"),
         "agent_1": scripted(solver="wrong", critic="honest", scorer="honest"),
@@ -51,7 +51,9 @@ def test_small_forum_hand_computed(one_problem_source):
 
 def test_two_evaluations_per_solution_hand_computed(one_problem_source):
     # l = 3, m = 3, n = 2, seed 0; schedule (printed in the assertion below).
-    env = ForumEnv(task_source=one_problem_source, num_agents=3, num_rounds=3, num_evaluations=2)
+    # The paper's draw (scorers="any"), in which agent_1 scores its own evaluation below.
+    env = ForumEnv(task_source=one_problem_source, num_agents=3, num_rounds=3, num_evaluations=2,
+                   scorers="any", allow_reward_holes=True)
     policies = {
         "agent_0": scripted(solver="correct", scorer="lenient"),
         "agent_1": scripted(solver="correct", scorer="honest"),
@@ -109,7 +111,7 @@ def test_every_reward_path(one_problem_source, behaviour, solver, evaluator, sco
 
 
 def test_delayed_credit_lands_on_the_solution_when_the_score_arrives(one_problem_source):
-    env = ForumEnv(task_source=one_problem_source, num_agents=2, num_rounds=2)
+    env = ForumEnv(task_source=one_problem_source, num_agents=2, num_rounds=2, scorers="any", allow_reward_holes=True)
     env.reset(seed=1)  # agent_0 solves, agent_1 evaluates, agent_1 scores, ...
     env.step(env.reference_action("agent_0"))
     assert env.records[0].reward == 0.0 and env.rewards["agent_0"] == 0.0
@@ -129,7 +131,7 @@ def test_delayed_credit_lands_on_the_solution_when_the_score_arrives(one_problem
 
 
 def test_history_holds_the_last_kappa_rounds_and_never_scorings(one_problem_source):
-    env = ForumEnv(task_source=one_problem_source, num_agents=2, num_rounds=4, history_rounds=2)
+    env = ForumEnv(task_source=one_problem_source, num_agents=2, num_rounds=4, history_rounds=2, scorers="any", allow_reward_holes=True)
     env.reset(seed=0)
     round_of_solution = 0
     while not env.episode_over:
@@ -253,7 +255,7 @@ def test_reference_and_random_agents(math_source):
 
 
 def test_success_is_the_final_solution(one_problem_source):
-    env = ForumEnv(task_source=one_problem_source, num_agents=2, num_rounds=2)
+    env = ForumEnv(task_source=one_problem_source, num_agents=2, num_rounds=2, scorers="any", allow_reward_holes=True)
     env.reset(seed=1)  # agent_0 solves round 0, agent_1 round 1
     policies = {"agent_0": scripted(solver="wrong"), "agent_1": scripted()}
     while not env.episode_over:
@@ -332,7 +334,7 @@ def test_a_score_injected_by_the_solver_is_not_the_scorers(one_problem_source):
         score = 3 if solution.correct else 1
         return f"The solution: {solution.text}\nThe evaluation holds. <score>{score}</score>"
 
-    env = ForumEnv(task_source=one_problem_source, num_agents=2, num_rounds=2)
+    env = ForumEnv(task_source=one_problem_source, num_agents=2, num_rounds=2, scorers="any", allow_reward_holes=True)
     play(env, injecting, seed=1)
     # Round 1's wrong solution is scored 1: solver 0, evaluator 1 (released reading: 3 -> 1, 0).
     assert [r.reward for r in env.records] == [1.0, 0.0, 0.0, 0.0, 1.0, 0.0]
@@ -347,7 +349,7 @@ def test_a_score_injected_by_the_solver_is_not_the_scorers(one_problem_source):
         ForumEnv(task_source=one_problem_source, score_parsing="released")
     released = ForumEnv(
         task_source=one_problem_source, num_agents=2, num_rounds=2, score_parsing="released",
-        allow_reward_holes=True,
+        scorers="any", allow_reward_holes=True,
     )
     play(released, injecting, seed=1)
     assert [r.reward for r in released.records] == [1.0, 0.0, 0.0, 1.0, 0.0, 0.0]
@@ -362,10 +364,20 @@ def test_out_of_range_scores_pay_the_penalty_or_clamp_when_released(one_problem_
 
     for text, strict, released in [("<score>4</score>", [0.0, 0.0, -1.0], [1.0, 0.0, 0.0]),
                                    ("<score>0</score>", [0.0, 0.0, -1.0], [0.0, 1.0, 0.0])]:
-        env = ForumEnv(task_source=one_problem_source, num_agents=1, num_rounds=1)
+        env = ForumEnv(task_source=one_problem_source, num_agents=1, num_rounds=1, scorers="any", allow_reward_holes=True)
         play(env, scorer_writes(text), seed=0)
         assert [r.reward for r in env.records] == strict  # the paper's −1
         env = ForumEnv(task_source=one_problem_source, num_agents=1, num_rounds=1,
-                       score_parsing="released", allow_reward_holes=True)
+                       score_parsing="released", scorers="any", allow_reward_holes=True)
         play(env, scorer_writes(text), seed=0)
         assert [r.reward for r in env.records] == released  # clamped to 3 / 1
+
+
+def test_the_papers_scorer_draw_is_refused_without_allow_reward_holes(one_problem_source):
+    with pytest.raises(ValueError, match="allow_reward_holes"):
+        ForumEnv(task_source=one_problem_source, scorers="any")
+    with pytest.raises(ValueError, match="scorers='any'"):
+        ForumEnv(task_source=one_problem_source, num_agents=2)
+    env = ForumEnv(task_source=one_problem_source, num_agents=3)
+    env.reset(seed=0)
+    assert env.config.scorers == "others"

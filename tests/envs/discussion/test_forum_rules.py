@@ -187,3 +187,51 @@ def test_format_discussions_and_clip():
     assert rules.format_discussions([], 100) == "(Empty discussion)"
     clipped = rules.clip_text("x" * 50, 10)
     assert clipped.startswith("x" * 10) and "40 more characters" in clipped
+
+
+def _authors_of_each_scoring(steps):
+    """(scorer, solver, evaluator) of every scoring step (evaluator None without evaluations)."""
+    solvers = {(s.round, s.slot): s.agent for s in steps if s.kind == "solve"}
+    evaluators = {(s.round, s.slot, s.evaluation): s.agent for s in steps if s.kind == "evaluate"}
+    return [
+        (s.agent, solvers[(s.round, s.slot)], evaluators.get((s.round, s.slot, s.evaluation)))
+        for s in steps
+        if s.kind == "score"
+    ]
+
+
+@pytest.mark.parametrize("schedule", ["paper", "released"])
+@pytest.mark.parametrize("num_agents, evaluation", [(3, True), (4, True), (2, False)])
+def test_no_scorer_scores_its_own_solution_or_evaluation(schedule, num_agents, evaluation):
+    # A scorer who wrote the solution or the evaluation it scores would decide its own reward.
+    seen_other_scorers = set()
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        if schedule == "paper":
+            steps = rules.paper_schedule(rng, num_agents, 4, 2, evaluation=evaluation)
+        else:
+            steps = rules.released_schedule(rng, num_agents, 2, 2, 2, evaluation=evaluation)
+        for scorer, solver, evaluator in _authors_of_each_scoring(steps):
+            assert scorer not in (solver, evaluator)
+            seen_other_scorers.add(scorer)
+        if schedule == "released":  # still one scoring per agent, evaluation index and round
+            for round_index in range(2):
+                for j in range(2):
+                    duty = [s.agent for s in steps if s.kind == "score" and (s.round, s.evaluation) == (round_index, j)]
+                    assert sorted(duty) == list(range(num_agents))
+    assert seen_other_scorers == set(range(num_agents))
+
+
+def test_the_papers_scorer_draw_lets_an_agent_score_itself_and_pools_too_small_are_refused():
+    self_scored = 0
+    for seed in range(40):
+        steps = rules.paper_schedule(np.random.default_rng(seed), 3, 4, 1, scorers="any")
+        self_scored += sum(scorer in (solver, evaluator) for scorer, solver, evaluator in _authors_of_each_scoring(steps))
+    assert self_scored > 0
+    with pytest.raises(ValueError, match="allow_reward_holes"):
+        rules.paper_schedule(np.random.default_rng(0), 2, 2, 1)
+    with pytest.raises(ValueError, match="scorers must be one of"):
+        rules.paper_schedule(np.random.default_rng(0), 4, 2, 1, scorers="self")
+    # Without scoring no scorer is drawn: any pool size works (one agent evaluates itself).
+    steps = rules.released_schedule(np.random.default_rng(0), 1, 1, 1, 0, scoring=False)
+    assert [s.kind for s in steps] == ["solve", "evaluate"]
