@@ -45,6 +45,7 @@ _T = TypeVar("_T")
 #: The kinds of :class:`AgentError`, with what each means.
 ERROR_KINDS: Mapping[str, str] = {
     "connection": "the connection failed or was reset (after retries)",
+    "unreachable": "no server accepted a connection at the URL on any attempt (refused, unknown host)",
     "timeout": "the request ran past its deadline",
     "server_error": "the server answered HTTP 5xx (after retries)",
     "rate_limited": "the server answered HTTP 429 (after retries)",
@@ -79,8 +80,10 @@ class AgentError(InfrastructureError):
     @property
     def is_configuration_error(self) -> bool:
         """A failure that retrying cannot fix and that, when it hits the very first calls,
-        means the run is misconfigured (a wrong model name, URL or key): HTTP 4xx."""
-        return self.kind == "client_error"
+        means the run is misconfigured (a wrong model name, URL or key): HTTP 4xx, or no server
+        at the URL at all. Before any call succeeded the run stops with a user error (exit 2);
+        after one did, the same failure is an outage, left for ``--resume``."""
+        return self.kind in ("client_error", "unreachable")
 
     def __repr__(self) -> str:
         return f"AgentError({self.message!r}, kind={self.kind!r})"
