@@ -159,6 +159,34 @@ def output_failure(output: Any) -> AgentError | None:
     return None
 
 
+def play_fixed_agents(env: Any, agents: Mapping[str, Agent], until: str | None = None) -> None:
+    """Let fixed agents move in an AEC environment (dead steps included) until ``until`` is to
+    act or the episode is over: how the verifiers adapter and ``examples/trl_grpo.py`` play the
+    agents that are not trained (the trainer's rollout batches the same check,
+    :func:`output_failure`).
+
+    Raises:
+        AgentError: A fixed agent produced no action (``AgentOutput.error`` set, or no text):
+            never played as an empty move.
+    """
+    while env.agents and not env.episode_over and env.agent_selection != until:
+        agent = env.agent_selection
+        _, _, terminated, truncated, _ = env.last(observe=False)
+        if terminated or truncated:
+            env.step(None)
+            continue
+        [output] = agents[agent].act_batch([ActRequest(env.observe(agent), agent, env)])
+        failure = output_failure(output)
+        if failure is not None:
+            raise AgentError(
+                f"the fixed agent playing {agent!r} gave no action: {failure}",
+                kind=failure.kind,
+                status=failure.status,
+                attempts=failure.attempts,
+            )
+        env.step(output.text)
+
+
 #: Agent options that change how a request travels, never what the model answers; they are left
 #: out of :meth:`Agent.settings`, so that changing them does not block ``--resume``.
 TRANSPORT_OPTIONS = frozenset(

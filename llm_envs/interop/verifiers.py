@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import llm_envs
-from llm_envs.agents.base import ActRequest
+from llm_envs.agents.base import play_fixed_agents
 from llm_envs.core.errors import InfrastructureError
 
 #: Seeds of the evaluation rows start here, far from the training rows' seeds.
@@ -44,13 +44,9 @@ def _fixed_agents(env: Any, trained: str, others: str | Mapping[str, str]) -> di
 
 def _advance(env: Any, trained: str, fixed: Mapping[str, Any]) -> None:
     """Let the fixed agents move (and dead steps happen) until ``trained`` is to act or the
-    episode is over."""
-    while env.agents and not env.episode_over and env.agent_selection != trained:
-        agent = env.agent_selection
-        [output] = fixed[agent].act_batch([ActRequest(env.observe(agent), agent, env)])
-        if output.error is not None or output.text is None:
-            raise InfrastructureError(f"the fixed agent playing {agent!r} gave no action: {output.error}")
-        env.step(output.text)
+    episode is over; a fixed agent that produced no action raises ``AgentError`` (an
+    :class:`InfrastructureError`), never plays an empty move."""
+    play_fixed_agents(env, fixed, until=trained)
 
 
 def _messages(observation: Mapping[str, str]) -> list[dict[str, str]]:
