@@ -553,12 +553,41 @@ class Trainer:
         return out
 
     def close(self) -> None:
+        """Stop the asynchronous producer, then close the environment instances (with
+        ``env.url``: end their server sessions, which would otherwise stay open until the
+        server's idle sweep), the fixed opponents, the metrics logger and the engine. Safe to
+        call twice."""
         if getattr(self, "async_rollout", None) is not None:
             self.async_rollout.close()
-        self.logger.close()
-        close = getattr(self.engine, "close", None)
+        envs, self.envs = getattr(self, "envs", None), []
+        for env in _env_instances(envs):
+            try:
+                env.close()
+            except Exception as exc:  # one instance's failure must not keep the rest open
+                log.warning("closing an environment instance failed: %s: %s", type(exc).__name__, exc)
+        for opponent in {id(a): a for a in getattr(self, "opponents", {}).values()}.values():
+            opponent.close()
+        self.opponents = {}
+        if getattr(self, "logger", None) is not None:
+            self.logger.close()
+        close = getattr(getattr(self, "engine", None), "close", None)
         if close is not None:
             close()
+
+    def __enter__(self) -> Trainer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _env_instances(envs: Any) -> list[Any]:
+    """The instances a trainer holds: a list, or a group that holds them (closed as a whole)."""
+    if envs is None:
+        return []
+    if isinstance(envs, (list, tuple)):
+        return list(envs)
+    return [envs] if hasattr(envs, "close") else list(getattr(envs, "envs", []))
 
 
 def _rollout_metrics(records: Sequence[TrainRecord], episodes: Sequence[dict[str, float]], prefix: str) -> dict[str, float]:
