@@ -121,6 +121,15 @@ class EnvConfig:
     url: str | None = None
 
 
+#: Why ``lora.dropout`` must be 0 (read by the config check and by peft_lora_config).
+LORA_DROPOUT_REFUSED = (
+    "model.lora.dropout must be 0, got {}: dropout is off in every part of the model (the "
+    "log-probabilities of the sampling pass and of the update must agree for the policy ratio, "
+    "as in OpenRLHF and verl), so a LoRA dropout would be recorded in adapter_config.json and "
+    "never applied"
+)
+
+
 @dataclass
 class LoraConfig:
     """LoRA (peft) settings (:func:`llm_trainers.policies.peft_lora_config` makes peft's).
@@ -128,7 +137,8 @@ class LoraConfig:
     Attributes:
         r: Rank.
         alpha: Scaling numerator (peft's ``lora_alpha``); the update is scaled by ``alpha / r``.
-        dropout: LoRA dropout (0 keeps log-probabilities deterministic).
+        dropout: LoRA dropout: must be 0 (refused otherwise, :data:`LORA_DROPOUT_REFUSED`):
+            the log-probabilities of sampling and update must agree.
         target_modules: Module names to adapt, or ``"all-linear"``.
     """
 
@@ -415,6 +425,8 @@ class Config:
             problems.append(f"model.level must be one of {LEVELS}")
         if self.model.level == "L2" and self.model.lora is None:
             problems.append("model.level L2 needs model.lora (one adapter per agent)")
+        if self.model.lora is not None and self.model.lora.dropout != 0:
+            problems.append(LORA_DROPOUT_REFUSED.format(self.model.lora.dropout))
         if self.rollout.engine not in ("hf", "vllm"):
             problems.append("rollout.engine must be 'hf' or 'vllm'")
         if self.env.url and self.rollout.tree:

@@ -52,8 +52,15 @@ LoraSettings = LoraConfig
 
 def peft_lora_config(lora: LoraConfig) -> Any:
     """``peft.LoraConfig`` of a causal LM for ``lora`` (``alpha`` is peft's ``lora_alpha``; the
-    update is scaled by ``alpha / r``; dropout 0 keeps log-probabilities deterministic)."""
+    update is scaled by ``alpha / r``). A dropout other than 0 is refused: dropout is disabled
+    in the whole model (log-probabilities must be deterministic), so it would be written to
+    ``adapter_config.json`` and never applied."""
     from peft import LoraConfig as PeftLoraConfig
+
+    from llm_trainers.config import LORA_DROPOUT_REFUSED
+
+    if lora.dropout != 0:
+        raise ValueError(LORA_DROPOUT_REFUSED.format(lora.dropout))
 
     return PeftLoraConfig(
         r=lora.r,
