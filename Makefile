@@ -28,15 +28,19 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 # verifiers (tests/interop/test_verifiers.py) in its own environment layered over .venv: its pins
-# (mcp<2) conflict with the serve extra's fastmcp. Its own packages come first, then .venv's.
+# (mcp<2) conflict with the serve extra's fastmcp. Its own packages come first, then .venv's,
+# added with site.addsitedir so that .venv's own .pth files (the editable install of this
+# project) are read too: `.venv-verifiers/bin/vf-eval llm_envs.interop.verifiers ...` works as is.
+# (The stamp's number changes when this layering does, so that an older .venv-verifiers is redone.)
 VF_VENV := .venv-verifiers
-VF_STAMP := $(VF_VENV)/.installed-stamp
+VF_STAMP := $(VF_VENV)/.installed-stamp-2
 verifiers-venv: $(VF_STAMP)
 $(VF_STAMP): $(STAMP)
 	$(PYTHON) -m venv $(VF_VENV)
 	$(VF_VENV)/bin/python -m pip install -q "verifiers==0.2.1"
-	$(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" > \
+	$(BIN)/python -c "import sysconfig; print('import site; site.addsitedir(%r)' % sysconfig.get_paths()['purelib'])" > \
 		"$$($(VF_VENV)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/zz_project_venv.pth"
+	$(VF_VENV)/bin/python -c "import llm_envs.interop.verifiers, verifiers"
 	touch $(VF_STAMP)
 
 demo: $(STAMP)

@@ -194,6 +194,24 @@ def load_environment(
         eval_dataset=Dataset.from_list(eval_rows) if eval_rows else None,
         rubric=rubric,
         max_turns=max_turns,
-        env_id=env_id,
-        env_args={"env_id": env_id, "agent": trained, "others": others, **options},
+        # What verifiers' env server (vf-eval's default mode) calls to build the environment in
+        # its workers: load_environment(env_id, **env_args), env_id being this module. Every
+        # argument goes in env_args, the environment's id as ``env`` (``env_id`` is verifiers'
+        # own positional argument: passing it again was a "multiple values" crash loop).
+        env_id=__name__,
+        env_args=_rebuild_args(env_id, imports, trained, others, num_train_examples, num_eval_examples, seed,
+                               max_turns, options),
     )
+
+
+def _rebuild_args(env_id: str, imports: Sequence[str], agent: str, others: str | Mapping[str, str],
+                  num_train_examples: int, num_eval_examples: int, seed: int, max_turns: int,
+                  options: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword arguments with which :func:`load_environment` builds the same environment
+    again (as verifiers' env-server workers do); JSON-serialisable."""
+    return {
+        "env": env_id, "imports": list(imports), "agent": agent,
+        "others": others if isinstance(others, str) else dict(others),
+        "num_train_examples": num_train_examples, "num_eval_examples": num_eval_examples, "seed": seed,
+        "max_turns": max_turns, **options,
+    }

@@ -9,7 +9,9 @@ import math
 
 import pytest
 
-pytest.importorskip("openenv.core", reason="the serve extra (openenv-core) is not installed")
+from tests.optional import import_or_skip  # noqa: E402
+
+import_or_skip("openenv.core", "serve", "the serve extra (openenv-core) is not installed")
 
 from llm_trainers.config import load_config  # noqa: E402
 from llm_trainers.trainer import Trainer  # noqa: E402
