@@ -9,14 +9,18 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 # pytest workers; the suite is sized for a 2-core machine.
 WORKERS ?= 2
+# Where torch comes from; e.g. https://download.pytorch.org/whl/cpu for the CPU build on a
+# machine whose pip reaches PyPI (README, "Install"). Empty: pip's configured index.
+TORCH_INDEX_URL ?=
 
 .PHONY: install demo test test-fast lint bench clean verifiers-venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	# The CPU build of torch (pinned so pip does not fetch a multi-GB CUDA build).
-	$(BIN)/python -m pip install -q "torch==2.13.0"
+	# torch 2.13.0 from the configured index (the CPU build where that index has it, as on the
+	# project's machines; PyPI's Linux wheel is the CUDA build): TORCH_INDEX_URL picks another.
+	$(BIN)/python -m pip install -q "torch==2.13.0" $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
 	$(BIN)/python -m pip install -q -e ".[all,test,interop,serve,trl]"
 	# The serve extra's openenv-core without its gradio web UI (unused here; gradio pins pillow<13).
 	$(BIN)/python -m pip install -q --no-deps "openenv-core==0.3.0"
@@ -53,7 +57,7 @@ demo: $(STAMP)
 test: $(STAMP) $(VF_STAMP)
 	$(BIN)/python -m sandboxes.docker_engine run -- $(BIN)/python -m pytest -q -n $(WORKERS) --timeout 600
 
-# Everything but the tests marked slow (the CPU training runs): about a minute.
+# Everything but the tests marked slow (the CPU training runs).
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(WORKERS) --timeout 600 -m "not slow"
 
