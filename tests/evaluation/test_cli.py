@@ -255,3 +255,25 @@ def test_demo_plays_reference_and_random_and_skips_broken_envs(capsys, tmp_path,
     ]
     assert not math.isnan(rows[1]["success"]["value"])
     assert len(load_episodes(out_dir / "RunnerTestSums-v0" / "random" / "episodes.jsonl")) == 3
+
+
+def test_eval_decodes_greedily_by_default(capsys, tmp_path, sums_env_id, chat_server):
+    """No --temperature: every model agent decodes greedily (openai agents send temperature 0;
+    hf/vllm agents get temperature 0 as their default), and run.json says so."""
+    from llm_envs.agents.spec import parse_assignments, resolve_specs
+    from llm_envs.cli import build_parser
+    from llm_envs.cli._common import model_defaults
+
+    out_dir = tmp_path / "greedy"
+    status, _, err = _run(capsys, "eval", sums_env_id, "--agent", f"openai:{chat_server.base_url}@tiny-model",
+                          "--episodes", "2", "--out", str(out_dir), "--no-progress", "--no-plot", "--no-report")
+    assert status == 0, err
+    assert chat_server.requests and all(body["temperature"] == 0 for body in chat_server.requests)
+    run = json.loads((out_dir / "run.json").read_text())
+    assert run["settings"]["agents"]["alice"]["sampling"]["temperature"] == 0.0
+    args = build_parser().parse_args(["eval", sums_env_id])
+    [spec] = resolve_specs(parse_assignments(["hf:/models/x"]), ["alice"], model_defaults=model_defaults(args)).values()
+    assert spec.option_dict["temperature"] == 0.0
+    sampled = build_parser().parse_args(["eval", sums_env_id, "--temperature", "1"])
+    [spec] = resolve_specs(parse_assignments(["hf:/models/x"]), ["alice"], model_defaults=model_defaults(sampled)).values()
+    assert spec.option_dict["temperature"] == 1.0
