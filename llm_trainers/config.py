@@ -613,9 +613,14 @@ def _find_config(ref: str | Path, relative_to: Path | None) -> Path:
     name = p.stem if p.suffix in (".yaml", ".yml") else str(ref)
     if name in shipped:
         return shipped[name].resolve()
+    import difflib
+
     where = f" (named by {relative_to})" if relative_to is not None else ""
+    close = difflib.get_close_matches(name, list(shipped), n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
     raise FileNotFoundError(
-        f"no config file {str(ref)!r}{where} and no shipped config of that name; shipped: {sorted(shipped)}")
+        f"no config file {ref}{where} and no shipped config of that name; {hint}"
+        "`llm-train --list` shows the shipped configs")
 
 
 def _read_with_bases(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
@@ -639,3 +644,66 @@ def shipped_configs() -> dict[str, Path]:
     they extend, in ``configs/base/``, are not configs to run and are not listed)."""
     root = Path(__file__).parent / "configs"
     return {p.stem: p for p in sorted(root.glob("*.yaml"))}
+
+
+# ---------------------------------------------------------------------------- what a config needs
+#: Model paths built or shipped locally (no hub): ``tiny:<env>`` and the packaged GGUF names.
+_LOCAL_MODEL_NAMES = ("smollm2", "smollm2-135m", "smollm2-135m-instruct")
+
+
+def config_description(path: str | Path) -> str:
+    """The first line of a config file's leading comment (what ``llm-train --list`` shows)."""
+    for line in Path(path).read_text().splitlines():
+        text = line.strip()
+        if text.startswith("#"):
+            return text.lstrip("#").strip()
+        if text:
+            break
+    return ""
+
+
+def model_paths(cfg: Config) -> list[str]:
+    """Every model (and tokenizer) path the config loads."""
+    paths = [cfg.model.path, *(cfg.model.paths or {}).values()]
+    if cfg.model.tokenizer:
+        paths.append(cfg.model.tokenizer)
+    return list(dict.fromkeys(str(p) for p in paths if p))
+
+
+def is_local_model_path(path: str) -> bool:
+    """Whether ``path`` names a model on this machine: built here (``tiny:``), packaged
+    (``smollm2``), a ``.gguf`` file, or written as a path (``/``, ``./``, ``../``, ``~``) or an
+    existing directory. Anything else is a Hugging Face hub id."""
+    text = path.strip()
+    return (
+        text.startswith(("tiny:", "/", "./", "../", "~"))
+        or text.lower() in _LOCAL_MODEL_NAMES
+        or text.lower().endswith(".gguf")
+        or Path(text).expanduser().exists()
+    )
+
+
+def config_hardware(cfg: Config) -> str:
+    """What the config runs on, in words: ``CPU``, ``GPU`` (and why), or ``CPU or GPU``."""
+    r = cfg.resources
+    if r.distributed and r.gpus_per_node > 0:
+        return f"{r.nodes} node(s) x {r.gpus_per_node} GPUs (Ray)"
+    if cfg.rollout.engine == "vllm":
+        return "GPU (vLLM engine)"
+    if str(cfg.model.device).startswith("cuda"):
+        return "GPU"
+    if cfg.model.device == "cpu":
+        return "CPU" + (" (Ray, local)" if r.distributed else "")
+    return "CPU or GPU (device auto)"
+
+
+def config_needs_gpu(cfg: Config) -> str | None:
+    """Why the config cannot run without a GPU (None when it can)."""
+    r = cfg.resources
+    if r.distributed and r.gpus_per_node > 0:
+        return f"resources.gpus_per_node: {r.gpus_per_node}"
+    if cfg.rollout.engine == "vllm":
+        return "rollout.engine: vllm"
+    if str(cfg.model.device).startswith("cuda"):
+        return f"model.device: {cfg.model.device}"
+    return None
