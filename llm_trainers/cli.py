@@ -180,8 +180,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         import transformers  # noqa: F401
     except ImportError as exc:
         return _error(f"{exc}. Install the training extra: pip install 'llm-envs[train]'")
+    from transformers.utils import logging as transformers_logging
+
     from llm_trainers import make_trainer
     from llm_trainers.checkpoint import latest_checkpoint
+
+    # transformers' own bars (loading, writing shards) would cut through the run's progress bar.
+    transformers_logging.disable_progress_bar()
 
     ckpts = cfg.output_dir / "checkpoints"
     if not args.resume and latest_checkpoint(ckpts) is not None and not args.overwrite:

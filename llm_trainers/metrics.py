@@ -29,7 +29,11 @@ class MetricsLogger:
         if keep_lines is not None and self.path.exists():
             lines = self.path.read_text().splitlines(keepends=True)[:keep_lines]
             self.path.write_text("".join(lines))
-        self.lines = sum(1 for _ in self.path.open()) if self.path.exists() else 0
+        if self.path.exists():
+            with self.path.open() as existing:
+                self.lines = sum(1 for _ in existing)
+        else:
+            self.lines = 0
         self._file = self.path.open("a")
         self._tb = None
         self.tensorboard_error: str | None = None

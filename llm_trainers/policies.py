@@ -539,7 +539,8 @@ def _load_levels(level, names, model_path, model_paths, lora, dev, dtype, need_r
             adapters = [adapter_name(n) for n in names]
             if len(set(adapters)) != len(adapters):
                 raise ValueError(f"policy names collide as adapter names: {names}")
-            peft_model = get_peft_model(base, peft_lora_config(lora), adapter_name=adapters[0])
+            with _quiet_peft():
+                peft_model = get_peft_model(base, peft_lora_config(lora), adapter_name=adapters[0])
             for a in adapters[1:]:
                 peft_model.add_adapter(a, peft_lora_config(lora))
             disable_dropout(peft_model)
@@ -559,10 +560,23 @@ def _load_levels(level, names, model_path, model_paths, lora, dev, dtype, need_r
                 from peft import get_peft_model
 
                 a = adapter_name(n)
-                peft_model = get_peft_model(model, peft_lora_config(lora), adapter_name=a)
+                with _quiet_peft():
+                    peft_model = get_peft_model(model, peft_lora_config(lora), adapter_name=a)
                 disable_dropout(peft_model)
                 peft_model.eval()
                 policies[n] = Policy(n, finish(peft_model), tok, a, None, path)
+
+
+@contextlib.contextmanager
+def _quiet_peft() -> Iterator[None]:
+    """peft (0.18) reads transformers' deprecated ``is_gradient_checkpointing`` when it wraps a
+    model, which warns on every run (a FutureWarning about peft's code, not ours): hidden here,
+    and only that one."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*is deprecated", category=FutureWarning)
+        yield
 
 
 def _frozen_copy(model: nn.Module) -> nn.Module:

@@ -174,3 +174,14 @@ def test_a_lora_dropout_that_would_be_ignored_is_refused(tiny_model_dir):
     with pytest.raises(ValueError, match="dropout must be 0"):
         build_policies("L2", AGENTS, tiny_model_dir, lora=LoraSettings(r=4, alpha=8, dropout=0.5), device="cpu")
     load_config("plan_path_at_grpo_l2", ["model.lora.dropout=0"])  # 0 stays valid
+
+
+def test_building_lora_policies_warns_nothing(tiny_model_dir):
+    """No FutureWarning on every run from wrapping the model in peft (peft reads a deprecated
+    transformers attribute; llm_trainers.policies hides that one warning)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        build_policies("L2", AGENTS, tiny_model_dir, lora=LORA, device="cpu")
+    assert [str(w.message) for w in caught if issubclass(w.category, FutureWarning)] == []
