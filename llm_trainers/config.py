@@ -64,6 +64,10 @@ class RunConfig:
         save_every: Checkpoint every this many steps (0 = only at the end).
         keep_checkpoints: Checkpoints to keep (oldest deleted first).
         tensorboard: Also log to TensorBoard when it is installed.
+        wandb: Also log to Weights & Biases: ``null`` (off), ``offline`` (under
+            ``<output_dir>/wandb``; ``wandb sync`` uploads it later) or ``online``. Metrics, the
+            resolved config, and a table of episodes per evaluation. Needs the wandb extra.
+        wandb_project: The W&B project.
         progress: Show a progress bar.
         export_final: Write loadable weights (adapters or models) to ``<output_dir>/final``.
         threads: torch intra-op threads of this process (None: ``OMP_NUM_THREADS`` if set, else
@@ -81,6 +85,8 @@ class RunConfig:
     save_every: int = 10
     keep_checkpoints: int = 2
     tensorboard: bool = True
+    wandb: str | None = None
+    wandb_project: str = "llm-envs"
     progress: bool = True
     export_final: bool = True
     threads: int | None = None
@@ -441,6 +447,8 @@ class Config:
         if self.run.steps < 1:
             problems.append("run.steps must be >= 1")
         problems += async_problems(self)
+        if self.run.wandb not in (None, "offline", "online"):
+            problems.append(f"run.wandb must be null, offline or online, got {self.run.wandb!r}")
         if self.run.threads is not None and self.run.threads < 1:
             problems.append("run.threads must be >= 1 (or null: the CPUs this process may use)")
         if self.resources.distributed:

@@ -51,7 +51,7 @@ from llm_trainers.checkpoint import (
 )
 from llm_trainers.config import Config, config_to_dict
 from llm_trainers.learner import Learner, UpdateSample
-from llm_trainers.metrics import MetricsLogger
+from llm_trainers.metrics import MetricsLogger, WandbSettings
 from llm_trainers.policies import PolicySet
 from llm_trainers.rollout import RolloutResult, TrainRecord, collect, spawn_envs
 from llm_trainers.specs import learner_kwargs, needs_reference, policy_spec
@@ -149,8 +149,13 @@ class Trainer:
             self._resume_state = None
         #: rollout.async.max_staleness >= 1: the producer of the coming steps' rollouts (else None).
         self.async_rollout = asynchronous.build_async_rollout(self, async_state)
+        wandb = None
+        if cfg.run.wandb:
+            wandb = WandbSettings(cfg.run.wandb, cfg.run.wandb_project, cfg.run.name, str(self.out),
+                                  json.loads(json.dumps(config_to_dict(cfg), default=str)))
         self.logger = MetricsLogger(
-            self.out / "metrics.jsonl", self.out / "tensorboard" if cfg.run.tensorboard else None, keep_lines=keep_lines
+            self.out / "metrics.jsonl", self.out / "tensorboard" if cfg.run.tensorboard else None, keep_lines=keep_lines,
+            wandb=wandb,
         )
 
     @property
@@ -460,6 +465,8 @@ class Trainer:
                 raise
             results, incomplete = exc.results, len(exc.failures)
             log.warning("step %d evaluation: %s", self.step, exc)
+        if out_path.exists():
+            self.logger.log_episodes(self.step, out_path)
         metrics = _episode_metrics(results, "eval")
         metrics["eval/incomplete_episodes"] = float(incomplete)
         metrics["eval/errors"] = incomplete / n if n else 0.0
