@@ -277,3 +277,50 @@ def test_eval_decodes_greedily_by_default(capsys, tmp_path, sums_env_id, chat_se
     sampled = build_parser().parse_args(["eval", sums_env_id, "--temperature", "1"])
     [spec] = resolve_specs(parse_assignments(["hf:/models/x"]), ["alice"], model_defaults=model_defaults(sampled)).values()
     assert spec.option_dict["temperature"] == 1.0
+
+
+def test_eval_over_several_environments_one_table_one_report_resumable_as_a_whole(capsys, tmp_path, sums_env_id):
+    out = tmp_path / "suite"
+    envs = f"{sums_env_id},llm/Signalling-v0"
+    common = ["--episodes", "2", "--out", str(out), "--no-progress", "--no-plot", "--agent", "random:3",
+              "--agent", "alice=reference"]
+    status, table_text, err = _run(capsys, "eval", "--envs", envs, *common)
+    assert status == 0, err
+    lines = table_text.splitlines()
+    assert any(sums_env_id in line and "complete" in line for line in lines)
+    assert any("llm/Signalling-v0" in line and "complete" in line for line in lines)
+    suite = json.loads((out / "suite.json").read_text())
+    assert [r["env_id"] for r in suite["rows"]] == [sums_env_id, "llm/Signalling-v0"]
+    assert all(r["status"] == "complete" and r["episodes"] == 2 for r in suite["rows"])
+    assert suite["agents"] == {"*": "random:3", "alice": "reference"}
+    page = (out / "report.html").read_text()
+    assert 'href="RunnerTestSums-v0/report.html"' in page and 'href="Signalling-v0/report.html"' in page
+    sums = load_episodes(out / "RunnerTestSums-v0" / "episodes.jsonl")
+    assert all(r["action"] for e in sums for r in e.records if r["agent"] == "alice")  # alice=reference there
+    assert len(load_episodes(out / "Signalling-v0" / "episodes.jsonl")) == 2
+
+    # As a whole: one environment lost (the suite was stopped before it), one finished; --resume
+    # with more episodes plays only what each lacks.
+    finished = (out / "RunnerTestSums-v0" / "episodes.jsonl").read_text()
+    import shutil
+
+    shutil.rmtree(out / "Signalling-v0")
+    status, _, err = _run(capsys, "eval", "--envs", envs, *common[:1], "3", *common[2:], "--resume")
+    assert status == 0, err
+    assert (out / "RunnerTestSums-v0" / "episodes.jsonl").read_text().startswith(finished)
+    assert len(load_episodes(out / "RunnerTestSums-v0" / "episodes.jsonl")) == 3
+    assert len(load_episodes(out / "Signalling-v0" / "episodes.jsonl")) == 3
+
+
+def test_eval_suites_and_their_errors(capsys):
+    from llm_envs.evaluation.suite import suites
+
+    registered = set(llm_envs.env_ids())
+    for name, env_ids in suites().items():
+        assert env_ids and set(env_ids) <= registered, name
+    status, _, err = _run(capsys, "eval", "--suite", "nope")
+    assert status == 2 and "no suite 'nope'; suites: seed" in err
+    status, _, err = _run(capsys, "eval", "--envs", "llm/Signalling-v0,llm/KuhnPoker-v0", "--agent", "alice=random")
+    assert status == 2 and "no environment of this run has agent(s) ['alice']" in err
+    status, _, err = _run(capsys, "eval", "--envs", "llm/Signalling-v0,llm/KuhnPoker-v0", "--env-arg", "rounds=2")
+    assert status == 2 and "--env-arg is an option of one environment" in err
