@@ -63,7 +63,8 @@ def test_play_one_role_from_scripted_stdin(capsys, monkeypatch, sums_env_id):
     assert status == 0
     assert "you play bob; reference plays alice" in out
     assert "Question 1: What is" in out  # bob's prompt was shown
-    assert f"--- turn 1 | bob (bob)\n{answer}\n" in out  # the transcript, as it goes
+    # the transcript, as it goes; turns counted from 1 as the prompts count them
+    assert f"--- turn 2 | bob (bob)\n{answer}\n" in out
     assert "=== episode over ===" in out
     rewards = {
         line.split()[0]: line.split()[1] for line in out.splitlines() if line.startswith(("alice ", "bob "))
@@ -324,3 +325,22 @@ def test_eval_suites_and_their_errors(capsys):
     assert status == 2 and "no environment of this run has agent(s) ['alice']" in err
     status, _, err = _run(capsys, "eval", "--envs", "llm/Signalling-v0,llm/KuhnPoker-v0", "--env-arg", "rounds=2")
     assert status == 2 and "--env-arg is an option of one environment" in err
+
+
+def test_play_shows_the_partners_move_once_and_counts_turns_as_the_prompt(capsys, monkeypatch):
+    """Plan-Path as the plan agent: the reference tool's program is in the plan's prompt, so it is
+    not printed a second time before it; the transcript's turn numbers are the prompt's."""
+    monkeypatch.setattr("sys.stdin", io.StringIO("#### D\nEOF\n" * 4))
+    status, out, _ = _run(capsys, "play", "llm/PlanPath-v0", "--as", "plan")
+    assert status == 0
+    first_prompt = out.index("Plan-Path | turn 1 of 4")
+    program = "Reference tool-agent program for Plan-Path"
+    assert out.count(program, 0, first_prompt) == 0 and out.count(program, first_prompt, out.index("Plan-Path | turn 2 of 4")) == 1
+    assert "--- turn 1 | plan (plan)" in out and "--- turn 0 |" not in out
+
+
+def test_play_alone_says_there_is_no_partner(capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO("#### D\nEOF\n" * 4))
+    status, out, _ = _run(capsys, "play", "llm/PlanPath-v0", "--env-arg", "agents=single")
+    assert status == 0
+    assert "you play solver, the only agent of this environment (no partner or opponent" in out
