@@ -276,6 +276,32 @@ def _check_model_path(spec: AgentSpec) -> None:
     target = spec.target
     if target.startswith(("/", "./", "../", "~")) and not Path(target).expanduser().exists():
         raise AgentSpecError(f"{spec}: no model at {target} (no such file or directory)")
+    if spec.kind != "hf" or Path(target).expanduser().exists() or target.lower().endswith(".gguf"):
+        return
+    import difflib
+
+    packaged = ("smollm2", "smollm2-135m", "smollm2-135m-instruct")
+    if target.lower() in packaged:
+        return
+    close = difflib.get_close_matches(target.lower(), packaged, n=1, cutoff=0.8)
+    if close and "/" not in target:
+        raise AgentSpecError(f"{spec}: no model {target!r}; did you mean hf:{close[0]} (the packaged model)?")
+    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes") and not _in_hub_cache(target):
+        raise AgentSpecError(
+            f"{spec}: {target!r} is neither a local model nor in the Hugging Face cache, and HF_HUB_OFFLINE "
+            "is set; give a model directory, a .gguf file or smollm2, or download it first"
+        )
+
+
+def _in_hub_cache(repo_id: str) -> bool:
+    """Whether a hub model's config is in the local Hugging Face cache (True when that cannot be
+    told: the loader then says what is wrong)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+    except Exception:  # noqa: BLE001 - not installed, or an id the hub library refuses
+        return True
 
 
 def _construct(

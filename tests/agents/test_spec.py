@@ -278,3 +278,13 @@ def test_model_agents_settings_come_from_the_spec_alone(kind):
         "sampling": {"temperature": 0.5, "top_p": 1.0, "top_k": 0, "max_new_tokens": 8, "stop_token_ids": [],
                      "seed": 0},
     }
+
+
+def test_hf_model_typos_are_user_errors_before_anything_loads(monkeypatch):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    with pytest.raises(AgentSpecError, match=r"did you mean hf:smollm2"):
+        build_agent("hf:smolm2")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(AgentSpecError, match="neither a local model nor in the Hugging Face cache"):
+        build_agent("hf:no-such-org/no-such-model-here")
