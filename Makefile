@@ -9,14 +9,18 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 # pytest workers; the suite is sized for a 2-core machine.
 WORKERS ?= 2
+# Where torch comes from; e.g. https://download.pytorch.org/whl/cpu for the CPU build on a
+# machine whose pip reaches PyPI (README, "Install"). Empty: pip's configured index.
+TORCH_INDEX_URL ?=
 
 .PHONY: install demo test test-fast lint bench clean verifiers-venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	# The CPU build of torch (pinned so pip does not fetch a multi-GB CUDA build).
-	$(BIN)/python -m pip install -q "torch==2.13.0"
+	# torch 2.13.0 from the configured index (the CPU build where that index has it, as on the
+	# project's machines; PyPI's Linux wheel is the CUDA build): TORCH_INDEX_URL picks another.
+	$(BIN)/python -m pip install -q "torch==2.13.0" $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL))
 	$(BIN)/python -m pip install -q -e ".[all,test,interop,serve,trl]"
 	# The serve extra's openenv-core without its gradio web UI (unused here; gradio pins pillow<13).
 	$(BIN)/python -m pip install -q --no-deps "openenv-core==0.3.0"
@@ -28,15 +32,19 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 # verifiers (tests/interop/test_verifiers.py) in its own environment layered over .venv: its pins
-# (mcp<2) conflict with the serve extra's fastmcp. Its own packages come first, then .venv's.
+# (mcp<2) conflict with the serve extra's fastmcp. Its own packages come first, then .venv's,
+# added with site.addsitedir so that .venv's own .pth files (the editable install of this
+# project) are read too: `.venv-verifiers/bin/vf-eval llm_envs.interop.verifiers ...` works as is.
+# (The stamp's number changes when this layering does, so that an older .venv-verifiers is redone.)
 VF_VENV := .venv-verifiers
-VF_STAMP := $(VF_VENV)/.installed-stamp
+VF_STAMP := $(VF_VENV)/.installed-stamp-2
 verifiers-venv: $(VF_STAMP)
 $(VF_STAMP): $(STAMP)
 	$(PYTHON) -m venv $(VF_VENV)
 	$(VF_VENV)/bin/python -m pip install -q "verifiers==0.2.1"
-	$(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" > \
+	$(BIN)/python -c "import sysconfig; print('import site; site.addsitedir(%r)' % sysconfig.get_paths()['purelib'])" > \
 		"$$($(VF_VENV)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/zz_project_venv.pth"
+	$(VF_VENV)/bin/python -c "import llm_envs.interop.verifiers, verifiers"
 	touch $(VF_STAMP)
 
 demo: $(STAMP)
@@ -49,7 +57,7 @@ demo: $(STAMP)
 test: $(STAMP) $(VF_STAMP)
 	$(BIN)/python -m sandboxes.docker_engine run -- $(BIN)/python -m pytest -q -n $(WORKERS) --timeout 600
 
-# Everything but the tests marked slow (the CPU training runs): about a minute.
+# Everything but the tests marked slow (the CPU training runs).
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -n $(WORKERS) --timeout 600 -m "not slow"
 

@@ -3,6 +3,7 @@
     python examples/trl_grpo.py --model Qwen/Qwen2.5-0.5B-Instruct --env llm/PlanPath-v0 \\
         --env-arg agents=single --env-arg max_turns=1 --steps 200
     python examples/trl_grpo.py --model tiny --steps 2          # a tiny random model, offline
+    python examples/trl_grpo.py --model smollm2 --steps 2       # SmolLM2-135M from its GGUF package, offline
 
 How it maps onto TRL (``trl`` 1.x, the ``trl`` extra):
 
@@ -34,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import llm_envs
-from llm_envs.agents.base import ActRequest
+from llm_envs.agents.base import play_fixed_agents
 from llm_envs.agents.spec import build_agent
 from llm_envs.cli._common import env_kwargs
 from llm_envs.core.errors import InfrastructureError
@@ -42,13 +43,9 @@ from llm_envs.core.errors import InfrastructureError
 
 def play_fixed(env: Any, agents: Mapping[str, Any], until: str | None = None) -> None:
     """Let the fixed agents move (dead steps included) until ``until`` is to act or the
-    episode is over."""
-    while env.agents and not env.episode_over and env.agent_selection != until:
-        agent = env.agent_selection
-        [output] = agents[agent].act_batch([ActRequest(env.observe(agent), agent, env)])
-        if output.text is None:
-            raise InfrastructureError(f"the fixed agent of {agent!r} gave no action: {output.error}")
-        env.step(output.text)
+    episode is over. A fixed agent that produced no action (``AgentOutput.error``: HTTP 429, out
+    of memory) raises ``AgentError``, an ``InfrastructureError``: never played as an empty move."""
+    play_fixed_agents(env, agents, until=until)
 
 
 def build_dataset(env_id: str, options: Mapping[str, Any], trained: str, others: Mapping[str, Any],
@@ -120,7 +117,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--others", default="reference", help="spec of the fixed agents playing every other agent")
     p.add_argument("--continuation", default="reference",
                    help="spec of the agent playing the trained agent's later turns, if the episode has any")
-    p.add_argument("--model", default="tiny", help="model path or hub id; 'tiny' builds a tiny random model offline")
+    p.add_argument("--model", default="tiny",
+                   help="model directory, hub id, .gguf file or smollm2 (converted once to a local float32 copy); "
+                   "'tiny' builds a tiny random model offline")
     p.add_argument("--episodes", type=int, default=256, help="dataset rows (episodes)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--steps", type=int, default=100, help="optimizer steps")
@@ -149,6 +148,12 @@ def main(argv: Sequence[str] | None = None) -> Any:
     model = args.model
     if model == "tiny":
         model = tiny_model(args.env, options, tempfile.mkdtemp(prefix="trl_tiny_"))
+    else:
+        from llm_trainers.policies import plain_model_dir
+
+        # A GGUF file or a packaged model (smollm2) as the converted local copy: TRL would
+        # otherwise look the name up on the hub.
+        model = plain_model_dir(model)
     config = GRPOConfig(
         output_dir=args.output_dir,
         max_steps=args.steps,
@@ -160,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> Any:
         save_strategy="no",
         report_to="none",
         seed=args.seed,
-        use_cpu=args.model == "tiny",
+        use_cpu=args.model == "tiny" or not _cuda(),
         bf16=False,
     )
     trainer = GRPOTrainer(
@@ -171,6 +176,12 @@ def main(argv: Sequence[str] | None = None) -> Any:
     )
     trainer.train()
     return trainer
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
 
 
 if __name__ == "__main__":

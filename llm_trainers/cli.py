@@ -37,25 +37,133 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _error(message: str) -> int:
+    print(f"llm-train: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _message(exc: BaseException) -> str:
+    """An exception's text without the quotes ``str(KeyError)`` adds."""
+    if isinstance(exc, KeyError) and len(exc.args) == 1:
+        return str(exc.args[0])
+    return str(exc)
+
+
+def _list_configs() -> int:
+    """Each shipped config: its name, the hardware it needs, and its description."""
+    from llm_trainers.config import (
+        config_description,
+        config_from_dict,
+        config_hardware,
+        resolve_config_data,
+        shipped_configs,
+    )
+
+    rows = []
+    for name, path in shipped_configs().items():
+        try:
+            hardware = config_hardware(config_from_dict(resolve_config_data(path)))
+        except (ValueError, KeyError, TypeError) as exc:
+            hardware = f"(unreadable: {_message(exc)})"
+        rows.append((name, hardware, config_description(path)))
+    width = max(len(r[0]) for r in rows)
+    hw_width = max(len(r[1]) for r in rows)
+    print(f"{'config':{width}}  {'runs on':{hw_width}}  description")
+    for name, hardware, description in rows:
+        print(f"{name:{width}}  {hardware:{hw_width}}  {description}")
+    return 0
+
+
+def _hub_reachable(timeout_s: float = 5.0) -> bool:
+    """Whether a TCP connection to the Hugging Face hub opens within ``timeout_s`` (name lookup
+    included, so a machine without a network answers at once rather than after retries)."""
+    import os
+    import socket
+    import threading
+    from urllib.parse import urlparse
+
+    host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or "huggingface.co"
+    result: list[bool] = []
+
+    def probe() -> None:
+        try:
+            socket.create_connection((host, 443), timeout=timeout_s).close()
+            result.append(True)
+        except OSError:
+            result.append(False)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    return bool(result and result[0])
+
+
+def preflight(cfg) -> str | None:  # noqa: ANN001 - a Config
+    """What keeps ``cfg`` from starting on this machine, said at once (None when nothing):
+    a GPU it needs and torch cannot see, a model path that does not exist, a hub model that is
+    not in the local cache while the hub cannot be reached."""
+    import os
+
+    import torch
+
+    from llm_trainers.config import config_needs_gpu, is_local_model_path, model_paths
+
+    why = config_needs_gpu(cfg)
+    if why is not None and not torch.cuda.is_available():
+        return (f"this config needs a GPU ({why}) and torch sees none; on a CPU use a config that "
+                "runs there (`llm-train --list` shows each config's hardware), or override "
+                "rollout.engine=hf model.device=cpu with a small model.path")
+    for path in model_paths(cfg):
+        if path.startswith("tiny:"):
+            continue
+        if is_local_model_path(path):
+            from llm_trainers.policies import model_source
+
+            try:
+                where, _ = model_source(path)
+            except ValueError as exc:  # a packaged model not installed, a missing .gguf file
+                return str(exc)
+            if not os.path.exists(os.path.expanduser(where)):
+                return f"no model at {path} (no such file or directory); set model.path to a model directory"
+            continue
+        try:  # a hub id: fine when cached
+            from huggingface_hub import try_to_load_from_cache
+
+            if isinstance(try_to_load_from_cache(path, "config.json"), str):
+                continue
+        except Exception:  # noqa: BLE001 - a malformed id: let the loader say what is wrong
+            continue
+        where = f"model {path} is a Hugging Face hub id that is not in the local cache"
+        if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes"):
+            return f"{where}, and HF_HUB_OFFLINE is set; download it first, or set model.path to a local directory"
+        if not _hub_reachable():
+            return (f"{where}, and the hub cannot be reached from here; download it where it can be "
+                    "(huggingface-cli download ...), or set model.path to a local directory")
+        print(f"llm-train: {where}: downloading it", file=sys.stderr)
+    return None
+
+
+def _command(args: argparse.Namespace, *extra: str) -> str:
+    import shlex
+
+    return " ".join(["llm-train", shlex.quote(args.config), *map(shlex.quote, args.overrides), *extra])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # Intermixed, so that overrides may also follow a flag: `llm-train cfg --resume run.steps=300`.
     args = _parser().parse_intermixed_args(argv)
-    from llm_trainers.config import config_to_dict, load_config, shipped_configs
+    from llm_trainers.config import config_hardware, config_to_dict, load_config
 
     if args.list:
-        for name, path in shipped_configs().items():
-            print(f"{name:40s} {path}")
-        return 0
+        return _list_configs()
     if not args.config:
         _parser().print_usage(sys.stderr)
-        print("llm-train: error: a config (file or shipped name) is required", file=sys.stderr)
-        return 2
+        return _error("a config (file or shipped name) is required; `llm-train --list` shows the shipped ones")
     overrides = list(args.overrides)
     try:
         cfg = load_config(args.config, overrides)
     except (ValueError, KeyError, TypeError, FileNotFoundError) as exc:  # a config problem: say what
-        print(f"llm-train: error: {exc}", file=sys.stderr)
-        return 2
+        return _error(_message(exc))
     if args.plan:
         from llm_trainers.distributed.placement import plan_placement
 
@@ -71,39 +179,55 @@ def main(argv: Sequence[str] | None = None) -> int:
         import torch  # noqa: F401
         import transformers  # noqa: F401
     except ImportError as exc:
-        print(f"llm-train: error: {exc}. Install the training extra: pip install 'llm-envs[train]'", file=sys.stderr)
-        return 2
+        return _error(f"{exc}. Install the training extra: pip install 'llm-envs[train]'")
+    from transformers.utils import logging as transformers_logging
+
     from llm_trainers import make_trainer
     from llm_trainers.checkpoint import latest_checkpoint
 
+    # transformers' own bars (loading, writing shards) would cut through the run's progress bar.
+    transformers_logging.disable_progress_bar()
+
     ckpts = cfg.output_dir / "checkpoints"
     if not args.resume and latest_checkpoint(ckpts) is not None and not args.overwrite:
-        print(
-            f"llm-train: error: {cfg.output_dir} already holds a run; pass --resume to continue it "
-            "or --overwrite to start afresh",
-            file=sys.stderr,
-        )
-        return 2
+        return _error(f"{cfg.output_dir} already holds a run; pass --resume to continue it or --overwrite to start afresh")
+    problem = preflight(cfg)
+    if problem is not None:
+        return _error(problem)
     if args.overwrite and not args.resume and ckpts.exists():
         import shutil
 
         shutil.rmtree(ckpts)
+    what = "evaluating" if args.eval_only else ("resuming" if args.resume else "training")
+    print(f"llm-train: {what} {args.config}: {cfg.env.id}, level {cfg.model.level}, model {cfg.model.path}, "
+          f"{cfg.run.steps} steps, on {config_hardware(cfg)}; writing to {cfg.output_dir}", file=sys.stderr)
     try:
         trainer = make_trainer(cfg, resume=args.resume)
     except ImportError as exc:  # e.g. a resources section without Ray installed
-        print(f"llm-train: error: {exc}", file=sys.stderr)
-        return 2
+        return _error(str(exc))
+    except OSError as exc:  # a model or tokenizer that cannot be loaded (hub, files)
+        return _error(f"cannot load the model: {exc}")
     try:
         if args.eval_only:
             metrics = trainer.evaluate()
         else:
             metrics = trainer.train()
+    except KeyboardInterrupt:
+        last = latest_checkpoint(ckpts)
+        saved = f"the last checkpoint is {last}" if last is not None else "no checkpoint was written yet"
+        resume = _command(args, "--resume") if last is not None else _command(args, "--overwrite")
+        print(f"\nllm-train: interrupted at step {trainer.step}; {saved}. Continue with:\n  {resume}",
+              file=sys.stderr)
+        return 130
     finally:
         trainer.close()
     from llm_envs.report import write_report_safely  # the run's report.html: curves and transcripts
 
-    write_report_safely(cfg.output_dir, log=lambda message: print(message, file=sys.stderr))
+    log = lambda message: print(message, file=sys.stderr)  # noqa: E731
+    report = write_report_safely(cfg.output_dir, log=log)
     print(json.dumps({"step": trainer.step, "output_dir": str(cfg.output_dir), **metrics}, indent=2))
+    if report:
+        print(f"llm-train: wrote {report} (open it in a browser)", file=sys.stderr)
     return 0
 
 

@@ -64,6 +64,10 @@ class RunConfig:
         save_every: Checkpoint every this many steps (0 = only at the end).
         keep_checkpoints: Checkpoints to keep (oldest deleted first).
         tensorboard: Also log to TensorBoard when it is installed.
+        wandb: Also log to Weights & Biases: ``null`` (off), ``offline`` (under
+            ``<output_dir>/wandb``; ``wandb sync`` uploads it later) or ``online``. Metrics, the
+            resolved config, and a table of episodes per evaluation. Needs the wandb extra.
+        wandb_project: The W&B project.
         progress: Show a progress bar.
         export_final: Write loadable weights (adapters or models) to ``<output_dir>/final``.
         threads: torch intra-op threads of this process (None: ``OMP_NUM_THREADS`` if set, else
@@ -81,6 +85,8 @@ class RunConfig:
     save_every: int = 10
     keep_checkpoints: int = 2
     tensorboard: bool = True
+    wandb: str | None = None
+    wandb_project: str = "llm-envs"
     progress: bool = True
     export_final: bool = True
     threads: int | None = None
@@ -121,6 +127,15 @@ class EnvConfig:
     url: str | None = None
 
 
+#: Why ``lora.dropout`` must be 0 (read by the config check and by peft_lora_config).
+LORA_DROPOUT_REFUSED = (
+    "model.lora.dropout must be 0, got {}: dropout is off in every part of the model (the "
+    "log-probabilities of the sampling pass and of the update must agree for the policy ratio, "
+    "as in OpenRLHF and verl), so a LoRA dropout would be recorded in adapter_config.json and "
+    "never applied"
+)
+
+
 @dataclass
 class LoraConfig:
     """LoRA (peft) settings (:func:`llm_trainers.policies.peft_lora_config` makes peft's).
@@ -128,7 +143,8 @@ class LoraConfig:
     Attributes:
         r: Rank.
         alpha: Scaling numerator (peft's ``lora_alpha``); the update is scaled by ``alpha / r``.
-        dropout: LoRA dropout (0 keeps log-probabilities deterministic).
+        dropout: LoRA dropout: must be 0 (refused otherwise, :data:`LORA_DROPOUT_REFUSED`):
+            the log-probabilities of sampling and update must agree.
         target_modules: Module names to adapt, or ``"all-linear"``.
     """
 
@@ -415,6 +431,8 @@ class Config:
             problems.append(f"model.level must be one of {LEVELS}")
         if self.model.level == "L2" and self.model.lora is None:
             problems.append("model.level L2 needs model.lora (one adapter per agent)")
+        if self.model.lora is not None and self.model.lora.dropout != 0:
+            problems.append(LORA_DROPOUT_REFUSED.format(self.model.lora.dropout))
         if self.rollout.engine not in ("hf", "vllm"):
             problems.append("rollout.engine must be 'hf' or 'vllm'")
         if self.env.url and self.rollout.tree:
@@ -429,6 +447,8 @@ class Config:
         if self.run.steps < 1:
             problems.append("run.steps must be >= 1")
         problems += async_problems(self)
+        if self.run.wandb not in (None, "offline", "online"):
+            problems.append(f"run.wandb must be null, offline or online, got {self.run.wandb!r}")
         if self.run.threads is not None and self.run.threads < 1:
             problems.append("run.threads must be >= 1 (or null: the CPUs this process may use)")
         if self.resources.distributed:
@@ -601,9 +621,14 @@ def _find_config(ref: str | Path, relative_to: Path | None) -> Path:
     name = p.stem if p.suffix in (".yaml", ".yml") else str(ref)
     if name in shipped:
         return shipped[name].resolve()
+    import difflib
+
     where = f" (named by {relative_to})" if relative_to is not None else ""
+    close = difflib.get_close_matches(name, list(shipped), n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
     raise FileNotFoundError(
-        f"no config file {str(ref)!r}{where} and no shipped config of that name; shipped: {sorted(shipped)}")
+        f"no config file {ref}{where} and no shipped config of that name; {hint}"
+        "`llm-train --list` shows the shipped configs")
 
 
 def _read_with_bases(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
@@ -627,3 +652,66 @@ def shipped_configs() -> dict[str, Path]:
     they extend, in ``configs/base/``, are not configs to run and are not listed)."""
     root = Path(__file__).parent / "configs"
     return {p.stem: p for p in sorted(root.glob("*.yaml"))}
+
+
+# ---------------------------------------------------------------------------- what a config needs
+#: Model paths built or shipped locally (no hub): ``tiny:<env>`` and the packaged GGUF names.
+_LOCAL_MODEL_NAMES = ("smollm2", "smollm2-135m", "smollm2-135m-instruct")
+
+
+def config_description(path: str | Path) -> str:
+    """The first line of a config file's leading comment (what ``llm-train --list`` shows)."""
+    for line in Path(path).read_text().splitlines():
+        text = line.strip()
+        if text.startswith("#"):
+            return text.lstrip("#").strip()
+        if text:
+            break
+    return ""
+
+
+def model_paths(cfg: Config) -> list[str]:
+    """Every model (and tokenizer) path the config loads."""
+    paths = [cfg.model.path, *(cfg.model.paths or {}).values()]
+    if cfg.model.tokenizer:
+        paths.append(cfg.model.tokenizer)
+    return list(dict.fromkeys(str(p) for p in paths if p))
+
+
+def is_local_model_path(path: str) -> bool:
+    """Whether ``path`` names a model on this machine: built here (``tiny:``), packaged
+    (``smollm2``), a ``.gguf`` file, or written as a path (``/``, ``./``, ``../``, ``~``) or an
+    existing directory. Anything else is a Hugging Face hub id."""
+    text = path.strip()
+    return (
+        text.startswith(("tiny:", "/", "./", "../", "~"))
+        or text.lower() in _LOCAL_MODEL_NAMES
+        or text.lower().endswith(".gguf")
+        or Path(text).expanduser().exists()
+    )
+
+
+def config_hardware(cfg: Config) -> str:
+    """What the config runs on, in words: ``CPU``, ``GPU`` (and why), or ``CPU or GPU``."""
+    r = cfg.resources
+    if r.distributed and r.gpus_per_node > 0:
+        return f"{r.nodes} node(s) x {r.gpus_per_node} GPUs (Ray)"
+    if cfg.rollout.engine == "vllm":
+        return "GPU (vLLM engine)"
+    if str(cfg.model.device).startswith("cuda"):
+        return "GPU"
+    if cfg.model.device == "cpu":
+        return "CPU" + (" (Ray, local)" if r.distributed else "")
+    return "CPU or GPU (device auto)"
+
+
+def config_needs_gpu(cfg: Config) -> str | None:
+    """Why the config cannot run without a GPU (None when it can)."""
+    r = cfg.resources
+    if r.distributed and r.gpus_per_node > 0:
+        return f"resources.gpus_per_node: {r.gpus_per_node}"
+    if cfg.rollout.engine == "vllm":
+        return "rollout.engine: vllm"
+    if str(cfg.model.device).startswith("cuda"):
+        return f"model.device: {cfg.model.device}"
+    return None

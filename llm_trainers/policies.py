@@ -40,7 +40,7 @@ PACKAGED_MODELS: dict[str, tuple[str, str, str]] = {
 
 __all__ = [
     "LEVELS", "PACKAGED_MODELS", "LoraSettings", "Policy", "PolicySet", "build_policies", "load_causal_lm",
-    "load_tokenizer", "model_source", "peft_lora_config", "resolve_device",
+    "load_tokenizer", "model_source", "peft_lora_config", "plain_model_dir", "resolve_device",
 ]
 
 
@@ -52,8 +52,15 @@ LoraSettings = LoraConfig
 
 def peft_lora_config(lora: LoraConfig) -> Any:
     """``peft.LoraConfig`` of a causal LM for ``lora`` (``alpha`` is peft's ``lora_alpha``; the
-    update is scaled by ``alpha / r``; dropout 0 keeps log-probabilities deterministic)."""
+    update is scaled by ``alpha / r``). A dropout other than 0 is refused: dropout is disabled
+    in the whole model (log-probabilities must be deterministic), so it would be written to
+    ``adapter_config.json`` and never applied."""
     from peft import LoraConfig as PeftLoraConfig
+
+    from llm_trainers.config import LORA_DROPOUT_REFUSED
+
+    if lora.dropout != 0:
+        raise ValueError(LORA_DROPOUT_REFUSED.format(lora.dropout))
 
     return PeftLoraConfig(
         r=lora.r,
@@ -114,21 +121,62 @@ def model_source(path: str) -> tuple[str, dict[str, Any]]:
     return path, {}
 
 
+#: Bumped when the converted copy's layout changes (2: ``architectures`` in config.json, so
+#: ``transformers serve`` can load it; keyed by the file's content).
+_GGUF_CACHE_FORMAT = 2
+
+
+_DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
+def _file_digest(file: Path) -> str:
+    """SHA-256 of a file's bytes (a 98 MB GGUF file: well under a second), remembered per
+    process by path, size and modification time."""
+    import hashlib
+
+    stat = file.stat()
+    memo = (str(file.resolve()), stat.st_size, stat.st_mtime_ns)
+    if memo in _DIGESTS:
+        return _DIGESTS[memo]
+    digest = hashlib.sha256()
+    with file.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    _DIGESTS[memo] = digest.hexdigest()
+    return _DIGESTS[memo]
+
+
 def gguf_cache_dir(where: str, extra: dict[str, Any]) -> Path | None:
     """The directory that holds a GGUF model converted once to an ordinary float32 model
     directory (dequantising and parsing the GGUF vocabulary took minutes on a loaded 2-core
-    machine; the converted copy loads in seconds). Keyed by the file's path, size and mtime;
-    under ``$LLM_ENVS_CACHE`` (default ``~/.cache/llm-envs``)``/gguf``. None for other models."""
-    import hashlib
+    machine; the converted copy loads in seconds). Keyed by the file's content (SHA-256), so
+    every checkout and virtual environment holding the same file shares one copy; under
+    ``$LLM_ENVS_CACHE`` (default ``~/.cache/llm-envs``)``/gguf``. None for other models."""
     import os
 
     if "gguf_file" not in extra:
         return None
     file = Path(where) / extra["gguf_file"]
-    stat = file.stat()
-    key = hashlib.sha256(f"{file.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+    key = f"{_file_digest(file)[:16]}-v{_GGUF_CACHE_FORMAT}"
     root = Path(os.environ.get("LLM_ENVS_CACHE", Path.home() / ".cache" / "llm-envs")).expanduser()
     return root / "gguf" / f"{file.stem}-{key}"
+
+
+def plain_model_dir(path: str) -> str:
+    """A model path as an ordinary Hugging Face model directory or hub id, for tools that
+    cannot read GGUF files (``transformers serve``, TRL): a GGUF file or a packaged model's name
+    (``smollm2``) is converted once into the cache (:func:`gguf_cache_dir`) and that directory
+    returned; any other path is returned unchanged. Needs torch and transformers."""
+    where, extra = model_source(path)
+    if "gguf_file" not in extra:
+        return path
+    converted = _converted(where, extra)
+    if converted is None:
+        load_causal_lm(path, device=torch.device("cpu"))  # converts and stores the copy
+        converted = _converted(where, extra)
+    if converted is None:
+        raise OSError(f"could not write the converted copy of {path} under {gguf_cache_dir(where, extra)}")
+    return str(converted)
 
 
 def _converted(where: str, extra: dict[str, Any]) -> Path | None:
@@ -154,6 +202,9 @@ def _store_converted(where: str, extra: dict[str, Any], model: nn.Module, tokeni
         config = copy.deepcopy(model.config)
         if hasattr(config, "quantization_config"):
             delattr(config, "quantization_config")
+        # A GGUF load leaves ``architectures`` unset; `transformers serve` (and any loader that
+        # picks the class from the config) needs it.
+        config.architectures = [type(model).__name__]
         config.save_pretrained(tmp)
         save_model(model, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         tokenizer.save_pretrained(tmp)
@@ -488,7 +539,8 @@ def _load_levels(level, names, model_path, model_paths, lora, dev, dtype, need_r
             adapters = [adapter_name(n) for n in names]
             if len(set(adapters)) != len(adapters):
                 raise ValueError(f"policy names collide as adapter names: {names}")
-            peft_model = get_peft_model(base, peft_lora_config(lora), adapter_name=adapters[0])
+            with _quiet_peft():
+                peft_model = get_peft_model(base, peft_lora_config(lora), adapter_name=adapters[0])
             for a in adapters[1:]:
                 peft_model.add_adapter(a, peft_lora_config(lora))
             disable_dropout(peft_model)
@@ -508,10 +560,23 @@ def _load_levels(level, names, model_path, model_paths, lora, dev, dtype, need_r
                 from peft import get_peft_model
 
                 a = adapter_name(n)
-                peft_model = get_peft_model(model, peft_lora_config(lora), adapter_name=a)
+                with _quiet_peft():
+                    peft_model = get_peft_model(model, peft_lora_config(lora), adapter_name=a)
                 disable_dropout(peft_model)
                 peft_model.eval()
                 policies[n] = Policy(n, finish(peft_model), tok, a, None, path)
+
+
+@contextlib.contextmanager
+def _quiet_peft() -> Iterator[None]:
+    """peft (0.18) reads transformers' deprecated ``is_gradient_checkpointing`` when it wraps a
+    model, which warns on every run (a FutureWarning about peft's code, not ours): hidden here,
+    and only that one."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*is deprecated", category=FutureWarning)
+        yield
 
 
 def _frozen_copy(model: nn.Module) -> nn.Module:

@@ -51,7 +51,7 @@ from llm_trainers.checkpoint import (
 )
 from llm_trainers.config import Config, config_to_dict
 from llm_trainers.learner import Learner, UpdateSample
-from llm_trainers.metrics import MetricsLogger
+from llm_trainers.metrics import MetricsLogger, WandbSettings
 from llm_trainers.policies import PolicySet
 from llm_trainers.rollout import RolloutResult, TrainRecord, collect, spawn_envs
 from llm_trainers.specs import learner_kwargs, needs_reference, policy_spec
@@ -149,8 +149,13 @@ class Trainer:
             self._resume_state = None
         #: rollout.async.max_staleness >= 1: the producer of the coming steps' rollouts (else None).
         self.async_rollout = asynchronous.build_async_rollout(self, async_state)
+        wandb = None
+        if cfg.run.wandb:
+            wandb = WandbSettings(cfg.run.wandb, cfg.run.wandb_project, cfg.run.name, str(self.out),
+                                  json.loads(json.dumps(config_to_dict(cfg), default=str)))
         self.logger = MetricsLogger(
-            self.out / "metrics.jsonl", self.out / "tensorboard" if cfg.run.tensorboard else None, keep_lines=keep_lines
+            self.out / "metrics.jsonl", self.out / "tensorboard" if cfg.run.tensorboard else None, keep_lines=keep_lines,
+            wandb=wandb,
         )
 
     @property
@@ -460,6 +465,8 @@ class Trainer:
                 raise
             results, incomplete = exc.results, len(exc.failures)
             log.warning("step %d evaluation: %s", self.step, exc)
+        if out_path.exists():
+            self.logger.log_episodes(self.step, out_path)
         metrics = _episode_metrics(results, "eval")
         metrics["eval/incomplete_episodes"] = float(incomplete)
         metrics["eval/errors"] = incomplete / n if n else 0.0
@@ -553,12 +560,41 @@ class Trainer:
         return out
 
     def close(self) -> None:
+        """Stop the asynchronous producer, then close the environment instances (with
+        ``env.url``: end their server sessions, which would otherwise stay open until the
+        server's idle sweep), the fixed opponents, the metrics logger and the engine. Safe to
+        call twice."""
         if getattr(self, "async_rollout", None) is not None:
             self.async_rollout.close()
-        self.logger.close()
-        close = getattr(self.engine, "close", None)
+        envs, self.envs = getattr(self, "envs", None), []
+        for env in _env_instances(envs):
+            try:
+                env.close()
+            except Exception as exc:  # one instance's failure must not keep the rest open
+                log.warning("closing an environment instance failed: %s: %s", type(exc).__name__, exc)
+        for opponent in {id(a): a for a in getattr(self, "opponents", {}).values()}.values():
+            opponent.close()
+        self.opponents = {}
+        if getattr(self, "logger", None) is not None:
+            self.logger.close()
+        close = getattr(getattr(self, "engine", None), "close", None)
         if close is not None:
             close()
+
+    def __enter__(self) -> Trainer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _env_instances(envs: Any) -> list[Any]:
+    """The instances a trainer holds: a list, or a group that holds them (closed as a whole)."""
+    if envs is None:
+        return []
+    if isinstance(envs, (list, tuple)):
+        return list(envs)
+    return [envs] if hasattr(envs, "close") else list(getattr(envs, "envs", []))
 
 
 def _rollout_metrics(records: Sequence[TrainRecord], episodes: Sequence[dict[str, float]], prefix: str) -> dict[str, float]:

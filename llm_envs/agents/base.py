@@ -45,6 +45,7 @@ _T = TypeVar("_T")
 #: The kinds of :class:`AgentError`, with what each means.
 ERROR_KINDS: Mapping[str, str] = {
     "connection": "the connection failed or was reset (after retries)",
+    "unreachable": "no server accepted a connection at the URL on any attempt (refused, unknown host)",
     "timeout": "the request ran past its deadline",
     "server_error": "the server answered HTTP 5xx (after retries)",
     "rate_limited": "the server answered HTTP 429 (after retries)",
@@ -79,8 +80,10 @@ class AgentError(InfrastructureError):
     @property
     def is_configuration_error(self) -> bool:
         """A failure that retrying cannot fix and that, when it hits the very first calls,
-        means the run is misconfigured (a wrong model name, URL or key): HTTP 4xx."""
-        return self.kind == "client_error"
+        means the run is misconfigured (a wrong model name, URL or key): HTTP 4xx, or no server
+        at the URL at all. Before any call succeeded the run stops with a user error (exit 2);
+        after one did, the same failure is an outage, left for ``--resume``."""
+        return self.kind in ("client_error", "unreachable")
 
     def __repr__(self) -> str:
         return f"AgentError({self.message!r}, kind={self.kind!r})"
@@ -154,6 +157,34 @@ def output_failure(output: Any) -> AgentError | None:
             f"the agent returned a {type(output.text).__name__} as the action, not text", kind="bad_output"
         )
     return None
+
+
+def play_fixed_agents(env: Any, agents: Mapping[str, Agent], until: str | None = None) -> None:
+    """Let fixed agents move in an AEC environment (dead steps included) until ``until`` is to
+    act or the episode is over: how the verifiers adapter and ``examples/trl_grpo.py`` play the
+    agents that are not trained (the trainer's rollout batches the same check,
+    :func:`output_failure`).
+
+    Raises:
+        AgentError: A fixed agent produced no action (``AgentOutput.error`` set, or no text):
+            never played as an empty move.
+    """
+    while env.agents and not env.episode_over and env.agent_selection != until:
+        agent = env.agent_selection
+        _, _, terminated, truncated, _ = env.last(observe=False)
+        if terminated or truncated:
+            env.step(None)
+            continue
+        [output] = agents[agent].act_batch([ActRequest(env.observe(agent), agent, env)])
+        failure = output_failure(output)
+        if failure is not None:
+            raise AgentError(
+                f"the fixed agent playing {agent!r} gave no action: {failure}",
+                kind=failure.kind,
+                status=failure.status,
+                attempts=failure.attempts,
+            )
+        env.step(output.text)
 
 
 #: Agent options that change how a request travels, never what the model answers; they are left

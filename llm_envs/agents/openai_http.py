@@ -323,6 +323,7 @@ class OpenAIHTTPAgent(Agent):
         started = time.perf_counter()
         errors: list[str] = []
         kind, status = "connection", None
+        connected = False  # did any attempt reach a server?
         attempts = self.max_retries + 1
         for attempt in range(attempts):
             delay: float | None = None
@@ -347,9 +348,13 @@ class OpenAIHTTPAgent(Agent):
                 kind, status = "timeout", None
             except httpx.TransportError as exc:
                 errors.append(f"connection error ({type(exc).__name__}: {str(exc) or 'no detail'})")
-                kind, status = "connection", None
+                # ConnectError: no connection was made (refused, unknown host). Only when every
+                # attempt failed so is the URL itself in doubt (kind "unreachable").
+                connected = connected or not isinstance(exc, httpx.ConnectError)
+                kind, status = ("connection" if connected else "unreachable"), None
             else:
                 status = response.status_code
+                connected = True
                 if 200 <= status < 300:
                     meta = {"attempts": attempt + 1, "latency_s": time.perf_counter() - started}
                     return self._parse(response, meta), meta

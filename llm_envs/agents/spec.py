@@ -120,15 +120,40 @@ def parse_agent_spec(text: str) -> AgentSpec:
     if kind == "openai":
         url, at, model = rest.rpartition("@")
         if not at:  # "openai:MODEL": the default server
+            _check_model_name(text, rest)
             return AgentSpec("openai", "", rest)
         if not model:
             raise AgentSpecError(f"openai spec {text!r} names no model after '@'")
-        if url and "://" not in url:
+        if url and not _URL.match(url):
             raise AgentSpecError(f"openai spec {text!r}: {url!r} is not a URL (http://host:port/v1)")
+        _check_model_name(text, model)
         return AgentSpec("openai", url, model)
     if kind == "py" and ":" not in rest:
         raise AgentSpecError(f"py spec needs MODULE:ATTR, got {text!r}")
     return AgentSpec(kind, rest)
+
+
+#: A server URL: ``http(s)://`` and a host.
+_URL = re.compile(r"^https?://[^\s/@]+", re.IGNORECASE)
+#: What a model name never looks like, but a mistyped server address does: a scheme
+#: (``http://``, ``https:/``), ``www.``, ``HOST:PORT`` (``localhost:8000``, ``10.0.0.1:8000``),
+#: or an OpenAI path (``/v1``).
+_ADDRESS_LIKE = re.compile(
+    r"(^[a-z][a-z0-9+.-]*:/)|(^www\.)|(^(localhost|[\w-]+(\.[\w-]+)+):\d+(/|$))|(/v\d+(/|$))",
+    re.IGNORECASE,
+)
+
+
+def _check_model_name(text: str, model: str) -> None:
+    """Refuse a model name that is a server address: ``openai:http://host/v1`` without
+    ``@MODEL`` would otherwise send the prompts to the default server (the hosted API) under a
+    model named after the URL. A typo must never send a user's prompts to a third party."""
+    if _ADDRESS_LIKE.search(model) or any(c.isspace() for c in model):
+        raise AgentSpecError(
+            f"openai spec {text!r}: {model!r} is a server address, not a model name; "
+            f"write openai:URL@MODEL (e.g. openai:{model if _URL.match(model) else 'http://' + model}@MODEL), "
+            "or openai:MODEL for the server at $OPENAI_BASE_URL"
+        )
 
 
 def parse_assignment(text: str) -> tuple[str | None, AgentSpec]:
@@ -214,7 +239,16 @@ def build_agent(spec: AgentSpec | str) -> Agent:
     elif spec.kind == "openai":
         from llm_envs.agents.openai_http import DEFAULT_BASE_URL, OpenAIHTTPAgent
 
-        base_url = spec.target or os.environ.get("OPENAI_BASE_URL", DEFAULT_BASE_URL)
+        base_url = spec.target or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        key_env = str(options.get("api_key_env", "OPENAI_API_KEY"))
+        if base_url.rstrip("/") == DEFAULT_BASE_URL and not (options.get("api_key") or os.environ.get(key_env)):
+            # Without a key the hosted API refuses every request, after it has received the
+            # prompts: refuse before sending anything (most likely the server URL was left out).
+            raise AgentSpecError(
+                f"{spec}: no server URL, so the requests would go to the hosted OpenAI API "
+                f"({DEFAULT_BASE_URL}), and ${key_env} is not set; for a local server write "
+                "openai:URL@MODEL (or set OPENAI_BASE_URL), for the hosted API set the key"
+            )
         agent = _construct(OpenAIHTTPAgent, spec, (base_url, spec.model), options)
     elif spec.kind in _TORCH_AGENTS:
         agent = _build_torch_agent(spec, options)
@@ -242,6 +276,32 @@ def _check_model_path(spec: AgentSpec) -> None:
     target = spec.target
     if target.startswith(("/", "./", "../", "~")) and not Path(target).expanduser().exists():
         raise AgentSpecError(f"{spec}: no model at {target} (no such file or directory)")
+    if spec.kind != "hf" or Path(target).expanduser().exists() or target.lower().endswith(".gguf"):
+        return
+    import difflib
+
+    packaged = ("smollm2", "smollm2-135m", "smollm2-135m-instruct")
+    if target.lower() in packaged:
+        return
+    close = difflib.get_close_matches(target.lower(), packaged, n=1, cutoff=0.8)
+    if close and "/" not in target:
+        raise AgentSpecError(f"{spec}: no model {target!r}; did you mean hf:{close[0]} (the packaged model)?")
+    if os.environ.get("HF_HUB_OFFLINE", "0").lower() in ("1", "true", "yes") and not _in_hub_cache(target):
+        raise AgentSpecError(
+            f"{spec}: {target!r} is neither a local model nor in the Hugging Face cache, and HF_HUB_OFFLINE "
+            "is set; give a model directory, a .gguf file or smollm2, or download it first"
+        )
+
+
+def _in_hub_cache(repo_id: str) -> bool:
+    """Whether a hub model's config is in the local Hugging Face cache (True when that cannot be
+    told: the loader then says what is wrong)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+    except Exception:  # noqa: BLE001 - not installed, or an id the hub library refuses
+        return True
 
 
 def _construct(

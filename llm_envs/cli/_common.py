@@ -74,8 +74,10 @@ def add_model_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--temperature",
         type=float,
-        help="sampling temperature (default: hf and vllm agents sample at 1.0; openai agents send "
-        "none, so the server's default applies); run.json records the value each agent used",
+        default=0.0,
+        help="sampling temperature (default 0: greedy decoding, as evaluation harnesses use, for "
+        "every model agent: openai agents send temperature 0); a spec's own temperature wins; "
+        "run.json records the value each agent used",
     )
     group.add_argument(
         "--top-p",

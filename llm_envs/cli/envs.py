@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from ._common import CLIError, env_kwargs, resolve_env, table
@@ -151,20 +152,36 @@ def cmd_play(args: argparse.Namespace) -> int:
     human = HumanAgent(end_marker=args.end_marker)
     others = build_agent(args.others)
     env.reset(seed=args.seed)
-    print(
-        f"{env_id}, seed {args.seed}: you play {you}; {others.name} plays "
-        f"{', '.join(a for a in env.possible_agents if a != you) or 'nobody else'}."
-    )
+    partners = [a for a in env.possible_agents if a != you]
+    if partners:
+        print(f"{env_id}, seed {args.seed}: you play {you}; {others.name} plays {', '.join(partners)}.")
+    else:
+        print(f"{env_id}, seed {args.seed}: you play {you}, the only agent of this environment "
+              "(no partner or opponent; --others is not used).")
     print(env.transcript())  # the task (no actions yet)
     shown = 0
+    held: list[Any] = []  # other agents' moves not printed yet: your next prompt may show them
+
+    def show(records: Sequence[Any]) -> None:
+        for record in records:
+            flag = "" if record.format_ok else "  [format error]"
+            # Records count turns from 0; prompts say "turn 1 of N": shown as prompts do.
+            print(f"--- turn {record.turn + 1} | {record.agent} ({record.role}){flag}")
+            print(record.action if record.action.strip() else "<empty action>")
+
     for agent in env.agent_iter():
         _, _, terminated, truncated, _ = env.last(observe=False)
         if terminated or truncated:
             env.step(None)
             continue
         player = human if agent == you else others
+        observation = env.observe(agent)
+        if agent == you:  # what the prompt shows in full is not printed a second time
+            prompt = observation.get("prompt", "")
+            show([r for r in held if not _shown_in(r.action, prompt)])
+            held = []
         try:
-            output = player.act_batch([ActRequest(env.observe(agent), agent, env)])[0]
+            output = player.act_batch([ActRequest(observation, agent, env)])[0]
         except EOFError:
             print("\ninput closed: the game stops here.")
             return 1
@@ -174,11 +191,11 @@ def cmd_play(args: argparse.Namespace) -> int:
             print("the game stops here.")
             return 1
         env.step(output.text)
-        for record in env.records[shown:]:
-            flag = "" if record.format_ok else "  [format error]"
-            print(f"--- turn {record.turn} | {record.agent} ({record.role}){flag}")
-            print(record.action if record.action.strip() else "<empty action>")
+        new = env.records[shown:]
         shown = len(env.records)
+        show([r for r in new if r.agent == you])
+        held += [r for r in new if r.agent != you]
+    show(held)
     print("\n=== episode over ===")
     rewards = env.agent_rewards()
     print(
@@ -189,6 +206,16 @@ def cmd_play(args: argparse.Namespace) -> int:
     )
     print("metrics: " + ", ".join(f"{k}={v:g}" for k, v in env.episode_metrics().items()))
     return 0
+
+
+def _shown_in(action: str, prompt: str) -> bool:
+    """Whether a move's text is already in the prompt (the prompt quotes it, perhaps with other
+    fences): at least 80% of its non-empty lines are lines of the prompt."""
+    lines = [line.strip() for line in action.splitlines() if line.strip() and not line.strip().startswith("```")]
+    if not lines:
+        return False
+    prompt_lines = {line.strip() for line in prompt.splitlines()}
+    return sum(line in prompt_lines for line in lines) >= 0.8 * len(lines)
 
 
 def add_parsers(sub: Any) -> None:

@@ -22,6 +22,7 @@ from ._common import (
     model_defaults,
     resolve_env,
     slug,
+    table,
 )
 
 
@@ -52,9 +53,28 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _requested_envs(args: argparse.Namespace) -> list[str]:
+    """The environments named by ENV_ID (commas allowed), --envs and --suite, in order, once each."""
+    from llm_envs.evaluation.suite import suite_envs
+
+    names: list[str] = []
+    for text in (args.env_id, args.envs):
+        names += [n.strip() for n in (text or "").split(",") if n.strip()]
+    if args.suite:
+        try:
+            names += list(suite_envs(args.suite))
+        except KeyError as exc:
+            raise CLIError(exc.args[0]) from None
+    return list(dict.fromkeys(names))
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     if args.compare:
         return _compare(args)
+    env_ids = _requested_envs(args)
+    if len(env_ids) > 1 or args.suite:
+        return _eval_suite(args, env_ids)
+    args.env_id = env_ids[0] if env_ids else None
     if not args.env_id and not args.env_url:
         raise CLIError("eval needs an environment id (see `llm-envs list`), --env-url URL, or --compare RUN_A RUN_B")
     for flag in ("episodes", "concurrency"):
@@ -163,6 +183,105 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _eval_suite(args: argparse.Namespace, env_ids: Sequence[str]) -> int:
+    """Several environments (``--envs A,B,C``, ``--suite NAME``) with the same agents: one
+    evaluation directory each under ``--out``, one table, ``suite.json`` and ``report.html``
+    (:mod:`llm_envs.evaluation.suite`). Exit status: 0 when every environment is complete, 3
+    when infrastructure failures left episodes unplayed (``--resume`` plays them), 2 on a user
+    or configuration error (the suite stops there)."""
+    for flag in ("episodes", "concurrency"):
+        if getattr(args, flag) < 1:
+            raise CLIError(f"--{flag} must be >= 1, got {getattr(args, flag)}")
+    if args.force_resume and not args.resume:
+        raise CLIError("--force-resume goes with --resume")
+    if args.env_url or args.ray is not None:
+        raise CLIError("--env-url and --ray evaluate one environment; run the environments one by one")
+    if args.env_arg:
+        raise CLIError("--env-arg is an option of one environment; with several, run that one on its own")
+    import llm_envs
+    from llm_envs.agents.human import HumanAgent
+    from llm_envs.agents.spec import load_agents_config, parse_assignments, resolve_agents, resolve_specs
+    from llm_envs.episodes import IncompleteRunError
+    from llm_envs.evaluation import evaluate, resolve_split
+    from llm_envs.evaluation.suite import TABLE_HEADER, suite_row, table_rows, write_suite
+
+    entries = [resolve_env(env_id) for env_id in env_ids]
+    assignments = load_agents_config(args.agents_file) if args.agents_file else {}
+    for key, spec in parse_assignments(args.agent or []).items():
+        assignments[key] = spec
+    possible: dict[str, list[str]] = {}
+    kwargs: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        try:
+            kwargs[entry.id] = resolve_split(entry.id, args.split, {})
+            probe = llm_envs.make(entry.id, **kwargs[entry.id])
+        except (TypeError, ValueError, ImportError) as exc:
+            raise CLIError(f"cannot create {entry.id}: {exc}") from exc
+        possible[entry.id] = list(probe.possible_agents)
+        probe.close()
+    every_agent = set().union(*possible.values())
+    unknown = sorted(k for k in assignments if k is not None and k not in every_agent)
+    if unknown:
+        raise CLIError(f"no environment of this run has agent(s) {unknown}")
+    given = {("*" if k is None else k): str(v) for k, v in assignments.items()} or {"*": "reference"}
+    if not assignments:
+        print("no --agent given: the reference agents play every role", file=sys.stderr)
+    label = f"suite-{args.suite}" if args.suite else "envs-" + "+".join(e.id.split("/")[-1] for e in entries)
+    out = args.out or Path("runs") / "eval" / slug(label) / slug(
+        "+".join(f"{k}={v}" if k != "*" else v for k, v in sorted(given.items())) + f"-seed{args.seed}")
+    if out.exists() and not out.is_dir():
+        raise CLIError(f"--out {out} is a file, not a directory")
+    log = lambda message: print(message, file=sys.stderr)  # noqa: E731
+    print(f"evaluating {len(entries)} environments ({', '.join(e.id for e in entries)}); {args.episodes} episodes "
+          f"each; writing to {out}", file=sys.stderr)
+    cache: dict[Any, Any] = {}  # agents with the same spec are built once for the whole suite
+    rows: list[dict[str, Any]] = []
+    status_code = 0
+    record = {"suite": args.suite, "envs": [e.id for e in entries], "agents": given, "seed": args.seed,
+              "episodes": args.episodes, "command": "llm-envs " + " ".join(sys.argv[1:]), "rows": rows}
+    try:
+        for entry in entries:
+            own = {k: v for k, v in assignments.items() if k is None or k in possible[entry.id]}
+            resolved = resolve_specs(own, possible[entry.id], default="reference", model_defaults=model_defaults(args))
+            agents = resolve_agents(resolved, possible[entry.id], cache=cache)
+            concurrency, progress = args.concurrency, not args.no_progress
+            if any(isinstance(agent, HumanAgent) for agent in agents.values()):
+                concurrency, progress = 1, False
+            env_out = out / entry.id.split("/")[-1]
+            print(f"[{len(rows) + 1}/{len(entries)}] {entry.id}: "
+                  + ", ".join(f"{a}={agent.name}" for a, agent in agents.items()), file=sys.stderr)
+            note, status = "", "complete"
+            try:
+                summary = evaluate(
+                    entry.id, agents, episodes=args.episodes, seed=args.seed, concurrency=concurrency,
+                    env_kwargs=kwargs[entry.id], out_dir=env_out, resume=args.resume, force_resume=args.force_resume,
+                    overwrite=args.overwrite, progress=progress, plot=not args.no_plot,
+                    max_batch_size=args.max_batch_size, max_consecutive_failures=args.max_consecutive_failures or None,
+                    settings={"agent_specs": given, "command": record["command"]}, log=log,
+                )
+            except IncompleteRunError as exc:
+                summary, status, note = getattr(exc, "summary", None), "incomplete", str(exc).split(". ")[0]
+                print(f"error: {entry.id}: {exc}", file=sys.stderr)
+                status_code = EXIT_USAGE if exc.configuration_error is not None else max(status_code, EXIT_INCOMPLETE)
+            if not args.no_report:
+                from llm_envs.report import write_report_safely
+
+                write_report_safely(env_out, log=log)
+            rows.append(suite_row(entry.id, env_out, summary, status, note))
+            write_suite(out, record)  # after every environment: a stopped suite shows what it has
+            if status_code == EXIT_USAGE:
+                break
+    finally:
+        for agent in {id(a): a for a in cache.values()}.values():
+            agent.close()
+    print(table(table_rows(rows), TABLE_HEADER))
+    print(f"\nwrote {out}/suite.json, {out}/report.html and one directory per environment")
+    if status_code == EXIT_INCOMPLETE:
+        print("error: some environments are incomplete; `--resume` with the same command plays what they lack",
+              file=sys.stderr)
+    return status_code
+
+
 def _served_env(args: argparse.Namespace) -> tuple[Any, dict[str, Any], Any]:
     """The environment served at ``--env-url``: its registry entry, its options, a probe session."""
     from llm_envs.core.errors import InfrastructureError
@@ -200,7 +319,12 @@ def add_parsers(sub: Any) -> None:
         description="Evaluate agents on an environment (exit status 0: complete; 2: user or "
         "configuration error; 3: infrastructure failures left episodes unplayed, --resume plays them).",
     )
-    p.add_argument("env_id", nargs="?", help="environment id, e.g. llm/PlanPath-v0 (see `llm-envs list`)")
+    p.add_argument("env_id", nargs="?",
+                   help="environment id, e.g. llm/PlanPath-v0 (see `llm-envs list`); several: A,B,C")
+    p.add_argument("--envs", metavar="A,B,C", help="several environments: one run each, one table and one report")
+    p.add_argument("--suite", metavar="NAME",
+                   help="a named suite of environments: seed (the seed papers' environments), games "
+                   "(the OpenSpiel games), llm (every llm/ environment)")
     p.add_argument(
         "--agent",
         action="append",

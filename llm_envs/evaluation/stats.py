@@ -6,7 +6,8 @@ a proportion: inside [0, 1], informative at 0/n and n/n); ``"wilson-bounded"`` w
 lies in [0, 1] but some are fractions (the Wilson interval computed as if the values were 0/1,
 the score interval under the largest variance the bounds allow: conservative and inside
 [0, 1]); ``"t"`` for anything else (Student t with the quantile computed exactly, no SciPy;
-:func:`mean_interval` can clip it to a known bound).
+:func:`mean_interval` can clip it to a known bound). Rewards (:func:`reward_interval`) are read
+the same way, and a reward whose values are all non-negative gets a t interval clipped at 0.
 
 Paired tests, for two runs on the same seeds (:func:`paired_comparison`): McNemar's exact test
 for 0/1 values, the sign-flip permutation test of the mean difference otherwise (exact up to 16
@@ -155,6 +156,16 @@ def is_binary(values: Sequence[float]) -> bool:
 
 def is_unit_bounded(values: Sequence[float]) -> bool:
     return all(0.0 <= v <= 1.0 for v in values)
+
+
+def reward_interval(values: Sequence[float], confidence: float = 0.95) -> Interval:
+    """The interval of a mean reward. Rewards declare no bounds, so they are read from the
+    values, as metrics' are: all in [0, 1] → Wilson (0/1) or bounded Wilson (fractions), inside
+    [0, 1]; all ≥ 0 → Student t clipped at 0; else Student t. A non-negative reward's interval
+    never goes below 0 (the t interval of 1 success in 12 episodes was ``0.083 [-0.100, 0.267]``;
+    Wilson's is ``0.083 [0.015, 0.354]``)."""
+    values = [float(v) for v in values]
+    return metric_interval(values, confidence, lower=0.0 if values and min(values) >= 0.0 else None)
 
 
 def metric_interval(values: Sequence[float], confidence: float = 0.95, *, lower: float | None = None) -> Interval:

@@ -30,7 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from llm_envs.episodes import EpisodeResult
-from llm_envs.evaluation.stats import Interval, mean_interval, metric_interval, wilson_interval
+from llm_envs.evaluation.stats import (
+    Interval,
+    mean_interval,
+    metric_interval,
+    reward_interval,
+    wilson_interval,
+)
 
 #: Version of ``summary.json`` (see docs/evaluation.md for what each version holds).
 SUMMARY_FORMAT_VERSION = 2
@@ -64,7 +70,7 @@ def summarize(
 
     rewards, format_errors, call_errors, tokens_by_agent = {}, {}, {}, {}
     for agent_id in agent_ids:
-        rewards[agent_id] = mean_interval(
+        rewards[agent_id] = reward_interval(
             [float(e.rewards.get(agent_id, 0.0)) for e in episodes], confidence
         ).to_dict()
         actions = [r for e in episodes for r in e.records if r.get("agent") == agent_id]

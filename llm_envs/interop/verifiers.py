@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import llm_envs
-from llm_envs.agents.base import ActRequest
+from llm_envs.agents.base import play_fixed_agents
 from llm_envs.core.errors import InfrastructureError
 
 #: Seeds of the evaluation rows start here, far from the training rows' seeds.
@@ -44,13 +44,9 @@ def _fixed_agents(env: Any, trained: str, others: str | Mapping[str, str]) -> di
 
 def _advance(env: Any, trained: str, fixed: Mapping[str, Any]) -> None:
     """Let the fixed agents move (and dead steps happen) until ``trained`` is to act or the
-    episode is over."""
-    while env.agents and not env.episode_over and env.agent_selection != trained:
-        agent = env.agent_selection
-        [output] = fixed[agent].act_batch([ActRequest(env.observe(agent), agent, env)])
-        if output.error is not None or output.text is None:
-            raise InfrastructureError(f"the fixed agent playing {agent!r} gave no action: {output.error}")
-        env.step(output.text)
+    episode is over; a fixed agent that produced no action raises ``AgentError`` (an
+    :class:`InfrastructureError`), never plays an empty move."""
+    play_fixed_agents(env, fixed, until=trained)
 
 
 def _messages(observation: Mapping[str, str]) -> list[dict[str, str]]:
@@ -198,6 +194,24 @@ def load_environment(
         eval_dataset=Dataset.from_list(eval_rows) if eval_rows else None,
         rubric=rubric,
         max_turns=max_turns,
-        env_id=env_id,
-        env_args={"env_id": env_id, "agent": trained, "others": others, **options},
+        # What verifiers' env server (vf-eval's default mode) calls to build the environment in
+        # its workers: load_environment(env_id, **env_args), env_id being this module. Every
+        # argument goes in env_args, the environment's id as ``env`` (``env_id`` is verifiers'
+        # own positional argument: passing it again was a "multiple values" crash loop).
+        env_id=__name__,
+        env_args=_rebuild_args(env_id, imports, trained, others, num_train_examples, num_eval_examples, seed,
+                               max_turns, options),
     )
+
+
+def _rebuild_args(env_id: str, imports: Sequence[str], agent: str, others: str | Mapping[str, str],
+                  num_train_examples: int, num_eval_examples: int, seed: int, max_turns: int,
+                  options: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword arguments with which :func:`load_environment` builds the same environment
+    again (as verifiers' env-server workers do); JSON-serialisable."""
+    return {
+        "env": env_id, "imports": list(imports), "agent": agent,
+        "others": others if isinstance(others, str) else dict(others),
+        "num_train_examples": num_train_examples, "num_eval_examples": num_eval_examples, "seed": seed,
+        "max_turns": max_turns, **options,
+    }

@@ -28,7 +28,7 @@ def run_facts(summary: Mapping[str, Any], run_path: Any) -> str:
         ("agents", ", ".join(f"{a} = {p}" for a, p in players.items()) or None),
         ("agent specs", ", ".join(f"{k} = {v}" for k, v in specs.items()) if isinstance(specs, Mapping) else specs),
         ("environment options", _compact(summary.get("env_kwargs"))),
-        ("command", summary.get("command") or _compact(summary.get("commands"))),
+        ("command", summary.get("command") or _commands(summary.get("commands"))),
         ("wall time", f"{fmt(to_float(summary.get('wall_s')), 1)} s" if summary.get("wall_s") is not None else None),
         ("episodes / s", fmt(to_float(summary.get("episodes_per_s")), 2) if summary.get("episodes_per_s") else None),
         ("resumed episodes", summary.get("episodes_resumed") or None),
@@ -43,6 +43,25 @@ def confidence_percent(summary: Mapping[str, Any]) -> int:
     """The summary's confidence level in percent (95 when it does not say)."""
     level = to_float(summary.get("confidence", 0.95))
     return int(round(100 * level)) if 0 < level < 1 else 95
+
+
+def _commands(history: Any) -> str | None:
+    """The command lines of a run's invocations (``summary.json``'s ``commands``: one entry per
+    invocation, each a mapping with its ``command``), one per line: never a raw mapping."""
+    if not history:
+        return None
+    if isinstance(history, Mapping):
+        history = [history]
+    if not isinstance(history, (list, tuple)):
+        return str(history)
+    lines = []
+    for entry in history:
+        if isinstance(entry, Mapping):
+            status = f" ({entry['status']})" if entry.get("status") else ""
+            lines.append(f"{entry.get('command', '?')}{status}")
+        else:
+            lines.append(str(entry))
+    return "\n".join(lines)
 
 
 def _compact(value: Any) -> str | None:

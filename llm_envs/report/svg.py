@@ -314,14 +314,19 @@ def histograms(values_by_group: Mapping[str, Sequence[float]], *, title: str, x_
     distinct = sorted(set(every))
     discrete = len(distinct) <= 12
     low, high = min(every), max(every)
-    if discrete:
+    if len(distinct) == 1:  # every value the same (all rewards 0): a narrow bar on a unit-wide axis
+        span = max(1.0, abs(distinct[0]))
+        edges = [(distinct[0] - 0.04 * span, distinct[0] + 0.04 * span)]
+        x_low, x_high = distinct[0] - span / 2, distinct[0] + span / 2
+    elif discrete:
         gaps = [b - a for a, b in zip(distinct, distinct[1:])]
-        half = (min(gaps) if gaps else 1.0) * 0.4
+        half = min(gaps) * 0.4
         edges = [(v - half, v + half) for v in distinct]
+        x_low, x_high = edges[0][0], edges[-1][1]
     else:
         width = (high - low) / 20
         edges = [(low + i * width, low + (i + 1) * width) for i in range(20)]
-    x_low, x_high = edges[0][0], edges[-1][1]
+        x_low, x_high = edges[0][0], edges[-1][1]
     if means:
         for g in groups:
             if g in means:

@@ -35,9 +35,15 @@ PANELS: tuple[tuple[str, str, tuple[str, ...], tuple[float, float] | None], ...]
     ("gradient norm (before clipping)", "norm", (r"^train/.+/grad_norm$",), None),
     ("completion length", "tokens", (r"^(rollout|eval)/completion_len$",), None),
     ("turns per episode", "turns", (r"^(rollout|eval)/turns$",), None),
-    ("format errors and infrastructure failures", "share", (r"^(rollout|eval)/format_ok$", r"^eval/errors$"), (0.0, 1.0)),
+    ("format errors and infrastructure failures", "share",
+     (r"^(rollout|eval)/format_errors$", r"^eval/errors$"), (0.0, 1.0)),
     ("throughput", "tokens / s", (r"^throughput/.+$",), None),
 )
+#: Panels shown even when their metrics are always 0 (a success of 0 is a result).
+ALWAYS_SHOWN = ("success: training rollouts and evaluation", "reward per episode, by agent")
+#: Metrics logged as a share of good outcomes but charted as the share of errors, so that a
+#: rising line in the "format errors" panel means more errors: logged key → charted key.
+ERROR_SHARES = {"rollout/format_ok": "rollout/format_errors", "eval/format_ok": "eval/format_errors"}
 PHASE_PATTERN = re.compile(r"^time/(.+)_s$")
 TOTAL_TIME_KEY = "time/step_s"
 #: Evaluation steps whose transcripts a report embeds by default (evenly spaced, first and last kept).
@@ -63,18 +69,45 @@ def _points(rows: Sequence[Mapping[str, Any]], key: str) -> list[tuple[float, fl
     return out
 
 
+def _charted(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The metrics rows as charted: each share in :data:`ERROR_SHARES` as its complement."""
+    out = []
+    for row in rows:
+        row = dict(row)
+        for good, bad in ERROR_SHARES.items():
+            value = metric_value(row.pop(good, None))
+            if value is not None:
+                row[bad] = 1.0 - value
+        out.append(row)
+    return out
+
+
+def _always_zero(runs: Sequence[TrainingRun], keys: Sequence[str]) -> bool:
+    values = [metric_value(row.get(k)) for run in runs for row in run.metrics for k in keys if k in row]
+    return all(v is None or v == 0.0 for v in values)
+
+
 def curves(runs: Sequence[TrainingRun]) -> str:
-    """All learning-curve panels for ``runs`` (one colour per run when there are several)."""
+    """All learning-curve panels for ``runs`` (one colour per run when there are several).
+    Panels whose metrics were 0 at every step are left out and named in a note (but for success
+    and reward); ``format_ok`` is charted as the share of format errors."""
+    import dataclasses
+
+    runs = [dataclasses.replace(run, metrics=_charted(run.metrics)) for run in runs]
     several = len(runs) > 1
     keys_by_run = [numeric_keys(run.metrics) for run in runs]
     every_key = list(dict.fromkeys(k for keys in keys_by_run for k in keys))
     used: set[str] = set()
     figures = []
+    hidden: list[str] = []
     for title, y_label, patterns, y_range in PANELS:
         keys = list(dict.fromkeys(k for p in patterns for k in every_key if k not in used and re.match(p, k)))
         if not keys:
             continue
         used.update(keys)
+        if title not in ALWAYS_SHOWN and _always_zero(runs, keys):
+            hidden.append(title)
+            continue
         figures.append(svg.line_chart(_series(runs, keys, several), title=title, y_label=y_label, y_range=y_range))
     phases = [k for k in every_key if PHASE_PATTERN.match(k) and k != TOTAL_TIME_KEY]
     if phases:
@@ -85,14 +118,17 @@ def curves(runs: Sequence[TrainingRun]) -> str:
             title = "time per step, by phase" + (f" ({run.label})" if several else "")
             figures.append(svg.stacked_area_chart(series, title=title, y_label="seconds"))
     rest = [k for k in every_key if k not in used]
+    hidden += [k for k in rest if _always_zero(runs, [k])]
+    rest = [k for k in rest if k not in hidden]
     others = "".join(svg.line_chart(_series(runs, [k], several), title=k, y_label="") for k in rest)
     other_html = (
         f'<details class="more"><summary>all other metrics ({len(rest)})</summary><div class="charts">{others}</div>'
         "</details>" if rest else ""
     )
+    hidden_html = (f'<p class="note">Not drawn, 0 at every step: {esc(", ".join(hidden))}.</p>' if hidden else "")
     if not figures and not rest:
-        return '<p class="note">metrics.jsonl holds no numbers yet.</p>'
-    return f'<div class="charts">{"".join(figures)}</div>{other_html}'
+        return hidden_html or '<p class="note">metrics.jsonl holds no numbers yet.</p>'
+    return f'<div class="charts">{"".join(figures)}</div>{hidden_html}{other_html}'
 
 
 def _series(runs: Sequence[TrainingRun], keys: Sequence[str], several: bool) -> list[svg.Series]:

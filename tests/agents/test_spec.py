@@ -57,11 +57,44 @@ def test_parse_and_round_trip(text, kind, target, model):
         ("openai:http://host/v1@", "no model"),
         ("openai:localhost:8000/v1@m", "not a URL"),
         ("py:module_only", "MODULE:ATTR"),
+        # A server address where the model name goes: never sent to the default (hosted) server.
+        ("openai:http://127.0.0.1:1/v1", "server address, not a model name"),
+        ("openai:https://example.org/v1", "server address"),
+        ("openai:http:/127.0.0.1:8000/v1", "server address"),
+        ("openai:localhost:8000", "server address"),
+        ("openai:10.0.0.5:8000/v1", "server address"),
+        ("openai:www.example.org", "server address"),
+        ("openai:my-server/v1", "server address"),
+        ("openai:http://h:1/v1@http://h:1/v1", "server address"),
+        ("openai:http//127.0.0.1:8000/v1@m", "not a URL"),
+        ("openai:ftp://host/v1@m", "not a URL"),
     ],
 )
 def test_bad_specs_say_what_is_wrong(text, message):
     with pytest.raises(AgentSpecError, match=message):
         parse_agent_spec(text)
+
+
+@pytest.mark.parametrize("model", ["gpt-4o-mini", "meta-llama/Llama-3.1-8B-Instruct", "llama3:70b", "org/v2-chat"])
+def test_model_names_are_not_mistaken_for_addresses(model):
+    assert parse_agent_spec(f"openai:{model}").model == model
+    assert parse_agent_spec(f"openai:http://h:1/v1@{model}").model == model
+
+
+def test_the_hosted_api_without_a_key_is_refused_before_any_request(monkeypatch):
+    """``openai:MODEL`` with neither OPENAI_BASE_URL nor a key would send the prompts to the
+    hosted API only to be refused: an error before anything is sent."""
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(AgentSpecError, match="hosted OpenAI API.*OPENAI_API_KEY is not set"):
+        build_agent("openai:gpt-4o-mini")
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    agent = build_agent("openai:gpt-4o-mini")
+    assert agent.base_url.startswith("http://127.0.0.1:9")
+    agent.close()
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    build_agent("openai:gpt-4o-mini").close()
 
 
 def test_assignments():
@@ -245,3 +278,13 @@ def test_model_agents_settings_come_from_the_spec_alone(kind):
         "sampling": {"temperature": 0.5, "top_p": 1.0, "top_k": 0, "max_new_tokens": 8, "stop_token_ids": [],
                      "seed": 0},
     }
+
+
+def test_hf_model_typos_are_user_errors_before_anything_loads(monkeypatch):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    with pytest.raises(AgentSpecError, match=r"did you mean hf:smollm2"):
+        build_agent("hf:smolm2")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(AgentSpecError, match="neither a local model nor in the Hugging Face cache"):
+        build_agent("hf:no-such-org/no-such-model-here")

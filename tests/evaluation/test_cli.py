@@ -63,7 +63,8 @@ def test_play_one_role_from_scripted_stdin(capsys, monkeypatch, sums_env_id):
     assert status == 0
     assert "you play bob; reference plays alice" in out
     assert "Question 1: What is" in out  # bob's prompt was shown
-    assert f"--- turn 1 | bob (bob)\n{answer}\n" in out  # the transcript, as it goes
+    # the transcript, as it goes; turns counted from 1 as the prompts count them
+    assert f"--- turn 2 | bob (bob)\n{answer}\n" in out
     assert "=== episode over ===" in out
     rewards = {
         line.split()[0]: line.split()[1] for line in out.splitlines() if line.startswith(("alice ", "bob "))
@@ -255,3 +256,91 @@ def test_demo_plays_reference_and_random_and_skips_broken_envs(capsys, tmp_path,
     ]
     assert not math.isnan(rows[1]["success"]["value"])
     assert len(load_episodes(out_dir / "RunnerTestSums-v0" / "random" / "episodes.jsonl")) == 3
+
+
+def test_eval_decodes_greedily_by_default(capsys, tmp_path, sums_env_id, chat_server):
+    """No --temperature: every model agent decodes greedily (openai agents send temperature 0;
+    hf/vllm agents get temperature 0 as their default), and run.json says so."""
+    from llm_envs.agents.spec import parse_assignments, resolve_specs
+    from llm_envs.cli import build_parser
+    from llm_envs.cli._common import model_defaults
+
+    out_dir = tmp_path / "greedy"
+    status, _, err = _run(capsys, "eval", sums_env_id, "--agent", f"openai:{chat_server.base_url}@tiny-model",
+                          "--episodes", "2", "--out", str(out_dir), "--no-progress", "--no-plot", "--no-report")
+    assert status == 0, err
+    assert chat_server.requests and all(body["temperature"] == 0 for body in chat_server.requests)
+    run = json.loads((out_dir / "run.json").read_text())
+    assert run["settings"]["agents"]["alice"]["sampling"]["temperature"] == 0.0
+    args = build_parser().parse_args(["eval", sums_env_id])
+    [spec] = resolve_specs(parse_assignments(["hf:/models/x"]), ["alice"], model_defaults=model_defaults(args)).values()
+    assert spec.option_dict["temperature"] == 0.0
+    sampled = build_parser().parse_args(["eval", sums_env_id, "--temperature", "1"])
+    [spec] = resolve_specs(parse_assignments(["hf:/models/x"]), ["alice"], model_defaults=model_defaults(sampled)).values()
+    assert spec.option_dict["temperature"] == 1.0
+
+
+def test_eval_over_several_environments_one_table_one_report_resumable_as_a_whole(capsys, tmp_path, sums_env_id):
+    out = tmp_path / "suite"
+    envs = f"{sums_env_id},llm/Signalling-v0"
+    common = ["--episodes", "2", "--out", str(out), "--no-progress", "--no-plot", "--agent", "random:3",
+              "--agent", "alice=reference"]
+    status, table_text, err = _run(capsys, "eval", "--envs", envs, *common)
+    assert status == 0, err
+    lines = table_text.splitlines()
+    assert any(sums_env_id in line and "complete" in line for line in lines)
+    assert any("llm/Signalling-v0" in line and "complete" in line for line in lines)
+    suite = json.loads((out / "suite.json").read_text())
+    assert [r["env_id"] for r in suite["rows"]] == [sums_env_id, "llm/Signalling-v0"]
+    assert all(r["status"] == "complete" and r["episodes"] == 2 for r in suite["rows"])
+    assert suite["agents"] == {"*": "random:3", "alice": "reference"}
+    page = (out / "report.html").read_text()
+    assert 'href="RunnerTestSums-v0/report.html"' in page and 'href="Signalling-v0/report.html"' in page
+    sums = load_episodes(out / "RunnerTestSums-v0" / "episodes.jsonl")
+    assert all(r["action"] for e in sums for r in e.records if r["agent"] == "alice")  # alice=reference there
+    assert len(load_episodes(out / "Signalling-v0" / "episodes.jsonl")) == 2
+
+    # As a whole: one environment lost (the suite was stopped before it), one finished; --resume
+    # with more episodes plays only what each lacks.
+    finished = (out / "RunnerTestSums-v0" / "episodes.jsonl").read_text()
+    import shutil
+
+    shutil.rmtree(out / "Signalling-v0")
+    status, _, err = _run(capsys, "eval", "--envs", envs, *common[:1], "3", *common[2:], "--resume")
+    assert status == 0, err
+    assert (out / "RunnerTestSums-v0" / "episodes.jsonl").read_text().startswith(finished)
+    assert len(load_episodes(out / "RunnerTestSums-v0" / "episodes.jsonl")) == 3
+    assert len(load_episodes(out / "Signalling-v0" / "episodes.jsonl")) == 3
+
+
+def test_eval_suites_and_their_errors(capsys):
+    from llm_envs.evaluation.suite import suites
+
+    registered = set(llm_envs.env_ids())
+    for name, env_ids in suites().items():
+        assert env_ids and set(env_ids) <= registered, name
+    status, _, err = _run(capsys, "eval", "--suite", "nope")
+    assert status == 2 and "no suite 'nope'; suites: seed" in err
+    status, _, err = _run(capsys, "eval", "--envs", "llm/Signalling-v0,llm/KuhnPoker-v0", "--agent", "alice=random")
+    assert status == 2 and "no environment of this run has agent(s) ['alice']" in err
+    status, _, err = _run(capsys, "eval", "--envs", "llm/Signalling-v0,llm/KuhnPoker-v0", "--env-arg", "rounds=2")
+    assert status == 2 and "--env-arg is an option of one environment" in err
+
+
+def test_play_shows_the_partners_move_once_and_counts_turns_as_the_prompt(capsys, monkeypatch):
+    """Plan-Path as the plan agent: the reference tool's program is in the plan's prompt, so it is
+    not printed a second time before it; the transcript's turn numbers are the prompt's."""
+    monkeypatch.setattr("sys.stdin", io.StringIO("#### D\nEOF\n" * 4))
+    status, out, _ = _run(capsys, "play", "llm/PlanPath-v0", "--as", "plan")
+    assert status == 0
+    first_prompt = out.index("Plan-Path | turn 1 of 4")
+    program = "Reference tool-agent program for Plan-Path"
+    assert out.count(program, 0, first_prompt) == 0 and out.count(program, first_prompt, out.index("Plan-Path | turn 2 of 4")) == 1
+    assert "--- turn 1 | plan (plan)" in out and "--- turn 0 |" not in out
+
+
+def test_play_alone_says_there_is_no_partner(capsys, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO("#### D\nEOF\n" * 4))
+    status, out, _ = _run(capsys, "play", "llm/PlanPath-v0", "--env-arg", "agents=single")
+    assert status == 0
+    assert "you play solver, the only agent of this environment (no partner or opponent" in out

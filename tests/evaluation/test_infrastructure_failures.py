@@ -133,3 +133,37 @@ def test_a_wrong_model_name_stops_the_run_at_once_with_the_servers_message(capsy
         status, _, err = _eval(capsys, sums_env_id, out, right, "--resume")
     assert status == 0, err
     assert sorted(e.index for e in _finished_episodes_are_whole(out)) == list(range(EPISODES))
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_a_url_without_a_model_is_a_user_error_and_nothing_is_sent(capsys, tmp_path, sums_env_id, monkeypatch):
+    """``openai:URL`` (``@MODEL`` left out) once became a model named after the URL, sent to
+    the hosted API, and reported as an infrastructure failure (exit 3)."""
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    out = tmp_path / "run"
+    with ChatServer(model="test-model") as server:
+        status = main(["eval", sums_env_id, "--agent", f"openai:{server.base_url}", "--episodes", "2",
+                       "--out", str(out), "--no-progress", "--no-plot", "--no-report"])
+        err = capsys.readouterr().err
+        assert server.requests == []
+    assert status == EXIT_USAGE
+    assert "is a server address, not a model name" in err and "openai:URL@MODEL" in err
+    assert not out.exists()
+
+
+def test_no_server_at_the_url_is_a_user_error_not_an_outage(capsys, tmp_path, sums_env_id):
+    """Nothing listens at the URL (a mistyped port or host) and no call ever succeeded: the
+    run stops with exit 2 and says to check the URL, instead of asking for --resume."""
+    out = tmp_path / "run"
+    agents_file = _agents_file(tmp_path, f"http://127.0.0.1:{_closed_port()}/v1")
+    status, _, err = _eval(capsys, sums_env_id, out, agents_file)
+    assert status == EXIT_USAGE, err
+    assert "configuration error" in err and "the URL" in err and "ConnectError" in err
+    assert json.loads((out / "summary.json").read_text())["incomplete"]["configuration_error"]

@@ -13,6 +13,7 @@ from llm_envs.evaluation.stats import (
     mean_interval,
     metric_interval,
     paired_comparison,
+    reward_interval,
     sign_flip_test,
     t_quantile,
     wilson_interval,
@@ -158,3 +159,21 @@ def test_paired_test_false_positive_rate_is_nominal():
         differences = rng.normal(0.0, 1.0, 25)  # paired differences with mean 0: the null is true
         rejections += sign_flip_test(differences.tolist(), samples=2000, seed=int(rng.integers(1 << 30))) < 0.05
     assert 0.02 <= rejections / 300 <= 0.09
+
+
+def test_reward_intervals_of_non_negative_rewards_never_go_below_zero():
+    # 1 of 12 episodes paid 1: Student t gave 0.083 [-0.100, 0.267]; Wilson by hand:
+    # center (p + z²/2n)/(1 + z²/n) = 0.18437, half z·sqrt(p(1-p)/n + z²/4n²)/(1 + z²/n) = 0.16951
+    listener = [1.0] + [0.0] * 11
+    assert mean_interval(listener).low == pytest.approx(-0.1001, abs=1e-4)  # what it replaces
+    got = reward_interval(listener)
+    assert got.method == "wilson"
+    assert (got.value, got.low, got.high) == pytest.approx((1 / 12, 0.01487, 0.35388), abs=1e-4)
+    fractions = reward_interval([0.0, 0.25, 0.0, 0.0])
+    assert fractions.method == "wilson-bounded" and fractions.low >= 0.0
+    # beyond 1, non-negative: t (half width t_4 · sd/√n = 2.7764 · 1.3416/√5 = 1.666), clipped at 0
+    big = reward_interval([0.0, 0.0, 0.0, 0.0, 3.0])
+    assert big.method == "t" and big.low == 0.0 and big.high == pytest.approx(0.6 + 1.6659, abs=1e-3)
+    # a reward that can be negative keeps the plain t interval
+    signed = reward_interval([-1.0, 0.0, 0.0, 2.0])
+    assert signed.low == pytest.approx(mean_interval([-1.0, 0.0, 0.0, 2.0]).low) and signed.low < 0

@@ -26,16 +26,13 @@ import pytest
 
 from llm_envs.cli import EXIT_INCOMPLETE, EXIT_USAGE, main
 from llm_envs.episodes import load_episodes
+from tests.optional import skip_or_fail
 
 _NEEDED = ("torch", "transformers", "fastapi", "uvicorn", "openai")
 _MISSING = [name for name in _NEEDED if importlib.util.find_spec(name) is None]
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(
-        bool(_MISSING),
-        reason=f"`transformers serve` needs {', '.join(_MISSING)} (pip install -e '.[test]')",
-    ),
-]
+pytestmark = [pytest.mark.slow]
+if _MISSING:
+    skip_or_fail("serve", f"`transformers serve` needs {', '.join(_MISSING)} (pip install -e '.[test]')")
 
 EPISODES = 24
 STEPS = 4  # SumsEnv: 2 rounds x 2 agents

@@ -47,3 +47,20 @@ def test_two_grpo_steps_on_cpu(recipe, tmp_path):
     logged = [row for row in trainer.state.log_history if "reward" in row]
     assert len(logged) == 2 and all(math.isfinite(row["reward"]) for row in logged)
     assert any(key.startswith("rewards/reward_PlanPath") for key in logged[0])
+
+
+def test_a_fixed_agent_that_failed_is_not_played_as_an_empty_move(recipe):
+    """The failed agent reports ``AgentOutput.error`` with ``text=""`` (an HTTP 429): the
+    reward is None (not judged), never the reward of an episode with an empty move in it."""
+    from llm_envs.agents.base import Agent, AgentOutput
+
+    class Failing(Agent):
+        def act_batch(self, requests):
+            return [AgentOutput(text="", error="HTTP 429", meta={"error_kind": "rate_limited"}) for _ in requests]
+
+    env = llm_envs.make("llm/PlanPath-v0")  # two agents: the tool moves first
+    env.reset(seed=0)
+    first, trained = env.agent_selection, "plan"
+    assert first == "tool"
+    reward = recipe.make_reward_function("llm/PlanPath-v0", {}, trained, {first: Failing()}, Failing())
+    assert reward(["anything"], seed=[0]) == [None]

@@ -229,3 +229,50 @@ def test_records_log_when_each_credit_arrived():
     assert delayed  # GuessEnv credits the guess when the checker acts
     clone = env.clone()
     assert clone.records[0].credits == env.records[0].credits and clone.records[0].credits is not env.records[0].credits
+
+
+# ---------------------------------------------------------------------------- issue 34's page items
+def test_the_command_row_is_the_command_lines_not_a_dict(runs, tmp_path):
+    import shutil
+
+    run = tmp_path / "eval"
+    shutil.copytree(runs["eval"], run)
+    summary = json.loads((run / "summary.json").read_text())
+    summary.pop("command", None)
+    summary["commands"] = [{"command": "llm-envs eval A --episodes 4", "started_at": "t0", "status": "incomplete"},
+                           {"command": "llm-envs eval A --episodes 4 --resume", "started_at": "t1", "status": "complete"}]
+    (run / "summary.json").write_text(json.dumps(summary))
+    html = build_report([run])
+    row = re.search(r"<tr><th>command</th><td>(.*?)</td></tr>", html, re.S).group(1)
+    assert row == ("llm-envs eval A --episodes 4 (incomplete)\nllm-envs eval A --episodes 4 --resume (complete)")
+    assert "{" not in row and "started_at" not in row
+
+
+def test_a_histogram_of_equal_values_draws_a_narrow_bar():
+    html = svg.histograms({"listener": [0.0, 0.0, 0.0, 0.0]}, title="t")
+    [bar] = re.findall(r'<rect class="bar"[^>]* width="([\d.]+)"', html)
+    plot_width = max(float(b) - float(a) for a, b in re.findall(r'<line class="axis" x1="([\d.]+)" x2="([\d.]+)"', html))
+    assert float(bar) < 0.15 * plot_width  # was the whole width
+
+
+def test_training_charts_format_errors_as_errors_and_hide_all_zero_panels(tmp_path):
+    from llm_envs.report.runs import load_run
+    from llm_envs.report.training import curves
+
+    run = training_run(tmp_path / "training", steps=2, eval_every=1, eval_episodes=2)
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    for row in rows:
+        if "rollout/format_ok" in row:
+            row["rollout/format_ok"] = 0.9  # 10% format errors
+        for key in [k for k in row if k.endswith("/kl")]:
+            row[key] = 0.0  # a KL never switched on
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    html = curves([load_run(run)])
+    panel = html[html.index("format errors and infrastructure failures"):]
+    panel = panel[: panel.index("</figure>")]
+    assert 'data-series="rollout/format_errors"' in panel or "rollout/format_errors" in panel
+    assert "format_ok" not in html
+    points = re.findall(r"<title>rollout/format_errors[^<]*?(\d\.\d+)</title>", panel)
+    assert points and all(abs(float(p) - 0.1) < 1e-6 for p in points)
+    assert "KL divergence to the reference" not in html.split("Not drawn")[0]
+    assert re.search(r"Not drawn, 0 at every step: [^<]*KL divergence to the reference", html)

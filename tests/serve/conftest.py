@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
-pytest.importorskip("openenv.core", reason="the serve extra (openenv-core) is not installed")
+from tests.optional import import_or_skip  # noqa: E402
+
+import_or_skip("openenv.core", "serve", "the serve extra (openenv-core) is not installed")
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,9 @@ import math
 
 import pytest
 
-pytest.importorskip("openenv.core", reason="the serve extra (openenv-core) is not installed")
+from tests.optional import import_or_skip  # noqa: E402
+
+import_or_skip("openenv.core", "serve", "the serve extra (openenv-core) is not installed")
 
 from llm_trainers.config import load_config  # noqa: E402
 from llm_trainers.trainer import Trainer  # noqa: E402
@@ -45,3 +47,32 @@ def test_one_training_step_on_a_served_environment(tmp_path, tiny_model_dir):
     [row] = [r for r in rows if r.get("step") == 1 and "rollout/trained_records" in r]
     assert row["rollout/trained_records"] > 0 and math.isfinite(row["train/shared/loss"])
     assert any("eval/success" in r for r in rows)
+
+
+def _active_sessions(url: str) -> int:
+    import urllib.request
+
+    with urllib.request.urlopen(f"{url}/info", timeout=10) as response:
+        return int(json.loads(response.read())["active_sessions"])
+
+
+def test_close_ends_every_server_session(tmp_path, tiny_model_dir):
+    """Trainer.close() closes its environments: with env.url each instance is a server session,
+    which would otherwise stay open until the server's idle sweep (against its session cap)."""
+    import time
+
+    with in_process_server("llm/Signalling-v0", max_sessions=16) as url:
+        cfg = load_config("signalling_reinforce_pp", [
+            f"env.url={url}", f"model.path={tiny_model_dir}", "env.num_envs=4", "run.steps=1",
+            "run.progress=false", "run.tensorboard=false", f"run.output_dir={tmp_path}", "resources={}",
+        ])
+        trainer = Trainer(cfg)
+        for env in trainer.envs:
+            env.reset(seed=0)  # a session is opened by the first request
+        assert _active_sessions(url) == 4
+        trainer.close()
+        trainer.close()  # twice is harmless
+        deadline = time.monotonic() + 30  # the server ends a session when its socket closes
+        while _active_sessions(url) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _active_sessions(url) == 0

@@ -142,3 +142,40 @@ def test_learner_refuses_a_correction_without_behaviour_logprobs(tiny_model_dir)
     sample = UpdateSample([3, 4], [5], torch.tensor([1.0]), torch.tensor([-1.0]))
     with pytest.raises(ValueError, match="behaviour_logprobs"):
         learner.update("shared", [sample])
+
+
+def test_the_engines_logprobs_reach_the_trainers_loss_as_the_behaviour_policy(tmp_path):
+    """End to end through Trainer.train_step: the importance weight in the loss is
+    π_prox / μ with μ the *engine's* log-probs of the stale rollout (TrainRecord.logprobs) and
+    π_prox the learner before the update. Computed here by hand from the rollout's records, it
+    differs from 1 (the policy moved between sampling and update), and the trainer's reported
+    weights must match it; a trainer that passed π_prox (or anything else) as the behaviour
+    log-probs would report a weight of exactly 1."""
+    from llm_trainers.config import load_config
+    from llm_trainers.trainer import Trainer
+
+    trainer = Trainer(load_config(None, [
+        "model.path=tiny:llm/Signalling-v0", "model.device=cpu", "rollout.max_new_tokens=1", "rollout.k=4",
+        "env.num_envs=6", "run.steps=2", "run.eval_every=-1", "run.eval_at_start=false", "run.save_every=-1",
+        "run.progress=false", "run.tensorboard=false", "run.export_final=false", "train.lr=5e-2",
+        "train.micro_batch_size=8", "rollout.async={max_staleness: 1, correction: decoupled_ppo}",
+        f"run.output_dir={tmp_path}",
+    ]))
+    try:
+        trainer.train_step()  # update 0: the policy moves; rollout 1 was sampled before it
+        item, _ = trainer.async_rollout.take(1)
+        trainer.async_rollout.state.queue.insert(0, item)  # put it back for train_step to take
+        records = [r for r in item.result.records if r.completion_ids]
+        assert {r.policy_version for r in records} == {0}
+        advantages, keep = trainer._advantages(records, [], None)
+        keep, _ = trainer._without_zero_gradient_policies(records, advantages, keep)
+        kept = [records[i] for i in keep]
+        assert kept
+        prox = trainer.learner.logprobs("shared", [r.prompt_ids for r in kept], [r.completion_ids for r in kept])
+        weights = torch.cat([torch.exp(p - torch.tensor(r.logprobs)) for p, r in zip(prox, kept)])
+        assert abs(float(weights.mean()) - 1.0) > 1e-3  # the policy did move: the weight is not 1
+        row = trainer.train_step()
+    finally:
+        trainer.close()
+    assert row["train/shared/is_ratio_mean"] == pytest.approx(float(weights.mean()), rel=1e-4)
+    assert row["train/shared/is_ratio_max"] == pytest.approx(float(weights.max()), rel=1e-4)

@@ -161,3 +161,27 @@ def test_adapter_save_and_reload_roundtrip(tiny_model_dir, tmp_path):
     lp_policy = learner.logprobs("listener", [s.prompt_ids for s in samples], [s.completion_ids for s in samples])
     for i, lp in enumerate(lp_policy):
         assert torch.allclose(lp, lp_loaded[i, : len(lp)], atol=1e-5)
+
+
+def test_a_lora_dropout_that_would_be_ignored_is_refused(tiny_model_dir):
+    """Dropout is off in the whole model (deterministic log-probabilities), so lora.dropout > 0
+    would be written to adapter_config.json and never applied: refused, in the config and in
+    build_policies."""
+    from llm_trainers.config import load_config
+
+    with pytest.raises(ValueError, match=r"model.lora.dropout must be 0, got 0.5"):
+        load_config("plan_path_at_grpo_l2", ["model.lora.dropout=0.5"])
+    with pytest.raises(ValueError, match="dropout must be 0"):
+        build_policies("L2", AGENTS, tiny_model_dir, lora=LoraSettings(r=4, alpha=8, dropout=0.5), device="cpu")
+    load_config("plan_path_at_grpo_l2", ["model.lora.dropout=0"])  # 0 stays valid
+
+
+def test_building_lora_policies_warns_nothing(tiny_model_dir):
+    """No FutureWarning on every run from wrapping the model in peft (peft reads a deprecated
+    transformers attribute; llm_trainers.policies hides that one warning)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        build_policies("L2", AGENTS, tiny_model_dir, lora=LORA, device="cpu")
+    assert [str(w.message) for w in caught if issubclass(w.category, FutureWarning)] == []

@@ -96,8 +96,12 @@ def test_cli_trains_resumes_and_exports(tmp_path, capsys):
     args = ["signalling_at_grpo_l2", f"run.output_dir={out}", "run.steps=2", "run.eval_every=1",
             "run.eval_episodes=4", "run.save_every=1", "run.progress=false", "env.num_envs=4", "rollout.k=2"]
     assert main(args) == 0
-    summary = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    summary = json.loads(captured.out)
     assert summary["step"] == 2 and "eval/success" in summary
+    # a start banner, and the report's path at the end
+    assert f"llm-train: training signalling_at_grpo_l2: llm/Signalling-v0, level L2, model tiny:llm/Signalling-v0, 2 steps, on CPU; writing to {out}" in captured.err
+    assert f"llm-train: wrote {out / 'report.html'}" in captured.err and (out / "report.html").is_file()
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 1, 2]
     for key in ("time/generate_s", "time/env_s", "time/logprob_s", "time/advantage_s", "time/update_s",
@@ -228,3 +232,63 @@ def test_a_step_without_gradient_runs_no_update(tmp_path):
     assert trainer.learner.schedulers["shared"].last_epoch == 1
     metrics, changed, _ = run(tmp_path / "entropy", "train.entropy_coef=0.01")
     assert metrics["train/shared/skipped_zero_advantage"] == 0.0 and changed
+
+
+def test_cli_list_says_what_each_config_is_and_what_it_runs_on(capsys):
+    assert main(["--list"]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert set(lines) == set(shipped_configs())
+    assert "  CPU  " in lines["signalling_at_grpo_l1"] and "AT-GRPO, L1 (shared model)" in lines["signalling_at_grpo_l1"]
+    assert "GPU (vLLM engine)" in lines["plan_path_at_grpo_l2"]
+    assert "GPUs (Ray)" in lines["plan_path_at_grpo_l3_2x8gpu"]
+
+
+def test_cli_errors_say_what_to_do_at_once(capsys, tmp_path, monkeypatch):
+    """A mistyped config name gets a suggestion (no Python list, no stray quotes); a missing
+    model path, a hub model that cannot be fetched, and a GPU config on a CPU machine are
+    refused before anything is loaded."""
+    assert main(["signaling_at_grpo_l1"]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean signalling_at_grpo_l1" in err and "['" not in err and "\"" not in err
+    out = f"run.output_dir={tmp_path / 'run'}"
+    assert main(["signalling_at_grpo_l1", out, "model.path=/nonexistent/model"]) == 2
+    assert "no model at /nonexistent/model" in capsys.readouterr().err
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert main(["signalling_at_grpo_l1", out, "model.path=no-such-org/no-such-model-here"]) == 2
+    err = capsys.readouterr().err
+    assert "hub id that is not in the local cache, and HF_HUB_OFFLINE is set" in err
+    if not torch.cuda.is_available():
+        assert main(["plan_path_at_grpo_l2", out]) == 2
+        assert "needs a GPU (rollout.engine: vllm)" in capsys.readouterr().err
+    assert not (tmp_path / "run" / "checkpoints").exists()  # nothing was started
+
+
+def test_ctrl_c_exits_with_the_resume_command(tmp_path):
+    """SIGINT during training: exit 130 and the command that continues the run."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "llm_trainers.cli", "signalling_at_grpo_l1", f"run.output_dir={out}",
+               "run.steps=10000", "run.save_every=1", "run.eval_every=-1", "run.eval_at_start=false",
+               "run.progress=false", "env.num_envs=2", "rollout.k=2"]
+    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "OMP_NUM_THREADS": "1"}
+    process = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not (out / "checkpoints" / "latest").exists() and time.monotonic() < deadline:
+            assert process.poll() is None, process.communicate()[1][-3000:]
+            time.sleep(0.2)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, err[-3000:]
+    assert "llm-train: interrupted at step" in err and "Traceback" not in err
+    assert f"llm-train signalling_at_grpo_l1 run.output_dir={out}" in err and "--resume" in err
