@@ -8,6 +8,8 @@ Examples::
     llm-train --list                                     # shipped configs
     llm-train my.yaml --print-config                     # the resolved config, then exit
     llm-train my.yaml --plan                             # where the resources section puts each actor
+    llm-train my.yaml --sft-only                         # only the warm start (config section sft)
+    llm-train my.yaml --export-demonstrations demos.jsonl --episodes 200   # reference agents' demos
 """
 
 from __future__ import annotations
@@ -34,6 +36,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-only", action="store_true", help="evaluate the (possibly resumed) policies and exit")
     p.add_argument("--plan", action="store_true",
                    help="print where the resources section puts every actor (no cluster needed) and exit")
+    p.add_argument("--sft-only", action="store_true",
+                   help="run only the supervised warm start (config section sft; resumable with --resume) and exit")
+    p.add_argument("--export-demonstrations", metavar="FILE",
+                   help="write the reference agents' demonstrations the sft section describes (training seeds) "
+                        "to FILE as JSONL in the chat 'messages' format, and exit")
+    p.add_argument("--episodes", type=int, default=100,
+                   help="episodes played for --export-demonstrations (default 100)")
     return p
 
 
@@ -61,6 +70,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(plan_placement(cfg).describe())
         return 0
+    if args.export_demonstrations:
+        return _export_demonstrations(cfg, args.export_demonstrations, args.episodes)
     if args.print_config:
         import yaml
 
@@ -76,8 +87,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from llm_trainers import make_trainer
     from llm_trainers.checkpoint import latest_checkpoint
 
+    from llm_trainers.trainer import has_warm_start_state
+
     ckpts = cfg.output_dir / "checkpoints"
-    if not args.resume and latest_checkpoint(ckpts) is not None and not args.overwrite:
+    holds_run = latest_checkpoint(ckpts) is not None or has_warm_start_state(cfg.output_dir)
+    if not args.resume and holds_run and not args.overwrite:
         print(
             f"llm-train: error: {cfg.output_dir} already holds a run; pass --resume to continue it "
             "or --overwrite to start afresh",
@@ -88,12 +102,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         import shutil
 
         shutil.rmtree(ckpts)
+    if args.overwrite and not args.resume and (cfg.output_dir / "sft").exists():
+        import shutil
+
+        shutil.rmtree(cfg.output_dir / "sft")
+    if args.sft_only and cfg.sft.steps <= 0:
+        print("llm-train: error: --sft-only: the config has no warm start (set sft.steps > 0)", file=sys.stderr)
+        return 2
     try:
         trainer = make_trainer(cfg, resume=args.resume)
     except ImportError as exc:  # e.g. a resources section without Ray installed
         print(f"llm-train: error: {exc}", file=sys.stderr)
         return 2
     try:
+        if args.sft_only:
+            metrics = trainer.warm_start()
+            print(json.dumps({"sft_steps": cfg.sft.steps, "output_dir": str(cfg.output_dir / "sft"), **metrics},
+                             indent=2))
+            return 0
         if args.eval_only:
             metrics = trainer.evaluate()
         else:
@@ -104,6 +130,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     write_report_safely(cfg.output_dir, log=lambda message: print(message, file=sys.stderr))
     print(json.dumps({"step": trainer.step, "output_dir": str(cfg.output_dir), **metrics}, indent=2))
+    return 0
+
+
+def _export_demonstrations(cfg, path: str, episodes: int) -> int:
+    """``--export-demonstrations``: the sft section's demonstrations of ``episodes`` episodes."""
+    from llm_trainers.demonstrations import iter_demonstrations, write_jsonl
+
+    s = cfg.sft
+    if episodes < 1:
+        print("llm-train: error: --episodes must be >= 1", file=sys.stderr)
+        return 2
+    try:
+        n = write_jsonl(iter_demonstrations(
+            cfg.env.id, {**cfg.env.kwargs, **s.env_kwargs}, episodes=episodes, agents=s.agents, roles=s.roles,
+            run_seed=cfg.run.seed, random_fraction=s.random_fraction, perturb_fraction=s.perturb_fraction,
+            max_decisions=cfg.env.max_decisions, successful_only=s.successful_only), path)
+    except ValueError as exc:
+        print(f"llm-train: error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps({"examples": n, "episodes": episodes, "path": path}))
     return 0
 
 
