@@ -86,7 +86,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from llm_trainers import make_trainer
     from llm_trainers.checkpoint import latest_checkpoint
-
     from llm_trainers.trainer import has_warm_start_state
 
     ckpts = cfg.output_dir / "checkpoints"

@@ -282,3 +282,24 @@ def test_curriculum_moves_up_on_the_threshold_and_is_checkpointed(tmp_path):
     stay.train()
     assert stay.curriculum_index == 0 and stay.envs[0].config.rounds == 1
     stay.close()
+
+
+# ---------------------------------------------------------------------- llm-train
+
+
+def test_llm_train_exports_demonstrations_and_runs_the_warm_start_alone(tmp_path, capsys):
+    from llm_trainers.cli import main
+
+    args = [*BASE, f"run.output_dir={tmp_path / 'run'}"]
+    out = tmp_path / "demos.jsonl"
+    assert main(["signalling_at_grpo_l1", *args, "sft.agents=[listener]", "--export-demonstrations", str(out),
+                 "--episodes", "3"]) == 0
+    rows = list(read_jsonl(out))
+    assert len(rows) == 6 and {r["agent"] for r in rows} == {"listener"}
+    assert main(["signalling_at_grpo_l1", *args, "sft.steps=2", "--sft-only"]) == 0
+    assert (tmp_path / "run" / "sft" / "done").is_file() and not (tmp_path / "run" / "checkpoints").exists()
+    # the directory now holds a run: a second start needs --resume (RL from the warm start) or --overwrite
+    assert main(["signalling_at_grpo_l1", *args, "sft.steps=2"]) == 2
+    assert "--resume" in capsys.readouterr().err
+    assert main(["signalling_at_grpo_l1", *args, "sft.steps=0", "--sft-only", "--overwrite"]) == 2
+    assert "sft.steps > 0" in capsys.readouterr().err
