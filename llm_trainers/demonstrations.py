@@ -45,12 +45,14 @@ __all__ = [
 #: The second entry of a demonstration seed's ``SeedSequence`` (one stream per run seed).
 DEMONSTRATION_STREAM = 0x5F7
 
+#: The trainer's first training seed (``llm_trainers.trainer.TRAIN_SEED_BASE``, equal by test;
+#: not imported, since the trainer imports this module's users).
+TRAIN_SEED_BASE = 2**62
+
 
 def demonstration_seeds(run_seed: int, start: int = 0) -> Iterator[int]:
     """Endless episode seeds for demonstrations: ``SeedSequence((run_seed, STREAM, 0, i))`` for
     ``i = start, start + 1, ...``, mapped into the training range (see the module docstring)."""
-    from llm_trainers.trainer import TRAIN_SEED_BASE
-
     i = start
     while True:
         state = np.random.SeedSequence([run_seed % 2**64, DEMONSTRATION_STREAM, 0, i]).generate_state(1, np.uint64)

@@ -10,6 +10,7 @@ import torch
 
 import llm_envs
 from llm_envs.core.messages import to_chat_messages
+from llm_trainers import demonstrations
 from llm_trainers.config import load_config
 from llm_trainers.demonstrations import iter_demonstrations, perturb_action, read_jsonl, write_jsonl
 from llm_trainers.sft import IGNORE_INDEX, WarmStart, encode_example
@@ -52,7 +53,8 @@ def _trainer(tmp_path, *overrides, name="run", resume=False):
 def test_demonstrations_are_the_rollout_prompts_on_training_seeds():
     examples = list(iter_demonstrations("llm/Signalling-v0", SIGNALLING, episodes=3, run_seed=5))
     assert len(examples) == 3 * 2 * 2  # 3 episodes, 2 rounds, speaker and listener
-    assert all(ex["seed"] >= TRAIN_SEED_BASE for ex in examples)  # never an evaluation seed
+    assert all(TRAIN_SEED_BASE <= ex["seed"] < 2 * TRAIN_SEED_BASE for ex in examples)  # never an evaluation seed
+    assert demonstrations.TRAIN_SEED_BASE == TRAIN_SEED_BASE
     assert len({ex["seed"] for ex in examples}) == 3
     # Replay the first episode: every example's messages are to_chat_messages(observe(agent)),
     # and its target is the reference action at that state.
