@@ -2,7 +2,9 @@
 ``reasoner_tool_sft_grpo_smollm2_cpu`` (one agent, L1) and ``reasoner_tool_l2_sft_grpo_smollm2_cpu``
 (reasoner and tool, an adapter each, L2) on SmolLM2-135M-Instruct, CPU, one thread.
 
-Each run is evaluated three times on the same held-out validation problems, greedy, so the
+To fit CI (about 10 minutes a config on 2 idle cores) the test shortens the RL stage to 2 steps
+and evaluates 32 problems; the warm start is the shipped one. Each run is evaluated three times
+on the same held-out validation problems, greedy, so the
 episodes pair seed by seed: the base model (the LoRA adapters at their initialisation, which
 leaves the model unchanged), the warm-started checkpoint (the run's step-0 evaluation) and the
 last RL step. Measured figures and what they show are in docs/training.md ("Warm start, then
@@ -55,7 +57,8 @@ def run_with_base_evaluation(name: str, tmp_path) -> tuple[dict, dict, dict, obj
     from llm_trainers.trainer import Trainer
 
     cfg = load_config(name, [f"run.output_dir={tmp_path}", "run.save_every=-1", "run.export_final=false",
-                             "run.progress=false", "run.threads=1"])
+                             "run.progress=false", "run.threads=1", "run.steps=2", "run.eval_every=2",
+                             "run.eval_episodes=32"])
     trainer = Trainer(cfg)
     try:
         trainer.evaluate()  # the base model: adapters at their initialisation (lora_B = 0)
