@@ -305,3 +305,19 @@ def test_llm_train_exports_demonstrations_and_runs_the_warm_start_alone(tmp_path
     assert "--resume" in capsys.readouterr().err
     assert main(["signalling_at_grpo_l1", *args, "sft.steps=0", "--sft-only", "--overwrite"]) == 2
     assert "sft.steps > 0" in capsys.readouterr().err
+
+
+def test_arithmetic_level_0_is_single_digit_and_opt_in():
+    import re
+
+    from llm_envs.tasks.arithmetic import LEVELS, ArithmeticSource
+    from llm_envs.verifiers.math import check_answer, extract_boxed
+
+    assert 0 not in LEVELS and 0 not in ArithmeticSource("train").levels  # not drawn unless named
+    source = ArithmeticSource("validation", level=0)
+    for i in range(30):
+        problem = source.get(i)
+        a, op, b = re.search(r"(\d+) ([+−×]) (\d+)", problem.prompt).groups()
+        assert int(a) <= 9 and int(b) <= 9 and problem.metadata["level"] == 0
+        expected = {"+": int(a) + int(b), "−": int(a) - int(b), "×": int(a) * int(b)}[op]
+        assert check_answer(str(expected), problem.answer) and extract_boxed(problem.solution) == problem.answer
