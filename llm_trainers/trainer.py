@@ -144,6 +144,10 @@ class Trainer:
             from llm_trainers.sft import load_warm_start_weights
 
             load_warm_start_weights(self.policies, self._env_kwargs({"p": cfg.sft.init_from})["p"])
+        elif resume and self._resume_state is None and (self.out / "sft" / "done").is_file():
+            from llm_trainers.sft import load_warm_start_weights  # resumed after the warm start, before RL
+
+            load_warm_start_weights(self.policies, self.out / "sft")
         device = next(iter(self.policies)).device
         bf16 = cfg.train.bf16
         if bf16 == "auto":

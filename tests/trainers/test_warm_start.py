@@ -300,6 +300,12 @@ def test_llm_train_exports_demonstrations_and_runs_the_warm_start_alone(tmp_path
     assert len(rows) == 6 and {r["agent"] for r in rows} == {"listener"}
     assert main(["signalling_at_grpo_l1", *args, "sft.steps=2", "--sft-only"]) == 0
     assert (tmp_path / "run" / "sft" / "done").is_file() and not (tmp_path / "run" / "checkpoints").exists()
+    # resumed after the warm start (no RL step yet), the policies hold the warm-started weights
+    resumed = Trainer(load_config("signalling_at_grpo_l1", [*args, "sft.steps=2"]), resume=True)
+    warm = torch.load(tmp_path / "run" / "sft" / "weights.pt")["shared"]
+    got = resumed.policies["shared"].trainable_state_dict()
+    assert all(torch.equal(warm[k], got[k]) for k in warm)
+    resumed.close()
     # the directory now holds a run: a second start needs --resume (RL from the warm start) or --overwrite
     assert main(["signalling_at_grpo_l1", *args, "sft.steps=2"]) == 2
     assert "--resume" in capsys.readouterr().err
