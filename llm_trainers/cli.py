@@ -8,6 +8,8 @@ Examples::
     llm-train --list                                     # shipped configs
     llm-train my.yaml --print-config                     # the resolved config, then exit
     llm-train my.yaml --plan                             # where the resources section puts each actor
+    llm-train my.yaml --sft-only                         # only the warm start (config section sft)
+    llm-train my.yaml --export-demonstrations demos.jsonl --episodes 200   # reference agents' demos
 """
 
 from __future__ import annotations
@@ -34,6 +36,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-only", action="store_true", help="evaluate the (possibly resumed) policies and exit")
     p.add_argument("--plan", action="store_true",
                    help="print where the resources section puts every actor (no cluster needed) and exit")
+    p.add_argument("--sft-only", action="store_true",
+                   help="run only the supervised warm start (config section sft; resumable with --resume) and exit")
+    p.add_argument("--export-demonstrations", metavar="FILE",
+                   help="write the reference agents' demonstrations the sft section describes (training seeds) "
+                        "to FILE as JSONL in the chat 'messages' format, and exit")
+    p.add_argument("--episodes", type=int, default=100,
+                   help="episodes played for --export-demonstrations (default 100)")
     return p
 
 
@@ -169,6 +178,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(plan_placement(cfg).describe())
         return 0
+    if args.export_demonstrations:
+        return _export_demonstrations(cfg, args.export_demonstrations, args.episodes)
     if args.print_config:
         import yaml
 
@@ -184,20 +195,26 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from llm_trainers import make_trainer
     from llm_trainers.checkpoint import latest_checkpoint
+    from llm_trainers.trainer import has_warm_start_state
 
     # transformers' own bars (loading, writing shards) would cut through the run's progress bar.
     transformers_logging.disable_progress_bar()
 
     ckpts = cfg.output_dir / "checkpoints"
-    if not args.resume and latest_checkpoint(ckpts) is not None and not args.overwrite:
+    holds_run = latest_checkpoint(ckpts) is not None or has_warm_start_state(cfg.output_dir)
+    if not args.resume and holds_run and not args.overwrite:
         return _error(f"{cfg.output_dir} already holds a run; pass --resume to continue it or --overwrite to start afresh")
+    if args.sft_only and cfg.sft.steps <= 0:
+        return _error("--sft-only: the config has no warm start (set sft.steps > 0)")
     problem = preflight(cfg)
     if problem is not None:
         return _error(problem)
-    if args.overwrite and not args.resume and ckpts.exists():
+    if args.overwrite and not args.resume:
         import shutil
 
-        shutil.rmtree(ckpts)
+        for previous in (ckpts, cfg.output_dir / "sft"):  # the RL checkpoints and the warm start
+            if previous.exists():
+                shutil.rmtree(previous)
     what = "evaluating" if args.eval_only else ("resuming" if args.resume else "training")
     print(f"llm-train: {what} {args.config}: {cfg.env.id}, level {cfg.model.level}, model {cfg.model.path}, "
           f"{cfg.run.steps} steps, on {config_hardware(cfg)}; writing to {cfg.output_dir}", file=sys.stderr)
@@ -208,6 +225,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # a model or tokenizer that cannot be loaded (hub, files)
         return _error(f"cannot load the model: {exc}")
     try:
+        if args.sft_only:
+            metrics = trainer.warm_start()
+            print(json.dumps({"sft_steps": cfg.sft.steps, "output_dir": str(cfg.output_dir / "sft"), **metrics},
+                             indent=2))
+            return 0
         if args.eval_only:
             metrics = trainer.evaluate()
         else:
@@ -228,6 +250,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(json.dumps({"step": trainer.step, "output_dir": str(cfg.output_dir), **metrics}, indent=2))
     if report:
         print(f"llm-train: wrote {report} (open it in a browser)", file=sys.stderr)
+    return 0
+
+
+def _export_demonstrations(cfg, path: str, episodes: int) -> int:
+    """``--export-demonstrations``: the sft section's demonstrations of ``episodes`` episodes."""
+    from llm_trainers.demonstrations import iter_demonstrations, write_jsonl
+
+    s = cfg.sft
+    if episodes < 1:
+        print("llm-train: error: --episodes must be >= 1", file=sys.stderr)
+        return 2
+    try:
+        n = write_jsonl(iter_demonstrations(
+            cfg.env.id, {**cfg.env.kwargs, **s.env_kwargs}, episodes=episodes, agents=s.agents, roles=s.roles,
+            run_seed=cfg.run.seed, random_fraction=s.random_fraction, perturb_fraction=s.perturb_fraction,
+            max_decisions=cfg.env.max_decisions, successful_only=s.successful_only), path)
+    except ValueError as exc:
+        print(f"llm-train: error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps({"examples": n, "episodes": episodes, "path": path}))
     return 0
 
 

@@ -30,9 +30,11 @@ __all__ = [
     "EnvConfig",
     "LoraConfig",
     "ModelConfig",
+    "CurriculumConfig",
     "ResourcesConfig",
     "RolloutConfig",
     "RunConfig",
+    "SFTConfig",
     "TrainConfig",
     "VLLMConfig",
     "apply_overrides",
@@ -125,6 +127,87 @@ class EnvConfig:
     train_agents: list[str] | None = None
     opponents: dict[str, str] = field(default_factory=dict)
     url: str | None = None
+    curriculum: CurriculumConfig | None = None
+
+
+@dataclass
+class CurriculumConfig:
+    """A schedule of training levels (``env.curriculum``; docs/training.md, "Warm start and
+    curricula"): training episodes start at ``levels[0]`` of the option ``option`` and move to
+    the next level after ``patience`` consecutive steps whose rollout ``metric`` reached
+    ``threshold``. Evaluation episodes keep ``env.kwargs`` / ``env.eval_kwargs`` (set the level
+    to evaluate there). The current level is checkpointed.
+
+    Attributes:
+        option: The environment option the levels set; a dotted name sets a nested option
+            (``task_kwargs.level`` for ReasonerTool's arithmetic level).
+        levels: The values, easiest first (e.g. ``[1, 2, 3]``, or grid sizes).
+        metric: The rollout metric compared (without the ``rollout/`` prefix), e.g. ``success``.
+        threshold: Move up when the metric is at least this.
+        patience: Consecutive steps at or above the threshold before moving up.
+    """
+
+    option: str = "level"
+    levels: list[Any] = field(default_factory=list)
+    metric: str = "success"
+    threshold: float = 0.8
+    patience: int = 1
+
+
+@dataclass
+class SFTConfig:
+    """The supervised warm start (``sft``; docs/training.md, "Warm start and curricula"): before
+    the RL steps, ``steps`` optimizer steps of next-token cross-entropy on demonstrations, the
+    loss on the action (assistant) tokens only. Each policy learns from the demonstrations of the
+    agents it plays (L2: each adapter from its own agent's), through the same weights RL trains
+    (its LoRA adapter, or all weights). Checkpointed under ``<output_dir>/sft`` and resumable;
+    the RL stage then starts from the warm-started weights.
+
+    Attributes:
+        steps: Optimizer steps (per policy); 0 = no warm start.
+        data: A JSONL file of ``{"messages": [...]}`` (TRL's conversational format, the last
+            message the assistant's target; optional ``agent``: the agent whose policy learns
+            it, needed when there are several policies). None: the reference agents'
+            demonstrations of ``env.id``, generated as they are consumed
+            (:mod:`llm_trainers.demonstrations`).
+        episodes: Demonstration episodes played, then cycled (None: a fresh episode whenever
+            more examples are needed). A file is always cycled.
+        env_kwargs: Options merged over ``env.kwargs`` for the demonstration episodes.
+        agents, roles: Learn only these agents' / roles' actions (None: every learning agent's).
+        random_fraction, perturb_fraction: Shares of imperfect actions (the environment's random
+            action; a perturbed reference action) in the demonstrations.
+        successful_only: Keep only the examples of episodes that ended in success.
+        batch_size: Examples per optimizer step (per policy).
+        micro_batch_size: Examples per forward/backward (gradients accumulate).
+        lr: AdamW learning rate (constant after ``warmup_steps``).
+        warmup_steps: Linear warm-up.
+        weight_decay: AdamW weight decay.
+        max_grad_norm: Gradient-norm clip (null = off).
+        max_length: Longest prompt + action in tokens; longer examples are skipped (counted in
+            ``sft/skipped_too_long``).
+        save_every: Checkpoint every this many steps (0 = only at the end).
+        init_from: Start the policies from an earlier warm start's output (its ``sft``
+            directory or the ``weights.pt`` in it) instead of running one.
+    """
+
+    steps: int = 0
+    data: str | None = None
+    episodes: int | None = None
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    agents: list[str] | None = None
+    roles: list[str] | None = None
+    random_fraction: float = 0.0
+    perturb_fraction: float = 0.0
+    successful_only: bool = False
+    batch_size: int = 8
+    micro_batch_size: int = 8
+    lr: float = 1e-4
+    warmup_steps: int = 0
+    weight_decay: float = 0.0
+    max_grad_norm: float | None = 1.0
+    max_length: int = 2048
+    save_every: int = 0
+    init_from: str | None = None
 
 
 #: Why ``lora.dropout`` must be 0 (read by the config check and by peft_lora_config).
@@ -417,6 +500,7 @@ class Config:
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     resources: ResourcesConfig = field(default_factory=ResourcesConfig)
+    sft: SFTConfig = field(default_factory=SFTConfig)
 
     @property
     def output_dir(self) -> Path:
@@ -449,6 +533,7 @@ class Config:
         problems += async_problems(self)
         if self.run.wandb not in (None, "offline", "online"):
             problems.append(f"run.wandb must be null, offline or online, got {self.run.wandb!r}")
+        problems += warm_start_problems(self)
         if self.run.threads is not None and self.run.threads < 1:
             problems.append("run.threads must be >= 1 (or null: the CPUs this process may use)")
         if self.resources.distributed:
@@ -458,6 +543,37 @@ class Config:
         if problems:
             raise ValueError("invalid config:\n  - " + "\n  - ".join(problems))
         return self
+
+
+def warm_start_problems(cfg: Config) -> list[str]:
+    """What is wrong with a config's ``sft`` section and ``env.curriculum`` (empty when nothing)."""
+    s, out = cfg.sft, []
+    if s.steps < 0:
+        out.append(f"sft.steps must be >= 0, got {s.steps}")
+    if s.batch_size < 1 or s.micro_batch_size < 1:
+        out.append("sft.batch_size and sft.micro_batch_size must be >= 1")
+    if s.random_fraction < 0 or s.perturb_fraction < 0 or s.random_fraction + s.perturb_fraction > 1:
+        out.append("sft.random_fraction and sft.perturb_fraction must be >= 0 and add up to at most 1")
+    if s.episodes is not None and s.episodes < 1:
+        out.append("sft.episodes must be >= 1 (or null: fresh episodes)")
+    if s.steps > 0 and s.init_from:
+        out.append("sft.init_from starts from an earlier warm start: set sft.steps: 0 (or drop init_from)")
+    if s.steps > 0 and cfg.resources.distributed:
+        out.append("the sft warm start runs in the single-process trainer: run it there (resources: {}) and "
+                   "start the distributed run from it with sft.init_from")
+    c = cfg.env.curriculum
+    if c is not None:
+        if not c.levels:
+            out.append("env.curriculum.levels must list at least one level")
+        if c.patience < 1:
+            out.append("env.curriculum.patience must be >= 1")
+        if cfg.rollout.asynchronous.max_staleness:
+            out.append("env.curriculum changes the training instances between steps: it needs the synchronous "
+                       "loop (rollout.async.max_staleness: 0)")
+        if cfg.resources.distributed or cfg.env.url:
+            out.append("env.curriculum rebuilds the training instances in this process: it needs the "
+                       "single-process trainer with local environments (no resources section, no env.url)")
+    return out
 
 
 def async_problems(cfg: Config) -> list[str]:

@@ -113,14 +113,24 @@ class Trainer:
         self.out.mkdir(parents=True, exist_ok=True)
         self.step = 0
         self._resume_state: dict[str, Any] | None = None
+        #: env.curriculum: the index of the current training level and the steps in a row at
+        #: or above its threshold (both checkpointed).
+        self.curriculum_index = 0
+        self.curriculum_streak = 0
+        self._resumed = resume
         if resume:
             ckpt = latest_checkpoint(self.out / "checkpoints")
-            if ckpt is None:
+            if ckpt is None and not has_warm_start_state(self.out):
                 raise FileNotFoundError(f"--resume: no checkpoint under {self.out / 'checkpoints'}")
-            self._resume_state = load_checkpoint(ckpt)
+            if ckpt is not None:
+                self._resume_state = load_checkpoint(ckpt)
+        elif (self.out / "sft").exists() and type(self) is Trainer:
+            import shutil  # a fresh run starts a fresh warm start
+
+            shutil.rmtree(self.out / "sft")
         (self.out / "config.yaml").write_text(_to_yaml(config_to_dict(cfg)))
 
-        first = self._make_env(self._env_kwargs(cfg.env.kwargs))
+        first = self._make_env(self._env_kwargs(self._training_env_kwargs()))
         self.agents = list(first.possible_agents)
         self.opponents = self._build_opponents(cfg.env.opponents)
         #: The agents the policies play (every agent but the fixed opponents).
@@ -130,6 +140,14 @@ class Trainer:
         self.estimator_state: dict[Any, Any] = {}
         self.model_path = self._model_path()
         self.policies: PolicySet = self._build_policies()
+        if cfg.sft.init_from and self._resume_state is None:
+            from llm_trainers.sft import load_warm_start_weights
+
+            load_warm_start_weights(self.policies, self._env_kwargs({"p": cfg.sft.init_from})["p"])
+        elif resume and self._resume_state is None and (self.out / "sft" / "done").is_file():
+            from llm_trainers.sft import load_warm_start_weights  # resumed after the warm start, before RL
+
+            load_warm_start_weights(self.policies, self.out / "sft")
         device = next(iter(self.policies)).device
         bf16 = cfg.train.bf16
         if bf16 == "auto":
@@ -180,6 +198,55 @@ class Trainer:
         for k, v in kwargs.items():
             out[k] = v.replace("{output_dir}", str(self.out)) if isinstance(v, str) else v
         return out
+
+    def _training_env_kwargs(self) -> dict[str, Any]:
+        """``env.kwargs`` with the current ``env.curriculum`` level set (a dotted option sets a
+        nested one)."""
+        kwargs = dict(self.cfg.env.kwargs)
+        c = self.cfg.env.curriculum
+        if c is None or not c.levels:
+            return kwargs
+        return set_option(kwargs, c.option, c.levels[min(self.curriculum_index, len(c.levels) - 1)])
+
+    def _advance_curriculum(self, metrics: dict[str, float]) -> None:
+        """``env.curriculum``: after a step, count it toward the next level when its rollout metric
+        reached the threshold; move up (new training instances) after ``patience`` such steps."""
+        c = self.cfg.env.curriculum
+        if c is None or not c.levels:
+            return
+        value = metrics.get(f"rollout/{c.metric}")
+        self.curriculum_streak = self.curriculum_streak + 1 if value is not None and value >= c.threshold else 0
+        if self.curriculum_streak >= c.patience and self.curriculum_index < len(c.levels) - 1:
+            self.curriculum_index += 1
+            self.curriculum_streak = 0
+            self._rebuild_training_envs()
+            log.info("step %d: curriculum moves to %s = %r", self.step, c.option, c.levels[self.curriculum_index])
+        metrics["curriculum/level_index"] = float(self.curriculum_index)
+        level = c.levels[self.curriculum_index]
+        if isinstance(level, (int, float)) and not isinstance(level, bool):
+            metrics["curriculum/level"] = float(level)
+
+    def _rebuild_training_envs(self) -> None:
+        self.envs = self._spawn_envs(self._make_env(self._env_kwargs(self._training_env_kwargs())))
+
+    def warm_start(self) -> dict[str, float]:
+        """The ``sft`` stage (:mod:`llm_trainers.sft`) before the first RL step: run it (or resume
+        it), or load its weights when it already finished; then push the weights to the engine.
+        Returns its last metrics (empty when there is none to run)."""
+        if self.cfg.sft.steps <= 0:
+            return {}
+        from llm_trainers.sft import WarmStart, load_warm_start_weights
+
+        stage = WarmStart(self.cfg, self.policies, self.policies.agent_to_policy, self.out,
+                          chat_template_kwargs=self.cfg.model.chat_template_kwargs)
+        if stage.done:
+            load_warm_start_weights(self.policies, stage.dir)
+            metrics: dict[str, float] = {}
+        else:
+            metrics = stage.run(resume=self._resumed,
+                                log=lambda step, m: log.info("sft step %d: %s", step, _sft_summary(m)))
+        self.engine.sync(self.policies.names())
+        return metrics
 
     def _model_path(self) -> str:
         path = self.cfg.model.path
@@ -483,11 +550,14 @@ class Trainer:
 
             bar = tqdm(total=cfg.run.steps, initial=self.step, desc=cfg.run.name, dynamic_ncols=True)
         try:
+            if self.step == 0:
+                self.warm_start()
             if self.step == 0 and cfg.run.eval_at_start and cfg.run.eval_every >= 0:
                 self.last_eval = self.evaluate()
                 self.logger.log(0, self.last_eval)
             while self.step < end:
                 metrics = self.train_step()
+                self._advance_curriculum(metrics)
                 if self._due(cfg.run.eval_every):
                     self.last_eval = self.evaluate()
                     metrics.update(self.last_eval)
@@ -530,6 +600,7 @@ class Trainer:
                     "last_eval": self.last_eval,
                     "estimator_state": dict(self.estimator_state),
                     "async": async_state,
+                    "curriculum": {"index": self.curriculum_index, "streak": self.curriculum_streak},
                     "config": config_to_dict(self.cfg),
                 },
             },
@@ -548,6 +619,11 @@ class Trainer:
         if state.get("env") is not None:
             self._load_env_state(state["env"])
         self.last_eval = dict(state.get("last_eval") or {})
+        curriculum = state.get("curriculum") or {}
+        self.curriculum_index = int(curriculum.get("index", 0))
+        self.curriculum_streak = int(curriculum.get("streak", 0))
+        if self.curriculum_index and self.cfg.env.curriculum is not None:
+            self._rebuild_training_envs()
         # ("role_baselines": the name of rae's state in checkpoints written before the registry)
         self.estimator_state = dict(state.get("estimator_state", state.get("role_baselines")) or {})
         return int(state.get("metrics_lines", 0))
@@ -595,6 +671,31 @@ def _env_instances(envs: Any) -> list[Any]:
     if isinstance(envs, (list, tuple)):
         return list(envs)
     return [envs] if hasattr(envs, "close") else list(getattr(envs, "envs", []))
+
+
+def has_warm_start_state(out: Path) -> bool:
+    """Whether a run directory holds a warm start to resume or to start RL from."""
+    sft = Path(out) / "sft"
+    return (sft / "done").is_file() or latest_checkpoint(sft / "checkpoints") is not None
+
+
+def set_option(kwargs: dict[str, Any], option: str, value: Any) -> dict[str, Any]:
+    """A copy of ``kwargs`` with ``option`` set to ``value``; ``a.b`` sets key ``b`` of the
+    mapping ``kwargs["a"]`` (copied, created if missing)."""
+    out = dict(kwargs)
+    head, _, rest = option.partition(".")
+    if not rest:
+        out[head] = value
+        return out
+    inner = out.get(head) or {}
+    if not isinstance(inner, dict):
+        raise ValueError(f"env.curriculum.option {option!r}: env option {head!r} is {inner!r}, not a mapping")
+    out[head] = set_option(inner, rest, value)
+    return out
+
+
+def _sft_summary(metrics: dict[str, float]) -> str:
+    return ", ".join(f"{k[4:]}={v:.4g}" for k, v in sorted(metrics.items()) if k.endswith(("/loss", "token_accuracy")))
 
 
 def _rollout_metrics(records: Sequence[TrainRecord], episodes: Sequence[dict[str, float]], prefix: str) -> dict[str, float]:

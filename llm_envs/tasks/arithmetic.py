@@ -5,6 +5,8 @@ The default task of the math environments, so that they work with no download. F
 =====  =======================================================================================
 level  problems
 =====  =======================================================================================
+0      one operation on single digits (``3 + 5``, ``7 − 9``, ``4 × 6``): a curriculum's first
+       step, opt-in (not among the default levels)
 1      one operation on small integers (``37 + 58``, ``14 × 9``)
 2      three or four integers with parentheses; every division is exact
 3      fractions (``3/4 + 5/6``); the answer is a reduced fraction
@@ -89,6 +91,25 @@ def _pick(rng: np.random.Generator, items: Sequence[str]) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# level 0 (opt-in, for curricula): one operation on single digits
+
+
+def _level0(rng: np.random.Generator) -> _Draft:
+    op = _pick(rng, "+−×")
+    a, b = _int(rng, 0, 9), _int(rng, 0, 9)
+    value = a + b if op == "+" else a - b if op == "−" else a * b
+    py = {"+": "+", "−": "-", "×": "*"}[op]
+    phrasing = _pick(rng, ("What is {e}?", "Compute {e}.", "Calculate {e}."))
+    expression = f"{a} {op} {b}"
+    return _Draft(
+        question=phrasing.format(e=expression),
+        answer=Fraction(value),
+        steps=f"{expression} = {value}.",
+        program=_program(f"{a} {py} {b}"),
+        kind="one_digit_operation",
+    )
+
+
 # level 1: one operation
 
 
@@ -419,6 +440,7 @@ def _level5(rng: np.random.Generator) -> _Draft:
 
 
 _GENERATORS: dict[int, Callable[[np.random.Generator], _Draft]] = {
+    0: _level0,
     1: _level1,
     2: _level2,
     3: _level3,
@@ -432,7 +454,8 @@ class ArithmeticSource(TaskSource):
 
     Args:
         split: ``"train"``, ``"validation"`` or ``"test"``.
-        levels: Difficulty levels to draw from (uniformly per problem); default all five.
+        levels: Difficulty levels to draw from (uniformly per problem); default the five levels
+            1-5 (level 0, single digits, is for curricula and only drawn when named).
         level: Shorthand for ``levels=(level,)``.
     """
 
@@ -454,7 +477,7 @@ class ArithmeticSource(TaskSource):
         unknown = [lv for lv in chosen if lv not in _GENERATORS]
         if not chosen or unknown:
             raise ValueError(
-                f"levels must be a non-empty subset of {LEVELS}, got {levels!r}"
+                f"levels must be a non-empty subset of {tuple(sorted(_GENERATORS))}, got {levels!r}"
             )
         self.levels = chosen
 
