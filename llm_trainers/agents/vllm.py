@@ -18,10 +18,12 @@
   snapshot): under LoRA only the adapters move — each version is written as a peft directory
   (tmpfs by default; one private directory per engine) and registered under a **new adapter id
   and name**, the previous one removed (vLLM caches adapters by id: a reused id with a new path
-  silently serves the old weights). Full weights are written as one safetensors file and loaded
-  with the workers' ``reload_weights(weights_path=...)`` (tensors sent as RPC arguments do not
-  survive vLLM's serialisation between processes); a learner on a CUDA GPU sends CUDA IPC handles
-  to the worker extension instead. The prefix cache is reset after every change.
+  silently serves the old weights). Full weights are written as one safetensors file that the
+  workers reload in place (``reload_weights(weights_path=...)``) through the worker extension,
+  which then re-ties and re-packs a tied output head (the reload skips it, and the CPU backend's
+  packed copy of it would keep the old embedding);
+  tensors sent as RPC arguments do not survive vLLM's serialisation between processes. A learner
+  on a CUDA GPU sends CUDA IPC handles instead. The prefix cache is reset after every change.
 * The first sync at which an adapter differs from the base model is checked (the initial one
   too, for a trained adapter loaded for evaluation): vLLM's log-probabilities of a probe sequence
   must be closer to the trained adapter's than to the base model's; a wrong module-name prefix
@@ -218,13 +220,17 @@ class VLLMEngine:
         if _shared is not None:  # a view: same engines, own generator; the owner closes them
             self.engines, self.served, self._sleeping = _shared["engines"], _shared["served"], _shared["sleeping"]
             self._adapter_root, self._owner = _shared["adapter_root"], False
-            self._ids = _shared["ids"]
+            self._ids, self._threads = _shared["ids"], _shared["threads"]
             return
         self.engines: dict[str, Any] = {}
         self.served: dict[str, _Served] = {}
         self._sleeping: dict[str, bool] = {}
         self._ids = {"next": 1}  # adapter ids, never reused (vLLM caches adapters by id)
         self._owner = True
+        #: torch's intra-op threads when the engines started: an in-process CPU engine's attention
+        #: kernels check that every call runs with the count its metadata was built for, and a
+        #: new thread (an evaluation worker, the asynchronous producer) starts with OpenMP's default.
+        self._threads = torch.get_num_threads()
         # One private directory per engine: two engines of one process (a trainer and an evaluation
         # agent, both with a policy "shared") must not overwrite or delete each other's adapters,
         # which vLLM may load lazily, at the next request that names them.
@@ -316,6 +322,11 @@ class VLLMEngine:
         # adapters start as the learner's initial adapters (LoRA B = 0: the base model)
         self.sync([n for n, s in self.served.items() if s.adapter is not None], _initial=True)
 
+    def _pin_threads(self) -> None:
+        """Give the calling thread the engines' thread count (see ``_threads``)."""
+        if torch.get_num_threads() != self._threads:
+            torch.set_num_threads(self._threads)
+
     # ------------------------------------------------------------------ prompts & sampling
     def base_policy(self, policy: str) -> str:
         """The name under which requests get ``policy``'s base model (its adapter off) from the
@@ -379,6 +390,7 @@ class VLLMEngine:
         """``n`` samples per ``(policy, prompt_ids)``: one ``generate`` call per engine, or two on
         an engine that gets base-model and adapter requests (never one batch: see the module
         docstring)."""
+        self._pin_threads()
         self.wake()
         params = sampling or self.sampling
         calls: dict[tuple[str, bool], list[int]] = {}
@@ -416,6 +428,7 @@ class VLLMEngine:
         names = [n for n in (policies if policies is not None else self.policies.names())]
         if not names:
             return {}
+        self._pin_threads()
         self.wake()
         t0 = time.perf_counter()
         pushed = 0.0
@@ -443,6 +456,7 @@ class VLLMEngine:
         goes on writing its modules. The first-sync adapter check is left to :meth:`sync`."""
         if not states:
             return {}
+        self._pin_threads()
         self.wake()
         t0 = time.perf_counter()
         pushed = 0.0
@@ -480,9 +494,9 @@ class VLLMEngine:
         return float(sum(f.stat().st_size for f in target.glob("*") if f.is_file()))
 
     def _push_full(self, served: _Served, named: Sequence[tuple[str, torch.Tensor]]) -> float:
-        """Full weights: CUDA IPC handles for a learner on a GPU; else one safetensors file that
-        the workers load with ``reload_weights(weights_path=...)`` (written to the adapter
-        directory, tmpfs by default, and deleted after the load)."""
+        """Full weights: CUDA IPC handles for a learner on a GPU; else one safetensors file (in the
+        adapter directory, tmpfs by default, deleted after the load) that the workers reload in place,
+        re-tying a tied output head (see :mod:`llm_trainers.agents.vllm_worker`)."""
         llm = self.engines[served.engine_key]
         total = float(sum(p.numel() * p.element_size() for _, p in named))
         if named and named[0][1].is_cuda:
@@ -498,7 +512,7 @@ class VLLMEngine:
         try:
             save_file({n: p.detach().to("cpu").contiguous() for n, p in named}, str(folder / "model.safetensors"),
                       metadata={"format": "pt"})
-            llm.collective_rpc("reload_weights", kwargs={"weights_path": str(folder)})
+            llm.collective_rpc("llm_envs_reload_weights", args=(str(folder),))
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         return total
@@ -543,7 +557,8 @@ class VLLMEngine:
         return VLLMEngine(self.policies, sampling or self.sampling, seed=seed, settings=self.settings,
                           chat_template_kwargs=self.chat_template_kwargs,
                           _shared={"engines": self.engines, "served": self.served, "sleeping": self._sleeping,
-                                   "adapter_root": self._adapter_root, "ids": self._ids})
+                                   "adapter_root": self._adapter_root, "ids": self._ids,
+                                   "threads": self._threads})
 
     def state_dict(self) -> dict[str, Any]:
         return {"rng": self.rng.bit_generator.state}

@@ -37,8 +37,8 @@ are sampled with torch, and the log-probabilities returned are the model's. What
   with ``prompt_logprobs`` neither read nor write it.
 * ``collective_rpc(method, timeout=None, args=(), kwargs=None)`` calls ``method`` on the worker,
   whose class mixes in ``worker_extension_cls`` (a qualified name) as vLLM does; the worker's
-  ``reload_weights(weights_iterator=None, weights_path=None)`` reads a folder's safetensors files (as
-  vLLM's worker does) and, like ``model_runner.model.load_weights(weights)``, takes Hugging Face-named ``(name, tensor)`` pairs,
+  ``reload_weights(weights_iterator=None, weights_path=None)`` reads a folder's safetensors files
+  (as vLLM's does) and, like ``model_runner.model.load_weights(weights)``, takes Hugging Face-named ``(name, tensor)`` pairs,
   copies them into the served weights and raises ``KeyError`` on an unknown name.
 * ``sleep(level)`` / ``wake_up(tags)`` (``enable_sleep_mode=True`` required): a sleeping engine
   refuses requests, weight updates and adapter loads; level 1 keeps the weights, level 2 discards

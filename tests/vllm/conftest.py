@@ -55,7 +55,7 @@ class _SharedEngines:
             for lora_id in sorted(engine.list_loras()):
                 engine.remove_lora(lora_id)
         else:
-            llm.collective_rpc("reload_weights", kwargs={"weights_path": kwargs["model"]})
+            llm.collective_rpc("llm_envs_reload_weights", args=(kwargs["model"],))
         llm.reset_prefix_cache()
 
 
@@ -75,3 +75,76 @@ def shared_engines():
     vllm.LLM = real
     shared.llm = None
     gc.collect()
+
+
+# ---------------------------------------------------------------------------- `vllm serve`
+#: The test that evaluates through a `vllm serve` server (started at the start of the session, so
+#: that its start-up, two processes that import vLLM, overlaps the other tests).
+SERVE_TEST = "test_vllm_serve_through_the_openai_agent_plays_as_the_offline_engine"
+_server: dict = {}
+
+
+def pytest_collection_modifyitems(session, config, items):
+    if HAS_VLLM and any(item.name == SERVE_TEST for item in items):
+        _server.update(start_server())
+
+
+def start_server() -> dict:
+    """``vllm serve`` (vLLM's own OpenAI-compatible server) on the converted SmolLM2 folder, on
+    a free loopback port, float32, eager, one OpenMP thread, 1 GiB KV cache."""
+    import socket
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from llm_trainers.agents.vllm import vllm_model_dir
+
+    folder = vllm_model_dir("smollm2")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tempfile.NamedTemporaryFile(prefix="vllm-serve-", suffix=".log", delete=False)
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+           "OMP_NUM_THREADS": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
+    cmd = [str(Path(sys.executable).parent / "vllm"), "serve", folder, "--host", "127.0.0.1", "--port", str(port),
+           "--served-model-name", "smollm2", "--dtype", "float32", "--enforce-eager", "--max-model-len", "2048",
+           "--seed", "0"]
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    return {"proc": proc, "url": f"http://127.0.0.1:{port}/v1", "log": log.name, "folder": folder}
+
+
+@pytest.fixture(scope="session")
+def vllm_server():
+    """The URL of the running `vllm serve` (waits for its /health, at most 15 minutes)."""
+    import time
+
+    import httpx
+
+    if not _server:
+        pytest.skip("the server is started at collection when its test is selected")
+    proc, base = _server["proc"], _server["url"].rsplit("/v1", 1)[0]
+    deadline = time.monotonic() + 900
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = open(_server["log"], errors="replace").read()[-3000:]
+            pytest.fail(f"vllm serve exited with {proc.returncode}:\n{tail}")
+        try:
+            if httpx.get(f"{base}/health", timeout=5).status_code == 200:
+                return _server
+        except httpx.HTTPError:
+            pass
+        time.sleep(2)
+    pytest.fail(f"vllm serve did not answer /health in 15 minutes; log: {_server['log']}")
+
+
+def pytest_sessionfinish(session, exitstatus):
+    proc = _server.get("proc")
+    if proc is not None and proc.poll() is None:
+        import signal
+
+        os.killpg(proc.pid, signal.SIGTERM)  # its own session: the API server and its engine process
+        try:
+            proc.wait(timeout=30)
+        except Exception:  # noqa: BLE001 - then kill it
+            os.killpg(proc.pid, signal.SIGKILL)
