@@ -90,13 +90,12 @@ def pytest_collection_modifyitems(session, config, items):
 
 
 def start_server() -> dict:
-    """``vllm serve`` (vLLM's own OpenAI-compatible server) on the converted SmolLM2 folder, on
+    """vLLM's own OpenAI-compatible server on the converted SmolLM2 folder, on
     a free loopback port, float32, eager, one OpenMP thread, 1 GiB KV cache."""
     import socket
     import subprocess
     import sys
     import tempfile
-    from pathlib import Path
 
     from llm_trainers.agents.vllm import vllm_model_dir
 
@@ -107,7 +106,11 @@ def start_server() -> dict:
     log = tempfile.NamedTemporaryFile(prefix="vllm-serve-", suffix=".log", delete=False)
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind",
            "OMP_NUM_THREADS": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
-    cmd = [str(Path(sys.executable).parent / "vllm"), "serve", folder, "--host", "127.0.0.1", "--port", str(port),
+    # `vllm serve` itself: vllm-cpu 0.32.0's `vllm` command asks importlib.metadata for the version
+    # of a distribution named "vllm" (this one is "vllm-cpu") and exits; the server module is the same
+    # server (FastAPI app, engine process) under its older entry point.
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", folder,
+           "--host", "127.0.0.1", "--port", str(port),
            "--served-model-name", "smollm2", "--dtype", "float32", "--enforce-eager", "--max-model-len", "2048",
            "--seed", "0"]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
