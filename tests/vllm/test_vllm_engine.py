@@ -200,23 +200,38 @@ def test_l2_training_pushes_each_adapter_under_a_new_version(tmp_path):
 def _mixed_batch_checks(trainer, prompt):
     """Base-model and adapter requests together: every row is served by its own weights.
 
-    On vLLM's CPU path one ``generate`` call holding both serves the base rows with the last
-    adapter slot; the engine never makes such a call. The raw call below shows the bug (so this
-    test would catch an engine that made it)."""
+    On vLLM 0.32's CPU path one ``generate`` call holding both serves the base rows with the last
+    adapter slot (a no-adapter row's slot index is -1); the engine never makes such a call. Both
+    adapters are made to differ from the base model first (an adapter that got no update equals
+    it, and would hide the bug), and the same batch sent as one raw vLLM call shows the bug, so the
+    engine's check above it is one that can fail."""
     engine = trainer.engine
     speaker, listener = trainer.policies["speaker"], trainer.policies["listener"]
+    with torch.no_grad():  # a distinct, non-zero listener adapter, pushed as a new version
+        g = torch.Generator().manual_seed(5)
+        for p in listener.trainable_parameters():
+            p.add_(torch.randn(p.shape, generator=g) * 0.05)
+    engine.sync(["listener"])
     base = engine.base_policy("speaker")
-    rows = engine.generate_multi([("speaker", prompt), (base, prompt), ("listener", prompt), (base, prompt)], n=2)
+    requests = [("speaker", prompt), (base, prompt), ("listener", prompt), (base, prompt)]
+    rows = engine.generate_multi(requests, n=2)
     assert max_gap(speaker, prompt, rows[0]) < ATOL
     assert max_gap(listener, prompt, rows[2]) < ATOL
     for row in (rows[1], rows[3]):
         assert max_gap(speaker, prompt, row, reference=True) < ATOL  # the base model, adapters off
     # the same batch in one raw vLLM call: what the engine avoids
     llm = engine.engines["engine0"]
-    sp = engine._vllm_sampling(SamplingParams(max_new_tokens=4), 1, 11)
-    raw = llm.generate([{"prompt_token_ids": prompt}] * 2, [sp, sp],
-                       lora_request=[engine._lora_request(engine.served["speaker"]), None], use_tqdm=False)
-    base_row = [type("G", (), {"token_ids": list(c.token_ids),
-                               "logprobs": [next(iter(d.values())).logprob for d in c.logprobs]})()
-                for c in raw[1].outputs]
-    print(f"raw mixed batch, base row vs base model: {max_gap(speaker, prompt, base_row, reference=True):.2e}")
+    sps = [engine._vllm_sampling(SamplingParams(max_new_tokens=4), 1, 11 + i) for i in range(4)]
+    loras = [engine._lora_request(engine.served["speaker"]), None, engine._lora_request(engine.served["listener"]), None]
+    raw = llm.generate([{"prompt_token_ids": prompt}] * 4, sps, lora_request=loras, use_tqdm=False)
+
+    def as_rows(out):
+        return [type("G", (), {"token_ids": list(c.token_ids),
+                               "logprobs": [c.logprobs[i][t].logprob for i, t in enumerate(c.token_ids)]})()
+                for c in out.outputs]
+
+    raw_gap = max(max_gap(speaker, prompt, as_rows(raw[i]), reference=True) for i in (1, 3))
+    print(f"raw mixed batch, base rows vs the base model: {raw_gap:.2e}")
+    assert raw_gap > 1e-2, (
+        "one vLLM call mixing base and adapter rows served the base rows right: the CPU bug this engine "
+        "works around is gone in this vLLM (the split into separate calls still holds)")
