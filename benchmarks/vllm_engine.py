@@ -69,7 +69,7 @@ def _engine(kind: str, adapter_dir: str):
     from llm_trainers.policies import build_policies
 
     policies = build_policies("L1", ["a"], "smollm2", device="cpu", dtype="float32")
-    sampling = SamplingParams(temperature=1.0, max_new_tokens=0)
+    sampling = SamplingParams(temperature=1.0, max_new_tokens=32)  # each call below gives its own
     if kind == "hf":
         return HFEngine(policies, sampling, seed=0, max_batch_size=64)
     from llm_trainers.agents.vllm import VLLMEngine
