@@ -40,7 +40,10 @@
   process, which saves two process start-ups (each imports torch and vLLM again: minutes on a
   loaded 2-core machine). ``dtype: auto`` is the learner's dtype (float32 on the CPU: the engine's
   log-probabilities then agree with the learner's to ~1e-4) and ``enforce_eager: null`` is eager
-  on the CPU (no torch.compile), CUDA graphs on a GPU.
+  on the CPU (no torch.compile), CUDA graphs on a GPU. An in-process CPU engine's attention kernels
+  check that each call runs with the OpenMP thread count their metadata was built for; a new
+  thread (an evaluation worker, the asynchronous producer) starts with OpenMP's default, so every
+  call into the engine first gives its thread the count torch had when the engine started.
 
 ``vllm`` is imported lazily: this module imports without it, and constructing an engine raises
 an ``ImportError`` that names the ``vllm`` extra.
