@@ -180,8 +180,8 @@ class VLLMConfig:
             not used on the CPU build, whose KV cache is ``cpu_kvcache_gib``.
         max_model_len: Context length.
         enable_prefix_caching: Prefix cache (reset after every weight or adapter change).
-        enforce_eager: Disable CUDA graphs / torch.compile; null: eager on the CPU build (compiling
-            takes minutes there), compiled on a GPU.
+        enforce_eager: Disable CUDA graphs / torch.compile on a GPU. The CPU build always runs
+            eager (compiling takes minutes there, and eager is what its tests and figures measured).
         max_lora_rank: Largest adapter rank served (≥ ``model.lora.r``).
         sleep: Put the engine to sleep (level 1) during updates to free GPU memory.
         adapter_dir: Where adapters (and full-weight pushes) are written for loading (tmpfs is fastest).
@@ -195,7 +195,7 @@ class VLLMConfig:
     gpu_memory_utilization: float = 0.5
     max_model_len: int = 8192
     enable_prefix_caching: bool = True
-    enforce_eager: bool | None = None
+    enforce_eager: bool = False
     max_lora_rank: int = 16
     sleep: bool = False
     adapter_dir: str = "/dev/shm/llm_trainers_adapters"

@@ -39,8 +39,8 @@
   (default on the CPU), ``VLLM_ENABLE_V1_MULTIPROCESSING=0``: the engine core runs in this
   process, which saves two process start-ups (each imports torch and vLLM again: minutes on a
   loaded 2-core machine). ``dtype: auto`` is the learner's dtype (float32 on the CPU: the engine's
-  log-probabilities then agree with the learner's to ~1e-4) and ``enforce_eager: null`` is eager
-  on the CPU (no torch.compile), CUDA graphs on a GPU. An in-process CPU engine's attention kernels
+  log-probabilities then agree with the learner's to ~1e-4), and the CPU build always runs eager
+  (no torch.compile: minutes of compiling on a small CPU). An in-process CPU engine's attention kernels
   check that each call runs with the OpenMP thread count their metadata was built for; a new
   thread (an evaluation worker, the asynchronous producer) starts with OpenMP's default, so every
   call into the engine first gives its thread the count torch had when the engine started.
@@ -250,14 +250,13 @@ class VLLMEngine:
                     max_loras: int, dtype: torch.dtype) -> dict[str, Any]:
         s = self.settings
         on_cpu = _on_cpu_platform(self.vllm)
-        eager = getattr(s, "enforce_eager", None)
         kwargs: dict[str, Any] = {
             "model": model_path,
             "tokenizer": model_path,
             "seed": seed,
             "max_model_len": s.max_model_len,
             "enable_prefix_caching": s.enable_prefix_caching,
-            "enforce_eager": on_cpu if eager is None else bool(eager),
+            "enforce_eager": True if on_cpu else bool(s.enforce_eager),
             "dtype": _dtype_name(dtype) if s.dtype == "auto" else s.dtype,
             "worker_extension_cls": WORKER_EXTENSION,
         }
