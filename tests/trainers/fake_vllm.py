@@ -37,7 +37,8 @@ are sampled with torch, and the log-probabilities returned are the model's. What
   with ``prompt_logprobs`` neither read nor write it.
 * ``collective_rpc(method, timeout=None, args=(), kwargs=None)`` calls ``method`` on the worker,
   whose class mixes in ``worker_extension_cls`` (a qualified name) as vLLM does; the worker's
-  ``model_runner.model.load_weights(weights)`` takes Hugging Face-named ``(name, tensor)`` pairs,
+  ``reload_weights(weights_iterator=None, weights_path=None)`` reads a folder's safetensors files
+  (as vLLM's does) and, like ``model_runner.model.load_weights(weights)``, takes Hugging Face-named ``(name, tensor)`` pairs,
   copies them into the served weights and raises ``KeyError`` on an unknown name.
 * ``sleep(level)`` / ``wake_up(tags)`` (``enable_sleep_mode=True`` required): a sleeping engine
   refuses requests, weight updates and adapter loads; level 1 keeps the weights, level 2 discards
@@ -266,6 +267,17 @@ class _WorkerBase:
         self.model_runner = types.SimpleNamespace(model=_ServedModel(llm))
         self.device = torch.device("cpu")
         self.rank = 0
+
+    def reload_weights(self, weights_iterator: Any = None, weights_path: str | None = None,
+                       is_checkpoint_format: bool = True) -> None:
+        """``Worker.reload_weights``: every weight again, from ``(name, tensor)`` pairs or from the
+        ``*.safetensors`` files of the folder ``weights_path``."""
+        if weights_path is not None:
+            from safetensors.torch import load_file
+
+            weights_iterator = [item for f in sorted(Path(weights_path).glob("*.safetensors"))
+                                for item in load_file(str(f)).items()]
+        self.model_runner.model.load_weights(list(weights_iterator))
 
 
 def _resolve_qualname(qualname: str) -> type:

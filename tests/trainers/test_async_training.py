@@ -184,8 +184,10 @@ def test_config_validation():
         load_config(None, ["rollout.async.correction=vtrace"])
     with pytest.raises(ValueError, match="recompute_old_logprobs"):
         load_config(None, ["rollout.async.correction=tis", "algorithm.recompute_old_logprobs=false"])
-    with pytest.raises(ValueError, match="Ray layout"):
-        load_config(None, ["rollout.async.max_staleness=1", "rollout.engine=vllm"])
+    # the vLLM engine keeps its own weights: asynchronous in one process too (no copy of the policies)
+    load_config(None, ["rollout.async.max_staleness=1", "rollout.engine=vllm"])
+    with pytest.raises(ValueError, match="sleep must be false"):
+        load_config(None, ["rollout.async.max_staleness=1", "rollout.engine=vllm", "rollout.vllm.sleep=true"])
     cfg = load_config(None, ["rollout.async={max_staleness: 2, correction: decoupled_ppo, is_cap: null}"])
     assert cfg.rollout.asynchronous.max_staleness == 2 and cfg.rollout.asynchronous.is_cap is None
 

