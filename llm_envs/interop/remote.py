@@ -252,6 +252,8 @@ class RemoteEnv(AECEnv[str, dict[str, str], str]):
                 text += f": {data['errors']}"
             if str(data.get("message", "")).startswith(INFRASTRUCTURE_PREFIX):
                 raise RemoteInfrastructureError(f"server {self.url}: {text}")
+            if data.get("code") == "CAPACITY_REACHED":  # the server closes the connection too
+                self._lost(ConnectionError(text), text)
             raise RemoteEnvError(f"server {self.url}: {text}")
         return reply
 
