@@ -218,12 +218,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     what = "evaluating" if args.eval_only else ("resuming" if args.resume else "training")
     print(f"llm-train: {what} {args.config}: {cfg.env.id}, level {cfg.model.level}, model {cfg.model.path}, "
           f"{cfg.run.steps} steps, on {config_hardware(cfg)}; writing to {cfg.output_dir}", file=sys.stderr)
+    from llm_envs.core.errors import InfrastructureError
+
     try:
         trainer = make_trainer(cfg, resume=args.resume)
     except ImportError as exc:  # e.g. a resources section without Ray installed
         return _error(str(exc))
     except OSError as exc:  # a model or tokenizer that cannot be loaded (hub, files)
         return _error(f"cannot load the model: {exc}")
+    except InfrastructureError as exc:  # env.url: no server there (a wrong URL)
+        return _error(str(exc))
     try:
         if args.sft_only:
             metrics = trainer.warm_start()
@@ -241,6 +245,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\nllm-train: interrupted at step {trainer.step}; {saved}. Continue with:\n  {resume}",
               file=sys.stderr)
         return 130
+    except InfrastructureError as exc:  # env.url: the server went away or is at capacity
+        last = latest_checkpoint(ckpts)
+        then = (f"; once that is fixed, continue from {last} with:\n  {_command(args, '--resume')}"
+                if last is not None else "")
+        print(f"llm-train: error at step {trainer.step}: {exc}{then}", file=sys.stderr)
+        return 3
     finally:
         trainer.close()
     from llm_envs.report import write_report_safely  # the run's report.html: curves and transcripts

@@ -14,6 +14,7 @@ that comes back to a file is an error. :func:`resolve_config_data` gives the mer
 from __future__ import annotations
 
 import dataclasses
+import re
 import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -781,15 +782,25 @@ def shipped_configs() -> dict[str, Path]:
 _LOCAL_MODEL_NAMES = ("smollm2", "smollm2-135m", "smollm2-135m-instruct")
 
 
-def config_description(path: str | Path) -> str:
-    """The first line of a config file's leading comment (what ``llm-train --list`` shows)."""
+def config_description(path: str | Path, limit: int = 110) -> str:
+    """The first sentence of a config file's leading comment (what ``llm-train --list`` shows),
+    read across its lines; one longer than ``limit`` characters is cut at a word and ends in
+    "...", so a description never stops mid-phrase without saying so."""
+    lines = []
     for line in Path(path).read_text().splitlines():
         text = line.strip()
-        if text.startswith("#"):
-            return text.lstrip("#").strip()
-        if text:
-            break
-    return ""
+        if not text.startswith("#"):
+            if text or lines:
+                break
+            continue
+        lines.append(text.lstrip("#").strip())
+    comment = ""
+    for part in filter(None, lines):  # a word broken at a hyphen across lines stays one word
+        comment += part if not comment or comment.endswith("-") else " " + part
+    sentence = re.split(r"(?<=\.)\s", comment, maxsplit=1)[0]
+    if len(sentence) <= limit:
+        return sentence
+    return sentence[: limit - 3].rsplit(" ", 1)[0].rstrip(",;:") + " ..."
 
 
 def model_paths(cfg: Config) -> list[str]:

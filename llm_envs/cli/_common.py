@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import hashlib
+import importlib
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,6 +32,15 @@ def env_kwargs(pairs: Sequence[str] | None) -> dict[str, Any]:
             raise CLIError(f"--env-arg takes key=value, got {pair!r}")
         kwargs[key.strip()] = parse_option_value(value)
     return kwargs
+
+
+def import_modules(modules: Sequence[str] | None) -> None:
+    """Import each ``--import MODULE``: a third party's package that registers environments."""
+    for module in modules or ():
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise CLIError(f"--import {module}: {exc}") from exc
 
 
 def resolve_env(env_id: str) -> Any:

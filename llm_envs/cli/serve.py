@@ -7,19 +7,14 @@ clients and :func:`llm_envs.remote` talk to it; see docs/interop.md.
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from typing import Any
 
-from ._common import CLIError, env_kwargs, resolve_env
+from ._common import CLIError, env_kwargs, import_modules, resolve_env
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    for module in args.import_ or ():
-        try:
-            importlib.import_module(module)  # a third party's package registers its environments
-        except ImportError as exc:
-            raise CLIError(f"--import {module}: {exc}") from exc
+    import_modules(args.import_)
     env_entry = resolve_env(args.env_id)
     try:
         import openenv.core  # noqa: F401

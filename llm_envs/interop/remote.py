@@ -244,7 +244,7 @@ class RemoteEnv(AECEnv[str, dict[str, str], str]):
             self._ws.send(json.dumps(message))
             reply = json.loads(self._ws.recv(timeout=self.timeout_s))
         except (ConnectionClosed, OSError, TimeoutError) as exc:
-            self._lost(exc)
+            self._lost(exc, self._parting_error())
         if reply.get("type") == "error":
             data = reply.get("data", {})
             text = f"{data.get('message', 'unknown error')} (code {data.get('code', '?')})"
@@ -252,16 +252,39 @@ class RemoteEnv(AECEnv[str, dict[str, str], str]):
                 text += f": {data['errors']}"
             if str(data.get("message", "")).startswith(INFRASTRUCTURE_PREFIX):
                 raise RemoteInfrastructureError(f"server {self.url}: {text}")
+            if data.get("code") == "CAPACITY_REACHED":  # the server closes the connection too
+                self._lost(ConnectionError(text), text)
             raise RemoteEnvError(f"server {self.url}: {text}")
         return reply
 
-    def _lost(self, exc: Exception) -> None:
+    def _parting_error(self) -> str | None:
+        """The error frame a server sent before closing the connection, if one is waiting: OpenEnv
+        refuses a session beyond ``--max-sessions`` that way (``CAPACITY_REACHED``), and the send
+        that follows fails as if the connection had been lost."""
+        try:
+            data = json.loads(self._ws.recv(timeout=0)) if self._ws is not None else None
+        except Exception:
+            return None
+        if not isinstance(data, dict) or data.get("type") != "error":
+            return None
+        error = data.get("data") or {}
+        return f"{error.get('message', 'unknown error')} (code {error.get('code', '?')})"
+
+    def _lost(self, exc: Exception, server_error: str | None = None) -> None:
         ws, self._ws = self._ws, None
         try:
             ws.close()
         except Exception:
             pass
         self._has_reset = False
+        if server_error is not None:
+            hint = (
+                "; start the server with a larger --max-sessions, or open fewer environment instances"
+                if "CAPACITY_REACHED" in server_error else ""
+            )
+            raise RemoteConnectionError(
+                f"the server {self.url} closed the connection: {server_error}{hint}"
+            ) from exc
         raise RemoteConnectionError(
             f"the connection to {self.url} was lost mid-episode ({type(exc).__name__}: {exc}); the episode is "
             "lost: reset() reconnects and starts a new one"

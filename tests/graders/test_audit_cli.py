@@ -86,3 +86,27 @@ def test_list_says_where_each_environments_code_runs(capsys):
     assert "sandbox" not in entries["llm/Debate-v0"]["isolation"]
     status, out, _ = _run(capsys, "list")
     assert "llm-envs list --isolation" in out.splitlines()[-1]
+
+
+def test_audit_import_registers_a_third_party_environment_first(capsys):
+    """`llm-envs audit MY/ENV --import my_package`: the documented way to audit an environment
+    the project does not register (as `llm-envs serve --import` serves one)."""
+    import sys
+
+    from pettingzoo.env_registry.registration import aec_registry
+
+    import llm_envs.registry as registry
+
+    env_id = "llm/TestLenientPlugin-v0"
+    status, _, err = _run(capsys, "audit", env_id, "--only", "exploits", "--exploit", "hedge-list")
+    assert status == 2 and "unknown environment" in err  # not registered without the import
+    try:
+        status, out, _ = _run(capsys, "audit", env_id, "--import", "tests.graders.lenient_plugin",
+                              "--only", "exploits", "--exploit", "hedge-list")
+        assert status == 1 and "hedge-list" in out and "PAID" in out
+    finally:
+        registry._ENTRIES.pop(env_id, None)
+        aec_registry.pop(env_id, None)
+        sys.modules.pop("tests.graders.lenient_plugin", None)
+    status, _, err = _run(capsys, "audit", env_id, "--import", "tests.graders.no_such_plugin")
+    assert status == 2 and "--import tests.graders.no_such_plugin" in err

@@ -110,6 +110,19 @@ def test_remote_errors_are_exceptions_and_change_nothing():
         gen.close()
 
 
+def test_a_server_at_capacity_says_so_instead_of_a_lost_episode():
+    """One session more than ``--max-sessions``: OpenEnv sends CAPACITY_REACHED and closes; the
+    client names that (and the option to raise), not a connection "lost mid-episode"."""
+    with in_process_server("llm/Signalling-v0", max_sessions=1) as url:
+        first = llm_envs.remote(url)
+        first.reset(seed=0)
+        second = llm_envs.remote(url)
+        with pytest.raises(RemoteConnectionError, match="CAPACITY_REACHED") as refused:
+            second.reset(seed=0)
+        assert "--max-sessions" in str(refused.value) and "mid-episode" not in str(refused.value)
+        first.close()
+
+
 def test_a_server_killed_and_restarted_mid_episode():
     with subprocess_server("llm/Signalling-v0") as (url, process):
         env = RemoteEnv(url)

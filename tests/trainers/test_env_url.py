@@ -76,3 +76,21 @@ def test_close_ends_every_server_session(tmp_path, tiny_model_dir):
         while _active_sessions(url) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert _active_sessions(url) == 0
+
+
+def test_llm_train_at_a_server_at_capacity_exits_with_one_clear_line(tmp_path, tiny_model_dir, capsys):
+    """More environment instances than the server's --max-sessions: `llm-train` ends with exit 3
+    and one line naming CAPACITY_REACHED and --max-sessions (it printed a traceback saying the
+    connection was "lost mid-episode"); a URL with no server is a usage error (exit 2)."""
+    from llm_trainers.cli import main
+
+    with in_process_server("llm/Signalling-v0", max_sessions=2) as url:
+        status = main(["signalling_reinforce_pp", f"env.url={url}", f"model.path={tiny_model_dir}",
+                       "env.num_envs=4", "run.steps=1", "run.eval_at_start=false", "run.progress=false",
+                       "run.tensorboard=false", f"run.output_dir={tmp_path / 'run'}", "resources={}"])
+    err = capsys.readouterr().err
+    assert status == 3
+    assert "CAPACITY_REACHED" in err and "--max-sessions" in err and "Traceback" not in err
+    status = main(["signalling_reinforce_pp", "env.url=http://127.0.0.1:1", f"model.path={tiny_model_dir}",
+                   f"run.output_dir={tmp_path / 'nowhere'}", "resources={}"])
+    assert status == 2 and "no llm-envs server at http://127.0.0.1:1" in capsys.readouterr().err

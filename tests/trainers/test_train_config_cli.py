@@ -292,3 +292,16 @@ def test_ctrl_c_exits_with_the_resume_command(tmp_path):
     assert process.returncode == 130, err[-3000:]
     assert "llm-train: interrupted at step" in err and "Traceback" not in err
     assert f"llm-train signalling_at_grpo_l1 run.output_dir={out}" in err and "--resume" in err
+
+
+def test_config_description_is_the_first_sentence_never_cut_mid_phrase_silently(tmp_path):
+    from llm_trainers.config import config_description
+
+    path = tmp_path / "c.yaml"
+    path.write_text("# AT-GRPO on the real testbed: SmolLM2-135M-\n# Instruct, one adapter. Second sentence.\nrun: {}\n")
+    assert config_description(path) == "AT-GRPO on the real testbed: SmolLM2-135M-Instruct, one adapter."
+    path.write_text("#\n# " + "word " * 40 + "\n# more\nrun: {}\n")
+    cut = config_description(path, limit=30)
+    assert cut == "word word word word word ..." and len(cut) <= 30
+    path.write_text("run: {}\n# a comment after the start is not a description\n")
+    assert config_description(path) == ""
