@@ -8,10 +8,12 @@ Pure Python without PettingZoo, so that the ``rules.py`` modules may import the 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from llm_envs.core.bounds import scaled, summed, unit_weights
 from llm_envs.tasks import Problem, TaskSource, load_task_source
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -201,6 +203,14 @@ def reward_level(config: Any, team: float, local: float) -> tuple[float, float]:
     """``(alpha·team, local)``: an action's reward level in Stronger-MAS's
     ``r = alpha·r_team + r_local``; with ``reward_mode="outcome"`` the local term is 0."""
     return config.alpha * team, (local if config.reward_mode == "dense" else 0.0)
+
+
+def level_reward_bounds(config: Any, weights: Any) -> tuple[float, float]:
+    """Bounds of one action's reward in an environment paid ``alpha·r_team + r_local`` with a
+    team term in [0, 1] and a local term that is a weighted checklist of ``weights`` (a
+    dataclass; dropped in outcome mode): the level's hull, then :func:`turn_reward_bounds`."""
+    local = unit_weights(dataclasses.astuple(weights)) if config.reward_mode == "dense" else (0.0, 0.0)
+    return turn_reward_bounds(config, summed(scaled((0.0, 1.0), config.alpha), local))
 
 
 def turn_reward_bounds(config: Any, level: tuple[float, float]) -> tuple[float, float]:

@@ -80,3 +80,23 @@ def registered_for_a_test(env_id: str, entry_point: str, agents: Sequence[str], 
     finally:
         registry._ENTRIES.pop(env_id, None)
         aec_registry.pop(env_id, None)
+
+
+# Toy problems shared by the Coder–Tester / Reasoner–Tool reward tests.
+#: ``add(a, b)`` with four golden tests (a function-style code problem).
+ADD = Problem(
+    id="toy/add",
+    prompt='def add(a, b):\n    """Return a + b."""\n',
+    split="train",
+    solution="def add(a, b):\n    return a + b\n",
+    tests=(
+        "assert add(1, 2) == 3",
+        "assert add(0, 0) == 0",
+        "assert add(-1, 1) == 0",
+        "assert add(2, 2) == 4",
+    ),
+    style="function",
+    entry_point="add",
+)
+#: "What is 3 × 4?" (an answer-style math problem).
+TWELVE = Problem(id="toy/12", prompt="What is 3 × 4?", split="train", answer="12", style="answer")

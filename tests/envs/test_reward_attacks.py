@@ -32,8 +32,7 @@ from llm_envs.envs.sokoban.env import SokobanEnv
 from llm_envs.envs.sokoban.rules import SokobanRewards
 from llm_envs.envs.sudoku.env import SudokuEnv
 from llm_envs.envs.sudoku.rules import SudokuRewards
-from llm_envs.tasks import Problem
-from tests.envs.helpers import ListSource, play
+from tests.envs.helpers import ADD, TWELVE, ListSource, play
 
 HAND = "3 4\nS.#.\n..#G\n...."
 SHORTEST = "D D R R R U"
@@ -43,21 +42,6 @@ NEAR = "3 4\n.S#.\n..#G\n...."
 SUDOKU = "4\n1 0 0 4\n0 0 0 0\n0 0 0 0\n0 3 2 0"  # 4 clues, 12 empty cells
 SOKOBAN = "6 7\n#######\n#@$.__#\n#_____#\n#.$___#\n#_____#\n#######"  # two boxes
 
-TWELVE = Problem(id="toy/12", prompt="What is 3 × 4?", split="train", answer="12", style="answer")
-ADD = Problem(
-    id="toy/add",
-    prompt='def add(a, b):\n    """Return a + b."""\n',
-    split="train",
-    solution="def add(a, b):\n    return a + b\n",
-    tests=(
-        "assert add(1, 2) == 3",
-        "assert add(0, 0) == 0",
-        "assert add(-1, 1) == 0",
-        "assert add(2, 2) == 4",
-    ),
-    style="function",
-    entry_point="add",
-)
 RIGHT = "3 × 4 = 12, so \\boxed{12}"
 WRONG = "3 × 4 = 11, so \\boxed{11}"
 GOLDEN = "**Code:**\n```python\n" + ADD.solution + "```"

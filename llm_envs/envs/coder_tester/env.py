@@ -15,13 +15,11 @@ are in docs/envs/coder_tester.md, their one place (tests/envs/test_env_docs.py).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
 
-from llm_envs.core.bounds import scaled, summed, unit_weights
 from llm_envs.core.env import TextEnv
 from llm_envs.core.splits import check_split
 from llm_envs.envs._common import (
@@ -32,8 +30,8 @@ from llm_envs.envs._common import (
     choose_problem,
     credit_team_and_local,
     end_turn,
+    level_reward_bounds,
     resolve_task_source,
-    turn_reward_bounds,
     wrong_sign_holes,
 )
 from llm_envs.envs.coder_tester import mutants, rules
@@ -631,6 +629,4 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         (:func:`llm_envs.envs._common.turn_reward_bounds`). docs/envs/coder_tester.md states the same
         bounds."""
         cfg = self.config
-        weights = cfg.coder_weights if agent == "coder" else cfg.tester_weights
-        local = unit_weights(dataclasses.astuple(weights)) if cfg.reward_mode == "dense" else (0.0, 0.0)
-        return turn_reward_bounds(cfg, summed(scaled((0.0, 1.0), cfg.alpha), local))
+        return level_reward_bounds(cfg, cfg.coder_weights if agent == "coder" else cfg.tester_weights)

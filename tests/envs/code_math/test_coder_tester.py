@@ -12,24 +12,10 @@ import llm_envs
 from llm_envs.envs.coder_tester import rules
 from llm_envs.envs.coder_tester.env import CoderTesterEnv
 from llm_envs.tasks import Problem
-from tests.envs.helpers import ListSource
+from tests.envs.helpers import ADD, ListSource
 
 from .conftest import components, play, scripted
 
-ADD = Problem(
-    id="toy/add",
-    prompt='def add(a, b):\n    """Return a + b."""\n',
-    split="train",
-    solution="def add(a, b):\n    return a + b\n",
-    tests=(
-        "assert add(1, 2) == 3",
-        "assert add(0, 0) == 0",
-        "assert add(-1, 1) == 0",
-        "assert add(2, 2) == 4",
-    ),
-    style="function",
-    entry_point="add",
-)
 SUM_IO = Problem(
     id="toy/sum",
     prompt="Read two integers a and b on one line and print a + b.",

@@ -15,28 +15,9 @@ import pytest
 
 from llm_envs.envs.coder_tester.env import CoderTesterEnv
 from llm_envs.envs.reasoner_tool.env import ReasonerToolEnv
-from llm_envs.tasks import Problem
-from tests.envs.helpers import ListSource
+from tests.envs.helpers import ADD, TWELVE, ListSource
 
 from .conftest import play, scripted
-
-TWELVE = Problem(
-    id="toy/12", prompt="What is 3 × 4?", split="train", answer="12", style="answer"
-)
-ADD = Problem(
-    id="toy/add",
-    prompt='def add(a, b):\n    """Return a + b."""\n',
-    split="train",
-    solution="def add(a, b):\n    return a + b\n",
-    tests=(
-        "assert add(1, 2) == 3",
-        "assert add(0, 0) == 0",
-        "assert add(-1, 1) == 0",
-        "assert add(2, 2) == 4",
-    ),
-    style="function",
-    entry_point="add",
-)
 
 RIGHT = "3 × 4 = 12, so \\boxed{12}"
 WRONG = "3 × 4 = 11, so \\boxed{11}"
