@@ -1,12 +1,11 @@
 """``arithmetic``: an offline, procedural math source with exactly verifiable answers.
 
-The default task of the math environments, so that they work with no download. Five levels:
+The default task of the math environments, so that they work with no download. Six levels:
 
 =====  =======================================================================================
 level  problems
 =====  =======================================================================================
-0      one operation on single digits (``3 + 5``, ``7 − 9``, ``4 × 6``): a curriculum's first
-       step, opt-in (not among the default levels)
+0      one operation on single digits (``3 + 5``, ``4 × 6``): opt-in, a curriculum's first step
 1      one operation on small integers (``37 + 58``, ``14 × 9``)
 2      three or four integers with parentheses; every division is exact
 3      fractions (``3/4 + 5/6``); the answer is a reduced fraction

@@ -134,4 +134,5 @@ print(json.dumps(out))
         assert res.ok, res
         report = json.loads(res.stdout)
         assert report["memfd"] == "denied" and report["kill_zygote"] == "denied", report
-        assert report["filters"] in ([], ["2"]), report  # kernels before 5.9 do not list them
+        # Our two filters at least (a container runtime adds its own); kernels before 5.9 list none.
+        assert report["filters"] == [] or int(report["filters"][0]) >= 2, report

@@ -79,8 +79,8 @@ def test_max_tokens_zero_is_refused_for_local_models_and_means_no_limit_for_serv
 
 
 def test_run_json_records_every_effective_sampling_setting(tiny_model_dir, tmp_path, capsys):
-    """A default run shows that it sampled at temperature 1.0, top-p 1, seed 0 and the CLI's
-    completion limit; the fingerprint changes with the temperature even when it is the default
+    """A default run shows that it decoded greedily (eval's default temperature 0), top-p 1,
+    seed 0 and the CLI's completion limit; the fingerprint changes with the temperature even when it is the default
     written out (it must: a default is a setting), and the Ray path computes the same record."""
     def run(out, *extra):
         code = llm_envs_main(["eval", "llm/Signalling-v0", "--agent", f"hf:{tiny_model_dir}", "--episodes", "2",
@@ -93,7 +93,7 @@ def test_run_json_records_every_effective_sampling_setting(tiny_model_dir, tmp_p
     try:
         default = run(tmp_path / "default")
         agent = default["settings"]["agents"]["speaker"]
-        assert agent["sampling"] == {"temperature": 1.0, "top_p": 1.0, "top_k": 0, "max_new_tokens": 2,
+        assert agent["sampling"] == {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "max_new_tokens": 2,
                                      "stop_token_ids": [], "seed": 0}
         assert "threads" not in agent["options"]  # how fast, not what: no effect on the fingerprint
         cooler = run(tmp_path / "cooler", "--temperature", "0.5")
@@ -101,7 +101,9 @@ def test_run_json_records_every_effective_sampling_setting(tiny_model_dir, tmp_p
         assert cooler["fingerprint"] != default["fingerprint"]
         from llm_envs.agents.spec import parse_agent_spec
 
-        spec = parse_agent_spec(f"hf:{tiny_model_dir}").with_options({"max_new_tokens": 2, "threads": 1})
+        spec = parse_agent_spec(f"hf:{tiny_model_dir}").with_options(
+            {"max_new_tokens": 2, "threads": 1, "temperature": 0.0}
+        )
         assert spec_settings(spec)["sampling"] == agent["sampling"]
         assert torch.get_num_threads() == 1  # --threads reached torch
     finally:
