@@ -93,9 +93,8 @@ def _pick(rng: np.random.Generator, items: Sequence[str]) -> str:
 # level 0 (opt-in, for curricula): one operation on single digits
 
 
-def _level0(rng: np.random.Generator) -> _Draft:
-    op = _pick(rng, "+−×")
-    a, b = _int(rng, 0, 9), _int(rng, 0, 9)
+def _one_operation(rng: np.random.Generator, a: int, op: str, b: int, kind: str) -> _Draft:
+    """``a op b`` (``op`` one of ``+−×``) as a question in one of three phrasings."""
     value = a + b if op == "+" else a - b if op == "−" else a * b
     py = {"+": "+", "−": "-", "×": "*"}[op]
     phrasing = _pick(rng, ("What is {e}?", "Compute {e}.", "Calculate {e}."))
@@ -105,8 +104,14 @@ def _level0(rng: np.random.Generator) -> _Draft:
         answer=Fraction(value),
         steps=f"{expression} = {value}.",
         program=_program(f"{a} {py} {b}"),
-        kind="one_digit_operation",
+        kind=kind,
     )
+
+
+def _level0(rng: np.random.Generator) -> _Draft:
+    op = _pick(rng, "+−×")
+    a, b = _int(rng, 0, 9), _int(rng, 0, 9)
+    return _one_operation(rng, a, op, b, "one_digit_operation")
 
 
 # level 1: one operation
@@ -116,20 +121,9 @@ def _level1(rng: np.random.Generator) -> _Draft:
     op = _pick(rng, "+−×")
     if op == "×":
         a, b = _int(rng, 2, 20), _int(rng, 2, 20)
-        value = a * b
     else:
         a, b = _int(rng, 0, 100), _int(rng, 0, 100)
-        value = a + b if op == "+" else a - b
-    py = {"+": "+", "−": "-", "×": "*"}[op]
-    phrasing = _pick(rng, ("What is {e}?", "Compute {e}.", "Calculate {e}."))
-    expression = f"{a} {op} {b}"
-    return _Draft(
-        question=phrasing.format(e=expression),
-        answer=Fraction(value),
-        steps=f"{expression} = {value}.",
-        program=_program(f"{a} {py} {b}"),
-        kind="one_operation",
-    )
+    return _one_operation(rng, a, op, b, "one_operation")
 
 
 # ---------------------------------------------------------------------------------------------
