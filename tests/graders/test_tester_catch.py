@@ -123,3 +123,47 @@ def test_chosen_mutants_are_kept_on_disk_for_other_processes_and_checked_when_re
     assert runs  # chosen again
     monkeypatch.setenv("LLM_ENVS_MUTANT_CACHE", "off")
     assert mutants.disk_cache_dir() is None
+
+
+# One mutant divides by 1 instead of 2 (the constant ``k = 2`` off by one): it returns 1 where the
+# golden returns 2 on the golden tests (caught), and loops on any n > 1 (never in a golden test).
+HALVINGS = Problem(
+    id="toy/halvings",
+    prompt='def halvings(n):\n    """Return 2 plus how many times n halves before it is at most 1."""\n',
+    split="train",
+    solution=(
+        "def halvings(n):\n    k = 2\n    count = 0\n    while n > 1:\n        n = n // k\n"
+        "        count += 1\n    return count + k\n"
+    ),
+    tests=("assert halvings(1) == 2", "assert halvings(0) == 2", "assert halvings(-5) == 2"),
+    style="function",
+    entry_point="halvings",
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [("tests-clear-poison", ECHO), ("tests-forge-emit", ECHO), ("tests-thread-timeout", HALVINGS)],
+)
+def test_a_test_that_hides_a_harness_failure_in_its_own_process_catches_nothing(backend, name, problem):
+    # Issue 30: each of these tests makes the harness fail on one wrong program only (a reply over
+    # the frame limit; a call that never returns) and then hides it in the test process, where the
+    # tester's code runs (clearing the driver's marks, writing its own record with the driver's
+    # secret, abandoning the call in a thread). Before the solution's side kept its own record,
+    # each was paid as a catch (ECHO: 1 of 3 wrong programs, reward 0.47; HALVINGS: the looping
+    # mutant).
+    from llm_envs.audit import by_name
+    from llm_envs.audit.exploits import Target
+
+    target = Target(
+        role="tests", entry_point=problem.entry_point, example_call=problem.tests[0][7:].split(" == ")[0],
+        example_expected=problem.tests[0].split(" == ")[1],
+    )
+    built = by_name(name).build(target)
+    record = play_tester(backend, problem, problem.solution, written_tests(built.exploit), test_time_s=20.0)
+    assert record.info["golden_solution_pass_rate"] == 1.0
+    assert record.info["wrong_programs"] >= 3
+    assert record.info["wrong_programs_caught"] == 0, record.info
+    assert record.reward_components["local"] == pytest.approx(
+        rules.tester_catch_reward(True, 1.0, 0, record.info["wrong_programs"])
+    )
