@@ -85,13 +85,16 @@ def _non_dumpable():
         return False
 
 
-def _close_other_descriptors(keep):
+def _close_other_descriptors(*keep):
     import resource
 
     highest = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     highest = highest if 0 < highest < (1 << 20) else (1 << 16)
-    _os.closerange(3, keep)
-    _os.closerange(keep + 1, highest)
+    low = 3
+    for fd in sorted(keep):
+        _os.closerange(low, fd)
+        low = fd + 1
+    _os.closerange(low, highest)
 
 
 def _read_payload(name):
@@ -140,8 +143,42 @@ class _Timeout(BaseException):
     pass
 
 
+# Set by the solution's timer whenever it fires: a call during which it fired is a harness event
+# in the solution's own record even where the solution caught the exception and returned.
+_ALARM_FIRED = [False]
+
+
 def _on_alarm(signum, frame):
+    _ALARM_FIRED[0] = True
     raise _Timeout()
+
+
+class _SolutionLedger:
+    """The solution's side's own record of the run (S0 and S1 write it; the host reads it).
+
+    One line per event on the run's stdout (a descriptor S0 took before it put ``/dev/null`` on
+    0, 1 and 2), prefixed with the solution's secret, which came in the solution's file and that
+    the test process never holds. Each line is one ``write()`` of under ``PIPE_BUF`` bytes,
+    starting with a newline, so a line is never split nor glued to what another process wrote.
+    Events: ``{"e": "server", "s": n}`` (S0 forked server n), ``{"e": "b", "s": n, "c": k}``
+    (server n read call k, before running it), ``{"e": "e", "s": n, "c": k, "h": reason|None}``
+    (call k ended; ``h``: a harness event: time-out, frame limit, a value that cannot cross, a
+    request it could not read), ``{"e": "bad", "s": n, "h": reason}`` (an unreadable frame: the
+    server exits) and ``{"e": "final", "servers": n}`` (S0, when the test process closed its
+    socket, after ending the last server). See ``sandboxes.harness._solution_marks``."""
+
+    def __init__(self, fd, secret):
+        self.fd, self.prefix = fd, ("\n" + secret).encode("ascii")
+        self.server = 0
+
+    def write(self, event):
+        import json
+
+        line = self.prefix + json.dumps(event, separators=(",", ":")).encode("ascii") + b"\n"
+        try:
+            _os.write(self.fd, line[:4000])
+        except OSError:
+            pass  # the host sees an incomplete record: fail closed
 
 
 def _run_top_level(code, namespace, time_s, out):
@@ -211,10 +248,12 @@ def _call_alarm(time_s):
 
 
 class _Server:
-    """S1: answers T's requests on `sock` against the solution's namespace."""
+    """S1: answers T's requests on `sock` against the solution's namespace, and writes each call
+    to `ledger` before it runs and when it ends (`_SolutionLedger`)."""
 
-    def __init__(self, sock, namespace, exported):
-        self.sock, self.namespace = sock, namespace
+    def __init__(self, sock, namespace, exported, ledger):
+        self.sock, self.namespace, self.ledger = sock, namespace, ledger
+        self.calls = 0
         self.callable_names = {name for name, kind in exported.items() if kind[0] == "call"}
         self.objects = {}  # handle -> object
         self.handles = {}  # id(object) -> handle
@@ -240,18 +279,42 @@ class _Server:
         raise CrossingError("a malformed call target")
 
     def serve(self):
+        import json
+
+        server = self.ledger.server
         while True:
             try:
                 request = recv_frame(self.sock)
             except EOFError:
                 _os._exit(0)
-            except BaseException:
+            except BaseException as exc:
+                self.ledger.write({"e": "bad", "s": server, "h": "an unreadable request (%s)" % type(exc).__name__})
                 _os._exit(1)
+            self.calls += 1
+            self.ledger.write({"e": "b", "s": server, "c": self.calls})
+            _ALARM_FIRED[0] = False
             reply = self.answer(request)
+            harness = None
+            if "fail" in reply or "timeout" in reply:
+                harness = "timed out" if "timeout" in reply else "the call failed: %s" % str(reply["fail"])[:200]
+            elif _ALARM_FIRED[0]:
+                harness = "timed out (the solution caught its time-out)"
             try:
-                send_frame(self.sock, reply)
-            except CrossingError as exc:
-                send_frame(self.sock, {"id": reply.get("id"), "fail": str(exc)})
+                body = json.dumps(reply, separators=(",", ":"), allow_nan=True).encode("utf-8")
+            except BaseException as exc:
+                body, harness = None, "the reply could not be written (%s)" % type(exc).__name__
+            if body is None or len(body) > MAX_FRAME_BYTES:
+                if body is not None:
+                    harness = "a reply of %d bytes is over the %d-byte frame limit" % (len(body), MAX_FRAME_BYTES)
+                reply = {"id": reply.get("id"), "fail": "the result cannot cross: " + harness}
+                body = json.dumps(reply, separators=(",", ":")).encode("utf-8")
+            # Written before the reply leaves: the host reads this event before anything the test
+            # process writes after it got the reply.
+            self.ledger.write({"e": "e", "s": server, "c": self.calls, "h": harness})
+            try:
+                self.sock.sendall(_HEADER.pack(len(body)) + body)
+            except OSError:
+                _os._exit(0)
 
     def answer(self, request):
         out = _CappedText(_CALL_STDOUT_CHARS)
@@ -330,13 +393,18 @@ class _Server:
 
 def _solution_zygote(sock):
     """S0: never returns."""
+    ledger = None
     try:
+        # The run's stdout, for this side's own record (`_SolutionLedger`); 0, 1 and 2 become
+        # /dev/null.
+        record_fd = _os.dup(1)
         null = _os.open(_os.devnull, _os.O_RDWR)
         for target in (0, 1, 2):
             _os.dup2(null, target)
-        _close_other_descriptors(sock.fileno())
+        _close_other_descriptors(sock.fileno(), record_fd)
         _non_dumpable()
         payload = _read_payload(_SOLUTION_FILE)
+        ledger = _SolutionLedger(record_fd, str(payload["record_secret"]))
         time_s, stdout_chars = float(payload["time_s"]), int(payload["stdout_chars"])
         # The next frame, sent before any code but the driver's runs here, also says that the
         # solution's file is gone.
@@ -346,6 +414,7 @@ def _solution_zygote(sock):
                 sources.append(compile(payload[label], label + ".py", "exec", dont_inherit=True))
         except BaseException as exc:
             send_frame(sock, {"kind": "compiled", "ok": False, "error": _exception_text(exc)})
+            ledger.write({"e": "final", "servers": 0})
             _os._exit(0)
         send_frame(sock, {"kind": "compiled", "ok": True})
         namespace = {"__name__": "__solution__", "__builtins__": __builtins__}
@@ -360,17 +429,19 @@ def _solution_zygote(sock):
         exported = _export_names(namespace, setup_names, entry) if error is None else {}
         send_frame(sock, {"kind": "ran", "error": error, "stdout": out.text(), "names": exported})
         if error is not None:
+            ledger.write({"e": "final", "servers": 0})
             _os._exit(0)
-        _serve_copies(sock, namespace, exported)
+        _serve_copies(sock, namespace, exported, ledger)
     except BaseException:
         pass
     _os._exit(1)
 
 
-def _serve_copies(sock, namespace, exported):
+def _serve_copies(sock, namespace, exported, ledger):
     """S0 after the top level: for each one-byte request on `sock` carrying a socket (SCM_RIGHTS),
     end the previous server and fork a new one (a copy of the state the top level left) that
-    answers on that socket. Returns never; exits when T closes `sock`."""
+    answers on that socket. Returns never; exits when T closes `sock`, after ending the last
+    server and writing the ledger's ``final`` event."""
     child = None
     while True:
         try:
@@ -385,17 +456,20 @@ def _serve_copies(sock, namespace, exported):
                 pass
             child = None
         if not message:
+            ledger.write({"e": "final", "servers": ledger.server})
             _os._exit(0)
         if len(fds) != 1:
             for fd in fds:
                 _os.close(fd)
             continue
+        ledger.server += 1
+        ledger.write({"e": "server", "s": ledger.server})
         child = _os.fork()
         if child == 0:
             try:
                 sock.close()
                 server = _socket.socket(fileno=fds[0])
-                _Server(server, namespace, exported).serve()
+                _Server(server, namespace, exported, ledger).serve()
             except BaseException:
                 pass
             _os._exit(1)
@@ -786,6 +860,29 @@ def _bind_names(namespace, exported, connection, entry):
                 pass
 
 
+# How long T waits, at the end of the run, for the solution's zygote to end its last server and
+# write its ledger's final event (it has nothing else to do; a zygote that takes longer leaves
+# its record incomplete, and the host then counts no failing test of the run as a catch).
+_ZYGOTE_WAIT_S = 2.0
+# Longest line a record may take (under PIPE_BUF, 4096 on Linux: one atomic write to a pipe).
+_RECORD_BYTES = 4000
+
+
+def _record_line(secret, record, dumps):
+    """``"\\n" + secret + JSON + "\\n"`` in ASCII, at most `_RECORD_BYTES` bytes: a record whose
+    captured stdout or error text would make it longer keeps less of them (their beginnings)."""
+    record = dict(record)
+    while True:
+        line = ("\n" + secret + dumps(record) + "\n").encode("ascii", "backslashreplace")
+        if len(line) <= _RECORD_BYTES:
+            return line
+        longest = max(("stdout", "error"), key=lambda key: len(record.get(key) or ""))
+        value = record.get(longest) or ""
+        if not value:
+            return ("\n" + secret + dumps({"kind": record.get("kind"), "index": record.get("index"), "error": "not judged: a record too long to write"}) + "\n").encode("ascii")
+        record[longest] = value[: len(value) // 2]
+
+
 def _trusted_path():
     """``sys.path`` without the job directory and anything else this run could write (a module
     planted there would run in this process when a test imports it)."""
@@ -825,19 +922,42 @@ def _main():
     _os.dup2(null, 0)
     _os.close(null)
     _sys.stdin = _io.StringIO("")
-    channel = _os.fdopen(_os.dup(1), "w", encoding="utf-8")
+    channel = _os.dup(1)
     import json
 
     def emit(record):
-        channel.write(secret + json.dumps(record) + "\n")
-        channel.flush()
+        # One write() of under PIPE_BUF bytes, starting on a line of its own: the solution's
+        # ledger writes to the same pipe, and neither may split the other's line.
+        line = _record_line(secret, record, json.dumps)
+        try:
+            _os.write(channel, line)
+        except OSError:
+            pass
+
+    def finish():
+        """The end of the run: the solution's zygote is told (its socket closes), ends its
+        last server and writes its ledger's final event; T waits for it (a little), so that the
+        event is in the pipe before the run ends."""
+        try:
+            control.close()
+        except (OSError, NameError):
+            pass
+        if isolated:
+            stop = _time.monotonic() + _ZYGOTE_WAIT_S
+            while True:
+                try:
+                    if _os.waitpid(pid, _os.WNOHANG)[0] or _time.monotonic() > stop:
+                        break
+                except ChildProcessError:
+                    break
+                _time.sleep(0.002)
+        _os._exit(0)
 
     if not isolated:
         # The sandbox refused prctl(PR_SET_DUMPABLE, 0): the two processes could read each
         # other's memory. Nothing runs; the host reports a sandbox failure, not a verdict.
         emit({"kind": "unisolated", "error": "the sandbox does not let a run make itself non-dumpable"})
-        channel.close()
-        _os._exit(0)
+        finish()
     with _os.fdopen(tests_fd, encoding="utf-8") as handle:
         payload = json.load(handle)
     time_limit = float(payload["time_s"])
@@ -871,8 +991,7 @@ def _main():
             raise CrossingError("a malformed report")
         if not compiled["ok"]:
             emit({"kind": "compiled", "ok": False, "error": text(compiled.get("error", ""))})
-            channel.close()
-            _os._exit(0)
+            finish()
         emit({"kind": "compiled", "ok": True})
         control.settimeout(max(0.1, deadline - _time.monotonic()))
         ran = recv_frame(control)
@@ -898,8 +1017,7 @@ def _main():
         for index in range(len(tests)):
             emit({"kind": "test", "index": index, "error": "not run: the solution failed: " + error, "stdout": "", "timed_out": False})
         emit({"kind": "done"})
-        channel.close()
-        _os._exit(0)
+        finish()
     # What every test starts from: the setup's names, then the solution's (proxies; a proxy
     # holds no state of its own, so tests can share them).
     bound = dict(base)
@@ -947,8 +1065,7 @@ def _main():
             record["harness"] = "after a harness failure in " + earlier_failure
         emit(record)
     emit({"kind": "done"})
-    channel.close()
-    _os._exit(0)
+    finish()
 
 
 if __name__ == "__main__":

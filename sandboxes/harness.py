@@ -322,11 +322,14 @@ def run_function_tests(
     """
     tests = _test_snippets(tests, entry_point)
     secret = secrets.token_hex(16)
+    # The solution's side's own secret for its ledger of calls (`_solution_marks`): it travels
+    # in the solution's file, which the test process never reads.
+    solution_secret = secrets.token_hex(16)
     common = {"entry_point": entry_point, "time_s": float(time_s), "stdout_chars": _TEST_STDOUT_CHARS}
     # Two files: the test process reads and deletes the tests, the solution's process the
     # solution, before either runs anything else (see sandboxes/_function_driver.py).
     tests_payload = dict(common, setup=setup, tests=list(tests))
-    solution_payload = dict(common, setup=setup, solution=solution)
+    solution_payload = dict(common, setup=setup, solution=solution, record_secret=solution_secret)
     # The run as a whole: per-test limits plus slack, so one slow test cannot starve the rest.
     limits = Limits(
         time_s=float(time_s) * (len(tests) + 3) + 2.0,
@@ -340,7 +343,7 @@ def run_function_tests(
         _remember_needs_source(sandbox)
         driver = _driver_for(sandbox, with_source=True)
         run = sandbox.run(_LOADER, stdin=secret + "\n", files={**driver, **job_files}, limits=limits)
-    return _report_from_run(run, tests, limits, secret)
+    return _report_from_run(run, tests, limits, secret, solution_secret)
 
 
 def _needs_source(run: RunResult) -> bool:
@@ -349,25 +352,132 @@ def _needs_source(run: RunResult) -> bool:
     return run.exit_code == _NEEDS_SOURCE_STATUS and run.stderr.strip() == _NEEDS_SOURCE and not run.stdout
 
 
-def _records(run: RunResult, secret: str) -> list[dict]:
-    records = []
+#: A line of the solution's ledger that is not a well-formed event (only its writer, the
+#: solution's side, holds the secret): the ledger is then incomplete.
+_MALFORMED = {"e": "malformed"}
+
+
+def _stream(run: RunResult, secret: str, solution_secret: str | None) -> list[tuple[str, dict]]:
+    """The records of both sides in the order they reached the run's stdout: ``("tests",
+    record)`` for the test process's (prefixed with `secret`), ``("solution", event)`` for the
+    solution's ledger (prefixed with `solution_secret`)."""
+    stream: list[tuple[str, dict]] = []
     for line in run.stdout.splitlines():
         if line.startswith(secret):
-            try:
-                record = json.loads(line[len(secret) :])
-            except ValueError:
+            who, body = "tests", line[len(secret) :]
+        elif solution_secret and line.startswith(solution_secret):
+            who, body = "solution", line[len(solution_secret) :]
+        else:
+            continue
+        try:
+            record = json.loads(body)
+        except (ValueError, RecursionError):
+            record = None
+        if isinstance(record, dict):
+            stream.append((who, record))
+        elif who == "solution":
+            stream.append((who, _MALFORMED))
+    return stream
+
+
+@dataclasses.dataclass
+class _Marks:
+    """What the solution's ledger says about one record of the test process: `failing` (why a
+    failing test may not count as having caught anything), `passing` (why a passing test does not
+    pass)."""
+
+    failing: str | None = None
+    passing: str | None = None
+
+
+def _solution_marks(stream: list[tuple[str, dict]]) -> list[_Marks | None]:
+    """For each entry of `stream`: the `_Marks` of a test process's ``test`` record (``None`` for
+    every other entry), from the solution's ledger (``sandboxes/_function_driver.py``).
+
+    Where the program is trusted (a golden solution or a harness-made mutant, graded against a
+    tester's tests), the ledger is the record the test process cannot touch: it was written by
+    another process, with a secret the test process never held, into a pipe that cannot be
+    unwritten. Its events are tied to no test (the test process names the tests, and may lie):
+    they are placed by their position in the pipe, which is causal: a server writes a call's end
+    before it sends the reply, so a record the test process writes after it read a reply comes
+    after that call's end. Rules, each failing closed:
+
+    * a failing record counts as a catch only if, where it stands, **no call has begun without
+      ending** (a call the test gave up on, in a thread, or whose server was ended) and **no
+      harness event came before it** (a time-out, also one the program caught, a reply over the
+      frame limit, a value that cannot cross, an unreadable request): a later test may hold the
+      outcome of an earlier failure, as in the test process's own rule;
+    * a passing record does not pass if the server of that moment recorded a harness event since
+      the test process's previous test record (the calls of this test);
+    * where the ledger is **incomplete** (no ``final`` event: the run was cut short, its output
+      flooded, the zygote killed; or a malformed or out-of-order event), no failing record counts
+      as a catch.
+
+    A call sent but not yet read by its server when the test process writes a record is not seen
+    at that record (a server starved of the CPU for as long as the test waits).
+    """
+    marks: list[_Marks | None] = [None] * len(stream)
+    open_calls: dict[int, int] = {}  # server -> call begun and not ended
+    first_event: str | None = None
+    recent: dict[int, str] = {}  # server -> its first harness event since the last test record
+    server, final, broken = 0, False, False
+    for position, (who, record) in enumerate(stream):
+        if who == "tests":
+            if record.get("kind") != "test":
                 continue
-            if isinstance(record, dict):
-                records.append(record)
-    return records
+            failing = first_event
+            if open_calls:
+                failing = failing or "a call of the solution's was still running (the test gave up on it)"
+            marks[position] = _Marks(failing=failing, passing=recent.get(server))
+            recent = {}
+            continue
+        event = record.get("e")
+        number = record.get("s")
+        if final or type(number) not in (int, type(None)):
+            broken = True
+        elif event == "server" and type(number) is int and number == server + 1:
+            server = number
+        elif event == "b" and type(number) is int and number not in open_calls and type(record.get("c")) is int:
+            open_calls[number] = record["c"]
+        elif event == "e" and type(number) is int and open_calls.get(number) == record.get("c"):
+            del open_calls[number]
+            harness = record.get("h")
+            if harness is not None:
+                reason = f"the solution's side: {str(harness)[:300]}"
+                first_event = first_event or reason
+                recent.setdefault(number, reason)
+        elif event == "bad" and type(number) is int:
+            reason = f"the solution's side: {str(record.get('h'))[:300]}"
+            first_event = first_event or reason
+            recent.setdefault(number, reason)
+        elif event == "final" and number is None:
+            final = True
+        else:
+            broken = True
+    if broken or not final:
+        why = "the solution's side's record of the run is incomplete"
+        for mark in marks:
+            if mark is not None and mark.failing is None:
+                mark.failing = why
+    return marks
 
 
-def _report_from_run(run: RunResult, tests: list[str], limits: Limits, secret: str | None = None) -> TestReport:
-    """The `TestReport` of a function-test run, from the records its test process wrote.
+def _report_from_run(
+    run: RunResult, tests: list[str], limits: Limits, secret: str | None = None, solution_secret: str | None = None
+) -> TestReport:
+    """The `TestReport` of a function-test run, from the records its test process wrote and the
+    solution's side's ledger (`_solution_marks`).
 
     Fails closed: a test passes only on exactly one well-formed record for it that reports no
-    error; a missing, malformed or repeated record fails it."""
-    records = _records(run, secret) if secret is not None else []
+    error, where neither side marked a harness event; a missing, malformed or repeated record
+    fails it. A failing test is marked (``harness_failure``: never counted as having caught a
+    wrong program) where either side marked a harness event, and wherever the solution's ledger
+    is missing (no `solution_secret`) or incomplete."""
+    stream = _stream(run, secret, solution_secret) if secret is not None else []
+    records = [record for who, record in stream if who == "tests"]
+    marks_of: dict[int, _Marks] = {}
+    if solution_secret is not None:
+        marks_of = {id(record): mark for (_who, record), mark in zip(stream, _solution_marks(stream), strict=True) if mark}
     # Only as the one record of a run: written before anything but the driver runs. A test
     # that writes one later (a tester's) cannot turn its verdicts into a sandbox failure.
     unisolated = records[0] if len(records) == 1 and records[0].get("kind") == "unisolated" else None
@@ -393,6 +503,8 @@ def _report_from_run(run: RunResult, tests: list[str], limits: Limits, secret: s
             and isinstance(record.get("timed_out", False), bool)
             and (record.get("harness") is None or isinstance(record.get("harness"), str))
         )
+        if well_formed and index not in by_index:
+            record = _with_solution_marks(record, marks_of.get(id(record)))
         by_index[index] = None if index in by_index or not well_formed else record
     if compiled_record is None:
         reason = _run_failure(run, "before the solution was compiled")
@@ -435,6 +547,22 @@ def _report_from_run(run: RunResult, tests: list[str], limits: Limits, secret: s
         error=error,
         runs=[run],
     )
+
+
+def _with_solution_marks(record: dict, marks: _Marks | None) -> dict:
+    """`record` (a test process's ``test`` record) with what the solution's ledger says: a pass
+    where the server recorded a harness event is not judged; a failure where the ledger rules out
+    a catch carries that as its ``harness`` mark (the test process's own mark first)."""
+    if marks is None:
+        marks = _Marks(failing="the solution's side's record of the run is missing")
+    record = dict(record)
+    if record.get("error") is None:
+        if marks.passing is not None:
+            record["error"] = f"not judged: {marks.passing}"
+            record["harness"] = record.get("harness") or marks.passing
+    elif record.get("harness") is None:
+        record["harness"] = marks.failing or marks.passing
+    return record
 
 
 def _run_failure(run: RunResult, when: str) -> str:
