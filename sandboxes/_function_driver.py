@@ -26,7 +26,11 @@ Every failure that is the harness's, not the test's own check (a time-out, a val
 cross, a handle asked for its truth value, length, items or an order, a dead or lying server),
 is recorded with the test's verdict (``harness``), even where the test caught it and raised
 something else, so that it never counts as a pass nor as a test that caught a wrong program;
-every later test that fails is marked too (an earlier test may have kept the outcome for it). A
+every later test that fails is marked too (an earlier test may have kept the outcome for it).
+Those marks are T's, where the tests' code runs (a tester's test can reach them); the solution's
+side keeps its own record of every call, the *ledger* (`_SolutionLedger`: each call before it
+runs and at its end, with any harness event; written to the run's stdout with a secret that
+came in the solution's file), and the host combines the two (``sandboxes.harness``). A
 ``StopIteration`` leaving the solution arrives as a ``RuntimeError`` (PEP 479), and what a call
 prints is written to the test's ``sys.stdout`` (a test's ``redirect_stdout`` sees it).
 
@@ -36,8 +40,9 @@ solution compiles before it runs it, and T runs no test before that report. So t
 expected values and, when the tests are themselves a model's (a tester's), the tests never see
 the solution (a golden one). Both are non-dumpable, so neither can open the
 other's ``/proc/<pid>/mem``, ``fd`` or ``environ`` (ptrace, ``process_vm_readv`` and
-``pidfd_getfd`` are refused to every run by the sandbox's job filter). S0 and S1 hold no copy of
-the run's stdout (only ``/dev/null``); S1 answers only on its own socket, which T made and
+``pidfd_getfd`` are refused to every run by the sandbox's job filter). S0 and S1 hold
+``/dev/null`` on 0, 1 and 2 and one copy of the run's stdout for the ledger, whose secret T never
+holds (it is in the solution's file); S1 answers only on its own socket, which T made and
 passed to S0 (T never receives a descriptor from the solution's side). T imports nothing
 from a directory the solution could write (the job directory and every writable path leave
 ``sys.path``). Whatever the solution's processes do (lie, write garbage, die, hang, signal T), the
@@ -174,6 +179,8 @@ class _SolutionLedger:
     def write(self, event):
         import json
 
+        if self.fd is None:
+            return
         line = self.prefix + json.dumps(event, separators=(",", ":")).encode("ascii") + b"\n"
         try:
             _os.write(self.fd, line[:4000])
@@ -245,6 +252,15 @@ def _call_alarm(time_s):
         yield
     finally:
         _signal.setitimer(_signal.ITIMER_REAL, 0)
+
+
+# Attributes that lead from an object (a coroutine, an async generator, a traceback, a frame) to
+# the frames of this process, and from there to the driver's own state (the ledger's secret):
+# never read across, as no ``__`` attribute is.
+_FRAME_ATTRIBUTES = frozenset(
+    {"gi_frame", "cr_frame", "ag_frame", "tb_frame", "tb_next", "f_back", "f_globals", "f_locals",
+     "f_builtins", "f_code", "gi_code", "cr_code", "ag_code", "cr_await", "gi_yieldfrom", "ag_await"}
+)
 
 
 class _Server:
@@ -326,7 +342,7 @@ class _Server:
             op = request.get("op")
             obj = self.target(request.get("target"))
             name = request.get("name")
-            if name is not None and (type(name) is not str or name.startswith("__")):
+            if name is not None and (type(name) is not str or name.startswith("__") or name in _FRAME_ATTRIBUTES):
                 raise CrossingError("attribute %r cannot be reached" % (name,))
             raw_args = request.get("args", [])
             raw_kwargs = request.get("kwargs", [])
@@ -404,7 +420,9 @@ def _solution_zygote(sock):
         _close_other_descriptors(sock.fileno(), record_fd)
         _non_dumpable()
         payload = _read_payload(_SOLUTION_FILE)
-        ledger = _SolutionLedger(record_fd, str(payload["record_secret"]))
+        # (A payload without a secret, from a caller that reads no ledger: nothing is written,
+        # and the host, finding no ledger, counts no failure as a catch.)
+        ledger = _SolutionLedger(record_fd if payload.get("record_secret") else None, str(payload.get("record_secret")))
         time_s, stdout_chars = float(payload["time_s"]), int(payload["stdout_chars"])
         # The next frame, sent before any code but the driver's runs here, also says that the
         # solution's file is gone.
@@ -943,14 +961,12 @@ def _main():
         except (OSError, NameError):
             pass
         if isolated:
-            stop = _time.monotonic() + _ZYGOTE_WAIT_S
-            while True:
-                try:
-                    if _os.waitpid(pid, _os.WNOHANG)[0] or _time.monotonic() > stop:
-                        break
-                except ChildProcessError:
-                    break
-                _time.sleep(0.002)
+            _signal.signal(_signal.SIGALRM, _on_alarm)
+            try:
+                _signal.setitimer(_signal.ITIMER_REAL, _ZYGOTE_WAIT_S)
+                _os.waitpid(pid, 0)
+            except BaseException:  # _Timeout, or no such child (it was reaped already)
+                pass
         _os._exit(0)
 
     if not isolated:

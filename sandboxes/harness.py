@@ -71,7 +71,10 @@ class TestResult:
             caught that failure and raised something else (an ``AssertionError``), and on every
             test that fails after such a failure in the same run (tests share a process, so an
             earlier test can hand a harness failure's outcome to a later one): a test marked so
-            never counts as having caught a wrong program.
+            never counts as having caught a wrong program. Set by either side: the test
+            process, or the solution's side's ledger of calls (a harness event it recorded
+            before this test's record, a call left running, a ledger cut short: see
+            `_solution_marks`), which the tests cannot reach.
     """
 
     __test__ = False  # not a pytest test class

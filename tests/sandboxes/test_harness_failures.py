@@ -144,6 +144,60 @@ def test_a_failing_test_after_a_harness_failure_is_marked_too(isolated):
     assert results[4].harness_failure is None  # a pass stays a pass
 
 
+CLEAR_MARKS = (
+    "import gc\n"
+    "try:\n    {call}\nexcept BaseException:\n"
+    "    for o in gc.get_objects():\n"
+    "        if type(o).__name__ == '_Connection':\n            o.poison = None\n"
+    "    assert False"
+)
+GIVE_UP_IN_A_THREAD = (
+    "import threading\n"
+    "done = []\n"
+    "t = threading.Thread(target=lambda: done.append({call}), daemon=True)\n"
+    "t.start()\nt.join(0.5)\n"
+    "assert done"
+)
+FORGE_A_RECORD = (
+    "import gc, os\n"
+    "try:\n    {call}\nexcept BaseException:\n"
+    "    for o in gc.get_objects():\n"
+    "        if type(o).__name__ == 'function' and o.__name__ == 'emit' and o.__closure__:\n"
+    "            o({{'kind': 'test', 'index': 0, 'error': 'AssertionError', 'stdout': '', 'timed_out': False}})\n"
+    "            o({{'kind': 'done'}})\n"
+    "            os._exit(0)\n"
+    "assert True"
+)
+
+
+def test_a_test_that_hides_a_harness_failure_in_its_own_process_is_marked_by_the_solutions_side(isolated):
+    # The test process's marks are within the tests' reach (a tester's test): it clears them, or
+    # gives up on a call in a thread before any time-out, or writes its own record. The
+    # solution's side's ledger still shows the harness failure, so none of these is a catch.
+    solution = (
+        "def big():\n    return 'x' * (17 * 1024 * 1024)\n"
+        "def slow():\n    while True:\n        pass\n"
+        "def one():\n    return 1\n"
+    )
+    (cleared,) = _run(isolated, solution, [CLEAR_MARKS.format(call="big()")])
+    (gave_up,) = _run(isolated, solution, [GIVE_UP_IN_A_THREAD.format(call="slow()")], time_s=3.0)
+    assert cleared.error.startswith("AssertionError") and "frame limit" in cleared.harness_failure
+    assert gave_up.error.startswith("AssertionError") and "still running" in gave_up.harness_failure
+    (forged,) = _run(isolated, solution, [FORGE_A_RECORD.format(call="big()")])
+    assert forged.error == "AssertionError" and forged.harness_failure
+    assert not any(mutants.checked_failure(r, io_style=False) for r in (cleared, gave_up, forged))
+    # The same tests on calls that succeed: the first two pass, nothing is marked.
+    results = _run(isolated, solution, [CLEAR_MARKS.format(call="one()"), GIVE_UP_IN_A_THREAD.format(call="one()")])
+    assert [(r.passed, r.harness_failure) for r in results] == [(True, None), (True, None)]
+
+
+def test_no_frame_of_the_solutions_process_reaches_the_tests(isolated):
+    # From a frame, the test could walk to the server's own state (the ledger's secret).
+    solution = "import sys\nasync def coroutine():\n    return 1\ndef f():\n    return coroutine()\n"
+    (result,) = _run(isolated, solution, ["c = f()\nframe = c.cr_frame\nassert frame.f_back is not None"])
+    assert not result.passed and "cannot be reached" in result.error
+
+
 # ---------------------------------------------------------------------------------------------
 # issue 34: the state, a fresh process after an abandoned call, prints
 

@@ -397,7 +397,10 @@ def checked_failure(result: Any, io_style: bool) -> bool:
     style, the program ran to the end and printed another answer. A crash, a timeout, a
     program that never ran, or a failure of the harness (``TestResult.harness_failure``: a
     time-out, a value over the frame limit, a refused handle, even where the test turned it into
-    an ``AssertionError``) is not counted as caught."""
+    an ``AssertionError``) is not counted as caught. The mark comes from either side of the run:
+    the test process, or the ledger the solution's side keeps where a tester's tests cannot reach
+    it (a harness event before the test's record, a call the test gave up on, a ledger cut short;
+    ``sandboxes.harness._solution_marks``)."""
     if result.passed or getattr(result, "harness_failure", None):
         return False
     error = result.error or ""
