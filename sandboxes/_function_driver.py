@@ -169,23 +169,31 @@ class _SolutionLedger:
     (server n read call k, before running it), ``{"e": "e", "s": n, "c": k, "h": reason|None}``
     (call k ended; ``h``: a harness event: time-out, frame limit, a value that cannot cross, a
     request it could not read), ``{"e": "bad", "s": n, "h": reason}`` (an unreadable frame: the
-    server exits) and ``{"e": "final", "servers": n}`` (S0, when the test process closed its
-    socket, after ending the last server). See ``sandboxes.harness._solution_marks``."""
+    server exits) and ``{"e": "final", "servers": n}`` (S0, when the test process is done). See
+    ``sandboxes.harness._solution_marks``."""
 
     def __init__(self, fd, secret):
         self.fd, self.prefix = fd, ("\n" + secret).encode("ascii")
         self.server = 0
 
     def write(self, event):
+        """Write `event`, waiting while the pipe is full (the descriptor may have been made
+        non-blocking by the test process, which shares it). A write that fails otherwise exits
+        this process: a call is never run, nor answered, unless its event is in the pipe."""
         import json
+        import select
 
         if self.fd is None:
             return
         line = self.prefix + json.dumps(event, separators=(",", ":")).encode("ascii") + b"\n"
-        try:
-            _os.write(self.fd, line[:4000])
-        except OSError:
-            pass  # the host sees an incomplete record: fail closed
+        while True:
+            try:
+                _os.write(self.fd, line[:4000])
+                return
+            except BlockingIOError:
+                select.select([], [self.fd], [], 1.0)
+            except OSError:
+                _os._exit(1)
 
 
 def _run_top_level(code, namespace, time_s, out):
@@ -458,14 +466,23 @@ def _solution_zygote(sock):
 def _serve_copies(sock, namespace, exported, ledger):
     """S0 after the top level: for each one-byte request on `sock` carrying a socket (SCM_RIGHTS),
     end the previous server and fork a new one (a copy of the state the top level left) that
-    answers on that socket. Returns never; exits when T closes `sock`, after ending the last
-    server and writing the ledger's ``final`` event."""
+    answers on that socket. Returns never; exits when T closes `sock`, after writing the ledger's
+    ``final`` event (and answering one byte, which T waits for)."""
     child = None
     while True:
         try:
             message, fds, _flags, _address = _socket.recv_fds(sock, 1, 1)
         except BaseException:
             message, fds = b"", []
+        if not message:
+            # The end: the last server is left to the sandbox (it may still write the end of a
+            # call T gave up on, after this event; the host places events by position).
+            ledger.write({"e": "final", "servers": ledger.server})
+            try:
+                sock.send(b"!")
+            except OSError:
+                pass
+            _os._exit(0)
         if child is not None:
             try:
                 _os.kill(child, _signal.SIGKILL)
@@ -473,9 +490,6 @@ def _serve_copies(sock, namespace, exported, ledger):
             except OSError:
                 pass
             child = None
-        if not message:
-            ledger.write({"e": "final", "servers": ledger.server})
-            _os._exit(0)
         if len(fds) != 1:
             for fd in fds:
                 _os.close(fd)
@@ -878,9 +892,9 @@ def _bind_names(namespace, exported, connection, entry):
                 pass
 
 
-# How long T waits, at the end of the run, for the solution's zygote to end its last server and
-# write its ledger's final event (it has nothing else to do; a zygote that takes longer leaves
-# its record incomplete, and the host then counts no failing test of the run as a catch).
+# How long T waits, at the end of the run, for the solution's zygote to write its ledger's final
+# event (it has nothing else to do; a zygote that takes longer leaves its record incomplete, and
+# the host then counts no failing test of the run as a catch).
 _ZYGOTE_WAIT_S = 2.0
 # Longest line a record may take (under PIPE_BUF, 4096 on Linux: one atomic write to a pipe).
 _RECORD_BYTES = 4000
@@ -953,20 +967,15 @@ def _main():
             pass
 
     def finish():
-        """The end of the run: the solution's zygote is told (its socket closes), ends its
-        last server and writes its ledger's final event; T waits for it (a little), so that the
+        """The end of the run: the solution's zygote is told (its socket reads the end), writes
+        its ledger's final event and answers one byte; T waits for that (a little), so that the
         event is in the pipe before the run ends."""
         try:
-            control.close()
+            control.shutdown(_socket.SHUT_WR)
+            control.settimeout(_ZYGOTE_WAIT_S)
+            control.recv(1)
         except (OSError, NameError):
             pass
-        if isolated:
-            _signal.signal(_signal.SIGALRM, _on_alarm)
-            try:
-                _signal.setitimer(_signal.ITIMER_REAL, _ZYGOTE_WAIT_S)
-                _os.waitpid(pid, 0)
-            except BaseException:  # _Timeout, or no such child (it was reaped already)
-                pass
         _os._exit(0)
 
     if not isolated:

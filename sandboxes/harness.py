@@ -414,7 +414,8 @@ def _solution_marks(stream: list[tuple[str, dict]]) -> list[_Marks | None]:
       the test process's previous test record (the calls of this test);
     * where the ledger is **incomplete** (no ``final`` event: the run was cut short, its output
       flooded, the zygote killed; or a malformed or out-of-order event), no failing record counts
-      as a catch.
+      as a catch. (The zygote writes ``final`` when the test process is done; the last server
+      may still write a call's end after it.)
 
     A call sent but not yet read by its server when the test process writes a record is not seen
     at that record (a server starved of the CPU for as long as the test waits).
@@ -436,7 +437,7 @@ def _solution_marks(stream: list[tuple[str, dict]]) -> list[_Marks | None]:
             continue
         event = record.get("e")
         number = record.get("s")
-        if final or type(number) not in (int, type(None)):
+        if type(number) not in (int, type(None)) or (final and event not in ("b", "e", "bad")):
             broken = True
         elif event == "server" and type(number) is int and number == server + 1:
             server = number

@@ -107,7 +107,7 @@ def test_an_incomplete_ledger_rules_out_every_catch_but_not_the_passes():
         "no final event (the run cut short, its output flooded, the zygote killed)": honest + t_line({"kind": "done"}),
         "a malformed event": honest + "\n" + SOLUTION_SECRET + "{not json\n" + FINAL,
         "an end without its beginning": honest + s_line({"e": "e", "s": 1, "c": 9, "h": None}) + FINAL,
-        "an event after the final one": honest + FINAL + call(1, 3),
+        "a server started after the final event": honest + FINAL + s_line({"e": "server", "s": 2}),
     }
     for why, stdout in cases.items():
         first, second = report(stdout, 2).results
@@ -131,6 +131,18 @@ def test_a_late_event_of_a_replaced_server_does_not_fail_the_next_tests_pass():
     first, second = report(stdout, 2).results
     assert first.harness_failure == "timed out" and not first.passed
     assert second.passed
+
+
+def test_the_last_server_may_end_a_call_after_the_final_event():
+    # The zygote writes `final` when the test process is done; a call the test gave up on may end
+    # later. It was open where the test's record stands: no catch; the ledger is complete.
+    stdout = (
+        START + SERVER_1 + call(1, 1) + verdict(0, FAILED) + s_line({"e": "b", "s": 1, "c": 2})
+        + verdict(1, FAILED) + FINAL + s_line({"e": "e", "s": 1, "c": 2, "h": "timed out"})
+    )
+    first, second = report(stdout, 2).results
+    assert caught(first) and first.harness_failure is None
+    assert "still running" in second.harness_failure
 
 
 def test_records_the_test_process_writes_in_the_solutions_name_need_its_secret():
