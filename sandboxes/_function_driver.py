@@ -974,7 +974,7 @@ def _main():
             control.shutdown(_socket.SHUT_WR)
             control.settimeout(_ZYGOTE_WAIT_S)
             control.recv(1)
-        except (OSError, NameError):
+        except BaseException:  # no zygote (NameError), gone, or slower than the wait
             pass
         _os._exit(0)
 
