@@ -1,0 +1,178 @@
+"""Batch grading: the programs of many environment steps graded together on the sandbox pool.
+
+An environment whose step runs programs (Coder–Tester's code and tests, Reasoner–Tool's tool
+program, the puzzles' tool programs) asks for every run through
+:meth:`~llm_envs.envs._common.SandboxUser._grade` with :class:`Grading` values: each says what to
+run and how (a problem's function tests or stdin/stdout cases, or a plain program run). One
+at a time, a step grades its programs itself, on the thread that steps it.
+
+:func:`grade_ahead` grades the programs of many pending steps at once. For each ``(env,
+action)`` it plays the step on a clone of the environment (:meth:`TextEnv.clone`: the clone
+shares the sandbox, nothing else) up to its first ``_grade`` call, which records that call's
+gradings and stops the clone there; then every recorded grading of every step is run on one
+thread pool as wide as the sandbox's pool of workers, and each result is handed to its
+environment. The real step then finds its results waiting (matched by the whole
+:class:`Grading`, program and tests included) and runs nothing; a grading it did not plan
+(e.g. a later ``_grade`` call of the same step) runs as it would one at a time. So the rewards
+are those of one-at-a-time grading: the same functions grade the same programs with the same
+tests and limits, only the scheduling differs.
+
+A sandbox failure during the batch is not stored: the step then runs that grading itself, and
+raises :class:`~llm_envs.core.SandboxFailure` as it would have. Results a step did not use are
+dropped when the batch's steps are over (:func:`drop_unused`), so a later step never reuses
+an earlier run.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from llm_envs.core.errors import InfrastructureError
+
+__all__ = ["Grading", "drop_unused", "grade_ahead", "run_grading"]
+
+#: Gradings in flight per sandbox worker: more than one, so that a worker finds the next
+#: program queued while the host prepares (harness files, compile check) and reads results.
+IN_FLIGHT_PER_WORKER = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class Grading:
+    """One program to grade (hashable: a planned result is found by the whole value).
+
+    Attributes:
+        kind: ``"function"`` (function-style tests, :func:`~llm_envs.verifiers.code.judge_function`),
+            ``"io"`` (stdin/stdout cases, :func:`~llm_envs.verifiers.code.judge_io`) or ``"run"``
+            (one plain run, :func:`~llm_envs.verifiers.code.run_program`).
+        program: The program's source.
+        tests: Test snippets (``"function"``) or ``(stdin, expected)`` pairs (``"io"``).
+        setup: Code run before the solution (``"function"``).
+        entry_point: The function under test (``"function"``).
+        time_s: Time limit of one test or case (``"function"``, ``"io"``).
+        stdin: Standard input (``"run"``).
+        limits: A ``sandboxes.Limits`` (``"run"``; ``None``: the sandbox's default).
+    """
+
+    kind: str
+    program: str
+    tests: tuple[Any, ...] = ()
+    setup: str = ""
+    entry_point: str | None = None
+    time_s: float = 5.0
+    stdin: str = ""
+    limits: Any = None
+
+    @classmethod
+    def tests_of(cls, problem: Any, program: str, tests: Sequence[Any], *, time_s: float) -> Grading:
+        """``program`` on ``tests`` in ``problem``'s style, as :func:`~llm_envs.verifiers.code.judge` runs it."""
+        if problem.style == "io":
+            return cls("io", program, tuple(tuple(t) for t in tests), time_s=time_s)
+        if problem.style == "function":
+            return cls(
+                "function", program, tuple(tests), setup=problem.setup,
+                entry_point=problem.entry_point, time_s=time_s,
+            )
+        raise ValueError(
+            f"problem {problem.id} has style {problem.style!r}; code judging needs 'function' or 'io'"
+        )
+
+    @classmethod
+    def run(cls, program: str, *, stdin: str = "", limits: Any = None) -> Grading:
+        """One plain run of ``program`` (its ``RunResult``)."""
+        return cls("run", program, stdin=stdin, limits=limits)
+
+
+def run_grading(sandbox: Any, grading: Grading) -> Any:
+    """Grade ``grading`` in ``sandbox``: a ``TestReport`` (``"function"``, ``"io"``) or a
+    ``RunResult`` (``"run"``).
+
+    Raises:
+        SandboxFailure: the sandbox failed on every attempt (never a program's outcome).
+    """
+    from llm_envs.verifiers import code as code_verifier
+
+    if grading.kind == "function":
+        return code_verifier.judge_function(
+            sandbox, grading.program, grading.tests, setup=grading.setup,
+            entry_point=grading.entry_point, time_s=grading.time_s,
+        )
+    if grading.kind == "io":
+        return code_verifier.judge_io(sandbox, grading.program, grading.tests, time_s=grading.time_s)
+    if grading.kind == "run":
+        return code_verifier.run_program(sandbox, grading.program, stdin=grading.stdin, limits=grading.limits)
+    raise ValueError(f"unknown grading kind {grading.kind!r}")
+
+
+class _Planned(BaseException):
+    """Stops a planning clone at its first ``_grade`` call (a ``BaseException`` so that no
+    ``except Exception`` on the way catches it)."""
+
+
+def plan(env: Any, action: str) -> list[Grading]:
+    """The gradings ``env.step(action)`` asks for first (its first ``_grade`` call), found by
+    playing the step on a clone up to that call. ``[]`` for an environment that grades nothing
+    (or not in this step), and for a step that fails before it grades (the real step fails the
+    same way), and for an environment that does not set ``grades_ahead`` (its programs may
+    run outside ``_grade``)."""
+    if not getattr(env, "grades_ahead", False):
+        return []
+    probe = env.clone()
+    probe._grading_plan = []
+    try:
+        probe.step(action)
+    except _Planned:
+        return list(probe._grading_plan)
+    except Exception:  # InfrastructureError included: the real step meets it again
+        return []
+    return []
+
+
+def grade_ahead(pairs: Sequence[tuple[Any, str]], *, width: int | None = None) -> int:
+    """Grade together the programs that ``env.step(action)`` will grade, for every pair, and
+    hand each result to its environment (see the module docstring). Environments without
+    sandbox programs are left alone. Returns the number of gradings run.
+
+    Args:
+        pairs: ``(environment, action)`` of each step about to be played (each environment
+            once; the actions are played afterwards with ``env.step``).
+        width: Gradings in flight at once (default: :data:`IN_FLIGHT_PER_WORKER` times the sum
+            of the sandboxes' ``max_concurrency``; the pool queues what its workers cannot take).
+    """
+    planned: list[tuple[Any, Grading]] = []
+    for env, action in pairs:
+        for grading in plan(env, action):
+            planned.append((env, grading))
+    if not planned:
+        return 0
+    if width is None:
+        sandboxes = {id(env.sandbox): env.sandbox for env, _ in planned}
+        width = IN_FLIGHT_PER_WORKER * sum(max(1, int(getattr(s, "max_concurrency", 2))) for s in sandboxes.values())
+
+    def grade(item: tuple[Any, Grading]) -> Any:
+        env, grading = item
+        try:
+            return run_grading(env.sandbox, grading)
+        except InfrastructureError:
+            return None  # not stored: the step runs it itself and reports the failure
+
+    if width <= 1 or len(planned) == 1:
+        results = [grade(item) for item in planned]
+    else:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=width, thread_name_prefix="grade-ahead") as pool:
+            results = list(pool.map(grade, planned))
+    for (env, grading), result in zip(planned, results):
+        if result is not None:
+            if env._graded_ahead is None:
+                env._graded_ahead = {}
+            env._graded_ahead.setdefault(grading, []).append(result)
+    return len(planned)
+
+
+def drop_unused(envs: Sequence[Any]) -> None:
+    """Forget results graded ahead that the steps did not use (so no later step reuses them)."""
+    for env in envs:
+        if getattr(env, "_graded_ahead", None):
+            env._graded_ahead = None
