@@ -143,6 +143,9 @@ class SandboxUser:
             )
             for i, result in zip(missing, done):
                 results[i] = result
+        for result in results:
+            if isinstance(result, BaseException):  # a sandbox failure met while grading ahead
+                raise result
         return results
 
 

@@ -17,8 +17,9 @@ environment. The real step then finds its results waiting (matched by the whole
 are those of one-at-a-time grading: the same functions grade the same programs with the same
 tests and limits, only the scheduling differs.
 
-A sandbox failure during the batch is not stored: the step then runs that grading itself, and
-raises :class:`~llm_envs.core.SandboxFailure` as it would have. Results a step did not use are
+A sandbox failure during the batch (:class:`~llm_envs.core.SandboxFailure`, after the usual
+attempts) is handed to the step like a result: the step raises it, before changing its state,
+as it would have raised its own; stepped again later, it grades afresh. Results a step did not use are
 dropped when the batch's steps are over (:func:`drop_unused`), so a later step never reuses
 an earlier run.
 """
@@ -155,8 +156,8 @@ def grade_ahead(pairs: Sequence[tuple[Any, str]], *, width: int | None = None) -
         env, grading = item
         try:
             return run_grading(env.sandbox, grading)
-        except InfrastructureError:
-            return None  # not stored: the step runs it itself and reports the failure
+        except InfrastructureError as exc:
+            return exc  # stored: the step raises it, as it would have raised its own
 
     if width <= 1 or len(planned) == 1:
         results = [grade(item) for item in planned]
@@ -164,10 +165,9 @@ def grade_ahead(pairs: Sequence[tuple[Any, str]], *, width: int | None = None) -
         with concurrent.futures.ThreadPoolExecutor(max_workers=width, thread_name_prefix="grade-ahead") as pool:
             results = list(pool.map(grade, planned))
     for (env, grading), result in zip(planned, results):
-        if result is not None:
-            if env._graded_ahead is None:
-                env._graded_ahead = {}
-            env._graded_ahead.setdefault(grading, []).append(result)
+        if env._graded_ahead is None:
+            env._graded_ahead = {}
+        env._graded_ahead.setdefault(grading, []).append(result)
     return len(planned)
 
 

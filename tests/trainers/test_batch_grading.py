@@ -123,11 +123,13 @@ def test_a_sandbox_failure_in_the_batch_is_raised_by_the_step(real_sandbox, muta
     (env,) = _coder_tester(failing, 1)
     env.reset(seed=3)
     failing.down = True
-    grading.grade_ahead([(env, env.reference_action("coder"))])  # fails: nothing is stored
-    assert not env._graded_ahead
+    grading.grade_ahead([(env, env.reference_action("coder"))])  # every attempt fails
+    runs = failing.runs
     with pytest.raises(SandboxFailure):
         env.step(env.reference_action("coder"))
+    assert failing.runs == runs  # the failure graded ahead, not a second round of attempts
     assert env.records == []  # the step did not happen
+    grading.drop_unused([env])
     failing.down = False
     env.step(env.reference_action("coder"))
     assert env.records[-1].info["golden_pass_rate"] == 1.0
