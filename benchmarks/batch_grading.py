@@ -12,8 +12,8 @@ one or two turns (``max_turns=2``). Modes, alternating round by round on one war
 * **threads**: ``batch_grading=False`` with ``env_workers`` = the sandbox's pool size (the
   configuration that existed before, for reference);
 * **batched**: ``batch_grading=True``, ``env_workers=1``: the programs of a wave's steps are
-  graded together on the sandbox's pool (``llm_envs.envs.grading.grade_ahead``), then the steps
-  are played on them.
+  submitted together to the sandbox's pool (``llm_envs.envs.grading.ahead``) and the steps are
+  played as their own results arrive.
 
 Reported per mode: wall seconds per rollout, programs graded (calls of
 ``llm_envs.envs.grading.run_grading``, the same in every mode), programs per second per core
@@ -84,6 +84,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds; each plays every mode once")
     parser.add_argument("--backend", default="bwrap", help="sandbox backend (default bwrap)")
     parser.add_argument("--pool-size", type=int, default=None, help="sandbox workers (default: its own)")
+    parser.add_argument("--tester-reward", default="catch", choices=("catch", "paper"),
+                        help="catch: each tester step grades the golden, the code and the mutants (default); "
+                        "paper: the golden and the code only")
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args()
 
@@ -93,7 +96,10 @@ def main() -> None:
     from llm_envs.envs import grading
     from llm_trainers.rollout import spawn_envs
 
-    sandbox = sandboxes.make_sandbox(args.backend, pool_size=args.pool_size).warm(heavy=False)
+    # Workers are not recycled during the benchmark, so every rollout's CPU can be read.
+    sandbox = sandboxes.make_sandbox(
+        args.backend, pool_size=args.pool_size, max_jobs_per_worker=1_000_000
+    ).warm(heavy=False)
     cores = os.cpu_count() or 1
     width = sandbox.max_concurrency
     counted = {"n": 0}
@@ -105,7 +111,8 @@ def main() -> None:
 
     grading.run_grading = counting
     first = llm_envs.make(
-        "llm/CoderTester-v0", sandbox=sandbox, split="test", task_kwargs={"split_policy": "benchmark"}, max_turns=2
+        "llm/CoderTester-v0", sandbox=sandbox, split="test", task_kwargs={"split_policy": "benchmark"}, max_turns=2,
+        tester_reward=args.tester_reward,
     )
     envs = spawn_envs(first, args.samples)
     seeds = list(range(args.samples))
@@ -161,7 +168,8 @@ def main() -> None:
             "rounds": runs,
         })
     print()
-    print(f"Coder-Tester rollout of {args.samples} samples, {args.backend} pool of {width}, {cores} cores, "
+    print(f"Coder-Tester rollout of {args.samples} samples ({args.tester_reward} tester reward), "
+          f"{args.backend} pool of {width}, {cores} cores, "
           f"load average {min(loads):.1f}-{max(loads):.1f}")
     print("| mode | env threads | s / rollout | programs | programs/s/core | CPU s | programs / CPU s | × one at a time | same rewards |")
     print("|---|---|---|---|---|---|---|---|---|")
@@ -173,7 +181,7 @@ def main() -> None:
               f"{'yes' if r['same_rewards'] else 'NO'} |")
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps({
-        "samples": args.samples, "rounds": args.rounds, "backend": args.backend, "pool_size": width,
+        "samples": args.samples, "rounds": args.rounds, "tester_reward": args.tester_reward, "backend": args.backend, "pool_size": width,
         "cores": cores, "load_average": loads, "warm_up_s": warm_up_s, "python": platform.python_version(),
         "machine": platform.platform(), "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()), "rows": rows,
     }, indent=2))

@@ -449,11 +449,8 @@ class LocalEnvGroup(EnvGroup):
         if self.batch_grading:
             from llm_envs.envs import grading
 
-            grading.grade_ahead(jobs)
-            try:
+            with grading.ahead(jobs):  # the steps are played while their programs are graded
                 failures = _step_all(jobs, self.env_workers)
-            finally:
-                grading.drop_unused([env for env, _ in jobs])
         else:
             failures = _step_all(jobs, self.env_workers)
         out: list[Played] = []

@@ -7,6 +7,7 @@ Pure Python without PettingZoo, so that the ``rules.py`` modules may import the 
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import time
@@ -130,7 +131,8 @@ class SandboxUser:
             except TypeError:  # a grading with unhashable tests: never graded ahead
                 waiting = None
             if waiting:
-                results[i] = waiting.pop(0)
+                found = waiting.pop(0)
+                results[i] = found.result() if isinstance(found, concurrent.futures.Future) else found
             else:
                 missing.append(i)
         if missing:

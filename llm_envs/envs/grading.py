@@ -6,34 +6,38 @@ program, the puzzles' tool programs) asks for every run through
 run and how (a problem's function tests or stdin/stdout cases, or a plain program run). One
 at a time, a step grades its programs itself, on the thread that steps it.
 
-:func:`grade_ahead` grades the programs of many pending steps at once. For each ``(env,
-action)`` it plays the step on a clone of the environment (:meth:`TextEnv.clone`: the clone
-shares the sandbox, nothing else) up to its first ``_grade`` call, which records that call's
-gradings and stops the clone there; then every recorded grading of every step is run on one
-thread pool as wide as the sandbox's pool of workers, and each result is handed to its
-environment. The real step then finds its results waiting (matched by the whole
-:class:`Grading`, program and tests included) and runs nothing; a grading it did not plan
-(e.g. a later ``_grade`` call of the same step) runs as it would one at a time. So the rewards
+:func:`ahead` (what the trainer's rollout uses) grades the programs of many pending steps at
+once. For each ``(env, action)`` it plays the step on a clone of the environment
+(:meth:`TextEnv.clone`: the clone shares the sandbox, nothing else) up to its first ``_grade``
+call, which records that call's gradings and stops the clone there, and submits them at once to
+one thread pool of :data:`IN_FLIGHT_PER_WORKER` threads per sandbox worker, so the sandbox's
+pool schedules every program of every step across its workers. Each environment holds futures
+of its results; the steps are then played (in the ``with`` block) while later programs are
+still being graded, each step waiting only for its own. The real step finds its results
+waiting (matched by the whole :class:`Grading`, program and tests included) and runs nothing; a
+grading it did not plan (e.g. a later ``_grade`` call of the same step, such as Coder–Tester's
+main run after a first-time choice of mutants) runs as it would one at a time. So the rewards
 are those of one-at-a-time grading: the same functions grade the same programs with the same
-tests and limits, only the scheduling differs.
+tests and limits, only the scheduling differs. :func:`grade_ahead` is the blocking form.
 
 A sandbox failure during the batch (:class:`~llm_envs.core.SandboxFailure`, after the usual
 attempts) is handed to the step like a result: the step raises it, before changing its state,
-as it would have raised its own; stepped again later, it grades afresh. Results a step did not use are
-dropped when the batch's steps are over (:func:`drop_unused`), so a later step never reuses
-an earlier run.
+as it would have raised its own; stepped again later, it grades afresh. Results a step did not
+use are dropped when the batch's steps are over (:func:`drop_unused`), so a later step never
+reuses an earlier run.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from llm_envs.core.errors import InfrastructureError
 
-__all__ = ["Grading", "drop_unused", "grade_ahead", "run_grading"]
+__all__ = ["Batch", "Grading", "ahead", "drop_unused", "grade_ahead", "run_grading"]
 
 #: Gradings in flight per sandbox worker: more than one, so that a worker finds the next
 #: program queued while the host prepares (harness files, compile check) and reads results.
@@ -131,44 +135,89 @@ def plan(env: Any, action: str) -> list[Grading]:
     return []
 
 
-def grade_ahead(pairs: Sequence[tuple[Any, str]], *, width: int | None = None) -> int:
-    """Grade together the programs that ``env.step(action)`` will grade, for every pair, and
-    hand each result to its environment (see the module docstring). Environments without
-    sandbox programs are left alone. Returns the number of gradings run.
+class Batch:
+    """The gradings of many pending steps, in flight on one thread pool (see :func:`ahead`).
+
+    Each step's gradings are submitted as soon as its plan is known, in the order of the pairs,
+    and each environment receives its results as futures: its step waits only for its own, so
+    the steps are played while later programs are still being graded.
+    """
+
+    def __init__(self, pairs: Sequence[tuple[Any, str]], *, width: int | None = None) -> None:
+        self.envs = [env for env, _ in pairs]
+        #: Gradings submitted.
+        self.planned = 0
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._futures: list[concurrent.futures.Future[Any]] = []
+        for env, action in pairs:
+            gradings = plan(env, action)
+            if not gradings:
+                continue
+            if self._pool is None:
+                if width is None:
+                    sandboxes = {id(e.sandbox): e.sandbox for e in self.envs if getattr(e, "grades_ahead", False)}
+                    width = IN_FLIGHT_PER_WORKER * sum(
+                        max(1, int(getattr(sb, "max_concurrency", 2))) for sb in sandboxes.values()
+                    )
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=max(1, width), thread_name_prefix="grade-ahead"
+                )
+            if env._graded_ahead is None:
+                env._graded_ahead = {}
+            for grading in gradings:
+                future = self._pool.submit(_grade_or_failure, env.sandbox, grading)
+                self._futures.append(future)
+                env._graded_ahead.setdefault(grading, []).append(future)
+                self.planned += 1
+
+    def wait(self) -> None:
+        """Block until every submitted grading is done."""
+        concurrent.futures.wait(self._futures)
+
+    def close(self) -> None:
+        """Cancel what has not started, wait for what has, and forget every result the steps
+        did not use (so that no later step uses a run graded for another)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        drop_unused(self.envs)
+
+
+def _grade_or_failure(sandbox: Any, grading: Grading) -> Any:
+    try:
+        return run_grading(sandbox, grading)
+    except InfrastructureError as exc:
+        return exc  # handed to the step, which raises it as it would have raised its own
+
+
+@contextlib.contextmanager
+def ahead(pairs: Sequence[tuple[Any, str]], *, width: int | None = None) -> Iterator[Batch]:
+    """Plan every ``(env, action)`` step and grade its programs on one pool while the ``with``
+    block plays the steps (``env.step(action)``, each once); on leaving, results no step used are
+    dropped. Environments that do not grade ahead are left alone.
 
     Args:
-        pairs: ``(environment, action)`` of each step about to be played (each environment
-            once; the actions are played afterwards with ``env.step``).
+        pairs: ``(environment, action)`` of each step about to be played (each environment once).
         width: Gradings in flight at once (default: :data:`IN_FLIGHT_PER_WORKER` times the sum
             of the sandboxes' ``max_concurrency``; the pool queues what its workers cannot take).
     """
-    planned: list[tuple[Any, Grading]] = []
-    for env, action in pairs:
-        for grading in plan(env, action):
-            planned.append((env, grading))
-    if not planned:
-        return 0
-    if width is None:
-        sandboxes = {id(env.sandbox): env.sandbox for env, _ in planned}
-        width = IN_FLIGHT_PER_WORKER * sum(max(1, int(getattr(s, "max_concurrency", 2))) for s in sandboxes.values())
+    batch = Batch(pairs, width=width)
+    try:
+        yield batch
+    finally:
+        batch.close()
 
-    def grade(item: tuple[Any, Grading]) -> Any:
-        env, grading = item
-        try:
-            return run_grading(env.sandbox, grading)
-        except InfrastructureError as exc:
-            return exc  # stored: the step raises it, as it would have raised its own
 
-    if width <= 1 or len(planned) == 1:
-        results = [grade(item) for item in planned]
-    else:
-        with concurrent.futures.ThreadPoolExecutor(max_workers=width, thread_name_prefix="grade-ahead") as pool:
-            results = list(pool.map(grade, planned))
-    for (env, grading), result in zip(planned, results):
-        if env._graded_ahead is None:
-            env._graded_ahead = {}
-        env._graded_ahead.setdefault(grading, []).append(result)
-    return len(planned)
+def grade_ahead(pairs: Sequence[tuple[Any, str]], *, width: int | None = None) -> int:
+    """Grade, and wait for, the programs that ``env.step(action)`` will grade, for every pair;
+    the results stay with the environments for their next step (forget them with
+    :func:`drop_unused`). Returns the number of gradings run. :func:`ahead` is the form that
+    plays the steps while the programs are graded."""
+    batch = Batch(pairs, width=width)
+    batch.wait()
+    if batch._pool is not None:
+        batch._pool.shutdown(wait=True)
+    return batch.planned
 
 
 def drop_unused(envs: Sequence[Any]) -> None:
