@@ -13,7 +13,8 @@ one or two turns (``max_turns=2``). Modes, alternating round by round on one war
   configuration that existed before, for reference);
 * **batched**: ``batch_grading=True``, ``env_workers=1``: the programs of a wave's steps are
   submitted together to the sandbox's pool (``llm_envs.envs.grading.ahead``) and the steps are
-  played as their own results arrive.
+  played as their own results arrive;
+* **batched + threads**: both (``batch_grading=True`` with ``env_workers`` = the pool size).
 
 Reported per mode: wall seconds per rollout, programs graded (calls of
 ``llm_envs.envs.grading.run_grading``, the same in every mode), programs per second per core
@@ -44,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sandbox_throughput import sandbox_cpu  # noqa: E402
 
-MODES = ("one at a time", "threads", "batched")
+MODES = ("one at a time", "threads", "batched", "batched + threads")
 
 
 def play_rollout(envs: list[Any], seeds: list[int], *, batch: bool, env_workers: int) -> list[list[tuple[Any, ...]]]:
@@ -119,7 +120,7 @@ def main() -> None:
     started = time.perf_counter()
     reference = play_rollout(envs, seeds, batch=True, env_workers=1)  # warm-up: chooses the mutants
     warm_up_s = time.perf_counter() - started
-    workers = {"one at a time": 1, "threads": width, "batched": 1}
+    workers = {"one at a time": 1, "threads": width, "batched": 1, "batched + threads": width}
     samples: dict[str, list[dict[str, Any]]] = {m: [] for m in MODES}
     cpu_probe = sandbox_cpu(sandbox)
     loads = [os.getloadavg()[0]]
@@ -129,7 +130,7 @@ def main() -> None:
             counted["n"] = 0
             cpu_before, host_before = cpu_probe(), time.process_time()
             started = time.perf_counter()
-            got = play_rollout(envs, seeds, batch=mode == "batched", env_workers=workers[mode])
+            got = play_rollout(envs, seeds, batch=mode.startswith("batched"), env_workers=workers[mode])
             wall = time.perf_counter() - started
             cpu_after, host = cpu_probe(), time.process_time() - host_before
             sandbox_s = cpu_after[1] - cpu_before[1] if cpu_after[0] == cpu_before[0] else None
@@ -140,6 +141,14 @@ def main() -> None:
                 "host_cpu_s": host,
                 "same_rewards": [[r[:3] for r in e] for e in got] == [[r[:3] for r in e] for e in reference],
                 "same_records": got == reference,
+                # What differs from the warm-up rollout (a program near its time limit, say).
+                "differences": [
+                    {"slot": slot, "record": k, "reference": list(want[k]) if k < len(want) else None,
+                     "got": list(have[k]) if k < len(have) else None}
+                    for slot, (want, have) in enumerate(zip(reference, got))
+                    for k in range(max(len(want), len(have)))
+                    if k >= len(want) or k >= len(have) or want[k][:3] != have[k][:3]
+                ][:5],
             })
             print(f"round {round_} {mode:>14}: {wall:.2f} s, {counted['n']} programs", flush=True)
         loads.append(os.getloadavg()[0])
