@@ -163,7 +163,7 @@ class Batch:
                     max_workers=max(1, width), thread_name_prefix="grade-ahead"
                 )
             if env._graded_ahead is None:
-                env._graded_ahead = {}
+                env._graded_ahead = _Results()
             for grading in gradings:
                 future = self._pool.submit(_grade_or_failure, env.sandbox, grading)
                 self._futures.append(future)
@@ -181,6 +181,14 @@ class Batch:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
         drop_unused(self.envs)
+
+
+class _Results(dict):
+    """An environment's results graded ahead (grading -> futures). Not copied with the
+    environment: a clone made meanwhile grades its own programs (and a future cannot be copied)."""
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> None:
+        return None
 
 
 def _grade_or_failure(sandbox: Any, grading: Grading) -> Any:

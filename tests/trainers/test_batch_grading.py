@@ -90,6 +90,7 @@ def test_a_result_graded_for_another_action_is_not_used(real_sandbox, mutant_cac
     twin = env.clone()
     twin.step(wrong)
     grading.grade_ahead([(env, golden)])
+    assert env.clone()._graded_ahead is None  # a clone never takes the results graded ahead
     env.step(wrong)  # not the planned action: its program is graded by the step itself
     assert env.records[-1].reward == twin.records[-1].reward
     assert env.records[-1].info["golden_pass_rate"] < 1.0
