@@ -12,6 +12,9 @@ show`` into a temporary package, so the comparison always measures exactly that 
     python benchmarks/harness_cost.py --quick       # 30 problems, 1 round
     python benchmarks/harness_cost.py --components  # where a solution's fixed cost goes
     python benchmarks/harness_cost.py --slots 8     # K solutions in one run vs K runs
+    python benchmarks/harness_cost.py --rounds 1 --compare-file-store
+                                                    # + the new harness with the pool's
+                                                    #   large-file caches off, side by side
 
 Prints a table (wall and CPU time per test, time per solution, ratios new/old) and writes
 benchmarks/results/harness_cost.json. A harness that fails any canonical solution gets no time

@@ -1,30 +1,20 @@
 """Batch grading: the programs of many environment steps graded together on the sandbox pool.
 
-An environment whose step runs programs (Coder–Tester's code and tests, Reasoner–Tool's tool
-program, the puzzles' tool programs) asks for every run through
-:meth:`~llm_envs.envs._common.SandboxUser._grade` with :class:`Grading` values: each says what to
-run and how (a problem's function tests or stdin/stdout cases, or a plain program run). One
-at a time, a step grades its programs itself, on the thread that steps it.
+Every program run of a step (Coder–Tester, Reasoner–Tool, the puzzles) goes through
+:meth:`~llm_envs.envs._common.SandboxUser._grade` as :class:`Grading` values (what to run, and
+how). One at a time, a step grades its programs itself, on the thread that steps it.
 
-:func:`ahead` (what the trainer's rollout uses) grades the programs of many pending steps at
-once. For each ``(env, action)`` it plays the step on a clone of the environment
-(:meth:`TextEnv.clone`: the clone shares the sandbox, nothing else) up to its first ``_grade``
-call, which records that call's gradings and stops the clone there, and submits them at once to
-one thread pool of :data:`IN_FLIGHT_PER_WORKER` threads per sandbox worker, so the sandbox's
-pool schedules every program of every step across its workers. Each environment holds futures
-of its results; the steps are then played (in the ``with`` block) while later programs are
-still being graded, each step waiting only for its own. The real step finds its results
-waiting (matched by the whole :class:`Grading`, program and tests included) and runs nothing; a
-grading it did not plan (e.g. a later ``_grade`` call of the same step, such as Coder–Tester's
-main run after a first-time choice of mutants) runs as it would one at a time. So the rewards
-are those of one-at-a-time grading: the same functions grade the same programs with the same
-tests and limits, only the scheduling differs. :func:`grade_ahead` is the blocking form.
-
-A sandbox failure during the batch (:class:`~llm_envs.core.SandboxFailure`, after the usual
-attempts) is handed to the step like a result: the step raises it, before changing its state,
-as it would have raised its own; stepped again later, it grades afresh. Results a step did not
-use are dropped when the batch's steps are over (:func:`drop_unused`), so a later step never
-reuses an earlier run.
+:func:`ahead` (what the trainer's rollout uses) plays each pending ``(env, action)`` step on a
+clone up to its first ``_grade`` call, which records the gradings and stops the clone, and
+submits them at once to one thread pool (:data:`IN_FLIGHT_PER_WORKER` threads per sandbox
+worker), so the sandbox pool schedules every program of every step over its workers. Each
+environment holds futures of its results; the real steps are then played while later programs
+are still graded, each waiting only for its own results (matched by the whole
+:class:`Grading`). A grading a step did not plan runs as it would one at a time. The rewards are
+those of one-at-a-time grading: same graders, programs, tests and limits. A sandbox failure met
+ahead is raised by the step, as its own would have been. Results no step used are dropped when
+the batch ends. :func:`grade_ahead` is the blocking form. Figures: docs/benchmarks.md ("Batch
+grading for rollouts").
 """
 
 from __future__ import annotations
