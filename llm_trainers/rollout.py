@@ -160,6 +160,7 @@ def collect(
     reset_options: Mapping[str, Any] | None = None,
     env_workers: int = 1,
     opponents: Mapping[str, Agent] | None = None,
+    batch_grading: bool = True,
 ) -> RolloutResult:
     """Play one episode in each environment and return its training records.
 
@@ -182,6 +183,9 @@ def collect(
         opponents: Agent id → a fixed :class:`~llm_envs.agents.Agent` (a random or reference
             agent, a frozen model) that plays that seat. Its moves are played on the environment
             itself (never on tree candidates' clones) and leave no training record.
+        batch_grading: Grade the programs of each wave's steps together on the sandbox pool
+            (:class:`LocalEnvGroup`); ``False`` grades each step's programs as it is played.
+            Rewards do not depend on it. (An :class:`EnvGroup` brings its own.)
 
     Returns:
         A :class:`RolloutResult`.
@@ -191,7 +195,8 @@ def collect(
     if not tree and k != 1:
         raise ValueError("flat sampling draws one action per decision: use k=1 or tree=True")
     lookup = policy_of if callable(policy_of) else (lambda a, m=dict(policy_of): m[a])
-    group = envs if isinstance(envs, EnvGroup) else LocalEnvGroup(list(envs), env_workers=env_workers)
+    group = envs if isinstance(envs, EnvGroup) else LocalEnvGroup(list(envs), env_workers=env_workers,
+                                                                       batch_grading=batch_grading)
     t_env = time.perf_counter()
     views = group.reset(list(seeds), dict(reset_options or {}))
     env_s = time.perf_counter() - t_env
@@ -395,13 +400,18 @@ class LocalEnvGroup(EnvGroup):
     Args:
         envs: The instances (tree sampling replaces an instance by its chosen clone).
         env_workers: Threads that step instances and candidates concurrently.
+        batch_grading: Grade the programs of a wave's steps together before playing them
+            (:func:`llm_envs.envs.grading.grade_ahead`: one batch on the sandbox's pool of
+            workers instead of each step's programs in turn); the rewards are the same.
         slots: Global slot number of each instance (default ``0..n-1``); a worker holding a
             slice of a larger rollout is addressed by the global numbers.
     """
 
-    def __init__(self, envs: list[TextEnv], env_workers: int = 1, slots: Sequence[int] | None = None) -> None:
+    def __init__(self, envs: list[TextEnv], env_workers: int = 1, slots: Sequence[int] | None = None,
+                 batch_grading: bool = True) -> None:
         self.envs = envs
         self.env_workers = env_workers
+        self.batch_grading = batch_grading
         self.slots = list(slots) if slots is not None else list(range(len(envs)))
         if len(self.slots) != len(envs):
             raise ValueError(f"{len(envs)} instances for {len(self.slots)} slots")
@@ -436,7 +446,13 @@ class LocalEnvGroup(EnvGroup):
                 jobs += [(env.clone(), text) for text in move.texts]
             else:
                 jobs.append((env, move.texts[0]))
-        failures = _step_all(jobs, self.env_workers)
+        if self.batch_grading:
+            from llm_envs.envs import grading
+
+            with grading.ahead(jobs):  # the steps are played while their programs are graded
+                failures = _step_all(jobs, self.env_workers)
+        else:
+            failures = _step_all(jobs, self.env_workers)
         out: list[Played] = []
         cursor = 0
         for move, index in zip(moves, before):

@@ -5,7 +5,9 @@ This file is not imported by the host. Its source text is handed to a fresh inte
 must not rely on the ``sandboxes`` package being importable there.
 
 Protocol (length-prefixed JSON frames, 4-byte big-endian length):
-    host -> worker: config frame, then job frames (each with an ``id``)
+    host -> worker: config frame, then job frames (each with an ``id``; files as hex in
+    ``files``, and by name in ``stored_files`` once the host has sent them with ``keep_files``:
+    the worker keeps such a file's content and writes it into every job that names it)
     worker -> host: ready frame, then per job ``{"accepted": id}`` and one result frame
 The worker reads frames on the descriptor that was its stdin and writes on the one that was its
 stdout; both are moved to high numbers and never reach a job.
@@ -537,11 +539,14 @@ def _job_process(request, fds, capable, streams):
         # Read as ``python main.py`` would see it (UTF-8, universal newlines), without the
         # three-layer file object ``open`` builds: every object the job creates or touches
         # before the program costs it copy-on-write faults.
+        # Read in reads of the file's own size (+1 to see its end): a fixed 1 MiB buffer cost
+        # every run an mmap, a first-touch fault, an mremap and an munmap for a few bytes.
         fd = os.open(main_path, os.O_RDONLY | os.O_CLOEXEC)
         try:
             chunks = []
+            size = os.fstat(fd).st_size + 1
             while True:
-                chunk = os.read(fd, 1 << 20)
+                chunk = os.read(fd, size)
                 if not chunk:
                     break
                 chunks.append(chunk)
@@ -608,6 +613,7 @@ class Worker:
         self.shm_device = _in_memory_device()
         self.socket_bytes = _socket_bytes()
         self.job_input_inode = None  # the job's stdin memfd: the caller's input, not the run's memory
+        self.stored_files = {}  # file id -> content the host asked us to keep ("keep_files")
         self.idle_tmpfs = None
         self.broken = None
 
@@ -779,6 +785,18 @@ class Worker:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         entries = [("main.py", job["source"].encode("utf-8", "surrogatepass"))]
         entries += [(name, bytes.fromhex(content)) for name, content in job.get("files", {}).items()]
+        # Files the host sends once and then names (a harness's driver): kept in this
+        # process, which no run can reach, and written afresh into every job's directory.
+        keep = job.get("keep_files")
+        if keep:
+            for name, content in entries:
+                if name in keep:
+                    self.stored_files[keep[name]] = content
+        for name, file_id in job.get("stored_files", {}).items():
+            content = self.stored_files.get(file_id)
+            if content is None:
+                raise KeyError("the host named a file this worker does not hold: %r" % file_id)
+            entries.append((name, content))
         made = [job_dir]
         for name, content in entries:
             path = os.path.join(job_dir, name)
@@ -872,7 +890,7 @@ class Worker:
         except ZygoteLost as exc:
             self.broken = str(exc)
             result = {"worker_error": self.broken}
-        except OSError as exc:  # e.g. the job's files do not fit the work area
+        except (OSError, KeyError) as exc:  # e.g. the job's files do not fit the work area
             result = {"worker_error": "cannot set up the job: %s" % exc}
         finally:
             for fd in (stdin_fd, out_r, err_r):

@@ -7,6 +7,7 @@ Pure Python without PettingZoo, so that the ``rules.py`` modules may import the 
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import dataclasses
 import time
@@ -94,6 +95,60 @@ class SandboxUser:
         """``[sandbox]`` once there is one, else ``[]``: for ``_shared_resources``, so that
         clones share it."""
         return [] if self._sandbox is None else [self._sandbox]
+
+    #: Whether every program run of a step goes through :meth:`_grade`, so that
+    #: :func:`~llm_envs.envs.grading.grade_ahead` may plan the step on a clone (set by the
+    #: environments that do; a subclass that runs programs otherwise must leave it False, or a
+    #: planning clone would run them).
+    grades_ahead: bool = False
+
+    # Results graded ahead for the coming step (llm_envs.envs.grading.grade_ahead), and the
+    # gradings a planning clone records; both per instance, set only when in use.
+    _graded_ahead: dict[Any, list[Any]] | None = None
+    _grading_plan: list[Any] | None = None
+
+    def _grade(self, gradings: list[Any]) -> list[Any]:
+        """Grade each :class:`~llm_envs.envs.grading.Grading` (a ``TestReport`` or a
+        ``RunResult`` each, in order), concurrently; every program run of a step goes through
+        here. A result graded ahead for this step (:func:`~llm_envs.envs.grading.grade_ahead`)
+        is used instead of a run; on a planning clone the gradings are recorded and the step
+        stops here.
+
+        Raises:
+            SandboxFailure: the sandbox failed (see ``llm_envs.verifiers.code.run_program``).
+        """
+        from llm_envs.envs import grading as batch
+
+        if self._grading_plan is not None:
+            self._grading_plan.extend(gradings)
+            raise batch._Planned()
+        results: list[Any] = [None] * len(gradings)
+        missing: list[int] = []
+        ahead = self._graded_ahead
+        for i, g in enumerate(gradings):
+            try:
+                waiting = ahead.get(g) if ahead else None
+            except TypeError:  # a grading with unhashable tests: never graded ahead
+                waiting = None
+            if waiting:
+                found = waiting.pop(0)
+                results[i] = found.result() if isinstance(found, concurrent.futures.Future) else found
+            else:
+                missing.append(i)
+        if missing:
+            from llm_envs.verifiers.code import run_concurrently
+
+            sandbox = self.sandbox
+            done = run_concurrently(
+                [lambda g=gradings[i]: batch.run_grading(sandbox, g) for i in missing],
+                max_workers=len(missing),
+            )
+            for i, result in zip(missing, done):
+                results[i] = result
+        for result in results:
+            if isinstance(result, BaseException):  # a sandbox failure met while grading ahead
+                raise result
+        return results
 
 
 class TimedSandboxUser(SandboxUser):

@@ -27,6 +27,7 @@ from llm_envs.core.bounds import UNBOUNDED, either, scaled, summed
 from llm_envs.core.env import TextEnv
 from llm_envs.core.splits import check_split
 from llm_envs.envs._common import SandboxUser, check_team_options, end_turn
+from llm_envs.envs.grading import Grading
 from llm_envs.envs.puzzle_rules import (
     ANSWER_FORMATS,
     ANSWER_MARKER,
@@ -41,7 +42,6 @@ from llm_envs.envs.puzzle_rules import (
     truncate_middle,
 )
 from llm_envs.interop.puzzle_hooks import PuzzleHooks
-from llm_envs.verifiers.code import run_program
 
 # Tracebacks name the sandbox's temporary file; prompts show a stable name instead, so that the
 # same program gives the same observation in every run.
@@ -200,6 +200,8 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
     instead of a generated one; it must be solvable.
     """
 
+    grades_ahead = True  # every program run goes through _grade (llm_envs.envs.grading)
+
     config_class: ClassVar[type | None] = PuzzleConfig
 
     def __init__(
@@ -256,7 +258,8 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
         )
         # A sandbox failure raises SandboxFailure here (after a retry), before any state changes:
         # it is not the program's outcome, so it is never scored.
-        result = run_program(self.sandbox, program, stdin=self.rules.puzzle_text(self.state) + "\n", limits=limits)
+        stdin = self.rules.puzzle_text(self.state) + "\n"
+        result = self._grade([Grading.run(program, stdin=stdin, limits=limits)])[0]
         if result.timed_out:
             status, detail = "timeout", f"time limit of {self.config.program_time_s:g} s exceeded"
         elif getattr(result, "oom", False):

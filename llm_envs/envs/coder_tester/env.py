@@ -35,6 +35,7 @@ from llm_envs.envs._common import (
     wrong_sign_holes,
 )
 from llm_envs.envs.coder_tester import mutants, rules
+from llm_envs.envs.grading import Grading
 from llm_envs.tasks import Problem, TaskSource
 from llm_envs.verifiers import code as code_verifier
 
@@ -157,6 +158,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         "is_parallelizable": True,
     }
     config_class = CoderTesterConfig
+    grades_ahead = True  # every program run goes through _grade (llm_envs.envs.grading)
 
     def __init__(
         self,
@@ -210,19 +212,14 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
 
     def _judge_all(self, jobs: list[tuple[str, Any]]) -> list[Any]:
         """Run each ``(code, tests)`` in the problem's style, concurrently (a
-        ``sandboxes.TestReport`` each); the wall time (not the sum of the concurrent runs) is
+        ``sandboxes.TestReport`` each; graded ahead in a batch where
+        :func:`~llm_envs.envs.grading.grade_ahead` ran); the wall time (not the sum of the concurrent runs) is
         added to :attr:`sandbox_seconds`."""
         problem, time_s = self.problem, self.config.test_time_s
         assert problem is not None
         with self._waiting_for_sandbox():
-            return code_verifier.run_concurrently(
-                [
-                    lambda c=c, t=t: code_verifier.judge(
-                        self.sandbox, problem, c, t, time_s=time_s
-                    )
-                    for c, t in jobs
-                ],
-                max_workers=len(jobs) or 1,
+            return self._grade(
+                [Grading.tests_of(problem, c, t, time_s=time_s) for c, t in jobs]
             )
 
     # ------------------------------------------------------------------ episode

@@ -32,9 +32,10 @@ from llm_envs.envs._common import (
     resolve_task_source,
     wrong_sign_holes,
 )
+from llm_envs.envs.grading import Grading
 from llm_envs.envs.reasoner_tool import rules
 from llm_envs.tasks import Problem, TaskSource
-from llm_envs.verifiers.code import compile_error, extract_code, run_program
+from llm_envs.verifiers.code import compile_error, extract_code
 from llm_envs.verifiers.math import check_answer
 
 
@@ -119,6 +120,7 @@ class ReasonerToolEnv(TimedSandboxUser, TextEnv):
         "is_parallelizable": True,
     }
     config_class = ReasonerToolConfig
+    grades_ahead = True  # every program run goes through _grade (llm_envs.envs.grading)
 
     def __init__(
         self,
@@ -220,13 +222,16 @@ class ReasonerToolEnv(TimedSandboxUser, TextEnv):
             # A sandbox failure raises SandboxFailure here, before any state changes: it is
             # not the program's outcome, so it is never scored.
             with self._waiting_for_sandbox():
-                result = run_program(
-                    self.sandbox,
-                    code,
-                    limits=sandboxes.Limits(
-                        time_s=cfg.program_time_s, memory_mb=cfg.program_memory_mb
-                    ),
-                )
+                result = self._grade(
+                    [
+                        Grading.run(
+                            code,
+                            limits=sandboxes.Limits(
+                                time_s=cfg.program_time_s, memory_mb=cfg.program_memory_mb
+                            ),
+                        )
+                    ]
+                )[0]
             runs = result.ok
             output = result.stdout
             if not result.ok:
