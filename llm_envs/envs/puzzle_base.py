@@ -508,6 +508,15 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
         self._best_potential = max(self._best_potential, self.rules.potential(after))
         return reward - shortfall
 
+    def potential_shortfall(self) -> float:
+        """How far the current state's potential lies below the best potential the episode's
+        real states reached: what the next real transition's payment is less than its shaped
+        reward (0 unless ``progress_reference="best"`` applies: dense mode, ``"potential"``
+        shaping)."""
+        if not self._pays_against_best_potential() or self.state is None:
+            return 0.0
+        return self._best_potential - self.rules.potential(self.state)
+
     def _pays_against_best_potential(self) -> bool:
         c = self.config
         return (
