@@ -76,6 +76,13 @@ class ProposerSolverJudgeConfig:
             "9 out of 10", ``-3`` as 3; without a number in a pair, the last number anywhere
             in the reply). ``"released"`` lets text the judge quotes from the proposer or the
             solver decide the score, so it needs ``allow_reward_holes=True``.
+        pay_pooled_questions: ``False`` (default): a proposed question that is already in the
+            pool (the reference shown, a seed question, an earlier admitted one; compared
+            whitespace-insensitively) is no new task: its quality counts as 0, it is not
+            admitted and earns no difficulty term, so copying the reference earns what a
+            rejected question earns. ``True``: the judge's rating of it is paid as for a new
+            question (the paper and the released code: a copy of the shown reference earned as
+            much as an original question, for no work); needs ``allow_reward_holes=True``.
         allow_reward_holes: Accept an option that lets a strategy other than solving earn
             more (docs/papers.md, "Options that open a reward hole").
     """
@@ -100,6 +107,7 @@ class ProposerSolverJudgeConfig:
     case_sensitive_tags: bool = True
     judge_sees: str = "answer"
     judge_score_parsing: str = "strict"
+    pay_pooled_questions: bool = False
     allow_reward_holes: bool = False
 
 
@@ -167,6 +175,13 @@ class ProposerSolverJudgeEnv(TextEnv):
                 "it), so a solver answer or a proposed question carrying <score>10</score> that "
                 "the judge quotes before its own score is paid as a perfect one; set "
                 "allow_reward_holes=True to accept this"
+            )
+        if cfg.pay_pooled_questions and not cfg.allow_reward_holes:
+            raise ValueError(
+                "pay_pooled_questions=True opens a reward hole: a proposer that copies the "
+                "reference question it is shown (already in the pool) is paid the judge's "
+                "rating of a question that was admitted before, as much as for an original one, "
+                "for no work; set allow_reward_holes=True to accept this"
             )
         self.sandbox = sandbox
         self.task_source = resolve_task_source(cfg, task_source)
@@ -307,9 +322,12 @@ class ProposerSolverJudgeEnv(TextEnv):
         )
         self._credit(record, "format", rules.judge_reward(judged.format))
         assert self.proposer_record is not None and self.question is not None
-        self.quality = judged.value
-        self._credit(self.proposer_record, "quality", self.weights.quality * judged.value)
-        admitted = judged.value >= self.quality_threshold
+        # A question already in the pool is no new task: not paid for quality, not admitted.
+        pooled = self.question in self.pool and not self.config.pay_pooled_questions
+        record.parsed["already_pooled"] = self.question in self.pool
+        self.quality = 0.0 if pooled else judged.value
+        self._credit(self.proposer_record, "quality", self.weights.quality * self.quality)
+        admitted = self.quality >= self.quality_threshold
         if admitted:
             self.staged.append(
                 PoolEntry(self.question, self.question_truth, judged.value, "proposed")

@@ -177,14 +177,26 @@ def test_pool_grows_at_episode_end_with_accepted_questions_only(math_source):
     assert len(env.pool) == size + 1
 
 
-def test_reusing_a_pool_question_does_not_grow_the_pool(math_source):
+def test_reusing_a_pool_question_does_not_grow_the_pool_nor_pay_its_quality(math_source):
+    """A copy of the reference (a pool question) is no new task: the honest judge rates it 10
+    (V = 1), but its quality counts 0, it is not admitted, the solver answers a pool question
+    and the proposer gets no difficulty term: R_P = format 1/3, what a rejected question earns
+    (a fresh question with the same ratings: 1/3 + 1/3 x (1 - 1) + 1/3 = 2/3). The paper's
+    reading (pay_pooled_questions=True, a reward hole) paid the copy 2/3."""
     env = make_env(math_source, reference_probability=1.0)
     size = len(env.pool)
-    play(env, scripted(proposer="reuse"), seed=0)
+    rewards = play(env, scripted(proposer="reuse"), seed=0)
     assert env.question == env.reference.question
     assert env.episode_metrics()["ground_truth_known"] == 1.0  # seed questions carry answers
-    assert env.episode_metrics()["question_accepted"] == 1.0
+    assert env.episode_metrics()["question_accepted"] == 0.0
+    assert rewards["proposer"] == pytest.approx(1 / 3)
     assert len(env.pool) == size
+    fresh = play(make_env(math_source, reference_probability=1.0), scripted(), seed=0)
+    assert fresh["proposer"] == pytest.approx(2 / 3)
+    paid = make_env(math_source, reference_probability=1.0, pay_pooled_questions=True, allow_reward_holes=True)
+    assert play(paid, scripted(proposer="reuse"), seed=0)["proposer"] == pytest.approx(2 / 3)
+    with pytest.raises(ValueError, match="pay_pooled_questions"):
+        make_env(math_source, pay_pooled_questions=True)
 
 
 def test_clones_do_not_leak_into_the_pool(math_source):
