@@ -273,3 +273,30 @@ def test_puzzle_empty_replies_every_turn_earn_less_than_a_plain_wrong_move(sandb
         options={"puzzle": HAND},
     )
     assert wrong == pytest.approx({"tool": -0.4, "plan": -0.8})
+
+
+# =================================================================== the adversary's new strategies
+def test_the_adversary_catches_a_judge_kept_from_scoring_where_it_pays():
+    """``inject-silence`` (a near miss asking the judge not to score, the judge obeying) is
+    held by the default Proposer–Solver–Judge and paid under the released neutral reading,
+    where the solver's unscored near misses earn 0.75 each against 0.5 scored."""
+    from llm_envs.audit.adversary import check_contract, strategies_for
+
+    def verdicts(env):
+        outcomes = check_contract(env, seeds=(0,), strategies=strategies_for(env, ["inject-silence"]))
+        return {o.agent: o.verdict for o in outcomes if o.strategy == "inject-silence"}
+
+    assert verdicts(psj())["solver"] == "held"
+    assert verdicts(psj(unscored_ratings="neutral", allow_reward_holes=True))["solver"] == "paid"
+
+
+@pytest.mark.parametrize("env_id", ["llm/ReasonerTool-v0", "llm/Debate-v0", "llm/PlanPath-v0"])
+def test_the_adversary_regain_and_connective_strategies_hold(env_id):
+    """``regain-after-loss`` and ``hedge-connective`` played on a reasoner, a debate and a
+    puzzle: neither earns more than the reference (nor, for the connective, than the near miss
+    alone)."""
+    from llm_envs.audit.adversary import check_contract, strategies_for
+
+    env = llm_envs.make(env_id)
+    outcomes = check_contract(env, seeds=(0,), strategies=strategies_for(env, ["regain-after-loss", "hedge-connective"]))
+    assert outcomes and all(o.verdict in ("held", "n/a") for o in outcomes), [o.detail for o in outcomes if o.verdict != "held"]
