@@ -130,6 +130,34 @@ def test_reasoner_tool_degenerate_replies_earn_no_more_than_a_plain_wrong_answer
     assert play(reasoner_tool(sandbox), roles(reasoner=reasoner, tool=tool)) == pytest.approx(expected)
 
 
+# =================================================================== Coder–Tester
+def test_coder_tester_empty_replies_and_a_hedged_second_code_block_earn_no_more(sandbox):
+    """Attacks (empty replies; hedging with two code blocks), 2 turns on ``toy/add``:
+
+    * both agents reply with nothing (or whitespace): no code, no tests: 0 and 0;
+    * the coder writes the golden code, then a second block with ``return 0``: the last block
+      is the solution, ``return 0`` (2 of 4 golden tests): level 0.5 + 0.1 + 0.1 + 0.8 x 0.5
+      = 1.1, as ``return 0`` alone; the golden code alone earns 2.0."""
+    from llm_envs.envs.coder_tester.env import CoderTesterEnv
+    from tests.envs.helpers import ADD
+
+    golden = "**Code:**\n```python\n" + ADD.solution + "```"
+    tests = "**Tests:**\n```python\n" + "\n".join(ADD.tests) + "\n```"
+    zero = "\n```python\ndef add(a, b):\n    return 0\n```"
+
+    def coder_tester():
+        return CoderTesterEnv(task_source=ListSource([ADD]), sandbox=sandbox, max_turns=2)
+
+    for blank in ("", "  \n\t"):
+        assert play(coder_tester(), lambda e, a, b=blank: b) == pytest.approx({"coder": 0.0, "tester": 0.0})
+    hedged = play(coder_tester(), roles(coder=golden + zero, tester=tests))
+    plain = play(coder_tester(), roles(coder="**Code:**" + zero, tester=tests))
+    solved = play(coder_tester(), roles(coder=golden, tester=tests))
+    assert hedged["coder"] == pytest.approx(1.1) == plain["coder"]
+    assert hedged == pytest.approx(plain)
+    assert solved == pytest.approx({"coder": 2.0, "tester": 2.0})
+
+
 # =================================================================== Debate
 @pytest.mark.parametrize(
     ("reply", "expected"),
