@@ -92,6 +92,28 @@ def test_look_alike_digits_pay_only_the_number_they_are(answer, reads):
         assert check_answer(answer, truth) is (reads == truth)
 
 
+@pytest.mark.parametrize(
+    ("answer", "truth", "paid"),
+    [
+        ("0.5", "\\frac{1}{2}", True),  # the same number
+        ("2/4", "\\frac{1}{2}", True),
+        ("0.49999", "\\frac{1}{2}", False),  # close is not equal
+        ("[1, 2)", "[1, 2]", False),  # a half-open interval is another set
+        ("(1, 2)", "[1, 2]", False),
+        ("(-\\infty, \\infty)", "[1, 2]", False),  # a superset is no answer
+        ("\\mathbb{R}", "[1, 2]", False),
+        ("\\{1, 2, 3\\}", "\\{1, 2\\}", False),  # a set holding the answer and more
+        ("\\{1\\}", "\\{1, 2\\}", False),
+        ("12\\%", "0.12", False),
+    ],
+)
+def test_answers_that_hold_the_truth_and_more_are_not_equated_with_it(answer, truth, paid):
+    """Attack (answers math-verify might equate wrongly): equal numbers in other forms are
+    paid; an interval with other ends, a superset, a set holding the answer among others, a
+    close number, a percentage of another number are not."""
+    assert check_answer(answer, truth) is paid
+
+
 # =================================================================== Reasoner–Tool
 def reasoner_tool(sandbox, **overrides) -> ReasonerToolEnv:
     return ReasonerToolEnv(task_source=ListSource([TWELVE]), sandbox=sandbox, **overrides)
@@ -255,6 +277,22 @@ def test_a_question_the_judge_cannot_score_is_not_admitted_nor_paid_for_quality(
     assert play(psj(), silent_judge, seed=0)["proposer"] == pytest.approx(1 / 3)
     before = psj(unscored_ratings="neutral", allow_reward_holes=True)
     assert play(before, silent_judge, seed=0)["proposer"] == pytest.approx(0.5)
+
+
+def test_an_unanswerable_question_earns_less_than_an_answerable_one():
+    """Attack (PSJ: an unanswerable or trivial question). The honest judge rates a question
+    whose answer it cannot know 5 (V_q = 4/9 < 0.7): rejected, no difficulty term, R_P =
+    (4/9 + 1)/3 = 0.4815, against 2/3 for the reference's fresh question answered right. (A
+    trivial question the judge admits and the solver answers earns the reference's 2/3: the
+    difficulty term is 0, nothing more.)"""
+
+    def unanswerable(env, agent):
+        if agent == "proposer":
+            return "<question>What number am I thinking of?</question>"
+        return env.reference_action(agent)
+
+    assert play(psj(), unanswerable, seed=0)["proposer"] == pytest.approx((4 / 9 + 1) / 3)
+    assert play(psj(), lambda e, a: e.reference_action(a), seed=0)["proposer"] == pytest.approx(2 / 3)
 
 
 # =================================================================== Signalling
