@@ -4,7 +4,8 @@ on every kind of registered ``llm/`` environment. Each is compared with a plain 
 (or move) and with solving, by hand in its docstring; the two that paid are fixed in their
 environments (Proposer–Solver–Judge: an answer that keeps the judge from scoring, a copied
 pool question) and each shows its paper option (a reward hole, asked for) paying, so that the
-test can fail. docs/audit.md's table lists them all with their values before and after.
+test can fail. docs/audit.md ("A second, independent audit") lists them all with their values
+before and after.
 """
 
 from __future__ import annotations
