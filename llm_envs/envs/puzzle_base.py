@@ -5,9 +5,10 @@ The three games differ only in their rules (each game's ``rules.py``, a
 way. A tool agent writes a program that the sandbox runs on the puzzle and whose printed plan is
 simulated on a copy; a plan agent then answers ``#### <plan>``, applied to the real puzzle
 (``agents="single"``: one ``solver`` does both). Rewards are ``alpha * r_team + r_local``,
-dense (the game's shaped reward, a potential difference) or outcome (1/0); the tool's
-copy-scored plan pays only improvements of the best value the episode reached, so that no
-stall earns more than solving at once. A program the sandbox failed to run is never scored:
+dense (the game's shaped reward, a potential difference, measured by default from the best
+potential the episode reached) or outcome (1/0); the tool's copy-scored plan pays only
+improvements of the best value the episode reached, so that no stall earns more than solving
+at once, summed or in any one turn. A program the sandbox failed to run is never scored:
 ``step`` raises :class:`~llm_envs.core.SandboxFailure` before the state changes.
 
 docs/envs/puzzles.md has the turn structure, the reward table and the single-agent variant in
