@@ -5,9 +5,10 @@ The three games differ only in their rules (each game's ``rules.py``, a
 way. A tool agent writes a program that the sandbox runs on the puzzle and whose printed plan is
 simulated on a copy; a plan agent then answers ``#### <plan>``, applied to the real puzzle
 (``agents="single"``: one ``solver`` does both). Rewards are ``alpha * r_team + r_local``,
-dense (the game's shaped reward, a potential difference) or outcome (1/0); the tool's
-copy-scored plan pays only improvements of the best value the episode reached, so that no
-stall earns more than solving at once. A program the sandbox failed to run is never scored:
+dense (the game's shaped reward, a potential difference, measured by default from the best
+potential the episode reached) or outcome (1/0); the tool's copy-scored plan pays only
+improvements of the best value the episode reached, so that no stall earns more than solving
+at once, summed or in any one turn. A program the sandbox failed to run is never scored:
 ``step`` raises :class:`~llm_envs.core.SandboxFailure` before the state changes.
 
 docs/envs/puzzles.md has the turn structure, the reward table and the single-agent variant in
@@ -49,6 +50,11 @@ _TRACEBACK_PATH = re.compile(r'File "[^"\n]*main\.py"')
 
 
 # ---------------------------------------------------------------------------------- config
+#: ``PuzzleConfig.progress_reference`` values: ``"best"`` (a real transition's potential change is
+#: measured from the best potential the episode reached) and ``"previous"`` (from the state before).
+PROGRESS_REFERENCES = ("best", "previous")
+
+
 @dataclass
 class PuzzleConfig:
     """Options shared by the three puzzle environments (defaults follow Stronger-MAS).
@@ -63,6 +69,14 @@ class PuzzleConfig:
             the best value the episode reached (docs/envs/puzzles.md). ``"paper"``: the
             released code's per-turn rewards (the tool paid its plan at every turn, the game's
             paper weights); they pay stalls and shuttles, so they need ``allow_reward_holes``.
+        progress_reference: What a real transition's potential change is measured from (dense,
+            ``"potential"`` shaping). ``"best"`` (default): from the best potential the
+            episode's real states reached, ``B``: the move costs plus ``Φ(after) − B``, so a
+            turn that regains lost progress is paid only what lies above ``B`` and no turn pays
+            more than solving at once pays in its one turn. ``"previous"``: from the state before
+            the plan, ``Φ(after) − Φ(before)`` (the pure potential difference; its sum is bounded
+            all the same, but the turn after a loss can pay more than solving at once). Outcome
+            mode and ``"paper"`` shaping pay the transition as it is.
         answer_format: ``"lenient"`` (default): a plan in any documented form (``#### U R R D``,
             ``#### ["U", "R"]``, ``#### 1234 3412 ...``). ``"list"``: the released code's,
             only a bracketed list (a nested one for Sudoku); anything else is a format error.
@@ -84,6 +98,7 @@ class PuzzleConfig:
     max_turns: int = 4
     reward_mode: str = "dense"
     reward_shaping: str = "potential"
+    progress_reference: str = "best"
     answer_format: str = "lenient"
     allow_reward_holes: bool = False
     alpha: float = 1.0
@@ -105,6 +120,11 @@ class PuzzleConfig:
         if self.reward_shaping not in REWARD_SHAPINGS:
             raise ValueError(
                 f"reward_shaping must be one of {REWARD_SHAPINGS}, got {self.reward_shaping!r}"
+            )
+        if self.progress_reference not in PROGRESS_REFERENCES:
+            raise ValueError(
+                f"progress_reference must be one of {PROGRESS_REFERENCES}, got "
+                f"{self.progress_reference!r}"
             )
         if self.answer_format not in ANSWER_FORMATS:
             raise ValueError(
@@ -223,10 +243,12 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
         self.history: list[TurnLog] = []
         self._pending_tool_record = None
         self._stats = _Stats()
-        # The sum of the real transitions' rewards this episode, and the best value (that, or
-        # the tool's simulated plan on top of it) reached so far: see _tool_credit.
+        # The sum of the real transitions' shaped rewards this episode and the best value (that,
+        # or the tool's simulated plan on top of it) reached so far: see _tool_credit. The best
+        # potential of a real state this episode: see _real_transition_payment.
         self._episode_return = 0.0
         self._best_value = 0.0
+        self._best_potential = 0.0
 
     # ------------------------------------------------------------------ subclass hook
     def _make_rules(self, config: Any) -> PuzzleRules:
@@ -351,6 +373,7 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
         self._stats = _Stats()
         self._episode_return = 0.0
         self._best_value = 0.0
+        self._best_potential = self.rules.potential(state) if self._pays_against_best_potential() else 0.0
         return self.possible_agents[0]
 
     def _apply_action(self, agent: str, action: str) -> str | None:
@@ -461,13 +484,50 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
             log.result_summary = f"no valid plan ({error}); the puzzle did not change"
             return self._format_penalty(), 0.0
         self._stats.answers_ok += 1
-        outcome = self.rules.apply_plan(self.state, plan)
+        before = self.state
+        outcome = self.rules.apply_plan(before, plan)
         self.state = outcome.state
         log.result_summary = outcome.summary
-        reward = self._transition_reward(outcome)
+        payment = self._real_transition_payment(self._transition_reward(outcome), before, outcome.state)
+        return payment, payment
+
+    def _real_transition_payment(self, reward: float, before: Any, after: Any) -> float:
+        """What a real transition from state ``before`` to ``after`` with shaped reward
+        ``reward`` pays (before ``alpha``).
+
+        ``progress_reference="best"`` (dense, ``"potential"`` shaping): ``reward`` minus the
+        shortfall of ``before``'s potential below the best potential the episode reached,
+        ``B − Φ(before)``: the move costs plus ``Φ(after) − B``. A turn that regains lost
+        progress is paid only what lies above B, so no turn pays more than the potential gain
+        of solving at once (plus its own move costs); the payments still sum to at most the
+        value of solving at once; and the candidates of one turn share ``B − Φ(before)``, so
+        they are ranked exactly as by ``reward``. Below B every turn pays the shortfall again
+        (a plan agent that walked away pays for it until it is back). ``"previous"``,
+        ``"paper"`` shaping or outcome mode: ``reward`` itself."""
         self._episode_return += reward
         self._best_value = max(self._best_value, self._episode_return)
-        return reward, reward
+        if not self._pays_against_best_potential():
+            return reward
+        shortfall = self._best_potential - self.rules.potential(before)
+        self._best_potential = max(self._best_potential, self.rules.potential(after))
+        return reward - shortfall
+
+    def potential_shortfall(self) -> float:
+        """How far the current state's potential lies below the best potential the episode's
+        real states reached: what the next real transition's payment is less than its shaped
+        reward (0 unless ``progress_reference="best"`` applies: dense mode, ``"potential"``
+        shaping)."""
+        if not self._pays_against_best_potential() or self.state is None:
+            return 0.0
+        return self._best_potential - self.rules.potential(self.state)
+
+    def _pays_against_best_potential(self) -> bool:
+        c = self.config
+        return (
+            c.progress_reference == "best"
+            and c.reward_shaping == "potential"
+            and c.reward_mode == "dense"
+        )
 
     def _finish_turn(self, log: TurnLog) -> str | None:
         log.solved = self.rules.is_solved(self.state)
@@ -644,11 +704,13 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
         (dense; 0 in outcome mode):
 
         * plan agent and single solver: ``p`` (no valid plan: the team term is then 0), else
-          ``(1 + alpha)·r``;
+          ``(1 + alpha)·q`` with ``q`` the paid transition: ``r`` itself, or under
+          ``progress_reference="best"`` ``r`` less the shortfall of the state's potential below
+          the best reached (at most :meth:`_potential_shortfall_bound`), so at most ``r``;
         * tool: its local term, ``p`` or a credit in ``[0, V*]`` (``"potential"``: what its
           simulated plan adds to the best value reached, at most the value of solving at once,
           itself at most the largest ``r``) or the simulated ``r`` (``"paper"``), plus
-          ``alpha·r`` of the plan agent's transition (0 when the plan agent gave no plan).
+          ``alpha·q`` of the plan agent's transition (0 when the plan agent gave no plan).
 
         Each game's page (docs/envs/sokoban.md, sudoku.md, plan_path.md) states the same."""
         alpha = self.config.alpha
@@ -658,17 +720,25 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
         else:
             real = self._plan_reward_bounds()
             penalty = (float(self.rules.format_penalty),) * 2
+        paid = real
+        if self._pays_against_best_potential():
+            paid = (real[0] - self._potential_shortfall_bound(), real[1])
         if agent == "tool":
             credit = either(real, (0.0, 0.0))
             if self.config.reward_shaping != "paper" or self.config.reward_mode == "outcome":
                 credit = (0.0, max(real[1], 0.0))
-            return summed(either(penalty, credit), scaled(either(real, (0.0, 0.0)), alpha))
-        return either(penalty, scaled(real, 1.0 + alpha))
+            return summed(either(penalty, credit), scaled(either(paid, (0.0, 0.0)), alpha))
+        return either(penalty, scaled(paid, 1.0 + alpha))
 
     def _plan_reward_bounds(self) -> tuple[float, float]:
         """Bounds of the dense reward of one plan applied to any state of this configuration
         (each game declares its own)."""
         return UNBOUNDED
+
+    def _potential_shortfall_bound(self) -> float:
+        """The largest ``B − Φ(s)`` of an unsolved state ``s`` below the best potential ``B``
+        of an unsolved state (each game with a finite bound declares it; unknown: infinite)."""
+        return float("inf")
 
 
 __all__ = ["ProgramRun", "PuzzleConfig", "PuzzleEnv", "TurnLog"]

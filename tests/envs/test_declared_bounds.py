@@ -35,15 +35,21 @@ def test_sokoban_declares_the_potential_bound_and_none_for_the_shuttle_weights()
 
 
 def test_sudoku_declares_the_change_of_its_potential():
-    # r ∈ [−0.01 − 1, −0.01 + 2.5 + 0.5] = [−1.01, 2.99]; the plan agent: −1 or 2·r; the
-    # tool: −1 or a credit in [0, 2.99], plus r.
+    # r ∈ [−0.01 − 1, −0.01 + 2.5 + 0.5] = [−1.01, 2.99]. progress_reference="previous": the
+    # plan agent −1 or 2·r; the tool −1 or a credit in [0, 2.99], plus r.
+    previous = bounds("llm/Sudoku-v0", progress_reference="previous")
+    assert previous["plan"] == (pytest.approx(-2.02), pytest.approx(5.98))
+    assert previous["tool"] == (pytest.approx(-2.01), pytest.approx(5.98))
+    # "best" (default): r less the shortfall below the best potential, at most the spread of an
+    # unsolved board's potential, 0.5 + 0.5 = 1: q ∈ [−2.01, 2.99]; plan [−4.02, 5.98], tool
+    # −1 or [0, 2.99], plus q: [−3.01, 5.98].
     declared = bounds("llm/Sudoku-v0")
-    assert declared["plan"] == (pytest.approx(-2.02), pytest.approx(5.98))
-    assert declared["tool"] == (pytest.approx(-2.01), pytest.approx(5.98))
+    assert declared["plan"] == (pytest.approx(-4.02), pytest.approx(5.98))
+    assert declared["tool"] == (pytest.approx(-3.01), pytest.approx(5.98))
     # The paper's absolute share: r ≤ −0.01 + 0.5 + 2 = 2.49.
     assert bounds("llm/Sudoku-v0", reward_shaping="paper", allow_reward_holes=True)["plan"][1] == pytest.approx(4.98)
     text = (DOCS / "sudoku.md").read_text(encoding="utf-8")
-    assert "[−2.02, 5.98]" in text and "[−2.01, 5.98]" in text
+    assert "[−4.02, 5.98]" in text and "[−3.01, 5.98]" in text
 
 
 def test_plan_path_declares_its_static_bound():

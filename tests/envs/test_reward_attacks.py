@@ -102,11 +102,15 @@ def test_puzzle_lose_then_regain_does_not_pay_the_regained_level_again(sandbox):
     posts the shortest path from the current cell every turn, hoping the regained progress is
     paid to it again.
 
-    Plan agent: 1.98, -2.02, then D D R R R U from S after 4 moves (no shortest-path bonus):
-    6.94; return 6.90, twice (local and team) = 13.80. Tool: its first copy 7.44 (best value
-    B = 7.44); from (2,0) R R R U is worth 1.98 + 5.46 = 7.44 = B: 0; from S again
-    -0.04 + 6.94 = 6.90 < B: 0; plus the team's 6.90: 14.34. Solving at once: 14.88 each.
-    Paper shaping pays the tool every copy: 7.44 + 5.46 + 6.94 + 6.90 = 26.74.
+    Plan agent (potential Φ = -d, the best potential B of the real states; a turn pays its move
+    costs plus Φ(after) - B): D D 1.98 (B = -4); U U -2.02 (Φ = -6, B stays -4); then
+    D D R R R U from S after 4 moves (no shortest-path bonus): -0.06 + 1 - (-4) = 4.94, the
+    two steps it regains are not paid again. Per term 1.98 - 2.02 + 4.94 = 4.90, twice =
+    9.80. Tool: its first copy 7.44 (best value 7.44); from (2,0) R R R U is worth 1.98 + 5.46
+    = 7.44: 0; from S again -0.04 + 6.94 = 6.90: 0; plus the team's 4.90: 12.34. Solving at
+    once: 14.88 each, in one turn. progress_reference="previous" (the pure potential
+    difference) pays the regaining turn 6.94 a term: plan 13.80, tool 14.34. Paper shaping
+    pays the tool every copy: 7.44 + 5.46 + 6.94 + 6.90 = 26.74.
     """
     replies = {"plan": ["#### D D", "#### U U", "#### " + SHORTEST]}
 
@@ -119,11 +123,14 @@ def test_puzzle_lose_then_regain_does_not_pay_the_regained_level_again(sandbox):
     assert at_once == pytest.approx({"tool": 2 * AT_ONCE, "plan": 2 * AT_ONCE})
     env = plan_path(sandbox)
     attacked = play(env, attack, options={"puzzle": HAND})
-    assert attacked == pytest.approx({"tool": 7.44 + 6.90, "plan": 2 * 6.90})
-    assert rewards_of(env, "tool") == pytest.approx([7.44 + 1.98, -2.02, 6.94])
+    assert attacked == pytest.approx({"tool": 7.44 + 4.90, "plan": 2 * 4.90})
+    assert rewards_of(env, "tool") == pytest.approx([7.44 + 1.98, -2.02, 4.94])
+    assert rewards_of(env, "plan") == pytest.approx([2 * 1.98, 2 * -2.02, 2 * 4.94])
     for agent in attacked:
         assert attacked[agent] <= at_once[agent]
         assert max(rewards_of(env, agent)) <= at_once[agent]
+    previous = play(plan_path(sandbox, progress_reference="previous"), attack, options={"puzzle": HAND})
+    assert previous == pytest.approx({"tool": 7.44 + 6.90, "plan": 2 * 6.90})
     farmed = play(
         plan_path(sandbox, reward_shaping="paper", allow_reward_holes=True),
         attack,
@@ -136,25 +143,34 @@ def test_puzzle_lose_then_regain_does_not_pay_the_regained_level_again(sandbox):
 def test_puzzle_plan_agent_lowering_the_team_level_for_the_tool_does_not_pay(sandbox):
     """Attack (alternating agents): on the NEAR grid (S one step closer, d = 5) the tool posts a
     blocked move while the plan agent walks *away* (L, to a cell at d = 6), so that the tool's
-    next copy, the whole path from the far cell, is credited against a lower return.
+    next copy, the whole path from the far cell, is credited against a lower return, and the
+    plan agent's next turn is paid the progress from the far cell.
 
-    Turn 1: tool -0.1 < B = 0: credit 0; plan L: -0.01 - 1 = -1.01. Turn 2: the tool's copy
-    D D R R R U is worth -1.01 + 6.94 = 5.93 (7 moves in all: no bonus): credit 5.93; the plan
-    agent plays it: 6.94. Tool 5.93 + (-1.01 + 6.94) = 11.86; plan 2 x 5.93 = 11.86. Solving at
-    once: -0.05 + 5 + 1 + 0.5 = 6.45 a term, 12.90 each. The plan agent's second turn (13.88) is
-    more than solving at once pays in one turn, and exactly what its first turn lost more: a
-    potential difference pays a far state's progress, the two turns together earn less.
+    Turn 1: tool -0.1 < B = 0: credit 0; plan L: -0.01 - 1 = -1.01 (Φ -5 -> -6; the best
+    potential stays -5). Turn 2: the tool's copy D D R R R U is worth -1.01 + 6.94 = 5.93 (7
+    moves in all: no bonus): credit 5.93; the plan agent plays it: -0.06 + 1 - (-5) = 5.94
+    (the step back to d = 5 is not paid). Tool 5.93 + (-1.01 + 5.94) = 10.86; plan
+    2 x (-1.01 + 5.94) = 9.86. Solving at once: -0.05 + 5 + 1 + 0.5 = 6.45 a term, 12.90
+    each, in one turn. No turn pays more: the plan agent's second turn 11.88 (with
+    progress_reference="previous", the pure potential difference, it paid 2 x 6.94 = 13.88,
+    more than solving at once pays in its turn, though less summed: 11.86).
     """
     replies = {"tool": [printing("U"), printing(SHORTEST)], "plan": ["#### L", "#### " + SHORTEST]}
     at_once = at_once_on(sandbox, NEAR)
     assert at_once == pytest.approx({"tool": 12.90, "plan": 12.90})
     env = plan_path(sandbox)
     attacked = play(env, by_turn(replies), options={"puzzle": NEAR})
-    assert attacked == pytest.approx({"tool": 11.86, "plan": 11.86})
-    assert rewards_of(env, "plan") == pytest.approx([-2.02, 13.88])
-    assert rewards_of(env, "tool") == pytest.approx([-1.01, 5.93 + 6.94])
+    assert attacked == pytest.approx({"tool": 10.86, "plan": 9.86})
+    assert rewards_of(env, "plan") == pytest.approx([-2.02, 11.88])
+    assert rewards_of(env, "tool") == pytest.approx([-1.01, 5.93 + 5.94])
     for agent in attacked:
         assert attacked[agent] < at_once[agent]
+        assert max(rewards_of(env, agent)) < at_once[agent]
+    previous_env = plan_path(sandbox, progress_reference="previous")
+    previous = play(previous_env, by_turn(replies), options={"puzzle": NEAR})
+    assert previous == pytest.approx({"tool": 11.86, "plan": 11.86})
+    assert rewards_of(previous_env, "plan") == pytest.approx([-2.02, 13.88])
+    assert max(rewards_of(previous_env, "plan")) > at_once["plan"]
 
 
 def test_puzzle_tool_candidates_scored_on_clones_share_no_best_value(sandbox):

@@ -55,7 +55,15 @@ class ProposerSolverJudgeConfig:
             question below the threshold (``"pool"`` mode never has one for such a question).
         quality_weight, difficulty_weight, format_weight: λ of the proposer's reward.
         solver_judge_weight, solver_format_weight: Weights of the solver's reward.
-        unparsed_score_value: V used when a judge completion has no numeric ``<score>``.
+        unparsed_score_value: V used when a judge completion has no numeric ``<score>``, with
+            ``unscored_ratings="neutral"``.
+        unscored_ratings: What a rating without a readable score pays. ``"unpaid"`` (default,
+            a grader fails closed): nothing the judge did not score is paid: a question's
+            quality is 0 (not admitted), a solver answer's judge term is 0, and for the
+            proposer's difficulty the answer counts as solved (V = 1). ``"neutral"`` (the
+            released code): V = ``unparsed_score_value`` for all three, so an answer whose text
+            keeps the judge from scoring (empty, or an instruction to it) earns the solver
+            0.75 against 0.5 for a plain wrong one; needs ``allow_reward_holes=True``.
         task: Task source that seeds the pool and supplies the reference proposer's questions.
         split: Split of the task source.
         task_kwargs: Extra keyword arguments for the task source.
@@ -76,6 +84,13 @@ class ProposerSolverJudgeConfig:
             "9 out of 10", ``-3`` as 3; without a number in a pair, the last number anywhere
             in the reply). ``"released"`` lets text the judge quotes from the proposer or the
             solver decide the score, so it needs ``allow_reward_holes=True``.
+        pay_pooled_questions: ``False`` (default): a proposed question that is already in the
+            pool (the reference shown, a seed question, an earlier admitted one; compared
+            whitespace-insensitively) is no new task: its quality counts as 0, it is not
+            admitted and earns no difficulty term, so copying the reference earns what a
+            rejected question earns. ``True``: the judge's rating of it is paid as for a new
+            question (the paper and the released code: a copy of the shown reference earned as
+            much as an original question, for no work); needs ``allow_reward_holes=True``.
         allow_reward_holes: Accept an option that lets a strategy other than solving earn
             more (docs/papers.md, "Options that open a reward hole").
     """
@@ -91,6 +106,7 @@ class ProposerSolverJudgeConfig:
     solver_judge_weight: float = 0.5
     solver_format_weight: float = 0.5
     unparsed_score_value: float = 0.5
+    unscored_ratings: str = "unpaid"
     task: str = "arithmetic"
     split: str = "train"
     task_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -100,6 +116,7 @@ class ProposerSolverJudgeConfig:
     case_sensitive_tags: bool = True
     judge_sees: str = "answer"
     judge_score_parsing: str = "strict"
+    pay_pooled_questions: bool = False
     allow_reward_holes: bool = False
 
 
@@ -117,6 +134,7 @@ PHASES = ("propose", "judge_question", "solve", "judge_answer", "done")
 SOLVER_QUESTIONS = ("pool", "proposed")
 JUDGE_SCORE_PARSINGS = ("strict", "released")
 JUDGE_SEES = ("answer", "reply")
+UNSCORED_RATINGS = ("unpaid", "neutral")
 
 
 class ProposerSolverJudgeEnv(TextEnv):
@@ -167,6 +185,24 @@ class ProposerSolverJudgeEnv(TextEnv):
                 "it), so a solver answer or a proposed question carrying <score>10</score> that "
                 "the judge quotes before its own score is paid as a perfect one; set "
                 "allow_reward_holes=True to accept this"
+            )
+        if cfg.unscored_ratings not in UNSCORED_RATINGS:
+            raise ValueError(
+                f"unscored_ratings must be one of {UNSCORED_RATINGS}, got {cfg.unscored_ratings!r}"
+            )
+        if cfg.unscored_ratings == "neutral" and not cfg.allow_reward_holes:
+            raise ValueError(
+                "unscored_ratings='neutral' opens a reward hole: a rating without a score pays "
+                f"V = {cfg.unparsed_score_value:g}, so a solver answer that keeps the judge from "
+                "scoring (an empty answer, or text telling it not to score) earns more than a "
+                "plain wrong answer the judge scores 1; set allow_reward_holes=True to accept this"
+            )
+        if cfg.pay_pooled_questions and not cfg.allow_reward_holes:
+            raise ValueError(
+                "pay_pooled_questions=True opens a reward hole: a proposer that copies the "
+                "reference question it is shown (already in the pool) is paid the judge's "
+                "rating of a question that was admitted before, as much as for an original one, "
+                "for no work; set allow_reward_holes=True to accept this"
             )
         self.sandbox = sandbox
         self.task_source = resolve_task_source(cfg, task_source)
@@ -307,9 +343,12 @@ class ProposerSolverJudgeEnv(TextEnv):
         )
         self._credit(record, "format", rules.judge_reward(judged.format))
         assert self.proposer_record is not None and self.question is not None
-        self.quality = judged.value
-        self._credit(self.proposer_record, "quality", self.weights.quality * judged.value)
-        admitted = judged.value >= self.quality_threshold
+        # A question already in the pool is no new task: not paid for quality, not admitted.
+        pooled = self.question in self.pool and not self.config.pay_pooled_questions
+        record.parsed["already_pooled"] = self.question in self.pool
+        self.quality = 0.0 if pooled or self._unpaid(judged) else judged.value
+        self._credit(self.proposer_record, "quality", self.weights.quality * self.quality)
+        admitted = self.quality >= self.quality_threshold
         if admitted:
             self.staged.append(
                 PoolEntry(self.question, self.question_truth, judged.value, "proposed")
@@ -359,8 +398,10 @@ class ProposerSolverJudgeEnv(TextEnv):
             format_ok=judged.format == 1.0,
         )
         self._credit(record, "format", rules.judge_reward(judged.format))
-        answer.judge_value = judged.value
-        self._credit(answer.record, "judge", self.config.solver_judge_weight * judged.value)
+        # An unscored answer (unscored_ratings="unpaid") pays the solver nothing and shows the
+        # proposer no difficulty: its judge_value stays None (left out of the metrics).
+        answer.judge_value = None if self._unpaid(judged) else judged.value
+        self._credit(answer.record, "judge", self.config.solver_judge_weight * (answer.judge_value or 0.0))
         self.judged += 1
         self.turn += 1
         if self.judged < len(self.answers):
@@ -370,7 +411,7 @@ class ProposerSolverJudgeEnv(TextEnv):
             return None  # the solver answered a pool question: no difficulty for the proposal
         parts = rules.proposer_reward(
             self.quality,
-            [a.judge_value for a in self.answers if a.judge_value is not None],
+            [1.0 if a.judge_value is None else a.judge_value for a in self.answers],
             self.question_format,
             weights=self.weights,
             threshold=self.quality_threshold,
@@ -378,6 +419,10 @@ class ProposerSolverJudgeEnv(TextEnv):
         )
         self._credit(self.proposer_record, "difficulty", parts["difficulty"])
         return None
+
+    def _unpaid(self, judged: rules.JudgeOutput) -> bool:
+        """A rating without a readable score, which pays nothing (``unscored_ratings="unpaid"``)."""
+        return judged.raw is None and self.config.unscored_ratings == "unpaid"
 
     def _parse_judge(self, action: str) -> rules.JudgeOutput:
         cfg = self.config

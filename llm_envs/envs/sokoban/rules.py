@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -290,6 +291,37 @@ def potential(state: SokobanState, rewards: SokobanRewards) -> float:
         - rewards.shaping_scale * box_distance(room, state.boxes)
         + rewards.solved_reward * is_solved(state)
     )
+
+
+def solving_margin(rewards: SokobanRewards) -> float:
+    """How far below ``Ψ(solved)`` every unsolved state's potential lies at least (a box off
+    its target, at distance >= 1): ``solved_reward + box_on_target + shaping_scale``."""
+    return rewards.solved_reward + rewards.box_on_target + rewards.shaping_scale
+
+
+def max_shortest_solution(open_cells: int, num_boxes: int) -> int:
+    """A bound on the moves of a shortest solution of a room with ``open_cells`` cells that
+    are not walls and ``num_boxes`` boxes: it never visits a (player, boxes) state twice, and
+    there are at most ``F·C(F − 1, n)`` of them (F open cells)."""
+    return open_cells * math.comb(max(open_cells - 1, 0), num_boxes)
+
+
+def solving_pays_most(state: SokobanState, rewards: SokobanRewards, max_states: int = 500_000) -> bool:
+    """Whether solving ``state`` by a shortest solution is worth more than any play that does
+    not solve it: its move costs, ``−valid_move·L*``, stay within :func:`solving_margin`.
+
+    Checked from the room's size first (:func:`max_shortest_solution`: no search for the
+    paper's rooms with the default weights); otherwise by solving the level."""
+    cost = -rewards.valid_move
+    margin = solving_margin(rewards)
+    if cost <= 0:
+        return True
+    room = state.room
+    open_cells = room.rows * room.cols - len(room.walls)
+    if cost * max_shortest_solution(open_cells, len(state.boxes)) <= margin:
+        return True
+    plan = solve(state, max_states)
+    return plan is not None and cost * len(plan) <= margin
 
 
 def apply_moves(
@@ -675,7 +707,9 @@ class SokobanRules:
                     "lower min_pushes"
                 )
             stream = split_generator(rng, split)
-            return random_variant(pick_enumerated(classes, split, index, stream), stream)
+            state = random_variant(pick_enumerated(classes, split, index, stream), stream)
+            self._check_solving_pays_most(state)
+            return state
         return generate_in_split(
             rng,
             lambda r: generate_room(
@@ -688,7 +722,8 @@ class SokobanRules:
             ),
             split_key,
             split,
-            accept=lambda state: qualifies(state, self.min_pushes, self.max_solver_states),
+            accept=lambda state: qualifies(state, self.min_pushes, self.max_solver_states)
+            and solving_pays_most(state, self.rewards, self.max_solver_states),
         )
 
     def split_key(self, state: SokobanState) -> str:
@@ -698,7 +733,17 @@ class SokobanRules:
         state = from_text(text)
         if solve(state, self.max_solver_states) is None:
             raise ValueError("the level has no solution (or it is too large to check)")
+        self._check_solving_pays_most(state)
         return state
+
+    def _check_solving_pays_most(self, state: SokobanState) -> None:
+        if not solving_pays_most(state, self.rewards, self.max_solver_states):
+            raise ValueError(
+                f"with valid_move={self.rewards.valid_move:g} a shortest solution of this level costs "
+                f"more than solving gains over any unsolved state ({solving_margin(self.rewards):g} "
+                "= solved_reward + box_on_target + shaping_scale), so not solving would earn more: "
+                "lower the move cost or raise the solved reward"
+            )
 
     def puzzle_text(self, state: SokobanState) -> str:
         return to_text(state)

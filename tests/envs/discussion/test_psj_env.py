@@ -41,16 +41,22 @@ THIRD = 1 / 3
         # Wrong answers, honest judge (V = 0): difficulty 1 -> proposer (1 + 1 + 1)/3 = 1;
         # solver 0.5·0 + 0.5·1.
         (dict(solver="wrong"), 1.0, [0.5] * 5, [1.0] * 6),
-        # The judge never gives a score: V = 0.5 everywhere, judge format 0. The question
-        # (0.5 < 0.7) is rejected: the solver answers the seed pool question instead and the
-        # proposer has no difficulty term: (0.5 + 1)/3; solver 0.5·0.5 + 0.5.
-        (dict(judge="garbage"), 0.5, [0.75] * 5, [0.0] * 6),
+        # The judge never gives a score: nothing unscored is paid (unscored_ratings="unpaid"),
+        # judge format 0. The question's quality 0: rejected, the solver answers the seed pool
+        # question instead and the proposer has no difficulty term: (0 + 1)/3; solver
+        # 0.5·0 + 0.5.
+        (dict(judge="garbage"), THIRD, [0.5] * 5, [0.0] * 6),
+        # The released reading (unscored_ratings="neutral", a reward hole): V = 0.5
+        # everywhere: proposer (0.5 + 1)/3; solver 0.5·0.5 + 0.5.
+        (dict(judge="garbage", unscored_ratings="neutral"), 0.5, [0.75] * 5, [0.0] * 6),
         # Two scores (9 then 7): the last counts, V = 6/9, judge format 0.5. Rejected (< 0.7):
         # proposer (2/3 + 1)/3; solver 0.5·2/3 + 0.5.
         (dict(judge="multi_tag"), 5 / 9, [5 / 6] * 5, [0.5] * 6),
-        # The same two with the solver on every proposed question: difficulty terms
-        # (0.5 + 0.5 + 1)/3 and (2/3 + 1/3 + 1)/3.
-        (dict(judge="garbage", solver_questions="proposed"), 2 * THIRD, [0.75] * 5, [0.0] * 6),
+        # The same two with the solver on every proposed question: difficulty terms. Unscored
+        # answers count as solved (no difficulty shown): (0 + 0 + 1)/3; neutral:
+        # (0.5 + 0.5 + 1)/3; two scores: (2/3 + 1/3 + 1)/3.
+        (dict(judge="garbage", solver_questions="proposed"), THIRD, [0.5] * 5, [0.0] * 6),
+        (dict(judge="garbage", solver_questions="proposed", unscored_ratings="neutral"), 2 * THIRD, [0.75] * 5, [0.0] * 6),
         (dict(judge="multi_tag", solver_questions="proposed"), 2 * THIRD, [5 / 6] * 5, [0.5] * 6),
         # Two question pairs (a draft, then the task-source question: the last counts): format
         # 0.5 -> proposer (1 + 0 + 0.5)/3.
@@ -65,7 +71,10 @@ THIRD = 1 / 3
 )
 def test_every_reward_path(math_source, behaviour, proposer, solver, judge):
     behaviour = dict(behaviour)
-    env = make_env(math_source, solver_questions=behaviour.pop("solver_questions", "pool"))
+    options = {"solver_questions": behaviour.pop("solver_questions", "pool")}
+    if "unscored_ratings" in behaviour:
+        options.update(unscored_ratings=behaviour.pop("unscored_ratings"), allow_reward_holes=True)
+    env = make_env(math_source, **options)
     totals = play(env, scripted(**behaviour), seed=0)
     assert rewards_of(env, "proposer") == pytest.approx([proposer])
     assert rewards_of(env, "solver") == pytest.approx(solver)
@@ -177,14 +186,26 @@ def test_pool_grows_at_episode_end_with_accepted_questions_only(math_source):
     assert len(env.pool) == size + 1
 
 
-def test_reusing_a_pool_question_does_not_grow_the_pool(math_source):
+def test_reusing_a_pool_question_does_not_grow_the_pool_nor_pay_its_quality(math_source):
+    """A copy of the reference (a pool question) is no new task: the honest judge rates it 10
+    (V = 1), but its quality counts 0, it is not admitted, the solver answers a pool question
+    and the proposer gets no difficulty term: R_P = format 1/3, what a rejected question earns
+    (a fresh question with the same ratings: 1/3 + 1/3 x (1 - 1) + 1/3 = 2/3). The paper's
+    reading (pay_pooled_questions=True, a reward hole) paid the copy 2/3."""
     env = make_env(math_source, reference_probability=1.0)
     size = len(env.pool)
-    play(env, scripted(proposer="reuse"), seed=0)
+    rewards = play(env, scripted(proposer="reuse"), seed=0)
     assert env.question == env.reference.question
     assert env.episode_metrics()["ground_truth_known"] == 1.0  # seed questions carry answers
-    assert env.episode_metrics()["question_accepted"] == 1.0
+    assert env.episode_metrics()["question_accepted"] == 0.0
+    assert rewards["proposer"] == pytest.approx(1 / 3)
     assert len(env.pool) == size
+    fresh = play(make_env(math_source, reference_probability=1.0), scripted(), seed=0)
+    assert fresh["proposer"] == pytest.approx(2 / 3)
+    paid = make_env(math_source, reference_probability=1.0, pay_pooled_questions=True, allow_reward_holes=True)
+    assert play(paid, scripted(proposer="reuse"), seed=0)["proposer"] == pytest.approx(2 / 3)
+    with pytest.raises(ValueError, match="pay_pooled_questions"):
+        make_env(math_source, pay_pooled_questions=True)
 
 
 def test_clones_do_not_leak_into_the_pool(math_source):

@@ -154,7 +154,8 @@ def test_single_steps_match_brute_force_on_random_walks(module, rules):
 
 # ------------------------------------------------------------------------------ env: single
 def check_every_listed_action(env, agent: str) -> list[str]:
-    """Play each listed action on a clone: well-formed, no format penalty, the shaped reward."""
+    """Play each listed action on a clone: well-formed, no format penalty, the shaped reward
+    (less the shortfall of the state's potential below the best reached, paid again below it)."""
     texts = env.legal_actions(agent)
     assert 1 <= len(texts) <= env.max_legal_actions
     assert len(set(texts)) == len(texts)
@@ -166,7 +167,7 @@ def check_every_listed_action(env, agent: str) -> list[str]:
         assert record.format_ok, (text, record.parsed)
         assert record.parsed["error"] is None and record.parsed["plan_source"] == "answer"
         plan = env.rules.parse_plan(before, extract_answer(text))
-        expected = env.rules.apply_plan(before, plan).reward
+        expected = env.rules.apply_plan(before, plan).reward - env.potential_shortfall()
         assert record.reward_components["local"] == pytest.approx(expected)
         assert record.reward_components["local"] != env.rules.format_penalty
     return texts

@@ -228,6 +228,76 @@ def test_a_near_miss_held_for_three_turns_then_solved_earns_less_than_solving_at
     assert held["solver"] < at_once["solver"] < farmed["solver"]
 
 
+def test_sudoku_cells_lost_then_put_back_are_not_paid_again_in_any_turn():
+    """Single solver: 11 of 12 cells right (the 12th blank), then 10 (two blank), then the
+    solution. Ψ: clues 0, 11/12 right 0.458333, 10/12 right 0.416667; the best Ψ reached B.
+
+    Turn 1: -0.01 + 0.458333 = 0.448333 (B = 0.458333). Turn 2: -0.01 + 0.416667 - 0.458333 =
+    -0.051667. Turn 3: -0.01 + 2.5 - B = 2.031667 (the cell put back is not paid again). Local
+    and team alike: 2 x 2.428333 = 4.856667; no turn above 2 x 2.031667 = 4.063333. Solving at
+    once: 2 x 2.49 = 4.98 in one turn. progress_reference="previous" pays turn 3 the regained
+    cell again: 2 x (-0.01 + 2.5 - 0.416667) = 4.146667, 4.94 summed.
+    """
+    env = SudokuEnv(agents="single")
+    env.reset(options={"puzzle": SUDOKU})
+    solution = env.state.puzzle.solution
+    empty = [i for i, clue in enumerate(env.state.puzzle.clues) if not clue]
+    eleven = tuple(0 if i == empty[-1] else v for i, v in enumerate(solution))
+    ten = tuple(0 if i in empty[-2:] else v for i, v in enumerate(solution))
+    answers = [eleven, ten, solution]
+
+    def lose_then_regain(env, agent):
+        return "#### " + env.rules.format_plan(answers[env.turn])
+
+    at_once = play(SudokuEnv(agents="single"), lambda e, a: "#### " + e.rules.format_plan(solution), options={"puzzle": SUDOKU})
+    assert at_once == pytest.approx({"solver": 4.98})
+    attacked_env = SudokuEnv(agents="single")
+    attacked = play(attacked_env, lose_then_regain, options={"puzzle": SUDOKU})
+    turns = [record.reward for record in attacked_env.records]
+    assert turns == pytest.approx([2 * 0.448333, 2 * -0.051667, 2 * 2.031667], abs=1e-5)
+    assert attacked["solver"] == pytest.approx(4.856667, abs=1e-5)
+    assert max(turns) < at_once["solver"] and attacked["solver"] < at_once["solver"]
+    previous_env = SudokuEnv(agents="single", progress_reference="previous")
+    previous = play(previous_env, lose_then_regain, options={"puzzle": SUDOKU})
+    assert previous_env.records[-1].reward == pytest.approx(2 * (2.49 - 0.416667), abs=1e-5)
+    assert previous["solver"] == pytest.approx(4.94)
+
+
+#: One box, one target, the player two cells from the box: a shortest solution is ``R R``.
+WALK_LEVEL = "3 6\n######\n#@_$.#\n######"
+
+
+def test_sokoban_a_solution_split_over_two_turns_pays_its_last_turn_its_walk_more():
+    """The one case where a turn pays more than solving at once (documented on
+    docs/envs/puzzles.md): a walk that no potential measures. Single solver, ``R`` (the player
+    walks, Ψ unchanged: -0.01), then ``R`` (the push: -0.01 + 1 + 0.1 + 10 = 11.09). Solving at
+    once ``R R``: -0.02 + 11.1 = 11.08. Summed, the split earns what solving at once earns
+    (2 x 11.08); its last turn 2 x 0.01 more. Any rule that pays the split solution its whole
+    value must pay its last turn that much: the first turn's cost was already paid.
+    """
+    at_once = play(SokobanEnv(agents="single"), lambda e, a: "#### R R", options={"puzzle": WALK_LEVEL})
+    assert at_once == pytest.approx({"solver": 2 * 11.08})
+    env = SokobanEnv(agents="single")
+    split = play(env, lambda e, a: "#### R", options={"puzzle": WALK_LEVEL})
+    assert [record.reward for record in env.records] == pytest.approx([2 * -0.01, 2 * 11.09])
+    assert split == pytest.approx(at_once)
+
+
+def test_sokoban_weights_under_which_solving_costs_more_than_it_gains_are_refused():
+    """Solving WALK_LEVEL takes 2 moves; with valid_move = -6 they cost 12 > 11.1 = 10 + 1 +
+    0.1, the least by which an unsolved state's potential lies below the solved one: not moving
+    would earn more than solving. The room has 4 open cells and one box: no shortest solution
+    is longer than 4 x C(3, 1) = 12 moves, so the default -0.01 is accepted without a search."""
+    assert sokoban_rules.max_shortest_solution(4, 1) == 12
+    level = sokoban_rules.from_text(WALK_LEVEL)
+    assert sokoban_rules.solving_pays_most(level, SokobanRewards())
+    assert sokoban_rules.solving_pays_most(level, SokobanRewards(valid_move=-5.5))  # 11 <= 11.1
+    assert not sokoban_rules.solving_pays_most(level, SokobanRewards(valid_move=-6.0))
+    env = SokobanEnv(rewards=SokobanRewards(valid_move=-6.0))
+    with pytest.raises(ValueError, match="costs more than solving gains"):
+        env.reset(options={"puzzle": WALK_LEVEL})
+
+
 def test_the_shuttle_plan_earns_no_more_than_a_plain_wrong_answer(sandbox):
     shuttle = moves_text(SHUTTLE_CYCLE * SHUTTLE_CYCLES)
 
