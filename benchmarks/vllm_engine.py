@@ -20,8 +20,9 @@ and model (``smollm2``):
   linear layer, 8 environments × K 4) with ``rollout.engine`` hf or vllm: one warm-up step, then
   the mean of ``--steps`` steps, split into generate / update / push.
 
-Outputs: a Markdown table and ``benchmarks/results/vllm_engine.{json,md}``. Compare numbers of the
-same run only: the machine's load changes them between runs.
+Outputs: a Markdown table and ``benchmarks/results/vllm_engine.{json,md}``, with the load average
+(1, 5, 15 minutes) at the start and end of the run and before and after each case. Compare numbers
+of the same run only: the machine's load changes them between runs.
 """
 
 from __future__ import annotations
@@ -177,6 +178,7 @@ def main() -> None:
         return
     cases = ["generate/hf", "generate/vllm"] + ([] if args.no_train else ["train_step/hf", "train_step/vllm"])
     results = []
+    load_at_start = os.getloadavg()  # the machine's other work changes every figure: recorded with them
     env = {**os.environ, "OMP_NUM_THREADS": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
     for case in cases:
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
@@ -184,15 +186,17 @@ def main() -> None:
         cmd = [sys.executable, __file__, "--_case", case, "--_json", out_json, "--prompts", str(args.prompts),
                "--samples", str(args.samples), "--new-tokens", str(args.new_tokens), "--steps", str(args.steps)]
         print(f"running {case} ...", flush=True)
+        load_before = os.getloadavg()
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode != 0:
             tail = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed"
             results.append({"case": case, "error": tail})
         else:
             results.append(json.loads(Path(out_json).read_text()))
+        results[-1].update(load_avg_before=load_before, load_avg_after=os.getloadavg())
         os.unlink(out_json)
     meta = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
-            "load_avg_at_end": os.getloadavg(), "prompts": args.prompts, "samples": args.samples,
+            "load_avg_at_start": load_at_start, "load_avg_at_end": os.getloadavg(), "prompts": args.prompts, "samples": args.samples,
             "new_tokens": args.new_tokens, "train_steps": args.steps, "threads": 1, "dtype": "float32"}
     try:
         import torch
