@@ -128,7 +128,7 @@ def preflight(cfg) -> str | None:  # noqa: ANN001 - a Config
         if importlib.util.find_spec("vllm") is None:
             return ("this config's rollouts need vLLM (rollout.engine: vllm) and this Python has none: "
                     "pip install 'llm-envs[vllm]' on a GPU; on a CPU, vLLM's CPU build in its own "
-                    "environment, `make vllm-venv`, then .venv-vllm/bin/llm-train (docs/training.md)")
+                    "environment, `make vllm-venv`, then .venv-vllm/bin/python -m llm_trainers.cli (docs/training.md)")
     for path in model_paths(cfg):
         if path.startswith("tiny:"):
             continue
