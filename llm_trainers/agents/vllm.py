@@ -426,31 +426,24 @@ class VLLMEngine:
 
     # ------------------------------------------------------------------ weight push
     def sync(self, policies: Sequence[str] | None = None, _initial: bool = False) -> dict[str, float]:
-        """Push the named policies' current weights (adapters, or full weights) to the engines."""
-        names = [n for n in (policies if policies is not None else self.policies.names())]
+        """Push the named policies' current weights (adapters, or full weights) to the engines,
+        then check each adapter once against the learner (:meth:`_check_adapter`)."""
+        names = list(policies if policies is not None else self.policies.names())
         if not names:
             return {}
-        self._pin_threads()
-        self.wake()
-        t0 = time.perf_counter()
-        pushed = 0.0
-        touched: set[str] = set()
+        states: dict[str, Mapping[str, torch.Tensor]] = {}
         for name in names:
-            served = self.served[name]
             pol = self.policies[name]
-            if served.adapter is not None:
-                pushed += self._push_adapter(served, pol, pol.trainable_state_dict())
-            elif not _initial:
-                named = [(n, p.detach()) for n, p in pol.model.named_parameters()]
-                pushed += self._push_full(served, named)
-            touched.add(served.engine_key)
-        for key in touched:
-            self.engines[key].reset_prefix_cache()
+            if self.served[name].adapter is not None:
+                states[name] = pol.trainable_state_dict()
+            elif not _initial:  # at the first sync the engine already holds the full weights it loaded
+                states[name] = {n: p.detach() for n, p in pol.model.named_parameters()}
+        stats = self._push_states(states)
         for name in names:  # a no-op while an adapter still equals the base model
             served = self.served[name]
             if served.adapter is not None and not served.checked:
                 self._check_adapter(served)
-        return {"weight_push_bytes": pushed, "weight_push_s": time.perf_counter() - t0}
+        return stats
 
     def sync_states(self, states: Mapping[str, Mapping[str, torch.Tensor]]) -> dict[str, float]:
         """Push given trainable weights (policy → :meth:`Policy.trainable_state_dict`), not the
@@ -458,6 +451,12 @@ class VLLMEngine:
         goes on writing its modules. The first-sync adapter check is left to :meth:`sync`."""
         if not states:
             return {}
+        return self._push_states(states)
+
+    def _push_states(self, states: Mapping[str, Mapping[str, torch.Tensor]]) -> dict[str, float]:
+        """Push each policy's weights (an adapter's trainable weights, or every parameter of a
+        fully fine-tuned model) to the engine serving it, then reset the prefix caches of the
+        engines touched (cached prompt states were computed with the old weights)."""
         self._pin_threads()
         self.wake()
         t0 = time.perf_counter()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 
 import pytest
@@ -240,6 +241,7 @@ def test_cli_list_says_what_each_config_is_and_what_it_runs_on(capsys):
     assert set(lines) == set(shipped_configs())
     assert "  CPU  " in lines["signalling_at_grpo_l1"] and "AT-GRPO, L1 (shared model)" in lines["signalling_at_grpo_l1"]
     assert "GPU (vLLM engine)" in lines["plan_path_at_grpo_l2"]
+    assert "CPU (vLLM's CPU build)" in lines["signalling_smollm2_vllm_cpu"]  # model.device: cpu
     assert "GPUs (Ray)" in lines["plan_path_at_grpo_l3_2x8gpu"]
 
 
@@ -260,6 +262,9 @@ def test_cli_errors_say_what_to_do_at_once(capsys, tmp_path, monkeypatch):
     if not torch.cuda.is_available():
         assert main(["plan_path_at_grpo_l2", out]) == 2
         assert "needs a GPU (rollout.engine: vllm)" in capsys.readouterr().err
+    if importlib.util.find_spec("vllm") is None:  # a CPU vLLM config, in an environment without vLLM
+        assert main(["signalling_smollm2_vllm_cpu", out]) == 2
+        assert "need vLLM (rollout.engine: vllm)" in capsys.readouterr().err
     assert not (tmp_path / "run" / "checkpoints").exists()  # nothing was started
 
 
