@@ -44,6 +44,9 @@ from llm_envs.envs.puzzle_rules import (
 )
 from llm_envs.interop.puzzle_hooks import PuzzleHooks
 
+#: What the single agent's reference action writes (``PuzzleConfig.reference_solver``).
+REFERENCE_SOLVERS = ("program", "plan")
+
 # Tracebacks name the sandbox's temporary file; prompts show a stable name instead, so that the
 # same program gives the same observation in every run.
 _TRACEBACK_PATH = re.compile(r'File "[^"\n]*main\.py"')
@@ -92,6 +95,11 @@ class PuzzleConfig:
         max_program_chars: Longer programs are rejected without running.
         max_answer_chars: Longer answer lines are rejected without parsing.
         shown_chars: Programs and outputs shown in prompts are cut to this many characters.
+        reference_solver: What the single agent's reference action (``agents="single"``)
+            writes: ``"program"`` (default) the search program alone, as the tool's;
+            ``"plan"`` only the final answer line with the host solver's plan
+            (``#### R R D``), a short action for demonstrations of a small model's warm start.
+            The rewards do not depend on it.
     """
 
     agents: str = "multi"
@@ -108,6 +116,7 @@ class PuzzleConfig:
     max_program_chars: int = 50_000
     max_answer_chars: int = 20_000
     shown_chars: int = 3_000
+    reference_solver: str = "program"
 
     #: What ``reward_shaping="paper"`` pays that solving does not (the game's own terms).
     paper_reward_hole: ClassVar[str] = ""
@@ -132,6 +141,10 @@ class PuzzleConfig:
             )
         if self.alpha < 0:
             raise ValueError(f"alpha must be >= 0 (a negative team weight pays failing), got {self.alpha}")
+        if self.reference_solver not in REFERENCE_SOLVERS:
+            raise ValueError(
+                f"reference_solver must be one of {REFERENCE_SOLVERS}, got {self.reference_solver!r}"
+            )
         holes = self.reward_holes()
         if holes and not self.allow_reward_holes:
             raise ValueError(
@@ -650,7 +663,10 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
     # ------------------------------------------------------------------ agents
     def reference_action(self, agent: str) -> str:
         """Tool: a real search program. Plan: the tool's plan if it solves the puzzle, else the
-        host solver's plan. Solver (single): the search program alone (its output is applied)."""
+        host solver's plan. Solver (single): the search program alone (its output is applied),
+        or with ``reference_solver="plan"`` the host solver's plan as a final answer line."""
+        if agent == "solver" and self.config.reference_solver == "plan":
+            return self._host_solver_answer()
         program = "```python\n" + self.rules.reference_program() + "\n```"
         if agent in ("tool", "solver"):
             return program
@@ -659,6 +675,10 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
             plan, _ = self._parse_answer_text(log.program_plan)
             if plan is not None and self.rules.apply_plan(self.state, plan).solved:
                 return f"The program's plan solves the puzzle.\n{ANSWER_MARKER} {log.program_plan}"
+        return self._host_solver_answer()
+
+    def _host_solver_answer(self) -> str:
+        """The final answer line with the host solver's plan from the current state."""
         plan = self.rules.solve(self.state)
         if plan is None:  # unreachable for generated puzzles: they are solvable and never stuck
             return f"{ANSWER_MARKER} "

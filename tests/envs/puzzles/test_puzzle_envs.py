@@ -256,6 +256,26 @@ def test_single_agent_variant(sandbox):
     assert len(sandbox.runs) == 3
 
 
+@pytest.mark.parametrize("cls", ENV_CLASSES)
+def test_single_solver_reference_can_answer_with_the_plan_alone(cls, sandbox):
+    """reference_solver="plan": the single agent's reference action is one final answer line
+    (no program, so nothing runs in the sandbox), and it solves every episode in one turn."""
+    env = cls(sandbox=sandbox, agents="single", reference_solver="plan")
+    for seed in range(6):
+        env.reset(seed=seed)
+        action = env.reference_action("solver")
+        assert action.startswith("#### ") and "\n" not in action and "```" not in action
+        play_until_over(env, reference, seed)
+        assert env.episode_metrics()["success"] == 1.0 and env.turn == 1
+    assert sandbox.runs == []
+    # Shortest plan on the hand-made grid: six moves from S to G around the wall.
+    path = PlanPathEnv(sandbox=sandbox, agents="single", reference_solver="plan")
+    path.reset(options={"puzzle": HAND})
+    assert len(path.reference_action("solver").split()) == 1 + 6
+    with pytest.raises(ValueError, match="reference_solver"):
+        cls(reference_solver="answer")
+
+
 @pytest.mark.parametrize("split", ["train", "validation", "test"])
 def test_split_config_field(split, sandbox):
     for cls in ENV_CLASSES:
