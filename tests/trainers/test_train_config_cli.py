@@ -282,7 +282,10 @@ def test_ctrl_c_exits_with_the_resume_command(tmp_path):
     command = [sys.executable, "-m", "llm_trainers.cli", "signalling_at_grpo_l1", f"run.output_dir={out}",
                "run.steps=10000", "run.save_every=1", "run.eval_every=-1", "run.eval_at_start=false",
                "run.progress=false", "env.num_envs=2", "rollout.k=2"]
-    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", "OMP_NUM_THREADS": "1"}
+    # PYTHONFAULTHANDLER: if the run ignores the interrupt, SIGABRT makes it print every
+    # thread's stack, so the failure says where it was stuck (seen once, on a loaded CI machine).
+    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+           "OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"}
     process = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 300
@@ -290,7 +293,12 @@ def test_ctrl_c_exits_with_the_resume_command(tmp_path):
             assert process.poll() is None, process.communicate()[1][-3000:]
             time.sleep(0.2)
         process.send_signal(signal.SIGINT)
-        _, err = process.communicate(timeout=120)
+        try:
+            _, err = process.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGABRT)
+            _, err = process.communicate(timeout=60)
+            raise AssertionError("llm-train did not stop within 300 s of SIGINT; its threads:\n" + err[-6000:]) from None
     finally:
         if process.poll() is None:
             process.kill()
