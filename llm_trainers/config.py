@@ -176,7 +176,9 @@ class SFTConfig:
         env_kwargs: Options merged over ``env.kwargs`` for the demonstration episodes.
         agents, roles: Learn only these agents' / roles' actions (None: every learning agent's).
         random_fraction, perturb_fraction: Shares of imperfect actions (the environment's random
-            action; a perturbed reference action) in the demonstrations.
+            action; a perturbed reference action) in the demonstrations: a number for every
+            recorded decision, or a mapping from agent or role names to numbers
+            (``{plan: 0.5}``: only the plan agent's demonstrations are imperfect).
         successful_only: Keep only the examples of episodes that ended in success.
         batch_size: Examples per optimizer step (per policy).
         micro_batch_size: Examples per forward/backward (gradients accumulate).
@@ -197,8 +199,8 @@ class SFTConfig:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     agents: list[str] | None = None
     roles: list[str] | None = None
-    random_fraction: float = 0.0
-    perturb_fraction: float = 0.0
+    random_fraction: float | dict[str, float] = 0.0
+    perturb_fraction: float | dict[str, float] = 0.0
     successful_only: bool = False
     batch_size: int = 8
     micro_batch_size: int = 8
@@ -562,8 +564,9 @@ def warm_start_problems(cfg: Config) -> list[str]:
         out.append(f"sft.steps must be >= 0, got {s.steps}")
     if s.batch_size < 1 or s.micro_batch_size < 1:
         out.append("sft.batch_size and sft.micro_batch_size must be >= 1")
-    if s.random_fraction < 0 or s.perturb_fraction < 0 or s.random_fraction + s.perturb_fraction > 1:
-        out.append("sft.random_fraction and sft.perturb_fraction must be >= 0 and add up to at most 1")
+    from llm_trainers.demonstrations import imperfect_share_problems
+
+    out.extend(f"sft: {problem}" for problem in imperfect_share_problems(s.random_fraction, s.perturb_fraction))
     if s.episodes is not None and s.episodes < 1:
         out.append("sft.episodes must be >= 1 (or null: fresh episodes)")
     if s.steps > 0 and s.init_from:

@@ -85,6 +85,39 @@ def perturb_action(action: str, rng: np.random.Generator) -> str | None:
     return None
 
 
+#: A share of imperfect actions: one number for every recorded decision, or a mapping from agent
+#: or role names to numbers (an agent's entry before its role's; a decision named in neither: 0).
+Share = float | Mapping[str, float]
+
+
+def share_for(share: Share, agent: str, role: str) -> float:
+    """The share of ``share`` that applies to a decision of ``agent`` playing ``role``."""
+    if isinstance(share, Mapping):
+        return float(share.get(agent, share.get(role, 0.0)))
+    return float(share)
+
+
+def imperfect_share_problems(random_fraction: Share, perturb_fraction: Share) -> list[str]:
+    """What is wrong with a pair of shares (empty when nothing): every share must be a number
+    ≥ 0, and for every agent or role named, random + perturbed must add up to at most 1."""
+    problems = []
+    names = {k for share in (random_fraction, perturb_fraction) if isinstance(share, Mapping) for k in share}
+    for share in (random_fraction, perturb_fraction):
+        values = share.values() if isinstance(share, Mapping) else [share]
+        for value in values:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                problems.append(f"a share of imperfect actions must be a number, got {value!r}")
+    if problems:
+        return problems
+    for name in sorted(names) or [""]:
+        r, p = share_for(random_fraction, name, name), share_for(perturb_fraction, name, name)
+        if r < 0 or p < 0 or r + p > 1:
+            where = f" for {name!r}" if name else ""
+            problems.append(f"random_fraction ({r}) and perturb_fraction ({p}){where} must be >= 0 "
+                            "and add up to at most 1")
+    return problems
+
+
 def iter_demonstrations(
     env_id: str,
     env_kwargs: Mapping[str, Any] | None = None,
@@ -94,8 +127,8 @@ def iter_demonstrations(
     roles: Sequence[str] | None = None,
     run_seed: int = 0,
     start_episode: int = 0,
-    random_fraction: float = 0.0,
-    perturb_fraction: float = 0.0,
+    random_fraction: Share = 0.0,
+    perturb_fraction: Share = 0.0,
     max_decisions: int = 64,
     successful_only: bool = False,
 ) -> Iterator[dict[str, Any]]:
@@ -109,8 +142,11 @@ def iter_demonstrations(
             still play (their reference actions), so the recorded agents see real states.
         run_seed: Picks the seed stream (:func:`demonstration_seeds`).
         start_episode: Index of the first episode of the stream (to resume a stream).
-        random_fraction: Share of recorded decisions whose action is ``env.random_action``.
-        perturb_fraction: Share whose action is :func:`perturb_action` of the reference one.
+        random_fraction: Share of recorded decisions whose action is ``env.random_action``: a
+            number, or a mapping from agent or role names to numbers (:data:`Share`; e.g.
+            ``{"plan": 0.5}``: only the plan agent's demonstrations are imperfect).
+        perturb_fraction: Share whose action is :func:`perturb_action` of the reference one
+            (a number or such a mapping).
         max_decisions: Cap on actions per episode.
         successful_only: Skip the examples of episodes that did not end in success (applies
             when an imperfect action spoiled an episode; an episode is then played to its end
@@ -123,10 +159,9 @@ def iter_demonstrations(
     import llm_envs
     from llm_envs.core.messages import to_chat_messages
 
-    if random_fraction < 0 or perturb_fraction < 0 or random_fraction + perturb_fraction > 1:
-        raise ValueError(
-            f"random_fraction ({random_fraction}) and perturb_fraction ({perturb_fraction}) must be >= 0 "
-            "and add up to at most 1")
+    problems = imperfect_share_problems(random_fraction, perturb_fraction)
+    if problems:
+        raise ValueError("; ".join(problems))
     env = llm_envs.make(env_id, **dict(env_kwargs or {}))
     unknown = sorted(set(agents or ()) - set(env.possible_agents))
     if unknown:
@@ -152,11 +187,13 @@ def iter_demonstrations(
             role = env.role_of(agent)
             recorded = (want_agents is None or agent in want_agents) and (want_roles is None or role in want_roles)
             action, source = env.reference_action(agent), "reference"
-            if recorded and (random_fraction or perturb_fraction):
+            random_share = share_for(random_fraction, agent, role)
+            perturb_share = share_for(perturb_fraction, agent, role)
+            if recorded and (random_share or perturb_share):
                 u = float(rng.random())
-                if u < random_fraction:
+                if u < random_share:
                     action, source = env.random_action(agent, rng), "random"
-                elif u < random_fraction + perturb_fraction:
+                elif u < random_share + perturb_share:
                     near = perturb_action(action, rng)
                     action, source = (near, "perturbed") if near is not None else (env.random_action(agent, rng), "random")
             if recorded:

@@ -11,7 +11,7 @@ import torch
 import llm_envs
 from llm_envs.core.messages import to_chat_messages
 from llm_trainers import demonstrations
-from llm_trainers.config import load_config
+from llm_trainers.config import load_config, warm_start_problems
 from llm_trainers.demonstrations import iter_demonstrations, perturb_action, read_jsonl, write_jsonl
 from llm_trainers.sft import IGNORE_INDEX, WarmStart, encode_example
 from llm_trainers.trainer import TRAIN_SEED_BASE, Trainer, set_option
@@ -88,6 +88,28 @@ def test_demonstrations_filter_agents_and_mix_imperfect_actions():
         next(iter_demonstrations("llm/Signalling-v0", SIGNALLING, random_fraction=0.7, perturb_fraction=0.5))
     with pytest.raises(ValueError, match="no agent"):
         next(iter_demonstrations("llm/Signalling-v0", SIGNALLING, agents=["nobody"]))
+
+
+def test_imperfect_shares_per_agent_or_role():
+    """A mapping gives each agent (or role) its own share; an agent not named keeps the
+    reference's actions; an agent's entry wins over its role's."""
+    per_role = list(iter_demonstrations("llm/Signalling-v0", SIGNALLING, episodes=60,
+                                        random_fraction={"listener": 0.6}))
+    by_agent = {agent: [ex["source"] for ex in per_role if ex["agent"] == agent] for agent in ("speaker", "listener")}
+    assert set(by_agent["speaker"]) == {"reference"}
+    assert 0.45 < np.mean([s == "random" for s in by_agent["listener"]]) < 0.75
+    assert demonstrations.share_for({"solver": 1.0, "agent_0": 0.25}, "agent_0", "solver") == 0.25
+    assert demonstrations.share_for({"solver": 1.0}, "agent_0", "solver") == 1.0
+    assert demonstrations.share_for({"solver": 1.0}, "agent_0", "judge") == 0.0
+    with pytest.raises(ValueError, match="'listener' must be >= 0 and add up to at most 1"):
+        next(iter_demonstrations("llm/Signalling-v0", SIGNALLING, random_fraction={"listener": 0.7},
+                                 perturb_fraction={"listener": 0.5}))
+    with pytest.raises(ValueError, match="must be a number"):
+        next(iter_demonstrations("llm/Signalling-v0", SIGNALLING, random_fraction={"listener": "half"}))
+    with pytest.raises(ValueError, match="sft: random_fraction \\(1.5\\).*'listener'"):
+        load_config("signalling_at_grpo_l2", ["sft.random_fraction={listener: 1.5}"])
+    cfg = load_config("signalling_at_grpo_l2", ["sft.random_fraction={listener: 0.5}"])
+    assert warm_start_problems(cfg) == [] and cfg.sft.random_fraction == {"listener": 0.5}
 
 
 def test_perturbed_actions_change_one_digit_or_move():

@@ -33,6 +33,12 @@ class PlanPathConfig(PuzzleConfig):
         obstacle_density: Probability that a cell is an obstacle (released code: 0.22).
         min_distance: The shortest path has at least this many moves (paper: no minimum).
         rewards: Dense reward weights (:class:`PathRewards`).
+        reference_program: The reference tool's program (and the single solver's, with
+            ``reference_solver="program"``): ``"full"`` (default) the documented module
+            ``reference_program.py``; ``"compact"`` the same search without docstrings or
+            functions (``reference_program_compact.py``, 333 SmolLM2 tokens against 549), so
+            that a small model's warm start and rollouts cost less. The rewards do not depend
+            on it.
     """
 
     rows: int = 10
@@ -40,6 +46,7 @@ class PlanPathConfig(PuzzleConfig):
     obstacle_density: float = 0.22
     min_distance: int = 1
     rewards: PathRewards = PathRewards()
+    reference_program: str = "full"
 
 
 class PlanPathEnv(SingleStepCatalog, PuzzleEnv):
@@ -56,6 +63,7 @@ class PlanPathEnv(SingleStepCatalog, PuzzleEnv):
             min_distance=config.min_distance,
             rewards=config.rewards,
             answer_format=config.answer_format,
+            reference_program_style=config.reference_program,
         )
 
     # ------------------------------------------------------------------ state tensor

@@ -443,6 +443,13 @@ def split_key(state: PathState) -> str:
 
 # ------------------------------------------------------------------------------------ the rules
 REFERENCE_PROGRAM = (Path(__file__).with_name("reference_program.py")).read_text(encoding="utf-8")
+#: The same breadth-first search in 0.6 of the tokens (no docstrings, no functions):
+#: the tool's reference action with ``reference_program="compact"``, for small models' warm starts.
+COMPACT_REFERENCE_PROGRAM = (
+    Path(__file__).with_name("reference_program_compact.py").read_text(encoding="utf-8")
+)
+#: ``PlanPathConfig.reference_program`` values.
+REFERENCE_PROGRAM_STYLES = ("full", "compact")
 
 
 @dataclass(frozen=True)
@@ -460,6 +467,7 @@ class PlanPathRules:
     min_distance: int = 1
     rewards: PathRewards = PathRewards()
     answer_format: str = "lenient"
+    reference_program_style: str = "full"
     game_name: str = "Plan-Path"
 
     def __post_init__(self) -> None:
@@ -469,6 +477,11 @@ class PlanPathRules:
             raise ValueError("obstacle_density must be in [0, 1)")
         if self.min_distance > self.rows * self.cols - 1:
             raise ValueError("min_distance is longer than any path on this grid")
+        if self.reference_program_style not in REFERENCE_PROGRAM_STYLES:
+            raise ValueError(
+                f"reference_program must be one of {REFERENCE_PROGRAM_STYLES}, got "
+                f"{self.reference_program_style!r}"
+            )
 
     @property
     def format_penalty(self) -> float:
@@ -542,7 +555,7 @@ class PlanPathRules:
         return move_answer_example(self.answer_format)
 
     def reference_program(self) -> str:
-        return REFERENCE_PROGRAM
+        return COMPACT_REFERENCE_PROGRAM if self.reference_program_style == "compact" else REFERENCE_PROGRAM
 
     def __deepcopy__(self, memo: dict[int, Any]) -> PlanPathRules:
         return self

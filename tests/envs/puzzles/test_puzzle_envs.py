@@ -76,6 +76,8 @@ def reference(env, agent):
         (PlanPathEnv, {}),
         (PlanPathEnv, {"obstacle_density": 0.35, "split": "validation"}),
         (PlanPathEnv, {"agents": "single"}),
+        (PlanPathEnv, {"reference_program": "compact", "rows": 4, "cols": 4, "min_distance": 3}),
+        (PlanPathEnv, {"reference_program": "compact", "agents": "single", "obstacle_density": 0.35}),
     ],
 )
 def test_reference_agents_solve_every_episode_in_one_turn(cls, options, sandbox):
@@ -274,6 +276,24 @@ def test_single_solver_reference_can_answer_with_the_plan_alone(cls, sandbox):
     assert len(path.reference_action("solver").split()) == 1 + 6
     with pytest.raises(ValueError, match="reference_solver"):
         cls(reference_solver="answer")
+
+
+def test_compact_plan_path_program_prints_a_shortest_plan_as_the_full_one(sandbox):
+    """reference_program="compact": a different, shorter program text whose printed plan has
+    the host solver's (shortest) length on every grid, "no path" included (a hand-made grid)."""
+    full, compact = PlanPathEnv(sandbox=sandbox), PlanPathEnv(sandbox=sandbox, reference_program="compact")
+    assert len(compact.reference_action("tool")) < 0.7 * len(full.reference_action("tool"))
+    for seed in range(8):
+        compact.reset(seed=seed)
+        shortest = len(compact.rules.solve(compact.state))
+        compact.step(compact.reference_action("tool"))
+        assert len(compact.history[-1].program_plan.split()) == shortest
+    blocked = sandboxes.shared_sandbox("auto").run(
+        compact.rules.reference_program(), stdin="2 3\nS#G\n.#.\n"
+    )
+    assert blocked.exit_code == 0 and blocked.stdout.strip() == "no path"
+    with pytest.raises(ValueError, match="reference_program"):
+        PlanPathEnv(reference_program="short")
 
 
 @pytest.mark.parametrize("split", ["train", "validation", "test"])
