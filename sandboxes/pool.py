@@ -432,13 +432,16 @@ class FileStore:
     writes its copy into the job's directory. What a run sees is the same file either way: the
     content comes only from the host, and a run cannot reach the worker's memory. It saves the
     host's and the worker's encoding, decoding and copying of the file (for a 64 KB file,
-    ~1.5 ms of CPU per run on the 2-core development machine). Thread-safe.
+    ~1.5 ms of CPU per run on the 2-core development machine). A kept file that is *shared
+    code* (`sandboxes.core.SHARED_CODE_MAGIC`) is also unmarshalled once by the worker's zygote,
+    unless `hold_shared_code` is off (a benchmark compares both). Thread-safe.
     """
 
     def __init__(self, *, min_bytes: int = 8192, worker_budget: int = 16 << 20, max_files: int = 64) -> None:
         self.min_bytes = min_bytes
         self.worker_budget = worker_budget
         self.max_files = max_files
+        self.hold_shared_code = True
         self._ids: dict[bytes, str] = {}  # content -> id, oldest first
         self._seen: dict[int, None] = {}  # hashes of contents seen once, oldest first
         self._lock = threading.Lock()
@@ -485,6 +488,8 @@ class FileStore:
             frame["stored_files"] = stored
         if keep:
             frame["keep_files"] = keep
+            if not self.hold_shared_code:
+                frame["hold_shared_code"] = False
         return frame
 
 
@@ -787,6 +792,13 @@ class PreloadRouter:
         for pool in (self.light, self.heavy):
             if pool is not None:
                 pool.file_store.worker_budget = FileStore().worker_budget if enabled else 0
+
+    def set_shared_code(self, enabled: bool) -> None:
+        """Turn on or off the zygote's holding of shared code files (for files kept from now
+        on): a benchmark compares both; results are the same."""
+        for pool in (self.light, self.heavy):
+            if pool is not None:
+                pool.file_store.hold_shared_code = enabled
 
     def warm(self, heavy: bool = True) -> None:
         self.light.warm()
