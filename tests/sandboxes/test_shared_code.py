@@ -76,3 +76,18 @@ def test_a_file_the_zygote_cannot_hold_is_only_a_file():
         fresh = _library_file() + b"\n"  # new content: kept from now on
         runs = [sandbox.run(_PROGRAM, files={"lib.bin": fresh}) for _ in range(3)]
         assert [run.stdout.split()[:2] for run in runs] == [["None", "[]"]] * 3, runs[-1].stderr
+
+
+def test_the_function_test_driver_is_held_and_grades_as_before():
+    from sandboxes import harness
+
+    solution = "def add(a, b):\n    return a + b\n"
+    tests = ["assert add(1, 2) == 3", "assert add(2, 2) == 5"]
+    with make("bwrap", pool_size=1) as sandbox:
+        reports = [harness.run_function_tests(sandbox, solution, tests, entry_point="add") for _ in range(3)]
+        # Run 1 carries the driver, run 2 has the worker keep it (and its zygote hold it), run 3
+        # only names it: the verdicts never change.
+        assert [[t.passed for t in report.results] for report in reports] == [[True, False]] * 3
+        probe = "import sys\nheld = sys.modules['_sandbox_shared_code'].modules['harness_driver.bin']\nprint(callable(held._main))"
+        run = sandbox.run(probe, files=harness._driver_for(sandbox))
+        assert run.stdout.strip() == "True", run.stderr
