@@ -673,7 +673,7 @@ class Worker:
         self.socket_bytes = _socket_bytes()
         self.job_input_inode = None  # the job's stdin memfd: the caller's input, not the run's memory
         self.stored_files = {}  # file id -> content the host asked us to keep ("keep_files")
-        self.held_code = set()  # ids of the stored files the zygote holds unmarshalled
+        self.held_code = set()  # ids of the stored files the zygote holds (run as modules)
         self.idle_tmpfs = None
         self.broken = None
 
@@ -784,13 +784,17 @@ class Worker:
         harness's solution processes) a millisecond of wall time; a SIGKILLed process is
         usually gone in tens of microseconds."""
         fds = []
+        watchable = True
         try:
             for pid in pids:
                 try:
                     fds.append(os.pidfd_open(pid))
-                except OSError:  # gone already (or not ours to watch): look again at once
+                except ProcessLookupError:  # gone already: look again at once
                     return
-            if fds:
+                except OSError:  # cannot watch it: poll as before
+                    watchable = False
+                    break
+            if fds and watchable:
                 select.select(fds, [], [], min(timeout_s, 0.01))
             else:
                 time.sleep(min(timeout_s, 0.001))
@@ -915,8 +919,8 @@ class Worker:
         return size, shared
 
     def _hold_in_zygote(self, file_id, content):
-        """Have the zygote unmarshal a shared code file once (`_hold_code`), so that jobs given
-        the file find its code object ready. Returns whether the zygote holds it."""
+        """Have the zygote run a shared code file once as a module's body (`_hold_code`), so that
+        jobs given the file find that module ready. Returns whether the zygote holds it."""
         if file_id in self.held_code:
             return True
         fd = os.memfd_create("code", 0)
