@@ -8,8 +8,8 @@ Protocol (length-prefixed JSON frames, 4-byte big-endian length):
     host -> worker: config frame, then job frames (each with an ``id``; files as hex in
     ``files``, and by name in ``stored_files`` once the host has sent them with ``keep_files``:
     the worker keeps such a file's content and writes it into every job that names it; a kept
-    *shared code* file is also run once by the zygote as a module's body, unless the frame that
-    sends it says ``"hold_shared_code": false``, and every job given it finds that module in
+    file the frame also lists in ``hold_files`` (the host's *shared code*) is run once by the
+    zygote as a module's body, and every job given it finds that module in
     ``sys.modules["_sandbox_shared_code"].modules``)
     worker -> host: ready frame, then per job ``{"accepted": id}`` and one result frame
 The worker reads frames on the descriptor that was its stdin and writes on the one that was its
@@ -878,12 +878,12 @@ class Worker:
         keep = job.get("keep_files")
         shared = []  # (name, id) of this job's files the zygote holds as code
         if keep:
-            hold = job.get("hold_shared_code", True)
+            hold = job.get("hold_files", ())
             for name, content in entries:
                 if name in keep:
                     file_id = keep[name]
                     self.stored_files[file_id] = content
-                    if hold and content.startswith(_SHARED_CODE_HEADER) and self._hold_in_zygote(file_id, content):
+                    if name in hold and content.startswith(_SHARED_CODE_HEADER) and self._hold_in_zygote(file_id, content):
                         shared.append((name, file_id))
         for name, file_id in job.get("stored_files", {}).items():
             content = self.stored_files.get(file_id)

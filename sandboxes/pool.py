@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import seccomp
-from .core import FileMap, Limits, RunResult, Sandbox, SandboxError, validate_files
+from .core import FileMap, Limits, RunResult, Sandbox, SandboxError, is_shared_code, validate_files
 
 if TYPE_CHECKING:  # pragma: no cover - Self is Python 3.11+; annotations are not evaluated
     from typing import Self
@@ -433,8 +433,9 @@ class FileStore:
     content comes only from the host, and a run cannot reach the worker's memory. It saves the
     host's and the worker's encoding, decoding and copying of the file (for a 64 KB file,
     ~1.5 ms of CPU per run on the 2-core development machine). A kept file that is *shared
-    code* (`sandboxes.core.SHARED_CODE_MAGIC`) is also unmarshalled once by the worker's zygote,
-    unless `hold_shared_code` is off (a benchmark compares both). Thread-safe.
+    code* (made by `sandboxes.core.shared_code_file` in this process) is also run once by the
+    worker's zygote as a module (``hold_files``), unless `hold_shared_code` is off (a benchmark
+    compares both). Thread-safe.
     """
 
     def __init__(self, *, min_bytes: int = 8192, worker_budget: int = 16 << 20, max_files: int = 64) -> None:
@@ -488,8 +489,10 @@ class FileStore:
             frame["stored_files"] = stored
         if keep:
             frame["keep_files"] = keep
-            if not self.hold_shared_code:
-                frame["hold_shared_code"] = False
+            if self.hold_shared_code:
+                hold = [name for name in keep if is_shared_code(files[name])]
+                if hold:
+                    frame["hold_files"] = hold
         return frame
 
 

@@ -6,10 +6,12 @@ still reaches every run whole. A file the zygote cannot hold is only a file."""
 from __future__ import annotations
 
 import hashlib
+import marshal
+import sys
 
 import pytest
 
-from sandboxes.core import shared_code_file
+from sandboxes.core import SHARED_CODE_MAGIC, shared_code_file
 from tests.sandboxes.conftest import make
 
 # Over the file store's 8 KiB threshold: only a file sent again and again is kept (and held).
@@ -64,7 +66,13 @@ def test_a_file_the_zygote_cannot_hold_is_only_a_file():
     cases = {
         "another interpreter's": shared_code_file(code, cache_tag="cpython-0"),
         "a body that raises": shared_code_file(broken_body),
-        "not marked as shared code": _library_file()[len(b"#sandbox-shared-code ") :],
+        "not marked as shared code": _library_file()[len(SHARED_CODE_MAGIC) :],
+        # Marked, but not made by shared_code_file here: bytes from anywhere else (a model's
+        # output passed on as a file) are never run by the zygote, whatever they look like.
+        "marked but not declared": SHARED_CODE_MAGIC
+        + sys.implementation.cache_tag.encode("ascii")
+        + b"\n"
+        + marshal.dumps(compile(_LIBRARY + "\nX = 1\n", "lib", "exec")),
     }
     with make("bwrap", pool_size=1) as sandbox:
         for why, blob in cases.items():
