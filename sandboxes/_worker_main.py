@@ -20,8 +20,10 @@ Two processes serve jobs:
 * the **worker** talks to the host, writes each job's files, supervises the run (output caps,
   deadline, memory accounting), kills what the run left and wipes every writable directory;
 * the **zygote**, forked from the worker right after the preload and before any job, does
-  nothing but fork job processes. It never sees a program, its input or its output, so a job
-  (a copy of the zygote's memory) cannot read what earlier runs left in memory.
+  nothing but fork job processes and, when the worker asks, run a shared code file's body once
+  (the host's own public code, which it declared: a harness driver). It never sees a program,
+  its input or its output, so a job (a copy of the zygote's memory) cannot read what earlier
+  runs left in memory.
 
 Both are non-dumpable (so ``/proc/<pid>/mem``, ptrace, ``process_vm_readv`` and ``pidfd_getfd``
 cannot reach them even from the same uid), the worker ignores every signal it can, and, where
