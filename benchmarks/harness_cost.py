@@ -149,7 +149,10 @@ def components(backend: str, problems: list[dict], repeats: int) -> int:
     solution with a single test that calls nothing (``pass``) and with its own tests."""
     old_harness = load_baseline_harness()
     driver = {"harness_driver.bin": new_harness._driver_files()["harness_driver.bin"]}  # what a run carries
-    loader_only = new_harness._LOADER.replace("exec(code)", "exec(code, {'__name__': 'loaded'})")
+    # Loading only: where the zygote holds the driver there is nothing left to load.
+    loader_only = new_harness._LOADER.replace("held._main()", "pass").replace(
+        "exec(code)", "exec(code, {'__name__': 'loaded'})"
+    )
     steps: dict[str, Callable[[Any, dict], object]] = {
         "trivial run": lambda sb, p: sb.run("pass"),
         "+ the driver's file": lambda sb, p: sb.run("pass", files=driver),
