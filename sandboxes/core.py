@@ -8,14 +8,56 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import marshal
 import math
 import os
+import sys
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 FileContent = str | bytes
 FileMap = Mapping[str, FileContent]
+
+
+#: The first bytes of a *shared code* file: `SHARED_CODE_MAGIC`, the interpreter's
+#: ``sys.implementation.cache_tag``, a newline, then ``marshal.dumps`` of a code object. Made by
+#: `shared_code_file`, which also declares the content shared code in this process: only such a
+#: content is ever held (bytes that merely look like one, from anywhere else, are only a file).
+#: A pooled sandbox's worker that keeps such a file (a large file sent again and again, see
+#: `sandboxes.pool.FileStore`) has its zygote unmarshal it and run it once as the body of a
+#: module, if the tag is its interpreter's, and a run that is given the file finds that module
+#: in ``sys.modules["_sandbox_shared_code"].modules[<file name>]`` (the file is written into the
+#: job's directory as well, so a run that does not look, or a worker that could not hold it,
+#: loses nothing). The body runs in the zygote, before every later run of that worker: it must
+#: only define names (functions, classes, constants: no threads, files or descriptors), and the
+#: module is in the memory of every later run: only the caller's own, public code belongs in
+#: such a file (a test harness's driver), never anything secret, never code of untrusted
+#: origin.
+SHARED_CODE_MAGIC = b"#sandbox-shared-code "
+#: Contents made by `shared_code_file` in this process (oldest first, at most 64).
+_SHARED_CODE: dict[bytes, None] = {}
+_SHARED_CODE_LOCK = threading.Lock()
+
+
+def shared_code_file(code: Any, cache_tag: str | None = None) -> bytes:
+    """The content of a shared code file holding `code` (see `SHARED_CODE_MAGIC`), for an
+    interpreter whose ``sys.implementation.cache_tag`` is `cache_tag` (default: this one's);
+    declared shared code, so that a pooled sandbox may hold it (`is_shared_code`)."""
+    tag = cache_tag if cache_tag is not None else (sys.implementation.cache_tag or "none")
+    content = SHARED_CODE_MAGIC + tag.encode("ascii") + b"\n" + marshal.dumps(code)
+    with _SHARED_CODE_LOCK:
+        _SHARED_CODE[content] = None
+        while len(_SHARED_CODE) > 64:
+            del _SHARED_CODE[next(iter(_SHARED_CODE))]
+    return content
+
+
+def is_shared_code(content: bytes) -> bool:
+    """Whether `content` was made by `shared_code_file` in this process (and is still among the
+    last 64 so made)."""
+    with _SHARED_CODE_LOCK:
+        return content in _SHARED_CODE
 
 
 class SandboxError(RuntimeError):

@@ -20,15 +20,13 @@ import ast
 import dataclasses
 import functools
 import json
-import marshal
 import secrets
-import sys
 import threading
 import weakref
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from .core import Job, Limits, RunResult, Sandbox
+from .core import SHARED_CODE_MAGIC, Job, Limits, RunResult, Sandbox, shared_code_file
 
 #: Captured stdout per function test, in characters (the rest is dropped).
 _TEST_STDOUT_CHARS = 2000
@@ -152,8 +150,10 @@ class TestReport:
 # themselves. The source goes along only where the sandbox's interpreter turned out to be
 # another version than this one (its first run there says so and is sent again with the
 # source): every byte of a job's files is copied host -> worker -> the run's file system, and
-# the source would add two thirds to the driver's share of that.
-_DRIVER_TAG = (sys.implementation.cache_tag or "none").encode("ascii") + b"\n"
+# the source would add two thirds to the driver's share of that. The compiled form is a shared
+# code file (sandboxes.core.shared_code_file): a pooled sandbox's zygote runs its body once per
+# worker and the loader calls that module's `_main` rather than reading, unmarshalling and
+# running 70 KB in every run (its body only defines names).
 #: What the loader writes to stderr, and the status it exits with, when the compiled driver is
 #: for another interpreter and no source came with it.
 _NEEDS_SOURCE = "harness driver: compiled for another interpreter"
@@ -175,7 +175,7 @@ def _driver_files() -> dict[str, str | bytes]:
     # (Dropping the line tables too, 52 KB, broke the driver's handling of a frame over the
     # limit in CPython 3.11: the run exited with status 1.)
     code = compile(source, "harness_driver.py", "exec", dont_inherit=True, optimize=2)
-    return {"harness_driver.bin": _DRIVER_TAG + marshal.dumps(code), "harness_driver.py": source}
+    return {"harness_driver.bin": shared_code_file(code), "harness_driver.py": source}
 
 
 def _driver_for(sandbox: Sandbox, with_source: bool = False) -> dict[str, str | bytes]:
@@ -203,20 +203,24 @@ def _remember_needs_source(sandbox: Sandbox) -> None:
 
 _LOADER = f"""\
 import marshal, sys
-with open("harness_driver.bin", "rb") as handle:
-    tag, _, blob = handle.read().partition(b"\\n")
-if tag == (sys.implementation.cache_tag or "none").encode("ascii"):
-    code = marshal.loads(blob)
+held = sys.modules["_sandbox_shared_code"].modules.get("harness_driver.bin") if "_sandbox_shared_code" in sys.modules else None
+if held is not None:
+    held._main()
 else:
-    try:
-        handle = open("harness_driver.py", encoding="utf-8")
-    except FileNotFoundError:
-        sys.stderr.write({_NEEDS_SOURCE!r} + "\\n")
-        sys.exit({_NEEDS_SOURCE_STATUS})
-    with handle:
-        code = compile(handle.read(), "harness_driver.py", "exec", dont_inherit=True)
-del tag, blob, handle
-exec(code)
+    with open("harness_driver.bin", "rb") as handle:
+        tag, _, blob = handle.read().partition(b"\\n")
+    if tag == {SHARED_CODE_MAGIC!r} + (sys.implementation.cache_tag or "none").encode("ascii"):
+        code = marshal.loads(blob)
+    else:
+        try:
+            handle = open("harness_driver.py", encoding="utf-8")
+        except FileNotFoundError:
+            sys.stderr.write({_NEEDS_SOURCE!r} + "\\n")
+            sys.exit({_NEEDS_SOURCE_STATUS})
+        with handle:
+            code = compile(handle.read(), "harness_driver.py", "exec", dont_inherit=True)
+    del tag, blob, handle
+    exec(code)
 """
 _TESTS_FILE = "harness_tests.json"
 _SOLUTION_FILE = "harness_solution.json"

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import seccomp
-from .core import FileMap, Limits, RunResult, Sandbox, SandboxError, validate_files
+from .core import FileMap, Limits, RunResult, Sandbox, SandboxError, is_shared_code, validate_files
 
 if TYPE_CHECKING:  # pragma: no cover - Self is Python 3.11+; annotations are not evaluated
     from typing import Self
@@ -432,13 +432,17 @@ class FileStore:
     writes its copy into the job's directory. What a run sees is the same file either way: the
     content comes only from the host, and a run cannot reach the worker's memory. It saves the
     host's and the worker's encoding, decoding and copying of the file (for a 64 KB file,
-    ~1.5 ms of CPU per run on the 2-core development machine). Thread-safe.
+    ~1.5 ms of CPU per run on the 2-core development machine). A kept file that is *shared
+    code* (made by `sandboxes.core.shared_code_file` in this process) is also run once by the
+    worker's zygote as a module (``hold_files``), unless `hold_shared_code` is off (a benchmark
+    compares both). Thread-safe.
     """
 
     def __init__(self, *, min_bytes: int = 8192, worker_budget: int = 16 << 20, max_files: int = 64) -> None:
         self.min_bytes = min_bytes
         self.worker_budget = worker_budget
         self.max_files = max_files
+        self.hold_shared_code = True
         self._ids: dict[bytes, str] = {}  # content -> id, oldest first
         self._seen: dict[int, None] = {}  # hashes of contents seen once, oldest first
         self._lock = threading.Lock()
@@ -485,6 +489,10 @@ class FileStore:
             frame["stored_files"] = stored
         if keep:
             frame["keep_files"] = keep
+            if self.hold_shared_code:
+                hold = [name for name in keep if is_shared_code(files[name])]
+                if hold:
+                    frame["hold_files"] = hold
         return frame
 
 
@@ -787,6 +795,13 @@ class PreloadRouter:
         for pool in (self.light, self.heavy):
             if pool is not None:
                 pool.file_store.worker_budget = FileStore().worker_budget if enabled else 0
+
+    def set_shared_code(self, enabled: bool) -> None:
+        """Turn on or off the zygote's holding of shared code files (for files kept from now
+        on): a benchmark compares both; results are the same."""
+        for pool in (self.light, self.heavy):
+            if pool is not None:
+                pool.file_store.hold_shared_code = enabled
 
     def warm(self, heavy: bool = True) -> None:
         self.light.warm()
