@@ -421,7 +421,7 @@ _TEST_PROCESS_DENIED = [
     "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "utime", "utimes",
     "futimesat", "utimensat", "setxattr", "lsetxattr", "fsetxattr", "removexattr",
     "lremovexattr", "fremovexattr", "mknod", "mknodat", "socket", "connect", "bind", "fork",
-    "vfork", "clone3", "execve", "execveat", "kill", "tkill", "tgkill", "rt_sigqueueinfo",
+    "vfork", "execve", "execveat", "kill", "tkill", "tgkill", "rt_sigqueueinfo",
     "rt_tgsigqueueinfo", "setpriority", "ioprio_set", "sched_setaffinity", "sched_setparam",
     "sched_setscheduler", "sched_setattr",
 ]  # fmt: skip
@@ -441,8 +441,8 @@ def build_test_process_filter(machine: str | None = None) -> bytes:
     creates (`_WRITE_OPEN_FLAGS`), ``openat2``, and every call that creates, removes, renames,
     links, truncates, re-modes, re-owns or re-times a file (`_TEST_PROCESS_DENIED`); ``socket``,
     ``connect`` and ``bind`` (``socketpair`` stays: a private pair); ``fork``, ``vfork``,
-    ``clone`` without ``CLONE_THREAD`` (threads stay: they die with the process), ``clone3``,
-    ``execve``; every signal it could send (``kill`` and the rest, itself included);
+    ``clone`` without ``CLONE_THREAD`` (threads stay: they die with the process; ``clone3`` is
+    ``ENOSYS``, as under the worker filter, so that threads start through ``clone``), ``execve``; every signal it could send (``kill`` and the rest, itself included);
     ``setpriority``, ``ioprio_set``, ``sched_set*`` and ``prlimit64`` with a new limit. Each is
     refused with ``EPERM``. (SysV IPC, message queues, memfds and shared anonymous memory are
     already refused by the job filter.)
@@ -467,6 +467,9 @@ def build_test_process_filter(machine: str | None = None) -> bytes:
                     _insn(_RET_K, 0, 0, _RET_ALLOW),
                 ],
             )
+    # clone3 keeps the worker filter's ENOSYS (the most recent filter's errno wins): glibc then
+    # falls back to clone, whose flags are checked here, and threads still start.
+    prog += _rule(nr["clone3"], _deny(_RET_ERRNO | errno.ENOSYS))
     prog += _rule(
         nr["clone"],
         [
