@@ -10,11 +10,16 @@ golden solution), and reports the wall time of the tester's step and the sandbox
 * **catch, from disk**: the first tester step of a problem in a new process, its mutants read
   from the disk cache that an earlier process wrote (``mutants.disk_cache_dir``);
 * **catch, warm**: a later tester step of the same problem (mutants cached in memory);
-* **paper**: the golden solution and the coder's code on the tester's tests only.
+* **paper**: the golden solution and the coder's code on the tester's tests only;
+* **one run, ...**: the same catch reward with ``catch_runs="one_run"`` (the guarded golden and
+  every wrong program in one sandbox run, one slot each, a wrong program stopped at its first
+  catch: ``sandboxes.harness.run_function_tests_slots``), from the disk cache and warm.
 
 Modes alternate problem by problem on one warm sandbox, so load changes hit all of them alike.
-Quote the ratios; the machine is shared. Results: a table, and JSON in
-``benchmarks/results/tester_reward.json``.
+Besides the wall time of the step, the CPU it cost over every process of the sandbox's workers
+and this one (``harness_cost._tree_cpu``; none where a worker was replaced meanwhile). Quote the
+ratios; the machine is shared: the load average is printed and stored. Results: a table, and
+JSON in ``benchmarks/results/tester_reward.json``.
 
     python benchmarks/tester_reward.py              # 24 problems
     python benchmarks/tester_reward.py --problems 6 # quicker
@@ -35,17 +40,22 @@ RESULTS = Path(__file__).resolve().parent / "results" / "tester_reward.json"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from env_throughput import TimedSandbox  # noqa: E402
+from harness_cost import _tree_cpu  # noqa: E402
 
 
-def tester_step(env: Any, index: int) -> tuple[float, int, dict[str, Any]]:
-    """(seconds of the tester's step, sandbox runs it made, its record's info)."""
+def tester_step(env: Any, index: int) -> tuple[float, int, dict[str, Any], float | None]:
+    """(seconds of the tester's step, sandbox runs it made, its record's info, CPU seconds)."""
     sandbox = env.sandbox
     env.reset(seed=0, options={"problem_index": index})
     env.step(env.reference_action("coder"))
     runs_before = sandbox.runs
+    tops_before, cpu_before = _tree_cpu(sandbox.inner)
     started = time.perf_counter()
     env.step(env.reference_action("tester"))
-    return time.perf_counter() - started, sandbox.runs - runs_before, dict(env.records[1].info)
+    elapsed = time.perf_counter() - started
+    tops_after, cpu_after = _tree_cpu(sandbox.inner)
+    cpu = cpu_after - cpu_before if tops_after == tops_before else None
+    return elapsed, sandbox.runs - runs_before, dict(env.records[1].info), cpu
 
 
 def main() -> None:
@@ -69,43 +79,66 @@ def main() -> None:
     envs = {
         "paper": CoderTesterEnv(tester_reward="paper", **common),
         "catch": CoderTesterEnv(**common),
+        "one run": CoderTesterEnv(catch_runs="one_run", allow_reward_holes=True, **common),
     }
     step = max(1, 164 // args.problems)
     indices = list(range(0, 164, step))[: args.problems]
     mutants.clear_cache()
     tester_step(envs["paper"], indices[0])  # warm the sandbox's workers
-    samples: dict[str, list[tuple[float, int]]] = {
+    samples: dict[str, list[tuple[float, int, float | None]]] = {
         "paper": [],
         "catch, cold": [],
         "catch, from disk": [],
         "catch, warm": [],
+        "one run, from disk": [],
+        "one run, warm": [],
     }
     wrong_programs = []
+    same_reward = True
+    loads = [os.getloadavg()[0]]
+
+    def sample(mode: str, env: Any, index: int) -> dict[str, Any]:
+        seconds, runs, info, cpu = tester_step(env, index)
+        samples[mode].append((seconds, runs, cpu))
+        return info
+
     try:
         for index in indices:
-            samples["paper"].append(tester_step(envs["paper"], index)[:2])
-            seconds, runs, info = tester_step(envs["catch"], index)
-            samples["catch, cold"].append((seconds, runs))
+            sample("paper", envs["paper"], index)
+            info = sample("catch, cold", envs["catch"], index)
             wrong_programs.append(info.get("wrong_programs", 0))
             mutants.clear_cache()  # a new process: the memory cache is empty, the disk one is not
-            samples["catch, from disk"].append(tester_step(envs["catch"], index)[:2])
-            samples["catch, warm"].append(tester_step(envs["catch"], index)[:2])
+            sample("catch, from disk", envs["catch"], index)
+            mutants.clear_cache()
+            one = sample("one run, from disk", envs["one run"], index)
+            one_warm = sample("one run, warm", envs["one run"], index)
+            warm = sample("catch, warm", envs["catch"], index)
+            keys = ("golden_solution_pass_rate", "wrong_programs", "wrong_programs_caught")
+            same_reward &= all(tuple(i[k] for k in keys) == tuple(warm[k] for k in keys) for i in (one, one_warm))
+            loads.append(os.getloadavg()[0])
     finally:
         sandbox.inner.close()
 
-    paper_median = statistics.median(s for s, _ in samples["paper"])
+    paper_median = statistics.median(s for s, _, _ in samples["paper"])
+    paper_cpus = [c for _, _, c in samples["paper"] if c is not None]
+    paper_cpu = statistics.median(paper_cpus) if paper_cpus else float("nan")
     rows = []
     print(f"{len(indices)} HumanEval problems, backend {args.backend}; wrong programs per problem: "
-          f"median {statistics.median(wrong_programs):g}, min {min(wrong_programs)}")
-    print(f"{'mode':<18}{'median s':>10}{'p90 s':>9}{'runs/step':>11}{'x paper':>9}")
+          f"median {statistics.median(wrong_programs):g}, min {min(wrong_programs)}; load average "
+          f"(1 min) {min(loads):.1f}-{max(loads):.1f}; one run paid what per-program runs paid: {same_reward}")
+    print(f"{'mode':<20}{'median s':>10}{'p90 s':>9}{'runs/step':>11}{'x paper':>9}{'CPU ms':>9}{'x paper':>9}")
     for mode, values in samples.items():
-        times = sorted(s for s, _ in values)
+        times = sorted(s for s, _, _ in values)
         median = statistics.median(times)
         p90 = times[min(len(times) - 1, int(0.9 * len(times)))]
-        runs = statistics.mean(r for _, r in values)
+        runs = statistics.mean(r for _, r, _ in values)
+        cpus = [c for _, _, c in values if c is not None]
+        cpu = statistics.median(cpus) if cpus else float("nan")
         ratio = median / paper_median if paper_median > 0 else float("nan")
-        rows.append({"mode": mode, "median_s": median, "p90_s": p90, "runs_per_step": runs, "ratio_to_paper": ratio})
-        print(f"{mode:<18}{median:>10.3f}{p90:>9.3f}{runs:>11.1f}{ratio:>8.1f}x")
+        cpu_ratio = cpu / paper_cpu if paper_cpu > 0 else float("nan")
+        rows.append({"mode": mode, "median_s": median, "p90_s": p90, "runs_per_step": runs, "ratio_to_paper": ratio,
+                     "median_cpu_s": cpu, "cpu_ratio_to_paper": cpu_ratio})
+        print(f"{mode:<20}{median:>10.3f}{p90:>9.3f}{runs:>11.1f}{ratio:>8.1f}x{cpu * 1000:>9.0f}{cpu_ratio:>8.1f}x")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(
         json.dumps(
@@ -114,6 +147,8 @@ def main() -> None:
                 "backend": args.backend,
                 "max_mutants": envs["catch"].config.max_mutants,
                 "wrong_programs": wrong_programs,
+                "one_run_paid_the_same": same_reward,
+                "load_average_1min": loads,
                 "rows": rows,
                 "machine": platform.platform(),
             },

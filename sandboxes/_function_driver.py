@@ -1298,6 +1298,7 @@ def _slots_main():
     golden_passed = None  # the tests the golden slot passed, once it has ended
     for k in range(count):
         mine, _theirs, read_end, _write_end = links[k]
+        slot_started = _time.monotonic()
         zygote = None
         stopped_at, timed_out = None, False
         try:
@@ -1370,7 +1371,8 @@ def _slots_main():
                 _os.close(read_end)
             except OSError:
                 pass
-        emit({"kind": "slot", "slot": k, "stopped_at": stopped_at, "timed_out": timed_out})
+        emit({"kind": "slot", "slot": k, "stopped_at": stopped_at, "timed_out": timed_out,
+              "seconds": round(_time.monotonic() - slot_started, 6)})
     emit({"kind": "done"})
     _os._exit(0)
 

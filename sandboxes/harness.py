@@ -365,12 +365,14 @@ class SlotResult:
             test by its own assertion where the golden slot passed it), else ``None``; the
             tests after it were not run.
         position: the slot's place in the run (its order was drawn at random by the host).
+        seconds: the slot's wall time in the run, by the run's process (benchmarks), or ``None``.
     """
 
     report: TestReport | None
     complete: bool
     stopped_at: int | None
     position: int
+    seconds: float | None = None
 
 
 @functools.lru_cache(maxsize=1)
@@ -478,7 +480,11 @@ def run_function_tests_slots(
         established = run_ok and "unfiltered" not in kinds and "unisolated" not in kinds and "compiled" in kinds
         report = _report_from_run(run, tests, slot_limits, test_secrets[position], ledger_secrets[position]) if established else None
         complete = established and kinds.count("done") == 1 and slot.get("timed_out") is False
-        results[index] = SlotResult(report=report, complete=complete, stopped_at=stopped_at, position=position)
+        seconds = slot.get("seconds")
+        results[index] = SlotResult(
+            report=report, complete=complete, stopped_at=stopped_at, position=position,
+            seconds=float(seconds) if type(seconds) in (int, float) else None,
+        )
     return [result for result in results if result is not None]
 
 

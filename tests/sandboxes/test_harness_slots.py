@@ -129,8 +129,9 @@ def test_early_stop_ends_a_wrong_program_at_its_first_catch_after_the_golden_pas
         for slot in slots[1:]:
             assert slot.report.results[1].error.startswith("AssertionError")  # caught either way
             if slot.position > golden.position:
-                assert slot.stopped_at == 1 and not slot.complete
-                assert not slot.report.results[2].passed  # not run
+                assert slot.stopped_at == 1
+                if not slot.complete:  # (the test process may finish before it is ended)
+                    assert "before this test ran" in slot.report.results[2].error
                 seen_stop = True
             else:
                 assert slot.stopped_at is None and slot.complete
