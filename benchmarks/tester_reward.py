@@ -58,6 +58,49 @@ def tester_step(env: Any, index: int) -> tuple[float, int, dict[str, Any], float
     return elapsed, sandbox.runs - runs_before, dict(env.records[1].info), cpu
 
 
+def slot_cost(env: Any, index: int) -> dict[str, float]:
+    """The one-run grading of problem ``index`` (its guarded golden and wrong programs on the
+    golden tests as the tester writes them) made directly, beside one of its programs graded in
+    a run of its own: wall and CPU milliseconds, and the slots' own wall times as the run's
+    process measured them."""
+    from llm_envs.verifiers import code as code_verifier
+    from sandboxes.harness import run_function_tests, run_function_tests_slots
+
+    sandbox = env.sandbox.inner
+    env.reset(seed=0, options={"problem_index": index})
+    problem = env.problem
+    tests = code_verifier.parse_function_tests(
+        env.reference_action("tester"), problem.entry_point, max_tests=env.config.max_generated_tests
+    ).tests
+    programs = [env._as_wrong_program(problem.solution)] + [env._as_wrong_program(m) for m in env._mutants()]
+    common = dict(setup=problem.setup, entry_point=problem.entry_point, time_s=env.config.test_time_s)
+    results: list[Any] = []
+    tops, cpu_before = _tree_cpu(sandbox)
+    started = time.perf_counter()
+    results = run_function_tests_slots(sandbox, programs, list(tests), golden=0, **common)
+    wall = time.perf_counter() - started
+    tops_after, cpu_after = _tree_cpu(sandbox)
+    cpu = cpu_after - cpu_before if tops == tops_after else float("nan")
+    tops, cpu_before = _tree_cpu(sandbox)
+    started = time.perf_counter()
+    run_function_tests(sandbox, programs[0], list(tests), **common)
+    alone_wall = time.perf_counter() - started
+    tops_after, cpu_after = _tree_cpu(sandbox)
+    alone_cpu = cpu_after - cpu_before if tops == tops_after else float("nan")
+    seconds = [r.seconds for r in results if r.seconds is not None]
+    stopped = [r for r in results[1:] if r.stopped_at is not None]
+    return {
+        "programs in the run": float(len(programs)),
+        "one run: wall ms": wall * 1000,
+        "one run: CPU ms": cpu * 1000,
+        "one run: ms per slot (the run's own clock)": statistics.mean(seconds) * 1000 if seconds else float("nan"),
+        "one run: ms per stopped slot": statistics.mean(r.seconds for r in stopped) * 1000 if stopped and all(r.seconds for r in stopped) else float("nan"),
+        "wrong programs stopped early": float(len(stopped)),
+        "a program in a run of its own: wall ms": alone_wall * 1000,
+        "a program in a run of its own: CPU ms": alone_cpu * 1000,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--problems", type=int, default=24, help="HumanEval problems (spread over the 164)")
@@ -96,6 +139,7 @@ def main() -> None:
     wrong_programs = []
     same_reward = True
     loads = [os.getloadavg()[0]]
+    breakdown: list[dict[str, float]] = []
 
     def sample(mode: str, env: Any, index: int) -> dict[str, Any]:
         seconds, runs, info, cpu = tester_step(env, index)
@@ -116,6 +160,7 @@ def main() -> None:
             keys = ("golden_solution_pass_rate", "wrong_programs", "wrong_programs_caught")
             same_reward &= all(tuple(i[k] for k in keys) == tuple(warm[k] for k in keys) for i in (one, one_warm))
             loads.append(os.getloadavg()[0])
+            breakdown.append(slot_cost(envs["one run"], index))
     finally:
         sandbox.inner.close()
 
@@ -139,6 +184,12 @@ def main() -> None:
         rows.append({"mode": mode, "median_s": median, "p90_s": p90, "runs_per_step": runs, "ratio_to_paper": ratio,
                      "median_cpu_s": cpu, "cpu_ratio_to_paper": cpu_ratio})
         print(f"{mode:<20}{median:>10.3f}{p90:>9.3f}{runs:>11.1f}{ratio:>8.1f}x{cpu * 1000:>9.0f}{cpu_ratio:>8.1f}x")
+    if breakdown:
+        print("where a one-run step's time goes (medians over the problems):")
+        for key in breakdown[0]:
+            values = [row[key] for row in breakdown if row.get(key) == row.get(key)]
+            if values:
+                print(f"  {key:<44}{statistics.median(values):>9.1f}")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(
         json.dumps(
@@ -148,6 +199,7 @@ def main() -> None:
                 "max_mutants": envs["catch"].config.max_mutants,
                 "wrong_programs": wrong_programs,
                 "one_run_paid_the_same": same_reward,
+                "one_run_breakdown": breakdown,
                 "load_average_1min": loads,
                 "rows": rows,
                 "machine": platform.platform(),

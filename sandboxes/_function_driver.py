@@ -79,11 +79,21 @@ _RAISABLE = {
 }
 
 
+_LIBC = []
+
+
+def _libc():
+    """The C library (loaded once per process, kept for the processes it forks)."""
+    if not _LIBC:
+        _LIBC.append(_ctypes.CDLL(None, use_errno=True))
+    return _LIBC[0]
+
+
 def _non_dumpable():
     """Make this process (and what it forks) non-dumpable; whether that took effect. Without it,
     a process of the same uid could open this one's /proc/<pid>/mem, fd and environ."""
     try:
-        libc = _ctypes.CDLL(None, use_errno=True)
+        libc = _libc()
         libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
         return libc.prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0) == 0
     except Exception:
@@ -1001,11 +1011,12 @@ def _compile_tests(tests):
     return codes
 
 
-def _run_tests(control, emit, finish, payload, codes=None, verdict=None):
+def _run_tests(control, emit, finish, payload, codes=None, verdict=None, setup_code=None):
     """T after its set-up: wait for the solution's reports, run every test, report each with
     `emit`, end with `finish`. `codes`: the tests already compiled (else compiled here, while
     the solution's process runs the solution); `verdict(record)`: called after each test's
-    record is written (in a run of many programs, to tell the run's process)."""
+    record is written (in a run of many programs, to tell the run's process); `setup_code`: the
+    problem's setup already compiled."""
     time_limit = float(payload["time_s"])
     stdout_chars = int(payload["stdout_chars"])
     tests = payload["tests"]
@@ -1021,7 +1032,9 @@ def _run_tests(control, emit, finish, payload, codes=None, verdict=None):
         # them), and the tests are compiled.
         base = {"__name__": "__main__", "__builtins__": __builtins__}
         try:
-            exec(compile(payload["setup"], "setup.py", "exec", dont_inherit=True), base)
+            if setup_code is None:
+                setup_code = compile(payload["setup"], "setup.py", "exec", dont_inherit=True)
+            exec(setup_code, base)
         except BaseException as exc:
             setup_error = "the problem's setup failed: " + _exception_text(exc)
         if codes is None:
@@ -1124,20 +1137,31 @@ _PR_SET_CHILD_SUBREAPER = 36
 _VERDICT_LINES = 4096
 
 
-def _load_filter(program):
-    """Load the seccomp filter `program` (raw BPF) on this process; whether it took effect."""
+def _filter_loader(program):
+    """A function that loads the seccomp filter `program` (raw BPF) on the calling process and
+    says whether it took effect; built once, before the forks, so that each test process only
+    makes the two calls."""
     try:
         class _Fprog(_ctypes.Structure):
             _fields_ = [("len", _ctypes.c_ushort), ("filter", _ctypes.c_void_p)]
 
-        libc = _ctypes.CDLL(None, use_errno=True)
+        libc = _libc()
         buffer = _ctypes.create_string_buffer(program, len(program))
         fprog = _Fprog(len(program) // 8, _ctypes.cast(buffer, _ctypes.c_void_p))
-        if not program or libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
-            return False
-        return libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, _ctypes.byref(fprog), 0, 0) == 0
+        reference = _ctypes.byref(fprog)
     except Exception:
-        return False
+        return lambda: False
+
+    def load():
+        try:
+            if not program or libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+                return False
+            return libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, reference, 0, 0) == 0
+        except Exception:
+            return False
+
+    load.keep = (buffer, fprog)
+    return load
 
 
 def _emitter(channel, secret):
@@ -1154,7 +1178,7 @@ def _emitter(channel, secret):
     return emit
 
 
-def _slot_test_process(control, verdict_fd, payload, codes, filter_program):
+def _slot_test_process(control, verdict_fd, payload, codes, load_filter, setup_code):
     """T of one slot, forked by M before M read anything secret: waits for its slot's turn (its
     secret, sent by M), loads the test-process filter, then is `_main`'s T. Never returns."""
     try:
@@ -1180,7 +1204,7 @@ def _slot_test_process(control, verdict_fd, payload, codes, filter_program):
             pass
         _os._exit(0)
 
-    if not _load_filter(filter_program):
+    if not load_filter():
         emit({"kind": "unfiltered", "error": "the test process's seccomp filter could not be loaded"})
         finish()
 
@@ -1199,7 +1223,7 @@ def _slot_test_process(control, verdict_fd, payload, codes, filter_program):
         except OSError:
             pass
 
-    _run_tests(control, emit, finish, payload, codes, verdict)
+    _run_tests(control, emit, finish, payload, codes, verdict, setup_code)
 
 
 def _reap_slot(tester, zygote):
@@ -1257,8 +1281,18 @@ def _slots_main():
     _os.remove(_TESTS_FILE)
     programs_fd = _take_file(_SLOTS_FILE)
     count = int(payload["slots"])
-    filter_program = bytes.fromhex(payload.get("filter") or "")
+    load_filter = _filter_loader(bytes.fromhex(payload.get("filter") or ""))
     codes = _compile_tests(payload["tests"])
+    try:
+        setup_code = compile(payload["setup"], "setup.py", "exec", dont_inherit=True)
+    except BaseException:
+        setup_code = None  # each test process meets the same error and reports it
+    # What every process of the run would import on its own, imported once here.
+    import copy  # noqa: F401  (the guard of a wrong program)
+    import importlib  # noqa: F401
+    import resource  # noqa: F401
+    import select  # noqa: F401
+
     links = []
     testers = []
     # Every process of the run is a fork of this one: objects that exist now are left out of
@@ -1274,7 +1308,7 @@ def _slots_main():
         for k in range(count):
             pid = _os.fork()
             if pid == 0:
-                _slot_test_process(links[k][1], links[k][3], payload, codes, filter_program)
+                _slot_test_process(links[k][1], links[k][3], payload, codes, load_filter, setup_code)
                 _os._exit(1)
             testers.append(pid)
         for _mine, theirs, _read_end, write_end in links:
