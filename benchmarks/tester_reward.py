@@ -23,6 +23,7 @@ JSON in ``benchmarks/results/tester_reward.json``.
 
     python benchmarks/tester_reward.py              # 24 problems
     python benchmarks/tester_reward.py --problems 6 # quicker
+    python benchmarks/tester_reward.py --timing-channel  # why catch_runs="one_run" is opt-in
 """
 
 from __future__ import annotations
@@ -101,11 +102,55 @@ def slot_cost(env: Any, index: int) -> dict[str, float]:
     }
 
 
+# A slot's test that reads, from the clock alone, how many earlier slots slept (their program's
+# answer was odd), then sleeps if its own answer is odd: the channel that keeps catch_runs=
+# "one_run" behind allow_reward_holes (docs/sandboxes.md).
+_TIMING_TEST = """
+import os, time
+tick = os.sysconf('SC_CLK_TCK')
+start = int(open('/proc/%d/stat' % os.getppid()).read().rsplit(')', 1)[1].split()[19]) / tick
+now = float(open('/proc/uptime').read().split()[0])
+earlier = round((now - start - 0.1) / 0.5)
+if f(0) % 2:
+    time.sleep(0.5)
+assert False, earlier
+"""
+
+
+def timing_channel(backend: str, rounds: int = 3) -> None:
+    """Show the timing channel between the slots of one run: each slot's test reports how many
+    earlier slots' programs answered an odd number, read from elapsed time only."""
+    import sandboxes
+    from sandboxes.harness import run_function_tests_slots
+
+    sandbox = sandboxes.make_sandbox(backend)
+    answers = (1, 2, 3, 5, 4, 7)
+    programs = [f"def f(x):\n    return {v}\n" for v in answers]
+    right = 0
+    try:
+        for _ in range(rounds):
+            slots = run_function_tests_slots(sandbox, programs, [_TIMING_TEST], entry_point="f", early_stop=False)
+            odd, truth, read = 0, [], []
+            for i in sorted(range(len(programs)), key=lambda i: slots[i].position):
+                truth.append(odd)
+                read.append(int(str(slots[i].report.results[0].error).rpartition(":")[2]))
+                odd += answers[i] % 2
+            right += truth == read
+            print(f"odd answers before each slot {truth}, read from the clock {read}")
+    finally:
+        sandbox.close()
+    print(f"{right} of {rounds} runs read every earlier slot's answer")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--problems", type=int, default=24, help="HumanEval problems (spread over the 164)")
     parser.add_argument("--backend", default="auto", help="sandbox backend (default auto)")
+    parser.add_argument("--timing-channel", action="store_true",
+                        help="only show the timing channel between the slots of one run")
     args = parser.parse_args()
+    if args.timing_channel:
+        return timing_channel(args.backend)
 
     import os
     import tempfile
