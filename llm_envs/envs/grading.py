@@ -40,8 +40,10 @@ class Grading:
 
     Attributes:
         kind: ``"function"`` (function-style tests, :func:`~llm_envs.verifiers.code.judge_function`),
-            ``"io"`` (stdin/stdout cases, :func:`~llm_envs.verifiers.code.judge_io`) or ``"run"``
-            (one plain run, :func:`~llm_envs.verifiers.code.run_program`).
+            ``"io"`` (stdin/stdout cases, :func:`~llm_envs.verifiers.code.judge_io`), ``"run"``
+            (one plain run, :func:`~llm_envs.verifiers.code.run_program`) or
+            ``"function_slots"`` (``programs`` on function-style tests in one run,
+            ``sandboxes.harness.run_function_tests_slots``).
         program: The program's source.
         tests: Test snippets (``"function"``) or ``(stdin, expected)`` pairs (``"io"``).
         setup: Code run before the solution (``"function"``).
@@ -100,8 +102,9 @@ class Grading:
 
 
 def run_grading(sandbox: Any, grading: Grading) -> Any:
-    """Grade ``grading`` in ``sandbox``: a ``TestReport`` (``"function"``, ``"io"``) or a
-    ``RunResult`` (``"run"``).
+    """Grade ``grading`` in ``sandbox``: a ``TestReport`` (``"function"``, ``"io"``), a
+    ``RunResult`` (``"run"``) or a tuple of ``SlotResult`` (``"function_slots"``: a run that
+    failed as a whole gives reports of ``None``, which the caller grades again one by one).
 
     Raises:
         SandboxFailure: the sandbox failed on every attempt (never a program's outcome).
