@@ -137,7 +137,9 @@ class CoderTesterConfig:
                     "how long its tests take and assert their majority: paid for catches without "
                     "knowing the answer)"
                 ]
-                if self.catch_runs == "one_run" and self.tester_reward == "catch"
+                if self.catch_runs == "one_run"
+                and self.tester_reward == "catch"
+                and self.reward_mode == "dense"
                 else []
             ),
         )
