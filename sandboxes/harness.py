@@ -480,12 +480,28 @@ def run_function_tests_slots(
         established = run_ok and "unfiltered" not in kinds and "unisolated" not in kinds and "compiled" in kinds
         report = _report_from_run(run, tests, slot_limits, test_secrets[position], ledger_secrets[position]) if established else None
         complete = established and kinds.count("done") == 1 and slot.get("timed_out") is False
+        if report is not None and not complete:
+            report = _slot_cut_short(report, run, slot, stopped_at)
         seconds = slot.get("seconds")
         results[index] = SlotResult(
             report=report, complete=complete, stopped_at=stopped_at, position=position,
             seconds=float(seconds) if type(seconds) in (int, float) else None,
         )
     return [result for result in results if result is not None]
+
+
+def _slot_cut_short(report: TestReport, run: RunResult, slot: dict, stopped_at: int | None) -> TestReport:
+    """`report` of a slot the run's process ended early, its tests without a record saying why
+    (rather than the run's own end)."""
+    unrun = _run_failure(run, "before this test ran")
+    if stopped_at is not None:
+        why = f"not run: the program was stopped after test {stopped_at} caught it"
+    elif slot.get("timed_out") is True:
+        why = "not run: the slot hit its time limit"
+    else:
+        return report
+    results = [dataclasses.replace(r, error=why) if r.error == unrun else r for r in report.results]
+    return dataclasses.replace(report, results=results)
 
 
 def _needs_source(run: RunResult) -> bool:

@@ -131,7 +131,7 @@ def test_early_stop_ends_a_wrong_program_at_its_first_catch_after_the_golden_pas
             if slot.position > golden.position:
                 assert slot.stopped_at == 1
                 if not slot.complete:  # (the test process may finish before it is ended)
-                    assert "before this test ran" in slot.report.results[2].error
+                    assert "stopped after test 1" in slot.report.results[2].error
                 seen_stop = True
             else:
                 assert slot.stopped_at is None and slot.complete
@@ -180,3 +180,12 @@ def test_a_program_that_fails_to_load_fails_its_own_slot_only(isolated, count):
     assert slots[0].report.results[0].passed
     for slot in slots[1:]:
         assert slot.complete and not slot.report.ran and not slot.report.results[0].passed
+
+
+def test_a_slot_that_never_ends_is_cut_at_its_own_time_limit_and_is_not_complete(isolated):
+    # The test ignores its timer: the run's process ends the slot at a run of its own's limit
+    # (0.1 s x (1 test + 3) + 2 s); nothing of it is complete, and the caller grades again.
+    never = "import signal\nsignal.signal(signal.SIGALRM, signal.SIG_IGN)\nwhile True:\n    pass\n"
+    (slot,) = run_function_tests_slots(isolated, [GOLDEN], [never], entry_point="f", time_s=0.1, golden=0)
+    assert not slot.complete and slot.report is not None
+    assert slot.report.results[0].error == "not run: the slot hit its time limit"
