@@ -79,11 +79,21 @@ _RAISABLE = {
 }
 
 
+_LIBC = []
+
+
+def _libc():
+    """The C library (loaded once per process, kept for the processes it forks)."""
+    if not _LIBC:
+        _LIBC.append(_ctypes.CDLL(None, use_errno=True))
+    return _LIBC[0]
+
+
 def _non_dumpable():
     """Make this process (and what it forks) non-dumpable; whether that took effect. Without it,
     a process of the same uid could open this one's /proc/<pid>/mem, fd and environ."""
     try:
-        libc = _ctypes.CDLL(None, use_errno=True)
+        libc = _libc()
         libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
         return libc.prctl(_PR_GET_DUMPABLE, 0, 0, 0, 0) == 0
     except Exception:
@@ -415,8 +425,9 @@ class _Server:
         return {"id": call_id, "ok": value, "out": out.text(), "mutated": mutated}
 
 
-def _solution_zygote(sock):
-    """S0: never returns."""
+def _solution_zygote(sock, payload=None):
+    """S0: never returns. `payload`: the solution's, where the run's process already read it (a
+    run of many programs, `_slots_main`); else it is read from the solution's file."""
     ledger = None
     try:
         # The run's stdout, for this side's own record (`_SolutionLedger`); 0, 1 and 2 become
@@ -427,7 +438,8 @@ def _solution_zygote(sock):
             _os.dup2(null, target)
         _close_other_descriptors(sock.fileno(), record_fd)
         _non_dumpable()
-        payload = _read_payload(_SOLUTION_FILE)
+        if payload is None:
+            payload = _read_payload(_SOLUTION_FILE)
         # (A payload without a secret, from a caller that reads no ledger: nothing is written,
         # and the host, finding no ledger, counts no failure as a catch.)
         ledger = _SolutionLedger(record_fd if payload.get("record_secret") else None, str(payload.get("record_secret")))
@@ -985,6 +997,26 @@ def _main():
         finish()
     with _os.fdopen(tests_fd, encoding="utf-8") as handle:
         payload = json.load(handle)
+    _run_tests(control, emit, finish, payload)
+
+
+def _compile_tests(tests):
+    """Each test compiled, or the text of why it does not compile."""
+    codes = []
+    for index, test in enumerate(tests):
+        try:
+            codes.append(compile(test, "test_%d.py" % index, "exec", dont_inherit=True))
+        except BaseException as exc:
+            codes.append("test does not compile: %s" % exc)
+    return codes
+
+
+def _run_tests(control, emit, finish, payload, codes=None, verdict=None, setup_code=None):
+    """T after its set-up: wait for the solution's reports, run every test, report each with
+    `emit`, end with `finish`. `codes`: the tests already compiled (else compiled here, while
+    the solution's process runs the solution); `verdict(record)`: called after each test's
+    record is written (in a run of many programs, to tell the run's process); `setup_code`: the
+    problem's setup already compiled."""
     time_limit = float(payload["time_s"])
     stdout_chars = int(payload["stdout_chars"])
     tests = payload["tests"]
@@ -1000,15 +1032,13 @@ def _main():
         # them), and the tests are compiled.
         base = {"__name__": "__main__", "__builtins__": __builtins__}
         try:
-            exec(compile(payload["setup"], "setup.py", "exec", dont_inherit=True), base)
+            if setup_code is None:
+                setup_code = compile(payload["setup"], "setup.py", "exec", dont_inherit=True)
+            exec(setup_code, base)
         except BaseException as exc:
             setup_error = "the problem's setup failed: " + _exception_text(exc)
-        codes = []
-        for index, test in enumerate(tests):
-            try:
-                codes.append(compile(test, "test_%d.py" % index, "exec", dont_inherit=True))
-            except BaseException as exc:
-                codes.append("test does not compile: %s" % exc)
+        if codes is None:
+            codes = _compile_tests(tests)
         # Nothing but the driver has run here yet; "compiled" also says the solution's file is
         # gone (the solution's process deleted it first).
         compiled = recv_frame(control)
@@ -1089,9 +1119,297 @@ def _main():
             # test after a harness failure is marked too (it can never count as a catch).
             record["harness"] = "after a harness failure in " + earlier_failure
         emit(record)
+        if verdict is not None:
+            verdict(record)
     emit({"kind": "done"})
     finish()
 
+# =============================================================================================
+# a run of many programs (the Coder–Tester's one-run catch reward)
+# =============================================================================================
+
+_SLOTS_FILE = "harness_slots.json"
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_SECCOMP = 22
+_SECCOMP_MODE_FILTER = 2
+_PR_SET_CHILD_SUBREAPER = 36
+# Most verdict lines M reads from one test process (one per test; the rest is drained unread).
+_VERDICT_LINES = 4096
+
+
+def _filter_loader(program):
+    """A function that loads the seccomp filter `program` (raw BPF) on the calling process and
+    says whether it took effect; built once, before the forks, so that each test process only
+    makes the two calls."""
+    try:
+        class _Fprog(_ctypes.Structure):
+            _fields_ = [("len", _ctypes.c_ushort), ("filter", _ctypes.c_void_p)]
+
+        libc = _libc()
+        buffer = _ctypes.create_string_buffer(program, len(program))
+        fprog = _Fprog(len(program) // 8, _ctypes.cast(buffer, _ctypes.c_void_p))
+        reference = _ctypes.byref(fprog)
+    except Exception:
+        return lambda: False
+
+    def load():
+        try:
+            if not program or libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+                return False
+            return libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, reference, 0, 0) == 0
+        except Exception:
+            return False
+
+    load.keep = (buffer, fprog)
+    return load
+
+
+def _emitter(channel, secret):
+    import json
+
+    def emit(record):
+        # One write() of under PIPE_BUF bytes, starting on a line of its own (see _main).
+        line = _record_line(secret, record, json.dumps)
+        try:
+            _os.write(channel, line)
+        except OSError:
+            pass
+
+    return emit
+
+
+def _slot_test_process(control, verdict_fd, payload, codes, load_filter, setup_code):
+    """T of one slot, forked by M before M read anything secret: waits for its slot's turn (its
+    secret, sent by M), loads the test-process filter, then is `_main`'s T. Never returns."""
+    try:
+        null = _os.open(_os.devnull, _os.O_RDONLY)
+        _os.dup2(null, 0)
+        _os.close(null)
+        _close_other_descriptors(control.fileno(), verdict_fd)
+        _sys.stdin = _io.StringIO("")
+        go = recv_frame(control)
+        secret = go.get("go") if type(go) is dict else None
+        if type(secret) is not str or not secret.isalnum():
+            _os._exit(0)
+    except BaseException:
+        _os._exit(0)
+    emit = _emitter(_os.dup(1), secret)
+
+    def finish():
+        try:
+            control.shutdown(_socket.SHUT_WR)
+            control.settimeout(_ZYGOTE_WAIT_S)
+            control.recv(1)
+        except BaseException:
+            pass
+        _os._exit(0)
+
+    if not load_filter():
+        emit({"kind": "unfiltered", "error": "the test process's seccomp filter could not be loaded"})
+        finish()
+
+    def verdict(record):
+        # For M's early stop only (the host decides from the records and the ledger): P, a
+        # pass; C, a failure by the test's own assertion; X, anything else.
+        error, harness = record.get("error"), record.get("harness")
+        if error is None and harness is None:
+            mark = b"P"
+        elif harness is None and type(error) is str and error.startswith("AssertionError"):
+            mark = b"C"
+        else:
+            mark = b"X"
+        try:
+            _os.write(verdict_fd, b"%d %s\n" % (record.get("index", -1), mark))
+        except OSError:
+            pass
+
+    _run_tests(control, emit, finish, payload, codes, verdict, setup_code)
+
+
+def _reap_slot(tester, zygote):
+    """End slot's processes: its test process, its solution's zygote and every process of the
+    zygote's group (its servers), and reap them all (M is their subreaper)."""
+    for pid, group in ((tester, False), (zygote, True)):
+        if pid is None:
+            continue
+        try:
+            (_os.killpg if group else _os.kill)(pid, _signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            _os.waitpid(pid, 0)
+        except OSError:
+            pass
+    if zygote is not None:
+        while True:
+            try:
+                _os.waitpid(-zygote, 0)
+            except ChildProcessError:
+                break
+            except OSError:
+                break
+
+
+def _slots_main():
+    """M, the run's process of a run of many programs against the same tests (see
+    ``sandboxes.harness.run_function_tests_slots``).
+
+    M reads the tests (not secret from any test process), compiles them, and forks one test
+    process T per slot *before* it reads anything secret: the secrets on stdin and the programs'
+    file (whose order the host drew at random). Each T keeps only its own control socket and
+    verdict pipe, and waits. Then, one slot at a time, M sends the slot's T its secret (its turn),
+    forks the slot's solution zygote S0 (in a process group of its own) from the programs' file,
+    and waits for T to end; then it kills and reaps the slot's processes, so that no process of a
+    slot outlives it. T loads a seccomp filter (no file written, no socket, no process, no
+    signal: `sandboxes.seccomp.build_test_process_filter`) before it runs any test. T and the
+    solution's side write their records to the run's stdout with their slot's own secrets, as in
+    a run of one program; M writes one record of its own per slot. Early stop: once the golden
+    slot has ended, M ends a later slot at its first test that failed by the test's own assertion
+    (T's verdict) where the golden slot passed that test; the host checks the catch from the
+    records and the ledger, and grades again on its own any program whose slot ended early
+    without a catch it could confirm."""
+    import json
+
+    _signal.signal(_signal.SIGPIPE, _signal.SIG_IGN)
+    isolated = _non_dumpable()
+    try:
+        _ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except Exception:
+        pass
+    with open(_TESTS_FILE, encoding="utf-8") as handle:
+        payload = json.load(handle)
+    _os.remove(_TESTS_FILE)
+    programs_fd = _take_file(_SLOTS_FILE)
+    count = int(payload["slots"])
+    load_filter = _filter_loader(bytes.fromhex(payload.get("filter") or ""))
+    codes = _compile_tests(payload["tests"])
+    try:
+        setup_code = compile(payload["setup"], "setup.py", "exec", dont_inherit=True)
+    except BaseException:
+        setup_code = None  # each test process meets the same error and reports it
+    # What every process of the run would import on its own, imported once here.
+    import copy  # noqa: F401  (the guard of a wrong program)
+    import importlib  # noqa: F401
+    import resource  # noqa: F401
+    import select  # noqa: F401
+
+    links = []
+    testers = []
+    # Every process of the run is a fork of this one: objects that exist now are left out of
+    # every later collection, so that a collection in a child does not copy their pages.
+    import gc
+
+    gc.freeze()
+    if isolated:
+        for _ in range(count):
+            mine, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
+            read_end, write_end = _os.pipe()
+            links.append((mine, theirs, read_end, write_end))
+        for k in range(count):
+            pid = _os.fork()
+            if pid == 0:
+                _slot_test_process(links[k][1], links[k][3], payload, codes, load_filter, setup_code)
+                _os._exit(1)
+            testers.append(pid)
+        for _mine, theirs, _read_end, write_end in links:
+            theirs.close()
+            _os.close(write_end)
+    # Only now: the secrets and the programs.
+    lines = _sys.stdin.read().split()
+    null = _os.open(_os.devnull, _os.O_RDONLY)
+    _os.dup2(null, 0)
+    _os.close(null)
+    emit = _emitter(_os.dup(1), lines[0] if lines else "")
+    if not isolated:
+        emit({"kind": "unisolated", "error": "the sandbox does not let a run make itself non-dumpable"})
+        _os._exit(0)
+    with _os.fdopen(programs_fd, encoding="utf-8") as handle:
+        programs = json.load(handle)
+    slots = programs["slots"]
+    golden = programs.get("golden")
+    early_stop = programs.get("early_stop") is True
+    slot_time_s = float(programs["slot_time_s"])
+    golden_passed = None  # the tests the golden slot passed, once it has ended
+    for k in range(count):
+        mine, _theirs, read_end, _write_end = links[k]
+        slot_started = _time.monotonic()
+        zygote = None
+        stopped_at, timed_out = None, False
+        try:
+            send_frame(mine, {"go": lines[1 + k]})
+            zygote = _os.fork()
+            if zygote == 0:
+                try:
+                    _os.setpgid(0, 0)
+                except OSError:
+                    _os._exit(1)
+                _solution_zygote(mine, slots[k])
+                _os._exit(1)
+            try:
+                _os.setpgid(zygote, zygote)
+            except OSError:
+                pass
+            mine.close()
+            deadline = _time.monotonic() + slot_time_s
+            passed, pending, seen = set(), b"", 0
+            import select
+
+            while stopped_at is None:
+                remaining = deadline - _time.monotonic()
+                if remaining <= 0:
+                    timed_out = True
+                    break
+                if not select.select([read_end], [], [], remaining)[0]:
+                    continue
+                data = _os.read(read_end, 4096)
+                if not data:
+                    break
+                pending += data
+                *complete, pending = pending.split(b"\n")
+                for line in complete:
+                    seen += 1
+                    if seen > _VERDICT_LINES:
+                        continue
+                    parts = line.split()
+                    if len(parts) != 2 or not parts[0].isdigit():
+                        continue
+                    index, mark = int(parts[0]), parts[1]
+                    if k == golden and mark == b"P":
+                        passed.add(index)
+                    elif early_stop and golden_passed is not None and mark == b"C" and index in golden_passed:
+                        stopped_at = index
+                        break
+            if stopped_at is not None:
+                # T is ended; its zygote reads the end of T's socket and writes its ledger's
+                # final event (waited for a little), as at the end of T's own run.
+                try:
+                    _os.kill(testers[k], _signal.SIGKILL)
+                    _os.waitpid(testers[k], 0)
+                except OSError:
+                    pass
+                wait_until = _time.monotonic() + _ZYGOTE_WAIT_S
+                while _time.monotonic() < wait_until:
+                    try:
+                        if _os.waitpid(zygote, _os.WNOHANG)[0]:
+                            break
+                    except OSError:
+                        break
+                    _time.sleep(0.001)
+            if k == golden and not timed_out:
+                golden_passed = passed
+        except BaseException as exc:
+            emit({"kind": "slot", "slot": k, "error": "the run's process failed (%s)" % type(exc).__name__})
+        finally:
+            _reap_slot(testers[k], zygote)
+            try:
+                _os.close(read_end)
+            except OSError:
+                pass
+        emit({"kind": "slot", "slot": k, "stopped_at": stopped_at, "timed_out": timed_out,
+              "seconds": round(_time.monotonic() - slot_started, 6)})
+    emit({"kind": "done"})
+    _os._exit(0)
+
 
 if __name__ == "__main__":
-    _main()
+    (_slots_main if _os.path.exists(_SLOTS_FILE) else _main)()

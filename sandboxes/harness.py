@@ -353,6 +353,161 @@ def run_function_tests(
     return _report_from_run(run, tests, limits, secret, solution_secret)
 
 
+_SLOTS_FILE = "harness_slots.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class SlotResult:
+    """One program's outcome in a run of many programs (`run_function_tests_slots`).
+
+    Attributes:
+        report: its `TestReport`, read from its slot's records and ledger as for a run of its own;
+            ``None`` where the run could not establish it (the run failed, was cut short before
+            this slot ended, or could not isolate or filter its test processes).
+        complete: the slot's test process reported every test and its end.
+        stopped_at: the test at which the run's process ended the slot early (it failed that
+            test by its own assertion where the golden slot passed it), else ``None``; the
+            tests after it were not run.
+        position: the slot's place in the run (its order was drawn at random by the host).
+        seconds: the slot's wall time in the run, by the run's process (benchmarks), or ``None``.
+    """
+
+    report: TestReport | None
+    complete: bool
+    stopped_at: int | None
+    position: int
+    seconds: float | None = None
+
+
+@functools.lru_cache(maxsize=1)
+def _test_process_filter() -> str:
+    """The test-process filter of a run of many programs, hex-encoded ("" where no filter can be
+    built for this machine: the run then grades nothing, see `run_function_tests_slots`)."""
+    from . import seccomp
+
+    if not seccomp.supported():
+        return ""
+    return seccomp.build_test_process_filter().hex()
+
+
+def run_function_tests_slots(
+    sandbox: Sandbox,
+    solutions: Sequence[str],
+    tests: Sequence[str],
+    *,
+    setup: str = "",
+    entry_point: str | None = None,
+    time_s: float = 5.0,
+    memory_mb: int = 512,
+    golden: int | None = None,
+    early_stop: bool = True,
+) -> list[SlotResult]:
+    """Run the same `tests` against each of `solutions` in **one** sandbox run; a `SlotResult`
+    per solution, in the order given.
+
+    Meant for trusted programs (the Coder–Tester's guarded golden solution and its mutants)
+    against a tester's tests, where each program would otherwise need a run of its own. Each
+    program is a *slot*: its own test process, solution zygote and servers, as in
+    `run_function_tests`, run one slot at a time, in an order drawn here at random
+    (``secrets.SystemRandom``) and sent only in the programs' file, which the run's process reads
+    after it forked every test process. Each test process runs under a seccomp filter against
+    what could outlive it (`sandboxes.seccomp.build_test_process_filter`), with a secret of its
+    own; each program's ledger has its own secret; every process of a slot is killed and reaped
+    before the next slot starts (sandboxes/_function_driver.py, ``_slots_main``).
+
+    `golden`: the index in `solutions` of the program whose passes allow early stop: with
+    `early_stop`, once the golden slot has ended, a later slot is ended at its first test that
+    failed by the test's own assertion where the golden passed (`SlotResult.stopped_at`).
+
+    Fails closed: a slot that did not end with every test reported is not `complete`; every slot
+    has ``report=None`` where the run failed as a whole (a sandbox error, a process that could
+    not be made non-dumpable or filtered, the run's process missing its own record of a slot).
+    """
+    import random
+
+    tests = _test_snippets(tests, entry_point)
+    solutions = list(solutions)
+    count = len(solutions)
+    if count == 0:
+        return []
+    order = list(range(count))  # order[position] = index in `solutions`
+    random.SystemRandom().shuffle(order)
+    run_secret = secrets.token_hex(16)
+    test_secrets = [secrets.token_hex(16) for _ in range(count)]
+    ledger_secrets = [secrets.token_hex(16) for _ in range(count)]
+    common = {"entry_point": entry_point, "time_s": float(time_s), "stdout_chars": _TEST_STDOUT_CHARS}
+    # The time of one program's run of its own, per slot (what run_function_tests allows).
+    slot_time_s = float(time_s) * (len(tests) + 3) + 2.0
+    tests_payload = dict(common, setup=setup, tests=list(tests), slots=count, filter=_test_process_filter())
+    programs_payload = {
+        "slots": [
+            dict(common, setup=setup, solution=solutions[index], record_secret=ledger_secrets[position])
+            for position, index in enumerate(order)
+        ],
+        "golden": order.index(golden) if golden is not None else None,
+        "early_stop": bool(early_stop and golden is not None),
+        "slot_time_s": slot_time_s,
+    }
+    limits = Limits(
+        time_s=slot_time_s * count + 2.0,
+        memory_mb=memory_mb,
+        output_bytes=count * max(1_000_000, 8 * _TEST_STDOUT_CHARS * (len(tests) + 2)),
+    )
+    job_files = {_TESTS_FILE: json.dumps(tests_payload), _SLOTS_FILE: json.dumps(programs_payload)}
+    stdin = "\n".join([run_secret, *test_secrets]) + "\n"
+    driver = _driver_for(sandbox)
+    run = sandbox.run(_LOADER, stdin=stdin, files={**driver, **job_files}, limits=limits)
+    if _needs_source(run) and "harness_driver.py" not in driver:
+        _remember_needs_source(sandbox)
+        driver = _driver_for(sandbox, with_source=True)
+        run = sandbox.run(_LOADER, stdin=stdin, files={**driver, **job_files}, limits=limits)
+    slot_limits = dataclasses.replace(limits, time_s=slot_time_s)
+    own = [record for _who, record in _stream(run, run_secret, None)]
+    slot_records = {
+        record.get("slot"): record
+        for record in own
+        if record.get("kind") == "slot" and type(record.get("slot")) is int and "error" not in record
+    }
+    run_ok = (
+        not run.sandbox_error
+        and any(record.get("kind") == "done" for record in own)
+        and len(slot_records) == count
+        and not any(record.get("kind") == "unisolated" for record in own)
+    )
+    results: list[SlotResult | None] = [None] * count
+    for position, index in enumerate(order):
+        stream = _stream(run, test_secrets[position], ledger_secrets[position])
+        kinds = [record.get("kind") for who, record in stream if who == "tests"]
+        slot = slot_records.get(position, {})
+        stopped_at = slot.get("stopped_at")
+        stopped_at = stopped_at if type(stopped_at) is int and 0 <= stopped_at < len(tests) else None
+        established = run_ok and "unfiltered" not in kinds and "unisolated" not in kinds and "compiled" in kinds
+        report = _report_from_run(run, tests, slot_limits, test_secrets[position], ledger_secrets[position]) if established else None
+        complete = established and kinds.count("done") == 1 and slot.get("timed_out") is False
+        if report is not None and not complete:
+            report = _slot_cut_short(report, run, slot, stopped_at)
+        seconds = slot.get("seconds")
+        results[index] = SlotResult(
+            report=report, complete=complete, stopped_at=stopped_at, position=position,
+            seconds=float(seconds) if type(seconds) in (int, float) else None,
+        )
+    return [result for result in results if result is not None]
+
+
+def _slot_cut_short(report: TestReport, run: RunResult, slot: dict, stopped_at: int | None) -> TestReport:
+    """`report` of a slot the run's process ended early, its tests without a record saying why
+    (rather than the run's own end)."""
+    unrun = _run_failure(run, "before this test ran")
+    if stopped_at is not None:
+        why = f"not run: the program was stopped after test {stopped_at} caught it"
+    elif slot.get("timed_out") is True:
+        why = "not run: the slot hit its time limit"
+    else:
+        return report
+    results = [dataclasses.replace(r, error=why) if r.error == unrun else r for r in report.results]
+    return dataclasses.replace(report, results=results)
+
+
 def _needs_source(run: RunResult) -> bool:
     """The run stopped in the loader: the sandbox's interpreter cannot load the compiled driver.
     (Only the loader runs before this; no test or solution has run.)"""

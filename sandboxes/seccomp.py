@@ -344,3 +344,152 @@ def patch_job_filter(program: bytes, worker_pid: int, zygote_pid: int, worker_pg
         if k in values:
             struct.pack_into("<I", out, offset + 4, values[k])
     return bytes(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# the filter of a test process in a run of many programs (the Coder–Tester's one-run catch
+# reward: sandboxes.harness.run_function_tests_slots)
+
+# name -> (x86_64 number, aarch64 number or None where the call does not exist there)
+_TEST_PROCESS_SYSCALLS: dict[str, tuple[int, int | None]] = {
+    "open": (2, None),
+    "openat": (257, 56),
+    "openat2": (437, 437),
+    "creat": (85, None),
+    "mkdir": (83, None),
+    "mkdirat": (258, 34),
+    "rmdir": (84, None),
+    "unlink": (87, None),
+    "unlinkat": (263, 35),
+    "rename": (82, None),
+    "renameat": (264, 38),
+    "renameat2": (316, 276),
+    "link": (86, None),
+    "linkat": (265, 37),
+    "symlink": (88, None),
+    "symlinkat": (266, 36),
+    "truncate": (76, 45),
+    "chmod": (90, None),
+    "fchmod": (91, 52),
+    "fchmodat": (268, 53),
+    "fchmodat2": (452, 452),
+    "chown": (92, None),
+    "fchown": (93, 55),
+    "lchown": (94, None),
+    "fchownat": (260, 54),
+    "utime": (132, None),
+    "utimes": (235, None),
+    "futimesat": (261, None),
+    "utimensat": (280, 88),
+    "setxattr": (188, 5),
+    "lsetxattr": (189, 6),
+    "fsetxattr": (190, 7),
+    "removexattr": (197, 14),
+    "lremovexattr": (198, 15),
+    "fremovexattr": (199, 16),
+    "mknod": (133, None),
+    "mknodat": (259, 33),
+    "socket": (41, 198),
+    "connect": (42, 203),
+    "bind": (49, 200),
+    "fork": (57, None),
+    "vfork": (58, None),
+    "clone": (56, 220),
+    "clone3": (435, 435),
+    "execve": (59, 221),
+    "execveat": (322, 281),
+    "kill": (62, 129),
+    "tkill": (200, 130),
+    "tgkill": (234, 131),
+    "rt_sigqueueinfo": (129, 138),
+    "rt_tgsigqueueinfo": (297, 240),
+    "setpriority": (141, 140),
+    "ioprio_set": (251, 30),
+    "prlimit64": (302, 261),
+    "sched_setaffinity": (203, 122),
+    "sched_setparam": (142, 118),
+    "sched_setscheduler": (144, 119),
+    "sched_setattr": (314, 274),
+}
+# Denied outright (EPERM): what creates, removes, re-modes or re-owns a file, every socket but a
+# private pair (socketpair is another call), every new process, exec, every signal sent by the
+# process (its own timer's SIGALRM comes from the kernel), and changes to any process's priority
+# or scheduling.
+_TEST_PROCESS_DENIED = [
+    "openat2", "creat", "mkdir", "mkdirat", "rmdir", "unlink", "unlinkat", "rename", "renameat",
+    "renameat2", "link", "linkat", "symlink", "symlinkat", "truncate", "chmod", "fchmod",
+    "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "utime", "utimes",
+    "futimesat", "utimensat", "setxattr", "lsetxattr", "fsetxattr", "removexattr",
+    "lremovexattr", "fremovexattr", "mknod", "mknodat", "socket", "connect", "bind", "fork",
+    "vfork", "execve", "execveat", "kill", "tkill", "tgkill", "rt_sigqueueinfo",
+    "rt_tgsigqueueinfo", "setpriority", "ioprio_set", "sched_setaffinity", "sched_setparam",
+    "sched_setscheduler", "sched_setattr",
+]  # fmt: skip
+# open()/openat() flags that write or create: O_WRONLY, O_RDWR, O_CREAT, O_TRUNC, O_APPEND and
+# __O_TMPFILE (the same values on x86_64 and aarch64).
+_WRITE_OPEN_FLAGS = 0x1 | 0x2 | 0x40 | 0x200 | 0x400 | 0x400000
+_CLONE_THREAD = 0x00010000
+
+
+def build_test_process_filter(machine: str | None = None) -> bytes:
+    """The filter of a test process in a run of many programs (raw BPF for `machine`, default
+    this one), loaded on top of the worker and job filters by the driver
+    (``sandboxes/_function_driver.py``) before it runs the problem's setup or any test.
+
+    It takes away every way a test could leave something behind for a later program's tests in
+    the same run, or reach another process: ``open``/``openat`` with a flag that writes or
+    creates (`_WRITE_OPEN_FLAGS`), ``openat2``, and every call that creates, removes, renames,
+    links, truncates, re-modes, re-owns or re-times a file (`_TEST_PROCESS_DENIED`); ``socket``,
+    ``connect`` and ``bind`` (``socketpair`` stays: a private pair); ``fork``, ``vfork``,
+    ``clone`` without ``CLONE_THREAD`` (threads stay: they die with the process; ``clone3`` is
+    ``ENOSYS``, as under the worker filter, so that threads start through ``clone``), ``execve``; every signal it could send (``kill`` and the rest, itself included);
+    ``setpriority``, ``ioprio_set``, ``sched_set*`` and ``prlimit64`` with a new limit. Each is
+    refused with ``EPERM``. (SysV IPC, message queues, memfds and shared anonymous memory are
+    already refused by the job filter.)
+    """
+    machine = machine or platform.machine()
+    if machine not in _ARCHES:
+        raise ValueError(f"no seccomp filter for architecture {machine!r}")
+    audit_arch, column = _ARCHES[machine]
+    nr = {name: numbers[column] for name, numbers in _TEST_PROCESS_SYSCALLS.items() if numbers[column] is not None}
+    prog = _prologue(audit_arch, machine)
+    for name in _TEST_PROCESS_DENIED:
+        if name in nr:
+            prog += _rule(nr[name], _deny(_EPERM))
+    for name, flags_arg in (("open", 1), ("openat", 2)):
+        if name in nr:
+            prog += _rule(
+                nr[name],
+                [
+                    _insn(_LD_W_ABS, 0, 0, _ARG_LOW[flags_arg]),
+                    _insn(_JSET_K, 0, 1, _WRITE_OPEN_FLAGS),
+                    _insn(_RET_K, 0, 0, _EPERM),
+                    _insn(_RET_K, 0, 0, _RET_ALLOW),
+                ],
+            )
+    # clone3 keeps the worker filter's ENOSYS (the most recent filter's errno wins): glibc then
+    # falls back to clone, whose flags are checked here, and threads still start.
+    prog += _rule(nr["clone3"], _deny(_RET_ERRNO | errno.ENOSYS))
+    prog += _rule(
+        nr["clone"],
+        [
+            _insn(_LD_W_ABS, 0, 0, _ARG_LOW[0]),
+            _insn(_JSET_K, 1, 0, _CLONE_THREAD),
+            _insn(_RET_K, 0, 0, _EPERM),
+            _insn(_RET_K, 0, 0, _RET_ALLOW),
+        ],
+    )
+    # prlimit64(pid, resource, new_limit, old_limit): reading a limit (new_limit NULL) stays.
+    prog += _rule(
+        nr["prlimit64"],
+        [
+            _insn(_LD_W_ABS, 0, 0, _ARG_LOW[2]),
+            _insn(_JEQ_K, 0, 2, 0),
+            _insn(_LD_W_ABS, 0, 0, _ARG_LOW[2] + 4),
+            _insn(_JEQ_K, 1, 0, 0),
+            _insn(_RET_K, 0, 0, _EPERM),
+            _insn(_RET_K, 0, 0, _RET_ALLOW),
+        ],
+    )
+    prog.append(_insn(_RET_K, 0, 0, _RET_ALLOW))
+    return b"".join(prog)

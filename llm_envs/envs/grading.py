@@ -40,8 +40,10 @@ class Grading:
 
     Attributes:
         kind: ``"function"`` (function-style tests, :func:`~llm_envs.verifiers.code.judge_function`),
-            ``"io"`` (stdin/stdout cases, :func:`~llm_envs.verifiers.code.judge_io`) or ``"run"``
-            (one plain run, :func:`~llm_envs.verifiers.code.run_program`).
+            ``"io"`` (stdin/stdout cases, :func:`~llm_envs.verifiers.code.judge_io`), ``"run"``
+            (one plain run, :func:`~llm_envs.verifiers.code.run_program`) or
+            ``"function_slots"`` (``programs`` on function-style tests in one run,
+            ``sandboxes.harness.run_function_tests_slots``).
         program: The program's source.
         tests: Test snippets (``"function"``) or ``(stdin, expected)`` pairs (``"io"``).
         setup: Code run before the solution (``"function"``).
@@ -49,6 +51,11 @@ class Grading:
         time_s: Time limit of one test or case (``"function"``, ``"io"``).
         stdin: Standard input (``"run"``).
         limits: A ``sandboxes.Limits`` (``"run"``; ``None``: the sandbox's default).
+        programs: ``"function_slots"``: the programs graded on ``tests`` in one run
+            (``sandboxes.harness.run_function_tests_slots``; the result is a tuple of
+            ``SlotResult``, one per program).
+        golden: ``"function_slots"``: the index in ``programs`` of the golden solution (early
+            stop), or ``None``.
     """
 
     kind: str
@@ -59,6 +66,8 @@ class Grading:
     time_s: float = 5.0
     stdin: str = ""
     limits: Any = None
+    programs: tuple[str, ...] = ()
+    golden: int | None = None
 
     @classmethod
     def tests_of(cls, problem: Any, program: str, tests: Sequence[Any], *, time_s: float) -> Grading:
@@ -75,14 +84,27 @@ class Grading:
         )
 
     @classmethod
+    def slots_of(
+        cls, problem: Any, programs: Sequence[str], tests: Sequence[Any], *, golden: int | None, time_s: float
+    ) -> Grading:
+        """Every one of ``programs`` on ``tests`` in one run (function style only)."""
+        if problem.style != "function":
+            raise ValueError(f"problem {problem.id} has style {problem.style!r}; one run of many programs needs 'function'")
+        return cls(
+            "function_slots", "", tuple(tests), setup=problem.setup, entry_point=problem.entry_point,
+            time_s=time_s, programs=tuple(programs), golden=golden,
+        )
+
+    @classmethod
     def run(cls, program: str, *, stdin: str = "", limits: Any = None) -> Grading:
         """One plain run of ``program`` (its ``RunResult``)."""
         return cls("run", program, stdin=stdin, limits=limits)
 
 
 def run_grading(sandbox: Any, grading: Grading) -> Any:
-    """Grade ``grading`` in ``sandbox``: a ``TestReport`` (``"function"``, ``"io"``) or a
-    ``RunResult`` (``"run"``).
+    """Grade ``grading`` in ``sandbox``: a ``TestReport`` (``"function"``, ``"io"``), a
+    ``RunResult`` (``"run"``) or a tuple of ``SlotResult`` (``"function_slots"``: a run that
+    failed as a whole gives reports of ``None``, which the caller grades again one by one).
 
     Raises:
         SandboxFailure: the sandbox failed on every attempt (never a program's outcome).
@@ -96,6 +118,15 @@ def run_grading(sandbox: Any, grading: Grading) -> Any:
         )
     if grading.kind == "io":
         return code_verifier.judge_io(sandbox, grading.program, grading.tests, time_s=grading.time_s)
+    if grading.kind == "function_slots":
+        from sandboxes.harness import run_function_tests_slots
+
+        return tuple(
+            run_function_tests_slots(
+                sandbox, grading.programs, list(grading.tests), setup=grading.setup,
+                entry_point=grading.entry_point, time_s=grading.time_s, golden=grading.golden,
+            )
+        )
     if grading.kind == "run":
         return code_verifier.run_program(sandbox, grading.program, stdin=grading.stdin, limits=grading.limits)
     raise ValueError(f"unknown grading kind {grading.kind!r}")

@@ -79,6 +79,15 @@ class CoderTesterConfig:
             count (an agent could write them to be caught).
         max_mutant_candidates: Mutants tried per problem at most to find ``max_mutants`` that
             fail a golden test.
+        catch_runs: How the catch reward grades the guarded golden solution and the wrong
+            programs on the tester's tests (function-style problems; stdin/stdout problems
+            always use one run per program): ``"per_program"`` (default), one sandbox run each;
+            ``"one_run"``, all of them in one run, one slot at a time in a random order, each
+            slot's test process under a seccomp filter, a wrong program stopped at its first
+            caught test (``sandboxes.harness.run_function_tests_slots``). ``"one_run"`` needs
+            ``allow_reward_holes``: a slot's tests can measure how long the earlier slots took
+            (the clock cannot be taken from them), so a tester can pass its programs' answers
+            on to later slots by how long its tests run, and assert their majority.
         runs_check_tests: How many of the first golden tests must execute for "runs".
         max_golden_tests: Use only the first N golden tests (``None``: all). The released
             code used 4 in training.
@@ -104,6 +113,7 @@ class CoderTesterConfig:
     tester_reward: str = "catch"
     max_mutants: int = mutants.DEFAULT_MAX_MUTANTS
     max_mutant_candidates: int = mutants.DEFAULT_MAX_CANDIDATES
+    catch_runs: str = "per_program"
     runs_check_tests: int = 3
     max_golden_tests: int | None = None
     max_generated_tests: int = 16
@@ -114,10 +124,24 @@ class CoderTesterConfig:
     def validate(self) -> None:
         check_team_options(self)
         check_turn_rewards(self)
+        if self.catch_runs not in rules.CATCH_RUNS:
+            raise ValueError(f"catch_runs must be one of {rules.CATCH_RUNS}, got {self.catch_runs!r}")
         check_reward_holes(
             self,
             wrong_sign_holes(self.coder_weights, gains=("builds", "runs", "golden"))
-            + wrong_sign_holes(self.tester_weights, gains=("valid", "golden")),
+            + wrong_sign_holes(self.tester_weights, gains=("valid", "golden"))
+            + (
+                [
+                    "catch_runs='one_run' (the tests of a later program's slot can time the "
+                    "earlier slots of the run, so a tester can pass its programs' answers on by "
+                    "how long its tests take and assert their majority: paid for catches without "
+                    "knowing the answer)"
+                ]
+                if self.catch_runs == "one_run"
+                and self.tester_reward == "catch"
+                and self.reward_mode == "dense"
+                else []
+            ),
         )
         if self.reply_parsing not in rules.REPLY_PARSINGS:
             raise ValueError(
@@ -318,7 +342,11 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         reports: list[Any] = []
         catching = self._pays_for_catches()
         wrong_jobs: list[tuple[str, Any, int]] = []
-        if parsed.valid:
+        one_run: tuple[Any, int, int] | None = None  # (golden report, caught, wrong programs)
+        if parsed.valid and catching and self._grades_in_one_run():
+            one_run, code_report = self._one_run(parsed.tests)
+            reports = [one_run[0]] + ([code_report] if self._code is not None else [])
+        elif parsed.valid:
             jobs = []
             if problem.solution is not None:
                 # With the catch reward the golden runs guarded too (by itself): the same
@@ -355,7 +383,9 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             golden_solution_rate = (
                 golden_report.pass_rate if golden_report is not None else 0.0
             )
-            if catching and golden_report is not None:
+            if one_run is not None:
+                caught, wrong_programs = one_run[1], one_run[2]
+            elif catching and golden_report is not None:
                 caught, wrong_programs = self._count_caught(
                     golden_report, wrong_jobs, reports
                 )
@@ -490,6 +520,57 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         if not self._can_use_wrong_programs():
             return []
         return [(self._as_wrong_program(m), tests, 0) for m in self._mutants()]
+
+    def _grades_in_one_run(self) -> bool:
+        """Whether this step grades the golden solution and the wrong programs in one run
+        (``catch_runs="one_run"``, a function-style problem whose wrong programs can be
+        guarded)."""
+        problem = self.problem
+        return (
+            self.config.catch_runs == "one_run"
+            and problem is not None
+            and problem.style == "function"
+            and self._can_use_wrong_programs()
+        )
+
+    def _one_run(self, tests: tuple[Any, ...]) -> tuple[tuple[Any, int, int], Any]:
+        """``((golden report, caught, wrong programs), the coder's code's report or None)``
+        with the guarded golden solution and every wrong program graded in one run
+        (``sandboxes.harness.run_function_tests_slots``; the coder's code in a run of its own,
+        at the same time).
+
+        The same counts as one run per program (:meth:`_count_caught`), failing over to those
+        runs for what the one run did not establish: everything, where the golden's slot did
+        not end with every test reported; a wrong program whose slot ended early (or was cut
+        short) without a catch confirmed by its records and its ledger."""
+        problem, time_s = self.problem, self.config.test_time_s
+        assert problem is not None and problem.solution is not None
+        golden = self._as_wrong_program(problem.solution)
+        wrong = [self._as_wrong_program(m) for m in self._mutants()]
+        gradings = [Grading.slots_of(problem, [golden, *wrong], tests, golden=0, time_s=time_s)]
+        if self._code is not None:
+            gradings.append(Grading.tests_of(problem, self._code, tests, time_s=time_s))
+        with self._waiting_for_sandbox():
+            results = self._grade(gradings)
+        slots = results[0]
+        code_report = results[1] if self._code is not None else None
+        golden_slot = slots[0]
+        if golden_slot.report is None or not golden_slot.complete:
+            jobs = [(golden, tests)] + [(program, tests) for program in wrong]
+            reports = self._judge_all(jobs)
+            caught, count = self._count_caught(reports[0], [(p, t, 0) for p, t in jobs[1:]], reports[1:])
+            return (reports[0], caught, count), code_report
+        golden_passing = [i for i, r in enumerate(golden_slot.report.results) if r.passed]
+        caught, again = 0, []
+        for program, slot in zip(wrong, slots[1:]):
+            if slot.report is not None and mutants.killed_by(slot.report, False, among=golden_passing):
+                caught += 1
+            elif slot.report is None or not slot.complete:
+                again.append(program)
+        if again:
+            reports = self._judge_all([(program, tests) for program in again])
+            caught += sum(mutants.killed_by(r, False, among=golden_passing) for r in reports)
+        return (golden_slot.report, caught, len(wrong)), code_report
 
     def _count_caught(
         self,

@@ -33,6 +33,9 @@ from llm_envs.verifiers.code import function_tests_block, io_tests_block
 
 #: ``tester_reward=``: paid for tests that catch wrong code (default), or the paper's reward.
 TESTER_REWARDS = ("catch", "paper")
+#: ``catch_runs=``: the catch reward's wrong programs graded one sandbox run each (default), or
+#: all of them with the golden solution in one run (needs ``allow_reward_holes``).
+CATCH_RUNS = ("per_program", "one_run")
 #: ``reply_parsing=``: the released code's reply formats (default), or our lenient reading.
 REPLY_PARSINGS = ("strict", "lenient")
 
