@@ -1411,5 +1411,11 @@ def _slots_main():
     _os._exit(0)
 
 
-if __name__ == "__main__":
+def _entry():
+    """What a run does: grade every program of a slots file, else the one solution. The
+    loader calls this on the module a worker's zygote holds (sandboxes/harness.py, _LOADER)."""
     (_slots_main if _os.path.exists(_SLOTS_FILE) else _main)()
+
+
+if __name__ == "__main__":
+    _entry()

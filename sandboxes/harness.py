@@ -205,7 +205,7 @@ _LOADER = f"""\
 import marshal, sys
 held = sys.modules["_sandbox_shared_code"].modules.get("harness_driver.bin") if "_sandbox_shared_code" in sys.modules else None
 if held is not None:
-    held._main()
+    held._entry()
 else:
     with open("harness_driver.bin", "rb") as handle:
         tag, _, blob = handle.read().partition(b"\\n")
