@@ -419,23 +419,17 @@ def main() -> int:
             print(f"new / old CPU time per test:  {cpu_ratio:.2f}x (sandbox processes and this one)")
     else:
         print("new / old: NOT MEASURED (a harness failed canonical solutions)")
-    unheld_row = rows.get(unheld_name)
-    if unheld_row and unheld_row["cpu_ms_per_test"] and new["cpu_ms_per_test"] and old["cpu_ms_per_test"]:
-        print(f"driver not held / old: wall {unheld_row['ms_per_test'] / old['ms_per_test']:.2f}x, "
-              f"CPU {unheld_row['cpu_ms_per_test'] / old['cpu_ms_per_test']:.2f}x; "
-              f"held / not held: wall {new['ms_per_test'] / unheld_row['ms_per_test']:.2f}x, "
-              f"CPU {new['cpu_ms_per_test'] / unheld_row['cpu_ms_per_test']:.2f}x")
-    baseline_row = rows.get(baseline_name)
-    if baseline_row and baseline_row["cpu_ms_per_test"] and new["cpu_ms_per_test"] and old["cpu_ms_per_test"]:
-        print(f"worker of {args.baseline_worker} / old: wall {baseline_row['ms_per_test'] / old['ms_per_test']:.2f}x, "
-              f"CPU {baseline_row['cpu_ms_per_test'] / old['cpu_ms_per_test']:.2f}x; "
-              f"this worker / that one: wall {new['ms_per_test'] / baseline_row['ms_per_test']:.2f}x, "
-              f"CPU {new['cpu_ms_per_test'] / baseline_row['cpu_ms_per_test']:.2f}x")
-    inline_row = rows.get(inline_name)
-    if inline_row and inline_row["cpu_ms_per_test"] and new["cpu_ms_per_test"] and old["cpu_ms_per_test"]:
-        print(f"files inline / old: wall {inline_row['ms_per_test'] / old['ms_per_test']:.2f}x, "
-              f"CPU {inline_row['cpu_ms_per_test'] / old['cpu_ms_per_test']:.2f}x; "
-              f"stored / inline CPU: {new['cpu_ms_per_test'] / inline_row['cpu_ms_per_test']:.2f}x")
+    def compare(row, name, other):
+        """Print ``name`` against the old harness, and the new one against ``name``."""
+        if row and row["cpu_ms_per_test"] and new["cpu_ms_per_test"] and old["cpu_ms_per_test"]:
+            print(f"{name} / old: wall {row['ms_per_test'] / old['ms_per_test']:.2f}x, "
+                  f"CPU {row['cpu_ms_per_test'] / old['cpu_ms_per_test']:.2f}x; "
+                  f"{other}: wall {new['ms_per_test'] / row['ms_per_test']:.2f}x, "
+                  f"CPU {new['cpu_ms_per_test'] / row['cpu_ms_per_test']:.2f}x")
+
+    compare(rows.get(unheld_name), "driver not held", "held / not held")
+    compare(rows.get(baseline_name), f"worker of {args.baseline_worker}", "this worker / that one")
+    compare(rows.get(inline_name), "files inline", "stored / inline")
     result = {
         "benchmark": "harness_cost",
         "backend": args.backend,

@@ -969,14 +969,7 @@ def _main():
     channel = _os.dup(1)
     import json
 
-    def emit(record):
-        # One write() of under PIPE_BUF bytes, starting on a line of its own: the solution's
-        # ledger writes to the same pipe, and neither may split the other's line.
-        line = _record_line(secret, record, json.dumps)
-        try:
-            _os.write(channel, line)
-        except OSError:
-            pass
+    emit = _emitter(channel, secret)
 
     def finish():
         """The end of the run: the solution's zygote is told (its socket reads the end), writes
@@ -1168,7 +1161,8 @@ def _emitter(channel, secret):
     import json
 
     def emit(record):
-        # One write() of under PIPE_BUF bytes, starting on a line of its own (see _main).
+        # One write() of under PIPE_BUF bytes, starting on a line of its own: the solution's
+        # ledger writes to the same pipe, and neither may split the other's line.
         line = _record_line(secret, record, json.dumps)
         try:
             _os.write(channel, line)
