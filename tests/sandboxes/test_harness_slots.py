@@ -126,12 +126,17 @@ def test_early_stop_ends_a_wrong_program_at_its_first_catch_after_the_golden_pas
         golden = slots[0]
         assert golden.complete and golden.stopped_at is None
         assert [r.passed for r in golden.report.results] == [False, True, True]
-        for slot in slots[1:]:
+        for slot, passes_third in zip(slots[1:], [False, True]):  # f(3) == 4: WRONG[0] no, WRONG[1] yes
             assert slot.report.results[1].error.startswith("AssertionError")  # caught either way
             if slot.position > golden.position:
                 assert slot.stopped_at == 1
-                if not slot.complete:  # (the test process may finish before it is ended)
-                    assert "stopped after test 1" in slot.report.results[2].error
+                # The test process may report test 2 (or finish) before the stop reaches it; a
+                # test it did report keeps its real outcome, one it did not says why.
+                third = slot.report.results[2]
+                if not slot.complete and "stopped after test 1" in (third.error or ""):
+                    assert not third.passed
+                else:
+                    assert third.passed == passes_third
                 seen_stop = True
             else:
                 assert slot.stopped_at is None and slot.complete
