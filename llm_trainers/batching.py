@@ -26,7 +26,7 @@ from llm_trainers.algorithms.losses import (
     token_logprobs_from_logits,
 )
 
-__all__ = ["PackedBatch", "completion_logprobs", "pack_sequences", "pad_right"]
+__all__ = ["PackedBatch", "completion_logits", "completion_logprobs", "pack_sequences", "pad_right"]
 
 
 @dataclass
@@ -101,22 +101,10 @@ def _accepts_logits_to_keep(model: nn.Module) -> bool:
         return False
 
 
-def completion_logprobs(
-    model: nn.Module,
-    batch: PackedBatch,
-    temperature: float = 1.0,
-    with_entropy: bool = False,
-) -> tuple[Tensor, Tensor | None]:
-    """Log-probabilities (and optionally entropies) of the completion tokens.
-
-    ``log π(c_t | prompt, c_<t) = log softmax(z_t / τ)[c_t]`` where ``z_t`` are the logits at the
-    position before ``c_t`` and ``τ`` the sampling temperature (the policy that sampled is the
-    temperature-scaled one; ``τ ≤ 0`` means greedy and uses ``τ = 1``).
-
-    Returns:
-        ``(logp [B, Tc], entropy [B, Tc] or None)``; values at masked positions are meaningless
-        and must be masked by the caller.
-    """
+def completion_logits(model: nn.Module, batch: PackedBatch) -> Tensor:
+    """``[B, Tc, V]``: the logits ``z_t`` that predict each completion token ``c_t`` (those at the
+    position before it). Only these ``Tc`` positions go through the output layer when the model
+    supports ``logits_to_keep``: the prompt's positions never reach the vocabulary projection."""
     tc = batch.completion_ids.shape[1]
     kwargs = {
         "input_ids": batch.input_ids,
@@ -126,9 +114,27 @@ def completion_logprobs(
     }
     if _accepts_logits_to_keep(model):
         kwargs["logits_to_keep"] = tc + 1
-        logits = model(**kwargs).logits[:, :-1, :]
-    else:
-        logits = model(**kwargs).logits[:, batch.prompt_width - 1 : -1, :]
+        return model(**kwargs).logits[:, :-1, :]
+    return model(**kwargs).logits[:, batch.prompt_width - 1 : -1, :]
+
+
+def completion_logprobs(
+    model: nn.Module,
+    batch: PackedBatch,
+    temperature: float = 1.0,
+    with_entropy: bool = False,
+) -> tuple[Tensor, Tensor | None]:
+    """Log-probabilities (and optionally entropies) of the completion tokens.
+
+    ``log π(c_t | prompt, c_<t) = log softmax(z_t / τ)[c_t]`` where ``z_t`` are the logits at the
+    position before ``c_t`` (:func:`completion_logits`) and ``τ`` the sampling temperature (the
+    policy that sampled is the temperature-scaled one; ``τ ≤ 0`` means greedy and uses ``τ = 1``).
+
+    Returns:
+        ``(logp [B, Tc], entropy [B, Tc] or None)``; values at masked positions are meaningless
+        and must be masked by the caller.
+    """
+    logits = completion_logits(model, batch)
     if temperature and temperature > 0 and temperature != 1.0:
         logits = logits / temperature
     logp = token_logprobs_from_logits(logits, batch.completion_ids)

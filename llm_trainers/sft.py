@@ -9,6 +9,8 @@ before RL, the loss on the action tokens only.
         for each policy:  tokens = chat_template(messages[:-1], generation prompt) ⊕ action ⊕ eos
                           labels = -100 on the prompt, the action tokens and eos after it
                           loss = mean token cross-entropy;  clip;  AdamW step (its own optimizer)
+                          (the rollout's padding; logits of the action's positions only;
+                           bf16 autocast when train.bf16 is on)
         every save_every: checkpoint <output_dir>/sft/checkpoints/step_N
     write <output_dir>/sft/weights.pt (the trained weights) and the marker sft/done
 
@@ -25,6 +27,7 @@ a pure function of the run seed), so it continues exactly.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import time
 from collections import defaultdict
@@ -34,6 +37,7 @@ from typing import Any
 
 import torch
 
+from llm_trainers.batching import completion_logits, pack_sequences
 from llm_trainers.checkpoint import latest_checkpoint, load_checkpoint, prune_checkpoints, save_checkpoint
 from llm_trainers.metrics import MetricsLogger
 from llm_trainers.policies import PolicySet
@@ -66,6 +70,16 @@ def encode_example(tokenizer: Any, messages: Sequence[Mapping[str, str]],
     if eos is not None:
         action.append(int(eos))
     return prompt + action, [IGNORE_INDEX] * len(prompt) + action
+
+
+def split_example(ids: Sequence[int], labels: Sequence[int]) -> tuple[list[int], list[int]]:
+    """``(prompt, action)`` token ids of an encoded demonstration (:func:`encode_example`: labels
+    ``IGNORE_INDEX`` on the prompt, then the action's tokens themselves)."""
+    start = next((i for i, label in enumerate(labels) if label != IGNORE_INDEX), len(labels))
+    if len(labels) != len(ids) or list(labels[start:]) != list(ids[start:]) or start == 0:
+        raise ValueError("sft: an encoded example must be a prompt (labels -100) followed by its action "
+                         "(labels equal to the tokens)")
+    return list(ids[:start]), list(ids[start:])
 
 
 def example_stream(cfg: Any, skip: int = 0) -> Iterator[dict[str, Any]]:
@@ -124,11 +138,13 @@ class WarmStart:
         agent_to_policy: Agent id → policy name (the learning agents).
         out: The run's output directory (the stage writes ``out/sft``).
         chat_template_kwargs: As the rollout's engine.
+        bf16: Autocast the forward passes to bfloat16 (the run's ``train.bf16``, resolved).
     """
 
     def __init__(self, cfg: Any, policies: PolicySet, agent_to_policy: Mapping[str, str], out: Path,
-                 chat_template_kwargs: Mapping[str, Any] | None = None) -> None:
+                 chat_template_kwargs: Mapping[str, Any] | None = None, bf16: bool = False) -> None:
         self.cfg = cfg
+        self.bf16 = bool(bf16)
         self.s = cfg.sft
         self.policies = policies
         self.agent_to_policy = dict(agent_to_policy)
@@ -214,13 +230,14 @@ class WarmStart:
             model.train()
             try:
                 for i in range(0, len(examples), self.s.micro_batch_size):
-                    chunk = examples[i : i + self.s.micro_batch_size]
-                    width = max(len(ids) for ids, _ in chunk)
-                    ids = torch.tensor([x + [pad] * (width - len(x)) for x, _ in chunk], device=pol.device)
-                    labels = torch.tensor([y + [IGNORE_INDEX] * (width - len(y)) for _, y in chunk], device=pol.device)
-                    attention = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x, _ in chunk], device=pol.device)
-                    logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1].float()
-                    target = labels[:, 1:]
+                    chunk = [split_example(ids, labels) for ids, labels in examples[i : i + self.s.micro_batch_size]]
+                    # The rollout's layout (prompts left-padded, positions counting real tokens):
+                    # the output layer runs on the action's positions only, not the prompt's.
+                    batch = pack_sequences([p for p, _ in chunk], [a for _, a in chunk], pad).to(pol.device)
+                    with self._autocast(pol.device):
+                        logits = completion_logits(model, batch)
+                    logits = logits.float()
+                    target = batch.completion_ids.masked_fill(batch.completion_mask == 0, IGNORE_INDEX)
                     loss = torch.nn.functional.cross_entropy(
                         logits.reshape(-1, logits.size(-1)), target.reshape(-1), ignore_index=IGNORE_INDEX, reduction="sum")
                     (loss / max(total_tokens, 1)).backward()
@@ -238,6 +255,13 @@ class WarmStart:
         n = max(total_tokens, 1)
         return {f"sft/{policy}/loss": loss_sum / n, f"sft/{policy}/token_accuracy": correct / n,
                 f"sft/{policy}/tokens": float(total_tokens), f"sft/{policy}/grad_norm": grad_norm}
+
+    def _autocast(self, device: torch.device) -> contextlib.AbstractContextManager:
+        """bfloat16 autocast of the forward pass when the run's ``train.bf16`` resolved to on (as the
+        RL learner's); the loss is taken in float32 either way."""
+        if not self.bf16:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
 
     def lr_at(self, step: int) -> float:
         if self.s.warmup_steps > 0 and step < self.s.warmup_steps:

@@ -238,7 +238,7 @@ class Trainer:
         from llm_trainers.sft import WarmStart, load_warm_start_weights
 
         stage = WarmStart(self.cfg, self.policies, self.policies.agent_to_policy, self.out,
-                          chat_template_kwargs=self.cfg.model.chat_template_kwargs)
+                          chat_template_kwargs=self.cfg.model.chat_template_kwargs, bf16=self.bf16)
         if stage.done:
             load_warm_start_weights(self.policies, stage.dir)
             metrics: dict[str, float] = {}

@@ -186,6 +186,53 @@ def test_a_tiny_model_learns_the_demonstrations(tmp_path):
     trainer.close()
 
 
+def _full_sequence_loss(model, examples):
+    """Mean token cross-entropy and token accuracy of ``examples``, each scored alone (no padding)
+    through the full output layer: the definition the warm start's batched pass must equal."""
+    loss, correct, tokens = 0.0, 0, 0
+    with torch.no_grad():
+        for ids, labels in examples:
+            logits = model(input_ids=torch.tensor([ids])).logits[0, :-1].float()
+            target = torch.tensor(labels[1:])
+            keep = target != IGNORE_INDEX
+            loss += float(torch.nn.functional.cross_entropy(logits[keep], target[keep], reduction="sum"))
+            correct += int((logits[keep].argmax(-1) == target[keep]).sum())
+            tokens += int(keep.sum())
+    return loss / tokens, correct / tokens
+
+
+@pytest.mark.parametrize("bf16", [False, True])
+def test_batched_loss_equals_each_example_scored_alone(tmp_path, bf16):
+    # Prompts and actions of different lengths in one micro-batch: the padded batch (the rollout's
+    # left-padded layout, output layer on the action positions only) must give the loss of each
+    # example run alone through the whole model.
+    trainer = _trainer(tmp_path, "sft.micro_batch_size=3")
+    stage = WarmStart(trainer.cfg, trainer.policies, trainer.policies.agent_to_policy, tmp_path / "stage", bf16=bf16)
+    tok = trainer.policies["shared"].tokenizer
+    examples = [encode_example(tok, ex["messages"]) for ex in iter_demonstrations("llm/Signalling-v0", SIGNALLING, episodes=2)]
+    examples.append((examples[0][0] + examples[0][0][-2:], examples[0][1] + examples[0][0][-2:]))  # a longer action
+    assert len({len(ids) for ids, _ in examples}) > 1
+    assert len({sum(label != IGNORE_INDEX for label in labels) for _, labels in examples}) > 1
+    with trainer.policies["shared"].activated() as model:
+        want_loss, want_accuracy = _full_sequence_loss(model, examples)
+    got = stage.loss_and_step("shared", examples, lr=0.0)
+    tolerance = 2e-2 if bf16 else 1e-5
+    assert got["sft/shared/loss"] == pytest.approx(want_loss, rel=tolerance)
+    if not bf16:
+        assert got["sft/shared/token_accuracy"] == pytest.approx(want_accuracy)
+    assert got["sft/shared/tokens"] == sum(sum(label != IGNORE_INDEX for label in labels) for _, labels in examples)
+    trainer.close()
+
+
+def test_split_example_refuses_labels_that_are_not_prompt_then_action():
+    from llm_trainers.sft import split_example
+
+    assert split_example([1, 2, 3, 4], [IGNORE_INDEX, IGNORE_INDEX, 3, 4]) == ([1, 2], [3, 4])
+    for labels in ([1, 2, 3, 4], [IGNORE_INDEX, 2, IGNORE_INDEX, 4], [IGNORE_INDEX, IGNORE_INDEX, 9, 4], [IGNORE_INDEX, 3, 4]):
+        with pytest.raises(ValueError, match="prompt"):
+            split_example([1, 2, 3, 4], labels)
+
+
 def test_l2_trains_each_adapter_only_on_its_own_agent(tmp_path):
     trainer = _trainer(tmp_path, *L2, "sft.steps=3", "sft.agents=[speaker]")
     before_speaker, before_listener = _params(trainer, "speaker"), _params(trainer, "listener")
