@@ -14,6 +14,7 @@ with a 150k-token vocabulary the full ``[B, L, V]`` logits would dominate memory
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from llm_trainers.algorithms.losses import (
     token_logprobs_from_logits,
 )
 
-__all__ = ["PackedBatch", "completion_logits", "completion_logprobs", "pack_sequences", "pad_right"]
+__all__ = ["PackedBatch", "bf16_autocast", "completion_logits", "completion_logprobs", "pack_sequences", "pad_right"]
 
 
 @dataclass
@@ -91,6 +92,14 @@ def pack_sequences(prompts: Sequence[Sequence[int]], completions: Sequence[Seque
     completion_ids = input_ids[:, p_width:].clone()
     completion_mask = attention[:, p_width:].to(torch.float32)
     return PackedBatch(input_ids, attention, position_ids, completion_ids, completion_mask, p_width)
+
+
+def bf16_autocast(device: torch.device, enabled: bool) -> contextlib.AbstractContextManager:
+    """bfloat16 autocast of a forward pass on ``device`` when ``enabled`` (the run's ``train.bf16``,
+    resolved), else nothing: the learner's and the warm start's passes use the same switch."""
+    if not enabled:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
 
 
 def _accepts_logits_to_keep(model: nn.Module) -> bool:

@@ -40,7 +40,7 @@ from llm_trainers.algorithms.losses import (
     token_mean,
 )
 from llm_trainers.algorithms.off_policy import corrected_surrogate_loss
-from llm_trainers.batching import completion_logprobs, pack_sequences, pad_right
+from llm_trainers.batching import bf16_autocast, completion_logprobs, pack_sequences, pad_right
 from llm_trainers.config import AsyncConfig, TrainConfig
 from llm_trainers.policies import Policy, PolicySet
 
@@ -169,9 +169,7 @@ class Learner:
 
     # ------------------------------------------------------------------ scoring
     def _autocast(self, device: torch.device) -> contextlib.AbstractContextManager:
-        if not self.bf16:
-            return contextlib.nullcontext()
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+        return bf16_autocast(device, self.bf16)
 
     @torch.no_grad()
     def logprobs(self, policy: str, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],

@@ -37,7 +37,7 @@ from typing import Any
 
 import torch
 
-from llm_trainers.batching import completion_logits, pack_sequences
+from llm_trainers.batching import bf16_autocast, completion_logits, pack_sequences
 from llm_trainers.checkpoint import latest_checkpoint, load_checkpoint, prune_checkpoints, save_checkpoint
 from llm_trainers.metrics import MetricsLogger
 from llm_trainers.policies import PolicySet
@@ -259,9 +259,7 @@ class WarmStart:
     def _autocast(self, device: torch.device) -> contextlib.AbstractContextManager:
         """bfloat16 autocast of the forward pass when the run's ``train.bf16`` resolved to on (as the
         RL learner's); the loss is taken in float32 either way."""
-        if not self.bf16:
-            return contextlib.nullcontext()
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+        return bf16_autocast(device, self.bf16)
 
     def lr_at(self, step: int) -> float:
         if self.s.warmup_steps > 0 and step < self.s.warmup_steps:
