@@ -289,6 +289,7 @@ class _Server:
         self.sock, self.namespace, self.ledger = sock, namespace, ledger
         self.calls = 0
         self.callable_names = {name for name, kind in exported.items() if kind[0] == "call"}
+        self.ends_run = False  # S0 of a run of one program: writes the ledger's final event
         self.objects = {}  # handle -> object
         self.handles = {}  # id(object) -> handle
 
@@ -320,6 +321,13 @@ class _Server:
             try:
                 request = recv_frame(self.sock)
             except EOFError:
+                if self.ends_run:
+                    # T is done (it waits for the byte, so that the event is in the pipe first).
+                    self.ledger.write({"e": "final", "servers": server})
+                    try:
+                        self.sock.send(b"!")
+                    except OSError:
+                        pass
                 _os._exit(0)
             except BaseException as exc:
                 self.ledger.write({"e": "bad", "s": server, "h": "an unreadable request (%s)" % type(exc).__name__})
@@ -476,7 +484,7 @@ def _solution_zygote(sock, payload=None):
 
 
 def _serve_copies(sock, namespace, exported, ledger):
-    """S0 after the top level: for each one-byte request on `sock` carrying a socket (SCM_RIGHTS),
+    """S0 of a run of many programs after the top level: for each one-byte request on `sock` carrying a socket (SCM_RIGHTS),
     end the previous server and fork a new one (a copy of the state the top level left) that
     answers on that socket. Returns never; exits when T closes `sock`, after writing the ledger's
     ``final`` event (and answering one byte, which T waits for)."""
@@ -487,8 +495,15 @@ def _serve_copies(sock, namespace, exported, ledger):
         except BaseException:
             message, fds = b"", []
         if not message:
-            # The end: the last server is left to the sandbox (it may still write the end of a
-            # call T gave up on, after this event; the host places events by position).
+            # The end: the last server is ended and reaped first (what a call T gave up on would
+            # still have written is moot: the host places events by position, and T is done),
+            # so that the run leaves no process for the sandbox to find, kill and reap.
+            if child is not None:
+                try:
+                    _os.kill(child, _signal.SIGKILL)
+                    _os.waitpid(child, 0)
+                except OSError:
+                    pass
             ledger.write({"e": "final", "servers": ledger.server})
             try:
                 sock.send(b"!")
@@ -520,6 +535,87 @@ def _serve_copies(sock, namespace, exported, ledger):
         _os.close(fds[0])
 
 
+def _compile_solution(payload):
+    """The problem's setup and the solution, compiled (raises what compiling raised)."""
+    return [compile(payload[label], label + ".py", "exec", dont_inherit=True) for label in ("setup", "solution")]
+
+
+def _run_solution(sources, payload, time_s, stdout_chars):
+    """Run the problem's setup then the solution's top level (`sources`, compiled; None:
+    compile them first) in this process: ``(namespace, names it exports, error or None, what it
+    printed)``."""
+    namespace = {"__name__": "__solution__", "__builtins__": __builtins__}
+    out = _CappedText(stdout_chars)
+    if sources is None:
+        try:
+            sources = _compile_solution(payload)
+        except BaseException as exc:
+            return namespace, {}, _exception_text(exc), ""
+    error = _run_top_level(sources[0], namespace, time_s, out)
+    setup_names = set(namespace)
+    if error is None:
+        error = _run_top_level(sources[1], namespace, time_s, out)
+    entry = payload["entry_point"]
+    if error is None and entry and entry not in namespace:
+        error = "the solution does not define %r" % entry
+    exported = _export_names(namespace, setup_names, entry) if error is None else {}
+    return namespace, exported, error, out.text()
+
+
+def _solution_ledger(payload, record_fd):
+    # (A payload without a secret, from a caller that reads no ledger: nothing is written, and
+    # the host, finding no ledger, counts no failure as a catch.)
+    return _SolutionLedger(record_fd if payload.get("record_secret") else None, str(payload.get("record_secret")))
+
+
+def _solution_process(link):
+    """S0 of a run of one program: never returns. Reads and deletes the solution's file, reports
+    on `link` whether the solution compiles and what its top level did, then answers T's calls on
+    `link` itself (server 1); when T closes `link`, writes the ledger's final event and answers
+    one byte. Where the solution fails before the tests, the final event comes before the report.
+    There is no other server: where T has to give up on a call, it ends S0 and the run, and the
+    host runs the tests left in a fresh run (``sandboxes.harness.run_function_tests``)."""
+    try:
+        # The run's stdout, for this side's own record (`_SolutionLedger`); 0, 1 and 2 become
+        # /dev/null.
+        record_fd = _os.dup(1)
+        null = _os.open(_os.devnull, _os.O_RDWR)
+        for target in (0, 1, 2):
+            _os.dup2(null, target)
+        _close_other_descriptors(link.fileno(), record_fd)
+        payload = _read_payload(_SOLUTION_FILE)
+        ledger = _solution_ledger(payload, record_fd)
+        time_s, stdout_chars = float(payload["time_s"]), int(payload["stdout_chars"])
+
+        def end(report):
+            # The solution failed before the tests: no server; the final event is in the pipe
+            # before T reads the report (T then ends the run).
+            ledger.write({"e": "final", "servers": 0})
+            send_frame(link, report)
+            _os._exit(0)
+
+        # The next frame, sent before any code but the driver's runs here, also says that the
+        # solution's file is gone.
+        try:
+            sources = _compile_solution(payload)
+        except BaseException as exc:
+            end({"kind": "compiled", "ok": False, "error": _exception_text(exc)})
+        send_frame(link, {"kind": "compiled", "ok": True})
+        namespace, exported, error, printed = _run_solution(sources, payload, time_s, stdout_chars)
+        report = {"kind": "ran", "error": error, "stdout": printed, "names": exported}
+        if error is not None:
+            end(report)
+        ledger.server = 1
+        ledger.write({"e": "server", "s": 1})
+        send_frame(link, report)
+        server = _Server(link, namespace, exported, ledger)
+        server.ends_run = True
+        server.serve()
+    except BaseException:
+        pass
+    _os._exit(1)
+
+
 # =============================================================================================
 # the test side (T): never executes the solution
 # =============================================================================================
@@ -539,14 +635,17 @@ class _TestTimeout(BaseException):
 
 
 class _Connection:
-    """T's link to the solution's processes: S0's socket (`control`), and the socket of the
-    server (S1) that answers the calls, forked by S0 on first use and again after a server that
-    had to be dropped."""
+    """T's link to the solution's processes: the socket of the server that answers the calls
+    (`server`), and where T asks for a new one (`control`). In a run of one program S0 is the
+    only server (`control` None; T ends the run after a test that dropped it); in a run of many,
+    S0 (the zygote on `control`) forks a server on first use and again after a server that had
+    to be dropped."""
 
-    def __init__(self, control):
-        self.control = control
-        self.server = None
-        self.generation = 0  # which server the handles in `remotes` belong to
+    def __init__(self, control, server=None, server_pid=None):
+        self.control = control  # where a request for a (new) server goes
+        self.server = server  # a first server that needs no request (S0 in a run of one program)
+        self.server_pid = server_pid  # its pid (T's child, which T ends when it drops it)
+        self.generation = 0 if server is None else 1  # which server the handles in `remotes` belong to
         self.next_id = 0
         self.remotes = {}  # handle -> _Remote
         self.poison = None  # why the current test cannot be passed (a harness failure)
@@ -573,6 +672,11 @@ class _Connection:
                 self.server.close()
             except OSError:
                 pass
+            if self.server_pid is not None and self.generation == 1:
+                try:
+                    _os.kill(self.server_pid, _signal.SIGKILL)  # S0: it may be stuck in the call
+                except OSError:
+                    pass
         self.server = None
         self.remotes = {}
 
@@ -580,6 +684,8 @@ class _Connection:
         """Ask S0 for a server (S0 ends the previous one first) unless one is up."""
         if self.server is not None:
             return
+        if self.control is None:  # (never reached: T ends the run after a test that dropped S0)
+            self.fail("the solution's process was replaced")
         mine, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
             _socket.send_fds(self.control, [b"s"], [theirs.fileno()])
@@ -908,6 +1014,27 @@ def _bind_names(namespace, exported, connection, entry):
 # event (it has nothing else to do; a zygote that takes longer leaves its record incomplete, and
 # the host then counts no failing test of the run as a catch).
 _ZYGOTE_WAIT_S = 2.0
+# How long T then waits for the zygote to exit, so as to reap it (an honest one exits at once;
+# one that does not is left to the sandbox, which kills and reaps what a run leaves).
+_REAP_WAIT_S = 0.2
+
+
+def _on_reap_alarm(signum, frame):
+    raise _TestTimeout()
+
+
+def _reap_within(pid, seconds):
+    """Reap the child `pid` if it exits within `seconds` (T's own timer interrupts the wait)."""
+    _signal.signal(_signal.SIGALRM, _on_reap_alarm)
+    _signal.setitimer(_signal.ITIMER_REAL, seconds)
+    try:
+        _os.waitpid(pid, 0)
+    except BaseException:
+        pass
+    finally:
+        _signal.setitimer(_signal.ITIMER_REAL, 0)
+
+
 # Longest line a record may take (under PIPE_BUF, 4096 on Linux: one atomic write to a pipe).
 _RECORD_BYTES = 4000
 
@@ -951,16 +1078,19 @@ def _main():
     _signal.signal(_signal.SIGPIPE, _signal.SIG_IGN)
     # The tests' file is unlinked before the fork and read after it: the solution's process
     # starts with no copy of the tests in its memory and closes its copy of the descriptor
-    # before it runs anything else (_solution_zygote closes every descriptor but its socket).
+    # before it runs anything else (_solution_process closes every descriptor but its socket).
     isolated = _non_dumpable()
     tests_fd = _take_file(_TESTS_FILE)
+    connection = None
     if isolated:
-        control, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        # `link`: S0's reports, then the calls.
+        link, link_theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
         pid = _os.fork()
         if pid == 0:
-            control.close()
-            _solution_zygote(theirs)
-        theirs.close()
+            link.close()
+            _solution_process(link_theirs)
+        link_theirs.close()
+        connection = _Connection(None, server=link, server_pid=pid)
     secret = _sys.stdin.readline().strip()
     null = _os.open(_os.devnull, _os.O_RDONLY)
     _os.dup2(null, 0)
@@ -972,14 +1102,16 @@ def _main():
     emit = _emitter(channel, secret)
 
     def finish():
-        """The end of the run: the solution's zygote is told (its socket reads the end), writes
-        its ledger's final event and answers one byte; T waits for that (a little), so that the
-        event is in the pipe before the run ends."""
+        """The end of the run: S0 reads the end of its socket, writes the ledger's final event,
+        answers one byte and exits; T waits for that byte (a little), so that the event is in
+        the pipe before the run ends, then reaps S0 (a little), so that no process of the run
+        outlives T. (An S0 that T dropped was ended by T: its socket reads the end at once.)"""
         try:
-            control.shutdown(_socket.SHUT_WR)
-            control.settimeout(_ZYGOTE_WAIT_S)
-            control.recv(1)
-        except BaseException:  # no zygote (NameError), gone, or slower than the wait
+            link.shutdown(_socket.SHUT_WR)
+            link.settimeout(_ZYGOTE_WAIT_S)
+            link.recv(1)
+            _reap_within(pid, _REAP_WAIT_S)
+        except BaseException:  # no solution's process (NameError), gone, or slower than the wait
             pass
         _os._exit(0)
 
@@ -990,7 +1122,7 @@ def _main():
         finish()
     with _os.fdopen(tests_fd, encoding="utf-8") as handle:
         payload = json.load(handle)
-    _run_tests(control, emit, finish, payload)
+    _run_tests(link, emit, finish, payload, connection=connection)
 
 
 def _compile_tests(tests):
@@ -1004,18 +1136,20 @@ def _compile_tests(tests):
     return codes
 
 
-def _run_tests(control, emit, finish, payload, codes=None, verdict=None, setup_code=None):
-    """T after its set-up: wait for the solution's reports, run every test, report each with
-    `emit`, end with `finish`. `codes`: the tests already compiled (else compiled here, while
-    the solution's process runs the solution); `verdict(record)`: called after each test's
+def _run_tests(control, emit, finish, payload, codes=None, verdict=None, setup_code=None, connection=None):
+    """T after its set-up: wait for the solution's reports on `control`, run every test, report
+    each with `emit`, end with `finish`. `codes`: the tests already compiled (else compiled here,
+    while the solution's process runs the solution); `verdict(record)`: called after each test's
     record is written (in a run of many programs, to tell the run's process); `setup_code`: the
-    problem's setup already compiled."""
+    problem's setup already compiled; `connection`: T's link to the solution's servers (else
+    one whose servers the zygote on `control` forks)."""
     time_limit = float(payload["time_s"])
     stdout_chars = int(payload["stdout_chars"])
     tests = payload["tests"]
     _sys.path[:] = _trusted_path()
     _os.chdir("/")
-    connection = _Connection(control)
+    if connection is None:
+        connection = _Connection(control)
     setup_error = None
     deadline = _time.monotonic() + 2 * time_limit + 5.0
     try:
@@ -1114,6 +1248,11 @@ def _run_tests(control, emit, finish, payload, codes=None, verdict=None, setup_c
         emit(record)
         if verdict is not None:
             verdict(record)
+        if connection.control is None and connection.server is None and index + 1 < len(tests):
+            # A run of one program whose only server T had to drop (and ended): the tests left
+            # are the host's to run in a fresh run, from a fresh copy of the solution's state.
+            emit({"kind": "replaced", "next": index + 1})
+            break
     emit({"kind": "done"})
     finish()
 
