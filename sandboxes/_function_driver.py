@@ -1,5 +1,5 @@
 # ruff: noqa: F821
-"""The function-test driver: one sandbox run, three processes, plain data between them.
+"""The function-test driver: one sandbox run, two processes, plain data between them.
 
 Not imported anywhere: `sandboxes.harness` sends this text into the sandbox as the program of a
 run, right after the source of ``sandboxes/_crossing.py`` (whose ``encode``, ``decode``,
@@ -11,16 +11,22 @@ run, right after the source of ``sandboxes/_crossing.py`` (whose ``encode``, ``d
   an object it returned, sends the call to the solution's process and waits for plain data back
   (`sandboxes._crossing`). It reports each test's verdict on the run's stdout, each line prefixed
   with a per-run secret read from stdin.
-* **S0, the solution's zygote**, forked by T before T reads anything. It runs ``setup`` and the
-  solution's top level, reports which names the solution defines, then forks servers on demand:
-  for each one-byte request on its socket that carries a new socket (SCM_RIGHTS), it kills the
-  server it forked before, if any, and forks a new one, a copy of the state the top level left.
-* **S1, a solution server**, forked by S0: answers calls, one frame in, one frame out, each call
-  under its own timer (what is left of the test's time). The tests share one S1, in order, as
-  HumanEval's ``check`` shares one process: a test sees what earlier calls left in the
-  solution's state. When T has to abandon a call (the solution ignored its timer and T's own
-  timer fired, the server died, or it answered anything malformed), the rest of that test fails
-  and the next test's first call gets a fresh S1 from S0; objects of the old server are refused.
+* **S0, the solution's process**, forked by T before T reads anything. It runs ``setup`` and the
+  solution's top level, reports which names the solution defines, then answers T's calls on the
+  same socket, one frame in, one frame out, each call under its own timer (what is left of the
+  test's time). The tests share S0, in order, as HumanEval's ``check`` shares one process: a
+  test sees what earlier calls left in the solution's state. When T has to abandon a call (the
+  solution ignored its timer and T's own timer fired, S0 died, or it answered anything
+  malformed), the rest of that test fails, T ends S0, reports which test comes next and ends the
+  run; the host runs the tests left in a fresh run (``sandboxes.harness.run_function_tests``),
+  so the next test gets a fresh copy of the state the top level left, and objects of the old
+  process are gone with it. (A process per fresh copy held in reserve in every run cost each
+  solution ~2 ms of CPU on a 2-core VM, a fork's page tables, copy-on-write faults and exit,
+  for what happens in few runs.)
+
+A run of many programs (`_slots_main`, the Coder–Tester's one-run catch reward) keeps three
+processes per program: there S0 is the solution's *zygote*, forking a server S1 on T's first
+call and a fresh one after each call T gave up on (`_serve_copies`).
 
 Every failure that is the harness's, not the test's own check (a time-out, a value that cannot
 cross, a handle asked for its truth value, length, items or an order, a dead or lying server),
@@ -40,10 +46,11 @@ solution compiles before it runs it, and T runs no test before that report. So t
 expected values and, when the tests are themselves a model's (a tester's), the tests never see
 the solution (a golden one). Both are non-dumpable, so neither can open the
 other's ``/proc/<pid>/mem``, ``fd`` or ``environ`` (ptrace, ``process_vm_readv`` and
-``pidfd_getfd`` are refused to every run by the sandbox's job filter). S0 and S1 hold
-``/dev/null`` on 0, 1 and 2 and one copy of the run's stdout for the ledger, whose secret T never
-holds (it is in the solution's file); S1 answers only on its own socket, which T made and
-passed to S0 (T never receives a descriptor from the solution's side). T imports nothing
+``pidfd_getfd`` are refused to every run by the sandbox's job filter). The solution's processes
+hold ``/dev/null`` on 0, 1 and 2 and one copy of the run's stdout for the ledger, whose secret T
+never holds (it is in the solution's file); they answer only on sockets T made (in a run of many
+programs, S1 on its own socket, which T passed to S0; T never receives a descriptor from the
+solution's side). T imports nothing
 from a directory the solution could write (the job directory and every writable path leave
 ``sys.path``). Whatever the solution's processes do (lie, write garbage, die, hang, signal T), the
 worst outcome is tests that fail.
@@ -89,6 +96,14 @@ def _libc():
     return _LIBC[0]
 
 
+try:
+    # Loaded where the module's body runs: once per worker where the sandbox's zygote holds the
+    # driver (sandboxes.core.shared_code_file), so that a run does not load it again.
+    _libc().prctl  # noqa: B018  (the function pointer is cached on the library object)
+except Exception:
+    pass
+
+
 def _non_dumpable():
     """Make this process (and what it forks) non-dumpable; whether that took effect. Without it,
     a process of the same uid could open this one's /proc/<pid>/mem, fd and environ."""
@@ -119,6 +134,19 @@ def _read_payload(name):
         payload = json.load(handle)
     _os.remove(name)
     return payload
+
+
+def _load_json_fd(fd):
+    """The JSON value of the whole file open on `fd` (read with plain reads: no file object)."""
+    import json
+
+    chunks = []
+    while True:
+        chunk = _os.read(fd, 1 << 20)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return json.loads(b"".join(chunks))
 
 
 def _take_file(name):
@@ -175,12 +203,14 @@ class _SolutionLedger:
     0, 1 and 2), prefixed with the solution's secret, which came in the solution's file and that
     the test process never holds. Each line is one ``write()`` of under ``PIPE_BUF`` bytes,
     starting with a newline, so a line is never split nor glued to what another process wrote.
-    Events: ``{"e": "server", "s": n}`` (S0 forked server n), ``{"e": "b", "s": n, "c": k}``
+    Events: ``{"e": "server", "s": n}`` (server n starts: S0 itself in a run of one program, a
+    server the zygote forked in a run of many), ``{"e": "b", "s": n, "c": k}``
     (server n read call k, before running it), ``{"e": "e", "s": n, "c": k, "h": reason|None}``
     (call k ended; ``h``: a harness event: time-out, frame limit, a value that cannot cross, a
     request it could not read), ``{"e": "bad", "s": n, "h": reason}`` (an unreadable frame: the
-    server exits) and ``{"e": "final", "servers": n}`` (S0, when the test process is done). See
-    ``sandboxes.harness._solution_marks``."""
+    server exits) and ``{"e": "final", "servers": n}`` (S0, when the test process is done; none
+    in a run that T ended after it had to drop S0, so that none of that run's failing tests
+    counts as a catch). See ``sandboxes.harness._solution_marks``."""
 
     def __init__(self, fd, secret):
         self.fd, self.prefix = fd, ("\n" + secret).encode("ascii")
@@ -583,7 +613,9 @@ def _solution_process(link):
         for target in (0, 1, 2):
             _os.dup2(null, target)
         _close_other_descriptors(link.fileno(), record_fd)
-        payload = _read_payload(_SOLUTION_FILE)
+        solution_fd = _take_file(_SOLUTION_FILE)
+        payload = _load_json_fd(solution_fd)
+        _os.close(solution_fd)
         ledger = _solution_ledger(payload, record_fd)
         time_s, stdout_chars = float(payload["time_s"]), int(payload["stdout_chars"])
 
@@ -1054,18 +1086,35 @@ def _record_line(secret, record, dumps):
         record[longest] = value[: len(value) // 2]
 
 
+# The real paths of what ``sys.path`` and the fixed scratch directories name where the module's
+# body runs (a pooled sandbox's zygote: once per worker). The directories they resolve through
+# are the sandbox's read-only system paths; what a run can write is checked in every run.
+def _real_paths():
+    found = {}
+    for path in list(_sys.path) + ["/tmp", "/var/tmp", "/dev/shm"]:
+        if type(path) is str and _os.path.isabs(path):
+            try:
+                found[path] = _os.path.realpath(path)
+            except Exception:
+                pass
+    return found
+
+
+_REAL_PATHS = _real_paths()
+
+
 def _trusted_path():
     """``sys.path`` without the job directory and anything else this run could write (a module
     planted there would run in this process when a test imports it)."""
-    scratch = [_os.getcwd(), "/tmp", "/var/tmp", "/dev/shm"]
-    scratch += [_os.environ.get(name, "") for name in ("TMPDIR", "HOME")]
-    scratch = [_os.path.realpath(path) for path in scratch if path]
+    job = [_os.getcwd()] + [_os.environ.get(name, "") for name in ("TMPDIR", "HOME")]
+    scratch = {_REAL_PATHS.get(path) or _os.path.realpath(path) for path in ["/tmp", "/var/tmp", "/dev/shm"] + job if path}
+    prefixes = tuple(path.rstrip("/") + "/" for path in scratch)
     kept = []
     for entry in _sys.path:
         if not entry or not _os.path.isabs(entry):
             continue
-        real = _os.path.realpath(entry)
-        if any(real == path or real.startswith(path.rstrip("/") + "/") for path in scratch):
+        real = _os.path.realpath(entry) if entry in job else (_REAL_PATHS.get(entry) or _os.path.realpath(entry))
+        if real in scratch or real.startswith(prefixes):
             continue
         # (As root, on the unsafe backend, everything is writable: nothing is isolated there.)
         if _os.getuid() != 0 and _os.access(entry, _os.W_OK):
@@ -1091,14 +1140,20 @@ def _main():
             _solution_process(link_theirs)
         link_theirs.close()
         connection = _Connection(None, server=link, server_pid=pid)
-    secret = _sys.stdin.readline().strip()
+    # The secret's line, read with plain reads (the zygote's stdin object would allocate and
+    # touch its buffers in this process).
+    line = b""
+    while b"\n" not in line:
+        chunk = _os.read(0, 4096)
+        if not chunk:
+            break
+        line += chunk
+    secret = line.partition(b"\n")[0].decode("utf-8", "replace").strip()
     null = _os.open(_os.devnull, _os.O_RDONLY)
     _os.dup2(null, 0)
     _os.close(null)
     _sys.stdin = _io.StringIO("")
     channel = _os.dup(1)
-    import json
-
     emit = _emitter(channel, secret)
 
     def finish():
@@ -1120,8 +1175,8 @@ def _main():
         # other's memory. Nothing runs; the host reports a sandbox failure, not a verdict.
         emit({"kind": "unisolated", "error": "the sandbox does not let a run make itself non-dumpable"})
         finish()
-    with _os.fdopen(tests_fd, encoding="utf-8") as handle:
-        payload = json.load(handle)
+    payload = _load_json_fd(tests_fd)
+    _os.close(tests_fd)
     _run_tests(link, emit, finish, payload, connection=connection)
 
 

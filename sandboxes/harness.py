@@ -142,7 +142,7 @@ class TestReport:
 # function-style tests
 # ---------------------------------------------------------------------------------------------
 
-# The driver runs inside the sandbox: the data codec, then the three processes' code (see
+# The driver runs inside the sandbox: the data codec, then its processes' code (see
 # sandboxes/_function_driver.py). Each result line T writes is prefixed with a per-run secret,
 # read from stdin (gone from every descriptor before any other code runs), so that nothing else
 # that reaches the run's stdout can pass for a result. It is sent compiled (marshal, without
@@ -306,7 +306,8 @@ def run_function_tests(
             order (as when HumanEval's ``check`` calls the candidate again and again), except
             that after a call the harness had to abandon (a time-out the solution did not
             honour, a process that died or answered garbage) the next test gets a fresh copy
-            of the state its top level left.
+            of the state its top level left (the tests left run in a fresh run; their failures
+            are harness failures, `TestResult.harness_failure`).
             Where `entry_point` is given, ``candidate`` is bound to it (HumanEval style). A
             single string is test *code* (a HumanEval ``check(candidate)`` module, or MBPP-style
             top-level asserts), split into one snippet per assert by `split_test_code`; a bare
