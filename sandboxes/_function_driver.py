@@ -352,12 +352,8 @@ class _Server:
                 request = recv_frame(self.sock)
             except EOFError:
                 if self.ends_run:
-                    # T is done (it waits for the byte, so that the event is in the pipe first).
+                    # T is done (it waits for this process's exit: the event is in the pipe first).
                     self.ledger.write({"e": "final", "servers": server})
-                    try:
-                        self.sock.send(b"!")
-                    except OSError:
-                        pass
                 _os._exit(0)
             except BaseException as exc:
                 self.ledger.write({"e": "bad", "s": server, "h": "an unreadable request (%s)" % type(exc).__name__})
@@ -1042,13 +1038,12 @@ def _bind_names(namespace, exported, connection, entry):
                 pass
 
 
-# How long T waits, at the end of the run, for the solution's zygote to write its ledger's final
-# event (it has nothing else to do; a zygote that takes longer leaves its record incomplete, and
-# the host then counts no failing test of the run as a catch).
+# How long T waits, at the end of the run, for the solution's side to write its ledger's final
+# event (the zygote of a run of many programs has nothing else to do; S0 of a run of one writes
+# it and exits, and T reaps it; a process that takes longer leaves its record incomplete, and the
+# host then counts no failing test of the run as a catch; one that does not exit is left to the
+# sandbox, which kills and reaps what a run leaves).
 _ZYGOTE_WAIT_S = 2.0
-# How long T then waits for the zygote to exit, so as to reap it (an honest one exits at once;
-# one that does not is left to the sandbox, which kills and reaps what a run leaves).
-_REAP_WAIT_S = 0.2
 
 
 def _on_reap_alarm(signum, frame):
@@ -1157,15 +1152,12 @@ def _main():
     emit = _emitter(channel, secret)
 
     def finish():
-        """The end of the run: S0 reads the end of its socket, writes the ledger's final event,
-        answers one byte and exits; T waits for that byte (a little), so that the event is in
-        the pipe before the run ends, then reaps S0 (a little), so that no process of the run
-        outlives T. (An S0 that T dropped was ended by T: its socket reads the end at once.)"""
+        """The end of the run: S0 reads the end of its socket, writes the ledger's final event
+        and exits; T reaps it (waiting a little), so that the event is in the pipe before the
+        run ends and no process of the run outlives T. (An S0 that T dropped was ended by T.)"""
         try:
             link.shutdown(_socket.SHUT_WR)
-            link.settimeout(_ZYGOTE_WAIT_S)
-            link.recv(1)
-            _reap_within(pid, _REAP_WAIT_S)
+            _reap_within(pid, _ZYGOTE_WAIT_S)
         except BaseException:  # no solution's process (NameError), gone, or slower than the wait
             pass
         _os._exit(0)
