@@ -150,7 +150,7 @@ def components(backend: str, problems: list[dict], repeats: int) -> int:
     old_harness = load_baseline_harness()
     driver = {"harness_driver.bin": new_harness._driver_files()["harness_driver.bin"]}  # what a run carries
     # Loading only: where the zygote holds the driver there is nothing left to load.
-    loader_only = new_harness._LOADER.replace("held._main()", "pass").replace(
+    loader_only = new_harness._LOADER.replace("held._entry()", "pass").replace(
         "exec(code)", "exec(code, {'__name__': 'loaded'})"
     )
     steps: dict[str, Callable[[Any, dict], object]] = {
