@@ -597,8 +597,9 @@ def _solution_ledger(payload, record_fd):
 def _solution_process(link):
     """S0 of a run of one program: never returns. Reads and deletes the solution's file, reports
     on `link` whether the solution compiles and what its top level did, then answers T's calls on
-    `link` itself (server 1); when T closes `link`, writes the ledger's final event and answers
-    one byte. Where the solution fails before the tests, the final event comes before the report.
+    `link` itself (server 1); when T closes `link`, writes the ledger's final event and exits
+    (T reaps it). Where the solution fails before the tests, the final event comes before the
+    report.
     There is no other server: where T has to give up on a call, it ends S0 and the run, and the
     host runs the tests left in a fresh run (``sandboxes.harness.run_function_tests``)."""
     try:
