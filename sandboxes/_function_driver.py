@@ -1,5 +1,5 @@
 # ruff: noqa: F821
-"""The function-test driver: one sandbox run, three processes, plain data between them.
+"""The function-test driver: one sandbox run, two processes, plain data between them.
 
 Not imported anywhere: `sandboxes.harness` sends this text into the sandbox as the program of a
 run, right after the source of ``sandboxes/_crossing.py`` (whose ``encode``, ``decode``,
@@ -11,16 +11,22 @@ run, right after the source of ``sandboxes/_crossing.py`` (whose ``encode``, ``d
   an object it returned, sends the call to the solution's process and waits for plain data back
   (`sandboxes._crossing`). It reports each test's verdict on the run's stdout, each line prefixed
   with a per-run secret read from stdin.
-* **S0, the solution's zygote**, forked by T before T reads anything. It runs ``setup`` and the
-  solution's top level, reports which names the solution defines, then forks servers on demand:
-  for each one-byte request on its socket that carries a new socket (SCM_RIGHTS), it kills the
-  server it forked before, if any, and forks a new one, a copy of the state the top level left.
-* **S1, a solution server**, forked by S0: answers calls, one frame in, one frame out, each call
-  under its own timer (what is left of the test's time). The tests share one S1, in order, as
-  HumanEval's ``check`` shares one process: a test sees what earlier calls left in the
-  solution's state. When T has to abandon a call (the solution ignored its timer and T's own
-  timer fired, the server died, or it answered anything malformed), the rest of that test fails
-  and the next test's first call gets a fresh S1 from S0; objects of the old server are refused.
+* **S0, the solution's process**, forked by T before T reads anything. It runs ``setup`` and the
+  solution's top level, reports which names the solution defines, then answers T's calls on the
+  same socket, one frame in, one frame out, each call under its own timer (what is left of the
+  test's time). The tests share S0, in order, as HumanEval's ``check`` shares one process: a
+  test sees what earlier calls left in the solution's state. When T has to abandon a call (the
+  solution ignored its timer and T's own timer fired, S0 died, or it answered anything
+  malformed), the rest of that test fails, T ends S0, reports which test comes next and ends the
+  run; the host runs the tests left in a fresh run (``sandboxes.harness.run_function_tests``),
+  so the next test gets a fresh copy of the state the top level left, and objects of the old
+  process are gone with it. (A process per fresh copy held in reserve in every run cost each
+  solution ~2 ms of CPU on a 2-core VM, a fork's page tables, copy-on-write faults and exit,
+  for what happens in few runs.)
+
+A run of many programs (`_slots_main`, the Coder–Tester's one-run catch reward) keeps three
+processes per program: there S0 is the solution's *zygote*, forking a server S1 on T's first
+call and a fresh one after each call T gave up on (`_serve_copies`).
 
 Every failure that is the harness's, not the test's own check (a time-out, a value that cannot
 cross, a handle asked for its truth value, length, items or an order, a dead or lying server),
@@ -40,10 +46,11 @@ solution compiles before it runs it, and T runs no test before that report. So t
 expected values and, when the tests are themselves a model's (a tester's), the tests never see
 the solution (a golden one). Both are non-dumpable, so neither can open the
 other's ``/proc/<pid>/mem``, ``fd`` or ``environ`` (ptrace, ``process_vm_readv`` and
-``pidfd_getfd`` are refused to every run by the sandbox's job filter). S0 and S1 hold
-``/dev/null`` on 0, 1 and 2 and one copy of the run's stdout for the ledger, whose secret T never
-holds (it is in the solution's file); S1 answers only on its own socket, which T made and
-passed to S0 (T never receives a descriptor from the solution's side). T imports nothing
+``pidfd_getfd`` are refused to every run by the sandbox's job filter). The solution's processes
+hold ``/dev/null`` on 0, 1 and 2 and one copy of the run's stdout for the ledger, whose secret T
+never holds (it is in the solution's file); they answer only on sockets T made (in a run of many
+programs, S1 on its own socket, which T passed to S0; T never receives a descriptor from the
+solution's side). T imports nothing
 from a directory the solution could write (the job directory and every writable path leave
 ``sys.path``). Whatever the solution's processes do (lie, write garbage, die, hang, signal T), the
 worst outcome is tests that fail.
@@ -89,6 +96,14 @@ def _libc():
     return _LIBC[0]
 
 
+try:
+    # Loaded where the module's body runs: once per worker where the sandbox's zygote holds the
+    # driver (sandboxes.core.shared_code_file), so that a run does not load it again.
+    _libc().prctl  # noqa: B018  (the function pointer is cached on the library object)
+except Exception:
+    pass
+
+
 def _non_dumpable():
     """Make this process (and what it forks) non-dumpable; whether that took effect. Without it,
     a process of the same uid could open this one's /proc/<pid>/mem, fd and environ."""
@@ -119,6 +134,19 @@ def _read_payload(name):
         payload = json.load(handle)
     _os.remove(name)
     return payload
+
+
+def _load_json_fd(fd):
+    """The JSON value of the whole file open on `fd` (read with plain reads: no file object)."""
+    import json
+
+    chunks = []
+    while True:
+        chunk = _os.read(fd, 1 << 20)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return json.loads(b"".join(chunks))
 
 
 def _take_file(name):
@@ -175,12 +203,14 @@ class _SolutionLedger:
     0, 1 and 2), prefixed with the solution's secret, which came in the solution's file and that
     the test process never holds. Each line is one ``write()`` of under ``PIPE_BUF`` bytes,
     starting with a newline, so a line is never split nor glued to what another process wrote.
-    Events: ``{"e": "server", "s": n}`` (S0 forked server n), ``{"e": "b", "s": n, "c": k}``
+    Events: ``{"e": "server", "s": n}`` (server n starts: S0 itself in a run of one program, a
+    server the zygote forked in a run of many), ``{"e": "b", "s": n, "c": k}``
     (server n read call k, before running it), ``{"e": "e", "s": n, "c": k, "h": reason|None}``
     (call k ended; ``h``: a harness event: time-out, frame limit, a value that cannot cross, a
     request it could not read), ``{"e": "bad", "s": n, "h": reason}`` (an unreadable frame: the
-    server exits) and ``{"e": "final", "servers": n}`` (S0, when the test process is done). See
-    ``sandboxes.harness._solution_marks``."""
+    server exits) and ``{"e": "final", "servers": n}`` (S0, when the test process is done; none
+    in a run that T ended after it had to drop S0, so that none of that run's failing tests
+    counts as a catch). See ``sandboxes.harness._solution_marks``."""
 
     def __init__(self, fd, secret):
         self.fd, self.prefix = fd, ("\n" + secret).encode("ascii")
@@ -289,6 +319,7 @@ class _Server:
         self.sock, self.namespace, self.ledger = sock, namespace, ledger
         self.calls = 0
         self.callable_names = {name for name, kind in exported.items() if kind[0] == "call"}
+        self.ends_run = False  # S0 of a run of one program: writes the ledger's final event
         self.objects = {}  # handle -> object
         self.handles = {}  # id(object) -> handle
 
@@ -320,6 +351,9 @@ class _Server:
             try:
                 request = recv_frame(self.sock)
             except EOFError:
+                if self.ends_run:
+                    # T is done (it waits for this process's exit: the event is in the pipe first).
+                    self.ledger.write({"e": "final", "servers": server})
                 _os._exit(0)
             except BaseException as exc:
                 self.ledger.write({"e": "bad", "s": server, "h": "an unreadable request (%s)" % type(exc).__name__})
@@ -476,7 +510,7 @@ def _solution_zygote(sock, payload=None):
 
 
 def _serve_copies(sock, namespace, exported, ledger):
-    """S0 after the top level: for each one-byte request on `sock` carrying a socket (SCM_RIGHTS),
+    """S0 of a run of many programs after the top level: for each one-byte request on `sock` carrying a socket (SCM_RIGHTS),
     end the previous server and fork a new one (a copy of the state the top level left) that
     answers on that socket. Returns never; exits when T closes `sock`, after writing the ledger's
     ``final`` event (and answering one byte, which T waits for)."""
@@ -487,8 +521,15 @@ def _serve_copies(sock, namespace, exported, ledger):
         except BaseException:
             message, fds = b"", []
         if not message:
-            # The end: the last server is left to the sandbox (it may still write the end of a
-            # call T gave up on, after this event; the host places events by position).
+            # The end: the last server is ended and reaped first (what a call T gave up on would
+            # still have written is moot: the host places events by position, and T is done),
+            # so that the run leaves no process for the sandbox to find, kill and reap.
+            if child is not None:
+                try:
+                    _os.kill(child, _signal.SIGKILL)
+                    _os.waitpid(child, 0)
+                except OSError:
+                    pass
             ledger.write({"e": "final", "servers": ledger.server})
             try:
                 sock.send(b"!")
@@ -520,6 +561,90 @@ def _serve_copies(sock, namespace, exported, ledger):
         _os.close(fds[0])
 
 
+def _compile_solution(payload):
+    """The problem's setup and the solution, compiled (raises what compiling raised)."""
+    return [compile(payload[label], label + ".py", "exec", dont_inherit=True) for label in ("setup", "solution")]
+
+
+def _run_solution(sources, payload, time_s, stdout_chars):
+    """Run the problem's setup then the solution's top level (`sources`, compiled; None:
+    compile them first) in this process: ``(namespace, names it exports, error or None, what it
+    printed)``."""
+    namespace = {"__name__": "__solution__", "__builtins__": __builtins__}
+    out = _CappedText(stdout_chars)
+    if sources is None:
+        try:
+            sources = _compile_solution(payload)
+        except BaseException as exc:
+            return namespace, {}, _exception_text(exc), ""
+    error = _run_top_level(sources[0], namespace, time_s, out)
+    setup_names = set(namespace)
+    if error is None:
+        error = _run_top_level(sources[1], namespace, time_s, out)
+    entry = payload["entry_point"]
+    if error is None and entry and entry not in namespace:
+        error = "the solution does not define %r" % entry
+    exported = _export_names(namespace, setup_names, entry) if error is None else {}
+    return namespace, exported, error, out.text()
+
+
+def _solution_ledger(payload, record_fd):
+    # (A payload without a secret, from a caller that reads no ledger: nothing is written, and
+    # the host, finding no ledger, counts no failure as a catch.)
+    return _SolutionLedger(record_fd if payload.get("record_secret") else None, str(payload.get("record_secret")))
+
+
+def _solution_process(link):
+    """S0 of a run of one program: never returns. Reads and deletes the solution's file, reports
+    on `link` whether the solution compiles and what its top level did, then answers T's calls on
+    `link` itself (server 1); when T closes `link`, writes the ledger's final event and exits
+    (T reaps it). Where the solution fails before the tests, the final event comes before the
+    report.
+    There is no other server: where T has to give up on a call, it ends S0 and the run, and the
+    host runs the tests left in a fresh run (``sandboxes.harness.run_function_tests``)."""
+    try:
+        # The run's stdout, for this side's own record (`_SolutionLedger`); 0, 1 and 2 become
+        # /dev/null.
+        record_fd = _os.dup(1)
+        null = _os.open(_os.devnull, _os.O_RDWR)
+        for target in (0, 1, 2):
+            _os.dup2(null, target)
+        _close_other_descriptors(link.fileno(), record_fd)
+        solution_fd = _take_file(_SOLUTION_FILE)
+        payload = _load_json_fd(solution_fd)
+        _os.close(solution_fd)
+        ledger = _solution_ledger(payload, record_fd)
+        time_s, stdout_chars = float(payload["time_s"]), int(payload["stdout_chars"])
+
+        def end(report):
+            # The solution failed before the tests: no server; the final event is in the pipe
+            # before T reads the report (T then ends the run).
+            ledger.write({"e": "final", "servers": 0})
+            send_frame(link, report)
+            _os._exit(0)
+
+        # The next frame, sent before any code but the driver's runs here, also says that the
+        # solution's file is gone.
+        try:
+            sources = _compile_solution(payload)
+        except BaseException as exc:
+            end({"kind": "compiled", "ok": False, "error": _exception_text(exc)})
+        send_frame(link, {"kind": "compiled", "ok": True})
+        namespace, exported, error, printed = _run_solution(sources, payload, time_s, stdout_chars)
+        report = {"kind": "ran", "error": error, "stdout": printed, "names": exported}
+        if error is not None:
+            end(report)
+        ledger.server = 1
+        ledger.write({"e": "server", "s": 1})
+        send_frame(link, report)
+        server = _Server(link, namespace, exported, ledger)
+        server.ends_run = True
+        server.serve()
+    except BaseException:
+        pass
+    _os._exit(1)
+
+
 # =============================================================================================
 # the test side (T): never executes the solution
 # =============================================================================================
@@ -539,14 +664,17 @@ class _TestTimeout(BaseException):
 
 
 class _Connection:
-    """T's link to the solution's processes: S0's socket (`control`), and the socket of the
-    server (S1) that answers the calls, forked by S0 on first use and again after a server that
-    had to be dropped."""
+    """T's link to the solution's processes: the socket of the server that answers the calls
+    (`server`), and where T asks for a new one (`control`). In a run of one program S0 is the
+    only server (`control` None; T ends the run after a test that dropped it); in a run of many,
+    S0 (the zygote on `control`) forks a server on first use and again after a server that had
+    to be dropped."""
 
-    def __init__(self, control):
-        self.control = control
-        self.server = None
-        self.generation = 0  # which server the handles in `remotes` belong to
+    def __init__(self, control, server=None, server_pid=None):
+        self.control = control  # where a request for a (new) server goes
+        self.server = server  # a first server that needs no request (S0 in a run of one program)
+        self.server_pid = server_pid  # its pid (T's child, which T ends when it drops it)
+        self.generation = 0 if server is None else 1  # which server the handles in `remotes` belong to
         self.next_id = 0
         self.remotes = {}  # handle -> _Remote
         self.poison = None  # why the current test cannot be passed (a harness failure)
@@ -573,6 +701,11 @@ class _Connection:
                 self.server.close()
             except OSError:
                 pass
+            if self.server_pid is not None and self.generation == 1:
+                try:
+                    _os.kill(self.server_pid, _signal.SIGKILL)  # S0: it may be stuck in the call
+                except OSError:
+                    pass
         self.server = None
         self.remotes = {}
 
@@ -580,6 +713,8 @@ class _Connection:
         """Ask S0 for a server (S0 ends the previous one first) unless one is up."""
         if self.server is not None:
             return
+        if self.control is None:  # (never reached: T ends the run after a test that dropped S0)
+            self.fail("the solution's process was replaced")
         mine, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
         try:
             _socket.send_fds(self.control, [b"s"], [theirs.fileno()])
@@ -904,10 +1039,30 @@ def _bind_names(namespace, exported, connection, entry):
                 pass
 
 
-# How long T waits, at the end of the run, for the solution's zygote to write its ledger's final
-# event (it has nothing else to do; a zygote that takes longer leaves its record incomplete, and
-# the host then counts no failing test of the run as a catch).
+# How long T waits, at the end of the run, for the solution's side to write its ledger's final
+# event (the zygote of a run of many programs has nothing else to do; S0 of a run of one writes
+# it and exits, and T reaps it; a process that takes longer leaves its record incomplete, and the
+# host then counts no failing test of the run as a catch; one that does not exit is left to the
+# sandbox, which kills and reaps what a run leaves).
 _ZYGOTE_WAIT_S = 2.0
+
+
+def _on_reap_alarm(signum, frame):
+    raise _TestTimeout()
+
+
+def _reap_within(pid, seconds):
+    """Reap the child `pid` if it exits within `seconds` (T's own timer interrupts the wait)."""
+    _signal.signal(_signal.SIGALRM, _on_reap_alarm)
+    _signal.setitimer(_signal.ITIMER_REAL, seconds)
+    try:
+        _os.waitpid(pid, 0)
+    except BaseException:
+        pass
+    finally:
+        _signal.setitimer(_signal.ITIMER_REAL, 0)
+
+
 # Longest line a record may take (under PIPE_BUF, 4096 on Linux: one atomic write to a pipe).
 _RECORD_BYTES = 4000
 
@@ -927,18 +1082,35 @@ def _record_line(secret, record, dumps):
         record[longest] = value[: len(value) // 2]
 
 
+# The real paths of what ``sys.path`` and the fixed scratch directories name where the module's
+# body runs (a pooled sandbox's zygote: once per worker). The directories they resolve through
+# are the sandbox's read-only system paths; what a run can write is checked in every run.
+def _real_paths():
+    found = {}
+    for path in list(_sys.path) + ["/tmp", "/var/tmp", "/dev/shm"]:
+        if type(path) is str and _os.path.isabs(path):
+            try:
+                found[path] = _os.path.realpath(path)
+            except Exception:
+                pass
+    return found
+
+
+_REAL_PATHS = _real_paths()
+
+
 def _trusted_path():
     """``sys.path`` without the job directory and anything else this run could write (a module
     planted there would run in this process when a test imports it)."""
-    scratch = [_os.getcwd(), "/tmp", "/var/tmp", "/dev/shm"]
-    scratch += [_os.environ.get(name, "") for name in ("TMPDIR", "HOME")]
-    scratch = [_os.path.realpath(path) for path in scratch if path]
+    job = [_os.getcwd()] + [_os.environ.get(name, "") for name in ("TMPDIR", "HOME")]
+    scratch = {_REAL_PATHS.get(path) or _os.path.realpath(path) for path in ["/tmp", "/var/tmp", "/dev/shm"] + job if path}
+    prefixes = tuple(path.rstrip("/") + "/" for path in scratch)
     kept = []
     for entry in _sys.path:
         if not entry or not _os.path.isabs(entry):
             continue
-        real = _os.path.realpath(entry)
-        if any(real == path or real.startswith(path.rstrip("/") + "/") for path in scratch):
+        real = _os.path.realpath(entry) if entry in job else (_REAL_PATHS.get(entry) or _os.path.realpath(entry))
+        if real in scratch or real.startswith(prefixes):
             continue
         # (As root, on the unsafe backend, everything is writable: nothing is isolated there.)
         if _os.getuid() != 0 and _os.access(entry, _os.W_OK):
@@ -951,35 +1123,43 @@ def _main():
     _signal.signal(_signal.SIGPIPE, _signal.SIG_IGN)
     # The tests' file is unlinked before the fork and read after it: the solution's process
     # starts with no copy of the tests in its memory and closes its copy of the descriptor
-    # before it runs anything else (_solution_zygote closes every descriptor but its socket).
+    # before it runs anything else (_solution_process closes every descriptor but its socket).
     isolated = _non_dumpable()
     tests_fd = _take_file(_TESTS_FILE)
+    connection = None
     if isolated:
-        control, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        # `link`: S0's reports, then the calls.
+        link, link_theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
         pid = _os.fork()
         if pid == 0:
-            control.close()
-            _solution_zygote(theirs)
-        theirs.close()
-    secret = _sys.stdin.readline().strip()
+            link.close()
+            _solution_process(link_theirs)
+        link_theirs.close()
+        connection = _Connection(None, server=link, server_pid=pid)
+    # The secret's line, read with plain reads (the zygote's stdin object would allocate and
+    # touch its buffers in this process).
+    line = b""
+    while b"\n" not in line:
+        chunk = _os.read(0, 4096)
+        if not chunk:
+            break
+        line += chunk
+    secret = line.partition(b"\n")[0].decode("utf-8", "replace").strip()
     null = _os.open(_os.devnull, _os.O_RDONLY)
     _os.dup2(null, 0)
     _os.close(null)
     _sys.stdin = _io.StringIO("")
     channel = _os.dup(1)
-    import json
-
     emit = _emitter(channel, secret)
 
     def finish():
-        """The end of the run: the solution's zygote is told (its socket reads the end), writes
-        its ledger's final event and answers one byte; T waits for that (a little), so that the
-        event is in the pipe before the run ends."""
+        """The end of the run: S0 reads the end of its socket, writes the ledger's final event
+        and exits; T reaps it (waiting a little), so that the event is in the pipe before the
+        run ends and no process of the run outlives T. (An S0 that T dropped was ended by T.)"""
         try:
-            control.shutdown(_socket.SHUT_WR)
-            control.settimeout(_ZYGOTE_WAIT_S)
-            control.recv(1)
-        except BaseException:  # no zygote (NameError), gone, or slower than the wait
+            link.shutdown(_socket.SHUT_WR)
+            _reap_within(pid, _ZYGOTE_WAIT_S)
+        except BaseException:  # no solution's process (NameError), gone, or slower than the wait
             pass
         _os._exit(0)
 
@@ -988,9 +1168,9 @@ def _main():
         # other's memory. Nothing runs; the host reports a sandbox failure, not a verdict.
         emit({"kind": "unisolated", "error": "the sandbox does not let a run make itself non-dumpable"})
         finish()
-    with _os.fdopen(tests_fd, encoding="utf-8") as handle:
-        payload = json.load(handle)
-    _run_tests(control, emit, finish, payload)
+    payload = _load_json_fd(tests_fd)
+    _os.close(tests_fd)
+    _run_tests(link, emit, finish, payload, connection=connection)
 
 
 def _compile_tests(tests):
@@ -1004,18 +1184,20 @@ def _compile_tests(tests):
     return codes
 
 
-def _run_tests(control, emit, finish, payload, codes=None, verdict=None, setup_code=None):
-    """T after its set-up: wait for the solution's reports, run every test, report each with
-    `emit`, end with `finish`. `codes`: the tests already compiled (else compiled here, while
-    the solution's process runs the solution); `verdict(record)`: called after each test's
+def _run_tests(control, emit, finish, payload, codes=None, verdict=None, setup_code=None, connection=None):
+    """T after its set-up: wait for the solution's reports on `control`, run every test, report
+    each with `emit`, end with `finish`. `codes`: the tests already compiled (else compiled here,
+    while the solution's process runs the solution); `verdict(record)`: called after each test's
     record is written (in a run of many programs, to tell the run's process); `setup_code`: the
-    problem's setup already compiled."""
+    problem's setup already compiled; `connection`: T's link to the solution's servers (else
+    one whose servers the zygote on `control` forks)."""
     time_limit = float(payload["time_s"])
     stdout_chars = int(payload["stdout_chars"])
     tests = payload["tests"]
     _sys.path[:] = _trusted_path()
     _os.chdir("/")
-    connection = _Connection(control)
+    if connection is None:
+        connection = _Connection(control)
     setup_error = None
     deadline = _time.monotonic() + 2 * time_limit + 5.0
     try:
@@ -1114,6 +1296,11 @@ def _run_tests(control, emit, finish, payload, codes=None, verdict=None, setup_c
         emit(record)
         if verdict is not None:
             verdict(record)
+        if connection.control is None and connection.server is None and index + 1 < len(tests):
+            # A run of one program whose only server T had to drop (and ended): the tests left
+            # are the host's to run in a fresh run, from a fresh copy of the solution's state.
+            emit({"kind": "replaced", "next": index + 1})
+            break
     emit({"kind": "done"})
     finish()
 

@@ -142,7 +142,7 @@ class TestReport:
 # function-style tests
 # ---------------------------------------------------------------------------------------------
 
-# The driver runs inside the sandbox: the data codec, then the three processes' code (see
+# The driver runs inside the sandbox: the data codec, then its processes' code (see
 # sandboxes/_function_driver.py). Each result line T writes is prefixed with a per-run secret,
 # read from stdin (gone from every descriptor before any other code runs), so that nothing else
 # that reaches the run's stdout can pass for a result. It is sent compiled (marshal, without
@@ -306,7 +306,8 @@ def run_function_tests(
             order (as when HumanEval's ``check`` calls the candidate again and again), except
             that after a call the harness had to abandon (a time-out the solution did not
             honour, a process that died or answered garbage) the next test gets a fresh copy
-            of the state its top level left.
+            of the state its top level left (the tests left run in a fresh run; their failures
+            are harness failures, `TestResult.harness_failure`).
             Where `entry_point` is given, ``candidate`` is bound to it (HumanEval style). A
             single string is test *code* (a HumanEval ``check(candidate)`` module, or MBPP-style
             top-level asserts), split into one snippet per assert by `split_test_code`; a bare
@@ -328,6 +329,32 @@ def run_function_tests(
         tests it did not get to, with the reason in each `TestResult.error`.
     """
     tests = _test_snippets(tests, entry_point)
+    report, next_test = _function_tests_run(sandbox, solution, tests, setup, entry_point, time_s, memory_mb)
+    # After a call the harness had to give up on (the solution's process stopped answering,
+    # died or answered garbage), the run ends after that test (its test process says which test
+    # comes next) and the tests left run in a fresh run: a fresh copy of the state the solution's
+    # top level left. Each further run starts at a later test, so there are at most len(tests).
+    results, runs = list(report.results), list(report.runs)
+    while next_test is not None:
+        replaced_in = next_test - 1
+        rest, next_in_rest = _function_tests_run(sandbox, solution, tests[next_test:], setup, entry_point, time_s, memory_mb)
+        results = results[:next_test] + [_after_replacement(result, next_test, replaced_in) for result in rest.results]
+        runs += rest.runs
+        next_test = None if next_in_rest is None else next_test + next_in_rest
+    return dataclasses.replace(report, results=results, runs=runs)
+
+
+def _function_tests_run(
+    sandbox: Sandbox,
+    solution: str,
+    tests: list[str],
+    setup: str,
+    entry_point: str | None,
+    time_s: float,
+    memory_mb: int,
+) -> tuple[TestReport, int | None]:
+    """One run of the function-test driver: its `TestReport` (of `tests`), and the index of the
+    first test it left to a fresh run (None: none; see `run_function_tests`)."""
     secret = secrets.token_hex(16)
     # The solution's side's own secret for its ledger of calls (`_solution_marks`): it travels
     # in the solution's file, which the test process never reads.
@@ -350,7 +377,38 @@ def run_function_tests(
         _remember_needs_source(sandbox)
         driver = _driver_for(sandbox, with_source=True)
         run = sandbox.run(_LOADER, stdin=secret + "\n", files={**driver, **job_files}, limits=limits)
-    return _report_from_run(run, tests, limits, secret, solution_secret)
+    stream = _stream(run, secret, solution_secret)
+    report = _report_from_run(run, tests, limits, secret, solution_secret, stream=stream)
+    return report, _replaced_at(stream, report)
+
+
+def _replaced_at(stream: list[tuple[str, dict]], report: TestReport) -> int | None:
+    """Where the test process ended its run after dropping the solution's process: the index
+    of the first test it left (its ``replaced`` record), if that test is after a test it reported
+    and before the end; else None. (The record is the test process's word: at worst, tests that
+    would have run here run in a fresh run, and their failures count as harness failures.)"""
+    for who, record in stream:
+        if who == "tests" and record.get("kind") == "replaced":
+            next_test = record.get("next")
+            if type(next_test) is int and 0 < next_test < len(report.results) and report.results[next_test - 1].error:
+                return next_test
+            return None
+    return None
+
+
+def _after_replacement(result: TestResult, offset: int, replaced_in: int) -> TestResult:
+    """`result` of a run of the tests left after the solution's process was replaced, as the
+    test at `offset` + its index: a failure is a harness failure, as any test that fails after
+    a harness failure is (an earlier test could have left the outcome for it)."""
+    result = dataclasses.replace(result, index=result.index + offset)
+    if result.passed:
+        return result
+    where = f"test {replaced_in}: the solution's process was replaced; this test ran in a fresh run"
+    return dataclasses.replace(
+        result,
+        error=f"{result.error} (after a harness failure in {where})",
+        harness_failure=result.harness_failure or f"after a harness failure in {where}",
+    )
 
 
 _SLOTS_FILE = "harness_slots.json"
@@ -626,7 +684,12 @@ def _solution_marks(stream: list[tuple[str, dict]]) -> list[_Marks | None]:
 
 
 def _report_from_run(
-    run: RunResult, tests: list[str], limits: Limits, secret: str | None = None, solution_secret: str | None = None
+    run: RunResult,
+    tests: list[str],
+    limits: Limits,
+    secret: str | None = None,
+    solution_secret: str | None = None,
+    stream: list[tuple[str, dict]] | None = None,
 ) -> TestReport:
     """The `TestReport` of a function-test run, from the records its test process wrote and the
     solution's side's ledger (`_solution_marks`).
@@ -636,7 +699,8 @@ def _report_from_run(
     fails it. A failing test is marked (``harness_failure``: never counted as having caught a
     wrong program) where either side marked a harness event, and wherever the solution's ledger
     is missing (no `solution_secret`) or incomplete."""
-    stream = _stream(run, secret, solution_secret) if secret is not None else []
+    if stream is None:
+        stream = _stream(run, secret, solution_secret) if secret is not None else []
     records = [record for who, record in stream if who == "tests"]
     marks_of: dict[int, _Marks] = {}
     if solution_secret is not None:

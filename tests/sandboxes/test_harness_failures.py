@@ -231,6 +231,34 @@ def test_a_fresh_solution_process_serves_the_tests_after_an_abandoned_call(isola
     assert results[2].harness_failure  # a time-out or a process that died: not the test's check
 
 
+def test_the_tests_left_after_an_abandoned_call_run_in_a_fresh_run_their_failures_marked(isolated):
+    # A run of one program has no spare copy of the solution (issue 35): the test process ends the
+    # run after the test that dropped the solution's process, and the host runs the rest anew.
+    tests = ["assert f(0) == 1", "f(2)", "assert f(0) == 1", "assert f(0) == 5", "assert f(0) == 3"]
+    report = run_function_tests(isolated, UNINTERRUPTIBLE, tests, time_s=0.5)
+    results = report.results
+    assert [r.index for r in results] == [0, 1, 2, 3, 4]
+    assert [r.passed for r in results] == [True, False, True, False, True], [r.error for r in results]
+    assert len(report.runs) == 2 and report.compiled and report.ran
+    assert results[1].harness_failure
+    # A failure after the replacement is the harness's (an earlier test may have left its
+    # outcome), never a catch.
+    assert "after a harness failure in test 1" in results[3].harness_failure
+    assert results[3].error.startswith("AssertionError")
+    assert not mutants.checked_failure(results[3], io_style=False)
+
+
+def test_a_replaced_record_printed_by_a_test_does_not_split_the_run(isolated):
+    # Without the run's secret a line on stdout is not the test process's record: the run is not
+    # ended early, and a later test's failure is still an ordinary one (a catch).
+    solution = "def f(x):\n    return x\n"
+    forged = 'print("replaced")\nimport sys\nsys.stdout.write(\'{"kind": "replaced", "next": 2}\\n\')\nassert f(1) == 1'
+    report = run_function_tests(isolated, solution, [forged, "assert f(2) == 3", "assert f(3) == 3"])
+    assert [r.passed for r in report.results] == [True, False, True]
+    assert len(report.runs) == 1
+    assert mutants.checked_failure(report.results[1], io_style=False)
+
+
 def test_an_object_of_a_replaced_process_is_refused(isolated):
     solution = UNINTERRUPTIBLE + "class Box:\n    def get(self):\n        return 7\n"
     tests = [
@@ -267,3 +295,23 @@ def test_iterators_are_encoded_as_their_items_and_rebuilt_as_an_iterator():
     assert list(crossing.decode(crossing.encode(x * 2 for x in range(3)))) == [0, 2, 4]
     with pytest.raises(crossing.CrossingError):
         crossing.encode(iter([object()]))  # items must be data too
+
+
+def test_a_replaced_record_is_taken_only_after_a_failed_test_and_before_the_last():
+    from sandboxes.harness import TestReport, TestResult, _replaced_at
+
+    results = [
+        TestResult(index=0, name="a", passed=True),
+        TestResult(index=1, name="b", passed=False, error="not judged: the solution's process exited during a call"),
+        TestResult(index=2, name="c", passed=False, error="not run"),
+    ]
+    report = TestReport(results=results, compiled=True, ran=True)
+
+    def replaced(next_test):
+        return [("tests", {"kind": "replaced", "next": next_test})]
+
+    assert _replaced_at(replaced(2), report) == 2
+    assert _replaced_at(replaced(1), report) is None  # test 0 passed: nothing was dropped there
+    assert _replaced_at(replaced(3), report) is None and _replaced_at(replaced(0), report) is None
+    assert _replaced_at(replaced("2"), report) is None
+    assert _replaced_at([("solution", {"kind": "replaced", "next": 2})], report) is None
