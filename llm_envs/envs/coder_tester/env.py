@@ -495,7 +495,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             mutants.cache_key(
                 problem, self.golden_tests, cfg.max_mutants, cfg.max_mutant_candidates
             ),
-            lambda: mutants.mutant_candidates(
+            lambda: mutants.iter_mutant_candidates(
                 solution,
                 functions_only=not io_style,
                 key=str(problem.id),
