@@ -1416,8 +1416,9 @@ class _SlotSolutions:
 
 
 def _reap_slot(tester, zygote):
-    """End slot's processes: its test process, its solution's zygote and every process of the
-    zygote's group (its servers), and reap them all (M is their subreaper)."""
+    """End a slot's processes: its test process and, where given, a process group (`zygote`:
+    its leader), and reap them all (M is their subreaper). (`_slots_main` passes its solution
+    processes' groups to `_SlotSolutions.reap`.)"""
     for pid, group in ((tester, False), (zygote, True)):
         if pid is None:
             continue
@@ -1447,9 +1448,10 @@ def _slots_main():
     process T per slot *before* it reads anything secret: the secrets on stdin and the programs'
     file (whose order the host drew at random). Each T keeps only its own control socket and
     verdict pipe, and waits. Then, one slot at a time, M sends the slot's T its secret (its turn),
-    forks the slot's solution zygote S0 (in a process group of its own) from the programs' file,
-    and waits for T to end; then it kills and reaps the slot's processes, so that no process of a
-    slot outlives it. T loads a seccomp filter (no file written, no socket, no process, no
+    forks the slot's one solution process S (`_slot_solution`, in a process group of its own;
+    `_SlotSolutions` is M's side of it: S's reports, the server sockets T asks for, the ledger's
+    ``server`` and ``final`` events), and waits for T to end; then it kills and reaps the slot's
+    processes, so that no process of a slot outlives it. T loads a seccomp filter (no file written, no socket, no process, no
     signal: `sandboxes.seccomp.build_test_process_filter`) before it runs any test. T and the
     solution's side write their records to the run's stdout with their slot's own secrets, as in
     a run of one program; M writes one record of its own per slot. Early stop: once the golden
