@@ -84,7 +84,8 @@ class CoderTesterConfig:
             always use one run per program): ``"per_program"`` (default), one sandbox run each;
             ``"one_run"``, all of them in one run, one slot at a time in a random order, each
             slot's test process under a seccomp filter, a wrong program stopped at its first
-            caught test (``sandboxes.harness.run_function_tests_slots``). ``"one_run"`` needs
+            caught test (``sandboxes.harness.run_function_tests_slots``; the problem's mutants
+            are then chosen in one run per ``max_mutants`` candidates too). ``"one_run"`` needs
             ``allow_reward_holes``: a slot's tests can measure how long the earlier slots took
             (the clock cannot be taken from them), so a tester can pass its programs' answers
             on to later slots by how long its tests run, and assert their majority.
