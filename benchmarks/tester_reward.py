@@ -13,7 +13,9 @@ golden solution), and reports the wall time of the tester's step and the sandbox
 * **paper**: the golden solution and the coder's code on the tester's tests only;
 * **one run, ...**: the same catch reward with ``catch_runs="one_run"`` (the guarded golden and
   every wrong program in one sandbox run, one slot each, a wrong program stopped at its first
-  catch: ``sandboxes.harness.run_function_tests_slots``), from the disk cache and warm.
+  catch: ``sandboxes.harness.run_function_tests_slots``): cold (nothing cached, in memory or on
+  disk: its mutants chosen one run per ``max_mutants`` candidates), from the disk cache and
+  warm.
 
 Modes alternate problem by problem on one warm sandbox, so load changes hit all of them alike.
 Besides the wall time of the step, the CPU it cost over every process of the sandbox's workers
@@ -159,7 +161,7 @@ def main() -> None:
     from llm_envs.envs.coder_tester import mutants
 
     # A disk cache of this run's own: "cold" means nothing cached anywhere.
-    os.environ["LLM_ENVS_MUTANT_CACHE"] = tempfile.mkdtemp(prefix="tester-reward-mutants-")
+    disk_cache = os.environ["LLM_ENVS_MUTANT_CACHE"] = tempfile.mkdtemp(prefix="tester-reward-mutants-")
     from llm_envs.envs.coder_tester.env import CoderTesterEnv
 
     sandbox = TimedSandbox(sandboxes.make_sandbox(args.backend))
@@ -178,6 +180,7 @@ def main() -> None:
         "catch, cold": [],
         "catch, from disk": [],
         "catch, warm": [],
+        "one run, cold": [],
         "one run, from disk": [],
         "one run, warm": [],
     }
@@ -196,6 +199,11 @@ def main() -> None:
             sample("paper", envs["paper"], index)
             info = sample("catch, cold", envs["catch"], index)
             wrong_programs.append(info.get("wrong_programs", 0))
+            # Nothing cached for the one-run env either: a disk cache of its own for this step.
+            mutants.clear_cache()
+            os.environ["LLM_ENVS_MUTANT_CACHE"] = tempfile.mkdtemp(prefix="tester-reward-mutants-")
+            one_cold = sample("one run, cold", envs["one run"], index)
+            os.environ["LLM_ENVS_MUTANT_CACHE"] = disk_cache
             mutants.clear_cache()  # a new process: the memory cache is empty, the disk one is not
             sample("catch, from disk", envs["catch"], index)
             mutants.clear_cache()
@@ -203,7 +211,7 @@ def main() -> None:
             one_warm = sample("one run, warm", envs["one run"], index)
             warm = sample("catch, warm", envs["catch"], index)
             keys = ("golden_solution_pass_rate", "wrong_programs", "wrong_programs_caught")
-            same_reward &= all(tuple(i[k] for k in keys) == tuple(warm[k] for k in keys) for i in (one, one_warm))
+            same_reward &= all(tuple(i[k] for k in keys) == tuple(warm[k] for k in keys) for i in (one_cold, one, one_warm))
             loads.append(os.getloadavg()[0])
             breakdown.append(slot_cost(envs["one run"], index))
     finally:

@@ -1407,9 +1407,205 @@ def _slot_test_process(control, verdict_fd, payload, codes, load_filter, setup_c
     _run_tests(control, emit, finish, payload, codes, verdict, setup_code)
 
 
+def _slot_solution(requests, payload, setup_code, ledger_fd, reports):
+    """S, the one solution process of a slot (`_slots_main`), forked by M: compiles and runs the
+    program's top level, then answers the test process's calls itself (no zygote, no server
+    forked from it: M forks a replacement, which runs the top level again, where the test
+    process asks for a fresh server). `requests`: its socket to M, on which it sends the
+    ``compiled`` and ``ran`` reports where `reports` (M passes them on to the test process)
+    and receives its server socket with its server number. Never returns."""
+    try:
+        null = _os.open(_os.devnull, _os.O_RDWR)
+        for target in (0, 1, 2):
+            _os.dup2(null, target)
+        _os.close(null)
+        _close_other_descriptors(requests.fileno(), ledger_fd)
+        _non_dumpable()
+        ledger = _SolutionLedger(ledger_fd if payload.get("record_secret") else None, str(payload.get("record_secret")))
+        time_s, stdout_chars = float(payload["time_s"]), int(payload["stdout_chars"])
+        try:
+            sources = [
+                setup_code if setup_code is not None else compile(payload["setup"], "setup.py", "exec", dont_inherit=True),
+                compile(payload["solution"], "solution.py", "exec", dont_inherit=True),
+            ]
+        except BaseException as exc:
+            if reports:
+                send_frame(requests, {"kind": "compiled", "ok": False, "error": _exception_text(exc)})
+            _os._exit(0)
+        if reports:
+            send_frame(requests, {"kind": "compiled", "ok": True})
+        namespace = {"__name__": "__solution__", "__builtins__": __builtins__}
+        out = _CappedText(stdout_chars)
+        error = _run_top_level(sources[0], namespace, time_s, out)
+        setup_names = set(namespace)
+        if error is None:
+            error = _run_top_level(sources[1], namespace, time_s, out)
+        entry = payload["entry_point"]
+        if error is None and entry and entry not in namespace:
+            error = "the solution does not define %r" % entry
+        exported = _export_names(namespace, setup_names, entry) if error is None else {}
+        if reports:
+            send_frame(requests, {"kind": "ran", "error": error, "stdout": out.text(), "names": exported})
+        if error is not None:
+            _os._exit(0)
+        message, fds, _flags, _address = _socket.recv_fds(requests, 16, 1)
+        if len(fds) != 1 or not message.isdigit():
+            _os._exit(0)
+        requests.close()
+        ledger.server = int(message)
+        _Server(_socket.socket(fileno=fds[0]), namespace, exported, ledger).serve()
+    except BaseException:
+        pass
+    _os._exit(1)
+
+
+class _SlotSolutions:
+    """M's side of one slot's solution processes: forks S (`_slot_solution`), passes its
+    ``compiled`` and ``ran`` reports on to the test process, gives it each server socket the
+    test process sends (replacing S by a fresh one, which runs the top level again, from the
+    second on), and writes the ledger events a zygote would write: ``server`` before a server
+    can answer, and ``final`` once the test process is done (`sandboxes.harness._solution_marks`).
+    """
+
+    def __init__(self, control, payload, setup_code):
+        self.control, self.payload, self.setup_code = control, payload, setup_code
+        self.ledger = _SolutionLedger(_os.dup(1) if payload.get("record_secret") else None, str(payload.get("record_secret")))
+        self.pids = []  # every S forked, to be reaped
+        self.current = None  # the live S
+        self.requests = None  # M's end of the live S's socket
+        self.loading = None  # that socket while S still sends its reports
+        self.served = False  # the live S has been given its server socket
+        self.final = False
+
+    def start(self, reports=True):
+        mine, theirs = _socket.socketpair(_socket.AF_UNIX, _socket.SOCK_STREAM)
+        ledger_fd = self.ledger.fd if self.ledger.fd is not None else _os.open(_os.devnull, _os.O_WRONLY)
+        pid = _os.fork()
+        if pid == 0:
+            try:
+                _os.setpgid(0, 0)
+                mine.close()
+                self.control.close()
+            except OSError:
+                _os._exit(1)
+            _slot_solution(theirs, self.payload, self.setup_code, ledger_fd, reports)
+            _os._exit(1)
+        if self.ledger.fd is None:
+            _os.close(ledger_fd)
+        try:
+            _os.setpgid(pid, pid)
+        except OSError:
+            pass
+        theirs.close()
+        self.pids.append(pid)
+        self.current, self.requests, self.served = pid, mine, False
+        self.loading = mine if reports else None
+
+    def waiting_on(self):
+        """The descriptors M selects on for this slot's solution side."""
+        return ([self.loading] if self.loading is not None else []) + ([] if self.final else [self.control])
+
+    def on_report(self):
+        """S sent a report (or is gone): pass it on to the test process."""
+        try:
+            report = recv_frame(self.loading)
+        except BaseException:
+            report = None
+        if type(report) is not dict:
+            # As when a zygote dies before its reports: the test process reads the end.
+            self.loading = None
+            try:
+                self.control.shutdown(_socket.SHUT_WR)
+            except OSError:
+                pass
+            return
+        try:
+            send_frame(self.control, report)
+        except OSError:
+            pass
+        if report.get("kind") == "ran" or report.get("ok") is not True:
+            self.loading = None
+
+    def on_request(self):
+        """The test process asked for a server (a socket) or is done (the end of its socket)."""
+        try:
+            message, fds, _flags, _address = _socket.recv_fds(self.control, 1, 4)
+        except BaseException:
+            message, fds = b"", []
+        if not message:
+            for fd in fds:
+                _os.close(fd)
+            self.finish()
+            return
+        if len(fds) != 1:
+            for fd in fds:
+                _os.close(fd)
+            return
+        try:
+            if self.served:
+                # A fresh copy of the state the top level left: a new S runs it again (the
+                # programs of a run of many are harness-made and deterministic).
+                self.stop()
+                self.start(reports=False)
+            self.ledger.server += 1
+            self.ledger.write({"e": "server", "s": self.ledger.server})
+            try:
+                _socket.send_fds(self.requests, [b"%d" % self.ledger.server], fds)
+            except OSError:
+                pass
+            self.served = True
+        finally:
+            _os.close(fds[0])
+
+    def finish(self):
+        """The test process is done (or ended): the ledger's last event, and T's answer."""
+        if self.final:
+            return
+        self.final = True
+        self.ledger.write({"e": "final", "servers": self.ledger.server})
+        try:
+            self.control.send(b"!")
+        except OSError:
+            pass
+
+    def stop(self):
+        if self.current is not None:
+            try:
+                _os.killpg(self.current, _signal.SIGKILL)
+            except OSError:
+                pass
+        for sock in (self.requests,):
+            if sock is not None:
+                try:
+                    sock.close()
+                except OSError:
+                    pass
+        self.current = self.requests = self.loading = None
+
+    def reap(self):
+        """Kill and reap every S of the slot and whatever they left in their groups."""
+        self.stop()
+        for pid in self.pids:
+            try:
+                _os.killpg(pid, _signal.SIGKILL)
+            except OSError:
+                pass
+            while True:
+                try:
+                    _os.waitpid(-pid, 0)
+                except OSError:
+                    break
+        if self.ledger.fd is not None:
+            try:
+                _os.close(self.ledger.fd)
+            except OSError:
+                pass
+
+
 def _reap_slot(tester, zygote):
-    """End slot's processes: its test process, its solution's zygote and every process of the
-    zygote's group (its servers), and reap them all (M is their subreaper)."""
+    """End a slot's processes: its test process and, where given, a process group (`zygote`:
+    its leader), and reap them all (M is their subreaper). (`_slots_main` passes its solution
+    processes' groups to `_SlotSolutions.reap`.)"""
     for pid, group in ((tester, False), (zygote, True)):
         if pid is None:
             continue
@@ -1439,9 +1635,10 @@ def _slots_main():
     process T per slot *before* it reads anything secret: the secrets on stdin and the programs'
     file (whose order the host drew at random). Each T keeps only its own control socket and
     verdict pipe, and waits. Then, one slot at a time, M sends the slot's T its secret (its turn),
-    forks the slot's solution zygote S0 (in a process group of its own) from the programs' file,
-    and waits for T to end; then it kills and reaps the slot's processes, so that no process of a
-    slot outlives it. T loads a seccomp filter (no file written, no socket, no process, no
+    forks the slot's one solution process S (`_slot_solution`, in a process group of its own;
+    `_SlotSolutions` is M's side of it: S's reports, the server sockets T asks for, the ledger's
+    ``server`` and ``final`` events), and waits for T to end; then it kills and reaps the slot's
+    processes, so that no process of a slot outlives it. T loads a seccomp filter (no file written, no socket, no process, no
     signal: `sandboxes.seccomp.build_test_process_filter`) before it runs any test. T and the
     solution's side write their records to the run's stdout with their slot's own secrets, as in
     a run of one program; M writes one record of its own per slot. Early stop: once the golden
@@ -1514,23 +1711,13 @@ def _slots_main():
     for k in range(count):
         mine, _theirs, read_end, _write_end = links[k]
         slot_started = _time.monotonic()
-        zygote = None
+        solution = None
         stopped_at, timed_out = None, False
         try:
             send_frame(mine, {"go": lines[1 + k]})
-            zygote = _os.fork()
-            if zygote == 0:
-                try:
-                    _os.setpgid(0, 0)
-                except OSError:
-                    _os._exit(1)
-                _solution_zygote(mine, slots[k])
-                _os._exit(1)
-            try:
-                _os.setpgid(zygote, zygote)
-            except OSError:
-                pass
-            mine.close()
+            slot_setup = setup_code if slots[k].get("setup") == payload.get("setup") else None
+            solution = _SlotSolutions(mine, slots[k], slot_setup)
+            solution.start()
             deadline = _time.monotonic() + slot_time_s
             passed, pending, seen = set(), b"", 0
             import select
@@ -1540,7 +1727,12 @@ def _slots_main():
                 if remaining <= 0:
                     timed_out = True
                     break
-                if not select.select([read_end], [], [], remaining)[0]:
+                ready = select.select([read_end] + solution.waiting_on(), [], [], remaining)[0]
+                if solution.loading is not None and solution.loading in ready:
+                    solution.on_report()
+                if mine in ready and not solution.final:
+                    solution.on_request()
+                if read_end not in ready:
                     continue
                 data = _os.read(read_end, 4096)
                 if not data:
@@ -1561,31 +1753,26 @@ def _slots_main():
                         stopped_at = index
                         break
             if stopped_at is not None:
-                # T is ended; its zygote reads the end of T's socket and writes its ledger's
-                # final event (waited for a little), as at the end of T's own run.
+                # T is ended (every record it wrote is in the pipe): the ledger's final event.
                 try:
                     _os.kill(testers[k], _signal.SIGKILL)
                     _os.waitpid(testers[k], 0)
                 except OSError:
                     pass
-                wait_until = _time.monotonic() + _ZYGOTE_WAIT_S
-                while _time.monotonic() < wait_until:
-                    try:
-                        if _os.waitpid(zygote, _os.WNOHANG)[0]:
-                            break
-                    except OSError:
-                        break
-                    _time.sleep(0.001)
+                solution.finish()
             if k == golden and not timed_out:
                 golden_passed = passed
         except BaseException as exc:
             emit({"kind": "slot", "slot": k, "error": "the run's process failed (%s)" % type(exc).__name__})
         finally:
-            _reap_slot(testers[k], zygote)
-            try:
-                _os.close(read_end)
-            except OSError:
-                pass
+            _reap_slot(testers[k], None)
+            if solution is not None:
+                solution.reap()
+            for fd in (read_end, mine):
+                try:
+                    _os.close(fd) if type(fd) is int else fd.close()
+                except OSError:
+                    pass
         emit({"kind": "slot", "slot": k, "stopped_at": stopped_at, "timed_out": timed_out,
               "seconds": round(_time.monotonic() - slot_started, 6)})
     emit({"kind": "done"})

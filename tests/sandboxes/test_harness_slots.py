@@ -194,3 +194,27 @@ def test_a_slot_that_never_ends_is_cut_at_its_own_time_limit_and_is_not_complete
     (slot,) = run_function_tests_slots(isolated, [GOLDEN], [never], entry_point="f", time_s=0.1, golden=0)
     assert not slot.complete and slot.report is not None
     assert slot.report.results[0].error == "not run: the slot hit its time limit"
+
+
+def test_a_fresh_server_after_an_abandoned_call_starts_from_the_top_levels_state(isolated):
+    # The slot's solution process answers the calls itself; after a call the test process had to
+    # abandon (the program ignores its timer), the next test gets a new solution process that ran
+    # the top level again: the state a zygote's fresh copy would hold, as in a run of its own.
+    program = (
+        "import signal\n"
+        "calls = [0]\n"
+        "def f(x):\n"
+        "    calls[0] += 1\n"
+        "    if x < 0:\n"
+        "        signal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
+        "        while True:\n"
+        "            pass\n"
+        "    return calls[0]\n"
+    )
+    tests = ["assert f(1) == 1", "assert f(1) == 2", "f(-1)", "assert f(1) == 1", "assert f(1) == 2"]
+    (slot,) = run_function_tests_slots(isolated, [program], tests, entry_point="f", time_s=0.3, golden=0)
+    alone = run_function_tests(isolated, program, tests, entry_point="f", time_s=0.3)
+    assert slot.complete
+    assert outcomes(slot.report) == outcomes(alone)
+    assert [r.passed for r in slot.report.results] == [True, True, False, True, True]
+    assert slot.report.results[2].harness_failure is not None

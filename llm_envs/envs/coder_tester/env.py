@@ -84,7 +84,8 @@ class CoderTesterConfig:
             always use one run per program): ``"per_program"`` (default), one sandbox run each;
             ``"one_run"``, all of them in one run, one slot at a time in a random order, each
             slot's test process under a seccomp filter, a wrong program stopped at its first
-            caught test (``sandboxes.harness.run_function_tests_slots``). ``"one_run"`` needs
+            caught test (``sandboxes.harness.run_function_tests_slots``; the problem's mutants
+            are then chosen in one run per ``max_mutants`` candidates too). ``"one_run"`` needs
             ``allow_reward_holes``: a slot's tests can measure how long the earlier slots took
             (the clock cannot be taken from them), so a tester can pass its programs' answers
             on to later slots by how long its tests run, and assert their majority.
@@ -483,7 +484,8 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         """This problem's mutants that fail a golden test (chosen once per problem, then cached
         in memory and on disk for other processes, :func:`mutants.select_mutants`; choosing runs
         up to ``max_mutant_candidates`` candidates on the golden tests, ``max_mutants`` at a
-        time)."""
+        time: one run each, or with ``catch_runs="one_run"`` one run per ``max_mutants``
+        candidates, :meth:`_judge_on_golden_in_one_run`)."""
         cfg, problem = self.config, self.problem
         assert problem is not None and problem.solution is not None
         if cfg.max_mutants == 0:
@@ -494,18 +496,40 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             mutants.cache_key(
                 problem, self.golden_tests, cfg.max_mutants, cfg.max_mutant_candidates
             ),
-            lambda: mutants.mutant_candidates(
+            lambda: mutants.iter_mutant_candidates(
                 solution,
                 functions_only=not io_style,
                 key=str(problem.id),
                 limit=cfg.max_mutant_candidates,
             ),
-            lambda programs: self._judge_all(
+            self._judge_on_golden_in_one_run
+            if self._grades_in_one_run()
+            else lambda programs: self._judge_all(
                 [(self._as_wrong_program(p), self.golden_tests) for p in programs]
             ),
             io_style=io_style,
             max_mutants=cfg.max_mutants,
         )
+
+    def _judge_on_golden_in_one_run(self, programs: list[str]) -> list[Any]:
+        """The reports of mutant candidates ``programs`` (guarded) on the golden tests, all in
+        one run (``sandboxes.harness.run_function_tests_slots``: the golden tests are the
+        problem's own, so no golden slot and no early stop); a candidate whose slot the run did
+        not establish (no report, or not every test reported) is judged in a run of its own."""
+        problem = self.problem
+        assert problem is not None
+        guarded = [self._as_wrong_program(p) for p in programs]
+        grading = Grading.slots_of(
+            problem, guarded, self.golden_tests, golden=None, time_s=self.config.test_time_s
+        )
+        with self._waiting_for_sandbox():
+            slots = self._grade([grading])[0]
+        reports = [slot.report if slot.report is not None and slot.complete else None for slot in slots]
+        again = [i for i, report in enumerate(reports) if report is None]
+        if again:
+            for i, report in zip(again, self._judge_all([(guarded[i], self.golden_tests) for i in again])):
+                reports[i] = report
+        return reports
 
     def _wrong_program_jobs(self, tests: tuple[Any, ...]) -> list[tuple[str, Any, int]]:
         """``(program, tests to run, golden tests in front)`` for every wrong program: the

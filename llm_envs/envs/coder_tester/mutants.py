@@ -35,7 +35,7 @@ import re
 import tempfile
 import threading
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -256,18 +256,26 @@ def mutant_candidates(
     Nothing is executed: the solution is parsed and the mutants compiled with ``compile``.
     A solution that does not parse has no mutants.
     """
+    return list(iter_mutant_candidates(solution, functions_only=functions_only, key=key, limit=limit))
+
+
+def iter_mutant_candidates(
+    solution: str, *, functions_only: bool, key: str = "", limit: int | None = None
+) -> Iterator[str]:
+    """:func:`mutant_candidates`, made one at a time (a reader of the disk cache checks the
+    stored mutants against the first candidates only, as far as it needs)."""
     try:
         tree = parse_python(solution)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return []
+        return
     original = ast.unparse(tree)
     sites = _sites(tree, functions_only)
     random.Random(_seed(key, solution)).shuffle(sites)
     seen = {original}
-    found: list[str] = []
+    found = 0
     for site in sites:
-        if limit is not None and len(found) >= limit:
-            break
+        if limit is not None and found >= limit:
+            return
         try:
             text = ast.unparse(_apply(tree, site))
             with warnings.catch_warnings():
@@ -278,8 +286,8 @@ def mutant_candidates(
         if text in seen:
             continue
         seen.add(text)
-        found.append(text)
-    return found
+        found += 1
+        yield text
 
 
 # ---------------------------------------------------------------------------------------------
@@ -473,7 +481,7 @@ def _disk_path(key: str) -> Path | None:
     return root / f"{key}.{_code_version()}.json"
 
 
-def _read_disk(key: str, candidates: Callable[[], list[str]]) -> tuple[str, ...] | None:
+def _read_disk(key: str, candidates: Callable[[], Iterable[str]]) -> tuple[str, ...] | None:
     """The mutants stored for ``key``, if the file is well formed and every program in it is one
     of this problem's candidates (a file edited by hand, or left by other code, is ignored)."""
     path = _disk_path(key)
@@ -488,7 +496,15 @@ def _read_disk(key: str, candidates: Callable[[], list[str]]) -> tuple[str, ...]
     programs = stored.get("mutants")
     if not isinstance(programs, list) or not all(isinstance(p, str) for p in programs):
         return None
-    if not set(programs) <= set(candidates()):
+    # Checked against the candidates in their order, only as far as needed: the stored ones were
+    # chosen among the first.
+    unseen = set(programs)
+    if unseen:
+        for candidate in candidates():
+            unseen.discard(candidate)
+            if not unseen:
+                break
+    if unseen:
         log.warning("ignoring mutant cache %s: it holds programs that are not this problem's mutants", path)
         return None
     return tuple(programs)
@@ -512,7 +528,7 @@ def _write_disk(key: str, programs: tuple[str, ...]) -> None:
 
 def select_mutants(
     key: str,
-    candidates: Callable[[], list[str]],
+    candidates: Callable[[], Iterable[str]],
     judge_on_golden: Callable[[list[str]], list[Any]],
     *,
     io_style: bool,
@@ -530,7 +546,8 @@ def select_mutants(
     Cached in memory for the process and on disk for every process (:func:`disk_cache_dir`),
     under ``key`` (a hash of everything the choice depends on: :func:`cache_key`) and a hash of
     this module's and the harness's code; a stored choice is used only if every program in it
-    is one of ``candidates()`` (no sandbox run).
+    is one of ``candidates()`` (an iterable, read in its order only as far as the stored
+    programs need; no sandbox run).
     """
     with _CACHE_LOCK:
         if key in _CACHE:
@@ -543,7 +560,7 @@ def select_mutants(
         try:
             result = _read_disk(key, candidates)
             if result is None:
-                result = _select(candidates(), judge_on_golden, io_style, max_mutants)
+                result = _select(list(candidates()), judge_on_golden, io_style, max_mutants)
                 _write_disk(key, result)
         finally:
             with _CACHE_LOCK:

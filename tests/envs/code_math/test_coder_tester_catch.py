@@ -290,3 +290,33 @@ def test_a_class_based_problem_gets_guarded_wrong_programs(sandbox):
     assert good.reward_components["local"] == pytest.approx(1.0)
     vacuous = play_turn(env, golden, written_tests("assert isinstance(Solution().twoSum(4, 3), int)"))
     assert vacuous.reward_components["local"] == pytest.approx(0.2)
+
+
+def test_the_disk_cache_reads_the_candidates_only_as_far_as_its_programs_need(tmp_path, monkeypatch):
+    monkeypatch.setenv("LLM_ENVS_MUTANT_CACHE", str(tmp_path))
+    mutants.clear_cache()
+    pool = [f"def add(a, b):\n    return a + b + {k}\n" for k in range(1, 7)]
+    read = []
+
+    def candidates():
+        for program in pool:
+            read.append(program)
+            yield program
+
+    class Judged(Exception):
+        pass
+
+    def judge(programs):
+        raise Judged  # stands for the sandbox runs of a selection
+
+    mutants._write_disk("stored-key", (pool[1], pool[0]))
+    assert mutants.select_mutants("stored-key", candidates, judge, io_style=False, max_mutants=2) == (pool[1], pool[0])
+    assert read == pool[:2]
+    # a stored program that is not a candidate: every candidate read, then chosen again
+    mutants.clear_cache()
+    read.clear()
+    mutants._write_disk("stored-key", (pool[0], "def add(a, b):\n    return 0\n"))
+    with pytest.raises(Judged):
+        mutants.select_mutants("stored-key", candidates, judge, io_style=False, max_mutants=2)
+    assert len(read) == 2 * len(pool)  # checked, then listed for the selection
+    mutants.clear_cache()

@@ -136,3 +136,24 @@ def test_stdin_stdout_problems_keep_one_run_per_program(sandbox):
     record = play_turn(env, code(SUM_IO.solution), code_verifier.io_tests_block([("2 7\n", "9\n")]))
     assert record.info["wrong_programs"] >= 2
     assert record.reward_components["local"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("index", [0, 29])
+def test_mutants_chosen_in_one_run_per_wave_are_those_one_run_per_program_chooses(sandbox, monkeypatch, index):
+    from llm_envs.envs.coder_tester import mutants
+
+    monkeypatch.setenv("LLM_ENVS_MUTANT_CACHE", "off")  # choose them here, in both modes
+    chosen = {}
+    for name, env in (("per program", humaneval_env(sandbox)), ("one run", one_run_env(sandbox))):
+        mutants.clear_cache()
+        env.reset(seed=0, options={"problem_index": index})
+        kinds = []
+        grade = env._grade
+        monkeypatch.setattr(env, "_grade", lambda gradings, grade=grade, kinds=kinds: kinds.extend(g.kind for g in gradings) or grade(gradings))
+        chosen[name] = (env._mutants(), kinds)
+    mutants.clear_cache()
+    assert chosen["one run"][0] == chosen["per program"][0] != ()
+    # one run per wave of max_mutants candidates, against one run per candidate
+    assert set(chosen["one run"][1]) == {"function_slots"}
+    assert set(chosen["per program"][1]) == {"function"}
+    assert len(chosen["one run"][1]) * 4 <= len(chosen["per program"][1])
