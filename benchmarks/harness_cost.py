@@ -62,11 +62,12 @@ BASELINE_COMMIT = "f321432"
 GOAL_RATIO = 1.2
 
 
-def load_baseline_harness(commit: str = BASELINE_COMMIT):
-    """The harness module of `commit`, imported from a temporary copy (relative imports of the
-    package point at today's `sandboxes.core`, which both versions share)."""
-    directory = Path(tempfile.mkdtemp(prefix="harness-baseline-"))
-    for name in ("harness.py", "_strict_equality.py"):
+def _import_from_commit(commit: str, names: tuple[str, ...], module_name: str):
+    """``sandboxes/harness.py`` of `commit` (with the sibling files `names` it imports), imported
+    from a temporary copy as `module_name` (relative imports of the package point at today's
+    `sandboxes.core`, which every version shares)."""
+    directory = Path(tempfile.mkdtemp(prefix="harness-" + module_name + "-"))
+    for name in names:
         text = subprocess.run(
             ["git", "-C", str(ROOT), "show", f"{commit}:sandboxes/{name}"],
             check=True,
@@ -74,31 +75,22 @@ def load_baseline_harness(commit: str = BASELINE_COMMIT):
             text=True,
         ).stdout
         (directory / name).write_text(text.replace("from .core import", "from sandboxes.core import"), encoding="utf-8")
-    spec = importlib.util.spec_from_file_location("baseline_harness", directory / "harness.py")
+    spec = importlib.util.spec_from_file_location(module_name, directory / "harness.py")
     module = importlib.util.module_from_spec(spec)
-    sys.modules["baseline_harness"] = module  # dataclasses look their module up there
+    sys.modules[module_name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
+
+
+def load_baseline_harness(commit: str = BASELINE_COMMIT):
+    """The in-interpreter harness module of `commit`."""
+    return _import_from_commit(commit, ("harness.py", "_strict_equality.py"), "baseline_harness")
 
 
 def load_driver_harness(commit: str):
-    """The data-only harness (``sandboxes/harness.py`` with its driver and codec) of `commit`,
-    imported from a temporary copy, to grade side by side with this tree's."""
-    directory = Path(tempfile.mkdtemp(prefix="harness-driver-"))
-    for name in ("harness.py", "_crossing.py", "_function_driver.py"):
-        text = subprocess.run(
-            ["git", "-C", str(ROOT), "show", f"{commit}:sandboxes/{name}"],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
-        (directory / name).write_text(text.replace("from .core import", "from sandboxes.core import"), encoding="utf-8")
-    module_name = f"driver_harness_{commit}"
-    spec = importlib.util.spec_from_file_location(module_name, directory / "harness.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
+    """The data-only harness (``sandboxes/harness.py`` with its driver and codec) of `commit`, to
+    grade side by side with this tree's."""
+    return _import_from_commit(commit, ("harness.py", "_crossing.py", "_function_driver.py"), f"driver_harness_{commit}")
 
 
 _TICK = os.sysconf("SC_CLK_TCK")

@@ -489,17 +489,8 @@ def _solution_zygote(sock, payload=None):
             ledger.write({"e": "final", "servers": 0})
             _os._exit(0)
         send_frame(sock, {"kind": "compiled", "ok": True})
-        namespace = {"__name__": "__solution__", "__builtins__": __builtins__}
-        out = _CappedText(stdout_chars)
-        error = _run_top_level(sources[0], namespace, time_s, out)
-        setup_names = set(namespace)
-        if error is None:
-            error = _run_top_level(sources[1], namespace, time_s, out)
-        entry = payload["entry_point"]
-        if error is None and entry and entry not in namespace:
-            error = "the solution does not define %r" % entry
-        exported = _export_names(namespace, setup_names, entry) if error is None else {}
-        send_frame(sock, {"kind": "ran", "error": error, "stdout": out.text(), "names": exported})
+        namespace, exported, error, stdout = _run_solution(sources, payload, time_s, stdout_chars)
+        send_frame(sock, {"kind": "ran", "error": error, "stdout": stdout, "names": exported})
         if error is not None:
             ledger.write({"e": "final", "servers": 0})
             _os._exit(0)
@@ -1434,18 +1425,9 @@ def _slot_solution(requests, payload, setup_code, ledger_fd, reports):
             _os._exit(0)
         if reports:
             send_frame(requests, {"kind": "compiled", "ok": True})
-        namespace = {"__name__": "__solution__", "__builtins__": __builtins__}
-        out = _CappedText(stdout_chars)
-        error = _run_top_level(sources[0], namespace, time_s, out)
-        setup_names = set(namespace)
-        if error is None:
-            error = _run_top_level(sources[1], namespace, time_s, out)
-        entry = payload["entry_point"]
-        if error is None and entry and entry not in namespace:
-            error = "the solution does not define %r" % entry
-        exported = _export_names(namespace, setup_names, entry) if error is None else {}
+        namespace, exported, error, stdout = _run_solution(sources, payload, time_s, stdout_chars)
         if reports:
-            send_frame(requests, {"kind": "ran", "error": error, "stdout": out.text(), "names": exported})
+            send_frame(requests, {"kind": "ran", "error": error, "stdout": stdout, "names": exported})
         if error is not None:
             _os._exit(0)
         message, fds, _flags, _address = _socket.recv_fds(requests, 16, 1)
