@@ -14,14 +14,17 @@ and model (``smollm2``):
   :class:`~llm_trainers.agents.hf.HFEngine` (its continuous batching, ``max_batch_size`` 64), the
   vLLM engine :class:`~llm_trainers.agents.vllm.VLLMEngine` (CPU build, in process, eager,
   1 GiB KV cache).
-* **generate with an adapter** (``hf+lora``, ``vllm+lora``) — the same, the policy a LoRA adapter
-  (r 8 on every linear layer, as the SmolLM2 training configs) served as one: peft modules in the
-  HF engine, ``enable_lora`` and a ``LoRARequest`` in vLLM.
+* **generate with an adapter** (``hf+lora``, ``vllm+lora``, ``vllm+merged``) — the same, the
+  policy a LoRA adapter (r 8 on every linear layer, as the SmolLM2 training configs, moved off
+  the base model) served as one: peft modules in the HF engine, ``enable_lora`` and a
+  ``LoRARequest`` in vLLM (``lora_serving: adapter``); or merged into vLLM's weights
+  (``lora_serving: merged``, the CPU build's default).
 * **start** — seconds from nothing to an engine ready to sample (policies loaded, and for vLLM the
   engine started), and peak RSS of the process at the end of the case.
 * **train step** — the shipped ``signalling_smollm2_cpu`` config (AT-GRPO, LoRA r 8 on every
-  linear layer, 8 environments × K 4) with ``rollout.engine`` hf or vllm: one warm-up step, then
-  the mean of ``--steps`` steps, split into generate / update / push.
+  linear layer, 8 environments × K 4) with ``rollout.engine`` hf or vllm (``vllm``: the default
+  ``lora_serving: auto``, merged on the CPU build; ``vllm+adapter``: vLLM's LoRA): one warm-up
+  step, then the mean of ``--steps`` steps, split into generate / update / push.
 
 Outputs: a Markdown table and ``benchmarks/results/vllm_engine.{json,md}``, with the load average
 (1, 5, 15 minutes) at the start and end of the run and before and after each case. Compare numbers
@@ -68,21 +71,32 @@ def _prompts(count: int) -> list[dict[str, str]]:
     return out[:count]
 
 
-def _engine(kind: str, adapter_dir: str, lora: bool = False):
+def _engine(kind: str, adapter_dir: str, lora: str = ""):
+    import torch
+
     from llm_trainers.agents.hf import HFEngine, SamplingParams
     from llm_trainers.policies import LoraSettings, build_policies
 
-    # with ``lora``: the training configs' adapter (r 8 on every linear layer), as it is at the
-    # start of a run (B = 0), served as an adapter: peft in the HF engine, vLLM's LoRA path
+    # with ``lora``: the training configs' adapter (r 8 on every linear layer), moved off the base
+    # model as a trained one is; ``lora``: served as an adapter (peft in the HF engine, vLLM's LoRA
+    # path), ``merged``: merged into the weights of vLLM's engine (``lora_serving: merged``)
     adapter = LoraSettings(r=8, alpha=16, target_modules="all-linear") if lora else None
     policies = build_policies("L1", ["a"], "smollm2", lora=adapter, device="cpu", dtype="float32")
+    if lora:
+        with torch.no_grad():
+            g = torch.Generator().manual_seed(0)
+            for name, p in policies["shared"].named_trainable_parameters():
+                if ".lora_B." in name:
+                    p.add_(torch.randn(p.shape, generator=g) * 1e-3)
     sampling = SamplingParams(temperature=1.0, max_new_tokens=32)  # each call below gives its own
     if kind == "hf":
         return HFEngine(policies, sampling, seed=0, max_batch_size=64)
     from llm_trainers.agents.vllm import VLLMEngine
     from llm_trainers.config import VLLMConfig
 
-    return VLLMEngine(policies, sampling, seed=0, settings=VLLMConfig(adapter_dir=adapter_dir, max_model_len=2048))
+    serving = "merged" if lora == "merged" else "adapter"
+    return VLLMEngine(policies, sampling, seed=0, settings=VLLMConfig(adapter_dir=adapter_dir, max_model_len=2048,
+                                                                      lora_serving=serving))
 
 
 def _generate_case(case: str, prompts: int, samples: int, new_tokens: int) -> dict:
@@ -94,7 +108,7 @@ def _generate_case(case: str, prompts: int, samples: int, new_tokens: int) -> di
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        engine = _engine(kind, tmp, lora=bool(lora))
+        engine = _engine(kind, tmp, lora=lora)
         start_s = time.perf_counter() - t0
         sampling = SamplingParams(temperature=1.0, max_new_tokens=new_tokens)
         encoded = [engine.encode("shared", obs) for obs in _prompts(prompts)]
@@ -112,15 +126,17 @@ def _generate_case(case: str, prompts: int, samples: int, new_tokens: int) -> di
             "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
-def _train_case(kind: str, steps: int) -> dict:
+def _train_case(case: str, steps: int) -> dict:
     from llm_trainers.config import load_config
     from llm_trainers.trainer import Trainer
 
+    kind, _, serving = case.partition("+")  # vllm: lora_serving auto (merged on the CPU); vllm+adapter
     with tempfile.TemporaryDirectory() as tmp:
         cfg = load_config("signalling_smollm2_cpu", [
             f"run.output_dir={tmp}", "run.progress=false", "run.eval_every=-1", "run.eval_at_start=false",
             "run.save_every=-1", "run.export_final=false", f"run.steps={steps + 1}", "run.threads=1",
-            f"rollout.engine={kind}", f"rollout.vllm={{adapter_dir: {tmp}/adapters, max_model_len: 2048}}"])
+            f"rollout.engine={kind}", f"rollout.vllm={{adapter_dir: {tmp}/adapters, max_model_len: 2048, "
+            f"lora_serving: {serving or 'auto'}}}"])
         t0 = time.perf_counter()
         trainer = Trainer(cfg)
         start_s = time.perf_counter() - t0
@@ -133,7 +149,7 @@ def _train_case(kind: str, steps: int) -> dict:
     def mean(key: str) -> float:
         return sum(r.get(key, 0.0) for r in rows) / len(rows)
 
-    return {"case": f"train_step/{kind}", "engine": kind, "start_s": start_s, "steps": steps,
+    return {"case": f"train_step/{case}", "engine": case, "start_s": start_s, "steps": steps,
             "step_s": mean("time/step_s"), "step_cpu_s": cpu, "generate_s": mean("time/generate_s"),
             "update_s": mean("time/update_s"), "push_s": mean("time/push_s"),
             "generated_tokens": mean("tokens/generated"), "success": mean("rollout/success"),
@@ -172,6 +188,7 @@ def main() -> None:
     p.add_argument("--new-tokens", type=int, default=32)
     p.add_argument("--steps", type=int, default=2)
     p.add_argument("--no-train", action="store_true", help="generation only")
+    p.add_argument("--cases", help="comma-separated subset of the cases, e.g. generate/vllm+lora,generate/vllm+merged")
     p.add_argument("--_case", help=argparse.SUPPRESS)
     p.add_argument("--_json", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -183,7 +200,10 @@ def main() -> None:
                   else _train_case(engine, args.steps))
         Path(args._json).write_text(json.dumps(result))
         return
-    cases = ["generate/hf", "generate/vllm", "generate/hf+lora", "generate/vllm+lora"] + ([] if args.no_train else ["train_step/hf", "train_step/vllm"])
+    cases = ["generate/hf", "generate/vllm", "generate/hf+lora", "generate/vllm+lora", "generate/vllm+merged"]
+    cases += [] if args.no_train else ["train_step/hf", "train_step/vllm", "train_step/vllm+adapter"]
+    if args.cases:
+        cases = [c for c in cases if c in args.cases.split(",")]
     results = []
     load_at_start = os.getloadavg()  # the machine's other work changes every figure: recorded with them
     env = {**os.environ, "OMP_NUM_THREADS": "1", "VLLM_LOGGING_LEVEL": "WARNING"}

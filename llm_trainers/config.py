@@ -272,6 +272,10 @@ class ModelConfig:
     model_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
+#: ``rollout.vllm.lora_serving`` values (see :class:`VLLMConfig`).
+LORA_SERVING = ("auto", "adapter", "merged")
+
+
 @dataclass
 class VLLMConfig:
     """vLLM engine settings (``rollout.engine: vllm``; the CUDA build on a GPU, the CPU build
@@ -292,6 +296,13 @@ class VLLMConfig:
         cpu_kvcache_gib: CPU build: GiB of KV cache (``VLLM_CPU_KVCACHE_SPACE``).
         in_process: CPU build: run the engine core in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``);
             null or true: yes (it saves two process start-ups), false: vLLM's separate processes.
+        lora_serving: How a LoRA policy is served. ``adapter``: vLLM's LoRA (one engine per base
+            model, each policy's adapter pushed as a peft directory); ``merged``: one engine per
+            LoRA policy holding the base weights with that adapter merged in (``W + s·B·A``),
+            pushed as full weights after each update; ``auto`` (default): ``merged`` on the CPU
+            build, whose LoRA path costs 4.5× the CPU per token of the same model without one
+            (docs/benchmarks.md), ``adapter`` on a GPU. ``merged`` costs one engine (weights and
+            KV cache) per policy.
     """
 
     gpu_memory_utilization: float = 0.5
@@ -304,6 +315,7 @@ class VLLMConfig:
     dtype: str = "auto"
     cpu_kvcache_gib: int = 1
     in_process: bool | None = None
+    lora_serving: str = "auto"
 
 
 @dataclass
@@ -531,6 +543,9 @@ class Config:
             problems.append(LORA_DROPOUT_REFUSED.format(self.model.lora.dropout))
         if self.rollout.engine not in ("hf", "vllm"):
             problems.append("rollout.engine must be 'hf' or 'vllm'")
+        if self.rollout.vllm.lora_serving not in LORA_SERVING:
+            problems.append(f"rollout.vllm.lora_serving must be one of {LORA_SERVING}, "
+                            f"got {self.rollout.vllm.lora_serving!r}")
         if self.env.url and self.rollout.tree:
             problems.append("env.url: a remote episode cannot be cloned, so tree sampling is impossible: set rollout.tree: false")
         if self.env.url and self.resources.env_workers > 0:

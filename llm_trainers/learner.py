@@ -105,6 +105,17 @@ def _chunks(items: Sequence[Any], size: int | None) -> Iterator[Sequence[Any]]:
         yield items[i : i + size]
 
 
+def by_length(prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]]) -> list[int]:
+    """Indices ordered by (prompt length, completion length), for cutting micro-batches.
+
+    A micro-batch is padded to its longest prompt plus its longest completion, so micro-batches of
+    similar lengths compute far fewer pad positions (a turn-2 prompt several times a turn-1 one
+    would otherwise pad every micro-batch it lands in). The order changes nothing else: a step's
+    loss is a token sum over its mini-batch divided by the mini-batch's token count, whichever
+    micro-batch each sample is in."""
+    return sorted(range(len(prompts)), key=lambda i: (len(prompts[i]), len(completions[i])))
+
+
 class Learner:
     """Trains the policies of a :class:`PolicySet`.
 
@@ -176,18 +187,18 @@ class Learner:
                  reference: bool = False) -> list[Tensor]:
         """``log π(c_t)`` (or ``log π_ref``) of each completion token, one 1-D tensor per sample."""
         pol = self.policies[policy]
-        out: list[Tensor] = []
         pad = pol.tokenizer.pad_token_id
         ctx = pol.reference() if reference else pol.activated()
+        out: list[Tensor | None] = [None] * len(prompts)
         with ctx as model:
-            for idx in _chunks(list(range(len(prompts))), self.micro_batch_size):
+            for idx in _chunks(by_length(prompts, completions), self.micro_batch_size):
                 batch = pack_sequences([prompts[i] for i in idx], [completions[i] for i in idx], pad).to(pol.device)
                 with self._autocast(pol.device):
                     lp, _ = completion_logprobs(model, batch, self.temperature)
                 lp = lp.float().cpu()
                 for row, i in enumerate(idx):
-                    out.append(lp[row, : len(completions[i])].clone())
-        return out
+                    out[i] = lp[row, : len(completions[i])].clone()
+        return out  # type: ignore[return-value]
 
     # ------------------------------------------------------------------ update
     def update(self, policy: str, samples: Sequence[UpdateSample]) -> dict[str, float]:
@@ -274,7 +285,8 @@ class Learner:
     def _micro_batches(self, policy: str, mini: Sequence[UpdateSample]) -> Iterator[tuple[Sequence[UpdateSample], float]]:
         """The micro-batches of one optimizer step, each with the factor its loss is multiplied by
         before ``backward`` (1 here; a data-parallel learner takes its share of ``mini``)."""
-        for micro in _chunks(mini, self.micro_batch_size):
+        order = by_length([s.prompt_ids for s in mini], [s.completion_ids for s in mini])
+        for micro in _chunks([mini[i] for i in order], self.micro_batch_size):
             yield micro, 1.0
 
     def _reduce_stats(self, policy: str, sums: dict[str, float]) -> dict[str, float]:

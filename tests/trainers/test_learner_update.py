@@ -70,6 +70,34 @@ def test_micro_batch_size_does_not_change_the_step_gradient(policies):
             assert torch.allclose(grads[0][k], other[k], atol=1e-7, rtol=1e-4), k
 
 
+def test_micro_batches_are_cut_from_samples_of_similar_length_and_scores_keep_their_order(policies):
+    """Micro-batches group samples by length (fewer pad positions: a short prompt is not padded to
+    a long one's length); the step's gradient is the one-micro-batch gradient, and ``logprobs``
+    returns each sample's scores in the order asked."""
+    pol = policies["shared"]
+    g = torch.Generator().manual_seed(3)
+    samples = []
+    for p_len, c_len in [(30, 2), (3, 5), (28, 4), (4, 1), (31, 3), (5, 2)]:
+        prompt = torch.randint(7, len(pol.tokenizer), (p_len,), generator=g).tolist()
+        completion = torch.randint(7, len(pol.tokenizer), (c_len,), generator=g).tolist()
+        samples.append(UpdateSample(prompt, completion, torch.randn(c_len, generator=g), torch.zeros(c_len)))
+    learner = Learner(policies, TrainConfig(lr=0.0, max_grad_norm=None, micro_batch_size=3))
+    micros = [m for m, _ in learner._micro_batches("shared", samples)]
+    assert [sorted(len(s.prompt_ids) for s in m) for m in micros] == [[3, 4, 5], [28, 30, 31]]
+    scores = learner.logprobs("shared", [s.prompt_ids for s in samples], [s.completion_ids for s in samples])
+    for s, lp in zip(samples, scores):  # each in its place, equal to the sample scored alone
+        (alone,) = learner.logprobs("shared", [s.prompt_ids], [s.completion_ids])
+        assert lp.shape == alone.shape and torch.allclose(lp, alone, atol=1e-5)
+        s.old_logprobs = lp
+    grads = []
+    for mb in (3, 6):
+        pol.model.zero_grad(set_to_none=True)
+        Learner(policies, TrainConfig(lr=0.0, max_grad_norm=None, micro_batch_size=mb)).update("shared", samples)
+        grads.append({n: p.grad.clone() for n, p in pol.model.named_parameters() if p.grad is not None})
+    for k in grads[0]:
+        assert torch.allclose(grads[0][k], grads[1][k], atol=1e-7, rtol=1e-4), k
+
+
 def test_gradient_clipping_caps_the_norm(policies):
     pol = policies["shared"]
     learner = Learner(policies, TrainConfig(lr=0.0, max_grad_norm=1e-3, micro_batch_size=8))

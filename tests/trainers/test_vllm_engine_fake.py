@@ -327,6 +327,100 @@ def test_full_weight_sync_goes_through_the_worker_extension(fake, tiny_model_dir
     assert max_gap(pol, prompt, engine.generate(name, [prompt], n=3)[0]) < 1e-4
 
 
+# ---------------------------------------------------------------------------- merged LoRA serving
+def reference_gap(policy, prompt, row) -> float:
+    """Largest |engine log-prob − base-model log-prob| (the policy's adapter off)."""
+    batch = pack_sequences([prompt] * len(row), [g.token_ids for g in row], policy.tokenizer.pad_token_id)
+    with torch.no_grad(), policy.reference() as model:
+        lp, _ = completion_logprobs(model, batch)
+    return max(float((torch.tensor(g.logprobs) - lp[i, : len(g.token_ids)]).abs().max()) for i, g in enumerate(row))
+
+
+def test_merged_serving_gives_each_lora_policy_an_engine_with_its_adapter_merged_in(fake, tiny_model_dir, tmp_path):
+    """``lora_serving: merged`` (the CPU build's default): one engine per LoRA policy, no LoRA in
+    vLLM, each update pushed as the base weights plus that policy's ``s·B·A``; what is sampled is
+    the learner's policy, adapter for adapter, and ``<policy>@base`` gets a base-model engine."""
+    ps = l2_policies(tiny_model_dir)
+    engine = vllm_mod.VLLMEngine(ps, SamplingParams(max_new_tokens=4), seed=2,
+                                 settings=settings(tmp_path, lora_serving="merged"))
+    assert len(fake.llms) == 2 and not any(llm.args.enable_lora for llm in fake.llms)
+    assert all(llm.args.gpu_memory_utilization == pytest.approx(0.2) for llm in fake.llms)
+    assert fake.events("load_weights") == []  # adapters at their start (B = 0) equal the base model: nothing pushed
+    perturb(ps["speaker"], 5, 0.3, only="lora_B")
+    perturb(ps["listener"], 6, 0.3, only="lora_B")
+    push = engine.sync(["speaker", "listener"])
+    assert push["weight_push_bytes"] > 0 and len(fake.events("load_weights")) == 2
+    assert all(engine.served[n].merged and engine.served[n].checked and engine.served[n].version == 1
+               for n in ("speaker", "listener"))
+    p_s, p_l = engine.encode("speaker", SPEAKER_OBS), engine.encode("listener", LISTENER_OBS)
+    rows = engine.generate_multi([("speaker", p_s), ("listener", p_l), ("listener", p_s)], n=3)
+    assert max_gap(ps["speaker"], p_s, rows[0]) < 1e-4
+    assert max_gap(ps["listener"], p_l, rows[1]) < 1e-4
+    assert max_gap(ps["listener"], p_s, rows[2]) < 1e-4
+    assert max_gap(ps["speaker"], p_s, rows[2]) > 1e-2  # the two engines really serve different adapters
+    assert all(call[1]["lora_names"] == [None] * len(call[1]["lora_names"]) for call in fake.events("generate"))
+    base = engine.base_policy("speaker")
+    assert len(fake.llms) == 3  # the merged engines cannot serve the base model: it gets its own
+    row = engine.generate(base, [p_s], n=3)[0]
+    assert reference_gap(ps["speaker"], p_s, row) < 1e-4
+    assert max_gap(ps["speaker"], p_s, row) > 1e-2
+
+
+def test_a_trained_adapter_is_merged_and_checked_when_the_engine_starts(fake, tiny_model_dir, tmp_path):
+    ps = l2_policies(tiny_model_dir)
+    perturb(ps["speaker"], 7, 0.3, only="lora_B")  # e.g. the warm start's adapter
+    engine = vllm_mod.VLLMEngine(ps, SamplingParams(max_new_tokens=4), seed=2,
+                                 settings=settings(tmp_path, lora_serving="merged"))
+    assert len(fake.events("load_weights")) == 1 and engine.served["speaker"].checked
+    assert not engine.served["listener"].checked  # still the base model: checked once it changes
+    prompt = engine.encode("speaker", SPEAKER_OBS)
+    assert max_gap(ps["speaker"], prompt, engine.generate("speaker", [prompt], n=3)[0]) < 1e-4
+
+
+def test_merged_weights_equal_peft_with_the_adapter_on_and_refuse_what_they_cannot_merge(tiny_model_dir, tmp_path):
+    from llm_trainers.policies import load_causal_lm
+
+    ps = l2_policies(tiny_model_dir)
+    pol = ps["listener"]
+    perturb(pol, 3, 0.3)  # A and B both moved
+    before = {n: p.detach().clone() for n, p in pol.model.named_parameters()}
+    merged = dict(vllm_mod.merged_weights(pol, pol.trainable_state_dict()))
+    assert all(torch.equal(before[n], p) for n, p in pol.model.named_parameters())  # the learner is untouched
+    plain = load_causal_lm(tiny_model_dir, device="cpu", dtype=torch.float32)
+    assert set(merged) == {n for n, _ in plain.named_parameters()}
+    plain.load_state_dict(merged, strict=False)
+    ids = torch.tensor([pol.tokenizer.encode("the speaker names a symbol red green")])
+    with torch.no_grad(), pol.activated() as model:
+        expected = model(input_ids=ids).logits
+    with torch.no_grad():
+        got = plain(input_ids=ids).logits
+        assert (got - expected).abs().max() < 1e-4
+        with pol.reference() as model:
+            assert (model(input_ids=ids).logits - expected).abs().max() > 1e-2  # the adapter matters
+
+    state = pol.trainable_state_dict()
+    dropped = next(k for k in state if ".lora_B." in k)
+    with pytest.raises(ValueError, match="lacks A or B"):
+        vllm_mod.merged_weights(pol, {k: v for k, v in state.items() if k != dropped})
+    with pytest.raises(ValueError, match="linear layers only"):  # e.g. DoRA
+        vllm_mod.merged_weights(pol, {**state, "base_model.model.lm_head.lora_magnitude_vector.listener": state[dropped]})
+    with pytest.raises(ValueError, match="not a LoRA A/B"):  # another adapter's weight
+        vllm_mod.merged_weights(pol, {**state, "base_model.model.lm_head.lora_A.speaker.weight": state[dropped]})
+
+    from llm_trainers.tiny import build_tiny_model
+
+    tied = build_tiny_model(tmp_path / "tied", ["the speaker names a symbol"], tie_word_embeddings=True)
+    tps = build_policies("L2", ["a", "b"], str(tied), device="cpu", lora=LORA)  # LORA adapts lm_head
+    perturb(tps["a"], 4, 0.3)
+    with pytest.raises(ValueError, match="cannot merge"):
+        vllm_mod.merged_weights(tps["a"], tps["a"].trainable_state_dict())
+
+
+def test_lora_serving_is_validated(tmp_path):
+    with pytest.raises(ValueError, match="lora_serving"):
+        load_config(None, ["env.id=llm/Signalling-v0", "rollout.vllm={lora_serving: merge}"]).validate()
+
+
 def test_sleep_mode_frees_the_engine_during_updates_and_wakes_for_work(fake, tiny_model_dir, tmp_path):
     ps = build_policies("L1", ["a"], tiny_model_dir, device="cpu")
     engine = vllm_mod.VLLMEngine(ps, SamplingParams(max_new_tokens=2), settings=settings(tmp_path, sleep=True))

@@ -6,7 +6,9 @@ One engine start costs 30-60 s on a loaded 2-core machine, so the tests of this 
 engines: ``vllm.LLM`` is wrapped so that a second engine asked for with the same arguments (the
 seed aside: every request carries its own) is the one already running, reset first: its original
 weights reloaded from the model folder, every adapter removed, its prefix cache emptied. Only one
-engine is kept (~4 GB): asking for another one drops it. Everything else is vLLM itself.
+engine is kept for reuse (~4 GB): asking for another one drops this module's reference to it (the
+engines a test holds, e.g. the two of an L2 run with merged adapters, which differ by their
+``served_model_name``, live until it closes them). Everything else is vLLM itself.
 """
 
 from __future__ import annotations

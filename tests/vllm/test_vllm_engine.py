@@ -171,7 +171,7 @@ def test_l2_training_pushes_each_adapter_under_a_new_version(tmp_path):
     from llm_trainers.trainer import Trainer
 
     trainer = Trainer(load_config(None, trainer_overrides(
-        tmp_path, "model.level=L2", "train.lr=5e-3",
+        tmp_path, "model.level=L2", "train.lr=5e-3", "rollout.vllm.lora_serving=adapter",
         "model.lora={r: 8, alpha: 16, target_modules: [q_proj, k_proj, v_proj, o_proj]}")))
     engine = trainer.engine
     first = {n: engine.served[n].lora_id for n in ("speaker", "listener")}
@@ -235,3 +235,39 @@ def _mixed_batch_checks(trainer, prompt):
     assert raw_gap > 1e-2, (
         "one vLLM call mixing base and adapter rows served the base rows right: the CPU bug this engine "
         "works around is gone in this vLLM (the split into separate calls still holds)")
+
+
+# ---------------------------------------------------------------------------- merged LoRA serving
+def test_l2_training_with_merged_serving_pushes_each_policy_its_merged_weights(tmp_path):
+    """The CPU build's default, ``lora_serving: auto`` (merged): each LoRA policy has an engine of
+    its own without vLLM's LoRA path (4.5× its CPU per token here), and each update is pushed as
+    the base weights with that policy's adapter merged in; vLLM then samples each policy's tokens
+    with the learner's log-probabilities, the two policies apart."""
+    from llm_trainers.trainer import Trainer
+
+    trainer = Trainer(load_config(None, trainer_overrides(
+        tmp_path, "model.level=L2", "train.lr=5e-3",
+        "model.lora={r: 8, alpha: 16, target_modules: all-linear}")))
+    engine = trainer.engine
+    assert {n: engine.served[n].merged for n in ("speaker", "listener")} == {"speaker": True, "listener": True}
+    assert engine.served["speaker"].engine_key != engine.served["listener"].engine_key
+    assert not any(llm.llm_engine.vllm_config.lora_config for llm in engine.engines.values())
+    trainer.train()
+    size = sum(p.numel() * p.element_size() for n, p in trainer.policies["speaker"].model.named_parameters()
+               if ".lora_" not in n)
+    rows = metrics(tmp_path)
+    pushes = [r.get("push/weight_push_bytes", 0.0) for r in rows]  # absent in a step that updated nothing
+    assert any(pushes) and all(b % size == 0 for b in pushes)  # full weights, one model per pushed policy
+    for n in ("speaker", "listener"):  # both made distinct from the base model, pushed, then served as trained
+        with torch.no_grad():
+            g = torch.Generator().manual_seed(len(n))
+            for p in trainer.policies[n].trainable_parameters():
+                p.add_(torch.randn(p.shape, generator=g) * 0.05)
+    engine.sync(["speaker", "listener"])
+    prompt = engine.encode("speaker", SPEAKER_OBS)
+    rows = engine.generate_multi([("speaker", prompt), ("listener", prompt)], n=2)
+    for n, row in zip(("speaker", "listener"), rows):
+        assert engine.served[n].checked
+        assert max_gap(trainer.policies[n], prompt, row) < ATOL
+    assert max_gap(trainer.policies["speaker"], prompt, rows[1]) > 1e-2  # the listener's engine is not the speaker's
+    trainer.close()
