@@ -272,6 +272,14 @@ class VLLMEngine:
         }
         if not on_cpu:  # on the CPU build this is the share of host memory; the KV cache is sized apart
             kwargs["gpu_memory_utilization"] = gpu_share
+        else:
+            # No chunked prefill on the CPU build: when a batch's prompts exceed the step's token
+            # budget, vLLM 0.32 prefills one in part, discards that step's sampled token and rewinds
+            # the request's generator by an offset, which a seeded (CPU) generator does not have:
+            # "RuntimeError: CPU Generator does not use offset" ends the run. Whole prompts only;
+            # the budget must then hold the longest one.
+            kwargs["enable_chunked_prefill"] = False
+            kwargs["max_num_batched_tokens"] = max(int(s.max_model_len), 4096)
         if s.sleep:
             kwargs["enable_sleep_mode"] = True
         if lora_rank is not None:

@@ -103,6 +103,25 @@ def test_sampled_token_logprobs_are_the_learners(tmp_path):
     engine.close()
 
 
+def test_a_batch_larger_than_one_step_of_prefill_is_sampled_whole(tmp_path):
+    """Seeded requests whose prompts exceed the CPU build's token budget for one step: with
+    chunked prefill vLLM 0.32 prefilled one in part and then failed rewinding its CPU generator
+    ("CPU Generator does not use offset", a training run of 12 environments × K 4 ended so); the
+    engine turns chunked prefill off on the CPU build, and every request is sampled."""
+    from llm_trainers.policies import build_policies
+
+    ps = build_policies("L1", ["a"], MODEL, device="cpu", dtype="float32")
+    engine = VLLMEngine(ps, SamplingParams(max_new_tokens=4), seed=5,
+                        settings=VLLMConfig(adapter_dir=str(tmp_path / "adapters"), max_model_len=2048))
+    config = next(iter(engine.engines.values())).llm_engine.vllm_config.scheduler_config
+    prompts = [engine.encode("shared", {"instruction": "word " * 300, "prompt": f"problem {i}"}) for i in range(40)]
+    assert sum(map(len, prompts)) > 2 * config.max_num_batched_tokens  # several steps of prefill
+    rows = engine.generate("shared", prompts, n=2)
+    assert len(rows) == 40 and all(len(row) == 2 and all(g.token_ids for g in row) for row in rows)
+    assert not config.enable_chunked_prefill
+    engine.close()
+
+
 def test_l1_training_pushes_full_weights_after_each_update(tmp_path):
     from llm_trainers.trainer import Trainer
 
