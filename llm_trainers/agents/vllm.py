@@ -375,8 +375,8 @@ class VLLMEngine:
         if name not in self.served:
             owner = self.served[policy]
             key = owner.engine_key
-            if owner.merged:  # its engine holds the merged weights: the base model gets an engine of its own
-                key = f"{owner.engine_key}@base"
+            if owner.merged:  # its engine holds the merged weights: the base model gets an engine of its own,
+                key = f"{owner.engine_key.split('-', 1)[0]}@base"  # one for all the policies of that base
                 if key not in self.engines:
                     pol = self.policies[owner.owner or policy]
                     dtype = next(pol.model.parameters()).dtype

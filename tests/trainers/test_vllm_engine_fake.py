@@ -364,6 +364,8 @@ def test_merged_serving_gives_each_lora_policy_an_engine_with_its_adapter_merged
     row = engine.generate(base, [p_s], n=3)[0]
     assert reference_gap(ps["speaker"], p_s, row) < 1e-4
     assert max_gap(ps["speaker"], p_s, row) > 1e-2
+    engine.base_policy("listener")
+    assert len(fake.llms) == 3  # the two policies share a base model, and its engine
 
 
 def test_a_trained_adapter_is_merged_and_checked_when_the_engine_starts(fake, tiny_model_dir, tmp_path):
