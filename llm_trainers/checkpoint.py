@@ -1,13 +1,20 @@
 """Atomic checkpoints: write to a temporary directory, fsync, rename, then move ``latest``.
 
 A crash at any moment leaves either the previous checkpoint or the new one, never a torn one:
-``os.replace`` of a directory and of the ``latest`` pointer file are atomic on POSIX.
+``os.replace`` of a directory and of the ``latest`` pointer file are atomic on POSIX. Ctrl-C
+(SIGINT) during a save is held until the save is done, then raised: a ``KeyboardInterrupt`` inside
+``torch.save`` would otherwise leave its zip writer to fail with a ``RuntimeError`` that hides the
+interrupt (and ``llm-train`` would not exit with 130 and its ``--resume`` command).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +46,36 @@ def _write_atomic_text(path: Path, text: str) -> None:
     _fsync_dir(path.parent)
 
 
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Hold SIGINT (Python's default handler only, in the main thread) until the block ends, then
+    raise the ``KeyboardInterrupt`` it would have raised."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    received: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if received:
+        raise KeyboardInterrupt
+
+
 def save_checkpoint(root: str | os.PathLike[str], step: int, parts: dict[str, Any]) -> Path:
-    """Save ``parts`` (name → picklable object, one ``<name>.pt`` each) as checkpoint ``step``.
+    """Save ``parts`` (name → picklable object, one ``<name>.pt`` each) as checkpoint ``step``;
+    a Ctrl-C during the save is raised once it is done (:func:`interrupts_held`).
 
     Returns:
         The checkpoint directory ``root/step_<step>``.
     """
-    root = Path(root)
+    with interrupts_held():
+        return _save_checkpoint(Path(root), step, parts)
+
+
+def _save_checkpoint(root: Path, step: int, parts: dict[str, Any]) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step_{step:08d}"
     tmp = root / f".step_{step:08d}.tmp{os.getpid()}"

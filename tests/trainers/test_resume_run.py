@@ -122,3 +122,30 @@ def test_resume_restores_the_last_evaluation(tmp_path):
     resumed = Trainer(load_config(None, cfg), resume=True)
     assert resumed.last_eval == first.last_eval and "eval/success" in resumed.last_eval
     resumed.close()
+
+
+def test_ctrl_c_during_a_checkpoint_save_is_raised_after_the_save(tmp_path, monkeypatch):
+    """SIGINT while ``torch.save`` writes: the save finishes (``latest`` points to a complete
+    checkpoint), then ``KeyboardInterrupt`` is raised, not the zip writer's ``RuntimeError``."""
+    import os
+    import signal
+
+    import torch
+
+    from llm_trainers import checkpoint
+
+    real_save = torch.save
+
+    def interrupted_save(obj, f):
+        os.kill(os.getpid(), signal.SIGINT)  # delivered between bytecodes: inside the save
+        real_save(obj, f)
+
+    monkeypatch.setattr(checkpoint.torch, "save", interrupted_save)
+    with pytest.raises(KeyboardInterrupt):
+        checkpoint.save_checkpoint(tmp_path, 3, {"a": {"x": torch.ones(4)}, "b": [1, 2]})
+    monkeypatch.setattr(checkpoint.torch, "save", real_save)
+    latest = checkpoint.latest_checkpoint(tmp_path)
+    assert latest is not None and latest.name == "step_00000003"
+    loaded = checkpoint.load_checkpoint(latest)
+    assert torch.equal(loaded["a"]["x"], torch.ones(4)) and loaded["b"] == [1, 2]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
