@@ -28,9 +28,7 @@ the ratios, and the loss (equal in both orders). Writes ``benchmarks/results/mic
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -39,6 +37,8 @@ from unittest import mock
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchmarks._results import write_results  # noqa: E402
+
 RESULTS = ROOT / "benchmarks" / "results" / "micro_batch_order.json"
 ENV_KWARGS = {"agents": "multi", "max_turns": 2, "task": "arithmetic", "task_kwargs": {"level": 1}}
 
@@ -129,13 +129,9 @@ def main() -> int:
                      "logprob_sum": values[mode]["logprobs"][0]})
         print(f"{mode:12} {med['update']:13.2f} {med['update'] / base['update']:11.2f} {med['logprobs']:16.2f} "
               f"{med['logprobs'] / base['logprobs']:11.2f} {values[mode]['update'][0]:10.5f}")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"samples": len(samples), "episodes": args.episodes, "k": args.k,
-                                   "micro_batch_size": args.micro_batch_size, "rounds": args.rounds,
-                                   "threads": args.threads, "load_average": os.getloadavg(),
-                                   "machine": platform.platform(), "python": platform.python_version(),
-                                   "cpus": os.cpu_count(), "rows": rows}, indent=1))
-    print(f"wrote {RESULTS}")
+    write_results(RESULTS, {"samples": len(samples), "episodes": args.episodes, "k": args.k,
+                            "micro_batch_size": args.micro_batch_size, "rounds": args.rounds,
+                            "threads": args.threads, "rows": rows})
     return 0
 
 

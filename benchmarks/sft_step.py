@@ -22,9 +22,7 @@ to the first row; the losses of the three agree (the first two to float precisio
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -33,6 +31,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchmarks._results import write_results  # noqa: E402
+
 RESULTS = ROOT / "benchmarks" / "results" / "sft_step.json"
 
 
@@ -121,12 +121,8 @@ def main() -> int:
         rows.append({"mode": mode, "cpu_s": cpu[mode], "cpu_s_median": median, "ratio": median / base,
                      "loss": losses[mode][0]})
         print(f"{mode:24} {median:20.2f} {median / base:12.2f} {losses[mode][0]:26.5f}")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({"config": args.config, "examples": args.examples, "rounds": args.rounds,
-                                   "threads": args.threads, "tokens": tokens, "load_average": os.getloadavg(),
-                                   "machine": platform.platform(), "python": platform.python_version(),
-                                   "cpus": os.cpu_count(), "rows": rows}, indent=1))
-    print(f"wrote {RESULTS}")
+    write_results(RESULTS, {"config": args.config, "examples": args.examples, "rounds": args.rounds,
+                            "threads": args.threads, "tokens": tokens, "rows": rows})
     return 0
 
 
