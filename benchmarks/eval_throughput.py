@@ -142,11 +142,13 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         b, s = row["batched"], row["one_at_a_time"]
+        single = (f"{s['episodes_per_s']:.2f} | {row['speedup']:.2f}x" if s else "- | -")
         lines.append(
-            f"| {row['concurrency']} | {b['episodes_per_s']:.2f} | {s['episodes_per_s']:.2f} | "
-            f"{row['speedup']:.2f}x | {b['model_calls_per_s']:.1f} | {s['model_calls_per_s']:.1f} | "
-            f"{b['mean_batch_size']:.1f} | {b['completion_tokens_per_s']:.0f} |"
+            f"| {row['concurrency']} | {b['episodes_per_s']:.2f} | {single} | {b['model_calls_per_s']:.1f} | "
+            f"{s['model_calls_per_s']:.1f} | " if s else f"| {row['concurrency']} | {b['episodes_per_s']:.2f} | {single} | "
+            f"{b['model_calls_per_s']:.1f} | - | "
         )
+        lines[-1] += f"{b['mean_batch_size']:.1f} | {b['completion_tokens_per_s']:.0f} |"
     return "\n".join(lines)
 
 
@@ -349,7 +351,7 @@ def run_hf(args: argparse.Namespace) -> None:
 
     levels = args.concurrency or ([1, 4, 16] if args.quick else [1, 2, 4, 8, 16])
     repeats = min(args.repeats, 2) if args.quick else args.repeats
-    episodes = args.episodes or (16 if args.quick else 32)
+    default_episodes = args.episodes or (16 if args.quick else 32)
     env_id = pick_env(args.env)
     with tempfile.TemporaryDirectory() as tmp:
         if args.model:
@@ -365,22 +367,25 @@ def run_hf(args: argparse.Namespace) -> None:
 
         rows = []
         for concurrency in levels:
+            episodes = args.episodes_per_slot * concurrency if args.episodes_per_slot else default_episodes
             # Alternate the two modes (ABAB...) so that load from elsewhere hits both alike.
             batched, single = None, None
             for _ in range(repeats):
                 batched = _faster(batched, measure(env_id, agent, episodes, concurrency, None))
-                single = _faster(single, measure(env_id, agent, episodes, concurrency, 1))
+                if not args.batched_only:
+                    single = _faster(single, measure(env_id, agent, episodes, concurrency, 1))
             rows.append(
                 {
                     "concurrency": concurrency,
+                    "episodes": episodes,
                     "batched": batched,
                     "one_at_a_time": single,
-                    "speedup": batched["episodes_per_s"] / single["episodes_per_s"],
+                    "speedup": batched["episodes_per_s"] / single["episodes_per_s"] if single else None,
                 }
             )
             print(
-                f"concurrency {concurrency:>3}: batched {batched['episodes_per_s']:.2f} ep/s, "
-                f"one at a time {single['episodes_per_s']:.2f} ep/s",
+                f"concurrency {concurrency:>3}: batched {batched['episodes_per_s']:.2f} ep/s"
+                + (f", one at a time {single['episodes_per_s']:.2f} ep/s" if single else ""),
                 file=sys.stderr,
             )
 
@@ -390,7 +395,7 @@ def run_hf(args: argparse.Namespace) -> None:
         "agent": agent_kind,
         "model": args.model or "tiny random-weight decoder (2 layers, hidden 64), word-level tokenizer",
         "max_new_tokens": args.max_new_tokens,
-        "episodes_per_measurement": episodes,
+        "episodes_per_measurement": args.episodes_per_slot and f"{args.episodes_per_slot} x concurrency" or default_episodes,
         "repeats_best_of": repeats,
         "device": args.device,
         "torch_threads": torch.get_num_threads(),
@@ -406,7 +411,7 @@ def run_hf(args: argparse.Namespace) -> None:
     }
     table = markdown_table(rows)
     print(
-        f"\n{env_id}, {agent_kind}, {episodes} episodes per cell, "
+        f"\n{env_id}, {agent_kind}, {rows[-1]['episodes']} episodes in the last cell, "
         f"{args.max_new_tokens} new tokens, device {args.device}\n"
     )
     print(table)
@@ -414,7 +419,7 @@ def run_hf(args: argparse.Namespace) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")
     out.with_suffix(".md").write_text(
-        f"# eval_throughput\n\n{env_id}, {agent_kind}, {episodes} episodes per cell, "
+        f"# eval_throughput\n\n{env_id}, {agent_kind}, {rows[-1]['episodes']} episodes in the last cell, "
         f"{args.max_new_tokens} new tokens, device {args.device}, {os.cpu_count()} CPUs, "
         f"{torch.get_num_threads()} torch thread(s), best of {repeats} alternating runs, "
         f"load average {os.getloadavg()[0]:.1f} at the end\n\n{table}\n"
@@ -436,6 +441,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, help="episodes per measurement (default: hf 32, http 64)")
     parser.add_argument("--max-new-tokens", type=int, default=16, help="hf: new tokens per decision")
     parser.add_argument("--concurrency", type=int, nargs="+", help="concurrency levels")
+    parser.add_argument(
+        "--episodes-per-slot",
+        type=int,
+        help="hf: play this many episodes per concurrent slot (episodes = N x concurrency) instead of --episodes",
+    )
+    parser.add_argument(
+        "--batched-only",
+        action="store_true",
+        help="hf: skip the one-at-a-time side (the batched rate at concurrency 1 is one at a time)",
+    )
     parser.add_argument(
         "--repeats", type=int, default=3, help="runs per cell; the fastest counts (default 3)"
     )

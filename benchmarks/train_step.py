@@ -3,6 +3,7 @@
     python benchmarks/train_step.py            # CPU cases (tiny random model on Signalling-v0)
     python benchmarks/train_step.py --quick    # fewer steps and episodes
     python benchmarks/train_step.py --gpu      # also a real-size model (Qwen3-1.7B shape, random weights) on CUDA
+    python benchmarks/train_step.py --gpu --gpu-only --gpu-8b   # the CUDA cases only, plus one L1 step of Qwen3-8B's shape
 
 Each case runs in its own process (so peak memory is per case): one warm-up step, then the mean
 over ``--steps`` measured steps of
@@ -17,6 +18,16 @@ over ``--steps`` measured steps of
 
 plus generated and trained tokens per second, and peak memory (process RSS; CUDA peak allocated
 on GPU). Prints a Markdown table and writes ``benchmarks/results/train_step.{json,md}``.
+
+On CUDA each phase is also set against the card's limits, measured at the start of the run (a
+device-to-device copy for memory bandwidth, an 8192³ bf16 matrix product for dense math):
+
+* generation: weight bytes × decode steps per second (every decode step of a batch reads all the
+  weights once; a forward pass of the decoder during sampling is one step), against the bandwidth;
+* update: 6 · parameters · tokens through the model (prompt and completion, padding excluded) per
+  second, against the matrix-product rate. Gradient checkpointing recomputes the forward (8 · N · T
+  of work done) and LoRA skips the frozen weights' gradients (4 · N · T needed): 6 · N · T is the
+  usual model-FLOPs convention, not the work done.
 """
 
 from __future__ import annotations
@@ -44,10 +55,108 @@ CPU_CASES = {
                                 "algorithm.kl_coef=0.01"],
 }
 
-#: Qwen3-1.7B's shape (28 layers, hidden 2048, GQA 16/8, FFN 6144); the vocabulary is the local
-#: tokenizer's, so sampled ids decode. Random weights: for speed only.
-GPU_SHAPE = {"hidden_size": 2048, "num_layers": 28, "num_heads": 16, "num_kv_heads": 8, "intermediate_size": 6144,
-             "max_position_embeddings": 4096}
+#: Qwen3-1.7B's and Qwen3-8B's shapes (their config.json: layers, hidden, GQA heads, FFN, tied
+#: embeddings, a 151,936-token vocabulary) as Qwen3 models with random weights: for speed only. The
+#: tokenizer is a word-level one trained on Signalling's texts, padded with filler words to the
+#: vocabulary size, so sampled ids decode.
+GPU_SHAPES = {
+    "qwen3_1p7b": {"hidden_size": 2048, "num_layers": 28, "num_heads": 16, "num_kv_heads": 8,
+                   "intermediate_size": 6144, "max_position_embeddings": 4096, "tie_word_embeddings": True},
+    "qwen3_8b": {"hidden_size": 4096, "num_layers": 36, "num_heads": 32, "num_kv_heads": 8,
+                 "intermediate_size": 12288, "max_position_embeddings": 4096, "tie_word_embeddings": False},
+    # Two small layers with the real vocabulary: to check this script on a CPU (--gpu-device cpu).
+    "script_check": {"hidden_size": 64, "num_layers": 2, "num_heads": 4, "num_kv_heads": 2,
+                     "intermediate_size": 128, "max_position_embeddings": 1024, "tie_word_embeddings": True},
+}
+QWEN3_VOCAB = 151936
+
+
+def build_gpu_model(path: str, shape: str) -> str:
+    """A random-weight Qwen3 model of ``GPU_SHAPES[shape]``, saved in bf16 at ``path``."""
+    from llm_trainers.tiny import build_tiny_model, env_corpus
+
+    build_tiny_model(path, env_corpus("llm/Signalling-v0", episodes=50), arch="qwen3", vocab_size=QWEN3_VOCAB,
+                     dtype="bfloat16", **GPU_SHAPES[shape])
+    return path
+
+
+def measure_card() -> dict:
+    """The CUDA card's memory bandwidth and bf16 matrix-product rate, measured here.
+
+    Bandwidth counts the bytes read and written by a device-to-device copy of 4 GiB; the rate is
+    2·8192³ floating-point operations per 8192×8192×8192 bf16 product of random matrices. Each is
+    the mean of ten timed runs after three warm-ups.
+    """
+    import torch
+
+    def timed(fn) -> float:
+        for _ in range(3):
+            fn()
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(10):
+            fn()
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end) / 1000 / 10
+
+    def copy_rate() -> float:
+        src = torch.empty(2**31, dtype=torch.uint16, device="cuda")  # 4 GiB
+        dst = torch.empty_like(src)
+        return 2 * src.numel() * src.element_size() / timed(lambda: dst.copy_(src))
+
+    def matmul_rate() -> float:
+        a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+        return 2 * 8192**3 / timed(lambda: a @ b)
+
+    bandwidth, flops = copy_rate(), matmul_rate()
+    torch.cuda.empty_cache()
+    return {"name": torch.cuda.get_device_name(0), "bandwidth_bytes_s": bandwidth, "bf16_flop_s": flops,
+            "memory_gib": torch.cuda.get_device_properties(0).total_memory / 2**30}
+
+
+class _ForwardCounter:
+    """Counts the decoder's forward passes during sampling (decode steps, the prefill included)
+    and the tokens of every other pass (the learner's scoring and update passes, padding excluded)."""
+
+    def __init__(self, trainer) -> None:
+        self.sampling = False
+        self.decode_steps = 0
+        self.train_tokens = 0
+        self.score_tokens = 0
+        seen: set[int] = set()
+        for pol in trainer.policies:
+            base = pol.model.get_base_model() if hasattr(pol.model, "get_base_model") else pol.model
+            decoder = getattr(base, "model", base)
+            if id(decoder) not in seen:
+                seen.add(id(decoder))
+                decoder.register_forward_pre_hook(self._hook, with_kwargs=True)
+        engine_generate = trainer.engine.generate
+
+        def generate(*args, **kwargs):
+            self.sampling = True
+            try:
+                return engine_generate(*args, **kwargs)
+            finally:
+                self.sampling = False
+
+        trainer.engine.generate = generate
+
+    def _hook(self, module, args, kwargs) -> None:
+        import torch
+
+        if self.sampling:
+            self.decode_steps += 1
+            return
+        mask = kwargs.get("attention_mask")
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        tokens = int(mask.sum()) if mask is not None else (ids.numel() if ids is not None else 0)
+        if torch.is_grad_enabled():
+            self.train_tokens += tokens
+        else:
+            self.score_tokens += tokens
 
 
 def _run_case(name: str, overrides: list[str], steps: int, out_json: str, model_dir: str | None) -> None:
@@ -69,9 +178,16 @@ def _run_case(name: str, overrides: list[str], steps: int, out_json: str, model_
         trainer = Trainer(cfg)
         setup_s = time.perf_counter() - t0
         trainer.train_step()  # warm-up
-        if torch.cuda.is_available():
+        cuda = cfg.model.device.startswith("cuda")
+        if cuda:
             torch.cuda.reset_peak_memory_stats()
+        counter = _ForwardCounter(trainer) if model_dir else None  # the real-size cases
         rows = [trainer.train_step() for _ in range(steps)]
+        base_model = next(iter(trainer.policies)).model
+        base_model = base_model.get_base_model() if hasattr(base_model, "get_base_model") else base_model
+        weights = [p for n, p in base_model.named_parameters() if "lora_" not in n]  # the base model's
+        params = sum(p.numel() for p in weights)
+        weight_bytes = sum(p.numel() * p.element_size() for p in weights)
         trainer.close()
 
     def mean(key: str) -> float:
@@ -97,9 +213,56 @@ def _run_case(name: str, overrides: list[str], steps: int, out_json: str, model_
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
         "peak_cuda_mb": torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None,
         "torch_threads": torch.get_num_threads(),
+        "params": params,
+        "weight_bytes": weight_bytes,
         "overrides": overrides,
     }
+    if counter is not None:
+        total = lambda key: sum(r.get(key, 0.0) for r in rows)  # noqa: E731
+        result.update({
+            "decode_steps_per_step": counter.decode_steps / steps,
+            "update_tokens_per_step": counter.train_tokens / steps,
+            "scoring_tokens_per_step": counter.score_tokens / steps,
+            # Weight bytes read per second of sampling, and model FLOPs per second of update.
+            "generate_bytes_s": weight_bytes * counter.decode_steps / max(total("time/generate_s"), 1e-9),
+            "update_flop_s": 6 * params * counter.train_tokens / max(total("time/update_s"), 1e-9),
+        })
     Path(out_json).write_text(json.dumps(result))
+
+
+def _write(out: Path, meta: dict, results: list[dict], steps: int, card: dict | None) -> list[dict]:
+    """Print the table of the cases so far and write train_step.{json,md}; return the good cases."""
+    ok = [r for r in results if "error" not in r]
+    meta = {**meta, "load_average": os.getloadavg()}
+    table = _table(ok)
+    if card:
+        table += "\n\nAgainst the card's measured limits:\n\n" + _roofline_table(ok, card)
+    print(table, flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "train_step.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2))
+    (out / "train_step.md").write_text(
+        "# Training step time by phase\n\n"
+        f"Setup: {json.dumps(meta)}\n\nTimes are seconds per training step (mean of {steps} after one warm-up).\n\n"
+        + table + "\n"
+    )
+    return ok
+
+
+def _roofline_table(results: list[dict], card: dict) -> str:
+    """Each CUDA case's sampling and update rates against the card's measured limits."""
+    head = ("| case | params | decode steps / step | weight GB/s while sampling | × bandwidth | update tokens / step "
+            "| model TFLOP/s in update | × bf16 rate |")
+    lines = [head, "|" + "---|" * 8]
+    for r in results:
+        if "generate_bytes_s" not in r:
+            continue
+        lines.append(
+            f"| {r['case']} | {r['params'] / 1e9:.2f} B | {r['decode_steps_per_step']:.0f} "
+            f"| {r['generate_bytes_s'] / 1e9:.0f} | {r['generate_bytes_s'] / card['bandwidth_bytes_s']:.3f} "
+            f"| {r['update_tokens_per_step']:.0f} | {r['update_flop_s'] / 1e12:.0f} "
+            f"| {r['update_flop_s'] / card['bf16_flop_s']:.3f} |"
+        )
+    return "\n".join(lines)
 
 
 def _table(results: list[dict]) -> str:
@@ -123,7 +286,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--envs", type=int, default=None, help="environments per step (default 32, quick 16)")
     p.add_argument("--max-new-tokens", type=int, default=16)
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    p.add_argument("--gpu", action="store_true", help="add a real-size (Qwen3-1.7B shape) model on CUDA")
+    p.add_argument("--gpu", action="store_true", help="add real-size cases (Qwen3-1.7B shape, random weights) on CUDA")
+    p.add_argument("--gpu-only", action="store_true", help="with --gpu: skip the CPU cases")
+    p.add_argument("--gpu-8b", action="store_true", help="with --gpu: also one L1 case of Qwen3-8B's shape")
+    p.add_argument("--gpu-model-dir", help="with --gpu: build (or reuse) the 1.7B-shape model here and keep it")
+    p.add_argument("--gpu-shape", default="qwen3_1p7b", choices=sorted(GPU_SHAPES),
+                   help="with --gpu: the shape of the L1/L2 cases")
+    p.add_argument("--gpu-device", default="cuda", help="with --gpu: their device (cpu only to check this script)")
+    p.add_argument("--case-timeout", type=float, default=None, help="seconds before a case is stopped")
     p.add_argument("--cases", nargs="*", default=None, help="subset of the CPU cases")
     p.add_argument("--out", default=str(RESULTS))
     p.add_argument("--_case", help=argparse.SUPPRESS)
@@ -145,36 +315,73 @@ def main(argv: list[str] | None = None) -> int:
     common = [f"env.num_envs={envs}", f"rollout.max_new_tokens={args.max_new_tokens}", "model.device=cpu",
               "model.path=tiny:llm/Signalling-v0", "train.micro_batch_size=64", "train.lr=1e-3"]
     cases: list[tuple[str, list[str], str | None]] = []
-    for name, ov in CPU_CASES.items():
-        if args.cases is None or name in args.cases:
-            cases.append((f"cpu/{name}", [*common, *ov], None))
-    gpu_model = None
+    if not (args.gpu and args.gpu_only):
+        for name, ov in CPU_CASES.items():
+            if args.cases is None or name in args.cases:
+                cases.append((f"cpu/{name}", [*common, *ov], None))
+    card = None
     if args.gpu:
         import torch
 
-        if not torch.cuda.is_available():
+        on_cuda = args.gpu_device.startswith("cuda")
+        if on_cuda and not torch.cuda.is_available():
             print("--gpu: no CUDA device; skipping the GPU cases", file=sys.stderr)
         else:
-            from llm_trainers.tiny import build_tiny_model, env_corpus
-
-            gpu_model = tempfile.mkdtemp(prefix="bench_qwen3_1p7b_")
-            build_tiny_model(gpu_model, env_corpus("llm/Signalling-v0", episodes=50), **GPU_SHAPE)
+            if on_cuda:
+                card = measure_card()
+                print(f"{card['name']}: {card['bandwidth_bytes_s'] / 1e12:.2f} TB/s copy, "
+                      f"{card['bf16_flop_s'] / 1e12:.0f} TFLOP/s bf16 matmul", file=sys.stderr, flush=True)
+            models = {}
+            shapes = [args.gpu_shape] + (["qwen3_8b"] if args.gpu_8b else [])
+            for shape in dict.fromkeys(shapes):
+                if shape == args.gpu_shape and args.gpu_model_dir:
+                    path = args.gpu_model_dir
+                else:
+                    path = tempfile.mkdtemp(prefix=f"bench_{shape}_")
+                if not (Path(path) / "config.json").exists():
+                    t0 = time.perf_counter()
+                    build_gpu_model(path, shape)
+                    print(f"built {shape} in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+                models[shape] = path
             gpu_common = [f"env.num_envs={envs * 4}", f"rollout.max_new_tokens={args.max_new_tokens * 8}",
-                          "model.device=cuda", "model.dtype=bfloat16", "train.bf16=true",
-                          "model.gradient_checkpointing=true", "train.micro_batch_size=16", "train.lr=1e-6"]
-            for name in ("at_grpo_L1_tree_k4", "at_grpo_L2_tree_k4"):
+                          f"model.device={args.gpu_device}", "model.dtype=bfloat16", "train.bf16=true",
+                          "model.gradient_checkpointing=true", "train.micro_batch_size=16", "train.lr=1e-6",
+                          # Random weights earn the same (format-error) reward in every group, so
+                          # every advantage is 0 and the trainer would skip the update; an entropy
+                          # term keeps every record in it, as a trained model's mixed groups would.
+                          "train.entropy_coef=0.001"]
+            have_vllm = False
+            try:
+                import vllm  # noqa: F401
+
+                have_vllm = on_cuda
+            except Exception as exc:  # noqa: BLE001
+                print(f"vLLM unavailable ({exc}); GPU cases use the HF engine only", file=sys.stderr)
+            runs = [(args.gpu_shape, "at_grpo_L1_tree_k4"), (args.gpu_shape, "at_grpo_L2_tree_k4")]
+            if args.gpu_8b:
+                runs.append(("qwen3_8b", "at_grpo_L1_tree_k4"))
+            for shape, name in runs:
                 ov = [o for o in CPU_CASES[name] if not o.startswith("model.lora")]
                 if "L2" in name:
                     ov.append("model.lora={r: 16, alpha: 32, target_modules: all-linear}")
-                cases.append((f"cuda/{name}/hf", [*gpu_common, *ov], gpu_model))
-                try:
-                    import vllm  # noqa: F401
+                device = "cuda" if on_cuda else args.gpu_device
+                cases.append((f"{device}/{shape}/{name}/hf", [*gpu_common, *ov], models[shape]))
+                if have_vllm:
+                    cases.append((f"{device}/{shape}/{name}/vllm", [*gpu_common, *ov, "rollout.engine=vllm"],
+                                  models[shape]))
 
-                    cases.append((f"cuda/{name}/vllm", [*gpu_common, *ov, "rollout.engine=vllm"], gpu_model))
-                except Exception as exc:  # noqa: BLE001
-                    print(f"vLLM unavailable ({exc}); GPU cases use the HF engine only", file=sys.stderr)
-
-    results = []
+    meta = {
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "quick": args.quick,
+        "steps": steps,
+        "envs": envs,
+        "max_new_tokens": args.max_new_tokens,
+        "card": card,
+    }
+    results: list[dict] = []
+    ok: list[dict] = []
     for name, overrides, model in cases:
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
             out_json = f.name
@@ -185,39 +392,23 @@ def main(argv: list[str] | None = None) -> int:
         if args.threads:
             cmd += ["--threads", str(args.threads)]
         print(f"running {name} ...", file=sys.stderr, flush=True)
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            print(proc.stderr[-4000:], file=sys.stderr)
-            results.append({"case": name, "error": proc.stderr.strip().splitlines()[-1] if proc.stderr else "failed"})
-            continue
-        results.append(json.loads(Path(out_json).read_text()))
-        os.unlink(out_json)
-
-    ok = [r for r in results if "error" not in r]
-    meta = {
-        "python": platform.python_version(),
-        "machine": platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "load_average": os.getloadavg(),
-        "quick": args.quick,
-        "steps": steps,
-        "envs": envs,
-        "max_new_tokens": args.max_new_tokens,
-    }
-    table = _table(ok)
-    print(table)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=args.case_timeout)
+        except subprocess.TimeoutExpired:
+            results.append({"case": name, "error": f"stopped after --case-timeout {args.case_timeout:.0f} s"})
+        else:
+            if proc.returncode != 0:
+                print(proc.stderr[-4000:], file=sys.stderr)
+                results.append({"case": name,
+                                "error": proc.stderr.strip().splitlines()[-1] if proc.stderr else "failed"})
+            else:
+                results.append(json.loads(Path(out_json).read_text()))
+                os.unlink(out_json)
+        ok = _write(Path(args.out), meta, results, steps, card)  # after every case: a cut run keeps its cases
     for r in results:
         if "error" in r:
             print(f"{r['case']}: FAILED: {r['error']}")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "train_step.json").write_text(json.dumps({"meta": meta, "results": results}, indent=2))
-    (out / "train_step.md").write_text(
-        "# Training step time by phase\n\n"
-        f"Setup: {json.dumps(meta)}\n\nTimes are seconds per training step (mean of {steps} after one warm-up).\n\n"
-        + table + "\n"
-    )
-    return 0 if len(ok) == len(results) else 1
+    return 0 if cases and len(ok) == len(results) else 1
 
 
 if __name__ == "__main__":

@@ -80,6 +80,8 @@ def build_tiny_model(
     arch: str = "llama",
     tie_word_embeddings: bool = False,
     seed: int = 0,
+    vocab_size: int | None = None,
+    dtype: str | None = None,
 ) -> Path:
     """Train a word-level tokenizer on ``texts``, build a random-weight decoder, save both.
 
@@ -92,6 +94,11 @@ def build_tiny_model(
             ``"qwen3"``.
         tie_word_embeddings: Share the input embedding and the output head.
         seed: Seed of the random weights.
+        vocab_size: Pad the vocabulary to this many tokens with filler words ``<extra_N>`` (a
+            real model's vocabulary size makes the embedding and the output head as large as
+            theirs, for speed and memory measurements). None: the corpus's words only.
+        dtype: Weight dtype of the saved model (``"bfloat16"``, ``"float16"``, ``"float32"``);
+            None saves float32. Building in bfloat16 halves the file of a large shape.
 
     Returns:
         The directory, loadable with ``from_pretrained``.
@@ -108,6 +115,15 @@ def build_tiny_model(
     tok.decoder = decoders.WordPiece(prefix="##")  # joins word tokens with single spaces
     trainer = trainers.WordLevelTrainer(special_tokens=SPECIAL_TOKENS, min_frequency=1)
     tok.train_from_iterator(list(texts), trainer=trainer)
+    if vocab_size is not None:
+        vocab = tok.get_vocab()
+        if vocab_size < len(vocab):
+            raise ValueError(f"vocab_size={vocab_size} is below the corpus's {len(vocab)} words")
+        vocab.update({f"<extra_{i}>": i for i in range(len(vocab), vocab_size)})
+        padded = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+        padded.pre_tokenizer, padded.decoder = tok.pre_tokenizer, tok.decoder
+        padded.add_special_tokens(SPECIAL_TOKENS)  # marks them special, ids unchanged
+        tok = padded
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok,
         pad_token="<pad>",
@@ -142,9 +158,10 @@ def build_tiny_model(
         config = LlamaConfig(**common)
     else:
         raise ValueError(f"unknown arch {arch!r}; choose 'qwen3' or 'llama'")
+    torch_dtype = getattr(torch, dtype) if dtype else torch.float32
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        model = AutoModelForCausalLM.from_config(config)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
     model.generation_config.eos_token_id = fast.eos_token_id
     model.generation_config.pad_token_id = fast.pad_token_id
     model.save_pretrained(path)

@@ -10,6 +10,7 @@ steps) and 0.42 (REINFORCE++, 30 steps; 0.58 at 40), against a threshold of 0.35
 from __future__ import annotations
 
 import pytest
+import torch
 
 from llm_trainers import make_trainer
 from llm_trainers.config import load_config
@@ -73,13 +74,23 @@ def qwen3_tiny_model(root) -> str:
                                 arch="qwen3", seed=0))
 
 
+#: The cases also run on a CUDA GPU where there is one (the same steps and threshold; CI has none).
+CUDA_CASES = ["at_grpo_L1", "at_grpo_L2"]
+PARAMS = [pytest.param(case, "cpu", id=case) for case in CASES] + [
+    pytest.param(case, "cuda", id=f"{case}-cuda",
+                 marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"))
+    for case in CUDA_CASES
+]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("case", list(CASES))
-def test_tiny_model_learns_signalling(case, tmp_path):
+@pytest.mark.parametrize(("case", "device"), PARAMS)
+def test_tiny_model_learns_signalling(case, device, tmp_path):
     if case.endswith("_ray"):
         pytest.importorskip("ray", reason="the distributed layout needs Ray: pip install 'llm-envs[ray]'")
     overrides = [o.replace("model.path=QWEN3", f"model.path={qwen3_tiny_model(tmp_path)}") for o in CASES[case]]
-    cfg = load_config(None, [*COMMON, *overrides, f"run.output_dir={tmp_path / 'run'}", "run.seed=0"])
+    cfg = load_config(None, [*COMMON, *overrides, f"model.device={device}", f"run.output_dir={tmp_path / 'run'}",
+                             "run.seed=0"])
     trainer = make_trainer(cfg)
     start = trainer.evaluate()
     final = trainer.train()  # evaluates at the start (logged) and after the last step
@@ -87,7 +98,7 @@ def test_tiny_model_learns_signalling(case, tmp_path):
     s0, s1 = start["eval/success"], final["eval/success"]
     r0 = start["eval/reward/speaker"] + start["eval/reward/listener"]
     r1 = final["eval/reward/speaker"] + final["eval/reward/listener"]
-    print(f"{case}: success {s0:.3f} -> {s1:.3f}; team+local reward {r0:.3f} -> {r1:.3f}")
+    print(f"{case} on {device}: success {s0:.3f} -> {s1:.3f}; team+local reward {r0:.3f} -> {r1:.3f}")
     assert s0 < 0.15, "the untrained model should rarely succeed"
     assert s1 >= 0.35 and s1 >= s0 + 0.25, f"{case}: success {s0:.3f} -> {s1:.3f}"
     assert r1 >= r0 + 0.5, f"{case}: reward {r0:.3f} -> {r1:.3f}"
