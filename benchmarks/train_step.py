@@ -71,12 +71,12 @@ GPU_SHAPES = {
 QWEN3_VOCAB = 151936
 
 
-def build_gpu_model(path: str, shape: str) -> str:
-    """A random-weight Qwen3 model of ``GPU_SHAPES[shape]``, saved in bf16 at ``path``."""
+def build_gpu_model(path: str, shape: str, device: str | None = None) -> str:
+    """A random-weight Qwen3 model of ``GPU_SHAPES[shape]``, drawn on ``device``, saved in bf16 at ``path``."""
     from llm_trainers.tiny import build_tiny_model, env_corpus
 
     build_tiny_model(path, env_corpus("llm/Signalling-v0", episodes=50), arch="qwen3", vocab_size=QWEN3_VOCAB,
-                     dtype="bfloat16", **GPU_SHAPES[shape])
+                     dtype="bfloat16", device=device, **GPU_SHAPES[shape])
     return path
 
 
@@ -340,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
                     path = tempfile.mkdtemp(prefix=f"bench_{shape}_")
                 if not (Path(path) / "config.json").exists():
                     t0 = time.perf_counter()
-                    build_gpu_model(path, shape)
+                    build_gpu_model(path, shape, device="cuda" if on_cuda else None)
                     print(f"built {shape} in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
                 models[shape] = path
             gpu_common = [f"env.num_envs={envs * 4}", f"rollout.max_new_tokens={args.max_new_tokens * 8}",

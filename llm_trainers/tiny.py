@@ -82,6 +82,7 @@ def build_tiny_model(
     seed: int = 0,
     vocab_size: int | None = None,
     dtype: str | None = None,
+    device: str | None = None,
 ) -> Path:
     """Train a word-level tokenizer on ``texts``, build a random-weight decoder, save both.
 
@@ -99,6 +100,8 @@ def build_tiny_model(
             theirs, for speed and memory measurements). None: the corpus's words only.
         dtype: Weight dtype of the saved model (``"bfloat16"``, ``"float16"``, ``"float32"``);
             None saves float32. Building in bfloat16 halves the file of a large shape.
+        device: Where the random weights are drawn (``"cuda"`` draws a large shape in seconds
+            where a CPU takes minutes); None: the CPU. The weights differ from the CPU's draw.
 
     Returns:
         The directory, loadable with ``from_pretrained``.
@@ -161,7 +164,8 @@ def build_tiny_model(
     torch_dtype = getattr(torch, dtype) if dtype else torch.float32
     with torch.random.fork_rng():
         torch.manual_seed(seed)
-        model = AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
+        with torch.device(device or "cpu"):
+            model = AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
     model.generation_config.eos_token_id = fast.eos_token_id
     model.generation_config.pad_token_id = fast.pad_token_id
     model.save_pretrained(path)

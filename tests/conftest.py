@@ -1,4 +1,4 @@
-"""Shared pytest configuration: every test runs offline and on the CPU."""
+"""Shared pytest configuration: every test runs offline; all but the CUDA ones (skipped without a GPU) on the CPU."""
 
 import os
 
