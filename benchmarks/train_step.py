@@ -2,6 +2,7 @@
 
     python benchmarks/train_step.py            # CPU cases (tiny random model on Signalling-v0)
     python benchmarks/train_step.py --quick    # fewer steps and episodes
+    python benchmarks/train_step.py --scoring-pass   # each CPU case also with log π_old scored in a pass of its own
     python benchmarks/train_step.py --gpu      # also a real-size model (Qwen3-1.7B shape, random weights) on CUDA
     python benchmarks/train_step.py --gpu --gpu-only --gpu-8b   # the CUDA cases only, plus one L1 step of Qwen3-8B's shape
 
@@ -295,6 +296,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gpu-device", default="cuda", help="with --gpu: their device (cpu only to check this script)")
     p.add_argument("--case-timeout", type=float, default=None, help="seconds before a case is stopped")
     p.add_argument("--cases", nargs="*", default=None, help="subset of the CPU cases")
+    p.add_argument("--scoring-pass", action="store_true",
+                   help="also run each CPU case with algorithm.old_logprobs_from_update=false (log π_old in a "
+                        "scoring pass of its own), side by side")
+    p.add_argument("--model", default="tiny:llm/Signalling-v0",
+                   help="model of the CPU cases (default: the tiny random one; e.g. smollm2)")
     p.add_argument("--out", default=str(RESULTS))
     p.add_argument("--_case", help=argparse.SUPPRESS)
     p.add_argument("--_json", help=argparse.SUPPRESS)
@@ -313,12 +319,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     common = [f"env.num_envs={envs}", f"rollout.max_new_tokens={args.max_new_tokens}", "model.device=cpu",
-              "model.path=tiny:llm/Signalling-v0", "train.micro_batch_size=64", "train.lr=1e-3"]
+              f"model.path={args.model}", "train.micro_batch_size=64", "train.lr=1e-3"]
     cases: list[tuple[str, list[str], str | None]] = []
     if not (args.gpu and args.gpu_only):
         for name, ov in CPU_CASES.items():
             if args.cases is None or name in args.cases:
                 cases.append((f"cpu/{name}", [*common, *ov], None))
+                if args.scoring_pass:
+                    cases.append((f"cpu/{name}/scoring-pass", [*common, *ov, "algorithm.old_logprobs_from_update=false"],
+                                  None))
     card = None
     if args.gpu:
         import torch

@@ -394,6 +394,12 @@ class AlgorithmConfig:
         reward_clip: Clip scalar rewards to ±this before the REINFORCE++ family (None = off).
         recompute_old_logprobs: Score the samples with the learner before updating (exact
             on-policy ratio) instead of using the engine's sampling log-probs.
+        old_logprobs_from_update: Where the update takes exactly one optimizer step per policy
+            (``train.epochs`` 1 and one mini-batch) and no KL term in the reward needs them before
+            the advantages, take the learner's log π_old from the update's own forward pass,
+            detached, instead of a separate scoring pass: the weights have not moved yet, so it
+            is the same value (the ratio is exactly 1) without that pass (~a quarter of a
+            SmolLM2 step on a CPU). false: always score in a pass of its own.
         rae_decay: α of the ``rae`` baselines ``b ← α·b + (1 − α)·R`` (SPIRAL: 0.95).
     """
 
@@ -407,6 +413,7 @@ class AlgorithmConfig:
     kl_estimator: str = "k1"
     reward_clip: float | None = None
     recompute_old_logprobs: bool = True
+    old_logprobs_from_update: bool = True
     rae_decay: float = 0.95
 
 

@@ -59,7 +59,9 @@ class UpdateSample:
         prompt_ids: Prompt tokens.
         completion_ids: Sampled tokens.
         advantages: ``[len(completion_ids)]`` token advantages.
-        old_logprobs: ``[len(completion_ids)]`` log π_old (behaviour policy).
+        old_logprobs: ``[len(completion_ids)]`` log π_old (behaviour policy), or None: the
+            update's own forward pass, detached (only where the update is one optimizer step,
+            so that the weights have not moved when it is read; :meth:`Learner.update` checks).
         ref_logprobs: ``[len(completion_ids)]`` log π_ref, needed only for a KL loss term.
         behaviour_logprobs: ``[len(completion_ids)]`` log μ of the policy that sampled the
             tokens (the engine's), when it may differ from ``old_logprobs`` (asynchronous
@@ -69,7 +71,7 @@ class UpdateSample:
     prompt_ids: list[int]
     completion_ids: list[int]
     advantages: Tensor
-    old_logprobs: Tensor
+    old_logprobs: Tensor | None
     ref_logprobs: Tensor | None = None
     behaviour_logprobs: Tensor | None = None
 
@@ -213,6 +215,11 @@ class Learner:
             if any(s.behaviour_logprobs is None for s in samples):
                 raise ValueError(f"off-policy correction {self.off_policy.correction!r} needs behaviour_logprobs "
                                  "on every sample")
+        if any(s.old_logprobs is None for s in samples):
+            mini = self._mini_size(len(samples))
+            if cfg.epochs != 1 or (mini and 0 < mini < len(samples)) or any(s.old_logprobs is not None for s in samples):
+                raise ValueError("samples without old_logprobs take log π_old from the update's forward pass: that "
+                                 "needs one optimizer step (epochs 1, one mini-batch) and no sample with them")
         if not samples:
             # The schedule counts training iterations, not this policy's non-empty updates.
             self._step_schedule(policy)
@@ -303,10 +310,13 @@ class Learner:
         width = batch.completion_ids.shape[1]
         mask = batch.completion_mask
         adv = pad_right([s.advantages.tolist() for s in micro], width).to(device)
-        old = pad_right([s.old_logprobs.tolist() for s in micro], width).to(device)
         with self._autocast(device):
             logp, entropy = completion_logprobs(model, batch, self.temperature, with_entropy=need_entropy)
         logp = logp.float()
+        if micro[0].old_logprobs is None:  # one optimizer step: the weights are still π_old's
+            old = logp.detach()
+        else:
+            old = pad_right([s.old_logprobs.tolist() for s in micro], width).to(device)
         off = None
         correction = self.off_policy.correction
         if correction == "none":

@@ -29,7 +29,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -367,7 +367,8 @@ class Trainer:
             advantage_s = time.perf_counter() - t0
             keep, idle = self._without_zero_gradient_policies(records, advantages, keep)
             t0 = time.perf_counter()
-            old, ref = self._score(records, only=set(keep))
+            old, ref = self._score(records, only=set(keep),
+                                   with_old=not self._old_logprobs_from_update(records, keep))
             logprob_s = time.perf_counter() - t0
         for policy in self.policies.names():
             metrics[f"train/{policy}/skipped_zero_advantage"] = float(policy in idle)
@@ -431,9 +432,21 @@ class Trainer:
         idle = {records[i].policy for i in keep} - moving
         return [i for i in keep if records[i].policy in moving], idle
 
-    def _score(self, records: Sequence[TrainRecord],
-               only: set[int] | None = None) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
-        """log π_old (recomputed or the engine's) and log π_ref (if a KL term needs it), for the
+    def _old_logprobs_from_update(self, records: Sequence[TrainRecord], keep: Sequence[int]) -> bool:
+        """Whether the update can take log π_old from its own forward pass: one optimizer step per
+        policy over the records ``keep`` names (``algorithm.old_logprobs_from_update``)."""
+        a, t = self.cfg.algorithm, self.cfg.train
+        if not (a.old_logprobs_from_update and a.recompute_old_logprobs) or t.epochs != 1:
+            return False
+        if t.num_mini_batches:
+            return t.num_mini_batches == 1
+        counts = Counter(records[i].policy for i in keep)
+        return not t.mini_batch_size or t.mini_batch_size <= 0 or all(n <= t.mini_batch_size for n in counts.values())
+
+    def _score(self, records: Sequence[TrainRecord], only: set[int] | None = None,
+               with_old: bool = True) -> tuple[list[torch.Tensor | None], list[torch.Tensor] | None]:
+        """log π_old (recomputed or the engine's; None everywhere without ``with_old``: the
+        update's own forward pass gives it) and log π_ref (if a KL term needs it), for the
         records ``only`` names (default: all; the others get None)."""
         cfg = self.cfg
         need_ref = needs_reference(cfg)
@@ -446,7 +459,9 @@ class Trainer:
         for policy, idx in by_policy.items():
             prompts = [records[i].prompt_ids for i in idx]
             comps = [records[i].completion_ids for i in idx]
-            if cfg.algorithm.recompute_old_logprobs:
+            if not with_old:
+                lps = [None] * len(idx)
+            elif cfg.algorithm.recompute_old_logprobs:
                 lps = self.learner.logprobs(policy, prompts, comps)
             else:
                 lps = [torch.tensor(records[i].logprobs, dtype=torch.float32) for i in idx]

@@ -205,3 +205,65 @@ def test_bf16_autocast_and_gradient_checkpointing_on_cpu(tiny_model_dir):
     _fill_old(bf, "shared", samples)
     m = bf.update("shared", samples)
     assert math.isfinite(m["loss"])
+
+
+def test_old_logprobs_from_the_update_give_the_recomputed_step(policies):
+    """Without old_logprobs, one optimizer step reads log π_old from its own forward pass: the same
+    gradient and loss as with a separate scoring pass (the weights have not moved), clip 0, ratio 1."""
+    pol = policies["shared"]
+    learner = Learner(policies, TrainConfig(lr=0.0, max_grad_norm=None, micro_batch_size=2, clip_low=0.2))
+    scored = _fill_old(learner, "shared", _samples(pol.tokenizer, [1, 4, 2, 3, 5]))
+    stats_scored = learner.update("shared", scored)
+    expected = {n: p.grad.clone() for n, p in pol.model.named_parameters() if p.grad is not None}
+    pol.model.zero_grad(set_to_none=True)
+
+    unscored = _samples(pol.tokenizer, [1, 4, 2, 3, 5])
+    for s in unscored:
+        s.old_logprobs = None
+    stats = learner.update("shared", unscored)
+    assert stats["loss"] == pytest.approx(stats_scored["loss"], abs=1e-6)
+    assert stats["clip_frac"] == 0.0 and stats["ratio_max"] == 1.0
+    for n, p in pol.model.named_parameters():
+        if p.grad is not None:
+            assert torch.allclose(expected[n], p.grad, atol=1e-6, rtol=1e-4), n
+
+
+@pytest.mark.parametrize("cfg", [{"epochs": 2}, {"mini_batch_size": 2}, {"num_mini_batches": 2}])
+def test_old_logprobs_from_the_update_are_refused_where_the_weights_move_between_steps(policies, cfg):
+    pol = policies["shared"]
+    learner = Learner(policies, TrainConfig(lr=1e-3, micro_batch_size=2, **cfg))
+    samples = _samples(pol.tokenizer, [1, 4, 2, 3])
+    for s in samples:
+        s.old_logprobs = None
+    with pytest.raises(ValueError, match="one optimizer step"):
+        learner.update("shared", samples)
+
+
+def test_a_trainer_step_without_the_scoring_pass_trains_the_same_weights(tmp_path):
+    """``algorithm.old_logprobs_from_update`` (default true) skips the separate log π_old pass where
+    the update is one optimizer step per policy; the step's new weights are the scored step's."""
+    from llm_trainers.config import load_config
+    from llm_trainers.trainer import Trainer
+
+    base = ["model.path=tiny:llm/Signalling-v0", "model.device=cpu", "model.level=L2",
+            "model.lora={r: 4, alpha: 8, target_modules: [q_proj, v_proj, lm_head]}", "rollout.max_new_tokens=2",
+            "rollout.k=4", "env.num_envs=6", "run.steps=1", "run.eval_every=-1", "run.eval_at_start=false",
+            "run.save_every=-1", "run.progress=false", "run.tensorboard=false", "run.export_final=false",
+            "train.lr=5e-2", "train.micro_batch_size=5"]
+    weights, scoring_calls = {}, {}
+    for from_update in (True, False):
+        trainer = Trainer(load_config(None, [*base, f"algorithm.old_logprobs_from_update={str(from_update).lower()}",
+                                             f"run.output_dir={tmp_path / str(from_update)}"]))
+        calls = []
+        real_logprobs = trainer.learner.logprobs
+        trainer.learner.logprobs = lambda *a, **k: calls.append(a[0]) or real_logprobs(*a, **k)
+        before = {f"{p.name}/{k}": v.clone() for p in trainer.policies for k, v in p.trainable_state_dict().items()}
+        trainer.train()
+        weights[from_update] = {f"{p.name}/{k}": v.clone() for p in trainer.policies
+                                for k, v in p.trainable_state_dict().items()}
+        scoring_calls[from_update] = calls
+        trainer.close()
+    assert scoring_calls[True] == [] and scoring_calls[False], scoring_calls
+    assert any(not torch.equal(before[k], weights[True][k]) for k in before)
+    for k, v in weights[False].items():
+        assert torch.allclose(weights[True][k], v, atol=1e-6, rtol=1e-4), k

@@ -141,11 +141,17 @@ def test_ctrl_c_during_a_checkpoint_save_is_raised_after_the_save(tmp_path, monk
         real_save(obj, f)
 
     monkeypatch.setattr(checkpoint.torch, "save", interrupted_save)
-    with pytest.raises(KeyboardInterrupt):
-        checkpoint.save_checkpoint(tmp_path, 3, {"a": {"x": torch.ones(4)}, "b": [1, 2]})
+    # A test run started in the background by a non-interactive shell inherits SIGINT ignored;
+    # Ctrl-C at a terminal finds Python's default handler, which is the case tested here.
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            checkpoint.save_checkpoint(tmp_path, 3, {"a": {"x": torch.ones(4)}, "b": [1, 2]})
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back after the save
+    finally:
+        signal.signal(signal.SIGINT, inherited)
     monkeypatch.setattr(checkpoint.torch, "save", real_save)
     latest = checkpoint.latest_checkpoint(tmp_path)
     assert latest is not None and latest.name == "step_00000003"
     loaded = checkpoint.load_checkpoint(latest)
     assert torch.equal(loaded["a"]["x"], torch.ones(4)) and loaded["b"] == [1, 2]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
