@@ -256,7 +256,8 @@ def test_a_trainer_step_without_the_scoring_pass_trains_the_same_weights(tmp_pat
                                              f"run.output_dir={tmp_path / str(from_update)}"]))
         calls = []
         real_logprobs = trainer.learner.logprobs
-        trainer.learner.logprobs = lambda *a, **k: calls.append(a[0]) or real_logprobs(*a, **k)
+        trainer.learner.logprobs = (lambda *a, _calls=calls, _real=real_logprobs, **k:
+                                    _calls.append(a[0]) or _real(*a, **k))
         before = {f"{p.name}/{k}": v.clone() for p in trainer.policies for k, v in p.trainable_state_dict().items()}
         trainer.train()
         weights[from_update] = {f"{p.name}/{k}": v.clone() for p in trainer.policies
