@@ -461,26 +461,8 @@ def _sample_step(logits: torch.Tensor, params: SamplingParams) -> tuple[torch.Te
             drop_sorted = before >= params.top_p  # the first token is always kept
             drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
             masked = masked.masked_fill(drop, float("-inf"))
-        tokens = sample_categorical(masked.softmax(dim=-1))
+        tokens = torch.multinomial(masked.softmax(dim=-1), 1).squeeze(-1)
     return tokens, logp.gather(-1, tokens[:, None]).squeeze(-1)
-
-
-def sample_categorical(probs: torch.Tensor) -> torch.Tensor:
-    """One index per row of ``probs [B, V]`` (non-negative, each row summing to about 1), drawn
-    from that distribution by inverting its cumulative sum with one uniform number per row, from
-    torch's current generator.
-
-    The same draw as ``torch.multinomial(probs, 1)``, ~20x cheaper on a CPU (measured at
-    [16, 49152]: 0.8 ms against 19.9 ms, whose cost a decode step of SmolLM2 pays in full). The sum
-    is taken in float64; a token of probability 0 is never drawn (``right=True`` skips flat steps
-    of the sum, and a draw that rounding puts past the end goes to the last token of positive
-    probability).
-    """
-    cdf = probs.double().cumsum(dim=-1)
-    total = cdf[:, -1:]
-    u = torch.rand(probs.shape[0], 1, dtype=torch.float64, device=probs.device) * total
-    index = torch.searchsorted(cdf, u, right=True).squeeze(-1)
-    return torch.where(index < probs.shape[-1], index, cdf.argmax(dim=-1))
 
 
 def _cache_argument(model: Any) -> str:
