@@ -1,4 +1,5 @@
-"""What cutting micro-batches by length saves in a learner step on SmolLM2-135M, side by side.
+"""What cutting micro-batches by length, and running each shared prompt once, save in a learner
+step on SmolLM2-135M, side by side.
 
 The learner shuffles a step's samples, then cuts them into micro-batches of
 ``train.micro_batch_size``; each micro-batch is padded to its longest prompt plus its longest
@@ -8,8 +9,11 @@ a token sum over the mini-batch) and computes fewer pad positions. This script m
 orders on the same samples, interleaved round by round so the shared machine's load hits both
 alike:
 
-* ``shuffled`` — the micro-batches cut in the shuffled order (the learner before);
-* ``by length`` — the learner now.
+* ``shuffled`` — the micro-batches cut in the shuffled order (the learner before), every row
+  run whole;
+* ``by length`` — cut by length, every row run whole (``train.share_prompts: false``);
+* ``shared prompts`` — the learner now: cut by length, each distinct prompt of a micro-batch run
+  once and its completions on its key/value cache (``train.share_prompts``, since 2026-11-29).
 
 The samples are real prompts of a two-turn environment, ``llm/ReasonerTool-v0`` (arithmetic
 level 1, ``max_turns: 2``): the reasoner's and the tool's observations through SmolLM2's chat
@@ -20,14 +24,16 @@ repeated ``--k`` times (the K candidates of a tree group share their prompt). On
 (r 8 on every linear layer), float32, learning rate 0 (the weights do not move between rounds).
 
 Reports CPU seconds per update and per log-prob pass (this process, ``--threads`` torch threads),
-the ratios, and the loss (equal in both orders). Writes ``benchmarks/results/micro_batch_order.json``.
+the ratios, and the loss (equal in every mode, to floating-point order). Writes ``benchmarks/results/micro_batch_order.json``.
 
     python benchmarks/micro_batch_order.py              # 2 + 2 episodes, K 2, micro-batches of 4, 2 rounds
+    python benchmarks/micro_batch_order.py --k 4 --micro-batch-size 8   # the SmolLM2 configs' K and micro-batch
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -104,31 +110,38 @@ def main() -> int:
     def scores() -> float:
         return float(sum(x.sum() for x in learner.logprobs("shared", prompts, completions)))
 
-    modes = {"shuffled": mock.patch.object(learner_mod, "by_length", shuffled_order),
-             "by length": mock.patch.object(learner_mod, "by_length", learner_mod.by_length)}
+    def mode(order, share: bool):
+        stack = contextlib.ExitStack()
+        stack.enter_context(mock.patch.object(learner_mod, "by_length", order))
+        stack.enter_context(mock.patch.object(learner.cfg, "share_prompts", share))
+        return stack
+
+    modes = {"shuffled": lambda: mode(shuffled_order, False),
+             "by length": lambda: mode(learner_mod.by_length, False),
+             "shared prompts": lambda: mode(learner_mod.by_length, True)}
     cpu = {m: {"update": [], "logprobs": []} for m in modes}
     values = {m: {"update": [], "logprobs": []} for m in modes}
     for _ in range(args.rounds):
-        for mode, patch in modes.items():
-            with patch:
+        for name, patch in modes.items():
+            with patch():
                 for what, fn in (("update", update), ("logprobs", scores)):
                     start = time.process_time()
-                    values[mode][what].append(fn())
-                    cpu[mode][what].append(time.process_time() - start)
+                    values[name][what].append(fn())
+                    cpu[name][what].append(time.process_time() - start)
     turns = sorted({len(p) for p in prompts})
     print(f"llm/ReasonerTool-v0 two turns: {len(samples)} samples ({args.episodes}+{args.episodes} episodes, K "
           f"{args.k}), prompt tokens {turns[0]}-{turns[-1]}, micro-batches of {args.micro_batch_size}, "
           f"{args.rounds} rounds, {args.threads} thread(s), load average {os.getloadavg()[0]:.1f}")
-    print(f"{'mode':12} {'update CPU s':>13} {'x shuffled':>11} {'log-probs CPU s':>16} {'x shuffled':>11} {'loss':>10}")
+    print(f"{'mode':15} {'update CPU s':>13} {'x shuffled':>11} {'log-probs CPU s':>16} {'x shuffled':>11} {'loss':>10}")
     rows = []
     base = {w: statistics.median(cpu["shuffled"][w]) for w in ("update", "logprobs")}
-    for mode in modes:
-        med = {w: statistics.median(cpu[mode][w]) for w in ("update", "logprobs")}
-        rows.append({"mode": mode, "cpu_s": cpu[mode], "median": med,
-                     "ratio": {w: med[w] / base[w] for w in med}, "loss": values[mode]["update"][0],
-                     "logprob_sum": values[mode]["logprobs"][0]})
-        print(f"{mode:12} {med['update']:13.2f} {med['update'] / base['update']:11.2f} {med['logprobs']:16.2f} "
-              f"{med['logprobs'] / base['logprobs']:11.2f} {values[mode]['update'][0]:10.5f}")
+    for name in modes:
+        med = {w: statistics.median(cpu[name][w]) for w in ("update", "logprobs")}
+        rows.append({"mode": name, "cpu_s": cpu[name], "median": med,
+                     "ratio": {w: med[w] / base[w] for w in med}, "loss": values[name]["update"][0],
+                     "logprob_sum": values[name]["logprobs"][0]})
+        print(f"{name:15} {med['update']:13.2f} {med['update'] / base['update']:11.2f} {med['logprobs']:16.2f} "
+              f"{med['logprobs'] / base['logprobs']:11.2f} {values[name]['update'][0]:10.5f}")
     write_results(RESULTS, {"samples": len(samples), "episodes": args.episodes, "k": args.k,
                             "micro_batch_size": args.micro_batch_size, "rounds": args.rounds,
                             "threads": args.threads, "rows": rows})

@@ -10,6 +10,14 @@ Position ids count real tokens only (``cumsum(attention_mask) − 1``), as in ge
 log-probabilities of the training pass agree with those of the sampling pass. Only the last
 ``Tc + 1`` positions' logits are materialised (``logits_to_keep``) when the model supports it —
 with a 150k-token vocabulary the full ``[B, L, V]`` logits would dominate memory.
+
+**Shared prompts** (:func:`pack_shared_prompts`). AT-GRPO samples K candidates from every state,
+so a micro-batch holds groups of rows with the same prompt. Such a batch runs each distinct prompt
+once (``[m, P]``, keeping its key/value cache) and then every completion on its prompt's cache
+(``[B, Tc]``), gradients flowing through the cache into the prompt's pass: the same
+log-probabilities and gradients as :func:`pack_sequences` gives (up to floating-point order),
+for ``m·P + B·Tc`` token positions instead of ``B·(P + Tc)`` — about K times fewer when prompts are
+much longer than completions, as they are on the seed tasks.
 """
 
 from __future__ import annotations
@@ -27,7 +35,18 @@ from llm_trainers.algorithms.losses import (
     token_logprobs_from_logits,
 )
 
-__all__ = ["PackedBatch", "bf16_autocast", "completion_logits", "completion_logprobs", "pack_sequences", "pad_right"]
+__all__ = [
+    "PackedBatch",
+    "SharedPromptBatch",
+    "bf16_autocast",
+    "completion_logits",
+    "completion_logprobs",
+    "pack_for_scoring",
+    "pack_sequences",
+    "pack_shared_prompts",
+    "pad_right",
+    "shares_prompts",
+]
 
 
 @dataclass
@@ -94,6 +113,92 @@ def pack_sequences(prompts: Sequence[Sequence[int]], completions: Sequence[Seque
     return PackedBatch(input_ids, attention, position_ids, completion_ids, completion_mask, p_width)
 
 
+@dataclass
+class SharedPromptBatch:
+    """Tensors of one micro-batch whose rows share prompts: each distinct prompt once.
+
+    Attributes:
+        prompt_ids: ``[m, P]``, the ``m`` distinct prompts, left-padded.
+        prompt_mask: ``[m, P]``.
+        prompt_position_ids: ``[m, P]`` (``cumsum(mask) − 1``, as :func:`pack_sequences`).
+        prompt_lengths: ``[m]`` real tokens of each distinct prompt.
+        prompt_index: ``[B]`` the distinct prompt of each row.
+        completion_ids: ``[B, Tc]`` (pad where ``completion_mask`` is 0).
+        completion_mask: ``[B, Tc]`` float, 1 on sampled tokens.
+    """
+
+    prompt_ids: Tensor
+    prompt_mask: Tensor
+    prompt_position_ids: Tensor
+    prompt_lengths: Tensor
+    prompt_index: Tensor
+    completion_ids: Tensor
+    completion_mask: Tensor
+
+    def to(self, device: torch.device) -> SharedPromptBatch:
+        return SharedPromptBatch(*(getattr(self, f).to(device) for f in self.__dataclass_fields__))
+
+
+def pack_shared_prompts(prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
+                        pad_id: int) -> SharedPromptBatch:
+    """Each distinct prompt once (in order of first appearance), left-padded; completions
+    right-padded, one row per (prompt, completion) pair as :func:`pack_sequences`."""
+    if len(prompts) != len(completions):
+        raise ValueError("prompts and completions differ in length")
+    distinct: dict[tuple[int, ...], int] = {}
+    index = [distinct.setdefault(tuple(p), len(distinct)) for p in prompts]
+    unique = list(distinct)
+    p_width = max(1, max(len(p) for p in unique))
+    c_width = max(1, max(len(c) for c in completions))
+    prompt_ids = torch.full((len(unique), p_width), pad_id, dtype=torch.long)
+    prompt_mask = torch.zeros((len(unique), p_width), dtype=torch.long)
+    for i, p in enumerate(unique):
+        if p:
+            prompt_ids[i, p_width - len(p):] = torch.as_tensor(p)
+            prompt_mask[i, p_width - len(p):] = 1
+    completion_ids = torch.full((len(completions), c_width), pad_id, dtype=torch.long)
+    completion_mask = torch.zeros((len(completions), c_width), dtype=torch.float32)
+    for i, c in enumerate(completions):
+        if len(c):
+            completion_ids[i, : len(c)] = torch.as_tensor(list(c))
+            completion_mask[i, : len(c)] = 1.0
+    return SharedPromptBatch(
+        prompt_ids, prompt_mask, (prompt_mask.cumsum(dim=1) - 1).clamp(min=0),
+        torch.tensor([len(p) for p in unique], dtype=torch.long), torch.tensor(index, dtype=torch.long),
+        completion_ids, completion_mask,
+    )
+
+
+def shares_prompts(model: nn.Module) -> bool:
+    """Whether ``model`` can score completions on a shared prompt's key/value cache: a
+    transformers model that takes ``past_key_values`` and runs without activation checkpointing
+    (which turns the cache off in training mode)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if _cache_argument(model) is None:
+        return False
+    return not any(getattr(m, "gradient_checkpointing", False) for m in base.modules())
+
+
+def _cache_argument(model: nn.Module) -> str | None:
+    """The forward's key/value cache argument: ``cache`` (transformers ≥ 5.20) or
+    ``past_key_values`` (earlier, e.g. the 5.19 that vLLM's CPU build pins); None without one."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    try:
+        params = inspect.signature(base.forward).parameters
+    except (TypeError, ValueError):
+        return None
+    return next((name for name in ("cache", "past_key_values") if name in params), None)
+
+
+def pack_for_scoring(model: nn.Module, prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
+                     pad_id: int, share_prompts: bool = True) -> PackedBatch | SharedPromptBatch:
+    """:func:`pack_shared_prompts` where ``share_prompts`` is on, some prompt repeats in the batch
+    and ``model`` can take it (:func:`shares_prompts`); :func:`pack_sequences` otherwise."""
+    if share_prompts and len({tuple(p) for p in prompts}) < len(prompts) and shares_prompts(model):
+        return pack_shared_prompts(prompts, completions, pad_id)
+    return pack_sequences(prompts, completions, pad_id)
+
+
 def bf16_autocast(device: torch.device, enabled: bool) -> contextlib.AbstractContextManager:
     """bfloat16 autocast of a forward pass on ``device`` when ``enabled`` (the run's ``train.bf16``,
     resolved), else nothing: the learner's and the warm start's passes use the same switch."""
@@ -110,10 +215,12 @@ def _accepts_logits_to_keep(model: nn.Module) -> bool:
         return False
 
 
-def completion_logits(model: nn.Module, batch: PackedBatch) -> Tensor:
+def completion_logits(model: nn.Module, batch: PackedBatch | SharedPromptBatch) -> Tensor:
     """``[B, Tc, V]``: the logits ``z_t`` that predict each completion token ``c_t`` (those at the
     position before it). Only these ``Tc`` positions go through the output layer when the model
     supports ``logits_to_keep``: the prompt's positions never reach the vocabulary projection."""
+    if isinstance(batch, SharedPromptBatch):
+        return _shared_prompt_logits(model, batch)
     tc = batch.completion_ids.shape[1]
     kwargs = {
         "input_ids": batch.input_ids,
@@ -127,9 +234,31 @@ def completion_logits(model: nn.Module, batch: PackedBatch) -> Tensor:
     return model(**kwargs).logits[:, batch.prompt_width - 1 : -1, :]
 
 
+def _shared_prompt_logits(model: nn.Module, batch: SharedPromptBatch) -> Tensor:
+    """The distinct prompts' pass (keeping the cache and the last position's logits), then every
+    completion on its prompt's cache, selected row by row (``prompt_index``)."""
+    keep = {"logits_to_keep": 1} if _accepts_logits_to_keep(model) else {}
+    out = model(input_ids=batch.prompt_ids, attention_mask=batch.prompt_mask,
+                position_ids=batch.prompt_position_ids, use_cache=True, **keep)
+    first = out.logits[:, -1:, :][batch.prompt_index]  # [B, 1, V]: predicts c_1
+    tc = batch.completion_ids.shape[1]
+    if tc == 1:
+        return first
+    name = _cache_argument(model)
+    cache = getattr(out, name)
+    cache.reorder_cache(batch.prompt_index)  # row b reads prompt_index[b]'s keys and values
+    attention = torch.cat([batch.prompt_mask[batch.prompt_index], batch.completion_mask.to(batch.prompt_mask.dtype)], dim=1)
+    steps = torch.arange(tc, device=batch.completion_ids.device)
+    position_ids = batch.prompt_lengths[batch.prompt_index][:, None] + steps[None, :]
+    keep = {"logits_to_keep": tc} if keep else {}
+    rest = model(input_ids=batch.completion_ids, attention_mask=attention, position_ids=position_ids,
+                 use_cache=True, **{name: cache}, **keep).logits[:, :-1, :]  # predicts c_2 .. c_Tc
+    return torch.cat([first, rest], dim=1)
+
+
 def completion_logprobs(
     model: nn.Module,
-    batch: PackedBatch,
+    batch: PackedBatch | SharedPromptBatch,
     temperature: float = 1.0,
     with_entropy: bool = False,
 ) -> tuple[Tensor, Tensor | None]:

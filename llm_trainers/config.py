@@ -438,6 +438,11 @@ class TrainConfig:
         kl_loss_coef: β of KL as a loss term (0 = off). kl_estimator: its estimator.
         entropy_coef: Entropy bonus.
         bf16: bfloat16 autocast for the learner's forward passes (``auto`` = on a bf16 GPU).
+        share_prompts: Run each distinct prompt of a micro-batch once and its completions on its
+            key/value cache (a tree group's K candidates share one prompt): the same
+            log-probabilities and gradients for about K times fewer token positions where prompts
+            are long (``llm_trainers.batching.pack_shared_prompts``). Off, or with activation
+            checkpointing (which turns the cache off), every row runs prompt and completion.
     """
 
     lr: float = 1e-6
@@ -460,6 +465,7 @@ class TrainConfig:
     kl_estimator: str = "k3"
     entropy_coef: float = 0.0
     bf16: Any = "auto"
+    share_prompts: bool = True
 
 
 @dataclass

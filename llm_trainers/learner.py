@@ -9,7 +9,8 @@ One call of :meth:`Learner.update` trains one policy on its own samples:
         for each mini-batch (one optimizer step):    (train.mini_batch_size; default: all)
             N = number of action tokens in the mini-batch
             for each micro-batch:                    (train.micro_batch_size samples)
-                log π, H  = forward(prompt ⊕ completion)      (bf16 autocast on GPU)
+                log π, H  = forward(prompt ⊕ completion)      (bf16 autocast on GPU; each distinct
+                                                                prompt once: train.share_prompts)
                 L_t = clipped_surrogate(log π, log π_old, A)
                       + β_loss · k(log π, log π_ref)          (KL as a loss term, optional)
                       − c_H · H_t                              (entropy bonus, optional)
@@ -40,7 +41,7 @@ from llm_trainers.algorithms.losses import (
     token_mean,
 )
 from llm_trainers.algorithms.off_policy import corrected_surrogate_loss
-from llm_trainers.batching import bf16_autocast, completion_logprobs, pack_sequences, pad_right
+from llm_trainers.batching import bf16_autocast, completion_logprobs, pack_for_scoring, pad_right
 from llm_trainers.config import AsyncConfig, TrainConfig
 from llm_trainers.policies import Policy, PolicySet
 
@@ -108,14 +109,19 @@ def _chunks(items: Sequence[Any], size: int | None) -> Iterator[Sequence[Any]]:
 
 
 def by_length(prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]]) -> list[int]:
-    """Indices ordered by (prompt length, completion length), for cutting micro-batches.
+    """Indices ordered by (prompt length, prompt, completion length, completion), for cutting
+    micro-batches.
 
     A micro-batch is padded to its longest prompt plus its longest completion, so micro-batches of
     similar lengths compute far fewer pad positions (a turn-2 prompt several times a turn-1 one
-    would otherwise pad every micro-batch it lands in). The order changes nothing else: a step's
-    loss is a token sum over its mini-batch divided by the mini-batch's token count, whichever
-    micro-batch each sample is in."""
-    return sorted(range(len(prompts)), key=lambda i: (len(prompts[i]), len(completions[i])))
+    would otherwise pad every micro-batch it lands in), and the rows of one prompt (a tree group's
+    candidates) sit together, so a micro-batch runs that prompt once (``train.share_prompts``).
+    The order changes nothing else: a step's loss is a token sum over its mini-batch divided by
+    the mini-batch's token count, whichever micro-batch each sample is in. Ordered by content to
+    the last token, the same samples are cut into the same micro-batches in any order they come
+    in, so a scoring pass and the update compute the same numbers."""
+    return sorted(range(len(prompts)),
+                  key=lambda i: (len(prompts[i]), tuple(prompts[i]), len(completions[i]), tuple(completions[i])))
 
 
 class Learner:
@@ -180,6 +186,11 @@ class Learner:
         """Samples per forward/backward pass (``train.micro_batch_size``)."""
         return self.cfg.micro_batch_size
 
+    @property
+    def share_prompts(self) -> bool:
+        """Whether a micro-batch runs each distinct prompt once (``train.share_prompts``)."""
+        return self.cfg.share_prompts
+
     # ------------------------------------------------------------------ scoring
     def _autocast(self, device: torch.device) -> contextlib.AbstractContextManager:
         return bf16_autocast(device, self.bf16)
@@ -194,7 +205,8 @@ class Learner:
         out: list[Tensor | None] = [None] * len(prompts)
         with ctx as model:
             for idx in _chunks(by_length(prompts, completions), self.micro_batch_size):
-                batch = pack_sequences([prompts[i] for i in idx], [completions[i] for i in idx], pad).to(pol.device)
+                batch = pack_for_scoring(model, [prompts[i] for i in idx], [completions[i] for i in idx], pad,
+                                         self.share_prompts).to(pol.device)
                 with self._autocast(pol.device):
                     lp, _ = completion_logprobs(model, batch, self.temperature)
                 lp = lp.float().cpu()
@@ -306,7 +318,8 @@ class Learner:
         backward pass only (0: a pass that keeps data-parallel ranks in step and adds nothing)."""
         cfg = self.cfg
         device = pol.device
-        batch = pack_sequences([s.prompt_ids for s in micro], [s.completion_ids for s in micro], pad).to(device)
+        batch = pack_for_scoring(model, [s.prompt_ids for s in micro], [s.completion_ids for s in micro], pad,
+                                 self.share_prompts).to(device)
         width = batch.completion_ids.shape[1]
         mask = batch.completion_mask
         adv = pad_right([s.advantages.tolist() for s in micro], width).to(device)

@@ -148,6 +148,12 @@ class ShardedLearner(Learner):
         self.groups = dict(groups)
         self.generators = {n: shuffle_generator(seed, list(policy_order).index(n)) for n in policies.names()}
 
+    @property
+    def share_prompts(self) -> bool:
+        """Off: a rank takes every ``size``-th sample of a shuffled mini-batch, which splits a
+        tree group's rows over the ranks, and each FSDP forward gathers the weights again."""
+        return False
+
     # ------------------------------------------------------------------ collectives
     def _all_reduce(self, policy: str, values: Sequence[float], op: Any) -> list[float]:
         g = self.groups[policy]

@@ -268,3 +268,135 @@ def test_a_trainer_step_without_the_scoring_pass_trains_the_same_weights(tmp_pat
     assert any(not torch.equal(before[k], weights[True][k]) for k in before)
     for k, v in weights[False].items():
         assert torch.allclose(weights[True][k], v, atol=1e-6, rtol=1e-4), k
+
+
+def _groups(tok, shapes, seed=0):
+    """Tree-group samples: for each ``(prompt length, completion lengths)`` one prompt, and one
+    sample per completion length on it (the K candidates of a state)."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for p_len, c_lens in shapes:
+        prompt = torch.randint(7, len(tok), (p_len,), generator=g).tolist()
+        for n in c_lens:
+            completion = torch.randint(7, len(tok), (n,), generator=g).tolist()
+            out.append(UpdateSample(prompt, completion, torch.randn(n, generator=g), torch.zeros(n)))
+    return out
+
+
+#: Prompts of different lengths, groups of 1-4 candidates, completions of 1 token and longer ones.
+GROUP_SHAPES = [(9, [3, 1, 5, 2]), (4, [2, 2]), (12, [1]), (7, [4, 6, 1])]
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+def test_shared_prompt_batch_gives_the_packed_batch_log_probs_entropy_and_gradient(policies, temperature):
+    """Each distinct prompt once, the completions on its cache: the same log-probabilities,
+    entropies and gradient as every row run whole (up to floating-point order)."""
+    from llm_trainers.batching import SharedPromptBatch, pack_for_scoring, pack_shared_prompts
+
+    pol = policies["shared"]
+    samples = _groups(pol.tokenizer, GROUP_SHAPES)
+    prompts, comps = [s.prompt_ids for s in samples], [s.completion_ids for s in samples]
+    pad = pol.tokenizer.pad_token_id
+    results = []
+    for batch in (pack_sequences(prompts, comps, pad), pack_shared_prompts(prompts, comps, pad)):
+        pol.model.zero_grad(set_to_none=True)
+        logp, ent = completion_logprobs(pol.model, batch, temperature, with_entropy=True)
+        mask = batch.completion_mask
+        ((logp * mask).sum() + 0.3 * (ent * mask).sum()).backward()
+        grads = {n: p.grad.clone() for n, p in pol.model.named_parameters() if p.grad is not None}
+        results.append((logp.detach(), ent.detach(), mask, grads))
+    (lp0, e0, m0, g0), (lp1, e1, m1, g1) = results
+    assert torch.equal(m0, m1)
+    keep = m0.bool()
+    assert torch.allclose(lp0[keep], lp1[keep], atol=1e-5)
+    assert torch.allclose(e0[keep], e1[keep], atol=1e-5)
+    assert g0.keys() == g1.keys() and g0
+    for n in g0:
+        assert torch.allclose(g0[n], g1[n], atol=1e-5, rtol=1e-4), n
+    shared = pack_for_scoring(pol.model, prompts, comps, pad)
+    assert isinstance(shared, SharedPromptBatch) and shared.prompt_ids.shape[0] == len(GROUP_SHAPES)
+    # Nothing to share, or sharing turned off: every row runs whole.
+    assert not isinstance(pack_for_scoring(pol.model, prompts[:1] + prompts[4:5], comps[:1] + comps[4:5], pad),
+                          SharedPromptBatch)
+    assert not isinstance(pack_for_scoring(pol.model, prompts, comps, pad, share_prompts=False), SharedPromptBatch)
+
+
+def _count_positions(model):
+    """A counter of the token positions the model's forward passes run (its input ids)."""
+    seen = [0]
+
+    def hook(module, args, kwargs):
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        seen[0] += int(ids.numel())
+
+    return seen, model.register_forward_pre_hook(hook, with_kwargs=True)
+
+
+@pytest.mark.parametrize("old_from_update", [False, True])
+def test_a_step_on_shared_prompts_trains_the_weights_of_the_packed_step_on_fewer_positions(tiny_model_dir,
+                                                                                           old_from_update):
+    """``train.share_prompts`` on and off: the same scores, the same loss and the same step gradient
+    (micro-batches of 4 cut across groups), for fewer token positions. (Learning rate 0: Adam's
+    first step is ±lr wherever a gradient is not ~0, so the weights would not show a gradient's
+    floating-point noise, except where it flips a near-zero component's sign.)"""
+    from llm_trainers.batching import shares_prompts
+
+    runs = []
+    for share in (False, True):
+        pols = build_policies("L1", ["a"], tiny_model_dir, device="cpu")
+        pol = pols["shared"]
+        assert shares_prompts(pol.model)
+        learner = Learner(pols, TrainConfig(lr=0.0, max_grad_norm=None, micro_batch_size=4, share_prompts=share,
+                                            entropy_coef=0.01))
+        samples = _groups(pol.tokenizer, GROUP_SHAPES, seed=1)
+        seen, handle = _count_positions(pol.model)
+        if old_from_update:
+            for s in samples:
+                s.old_logprobs = None
+        else:
+            _fill_old(learner, "shared", samples)
+        stats = learner.update("shared", samples)
+        handle.remove()
+        runs.append((seen[0], [s.old_logprobs for s in samples], stats,
+                     {n: p.grad.clone() for n, p in pol.model.named_parameters() if p.grad is not None}))
+    (pos0, old0, st0, w0), (pos1, old1, st1, w1) = runs
+    assert pos1 < pos0
+    if not old_from_update:
+        for a, b in zip(old0, old1):
+            assert torch.allclose(a, b, atol=1e-5)
+    assert math.isclose(st0["loss"], st1["loss"], rel_tol=1e-4, abs_tol=1e-6)
+    assert math.isclose(st0["entropy"], st1["entropy"], rel_tol=1e-4)
+    assert w0.keys() == w1.keys() and w0
+    for n in w0:
+        assert torch.allclose(w0[n], w1[n], atol=1e-6, rtol=1e-4), n
+
+
+def test_activation_checkpointing_runs_every_row_whole(tiny_model_dir):
+    """Activation checkpointing turns the cache off in training mode, so with it the learner packs
+    every row whole (and still trains)."""
+    from llm_trainers.batching import SharedPromptBatch, pack_for_scoring, shares_prompts
+
+    pols = build_policies("L1", ["a"], tiny_model_dir, device="cpu", gradient_checkpointing=True)
+    pol = pols["shared"]
+    assert not shares_prompts(pol.model)
+    samples = _groups(pol.tokenizer, GROUP_SHAPES)
+    batch = pack_for_scoring(pol.model, [s.prompt_ids for s in samples], [s.completion_ids for s in samples],
+                             pol.tokenizer.pad_token_id)
+    assert not isinstance(batch, SharedPromptBatch)
+    learner = Learner(pols, TrainConfig(lr=1e-2, micro_batch_size=4))
+    assert learner.update("shared", _fill_old(learner, "shared", samples))["grad_norm"] > 0
+
+
+def test_lora_reference_scores_on_shared_prompts(tiny_model_dir):
+    """Under LoRA the reference is the base model with the adapter off: scored on shared prompts
+    it gives what every row run whole gives, and so does the adapter's own scoring."""
+    from llm_trainers.config import LoraConfig
+
+    pols = build_policies("L2", ["speaker", "listener"], tiny_model_dir, device="cpu", lora=LoraConfig(r=4))
+    samples = _groups(pols["speaker"].tokenizer, GROUP_SHAPES, seed=2)
+    prompts, comps = [s.prompt_ids for s in samples], [s.completion_ids for s in samples]
+    for reference in (False, True):
+        got = [Learner(pols, TrainConfig(share_prompts=share, micro_batch_size=3)).logprobs("speaker", prompts, comps, reference)
+               for share in (False, True)]
+        for x, y in zip(*got):
+            assert torch.allclose(x, y, atol=1e-5)
