@@ -138,6 +138,17 @@ class SharedPromptBatch:
     def to(self, device: torch.device) -> SharedPromptBatch:
         return SharedPromptBatch(*(getattr(self, f).to(device) for f in self.__dataclass_fields__))
 
+    def unshared(self) -> PackedBatch:
+        """The same rows as one :class:`PackedBatch`, every prompt repeated (what
+        :func:`pack_sequences` gives for these rows)."""
+        prompt_mask = self.prompt_mask[self.prompt_index]
+        attention = torch.cat([prompt_mask, self.completion_mask.to(prompt_mask.dtype)], dim=1)
+        return PackedBatch(
+            torch.cat([self.prompt_ids[self.prompt_index], self.completion_ids], dim=1), attention,
+            (attention.cumsum(dim=1) - 1).clamp(min=0), self.completion_ids, self.completion_mask,
+            self.prompt_ids.shape[1],
+        )
+
 
 def pack_shared_prompts(prompts: Sequence[Sequence[int]], completions: Sequence[Sequence[int]],
                         pad_id: int) -> SharedPromptBatch:
@@ -171,8 +182,8 @@ def pack_shared_prompts(prompts: Sequence[Sequence[int]], completions: Sequence[
 
 def shares_prompts(model: nn.Module) -> bool:
     """Whether ``model`` can score completions on a shared prompt's key/value cache: a
-    transformers model that takes ``past_key_values`` and runs without activation checkpointing
-    (which turns the cache off in training mode)."""
+    transformers model whose forward takes a cache (``cache`` or ``past_key_values``) and that
+    runs without activation checkpointing (which turns the cache off in training mode)."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     if _cache_argument(model) is None:
         return False
@@ -236,16 +247,19 @@ def completion_logits(model: nn.Module, batch: PackedBatch | SharedPromptBatch) 
 
 def _shared_prompt_logits(model: nn.Module, batch: SharedPromptBatch) -> Tensor:
     """The distinct prompts' pass (keeping the cache and the last position's logits), then every
-    completion on its prompt's cache, selected row by row (``prompt_index``)."""
+    completion on its prompt's cache, selected row by row (``prompt_index``). A model that returns
+    no reorderable cache (a custom forward that ignores ``use_cache``) has every row run whole."""
+    name = _cache_argument(model)
     keep = {"logits_to_keep": 1} if _accepts_logits_to_keep(model) else {}
     out = model(input_ids=batch.prompt_ids, attention_mask=batch.prompt_mask,
                 position_ids=batch.prompt_position_ids, use_cache=True, **keep)
+    cache = getattr(out, name, None) if name else None
+    if cache is None or not hasattr(cache, "reorder_cache"):
+        return completion_logits(model, batch.unshared())
     first = out.logits[:, -1:, :][batch.prompt_index]  # [B, 1, V]: predicts c_1
     tc = batch.completion_ids.shape[1]
     if tc == 1:
         return first
-    name = _cache_argument(model)
-    cache = getattr(out, name)
     cache.reorder_cache(batch.prompt_index)  # row b reads prompt_index[b]'s keys and values
     attention = torch.cat([batch.prompt_mask[batch.prompt_index], batch.completion_mask.to(batch.prompt_mask.dtype)], dim=1)
     steps = torch.arange(tc, device=batch.completion_ids.device)

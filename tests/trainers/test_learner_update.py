@@ -321,6 +321,38 @@ def test_shared_prompt_batch_gives_the_packed_batch_log_probs_entropy_and_gradie
     assert not isinstance(pack_for_scoring(pol.model, prompts, comps, pad, share_prompts=False), SharedPromptBatch)
 
 
+def test_a_model_that_returns_no_cache_has_every_row_run_whole(policies):
+    """A forward that ignores ``use_cache`` (returns no cache) is scored row by row, with the same
+    numbers; ``unshared()`` is exactly the batch :func:`pack_sequences` makes."""
+    from llm_trainers.batching import pack_shared_prompts
+
+    pol = policies["shared"]
+    samples = _groups(pol.tokenizer, GROUP_SHAPES)
+    prompts, comps = [s.prompt_ids for s in samples], [s.completion_ids for s in samples]
+    pad = pol.tokenizer.pad_token_id
+    shared, packed = pack_shared_prompts(prompts, comps, pad), pack_sequences(prompts, comps, pad)
+    unshared = shared.unshared()
+    for field in ("input_ids", "attention_mask", "position_ids", "completion_ids", "completion_mask", "prompt_width"):
+        assert torch.equal(torch.as_tensor(getattr(unshared, field)), torch.as_tensor(getattr(packed, field))), field
+    real_forward = pol.model.forward
+
+    def forward_without_cache(*args, **kwargs):
+        out = real_forward(*args, **kwargs)
+        for name in ("cache", "past_key_values"):
+            if name in out:
+                out[name] = None
+        return out
+
+    with torch.no_grad():
+        want, _ = completion_logprobs(pol.model, packed)
+        pol.model.forward = forward_without_cache
+        try:
+            got, _ = completion_logprobs(pol.model, shared)
+        finally:
+            del pol.model.forward
+    assert torch.equal(got * packed.completion_mask, want * packed.completion_mask)
+
+
 def _count_positions(model):
     """A counter of the token positions the model's forward passes run (its input ids)."""
     seen = [0]
