@@ -68,7 +68,7 @@ $(VLLM_STAMP): $(STAMP)
 
 # The real-vLLM tests alone (one pytest process: its engines are shared between the tests).
 test-vllm: $(VLLM_STAMP)
-	$(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider --timeout 1200 tests/vllm
+	$(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider --timeout 1200 --durations=15 tests/vllm
 
 demo: $(STAMP)
 	$(BIN)/llm-envs demo
@@ -79,8 +79,8 @@ demo: $(STAMP)
 # Docker tests skip with the reason. SANDBOX_DOCKER_ENGINE=off skips the engine.
 # The real-vLLM tests run first, in .venv-vllm (they skip in .venv, which has no vLLM).
 test: $(STAMP) $(VF_STAMP) $(VLLM_STAMP)
-	$(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider --timeout 1200 tests/vllm
-	$(BIN)/python -m sandboxes.docker_engine run -- $(BIN)/python -m pytest -q -n $(WORKERS) --timeout 600
+	$(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider --timeout 1200 --durations=15 tests/vllm
+	$(BIN)/python -m sandboxes.docker_engine run -- $(BIN)/python -m pytest -q -n $(WORKERS) --timeout 600 --durations=30
 
 # Everything but the tests marked slow (the CPU training runs).
 test-fast: $(STAMP)
