@@ -77,21 +77,12 @@ demo: $(STAMP)
 # (installed from Debian packages, image built offline; see docs/sandboxes.md), requires the
 # docker backend to pass, and stops the engine afterwards if it started it. Without root the
 # Docker tests skip with the reason. SANDBOX_DOCKER_ENGINE=off skips the engine.
-# The real-vLLM tests run in .venv-vllm (they skip in .venv, which has no vLLM), beside the main
-# suite rather than before it: they are two SmolLM2 training runs (~19 min) and a few short
-# tests, while the main suite's two workers keep about one core busy on average (its tail is a
-# few long tests), so run one after the other the two left a core idle for most of the half
-# hour. Their output is kept in $(VLLM_TEST_LOG) and printed when both have finished; the target
-# fails if either fails, and an interrupted `make test` stops both.
-VLLM_TEST_LOG := .venv-vllm/tests.log
+# The real-vLLM tests run first, in .venv-vllm (they skip in .venv, which has no vLLM). Not
+# beside the main suite: tried on 2026-11-29, both slowed by ~3x (the training tests' two torch
+# threads and the main suite's two workers on two cores), which cost more than it saved.
 test: $(STAMP) $(VF_STAMP) $(VLLM_STAMP)
-	@$(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider --timeout 2400 --durations=15 tests/vllm \
-	    > $(VLLM_TEST_LOG) 2>&1 & vllm=$$!; trap 'kill $$vllm 2>/dev/null' INT TERM; \
-	echo "tests/vllm running in .venv-vllm (pid $$vllm, output in $(VLLM_TEST_LOG), printed at the end)"; \
-	$(BIN)/python -m sandboxes.docker_engine run -- $(BIN)/python -m pytest -q -n $(WORKERS) --timeout 600 --durations=30; \
-	main=$$?; wait $$vllm; status=$$?; \
-	echo "==================== tests/vllm (real vLLM, .venv-vllm) ===================="; cat $(VLLM_TEST_LOG); \
-	test $$main -eq 0 && test $$status -eq 0
+	$(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider --timeout 2400 --durations=15 tests/vllm
+	$(BIN)/python -m sandboxes.docker_engine run -- $(BIN)/python -m pytest -q -n $(WORKERS) --timeout 600 --durations=30
 
 # Everything but the tests marked slow (the CPU training runs).
 test-fast: $(STAMP)
