@@ -123,7 +123,7 @@ def test_smollm2_warm_start_then_at_grpo_beats_the_warm_start_on_reasoner_tool(t
     the gain is the two-agent behaviour only RL teaches here (the reference never needs turn 2):
     problems recovered in turn 2 by taking the tool's printed answer. Measured
     (docs/training.md, "Warm start, then AT-GRPO, on SmolLM2"): 23/48 -> 32/48, +10 -1,
-    p = 0.012, turn-2 recoveries 0 -> 10; 13 minutes on the idle 2-core machine."""
+    p = 0.012, turn-2 recoveries 0 -> 10; 9-13 minutes on the idle 2-core machine."""
     from llm_trainers.trainer import Trainer
 
     cfg = load_config("reasoner_tool_l2_turn2_sft_grpo_smollm2_vllm_cpu", [
