@@ -4,13 +4,17 @@ Plays one reference turn (golden coder, golden tests as the tester) on HumanEval
 ``tester_reward="paper"`` and with the default ``"catch"`` reward (wrong programs: mutants of the
 golden solution), and reports the wall time of the tester's step and the sandbox runs it made:
 
-* **catch, cold**: the first tester step of a problem anywhere (nothing cached, in memory or on
+* **catch, cold** (``catch_runs="per_program"``, one run per program): the first tester step of a problem anywhere (nothing cached, in memory or on
   disk), which also chooses the problem's mutants (up to ``max_mutant_candidates`` runs on the
   golden tests);
 * **catch, from disk**: the first tester step of a problem in a new process, its mutants read
   from the disk cache that an earlier process wrote (``mutants.disk_cache_dir``);
 * **catch, warm**: a later tester step of the same problem (mutants cached in memory);
 * **paper**: the golden solution and the coder's code on the tester's tests only;
+* **by value, ...** (the default, ``catch_runs="by_value"``): the same catch reward with every
+  wrong program graded by value in one run where the tests are asserts on the values of calls
+  (``sandboxes.run_value_checks``): cold (its mutants chosen that way too), from the disk cache
+  and warm;
 * **one run, ...**: the same catch reward with ``catch_runs="one_run"`` (the guarded golden and
   every wrong program in one sandbox run, one slot each, a wrong program stopped at its first
   catch: ``sandboxes.harness.run_function_tests_slots``): cold (nothing cached, in memory or on
@@ -168,8 +172,9 @@ def main() -> None:
     common = dict(split="test", task_kwargs={"split_policy": "benchmark"}, sandbox=sandbox, max_turns=1)
     envs = {
         "paper": CoderTesterEnv(tester_reward="paper", **common),
-        "catch": CoderTesterEnv(**common),
+        "catch": CoderTesterEnv(catch_runs="per_program", **common),
         "one run": CoderTesterEnv(catch_runs="one_run", allow_reward_holes=True, **common),
+        "by value": CoderTesterEnv(catch_runs="by_value", **common),
     }
     step = max(1, 164 // args.problems)
     indices = list(range(0, 164, step))[: args.problems]
@@ -183,6 +188,9 @@ def main() -> None:
         "one run, cold": [],
         "one run, from disk": [],
         "one run, warm": [],
+        "by value, cold": [],
+        "by value, from disk": [],
+        "by value, warm": [],
     }
     wrong_programs = []
     same_reward = True
@@ -203,15 +211,24 @@ def main() -> None:
             mutants.clear_cache()
             os.environ["LLM_ENVS_MUTANT_CACHE"] = tempfile.mkdtemp(prefix="tester-reward-mutants-")
             one_cold = sample("one run, cold", envs["one run"], index)
+            mutants.clear_cache()
+            os.environ["LLM_ENVS_MUTANT_CACHE"] = tempfile.mkdtemp(prefix="tester-reward-mutants-")
+            by_value_cold = sample("by value, cold", envs["by value"], index)
             os.environ["LLM_ENVS_MUTANT_CACHE"] = disk_cache
             mutants.clear_cache()  # a new process: the memory cache is empty, the disk one is not
             sample("catch, from disk", envs["catch"], index)
             mutants.clear_cache()
             one = sample("one run, from disk", envs["one run"], index)
             one_warm = sample("one run, warm", envs["one run"], index)
+            mutants.clear_cache()
+            by_value = sample("by value, from disk", envs["by value"], index)
+            by_value_warm = sample("by value, warm", envs["by value"], index)
             warm = sample("catch, warm", envs["catch"], index)
             keys = ("golden_solution_pass_rate", "wrong_programs", "wrong_programs_caught")
-            same_reward &= all(tuple(i[k] for k in keys) == tuple(warm[k] for k in keys) for i in (one_cold, one, one_warm))
+            same_reward &= all(
+                tuple(i[k] for k in keys) == tuple(warm[k] for k in keys)
+                for i in (one_cold, one, one_warm, by_value_cold, by_value, by_value_warm)
+            )
             loads.append(os.getloadavg()[0])
             breakdown.append(slot_cost(envs["one run"], index))
     finally:
@@ -223,8 +240,9 @@ def main() -> None:
     rows = []
     print(f"{len(indices)} HumanEval problems, backend {args.backend}; wrong programs per problem: "
           f"median {statistics.median(wrong_programs):g}, min {min(wrong_programs)}; load average "
-          f"(1 min) {min(loads):.1f}-{max(loads):.1f}; one run paid what per-program runs paid: {same_reward}")
-    print(f"{'mode':<20}{'median s':>10}{'p90 s':>9}{'runs/step':>11}{'x paper':>9}{'CPU ms':>9}{'x paper':>9}")
+          f"(1 min) {min(loads):.1f}-{max(loads):.1f}; one run and by value paid what per-program runs paid: "
+          f"{same_reward}")
+    print(f"{'mode':<22}{'median s':>10}{'p90 s':>9}{'runs/step':>11}{'x paper':>9}{'CPU ms':>9}{'x paper':>9}")
     for mode, values in samples.items():
         times = sorted(s for s, _, _ in values)
         median = statistics.median(times)
@@ -236,7 +254,7 @@ def main() -> None:
         cpu_ratio = cpu / paper_cpu if paper_cpu > 0 else float("nan")
         rows.append({"mode": mode, "median_s": median, "p90_s": p90, "runs_per_step": runs, "ratio_to_paper": ratio,
                      "median_cpu_s": cpu, "cpu_ratio_to_paper": cpu_ratio})
-        print(f"{mode:<20}{median:>10.3f}{p90:>9.3f}{runs:>11.1f}{ratio:>8.1f}x{cpu * 1000:>9.0f}{cpu_ratio:>8.1f}x")
+        print(f"{mode:<22}{median:>10.3f}{p90:>9.3f}{runs:>11.1f}{ratio:>8.1f}x{cpu * 1000:>9.0f}{cpu_ratio:>8.1f}x")
     if breakdown:
         print("where a one-run step's time goes (medians over the problems):")
         for key in breakdown[0]:
@@ -251,7 +269,7 @@ def main() -> None:
                 "backend": args.backend,
                 "max_mutants": envs["catch"].config.max_mutants,
                 "wrong_programs": wrong_programs,
-                "one_run_paid_the_same": same_reward,
+                "one_run_and_by_value_paid_the_same": same_reward,
                 "one_run_breakdown": breakdown,
                 "load_average_1min": loads,
                 "rows": rows,

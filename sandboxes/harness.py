@@ -237,7 +237,9 @@ def _test_snippets(tests: Sequence[str] | str, entry_point: str | None) -> list[
     if isinstance(tests, str):
         return split_test_code(tests, entry_point)
     if isinstance(tests, (bytes, bytearray, memoryview)) or not isinstance(tests, Iterable):
-        raise TypeError(f"tests must be a list of test snippets or a string of test code, got {type(tests).__name__}")
+        raise TypeError(
+            f"tests must be a list of test snippets or a string of test code, got {type(tests).__name__}"
+        )
     snippets = list(tests)
     for index, test in enumerate(snippets):
         if not isinstance(test, str):
@@ -262,7 +264,10 @@ def split_test_code(test_code: str, entry_point: str | None = None) -> list[str]
         module = parse_python(test_code)
     except SyntaxError as exc:
         raise ValueError(f"test code does not parse: {exc}") from None
-    if any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "check" for node in module.body):
+    if any(
+        isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "check"
+        for node in module.body
+    ):
         if not entry_point:
             raise ValueError(
                 "the test code defines check(candidate) (HumanEval style): pass entry_point= the name of the "
@@ -337,8 +342,12 @@ def run_function_tests(
     results, runs = list(report.results), list(report.runs)
     while next_test is not None:
         replaced_in = next_test - 1
-        rest, next_in_rest = _function_tests_run(sandbox, solution, tests[next_test:], setup, entry_point, time_s, memory_mb)
-        results = results[:next_test] + [_after_replacement(result, next_test, replaced_in) for result in rest.results]
+        rest, next_in_rest = _function_tests_run(
+            sandbox, solution, tests[next_test:], setup, entry_point, time_s, memory_mb
+        )
+        results = results[:next_test] + [
+            _after_replacement(result, next_test, replaced_in) for result in rest.results
+        ]
         runs += rest.runs
         next_test = None if next_in_rest is None else next_test + next_in_rest
     return dataclasses.replace(report, results=results, runs=runs)
@@ -390,7 +399,11 @@ def _replaced_at(stream: list[tuple[str, dict]], report: TestReport) -> int | No
     for who, record in stream:
         if who == "tests" and record.get("kind") == "replaced":
             next_test = record.get("next")
-            if type(next_test) is int and 0 < next_test < len(report.results) and report.results[next_test - 1].error:
+            if (
+                type(next_test) is int
+                and 0 < next_test < len(report.results)
+                and report.results[next_test - 1].error
+            ):
                 return next_test
             return None
     return None
@@ -539,17 +552,148 @@ def run_function_tests_slots(
         slot = slot_records.get(position, {})
         stopped_at = slot.get("stopped_at")
         stopped_at = stopped_at if type(stopped_at) is int and 0 <= stopped_at < len(tests) else None
-        established = run_ok and "unfiltered" not in kinds and "unisolated" not in kinds and "compiled" in kinds
-        report = _report_from_run(run, tests, slot_limits, test_secrets[position], ledger_secrets[position]) if established else None
+        established = (
+            run_ok and "unfiltered" not in kinds and "unisolated" not in kinds and "compiled" in kinds
+        )
+        report = (
+            _report_from_run(run, tests, slot_limits, test_secrets[position], ledger_secrets[position])
+            if established
+            else None
+        )
         complete = established and kinds.count("done") == 1 and slot.get("timed_out") is False
         if report is not None and not complete:
             report = _slot_cut_short(report, run, slot, stopped_at)
         seconds = slot.get("seconds")
         results[index] = SlotResult(
-            report=report, complete=complete, stopped_at=stopped_at, position=position,
+            report=report,
+            complete=complete,
+            stopped_at=stopped_at,
+            position=position,
             seconds=float(seconds) if type(seconds) in (int, float) else None,
         )
     return [result for result in results if result is not None]
+
+
+_CALLS_FILE = "harness_calls.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class ValueCheck:
+    """A test that is one ``assert`` whose only link to the program is calls of its entry point,
+    spelled ``candidate``, on data: ``assert candidate([1, 2], k=3) == [3]``, ``assert
+    abs(candidate(2.0) - 1.5) < 1e-6``. What `run_value_checks` runs without a test process.
+
+    Made by ``llm_envs.verifiers.code.value_check``, which admits only expressions of literals,
+    operators and a few pure builtins (no attribute, no comprehension, no name but
+    ``candidate`` and those builtins), so the assert can reach nothing but the values the calls
+    return. Hashable.
+
+    Attributes:
+        source: The ``assert`` statement.
+        builtins: The builtins it names (a run checks that the program's setup left them
+            alone).
+    """
+
+    source: str
+    builtins: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class ValueCheckResult:
+    """One program's outcome in `run_value_checks`.
+
+    Attributes:
+        ran: its setup and top level completed and defined the entry point.
+        outcomes: one per check, in order, as far as the program's checks went: ``"pass"``,
+            ``"fail"`` (the assert failed), ``"error"`` (the assert's own expressions raised),
+            ``"raised <ExceptionName>"`` (a call of the program raised; later checks still ran),
+            or, ending the program's checks (after them a test run's failures are the
+            harness's): ``"timeout"`` (the check's timer fired, even where the program caught
+            it), ``"uncrossable"`` (a value that is not plain data, or over the limits) and
+            ``"unestablished"`` (the program's setup or top level bound a builtin the check
+            names).
+        error: why the top level did not complete, or ``None``.
+    """
+
+    ran: bool
+    outcomes: tuple[str, ...]
+    error: str | None = None
+
+
+def run_value_checks(
+    sandbox: Sandbox,
+    programs: Sequence[str],
+    checks: Sequence[ValueCheck],
+    *,
+    setup: str = "",
+    entry_point: str,
+    time_s: float = 5.0,
+    memory_mb: int = 512,
+) -> list[ValueCheckResult | None]:
+    """Run every check on each of `programs` in **one** sandbox run; a `ValueCheckResult` per
+    program, in order (``None`` where the run did not establish it: the run failed, or that
+    program's process did not finish within its time).
+
+    For trusted programs only (the Coder–Tester's mutants), with tests that are `ValueCheck`
+    values: each program runs in a process of its own, forked from the run's process, one at a
+    time, killed and reaped with its process group before the next. There each check runs as a
+    test process would run it, with ``candidate`` standing for the program's entry point behind
+    the same crossing: the arguments and the value are encoded and rebuilt as plain data
+    (`sandboxes._crossing`), so the assert compares exactly what a test process would compare,
+    and reaches nothing of the program's but those values. No test code of another kind runs.
+    The checks share the program's state in order, as a test run's tests share the solution's
+    process. Each check has `time_s` (the program's top level too).
+    """
+    programs = list(programs)
+    if not programs:
+        return []
+    checks = list(checks)
+    payload = {
+        "setup": setup,
+        "entry_point": entry_point,
+        "time_s": float(time_s),
+        "programs": programs,
+        "checks": [[c.source, list(c.builtins)] for c in checks],
+    }
+    program_time_s = float(time_s) * (len(checks) + 2) + 1.0
+    limits = Limits(
+        time_s=program_time_s * len(programs) + 2.0,
+        memory_mb=memory_mb,
+        output_bytes=1_000_000 + 8000 * len(programs),
+    )
+    secret = secrets.token_hex(16)
+    job_files = {_CALLS_FILE: json.dumps(payload)}
+    driver = _driver_for(sandbox)
+    run = sandbox.run(_LOADER, stdin=secret + "\n", files={**driver, **job_files}, limits=limits)
+    if _needs_source(run) and "harness_driver.py" not in driver:
+        _remember_needs_source(sandbox)
+        driver = _driver_for(sandbox, with_source=True)
+        run = sandbox.run(_LOADER, stdin=secret + "\n", files={**driver, **job_files}, limits=limits)
+    records = [record for _who, record in _stream(run, secret, None)]
+    results: list[ValueCheckResult | None] = [None] * len(programs)
+    if run.sandbox_error or not any(record.get("kind") == "done" for record in records):
+        return results
+    ending = ("timeout", "uncrossable", "unestablished")
+    for record in records:
+        index = record.get("program")
+        if record.get("kind") != "calls" or type(index) is not int or not 0 <= index < len(programs):
+            continue
+        if record.get("killed") or record.get("harness") or type(record.get("ran")) is not bool:
+            continue
+        outcomes = record.get("outcomes")
+        if (
+            type(outcomes) is not list
+            or not all(type(o) is str for o in outcomes)
+            or len(outcomes) > len(checks)
+        ):
+            continue
+        if record["ran"] and len(outcomes) < len(checks) and not (outcomes and outcomes[-1] in ending):
+            continue  # checks missing without a reason: not established
+        error = record.get("error")
+        results[index] = ValueCheckResult(
+            ran=record["ran"], outcomes=tuple(outcomes), error=error if type(error) is str else None
+        )
+    return results
 
 
 def _slot_cut_short(report: TestReport, run: RunResult, slot: dict, stopped_at: int | None) -> TestReport:
@@ -658,7 +802,9 @@ def _solution_marks(stream: list[tuple[str, dict]]) -> list[_Marks | None]:
             broken = True
         elif event == "server" and type(number) is int and number == server + 1:
             server = number
-        elif event == "b" and type(number) is int and number not in open_calls and type(record.get("c")) is int:
+        elif (
+            event == "b" and type(number) is int and number not in open_calls and type(record.get("c")) is int
+        ):
             open_calls[number] = record["c"]
         elif event == "e" and type(number) is int and open_calls.get(number) == record.get("c"):
             del open_calls[number]
@@ -704,7 +850,11 @@ def _report_from_run(
     records = [record for who, record in stream if who == "tests"]
     marks_of: dict[int, _Marks] = {}
     if solution_secret is not None:
-        marks_of = {id(record): mark for (_who, record), mark in zip(stream, _solution_marks(stream), strict=True) if mark}
+        marks_of = {
+            id(record): mark
+            for (_who, record), mark in zip(stream, _solution_marks(stream), strict=True)
+            if mark
+        }
     # Only as the one record of a run: written before anything but the driver runs. A test
     # that writes one later (a tester's) cannot turn its verdicts into a sandbox failure.
     unisolated = records[0] if len(records) == 1 and records[0].get("kind") == "unisolated" else None
@@ -715,7 +865,9 @@ def _report_from_run(
             run, sandbox_error=f"function tests cannot be isolated in this sandbox: {unisolated.get('error')}"
         )
         reason = f"not judged: {run.sandbox_error}"
-        results = [TestResult(index=i, name=_test_label(t), passed=False, error=reason) for i, t in enumerate(tests)]
+        results = [
+            TestResult(index=i, name=_test_label(t), passed=False, error=reason) for i, t in enumerate(tests)
+        ]
         return TestReport(results=results, compiled=False, ran=False, error=reason, runs=[run])
     compiled_record = next((r for r in records if r.get("kind") == "compiled"), None)
     ran_record = next((r for r in records if r.get("kind") == "ran"), None)
@@ -742,11 +894,22 @@ def _report_from_run(
     results = []
     for index, test in enumerate(tests):
         if index not in by_index:
-            results.append(TestResult(index=index, name=_test_label(test), passed=False, error=reason, timed_out=run.timed_out))
+            results.append(
+                TestResult(
+                    index=index, name=_test_label(test), passed=False, error=reason, timed_out=run.timed_out
+                )
+            )
             continue
         record = by_index[index]
         if record is None:
-            results.append(TestResult(index=index, name=_test_label(test), passed=False, error="not judged: conflicting or malformed results"))
+            results.append(
+                TestResult(
+                    index=index,
+                    name=_test_label(test),
+                    passed=False,
+                    error="not judged: conflicting or malformed results",
+                )
+            )
             continue
         results.append(
             TestResult(
@@ -824,7 +987,11 @@ def split_check_function(test_code: str, entry_point: str) -> list[str]:
     except SyntaxError as exc:
         raise ValueError(f"test code does not parse: {exc}") from None
     check = next(
-        (node for node in module.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "check"),
+        (
+            node
+            for node in module.body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == "check"
+        ),
         None,
     )
     if check is None:

@@ -43,7 +43,9 @@ class Grading:
             ``"io"`` (stdin/stdout cases, :func:`~llm_envs.verifiers.code.judge_io`), ``"run"``
             (one plain run, :func:`~llm_envs.verifiers.code.run_program`) or
             ``"function_slots"`` (``programs`` on function-style tests in one run,
-            ``sandboxes.harness.run_function_tests_slots``).
+            ``sandboxes.harness.run_function_tests_slots``) or ``"function_values"`` (``programs``
+            on ``tests``, ``sandboxes.ValueCheck`` values, in one run,
+            ``sandboxes.run_value_checks``).
         program: The program's source.
         tests: Test snippets (``"function"``) or ``(stdin, expected)`` pairs (``"io"``).
         setup: Code run before the solution (``"function"``).
@@ -51,9 +53,9 @@ class Grading:
         time_s: Time limit of one test or case (``"function"``, ``"io"``).
         stdin: Standard input (``"run"``).
         limits: A ``sandboxes.Limits`` (``"run"``; ``None``: the sandbox's default).
-        programs: ``"function_slots"``: the programs graded on ``tests`` in one run
-            (``sandboxes.harness.run_function_tests_slots``; the result is a tuple of
-            ``SlotResult``, one per program).
+        programs: ``"function_slots"``, ``"function_values"``: the programs graded on ``tests``
+            in one run (the result is a tuple of ``SlotResult`` or ``ValueCheckResult``, one per
+            program).
         golden: ``"function_slots"``: the index in ``programs`` of the golden solution (early
             stop), or ``None``.
     """
@@ -76,8 +78,12 @@ class Grading:
             return cls("io", program, tuple(tuple(t) for t in tests), time_s=time_s)
         if problem.style == "function":
             return cls(
-                "function", program, tuple(tests), setup=problem.setup,
-                entry_point=problem.entry_point, time_s=time_s,
+                "function",
+                program,
+                tuple(tests),
+                setup=problem.setup,
+                entry_point=problem.entry_point,
+                time_s=time_s,
             )
         raise ValueError(
             f"problem {problem.id} has style {problem.style!r}; code judging needs 'function' or 'io'"
@@ -89,10 +95,38 @@ class Grading:
     ) -> Grading:
         """Every one of ``programs`` on ``tests`` in one run (function style only)."""
         if problem.style != "function":
-            raise ValueError(f"problem {problem.id} has style {problem.style!r}; one run of many programs needs 'function'")
+            raise ValueError(
+                f"problem {problem.id} has style {problem.style!r}; one run of many programs needs 'function'"
+            )
         return cls(
-            "function_slots", "", tuple(tests), setup=problem.setup, entry_point=problem.entry_point,
-            time_s=time_s, programs=tuple(programs), golden=golden,
+            "function_slots",
+            "",
+            tuple(tests),
+            setup=problem.setup,
+            entry_point=problem.entry_point,
+            time_s=time_s,
+            programs=tuple(programs),
+            golden=golden,
+        )
+
+    @classmethod
+    def values_of(
+        cls, problem: Any, programs: Sequence[str], checks: Sequence[Any], *, time_s: float
+    ) -> Grading:
+        """Every one of ``programs`` on ``checks`` (``sandboxes.ValueCheck`` values) in one run
+        (function style only; trusted programs only)."""
+        if problem.style != "function" or not problem.entry_point:
+            raise ValueError(
+                f"problem {problem.id} has style {problem.style!r}; value checks need 'function' and an entry point"
+            )
+        return cls(
+            "function_values",
+            "",
+            tuple(checks),
+            setup=problem.setup,
+            entry_point=problem.entry_point,
+            time_s=time_s,
+            programs=tuple(programs),
         )
 
     @classmethod
@@ -103,8 +137,10 @@ class Grading:
 
 def run_grading(sandbox: Any, grading: Grading) -> Any:
     """Grade ``grading`` in ``sandbox``: a ``TestReport`` (``"function"``, ``"io"``), a
-    ``RunResult`` (``"run"``) or a tuple of ``SlotResult`` (``"function_slots"``: a run that
-    failed as a whole gives reports of ``None``, which the caller grades again one by one).
+    ``RunResult`` (``"run"``), a tuple of ``SlotResult`` (``"function_slots"``: a run that
+    failed as a whole gives reports of ``None``, which the caller grades again one by one) or a
+    tuple of ``ValueCheckResult`` or ``None`` (``"function_values"``: ``None`` where the run did not
+    establish that program's outcome).
 
     Raises:
         SandboxFailure: the sandbox failed on every attempt (never a program's outcome).
@@ -113,8 +149,12 @@ def run_grading(sandbox: Any, grading: Grading) -> Any:
 
     if grading.kind == "function":
         return code_verifier.judge_function(
-            sandbox, grading.program, grading.tests, setup=grading.setup,
-            entry_point=grading.entry_point, time_s=grading.time_s,
+            sandbox,
+            grading.program,
+            grading.tests,
+            setup=grading.setup,
+            entry_point=grading.entry_point,
+            time_s=grading.time_s,
         )
     if grading.kind == "io":
         return code_verifier.judge_io(sandbox, grading.program, grading.tests, time_s=grading.time_s)
@@ -123,8 +163,26 @@ def run_grading(sandbox: Any, grading: Grading) -> Any:
 
         return tuple(
             run_function_tests_slots(
-                sandbox, grading.programs, list(grading.tests), setup=grading.setup,
-                entry_point=grading.entry_point, time_s=grading.time_s, golden=grading.golden,
+                sandbox,
+                grading.programs,
+                list(grading.tests),
+                setup=grading.setup,
+                entry_point=grading.entry_point,
+                time_s=grading.time_s,
+                golden=grading.golden,
+            )
+        )
+    if grading.kind == "function_values":
+        from sandboxes import run_value_checks
+
+        return tuple(
+            run_value_checks(
+                sandbox,
+                grading.programs,
+                list(grading.tests),
+                setup=grading.setup,
+                entry_point=str(grading.entry_point),
+                time_s=grading.time_s,
             )
         )
     if grading.kind == "run":
@@ -176,7 +234,9 @@ class Batch:
                 continue
             if self._pool is None:
                 if width is None:
-                    sandboxes = {id(e.sandbox): e.sandbox for e in self.envs if getattr(e, "grades_ahead", False)}
+                    sandboxes = {
+                        id(e.sandbox): e.sandbox for e in self.envs if getattr(e, "grades_ahead", False)
+                    }
                     width = IN_FLIGHT_PER_WORKER * sum(
                         max(1, int(getattr(sb, "max_concurrency", 2))) for sb in sandboxes.values()
                     )

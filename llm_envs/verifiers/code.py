@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import ast
 import concurrent.futures
+import functools
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -118,9 +119,7 @@ def code_blocks(text: str) -> list[CodeBlock]:
             lang, body = "", raw
         start = starts[i] - len(_FENCE)
         end = starts[i] + len(raw) + (len(_FENCE) if closed else 0)
-        blocks.append(
-            CodeBlock(lang=lang, body=body, closed=closed, start=start, end=end)
-        )
+        blocks.append(CodeBlock(lang=lang, body=body, closed=closed, start=start, end=end))
     return blocks
 
 
@@ -244,9 +243,7 @@ def _is_testcase_class(node: ast.stmt) -> bool:
     )
 
 
-def _snippets_from_module(
-    module: ast.Module, entry_point: str | None
-) -> tuple[list[str], list[str]]:
+def _snippets_from_module(module: ast.Module, entry_point: str | None) -> tuple[list[str], list[str]]:
     """(snippets, shown) for each test of a parsed module (see the module docstring)."""
     header = [f"candidate = {entry_point}"] if entry_point else []
     context: list[str] = []
@@ -256,11 +253,7 @@ def _snippets_from_module(
     for node in module.body:
         body.extend(node.body if _is_main_guard(node) else [node])
     for node in body:
-        if (
-            isinstance(node, ast.FunctionDef)
-            and node.name == "check"
-            and _contains_assert(node)
-        ):
+        if isinstance(node, ast.FunctionDef) and node.name == "check" and _contains_assert(node):
             param = node.args.args[0].arg if node.args.args else "candidate"
             local: list[str] = []
             for statement in node.body:
@@ -275,25 +268,14 @@ def _snippets_from_module(
                     lines += [ast.unparse(s) for s in _instrument(statement)]
                     snippets.append("\n".join(lines))
                     shown.append(ast.unparse(statement))
-                elif not (
-                    isinstance(statement, ast.Expr)
-                    and isinstance(statement.value, ast.Constant)
-                ):
+                elif not (isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)):
                     local.append(ast.unparse(statement))
         elif isinstance(node, ast.FunctionDef) and node.name.startswith("test"):
             test_function = ast.unparse(_instrument(node)[0])
-            snippets.append(
-                "\n".join(
-                    [_SHOW_HELPER, *header, *context, test_function, f"{node.name}()"]
-                )
-            )
+            snippets.append("\n".join([_SHOW_HELPER, *header, *context, test_function, f"{node.name}()"]))
             shown.append(ast.unparse(node))
         elif _is_testcase_class(node):
-            methods = [
-                m
-                for m in node.body
-                if isinstance(m, ast.FunctionDef) and m.name.startswith("test")
-            ]
+            methods = [m for m in node.body if isinstance(m, ast.FunctionDef) and m.name.startswith("test")]
             for method in methods:
                 runner = (
                     "import unittest as __llm_envs_unittest\n"
@@ -304,18 +286,12 @@ def _snippets_from_module(
                     "for __llm_envs_test, __llm_envs_trace in __llm_envs_result.failures:\n"
                     "    raise AssertionError((__llm_envs_trace.strip().splitlines() or ['failed'])[-1])\n"
                 )
-                snippets.append(
-                    "\n".join(
-                        [_SHOW_HELPER, *header, *context, ast.unparse(node), runner]
-                    )
-                )
+                snippets.append("\n".join([_SHOW_HELPER, *header, *context, ast.unparse(node), runner]))
                 shown.append(f"{node.name}.{method.name}: " + ast.unparse(method))
         elif isinstance(
             node, (ast.Assert, ast.For, ast.While, ast.With, ast.If, ast.Try)
         ) and _contains_assert(node):
-            lines = [_SHOW_HELPER, *header, *context] + [
-                ast.unparse(s) for s in _instrument(node)
-            ]
+            lines = [_SHOW_HELPER, *header, *context] + [ast.unparse(s) for s in _instrument(node)]
             snippets.append("\n".join(lines))
             shown.append(ast.unparse(node))
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
@@ -343,6 +319,214 @@ def _snippets_from_module(
 _PARSE_ERRORS = (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError)
 
 
+_SHOW_NAME = "__llm_envs_show"
+_ACTUAL, _EXPECTED = "__llm_envs_actual", "__llm_envs_expected"
+#: What a test graded by value may contain besides the calls of the entry point: expressions
+#: of these node types only (no attribute, comprehension, lambda, assignment expression or
+#: f-string), and of the builtins these names only.
+_VALUE_NODES = (
+    ast.Constant, ast.Name, ast.Load, ast.Call, ast.keyword, ast.Starred, ast.BinOp, ast.UnaryOp,
+    ast.BoolOp, ast.Compare, ast.IfExp, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.Subscript,
+    ast.Slice, ast.operator, ast.unaryop, ast.boolop, ast.cmpop,
+)  # fmt: skip
+_VALUE_BUILTINS = frozenset(
+    "abs all any bin bool chr dict divmod enumerate float frozenset hex int isinstance len list "
+    "max min oct ord pow range repr reversed round set sorted str sum tuple type zip".split()
+)
+
+
+@functools.lru_cache(maxsize=1)
+def _show_helper_dump() -> str:
+    return ast.dump(parse_python(_SHOW_HELPER).body[0])
+
+
+def _is_literal(node: ast.expr) -> bool:
+    try:
+        ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError, AttributeError):
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=256)
+def _names_bound_by(setup: str) -> frozenset[str]:
+    """Every name ``setup`` may bind at its top level or anywhere (a test's namespace holds
+    them; one of them could stand for a builtin a test uses)."""
+    try:
+        tree = parse_python(setup)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return frozenset({"*"})
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            names.update(node.names)
+    return frozenset(names)
+
+
+def value_check(snippet: str, entry_point: str | None, setup: str = "") -> Any:
+    """The test ``snippet`` (as :func:`parse_function_tests` or ``split_check_function`` make
+    them) as a :class:`sandboxes.ValueCheck` when it is one ``assert`` whose only link to the
+    program is calls of ``entry_point``: ``assert f(1, [2]) == 3``, ``assert not f('a')``,
+    ``assert abs(f(2.0) - 1.5) < 1e-6``, ``assert tuple(f([1])) == (1,), 'got ' + str(f([1]))``
+    (its expressions are literals, operators and the builtins in ``_VALUE_BUILTINS``, none of
+    which ``setup`` binds); else ``None``.
+
+    Nothing else may run in the snippet: besides the assert, only the harness's own lines
+    (``candidate = f``, the message helper), imports that bind none of the names the assert uses,
+    and other names bound to literals (``METADATA = {...}``). Such a test does the same with any
+    program as its own process running it with the program's values as data
+    (``sandboxes.run_value_checks``).
+    """
+    from sandboxes import ValueCheck
+
+    if not entry_point or not isinstance(snippet, str):
+        return None
+    try:
+        module = parse_python(snippet)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    callers = {entry_point}  # the names bound to the entry point, in the order of the statements
+    reserved = _VALUE_BUILTINS | {_SHOW_NAME, _ACTUAL, _EXPECTED}
+
+    def restricted(node: ast.expr) -> bool:
+        for sub in ast.walk(node):
+            if not isinstance(sub, _VALUE_NODES):
+                return False
+            if isinstance(sub, ast.Name) and sub.id not in callers and sub.id not in _VALUE_BUILTINS:
+                return False
+            if isinstance(sub, ast.Call) and not isinstance(sub.func, ast.Name):
+                return False
+        return True
+
+    def instrumented_message(message: ast.expr | None) -> bool:
+        # The harness's own "expected ..., got ..." message: it calls nothing of the program's.
+        if message is None:
+            return True
+        for sub in ast.walk(message):
+            if isinstance(sub, ast.Name) and sub.id not in (_SHOW_NAME, _ACTUAL, _EXPECTED):
+                return False
+            if isinstance(sub, ast.Call) and not (
+                isinstance(sub.func, ast.Name) and sub.func.id == _SHOW_NAME
+            ):
+                return False
+            if not isinstance(sub, (*_VALUE_NODES, ast.expr_context)):
+                return False
+        return True
+
+    body = list(module.body)
+    last = body[-1] if body else None
+    if (
+        len(body) >= 2
+        and isinstance(last, ast.Expr)
+        and isinstance(last.value, ast.Call)
+        and isinstance(last.value.func, ast.Name)
+        and not last.value.args
+        and not last.value.keywords
+        and isinstance(body[-2], ast.FunctionDef)
+        and body[-2].name == last.value.func.id
+        and body[-2].name not in reserved | callers
+        and not body[-2].decorator_list
+        and body[-2].returns is None
+        and not any(
+            getattr(body[-2].args, part)
+            for part in ("posonlyargs", "args", "kwonlyargs", "defaults", "kw_defaults")
+        )
+        and body[-2].args.vararg is None
+        and body[-2].args.kwarg is None
+    ):
+        # ``def test_0(): ...`` then ``test_0()``: the test is the function's body, run once.
+        body = body[:-2] + list(body[-2].body)
+    found: ast.Assert | None = None
+    position = 0
+    while position < len(body):
+        node = body[position]
+        position += 1
+        if found is not None:
+            return None  # nothing may follow the assert
+        if isinstance(node, ast.FunctionDef) and node.name == _SHOW_NAME:
+            if ast.dump(node) != _show_helper_dump():
+                return None  # a test's own function of that name: it could do anything
+            continue
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound = {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+            if "*" in bound or bound & (callers | reserved):
+                return None
+            continue
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name = node.targets[0].id
+            if name == _ACTUAL and position + 1 < len(body):
+                # The instrumented equality: actual = A; expected = B; assert actual == expected, msg
+                second, third = body[position], body[position + 1]
+                if not (
+                    isinstance(second, ast.Assign)
+                    and len(second.targets) == 1
+                    and isinstance(second.targets[0], ast.Name)
+                    and second.targets[0].id == _EXPECTED
+                    and isinstance(third, ast.Assert)
+                    and isinstance(third.test, ast.Compare)
+                    and len(third.test.ops) == 1
+                    and isinstance(third.test.ops[0], ast.Eq)
+                    and isinstance(third.test.left, ast.Name)
+                    and third.test.left.id == _ACTUAL
+                    and isinstance(third.test.comparators[0], ast.Name)
+                    and third.test.comparators[0].id == _EXPECTED
+                    and instrumented_message(third.msg)
+                ):
+                    return None
+                found = ast.Assert(
+                    test=ast.Compare(left=node.value, ops=[ast.Eq()], comparators=[second.value]), msg=None
+                )
+                position += 2
+                continue
+            if isinstance(node.value, ast.Name) and node.value.id in callers:
+                callers.add(name)
+                continue
+            if name not in callers and name not in reserved and _is_literal(node.value):
+                continue
+            return None
+        if isinstance(node, ast.Assert):
+            found = node
+            continue
+        return None
+    if found is None or not restricted(found.test) or (found.msg is not None and not restricted(found.msg)):
+        return None
+    used = {sub.id for sub in ast.walk(found) if isinstance(sub, ast.Name)}
+    if (used - callers) & _names_bound_by(setup or "") or "*" in _names_bound_by(setup or ""):
+        return None  # the setup's own `len` or `abs` would be the one the test uses
+
+    class _Canonical(ast.NodeTransformer):
+        def visit_Name(self, sub: ast.Name) -> ast.Name:
+            return ast.Name(id="candidate", ctx=ast.Load()) if sub.id in callers else sub
+
+    canonical = ast.fix_missing_locations(_Canonical().visit(ast.Module(body=[found], type_ignores=[])))
+    try:
+        source = ast.unparse(canonical)
+        compile(source, "<test>", "exec")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return ValueCheck(source=source, builtins=tuple(sorted(used - callers)))
+
+
+def value_checks(tests: Sequence[str], entry_point: str | None, setup: str = "") -> tuple[Any, ...] | None:
+    """Every test of ``tests`` as a :class:`sandboxes.ValueCheck` (:func:`value_check`), or
+    ``None`` if any one is not of that form (the tests then run as code)."""
+    checks = []
+    for test in tests:
+        check = value_check(test, entry_point, setup)
+        if check is None:
+            return None
+        checks.append(check)
+    return tuple(checks)
+
+
 def parse_function_tests(
     text: str, entry_point: str | None, *, max_tests: int = DEFAULT_MAX_TESTS
 ) -> ParsedTests:
@@ -358,9 +542,7 @@ def parse_function_tests(
     for block in blocks:
         source = block.body
         if len(source) > MAX_TEST_CHARS * max(1, max_tests):
-            problems.append(
-                f"a test block of {len(source)} characters was ignored (too long)"
-            )
+            problems.append(f"a test block of {len(source)} characters was ignored (too long)")
             continue
         try:
             module = parse_python(source)
@@ -378,9 +560,7 @@ def parse_function_tests(
         try:
             found, labels = _snippets_from_module(module, entry_point)
         except (RecursionError, MemoryError, ValueError) as error:
-            problems.append(
-                f"the test block could not be processed ({type(error).__name__})"
-            )
+            problems.append(f"the test block could not be processed ({type(error).__name__})")
             continue
         snippets.extend(found)
         shown.extend(labels)
@@ -388,9 +568,7 @@ def parse_function_tests(
     if total > max_tests:
         problems.append(f"{total} tests found; only the first {max_tests} were run")
     kept = [
-        (s, label)
-        for s, label in zip(snippets, shown)
-        if len(s) <= MAX_TEST_CHARS + len(_SHOW_HELPER) + 2000
+        (s, label) for s, label in zip(snippets, shown) if len(s) <= MAX_TEST_CHARS + len(_SHOW_HELPER) + 2000
     ][:max_tests]
     if not kept and total:
         problems.append("every test was too long")
@@ -412,9 +590,7 @@ def function_tests_block(tests: Sequence[str]) -> str:
     """
     parts = []
     for index, snippet in enumerate(tests):
-        body = "\n".join(
-            "    " + line if line.strip() else "" for line in snippet.splitlines()
-        )
+        body = "\n".join("    " + line if line.strip() else "" for line in snippet.splitlines())
         parts.append(f"def test_{index}():\n{body}\n")
     return "```python\n" + "\n".join(parts) + "```"
 
@@ -450,9 +626,7 @@ def parse_io_tests(text: str, *, max_tests: int = DEFAULT_MAX_TESTS) -> ParsedTe
         kind = _label_kind(label_lines[-1]) if label_lines else None
         if kind == "output":
             if pending_input is None:
-                problems.append(
-                    "an output block without an input block before it was ignored"
-                )
+                problems.append("an output block without an input block before it was ignored")
                 continue
             pairs.append((pending_input, block.body))
             pending_input = None
@@ -535,7 +709,13 @@ def _sandbox_checked(call: Callable[[], _T], what: str, attempts: int) -> _T:
                 return result
             failure = str(error)
         if attempt < attempts:
-            log.warning("the sandbox failed running %s (attempt %d of %d), retrying: %s", what, attempt, attempts, failure)
+            log.warning(
+                "the sandbox failed running %s (attempt %d of %d), retrying: %s",
+                what,
+                attempt,
+                attempts,
+                failure,
+            )
     raise SandboxFailure(
         f"the sandbox failed running {what} ({attempts} attempt{'s' if attempts != 1 else ''}): {failure}",
         attempts=attempts,
@@ -556,9 +736,7 @@ def run_program(
         SandboxFailure: the sandbox failed on every one of ``attempts`` runs (the program's
             outcome is unknown; never report it as the program's).
     """
-    return _sandbox_checked(
-        lambda: sandbox.run(source, stdin=stdin, limits=limits), "a program", attempts
-    )
+    return _sandbox_checked(lambda: sandbox.run(source, stdin=stdin, limits=limits), "a program", attempts)
 
 
 def judge_function(
@@ -663,14 +841,10 @@ def run_concurrently(tasks: Sequence[Callable[[], _T]], max_workers: int) -> lis
         return list(pool.map(lambda task: task(), tasks))
 
 
-def judge_many(
-    sandbox: Any, items: Sequence[tuple[Any, str]], *, time_s: float = 5.0
-) -> list[Any]:
+def judge_many(sandbox: Any, items: Sequence[tuple[Any, str]], *, time_s: float = 5.0) -> list[Any]:
     """``judge`` each ``(problem, code)`` pair against its golden tests, concurrently."""
     width = max(1, int(getattr(sandbox, "max_concurrency", 2)))
-    return run_concurrently(
-        [lambda p=p, c=c: judge(sandbox, p, c, time_s=time_s) for p, c in items], width
-    )
+    return run_concurrently([lambda p=p, c=c: judge(sandbox, p, c, time_s=time_s) for p, c in items], width)
 
 
 def ran_to_completion(result: Any, io_style: bool) -> bool:

@@ -15,6 +15,7 @@ are in docs/envs/coder_tester.md, their one place (tests/envs/test_env_docs.py).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -81,8 +82,15 @@ class CoderTesterConfig:
             fail a golden test.
         catch_runs: How the catch reward grades the guarded golden solution and the wrong
             programs on the tester's tests (function-style problems; stdin/stdout problems
-            always use one run per program): ``"per_program"`` (default), one sandbox run each;
-            ``"one_run"``, all of them in one run, one slot at a time in a random order, each
+            always use one run per program): ``"by_value"`` (default): where every test is one
+            ``assert`` whose only link to the program is calls of the entry point on data
+            (:func:`~llm_envs.verifiers.code.value_check`: literals, operators, a few pure
+            builtins), every wrong program in one run, each in a process of its own running the
+            asserts with its values rebuilt as data (``sandboxes.run_value_checks``); no test
+            code runs beside a wrong program, so it pays exactly what one run each pays (and the
+            problem's mutants are chosen that way where the golden tests are of that form);
+            other steps as ``"per_program"``. ``"per_program"``: one sandbox run each.
+            ``"one_run"``: all of them in one run, one slot at a time in a random order, each
             slot's test process under a seccomp filter, a wrong program stopped at its first
             caught test (``sandboxes.harness.run_function_tests_slots``; the problem's mutants
             are then chosen in one run per ``max_mutants`` candidates too). ``"one_run"`` needs
@@ -114,7 +122,7 @@ class CoderTesterConfig:
     tester_reward: str = "catch"
     max_mutants: int = mutants.DEFAULT_MAX_MUTANTS
     max_mutant_candidates: int = mutants.DEFAULT_MAX_CANDIDATES
-    catch_runs: str = "per_program"
+    catch_runs: str = "by_value"
     runs_check_tests: int = 3
     max_golden_tests: int | None = None
     max_generated_tests: int = 16
@@ -243,21 +251,15 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         problem, time_s = self.problem, self.config.test_time_s
         assert problem is not None
         with self._waiting_for_sandbox():
-            return self._grade(
-                [Grading.tests_of(problem, c, t, time_s=time_s) for c, t in jobs]
-            )
+            return self._grade([Grading.tests_of(problem, c, t, time_s=time_s) for c, t in jobs])
 
     # ------------------------------------------------------------------ episode
     def _start_episode(self, options: dict[str, Any]) -> str:
         self.problem = choose_problem(self.task_source, options, self.np_random)
         if self.problem.style not in ("function", "io") or not self.problem.tests:
-            raise ValueError(
-                f"problem {self.problem.id!r} is not a code problem with golden tests"
-            )
+            raise ValueError(f"problem {self.problem.id!r} is not a code problem with golden tests")
         limit = self.config.max_golden_tests
-        self.golden_tests = tuple(
-            self.problem.tests[:limit] if limit is not None else self.problem.tests
-        )
+        self.golden_tests = tuple(self.problem.tests[:limit] if limit is not None else self.problem.tests)
         self.history = []
         self._code = None
         self._golden_pass_rate = 0.0
@@ -275,16 +277,12 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
     def _coder_step(self, action: str) -> str | None:
         cfg = self.config
         code = (
-            rules.strict_code(action)
-            if cfg.reply_parsing == "strict"
-            else code_verifier.extract_code(action)
+            rules.strict_code(action) if cfg.reply_parsing == "strict" else code_verifier.extract_code(action)
         )
         # Judged before any state changes: a sandbox failure raises SandboxFailure and leaves
         # the episode as it was (the step can be played again).
         report = None if code is None else self._judge_all([(code, self.golden_tests)])[0]
-        record = self._add_record(
-            "coder", action, parsed={"code": code}, format_ok=code is not None
-        )
+        record = self._add_record("coder", action, parsed={"code": code}, format_ok=code is not None)
         if report is None:
             builds = runs = False
             golden_rate = 0.0
@@ -293,11 +291,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             builds = report.compiled
             first = report.results[: cfg.runs_check_tests]
             io_style = self.problem is not None and self.problem.style == "io"
-            runs = (
-                builds
-                and bool(first)
-                and all(code_verifier.ran_to_completion(r, io_style) for r in first)
-            )
+            runs = builds and bool(first) and all(code_verifier.ran_to_completion(r, io_style) for r in first)
             if not io_style:
                 runs = runs and report.ran
             golden_rate = report.pass_rate
@@ -308,9 +302,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             }
         self._code = code
         self._golden_pass_rate = golden_rate
-        record.info.update(
-            {"builds": builds, "runs": runs, "golden_pass_rate": golden_rate, **info}
-        )
+        record.info.update({"builds": builds, "runs": runs, "golden_pass_rate": golden_rate, **info})
         credit_team_and_local(
             self,
             record,
@@ -330,9 +322,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         assert problem is not None
         if problem.style == "io":
             parsed = code_verifier.parse_io_tests(
-                rules.strict_io_tests_text(action)
-                if cfg.reply_parsing == "strict"
-                else action,
+                rules.strict_io_tests_text(action) if cfg.reply_parsing == "strict" else action,
                 max_tests=cfg.max_generated_tests,
             )
         else:
@@ -341,6 +331,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             )
         # Judged before any state changes (see _coder_step).
         reports: list[Any] = []
+        by_value = None
         catching = self._pays_for_catches()
         wrong_jobs: list[tuple[str, Any, int]] = []
         one_run: tuple[Any, int, int] | None = None  # (golden report, caught, wrong programs)
@@ -349,6 +340,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             reports = [one_run[0]] + ([code_report] if self._code is not None else [])
         elif parsed.valid:
             jobs = []
+            by_value: Grading | None = None
             if problem.solution is not None:
                 # With the catch reward the golden runs guarded too (by itself): the same
                 # wrapper, the same extra work per call as every wrong program, so a test cannot
@@ -362,8 +354,16 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             if self._code is not None:
                 jobs.append((self._code, parsed.tests))
             if catching:
-                wrong_jobs = self._wrong_program_jobs(parsed.tests)
-            reports = self._judge_all(jobs + [(c, t) for c, t, _ in wrong_jobs])
+                by_value = self._wrong_programs_by_value(parsed.tests)
+                if by_value is None:
+                    wrong_jobs = self._wrong_program_jobs(parsed.tests)
+            gradings = [
+                Grading.tests_of(problem, c, t, time_s=cfg.test_time_s)
+                for c, t in jobs + [(c, t) for c, t, _ in wrong_jobs]
+            ]
+            with self._waiting_for_sandbox():
+                reports = self._grade(gradings + ([by_value] if by_value is not None else []))
+            value_results = reports.pop() if by_value is not None else None
         record = self._add_record(
             "tester",
             action,
@@ -381,15 +381,15 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         if parsed.valid:
             golden_report = reports.pop(0) if problem.solution is not None else None
             code_report = reports.pop(0) if self._code is not None else None
-            golden_solution_rate = (
-                golden_report.pass_rate if golden_report is not None else 0.0
-            )
+            golden_solution_rate = golden_report.pass_rate if golden_report is not None else 0.0
             if one_run is not None:
                 caught, wrong_programs = one_run[1], one_run[2]
-            elif catching and golden_report is not None:
-                caught, wrong_programs = self._count_caught(
-                    golden_report, wrong_jobs, reports
+            elif by_value is not None and golden_report is not None:
+                caught, wrong_programs = self._count_caught_by_value(
+                    golden_report, by_value, value_results, parsed.tests
                 )
+            elif catching and golden_report is not None:
+                caught, wrong_programs = self._count_caught(golden_report, wrong_jobs, reports)
             if code_report is not None:
                 passed = code_report.passed
                 for result, shown in zip(code_report.results, parsed.shown):
@@ -413,9 +413,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
                     )
                     for s in parsed.shown
                 ]
-        self._agreed = (
-            parsed.valid and self._code is not None and passed == len(parsed.tests)
-        )
+        self._agreed = parsed.valid and self._code is not None and passed == len(parsed.tests)
         record.info.update(
             {
                 "valid": parsed.valid,
@@ -429,26 +427,16 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             "golden_solution_pass_rate": golden_solution_rate,
         }
         if catching:
-            record.info.update(
-                {"wrong_programs": wrong_programs, "wrong_programs_caught": caught}
-            )
+            record.info.update({"wrong_programs": wrong_programs, "wrong_programs_caught": caught})
             self._last_tester["catch_rate"] = rules.catch_rate(caught, wrong_programs)
             local = rules.tester_catch_reward(
                 parsed.valid, golden_solution_rate, caught, wrong_programs, cfg.tester_weights
             )
         else:
-            local = rules.tester_local_reward(
-                parsed.valid, golden_solution_rate, cfg.tester_weights
-            )
+            local = rules.tester_local_reward(parsed.valid, golden_solution_rate, cfg.tester_weights)
         credit_team_and_local(self, record, self._team_reward(), local)
-        tests_text = (
-            code_verifier.extract_code(action)
-            if problem.style == "function"
-            else action
-        )
-        self.history.append(
-            _Turn(self._code, tests_text, mismatches, passed, len(parsed.tests))
-        )
+        tests_text = code_verifier.extract_code(action) if problem.style == "function" else action
+        self.history.append(_Turn(self._code, tests_text, mismatches, passed, len(parsed.tests)))
         return end_turn(self, self._agreed, "coder")
 
     # ------------------------------------------------------------------ wrong programs
@@ -493,9 +481,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         io_style = problem.style == "io"
         solution = problem.solution
         return mutants.select_mutants(
-            mutants.cache_key(
-                problem, self.golden_tests, cfg.max_mutants, cfg.max_mutant_candidates
-            ),
+            mutants.cache_key(problem, self.golden_tests, cfg.max_mutants, cfg.max_mutant_candidates),
             lambda: mutants.iter_mutant_candidates(
                 solution,
                 functions_only=not io_style,
@@ -504,6 +490,8 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             ),
             self._judge_on_golden_in_one_run
             if self._grades_in_one_run()
+            else self._judge_on_golden_by_value
+            if self._value_checks(self.golden_tests) is not None
             else lambda programs: self._judge_all(
                 [(self._as_wrong_program(p), self.golden_tests) for p in programs]
             ),
@@ -530,6 +518,73 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             for i, report in zip(again, self._judge_all([(guarded[i], self.golden_tests) for i in again])):
                 reports[i] = report
         return reports
+
+    def _value_checks(self, tests: Sequence[Any]) -> tuple[Any, ...] | None:
+        """``tests`` as ``sandboxes.ValueCheck`` values where this step grades wrong programs by
+        value (``catch_runs="by_value"``, a function-style problem whose wrong programs are
+        guarded and called as the entry point, every test a call on literals and a check of the
+        value: :func:`code_verifier.value_checks`), else ``None``."""
+        problem = self.problem
+        if (
+            self.config.catch_runs != "by_value"
+            or problem is None
+            or problem.style != "function"
+            or problem.call not in (None, problem.entry_point)
+            or not tests
+            or not self._can_use_wrong_programs()
+        ):
+            return None
+        return code_verifier.value_checks(tests, problem.entry_point, problem.setup)
+
+    def _wrong_programs_by_value(self, tests: tuple[Any, ...]) -> Grading | None:
+        """The grading of every wrong program on the tester's ``tests`` by value, in one run
+        (:meth:`_value_checks`; ``sandboxes.run_value_checks``), or ``None`` where the tests
+        must run as code (or there is no wrong program)."""
+        checks = self._value_checks(tests)
+        if checks is None:
+            return None
+        programs = [self._as_wrong_program(m) for m in self._mutants()]
+        if not programs:
+            return None
+        return Grading.values_of(self.problem, programs, checks, time_s=self.config.test_time_s)
+
+    def _count_caught_by_value(
+        self, golden_report: Any, grading: Grading, results: Any, tests: tuple[Any, ...]
+    ) -> tuple[int, int]:
+        """``(caught, wrong programs)`` of a by-value grading (:func:`mutants.caught_by_values`),
+        the same counts as :meth:`_count_caught` on runs of their own; a program whose outcome
+        the grading did not establish is graded in a run of its own."""
+        golden_passing = [i for i, r in enumerate(golden_report.results) if r.passed]
+        caught, again = 0, []
+        for program, result in zip(grading.programs, results):
+            verdict = mutants.caught_by_values(result, golden_passing, len(grading.tests))
+            if verdict is None:
+                again.append(program)
+            else:
+                caught += verdict
+        if again:
+            reports = self._judge_all([(program, tests) for program in again])
+            caught += sum(mutants.killed_by(r, False, among=golden_passing) for r in reports)
+        return caught, len(grading.programs)
+
+    def _judge_on_golden_by_value(self, programs: list[str]) -> list[Any]:
+        """Whether each mutant candidate in ``programs`` is a wrong program, graded by value on
+        the golden tests (all ``sandboxes.ValueCheck``) in one run (a ``bool`` each,
+        :func:`mutants.wrong_by_values`); one not established is judged in a run of its own (its
+        report)."""
+        problem = self.problem
+        checks = self._value_checks(self.golden_tests)
+        assert problem is not None and checks is not None
+        guarded = [self._as_wrong_program(p) for p in programs]
+        grading = Grading.values_of(problem, guarded, checks, time_s=self.config.test_time_s)
+        with self._waiting_for_sandbox():
+            results = self._grade([grading])[0]
+        verdicts: list[Any] = [mutants.wrong_by_values(r, len(checks)) for r in results]
+        again = [i for i, verdict in enumerate(verdicts) if verdict is None]
+        if again:
+            for i, report in zip(again, self._judge_all([(guarded[i], self.golden_tests) for i in again])):
+                verdicts[i] = report
+        return verdicts
 
     def _wrong_program_jobs(self, tests: tuple[Any, ...]) -> list[tuple[str, Any, int]]:
         """``(program, tests to run, golden tests in front)`` for every wrong program: the
@@ -610,9 +665,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         caught = wrong = 0
         for (_, _, golden_count), report in zip(wrong_jobs, wrong_reports):
             wrong += 1
-            caught += mutants.killed_by(
-                report, io_style, among=[golden_count + i for i in golden_passing]
-            )
+            caught += mutants.killed_by(report, io_style, among=[golden_count + i for i in golden_passing])
         return caught, wrong
 
     def _team_reward(self) -> float:
@@ -652,9 +705,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
                 limit=cfg.max_mismatches_shown,
             )
         if agent == "coder":
-            return rules.coder_prompt(
-                self.problem, last.code if last else None, feedback, cfg.shown_chars
-            )
+            return rules.coder_prompt(self.problem, last.code if last else None, feedback, cfg.shown_chars)
         return rules.tester_prompt(
             self.problem,
             last.tests_text if last else None,
@@ -676,9 +727,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         }
         if self.multi_agent:
             metrics["tester_valid"] = self._last_tester.get("valid", 0.0)
-            metrics["tester_golden_pass_rate"] = self._last_tester.get(
-                "golden_solution_pass_rate", 0.0
-            )
+            metrics["tester_golden_pass_rate"] = self._last_tester.get("golden_solution_pass_rate", 0.0)
             if self._pays_for_catches():
                 metrics["tester_catch_rate"] = self._last_tester.get("catch_rate", 0.0)
         return metrics
@@ -689,9 +738,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         assert self.problem is not None
         if agent == "coder":
             return rules.reference_coder_reply(self.problem)
-        return rules.reference_tester_reply(
-            self.problem, self.config.max_generated_tests
-        )
+        return rules.reference_tester_reply(self.problem, self.config.max_generated_tests)
 
     def random_action(self, agent: str, rng: np.random.Generator) -> str:
         """Well-formed but uninformed: code returning (or printing) a random constant; tests
@@ -716,10 +763,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
                 for _ in range(count)
             ]
             return "**Tests:**\n```python\n" + "\n".join(lines) + "\n```"
-        cases = [
-            (f"{int(rng.integers(0, 100))}\n", f"{int(rng.integers(0, 100))}\n")
-            for _ in range(count)
-        ]
+        cases = [(f"{int(rng.integers(0, 100))}\n", f"{int(rng.integers(0, 100))}\n") for _ in range(count)]
         return code_verifier.io_tests_block(cases)
 
     # ------------------------------------------------------------------ reward contract

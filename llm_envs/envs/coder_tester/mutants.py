@@ -124,15 +124,15 @@ def _sites(tree: ast.Module, functions_only: bool) -> list[_Site]:
     allowed = _inside_functions(tree) if functions_only else None
     sites: list[_Site] = []
     for index, node in enumerate(ast.walk(tree)):
-        if allowed is not None and index not in allowed and not isinstance(
-            node, (ast.FunctionDef, ast.AsyncFunctionDef)
+        if (
+            allowed is not None
+            and index not in allowed
+            and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
         ):
             continue
         if isinstance(node, ast.Compare):
             sites += [
-                _Site(index, "compare", k)
-                for k, op in enumerate(node.ops)
-                if type(op) in _COMPARE_SWAPS
+                _Site(index, "compare", k) for k, op in enumerate(node.ops) if type(op) in _COMPARE_SWAPS
             ]
         elif isinstance(node, (ast.BinOp, ast.AugAssign)) and type(node.op) in _ARITH_SWAPS:
             sites.append(_Site(index, "arith"))
@@ -163,9 +163,11 @@ def _sites(tree: ast.Module, functions_only: bool) -> list[_Site]:
             block = getattr(node, field_name, None)
             if not isinstance(block, list) or len(block) < 2:
                 continue
-            if allowed is not None and not isinstance(
-                node, (ast.FunctionDef, ast.AsyncFunctionDef)
-            ) and index not in allowed:
+            if (
+                allowed is not None
+                and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and index not in allowed
+            ):
                 continue
             if isinstance(node, ast.Module) and functions_only:
                 continue
@@ -219,9 +221,7 @@ def _apply(tree: ast.Module, site: _Site) -> ast.Module:
         elif site.variant == 1:  # doubled: 2x, "abab", [a, b, a, b]
             node.value = ast.BinOp(left=value, op=ast.Add(), right=copy.deepcopy(value))
         else:  # without its first element
-            node.value = ast.Subscript(
-                value=value, slice=ast.Slice(lower=ast.Constant(1)), ctx=ast.Load()
-            )
+            node.value = ast.Subscript(value=value, slice=ast.Slice(lower=ast.Constant(1)), ctx=ast.Load())
     elif site.operator == "drop":
         field_name = ("body", "orelse", "finalbody")[site.variant // 100_000]
         getattr(node, field_name)[site.variant % 100_000] = ast.Pass()
@@ -378,9 +378,7 @@ def can_guard(entry_point: str | None, call: str | None) -> bool:
     return bool(match) and match.group(1) == entry_point
 
 
-def guarded_program(
-    program: str, *, golden: str, setup: str, entry_point: str, call: str | None
-) -> str:
+def guarded_program(program: str, *, golden: str, setup: str, entry_point: str, call: str | None) -> str:
     """``program`` followed by the guard (see the module docstring).
 
     Raises:
@@ -421,6 +419,63 @@ def killed_by(report: Any, io_style: bool, among: Sequence[int] | None = None) -
     """Whether any test of ``report`` (or those at the indices ``among``) caught the program."""
     indices = range(len(report.results)) if among is None else among
     return any(checked_failure(report.results[i], io_style) for i in indices)
+
+
+def caught_by_values(result: Any, golden_passing: Sequence[int], checks: int) -> bool | None:
+    """Whether a wrong program graded by value (``sandboxes.ValueCheckResult`` on a tester's
+    tests, all of them ``sandboxes.ValueCheck``) was caught, as :func:`killed_by` finds on a run
+    of its own: an assert that failed where the golden passed that test, before any harness event
+    (a time-out or a value that cannot cross ends what counts, as in a test run). ``None``: not
+    established (no result, a result cut short, a builtin the program rebound, an
+    ``AssertionError`` raised by the program on a test the golden passed), so the program is
+    graded in a run of its own."""
+    if result is None:
+        return None
+    if not result.ran:
+        return False
+    passing = set(golden_passing)
+    for index, outcome in enumerate(result.outcomes):
+        if index in passing:
+            if outcome == "fail":
+                return True
+            if outcome == "raised AssertionError":
+                return None
+        if outcome in ("timeout", "uncrossable"):
+            return False
+        if outcome == "unestablished":
+            return None
+    return False if len(result.outcomes) == checks else None
+
+
+def wrong_by_values(result: Any, checks: int) -> bool | None:
+    """Whether a mutant candidate graded by value on the golden tests (all of them
+    ``sandboxes.ValueCheck``) is a wrong program, as :func:`wrong_on_golden` finds on a run of
+    its own: it ran, no check timed out, and an assert failed; ``None`` where that is not
+    established (no result, a value that cannot cross, a rebound builtin, an ``AssertionError``
+    raised by the program)."""
+    if result is None:
+        return None
+    if not result.ran:
+        return False
+    if "timeout" in result.outcomes:
+        return False
+    if any(o in ("uncrossable", "unestablished", "raised AssertionError") for o in result.outcomes):
+        return None
+    if len(result.outcomes) != checks:
+        return None
+    return "fail" in result.outcomes
+
+
+def wrong_on_golden(report: Any, io_style: bool) -> bool:
+    """Whether a mutant candidate's report on the golden tests makes it a wrong program: it
+    ran (its top level completed), no golden test timed out, and a golden test caught it
+    (:func:`checked_failure`)."""
+    return bool(
+        report.compiled
+        and (report.ran or io_style)
+        and not any(r.timed_out for r in report.results)
+        and killed_by(report, io_style)
+    )
 
 
 log = logging.getLogger(__name__)
@@ -466,7 +521,13 @@ def _code_version() -> str:
 
     digest = hashlib.sha256()
     here = Path(__file__)
-    for path in (here, *(Path(sandboxes.__file__).with_name(n) for n in ("_function_driver.py", "_crossing.py", "harness.py"))):
+    for path in (
+        here,
+        *(
+            Path(sandboxes.__file__).with_name(n)
+            for n in ("_function_driver.py", "_crossing.py", "harness.py")
+        ),
+    ):
         try:
             digest.update(path.read_bytes())
         except OSError:
@@ -537,9 +598,10 @@ def select_mutants(
     """The first ``max_mutants`` candidates that are wrong programs, cached under ``key``.
 
     A candidate is kept when, judged on the golden tests (``judge_on_golden`` runs a list of
-    programs and returns a report each), it ran (its top level completed), no golden test timed
-    out, and at least one golden test caught it (:func:`checked_failure`): a mutant equivalent
-    to the golden on those tests is not a wrong program. Candidates are judged ``max_mutants``
+    programs and returns a report each, or the verdict itself as a ``bool``), it ran (its top
+    level completed), no golden test timed out, and at least one golden test caught it
+    (:func:`wrong_on_golden`): a mutant equivalent to the golden on those tests is not a wrong
+    program. Candidates are judged ``max_mutants``
     at a time until enough are kept or none are left. Errors (a sandbox failure) propagate and
     nothing is cached.
 
@@ -584,13 +646,8 @@ def _select(
         if len(kept) >= max_mutants:
             break
         wave = pool[start : start + width]
-        for program, report in zip(wave, judge_on_golden(wave)):
-            if (
-                report.compiled
-                and (report.ran or io_style)
-                and not any(r.timed_out for r in report.results)
-                and killed_by(report, io_style)
-            ):
+        for program, verdict in zip(wave, judge_on_golden(wave)):
+            if verdict if isinstance(verdict, bool) else wrong_on_golden(verdict, io_style):
                 kept.append(program)
     return tuple(kept[:max_mutants])
 

@@ -33,9 +33,11 @@ from llm_envs.verifiers.code import function_tests_block, io_tests_block
 
 #: ``tester_reward=``: paid for tests that catch wrong code (default), or the paper's reward.
 TESTER_REWARDS = ("catch", "paper")
-#: ``catch_runs=``: the catch reward's wrong programs graded one sandbox run each (default), or
-#: all of them with the golden solution in one run (needs ``allow_reward_holes``).
-CATCH_RUNS = ("per_program", "one_run")
+#: ``catch_runs=``: the catch reward's wrong programs graded by value in one run where every
+#: test is a call on literals and a check of the value, else one sandbox run each (default);
+#: one sandbox run each always; or all of them with the golden solution in one run (needs
+#: ``allow_reward_holes``).
+CATCH_RUNS = ("by_value", "per_program", "one_run")
 #: ``reply_parsing=``: the released code's reply formats (default), or our lenient reading.
 REPLY_PARSINGS = ("strict", "lenient")
 
@@ -65,9 +67,7 @@ def coder_local_reward(
 ) -> float:
     """``0.1·builds + 0.1·runs + 0.8·golden pass rate`` (with the default weights)."""
     return (
-        weights.builds * float(builds)
-        + weights.runs * float(runs)
-        + weights.golden * float(golden_pass_rate)
+        weights.builds * float(builds) + weights.runs * float(runs) + weights.golden * float(golden_pass_rate)
     )
 
 
@@ -79,9 +79,7 @@ def tester_local_reward(
     """The paper's tester reward (``tester_reward="paper"``): ``0.2·valid + 0.8·pass rate of the
     golden solution on the generated tests``. Any test the golden passes earns in full, a
     vacuous one too: see :func:`tester_catch_reward` for the default."""
-    return weights.valid * float(valid) + weights.golden * float(
-        golden_solution_pass_rate
-    )
+    return weights.valid * float(valid) + weights.golden * float(golden_solution_pass_rate)
 
 
 def catch_rate(caught: int, wrong_programs: int) -> float:
@@ -116,9 +114,9 @@ def tester_catch_reward(
     :func:`tester_local_reward`, which paid 1.0 for any test the golden passes
     (``tester_reward="paper"`` restores it).
     """
-    return weights.valid * float(valid) + weights.golden * float(
-        golden_solution_pass_rate
-    ) * catch_rate(caught, wrong_programs)
+    return weights.valid * float(valid) + weights.golden * float(golden_solution_pass_rate) * catch_rate(
+        caught, wrong_programs
+    )
 
 
 def mixed_reward(team: float, local: float, alpha: float) -> float:
@@ -202,9 +200,7 @@ def format_mismatches(
 ) -> str:
     """The mismatch section of a later-turn prompt."""
     if total == 0:
-        return (
-            "The tester wrote no valid tests, so the code was not checked against any."
-        )
+        return "The tester wrote no valid tests, so the code was not checked against any."
     lines = [f"The code passed {passed} of the tester's {total} tests."]
     for number, mismatch in enumerate(mismatches[:limit], start=1):
         lines.append(f"\nFailed test {number}:")
@@ -220,9 +216,7 @@ def format_mismatches(
                 lines.append("Actual output (from the code):")
                 lines.append(_fenced(clip(mismatch.actual or "", field_chars)))
             else:
-                lines.append(
-                    f"The code failed: {clip(mismatch.error or 'failed', field_chars)}"
-                )
+                lines.append(f"The code failed: {clip(mismatch.error or 'failed', field_chars)}")
                 if mismatch.actual:
                     lines.append("Output before it failed:")
                     lines.append(_fenced(clip(mismatch.actual, field_chars)))
@@ -243,9 +237,7 @@ def _fenced(text: str) -> str:
 # prompts
 
 
-def coder_instruction(
-    style: str, entry_point: str | None, multi_agent: bool, call: str | None = None
-) -> str:
+def coder_instruction(style: str, entry_point: str | None, multi_agent: bool, call: str | None = None) -> str:
     """The coder's role and reply format; ``call`` is how the tests call the code when it is not
     ``entry_point`` itself (``Solution().twoSum``: a method of the class ``entry_point``)."""
     team = (
@@ -273,9 +265,7 @@ def coder_instruction(
             "problem asks for. Print nothing else (no prompts, no debugging output)."
         )
     return (
-        team
-        + task
-        + "\n\nReply format: optional brief reasoning, then exactly one code block:\n"
+        team + task + "\n\nReply format: optional brief reasoning, then exactly one code block:\n"
         "**Code:**\n```python\n# your complete solution\n```\n"
         "Only the last ```python block of your reply is used."
     )
@@ -326,16 +316,12 @@ def problem_section(problem: Problem) -> str:
     return f"Problem:\n{problem.prompt.rstrip()}"
 
 
-def coder_prompt(
-    problem: Problem, previous_code: str | None, feedback: str | None, shown_chars: int
-) -> str:
+def coder_prompt(problem: Problem, previous_code: str | None, feedback: str | None, shown_chars: int) -> str:
     parts = [problem_section(problem)]
     if previous_code is None and feedback is None:
         parts.append("Write your solution.")
         return "\n\n".join(parts)
-    parts.append(
-        "Your previous solution:\n" + _code_or_none(previous_code, shown_chars)
-    )
+    parts.append("Your previous solution:\n" + _code_or_none(previous_code, shown_chars))
     if feedback:
         parts.append("Result on the tester's tests:\n" + feedback)
     parts.append(
@@ -373,11 +359,7 @@ def tester_prompt(
 def _code_or_none(code: str | None, shown_chars: int) -> str:
     if code is None:
         return "(no code block was found in that reply)"
-    return (
-        "```python\n"
-        + clip(code.replace("```", "`` `"), shown_chars).rstrip("\n")
-        + "\n```"
-    )
+    return "```python\n" + clip(code.replace("```", "`` `"), shown_chars).rstrip("\n") + "\n```"
 
 
 # ---------------------------------------------------------------------------------------------

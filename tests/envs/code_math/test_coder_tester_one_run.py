@@ -54,7 +54,7 @@ def replies_of(env, index):
 
 @pytest.mark.parametrize("index", [0, 12, 29, 111])
 def test_one_run_pays_exactly_what_one_run_per_program_pays(sandbox, index):
-    per_program, one_run = humaneval_env(sandbox), one_run_env(sandbox)
+    per_program, one_run = humaneval_env(sandbox, catch_runs="per_program"), one_run_env(sandbox)
     for name, reply in replies_of(per_program, index).items():
         coder = per_program.reference_action("coder")
         expected = outcome(play_turn(per_program, coder, reply, index))
@@ -142,9 +142,14 @@ def test_stdin_stdout_problems_keep_one_run_per_program(sandbox):
 def test_mutants_chosen_in_one_run_per_wave_are_those_one_run_per_program_chooses(sandbox, monkeypatch, index):
     from llm_envs.envs.coder_tester import mutants
 
-    monkeypatch.setenv("LLM_ENVS_MUTANT_CACHE", "off")  # choose them here, in both modes
+    monkeypatch.setenv("LLM_ENVS_MUTANT_CACHE", "off")  # choose them here, in every mode
     chosen = {}
-    for name, env in (("per program", humaneval_env(sandbox)), ("one run", one_run_env(sandbox))):
+    modes = (
+        ("per program", humaneval_env(sandbox, catch_runs="per_program")),
+        ("one run", one_run_env(sandbox)),
+        ("by value", humaneval_env(sandbox, catch_runs="by_value")),
+    )
+    for name, env in modes:
         mutants.clear_cache()
         env.reset(seed=0, options={"problem_index": index})
         kinds = []
@@ -152,8 +157,10 @@ def test_mutants_chosen_in_one_run_per_wave_are_those_one_run_per_program_choose
         monkeypatch.setattr(env, "_grade", lambda gradings, grade=grade, kinds=kinds: kinds.extend(g.kind for g in gradings) or grade(gradings))
         chosen[name] = (env._mutants(), kinds)
     mutants.clear_cache()
-    assert chosen["one run"][0] == chosen["per program"][0] != ()
+    assert chosen["one run"][0] == chosen["per program"][0] == chosen["by value"][0] != ()
     # one run per wave of max_mutants candidates, against one run per candidate
     assert set(chosen["one run"][1]) == {"function_slots"}
+    assert set(chosen["by value"][1]) == {"function_values"}  # the golden tests are all asserts on values
     assert set(chosen["per program"][1]) == {"function"}
     assert len(chosen["one run"][1]) * 4 <= len(chosen["per program"][1])
+    assert len(chosen["by value"][1]) == len(chosen["one run"][1])

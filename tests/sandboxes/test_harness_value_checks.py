@@ -1,0 +1,100 @@
+"""Trusted programs graded by value in one run (`run_value_checks`).
+
+What the Coder–Tester's default ``catch_runs="by_value"`` relies on: each program's outcome on a
+check is what a run of its own gives on that test; each program runs in a process of its own (no
+state reaches the next program); the calls of one program share its state in order; a harness
+event ends what a program's checks establish; a program that ignores its timer is ended without
+taking the others with it. Real sandboxes (bwrap, process, docker), no mocks.
+"""
+
+from __future__ import annotations
+
+from llm_envs.verifiers.code import value_check
+from sandboxes.harness import ValueCheck, run_function_tests, run_value_checks
+
+GOLDEN = "def f(x):\n    return x + 1\n"
+PROGRAMS = [
+    GOLDEN,
+    "def f(x):\n    return x + 2\n",
+    "def f(x):\n    return x + 1 if x < 5 else 0\n",
+    "def f(x):\n    if x == 'a':\n        raise KeyError(x)\n    return x - 1\n",
+    "def f(x):\n    return [x]\n",
+]
+TESTS = [
+    "assert f(1) == 2",
+    "assert 11 == f(10), 'got ' + str(f(10))",
+    "assert f(1) == 5",
+    "assert not f(0) == 0",
+    "assert abs(f(2.5) - 3.5) < 1e-9",
+    "assert len(f(3)) == 1",  # an error of the test's own where f returns an int
+    "assert f('a') == 1",  # raises in f
+]
+
+
+def checks_of(tests):
+    checks = [value_check(test, "f") for test in tests]
+    assert all(isinstance(c, ValueCheck) for c in checks)
+    return checks
+
+
+def as_run_of_its_own(report):
+    """The outcomes a run of its own gives, in `ValueCheckResult`'s words (pass/fail/other)."""
+    words = []
+    for result in report.results:
+        if result.passed:
+            words.append("pass")
+        elif (result.error or "").startswith("AssertionError"):
+            words.append("fail")
+        else:
+            words.append("other")
+    return words
+
+
+def test_each_program_gets_what_a_run_of_its_own_gives(isolated):
+    results = run_value_checks(isolated, PROGRAMS, checks_of(TESTS), entry_point="f", time_s=2.0)
+    assert len(results) == len(PROGRAMS)
+    for program, result in zip(PROGRAMS, results):
+        assert result is not None and result.ran and len(result.outcomes) == len(TESTS)
+        own = as_run_of_its_own(run_function_tests(isolated, program, TESTS, entry_point="f", time_s=2.0))
+        words = [o if o in ("pass", "fail") else "other" for o in result.outcomes]
+        assert words == own, program
+    assert results[0].outcomes[5] == "error" and results[3].outcomes[6] == "raised KeyError"
+
+
+def test_the_calls_of_a_program_share_its_state_and_programs_share_nothing(isolated):
+    counting = (
+        "import json\n"
+        "calls = [0]\n"
+        "def f(x):\n"
+        "    calls[0] += 1\n"
+        "    seen = getattr(json, 'left_by_an_earlier_program', 0)\n"
+        "    json.left_by_an_earlier_program = seen + 1\n"
+        "    return [calls[0], seen]\n"
+    )
+    tests = ["assert f(0) == [1, 0]", "assert f(0) == [2, 1]"]
+    results = run_value_checks(isolated, [counting] * 3, checks_of(tests), entry_point="f")
+    assert [r.outcomes for r in results] == [("pass", "pass")] * 3
+
+
+def test_a_harness_event_ends_the_checks_of_that_program_only(isolated):
+    programs = [
+        "def f(x):\n    while True:\n        pass\n",  # its timer fires
+        "def f(x):\n    return object()\n",  # not data
+        "def f(x):\n    while True:\n        try:\n            while True:\n                pass\n"
+        "        except BaseException:\n            pass\n",  # ignores its timer: ended
+        "raise ValueError('at the top level')\n",
+        "len = None\ndef f(x):\n    return [x]\n",  # a builtin a check names, rebound
+        GOLDEN,
+    ]
+    tests = ["assert len(str(f(1))) == 1", "assert f(1) == 2"]
+    results = run_value_checks(isolated, programs, checks_of(tests), entry_point="f", time_s=0.5)
+    assert results[0].outcomes == ("timeout",)
+    assert results[1].outcomes == ("uncrossable",)
+    assert results[2] is None or results[2].outcomes == ("timeout",)
+    assert results[3].ran is False and "at the top level" in results[3].error
+    assert results[4].outcomes == ("unestablished",)
+    assert results[5].outcomes == ("pass", "pass")
+
+
+def test_no_program_no_run(isolated):
+    assert run_value_checks(isolated, [], checks_of(["assert f(1) == 2"]), entry_point="f") == []
