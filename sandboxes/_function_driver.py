@@ -1963,9 +1963,9 @@ def _checks_program(result_fd, payload, checks, index):
 
 
 def _calls_main():
-    """A run of many programs graded by value: each program in a process of its own, forked one
-    at a time, ended and reaped (its whole process group) before the next starts; one record per
-    program (``{"kind": "calls", "program": i, ...}``, or ``"killed": true`` where it did not
+    """A run of many programs graded by value: each program in a process of its own, forked from
+    this one (at most ``parallel`` at a time), ended and reaped with its whole process group when
+    it is done or out of time; one record per program (``{"kind": "calls", "program": i, ...}``, or ``"killed": true`` where it did not
     finish within its time) and a final ``{"kind": "done"}``. Only trusted programs run here
     (the caller's own mutants), and only checks that reach nothing but the values of their
     calls (``sandboxes.harness.ValueCheck``)."""
@@ -1992,7 +1992,12 @@ def _calls_main():
     ]
     # The program's top level, then each call, under their timers; then a second of slack.
     budget = float(payload["time_s"]) * (len(payload["checks"]) + 2) + 1.0
-    for index in range(len(payload["programs"])):
+    parallel = payload.get("parallel")
+    parallel = parallel if type(parallel) is int and 1 <= parallel <= 8 else 1
+    waiting = list(range(len(payload["programs"])))
+    running = {}  # read end -> [index, pid, deadline, chunks]
+
+    def start(index):
         read_end, write_end = _os.pipe()
         pid = _os.fork()
         if pid == 0:
@@ -2003,20 +2008,10 @@ def _calls_main():
                 _os._exit(1)
             _checks_program(write_end, payload, checks, index)
         _os.close(write_end)
-        deadline = _time.monotonic() + budget
-        chunks, finished = [], False
-        while True:
-            left = deadline - _time.monotonic()
-            if left <= 0:
-                break
-            ready, _, _ = select.select([read_end], [], [], left)
-            if not ready:
-                break
-            chunk = _os.read(read_end, 1 << 16)
-            if not chunk:
-                finished = True
-                break
-            chunks.append(chunk)
+        running[read_end] = [index, pid, _time.monotonic() + budget, []]
+
+    def end(read_end, finished):
+        index, pid, _deadline, chunks = running.pop(read_end)
         _os.close(read_end)
         for kill in (_os.killpg, _os.kill):
             try:
@@ -2042,6 +2037,23 @@ def _calls_main():
         else:
             record["killed"] = True
         emit(record)
+
+    while waiting or running:
+        while waiting and len(running) < parallel:
+            start(waiting.pop(0))
+        now = _time.monotonic()
+        for read_end in [fd for fd, entry in running.items() if entry[2] <= now]:
+            end(read_end, False)
+        if not running:
+            continue
+        left = max(0.0, min(entry[2] for entry in running.values()) - now)
+        ready, _, _ = select.select(list(running), [], [], left)
+        for read_end in ready:
+            chunk = _os.read(read_end, 1 << 16)
+            if chunk:
+                running[read_end][3].append(chunk)
+            else:
+                end(read_end, True)
     emit({"kind": "done"})
     _os._exit(0)
 

@@ -9,6 +9,8 @@ taking the others with it. Real sandboxes (bwrap, process, docker), no mocks.
 
 from __future__ import annotations
 
+import pytest
+
 from llm_envs.verifiers.code import value_check
 from sandboxes.harness import ValueCheck, run_function_tests, run_value_checks
 
@@ -50,8 +52,9 @@ def as_run_of_its_own(report):
     return words
 
 
-def test_each_program_gets_what_a_run_of_its_own_gives(isolated):
-    results = run_value_checks(isolated, PROGRAMS, checks_of(TESTS), entry_point="f", time_s=2.0)
+@pytest.mark.parametrize("parallel", [1, 2, 4])
+def test_each_program_gets_what_a_run_of_its_own_gives(isolated, parallel):
+    results = run_value_checks(isolated, PROGRAMS, checks_of(TESTS), entry_point="f", time_s=2.0, parallel=parallel)
     assert len(results) == len(PROGRAMS)
     for program, result in zip(PROGRAMS, results):
         assert result is not None and result.ran and len(result.outcomes) == len(TESTS)
@@ -72,8 +75,9 @@ def test_the_calls_of_a_program_share_its_state_and_programs_share_nothing(isola
         "    return [calls[0], seen]\n"
     )
     tests = ["assert f(0) == [1, 0]", "assert f(0) == [2, 1]"]
-    results = run_value_checks(isolated, [counting] * 3, checks_of(tests), entry_point="f")
-    assert [r.outcomes for r in results] == [("pass", "pass")] * 3
+    for parallel in (1, 3):  # one after another, and at the same time
+        results = run_value_checks(isolated, [counting] * 3, checks_of(tests), entry_point="f", parallel=parallel)
+        assert [r.outcomes for r in results] == [("pass", "pass")] * 3
 
 
 def test_a_harness_event_ends_the_checks_of_that_program_only(isolated):
@@ -98,3 +102,5 @@ def test_a_harness_event_ends_the_checks_of_that_program_only(isolated):
 
 def test_no_program_no_run(isolated):
     assert run_value_checks(isolated, [], checks_of(["assert f(1) == 2"]), entry_point="f") == []
+    with pytest.raises(ValueError, match="parallel"):
+        run_value_checks(isolated, [GOLDEN], checks_of(["assert f(1) == 2"]), entry_point="f", parallel=0)

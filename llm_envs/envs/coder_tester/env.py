@@ -340,23 +340,24 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             reports = [one_run[0]] + ([code_report] if self._code is not None else [])
         elif parsed.valid:
             jobs = []
-            by_value: Grading | None = None
+            by_value = self._wrong_programs_by_value(parsed.tests) if catching else None
             if problem.solution is not None:
-                # With the catch reward the golden runs guarded too (by itself): the same
-                # wrapper, the same extra work per call as every wrong program, so a test cannot
-                # tell the golden from a wrong program by timing or by its shape, only by values.
+                # With the catch reward the golden runs guarded too (by itself) where the
+                # tester's tests run against the wrong programs: the same wrapper, the same extra
+                # work per call as every wrong program, so a test cannot tell the golden from a
+                # wrong program by timing or by its shape, only by values. Graded by value, the
+                # wrong programs run no code of the tester's but asserts that see only values:
+                # the golden runs as in the paper.
                 golden = (
                     self._as_wrong_program(problem.solution)
-                    if catching and self._can_use_wrong_programs()
+                    if catching and by_value is None and self._can_use_wrong_programs()
                     else problem.solution
                 )
                 jobs.append((golden, parsed.tests))
             if self._code is not None:
                 jobs.append((self._code, parsed.tests))
-            if catching:
-                by_value = self._wrong_programs_by_value(parsed.tests)
-                if by_value is None:
-                    wrong_jobs = self._wrong_program_jobs(parsed.tests)
+            if catching and by_value is None:
+                wrong_jobs = self._wrong_program_jobs(parsed.tests)
             gradings = [
                 Grading.tests_of(problem, c, t, time_s=cfg.test_time_s)
                 for c, t in jobs + [(c, t) for c, t, _ in wrong_jobs]
