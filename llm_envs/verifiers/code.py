@@ -369,7 +369,7 @@ def _names_bound_by(setup: str) -> frozenset[str]:
     return frozenset(names)
 
 
-@functools.lru_cache(maxsize=4096)  # a rollout's clones and turns grade the same tests again
+@functools.lru_cache(maxsize=1024)  # a rollout's clones and turns grade the same tests again
 def value_check(snippet: str, entry_point: str | None, setup: str = "") -> Any:
     """The test ``snippet`` (as :func:`parse_function_tests` or ``split_check_function`` make
     them) as a :class:`sandboxes.ValueCheck` when it is one ``assert`` whose only link to the

@@ -340,17 +340,17 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             reports = [one_run[0]] + ([code_report] if self._code is not None else [])
         elif parsed.valid:
             jobs = []
-            by_value = self._wrong_programs_by_value(parsed.tests) if catching else None
-            if problem.solution is not None:
+            by_value = self._grading_by_value(parsed.tests) if catching else None
+            if problem.solution is not None and by_value is None:
                 # With the catch reward the golden runs guarded too (by itself) where the
                 # tester's tests run against the wrong programs: the same wrapper, the same extra
                 # work per call as every wrong program, so a test cannot tell the golden from a
-                # wrong program by timing or by its shape, only by values. Graded by value, the
-                # wrong programs run no code of the tester's but asserts that see only values:
-                # the golden runs as in the paper.
+                # wrong program by timing or by its shape, only by values. (Graded by value, the
+                # golden is the first program of that grading, unguarded: nothing of the tester's
+                # but asserts that see only values runs against the wrong programs.)
                 golden = (
                     self._as_wrong_program(problem.solution)
-                    if catching and by_value is None and self._can_use_wrong_programs()
+                    if catching and self._can_use_wrong_programs()
                     else problem.solution
                 )
                 jobs.append((golden, parsed.tests))
@@ -365,6 +365,8 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             with self._waiting_for_sandbox():
                 reports = self._grade(gradings + ([by_value] if by_value is not None else []))
             value_results = reports.pop() if by_value is not None else None
+            if by_value is not None:
+                reports.insert(0, self._golden_report_by_value(value_results[0], parsed.tests))
         record = self._add_record(
             "tester",
             action,
@@ -537,17 +539,40 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             return None
         return code_verifier.value_checks(tests, problem.entry_point, problem.setup)
 
-    def _wrong_programs_by_value(self, tests: tuple[Any, ...]) -> Grading | None:
-        """The grading of every wrong program on the tester's ``tests`` by value, in one run
-        (:meth:`_value_checks`; ``sandboxes.run_value_checks``), or ``None`` where the tests
-        must run as code (or there is no wrong program)."""
+    def _grading_by_value(self, tests: tuple[Any, ...]) -> Grading | None:
+        """The grading of the golden solution (first, unguarded) and every wrong program on the
+        tester's ``tests`` by value, in one run (:meth:`_value_checks`;
+        ``sandboxes.run_value_checks``), or ``None`` where the tests must run as code (or there
+        is no wrong program)."""
         checks = self._value_checks(tests)
-        if checks is None:
+        problem = self.problem
+        if checks is None or problem is None or problem.solution is None:
             return None
         programs = [self._as_wrong_program(m) for m in self._mutants()]
         if not programs:
             return None
-        return Grading.values_of(self.problem, programs, checks, time_s=self.config.test_time_s)
+        return Grading.values_of(problem, [problem.solution, *programs], checks, time_s=self.config.test_time_s)
+
+    def _golden_report_by_value(self, result: Any, tests: tuple[Any, ...]) -> Any:
+        """The golden solution's report on the tester's ``tests`` from its by-value outcomes
+        (a pass is a pass of a run of its own: the same asserts on the same values), or, where
+        they do not establish every test (a time-out or a value that cannot cross ends them, and
+        a run of its own would go on with a fresh process), from a run of its own."""
+        from sandboxes import TestReport, TestResult
+
+        ending = ("timeout", "uncrossable", "unestablished")
+        if result is None or not result.ran or len(result.outcomes) != len(tests) or any(o in ending for o in result.outcomes):
+            problem = self.problem
+            assert problem is not None
+            return self._judge_all([(problem.solution, tests)])[0]
+        return TestReport(
+            results=[
+                TestResult(index=i, name=f"test {i}", passed=outcome == "pass", error=None if outcome == "pass" else f"graded by value: {outcome}")
+                for i, outcome in enumerate(result.outcomes)
+            ],
+            compiled=True,
+            ran=True,
+        )
 
     def _count_caught_by_value(
         self, golden_report: Any, grading: Grading, results: Any, tests: tuple[Any, ...]
@@ -557,7 +582,8 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         the grading did not establish is graded in a run of its own."""
         golden_passing = [i for i, r in enumerate(golden_report.results) if r.passed]
         caught, again = 0, []
-        for program, result in zip(grading.programs, results):
+        # (the first program of the grading is the golden solution)
+        for program, result in zip(grading.programs[1:], results[1:]):
             verdict = mutants.caught_by_values(result, golden_passing, len(grading.tests))
             if verdict is None:
                 again.append(program)
@@ -566,7 +592,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         if again:
             reports = self._judge_all([(program, tests) for program in again])
             caught += sum(mutants.killed_by(r, False, among=golden_passing) for r in reports)
-        return caught, len(grading.programs)
+        return caught, len(grading.programs) - 1
 
     def _judge_on_golden_by_value(self, programs: list[str]) -> list[Any]:
         """Whether each mutant candidate in ``programs`` is a wrong program, graded by value on
