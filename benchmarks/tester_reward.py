@@ -194,6 +194,7 @@ def main() -> None:
     }
     wrong_programs = []
     same_reward = True
+    differences: list[dict[str, Any]] = []
     loads = [os.getloadavg()[0]]
     breakdown: list[dict[str, float]] = []
 
@@ -225,10 +226,13 @@ def main() -> None:
             by_value_warm = sample("by value, warm", envs["by value"], index)
             warm = sample("catch, warm", envs["catch"], index)
             keys = ("golden_solution_pass_rate", "wrong_programs", "wrong_programs_caught")
-            same_reward &= all(
-                tuple(i[k] for k in keys) == tuple(warm[k] for k in keys)
-                for i in (one_cold, one, one_warm, by_value_cold, by_value, by_value_warm)
-            )
+            for mode, got in (("one run, cold", one_cold), ("one run, from disk", one), ("one run, warm", one_warm),
+                              ("by value, cold", by_value_cold), ("by value, from disk", by_value),
+                              ("by value, warm", by_value_warm)):
+                if tuple(got[k] for k in keys) != tuple(warm[k] for k in keys):
+                    same_reward = False
+                    differences.append({"problem": index, "mode": mode, "got": [got[k] for k in keys],
+                                        "one run per program": [warm[k] for k in keys]})
             loads.append(os.getloadavg()[0])
             breakdown.append(slot_cost(envs["one run"], index))
     finally:
@@ -242,6 +246,9 @@ def main() -> None:
           f"median {statistics.median(wrong_programs):g}, min {min(wrong_programs)}; load average "
           f"(1 min) {min(loads):.1f}-{max(loads):.1f}; one run and by value paid what per-program runs paid: "
           f"{same_reward}")
+    for difference in differences:
+        print(f"  differs: problem {difference['problem']}, {difference['mode']}: (golden pass rate, wrong programs, "
+              f"caught) {difference['got']} against {difference['one run per program']}")
     print(f"{'mode':<22}{'median s':>10}{'p90 s':>9}{'runs/step':>11}{'x paper':>9}{'CPU ms':>9}{'x paper':>9}")
     for mode, values in samples.items():
         times = sorted(s for s, _, _ in values)
@@ -270,6 +277,7 @@ def main() -> None:
                 "max_mutants": envs["catch"].config.max_mutants,
                 "wrong_programs": wrong_programs,
                 "one_run_and_by_value_paid_the_same": same_reward,
+                "differences": differences,
                 "one_run_breakdown": breakdown,
                 "load_average_1min": loads,
                 "rows": rows,

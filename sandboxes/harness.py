@@ -645,7 +645,9 @@ def run_value_checks(
     The checks share the program's state in order, as a test run's tests share the solution's
     process. Each check has `time_s` (the program's top level too). `parallel` programs'
     processes run at a time (1-8; they share nothing, and no check can read a clock): less wall
-    time on a machine with the cores, the same CPU.
+    time on a machine with the cores, the same CPU; the run's memory budget is `memory_mb` for
+    each. A run that goes over it (or fails otherwise) establishes nothing: every result is
+    ``None``.
     """
     if not 1 <= parallel <= 8:
         raise ValueError("parallel must be between 1 and 8")
@@ -664,7 +666,9 @@ def run_value_checks(
     program_time_s = float(time_s) * (len(checks) + 2) + 1.0
     limits = Limits(
         time_s=program_time_s * len(programs) + 2.0,  # (as if one at a time)
-        memory_mb=memory_mb,
+        # The run's memory is counted over all its processes: `memory_mb` for each program's
+        # process that may run at once, as a run of its own would have.
+        memory_mb=memory_mb * min(parallel, len(programs)),
         output_bytes=1_000_000 + 8000 * len(programs),
     )
     secret = secrets.token_hex(16)
