@@ -85,11 +85,11 @@ class CoderTesterConfig:
             always use one run per program): ``"by_value"`` (default): where every test is one
             ``assert`` whose only link to the program is calls of the entry point on data
             (:func:`~llm_envs.verifiers.code.value_check`: literals, operators, a few pure
-            builtins), every wrong program in one run, each in a process of its own running the
-            asserts with its values rebuilt as data (``sandboxes.run_value_checks``); no test
-            code runs beside a wrong program, so it pays exactly what one run each pays (and the
-            problem's mutants are chosen that way where the golden tests are of that form);
-            other steps as ``"per_program"``. ``"per_program"``: one sandbox run each.
+            builtins), the golden solution (unguarded) and every wrong program in one run, each
+            in a process of its own running the asserts with its values rebuilt as data
+            (``sandboxes.run_value_checks``); no test code runs beside a wrong program, so it
+            pays exactly what one run each pays (and the problem's mutants are chosen that way
+            where the golden tests are of that form); other steps as ``"per_program"``. ``"per_program"``: one sandbox run each.
             ``"one_run"``: all of them in one run, one slot at a time in a random order, each
             slot's test process under a seccomp filter, a wrong program stopped at its first
             caught test (``sandboxes.harness.run_function_tests_slots``; the problem's mutants
@@ -525,8 +525,8 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
     def _value_checks(self, tests: Sequence[Any]) -> tuple[Any, ...] | None:
         """``tests`` as ``sandboxes.ValueCheck`` values where this step grades wrong programs by
         value (``catch_runs="by_value"``, a function-style problem whose wrong programs are
-        guarded and called as the entry point, every test a call on literals and a check of the
-        value: :func:`code_verifier.value_checks`), else ``None``."""
+        guarded and called as the entry point, every test a value check:
+        :func:`code_verifier.value_checks`), else ``None``."""
         problem = self.problem
         if (
             self.config.catch_runs != "by_value"
