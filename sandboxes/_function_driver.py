@@ -1166,6 +1166,18 @@ def _trusted_path():
     return kept
 
 
+def _read_secret_line():
+    """The run's secret: the first line of stdin, read with plain reads (the zygote's stdin
+    object would allocate and touch its buffers in this process)."""
+    line = b""
+    while b"\n" not in line:
+        chunk = _os.read(0, 4096)
+        if not chunk:
+            break
+        line += chunk
+    return line.partition(b"\n")[0].decode("utf-8", "replace").strip()
+
+
 def _main():
     _signal.signal(_signal.SIGPIPE, _signal.SIG_IGN)
     # The tests' file is unlinked before the fork and read after it: the solution's process
@@ -1183,15 +1195,7 @@ def _main():
             _solution_process(link_theirs)
         link_theirs.close()
         connection = _Connection(None, server=link, server_pid=pid)
-    # The secret's line, read with plain reads (the zygote's stdin object would allocate and
-    # touch its buffers in this process).
-    line = b""
-    while b"\n" not in line:
-        chunk = _os.read(0, 4096)
-        if not chunk:
-            break
-        line += chunk
-    secret = line.partition(b"\n")[0].decode("utf-8", "replace").strip()
+    secret = _read_secret_line()
     null = _os.open(_os.devnull, _os.O_RDONLY)
     _os.dup2(null, 0)
     _os.close(null)
@@ -1973,13 +1977,7 @@ def _calls_main():
     import select
 
     _signal.signal(_signal.SIGPIPE, _signal.SIG_IGN)
-    line = b""
-    while b"\n" not in line:
-        chunk = _os.read(0, 4096)
-        if not chunk:
-            break
-        line += chunk
-    secret = line.partition(b"\n")[0].decode("utf-8", "replace").strip()
+    secret = _read_secret_line()
     emit = _emitter(_os.dup(1), secret)
     payload = _read_payload(_CALLS_FILE)
     # Compiled once, here: every program's process runs the same code objects.

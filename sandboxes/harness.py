@@ -223,6 +223,18 @@ else:
     exec(code)
 """
 _TESTS_FILE = "harness_tests.json"
+
+
+def _run_driver(sandbox: Sandbox, stdin: str, job_files: dict[str, str], limits: Limits) -> RunResult:
+    """One run of the harness driver with `job_files`; again with the driver's source where the
+    sandbox's interpreter turned out to need it (see `_NEEDS_SOURCE`)."""
+    driver = _driver_for(sandbox)
+    run = sandbox.run(_LOADER, stdin=stdin, files={**driver, **job_files}, limits=limits)
+    if _needs_source(run) and "harness_driver.py" not in driver:
+        _remember_needs_source(sandbox)
+        driver = _driver_for(sandbox, with_source=True)
+        run = sandbox.run(_LOADER, stdin=stdin, files={**driver, **job_files}, limits=limits)
+    return run
 _SOLUTION_FILE = "harness_solution.json"
 
 
@@ -380,12 +392,7 @@ def _function_tests_run(
         output_bytes=max(1_000_000, 8 * _TEST_STDOUT_CHARS * (len(tests) + 2)),
     )
     job_files = {_TESTS_FILE: json.dumps(tests_payload), _SOLUTION_FILE: json.dumps(solution_payload)}
-    driver = _driver_for(sandbox)
-    run = sandbox.run(_LOADER, stdin=secret + "\n", files={**driver, **job_files}, limits=limits)
-    if _needs_source(run) and "harness_driver.py" not in driver:
-        _remember_needs_source(sandbox)
-        driver = _driver_for(sandbox, with_source=True)
-        run = sandbox.run(_LOADER, stdin=secret + "\n", files={**driver, **job_files}, limits=limits)
+    run = _run_driver(sandbox, secret + "\n", job_files, limits)
     stream = _stream(run, secret, solution_secret)
     report = _report_from_run(run, tests, limits, secret, solution_secret, stream=stream)
     return report, _replaced_at(stream, report)
@@ -526,12 +533,7 @@ def run_function_tests_slots(
     )
     job_files = {_TESTS_FILE: json.dumps(tests_payload), _SLOTS_FILE: json.dumps(programs_payload)}
     stdin = "\n".join([run_secret, *test_secrets]) + "\n"
-    driver = _driver_for(sandbox)
-    run = sandbox.run(_LOADER, stdin=stdin, files={**driver, **job_files}, limits=limits)
-    if _needs_source(run) and "harness_driver.py" not in driver:
-        _remember_needs_source(sandbox)
-        driver = _driver_for(sandbox, with_source=True)
-        run = sandbox.run(_LOADER, stdin=stdin, files={**driver, **job_files}, limits=limits)
+    run = _run_driver(sandbox, stdin, job_files, limits)
     slot_limits = dataclasses.replace(limits, time_s=slot_time_s)
     own = [record for _who, record in _stream(run, run_secret, None)]
     slot_records = {
@@ -673,12 +675,7 @@ def run_value_checks(
     )
     secret = secrets.token_hex(16)
     job_files = {_CALLS_FILE: json.dumps(payload)}
-    driver = _driver_for(sandbox)
-    run = sandbox.run(_LOADER, stdin=secret + "\n", files={**driver, **job_files}, limits=limits)
-    if _needs_source(run) and "harness_driver.py" not in driver:
-        _remember_needs_source(sandbox)
-        driver = _driver_for(sandbox, with_source=True)
-        run = sandbox.run(_LOADER, stdin=secret + "\n", files={**driver, **job_files}, limits=limits)
+    run = _run_driver(sandbox, secret + "\n", job_files, limits)
     records = [record for _who, record in _stream(run, secret, None)]
     results: list[ValueCheckResult | None] = [None] * len(programs)
     if run.sandbox_error or not any(record.get("kind") == "done" for record in records):
