@@ -584,16 +584,16 @@ def _serve_copies(sock, namespace, exported, ledger):
 
 
 def _compile_solution(payload):
-    """The problem's setup and the solution, compiled (raises what compiling raised)."""
-    return [
-        compile(payload[label], label + ".py", "exec", dont_inherit=True) for label in ("setup", "solution")
-    ]
+    """The problem's setup, the solution and, where the payload has one, the epilogue run after
+    it (`run_value_checks`), compiled (raises what compiling raised)."""
+    labels = ("setup", "solution", "epilogue") if payload.get("epilogue") else ("setup", "solution")
+    return [compile(payload[label], label + ".py", "exec", dont_inherit=True) for label in labels]
 
 
 def _run_solution(sources, payload, time_s, stdout_chars):
-    """Run the problem's setup then the solution's top level (`sources`, compiled; None:
-    compile them first) in this process: ``(namespace, names it exports, error or None, what it
-    printed)``."""
+    """Run the problem's setup then the solution's top level (and the epilogue, if any; each
+    under its own timer) (`sources`, compiled; None: compile them first) in this process:
+    ``(namespace, names it exports, error or None, what it printed)``."""
     namespace = {"__name__": "__solution__", "__builtins__": __builtins__}
     out = _CappedText(stdout_chars)
     if sources is None:
@@ -603,8 +603,9 @@ def _run_solution(sources, payload, time_s, stdout_chars):
             return namespace, {}, _exception_text(exc), ""
     error = _run_top_level(sources[0], namespace, time_s, out)
     setup_names = set(namespace)
-    if error is None:
-        error = _run_top_level(sources[1], namespace, time_s, out)
+    for code in sources[1:]:
+        if error is None:
+            error = _run_top_level(code, namespace, time_s, out)
     entry = payload["entry_point"]
     if error is None and entry and entry not in namespace:
         error = "the solution does not define %r" % entry
@@ -1879,16 +1880,18 @@ def _crossed(value):
     return decode(json.loads(body))
 
 
-def _checks_program(result_fd, payload, checks, index):
-    """One program's process (never returns): run the setup and the program's top level, then
+def _checks_program(result_fd, payload, checks, index, epilogue, sources, stop_on):
+    """One program's process (never returns): run the setup, the program's top level and
+    `epilogue` (`sources`: the three compiled by the run's process; None: compile them here), then
     each check's assert (`checks`: compiled, with the builtins it names) with ``candidate``
     standing for the entry point behind a crossing (the arguments and the value rebuilt as plain
-    data, each call under the check's timer), in order; write ``{"ran", "error", "outcomes"}`` as JSON to `result_fd` (outcomes: see
-    ``sandboxes.harness.ValueCheckResult``)."""
+    data, each call under the check's timer), in order, stopping after a failed assert on a
+    check whose index is in `stop_on` (a set, or None); write ``{"ran", "error", "outcomes",
+    "stopped"}`` as JSON to `result_fd` (outcomes: see ``sandboxes.harness.ValueCheckResult``)."""
     import json
 
     outcomes = []
-    result = {"ran": False, "error": None, "outcomes": outcomes}
+    result = {"ran": False, "error": None, "outcomes": outcomes, "stopped": False}
     try:
         null = _os.open(_os.devnull, _os.O_RDWR)
         for fd in (0, 1, 2):
@@ -1896,8 +1899,13 @@ def _checks_program(result_fd, payload, checks, index):
         _close_other_descriptors(result_fd)
         time_s = float(payload["time_s"])
         entry = payload["entry_point"]
-        program = {"setup": payload["setup"], "solution": payload["programs"][index], "entry_point": entry}
-        namespace, _exported, error, _printed = _run_solution(None, program, time_s, _CALL_STDOUT_CHARS)
+        program = {
+            "setup": payload["setup"],
+            "solution": payload["programs"][index],
+            "epilogue": epilogue,
+            "entry_point": entry,
+        }
+        namespace, _exported, error, _printed = _run_solution(sources, program, time_s, _CALL_STDOUT_CHARS)
         result["error"] = error
         if error is None:
             result["ran"] = True
@@ -1926,7 +1934,7 @@ def _checks_program(result_fd, payload, checks, index):
                     raise _CheckHalt("timeout")
                 return value
 
-            for code, builtins in checks:
+            for position, (code, builtins) in enumerate(checks):
                 if any(name in namespace and name != entry for name in builtins):
                     outcomes.append("unestablished")
                     break
@@ -1954,6 +1962,9 @@ def _checks_program(result_fd, payload, checks, index):
                 outcomes.append(outcome)
                 if outcome in ("timeout", "uncrossable"):
                     break
+                if outcome == "fail" and stop_on is not None and position in stop_on:
+                    result["stopped"] = True
+                    break
     except BaseException as exc:
         result["error"] = "the harness failed: %s" % _exception_text(exc)
         result["harness"] = True
@@ -1964,6 +1975,19 @@ def _checks_program(result_fd, payload, checks, index):
     except OSError:
         pass
     _os._exit(0)
+
+
+def _compiled_quietly(source, filename):
+    """`source` compiled as a program's process compiles it, its compile-time warnings
+    dropped (that process's stderr is /dev/null); None where it does not compile."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return compile(source, filename, "exec", dont_inherit=True)
+    except BaseException:
+        return None
 
 
 def _calls_main():
@@ -1992,10 +2016,29 @@ def _calls_main():
     budget = float(payload["time_s"]) * (len(payload["checks"]) + 2) + 1.0
     parallel = payload.get("parallel")
     parallel = parallel if type(parallel) is int and 1 <= parallel <= 8 else 1
-    waiting = list(range(len(payload["programs"])))
+    golden = payload.get("golden")
+    golden = golden if type(golden) is int and 0 <= golden < len(payload["programs"]) else None
+    # The golden program first: once it has ended, each program started after it stops at its
+    # first failed assert on a check the golden passed (nothing after that changes whether the
+    # program was caught).
+    waiting = sorted(range(len(payload["programs"])), key=lambda index: index != golden)
+    golden_passed = [None]  # the indices of the checks the golden passed, once known
     running = {}  # read end -> [index, pid, deadline, chunks]
+    # Everything compiled here, once and before the first fork: compiling in a program's
+    # process would pay a copy-on-write fault for every page the compiler writes (2-3 ms of a
+    # 7 ms process on a small VM), and so would this process after a fork. The epilogue (the
+    # guard of a wrong program) is compiled once for all. What does not compile is compiled
+    # again in the program's process, which reports the error as a run of its own would.
+    epilogue = payload.get("epilogue") or ""
+    setup_code = _compiled_quietly(payload["setup"], "setup.py")
+    epilogue_code = _compiled_quietly(epilogue, "epilogue.py") if epilogue else None
+    solution_codes = [_compiled_quietly(program, "solution.py") for program in payload["programs"]]
 
     def start(index):
+        own_epilogue = epilogue if index != golden else ""
+        sources = [setup_code, solution_codes[index]] + ([epilogue_code] if own_epilogue else [])
+        if any(code is None for code in sources):
+            sources = None
         read_end, write_end = _os.pipe()
         pid = _os.fork()
         if pid == 0:
@@ -2004,7 +2047,8 @@ def _calls_main():
                 _os.close(read_end)
             except BaseException:
                 _os._exit(1)
-            _checks_program(write_end, payload, checks, index)
+            stop_on = None if index == golden else golden_passed[0]
+            _checks_program(write_end, payload, checks, index, own_epilogue, sources, stop_on)
         _os.close(write_end)
         running[read_end] = [index, pid, _time.monotonic() + budget, []]
 
@@ -2031,11 +2075,17 @@ def _calls_main():
                 error=reported.get("error"),
                 outcomes=reported.get("outcomes"),
                 harness=bool(reported.get("harness")),
+                stopped=reported.get("stopped") is True,
             )
+            if index == golden and reported.get("ran") is True and not reported.get("harness") and type(reported.get("outcomes")) is list:
+                golden_passed[0] = {i for i, outcome in enumerate(reported["outcomes"]) if outcome == "pass"}
         else:
             record["killed"] = True
-        emit(record)
+        ended.append(record)
 
+    # Records are written once every program has ended: between forks this process does as
+    # little as it can (each page it writes while a child shares it is copied).
+    ended = []
     while waiting or running:
         while waiting and len(running) < parallel:
             start(waiting.pop(0))
@@ -2052,6 +2102,8 @@ def _calls_main():
                 running[read_end][3].append(chunk)
             else:
                 end(read_end, True)
+    for record in ended:
+        emit(record)
     emit({"kind": "done"})
     _os._exit(0)
 

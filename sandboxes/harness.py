@@ -615,11 +615,15 @@ class ValueCheckResult:
             ``"unestablished"`` (the program's setup or top level bound a builtin the check
             names).
         error: why the top level did not complete, or ``None``.
+        stopped: the program's checks stopped at its last outcome, a ``"fail"`` on a check the
+            golden program passed (`run_value_checks` with ``golden``); the checks after it did
+            not run.
     """
 
     ran: bool
     outcomes: tuple[str, ...]
     error: str | None = None
+    stopped: bool = False
 
 
 def run_value_checks(
@@ -632,14 +636,17 @@ def run_value_checks(
     time_s: float = 5.0,
     memory_mb: int = 512,
     parallel: int = 2,
+    golden: int | None = None,
+    epilogue: str = "",
 ) -> list[ValueCheckResult | None]:
     """Run every check on each of `programs` in **one** sandbox run; a `ValueCheckResult` per
     program, in order (``None`` where the run did not establish it: the run failed, or that
     program's process did not finish within its time).
 
     For trusted programs only (the Coder–Tester's mutants), with tests that are `ValueCheck`
-    values: each program runs in a process of its own, forked from the run's process, one at a
-    time, killed and reaped with its process group before the next. There each check runs as a
+    values: each program runs in a process of its own, forked from the run's process (which
+    compiles the program just before the fork), killed and reaped with its process group when
+    it is done. There each check runs as a
     test process would run it, with ``candidate`` standing for the program's entry point behind
     the same crossing: the arguments and the value are encoded and rebuilt as plain data
     (`sandboxes._crossing`), so the assert compares exactly what a test process would compare,
@@ -650,12 +657,26 @@ def run_value_checks(
     time on a machine with the cores, the same CPU; the run's memory budget is `memory_mb` for
     each. A run that goes over it (or fails otherwise) establishes nothing: every result is
     ``None``.
+
+    `golden`: the index of the golden program, whose passes allow an early stop. Its process
+    starts first; once it has ended, each program started after it stops at its first failed
+    assert on a check the golden passed (``ValueCheckResult.stopped``): whether a wrong program
+    is caught (``llm_envs.envs.coder_tester.mutants.caught_by_values``) is settled there. A
+    stopped result that the golden's own result does not bear out is not established
+    (``None``).
+
+    `epilogue`: trusted code that runs in each program's namespace after its top level (but the
+    golden's), under a timer of its own, as if appended to the program (the Coder–Tester's
+    guard of a wrong program, ``mutants.guard_epilogue``); the run's process compiles it once
+    for all the programs.
     """
     if not 1 <= parallel <= 8:
         raise ValueError("parallel must be between 1 and 8")
     programs = list(programs)
     if not programs:
         return []
+    if golden is not None and not 0 <= golden < len(programs):
+        raise ValueError(f"golden must index programs (0-{len(programs) - 1}), got {golden}")
     checks = list(checks)
     payload = {
         "setup": setup,
@@ -664,6 +685,8 @@ def run_value_checks(
         "programs": programs,
         "checks": [[c.source, list(c.builtins)] for c in checks],
         "parallel": int(parallel),
+        "golden": golden,
+        "epilogue": epilogue,
     }
     program_time_s = float(time_s) * (len(checks) + 2) + 1.0
     limits = Limits(
@@ -694,12 +717,22 @@ def run_value_checks(
             or len(outcomes) > len(checks)
         ):
             continue
-        if record["ran"] and len(outcomes) < len(checks) and not (outcomes and outcomes[-1] in ending):
+        stopped = record.get("stopped") is True
+        if stopped and not (golden is not None and index != golden and record["ran"] and outcomes[-1:] == ["fail"]):
+            continue
+        if record["ran"] and len(outcomes) < len(checks) and not stopped and not (outcomes and outcomes[-1] in ending):
             continue  # checks missing without a reason: not established
         error = record.get("error")
         results[index] = ValueCheckResult(
-            ran=record["ran"], outcomes=tuple(outcomes), error=error if type(error) is str else None
+            ran=record["ran"], outcomes=tuple(outcomes), error=error if type(error) is str else None, stopped=stopped
         )
+    # A stop stands only on a check the golden passed, by the golden's own result.
+    reference = results[golden] if golden is not None else None
+    for index, result in enumerate(results):
+        if result is not None and result.stopped:
+            at = len(result.outcomes) - 1
+            if reference is None or len(reference.outcomes) <= at or reference.outcomes[at] != "pass":
+                results[index] = None
     return results
 
 

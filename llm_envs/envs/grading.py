@@ -56,8 +56,10 @@ class Grading:
         programs: ``"function_slots"``, ``"function_values"``: the programs graded on ``tests``
             in one run (the result is a tuple of ``SlotResult`` or ``ValueCheckResult``, one per
             program).
-        golden: ``"function_slots"``: the index in ``programs`` of the golden solution (early
-            stop), or ``None``.
+        golden: ``"function_slots"``, ``"function_values"``: the index in ``programs`` of the
+            golden solution (early stop), or ``None``.
+        epilogue: ``"function_values"``: trusted code run after each program's top level but
+            the golden's (the guard of a wrong program), or ``""``.
     """
 
     kind: str
@@ -70,6 +72,7 @@ class Grading:
     limits: Any = None
     programs: tuple[str, ...] = ()
     golden: int | None = None
+    epilogue: str = ""
 
     @classmethod
     def tests_of(cls, problem: Any, program: str, tests: Sequence[Any], *, time_s: float) -> Grading:
@@ -111,10 +114,19 @@ class Grading:
 
     @classmethod
     def values_of(
-        cls, problem: Any, programs: Sequence[str], checks: Sequence[Any], *, time_s: float
+        cls,
+        problem: Any,
+        programs: Sequence[str],
+        checks: Sequence[Any],
+        *,
+        time_s: float,
+        golden: int | None = None,
+        epilogue: str = "",
     ) -> Grading:
         """Every one of ``programs`` on ``checks`` (``sandboxes.ValueCheck`` values) in one run
-        (function style only; trusted programs only)."""
+        (function style only; trusted programs only); with ``golden``, the others stop at their
+        first failed assert on a check the golden passed; ``epilogue`` runs after each
+        program's top level but the golden's (``sandboxes.run_value_checks``)."""
         if problem.style != "function" or not problem.entry_point:
             raise ValueError(
                 f"problem {problem.id} has style {problem.style!r}; value checks need 'function' and an entry point"
@@ -127,6 +139,8 @@ class Grading:
             entry_point=problem.entry_point,
             time_s=time_s,
             programs=tuple(programs),
+            golden=golden,
+            epilogue=epilogue,
         )
 
     @classmethod
@@ -183,6 +197,8 @@ def run_grading(sandbox: Any, grading: Grading) -> Any:
                 setup=grading.setup,
                 entry_point=str(grading.entry_point),
                 time_s=grading.time_s,
+                golden=grading.golden,
+                epilogue=grading.epilogue,
             )
         )
     if grading.kind == "run":

@@ -104,3 +104,65 @@ def test_no_program_no_run(isolated):
     assert run_value_checks(isolated, [], checks_of(["assert f(1) == 2"]), entry_point="f") == []
     with pytest.raises(ValueError, match="parallel"):
         run_value_checks(isolated, [GOLDEN], checks_of(["assert f(1) == 2"]), entry_point="f", parallel=0)
+
+
+@pytest.mark.parametrize("parallel", [1, 2])
+def test_with_a_golden_each_program_stops_at_its_first_catch(isolated, parallel):
+    checks = checks_of(TESTS)
+    full = run_value_checks(isolated, PROGRAMS, checks, entry_point="f", time_s=2.0, parallel=parallel)
+    early = run_value_checks(isolated, PROGRAMS, checks, entry_point="f", time_s=2.0, parallel=parallel, golden=0)
+    golden_passed = {i for i, outcome in enumerate(full[0].outcomes) if outcome == "pass"}
+    assert early[0] == full[0]  # the golden runs every check
+    stopped = 0
+    for whole, cut in zip(full[1:], early[1:]):
+        catches = [i for i, o in enumerate(whole.outcomes) if o == "fail" and i in golden_passed]
+        if cut.stopped:
+            stopped += 1
+            assert cut.outcomes == whole.outcomes[: catches[0] + 1]
+        else:
+            assert cut.outcomes == whole.outcomes
+    # One at a time, every program after the golden knows its passes; two at a time, the one
+    # that starts beside the golden runs all its checks.
+    caught = sum(1 for whole in full[1:] if any(o == "fail" and i in golden_passed for i, o in enumerate(whole.outcomes)))
+    assert stopped == (caught if parallel == 1 else caught - 1) and stopped >= 2
+
+
+def test_a_stop_the_golden_does_not_bear_out_is_not_established(isolated):
+    # A (trusted) program that writes its own result, a stop on a check the golden failed.
+    forged = (
+        "import os\n"
+        "for fd in range(3, 64):\n"
+        "    try:\n"
+        "        os.write(fd, b'{\"ran\": true, \"error\": null, \"outcomes\": [\"fail\"], \"stopped\": true}')\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "os._exit(0)\n"
+    )
+    tests = ["assert f(1) == 5", "assert f(1) == 2"]  # the golden fails the first
+    results = run_value_checks(isolated, [GOLDEN, forged], checks_of(tests), entry_point="f", golden=0, parallel=1)
+    assert results[0].outcomes == ("fail", "pass")
+    assert results[1] is None
+
+
+def test_the_epilogue_runs_after_each_program_but_the_golden(isolated):
+    epilogue = "_unwrapped = f\ndef f(x):\n    return _unwrapped(x) * 10\n"
+    tests = ["assert f(1) == 2", "assert f(1) == 20", "assert f(1) == 30"]
+    checks = checks_of(tests)
+    programs = [GOLDEN, "def f(x):\n    return x + 2\n"]
+    got = run_value_checks(isolated, programs, checks, entry_point="f", golden=0, epilogue=epilogue)
+    appended = run_value_checks(isolated, [p + epilogue for p in programs], checks, entry_point="f")
+    unguarded = run_value_checks(isolated, programs, checks, entry_point="f")
+    assert got[0] == unguarded[0] and got[0].outcomes == ("pass", "fail", "fail")
+    assert got[1] == appended[1] and got[1].outcomes == ("fail", "fail", "pass")
+
+
+def test_what_does_not_compile_is_reported_and_an_epilogue_that_does_not_compile_runs_nothing(isolated):
+    checks = checks_of(["assert f(1) == 2"])
+    results = run_value_checks(isolated, [GOLDEN, "def f(x) return x\n"], checks, entry_point="f")
+    assert results[0].outcomes == ("pass",)
+    assert results[1].ran is False and "SyntaxError" in results[1].error
+    results = run_value_checks(isolated, [GOLDEN, GOLDEN], checks, entry_point="f", golden=0, epilogue="def (:\n")
+    assert results[0].outcomes == ("pass",)  # the golden has no epilogue
+    assert results[1].ran is False and "SyntaxError" in results[1].error
+    with pytest.raises(ValueError, match="golden"):
+        run_value_checks(isolated, [GOLDEN], checks, entry_point="f", golden=1)

@@ -463,6 +463,18 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             call=problem.call,
         )
 
+    def _guard(self) -> str:
+        """The guard of this (function-style) problem's wrong programs as the epilogue of a
+        by-value grading (what :meth:`_as_wrong_program` appends)."""
+        problem = self.problem
+        assert problem is not None and problem.solution is not None
+        return mutants.guard_epilogue(
+            golden=problem.solution,
+            setup=problem.setup,
+            entry_point=str(problem.entry_point),
+            call=problem.call,
+        )
+
     def _can_use_wrong_programs(self) -> bool:
         problem = self.problem
         return (
@@ -548,10 +560,19 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         problem = self.problem
         if checks is None or problem is None or problem.solution is None:
             return None
-        programs = [self._as_wrong_program(m) for m in self._mutants()]
+        programs = self._mutants()
         if not programs:
             return None
-        return Grading.values_of(problem, [problem.solution, *programs], checks, time_s=self.config.test_time_s)
+        # The wrong programs unguarded, with the guard as the run's epilogue (compiled once);
+        # the golden first, whose passes let each wrong program stop at its first catch.
+        return Grading.values_of(
+            problem,
+            [problem.solution, *programs],
+            checks,
+            time_s=self.config.test_time_s,
+            golden=0,
+            epilogue=self._guard(),
+        )
 
     def _golden_report_by_value(self, result: Any, tests: tuple[Any, ...]) -> Any:
         """The golden solution's report on the tester's ``tests`` from its by-value outcomes
@@ -586,7 +607,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         for program, result in zip(grading.programs[1:], results[1:]):
             verdict = mutants.caught_by_values(result, golden_passing, len(grading.tests))
             if verdict is None:
-                again.append(program)
+                again.append(self._as_wrong_program(program))
             else:
                 caught += verdict
         if again:
@@ -602,14 +623,16 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         problem = self.problem
         checks = self._value_checks(self.golden_tests)
         assert problem is not None and checks is not None
-        guarded = [self._as_wrong_program(p) for p in programs]
-        grading = Grading.values_of(problem, guarded, checks, time_s=self.config.test_time_s)
+        grading = Grading.values_of(
+            problem, programs, checks, time_s=self.config.test_time_s, epilogue=self._guard()
+        )
         with self._waiting_for_sandbox():
             results = self._grade([grading])[0]
         verdicts: list[Any] = [mutants.wrong_by_values(r, len(checks)) for r in results]
         again = [i for i, verdict in enumerate(verdicts) if verdict is None]
         if again:
-            for i, report in zip(again, self._judge_all([(guarded[i], self.golden_tests) for i in again])):
+            jobs = [(self._as_wrong_program(programs[i]), self.golden_tests) for i in again]
+            for i, report in zip(again, self._judge_all(jobs)):
                 verdicts[i] = report
         return verdicts
 

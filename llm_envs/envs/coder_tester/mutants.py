@@ -379,8 +379,10 @@ def can_guard(entry_point: str | None, call: str | None) -> bool:
     return bool(match) and match.group(1) == entry_point
 
 
-def guarded_program(program: str, *, golden: str, setup: str, entry_point: str, call: str | None) -> str:
-    """``program`` followed by the guard (see the module docstring).
+def guard_epilogue(*, golden: str, setup: str, entry_point: str, call: str | None) -> str:
+    """The guard (see the module docstring) as code that runs after a wrong program's top level,
+    in its namespace: the same for every wrong program of a problem, so a run of many of them
+    compiles it once (``sandboxes.run_value_checks``'s ``epilogue``).
 
     Raises:
         ValueError: the problem's call form cannot be guarded (:func:`can_guard`).
@@ -390,7 +392,16 @@ def guarded_program(program: str, *, golden: str, setup: str, entry_point: str, 
     match = _METHOD_CALL.match(call or "")
     method = None if call is None or call == entry_point or match is None else match.group(2)
     arguments = ", ".join(repr(value) for value in (setup, golden, entry_point, method))
-    tail = _GUARD.replace("@ARGUMENTS@", arguments)
+    return _GUARD.replace("@ARGUMENTS@", arguments)
+
+
+def guarded_program(program: str, *, golden: str, setup: str, entry_point: str, call: str | None) -> str:
+    """``program`` followed by the guard (:func:`guard_epilogue`).
+
+    Raises:
+        ValueError: the problem's call form cannot be guarded (:func:`can_guard`).
+    """
+    tail = guard_epilogue(golden=golden, setup=setup, entry_point=entry_point, call=call)
     return program.rstrip("\n") + "\n" + tail
 
 

@@ -171,3 +171,30 @@ def test_the_reference_tester_block_is_graded_by_value(sandbox):
     reply = "**Tests:**\n" + function_tests_block(env.problem.tests)
     parsed = code_verifier.parse_function_tests(reply, env.problem.entry_point)
     assert code_verifier.value_checks(parsed.tests, env.problem.entry_point, env.problem.setup) is not None
+
+
+def test_wrong_programs_graded_by_value_run_the_guard_once_and_stop_at_their_first_catch(sandbox, monkeypatch):
+    env = humaneval_env(sandbox)
+    graded = []
+    grade = env._grade
+
+    def grade_and_keep(gradings):
+        results = grade(gradings)
+        graded.append((gradings, list(results)))  # (a copy: the step pops from its list)
+        return results
+
+    monkeypatch.setattr(env, "_grade", grade_and_keep)
+    env.reset(seed=0, options={"problem_index": 0})
+    play_turn(env, env.reference_action("coder"), env.reference_action("tester"), 0)
+    # (the last: choosing the mutants graded candidates by value too)
+    grading, results = [
+        (g, r) for gradings, reports in graded for g, r in zip(gradings, reports) if g.kind == "function_values"
+    ][-1]
+    # the golden first and unguarded; the wrong programs as chosen, the guard their epilogue
+    assert grading.golden == 0 and grading.programs[0] == env.problem.solution
+    assert grading.programs[1:] == env._mutants() and grading.epilogue == env._guard()
+    assert not any("__llm_envs_wp_install" in p for p in grading.programs)
+    stopped = [r for r in results[1:] if r is not None and r.stopped]
+    assert stopped and all(r.outcomes[-1] == "fail" and len(r.outcomes) < len(grading.tests) for r in stopped)
+    record = env.records[-1]
+    assert record.info["wrong_programs_caught"] == record.info["wrong_programs"] == len(grading.programs) - 1
