@@ -590,10 +590,12 @@ def _compile_solution(payload):
     return [compile(payload[label], label + ".py", "exec", dont_inherit=True) for label in labels]
 
 
-def _run_solution(sources, payload, time_s, stdout_chars):
+def _run_solution(sources, payload, time_s, stdout_chars, epilogue_names=None, export=True):
     """Run the problem's setup then the solution's top level (and the epilogue, if any; each
     under its own timer) (`sources`, compiled; None: compile them first) in this process:
-    ``(namespace, names it exports, error or None, what it printed)``."""
+    ``(namespace, names it exports, error or None, what it printed)`` (no names exported
+    without `export`). `epilogue_names` are bound in the namespace while the epilogue runs
+    (removed after it)."""
     namespace = {"__name__": "__solution__", "__builtins__": __builtins__}
     out = _CappedText(stdout_chars)
     if sources is None:
@@ -603,13 +605,18 @@ def _run_solution(sources, payload, time_s, stdout_chars):
             return namespace, {}, _exception_text(exc), ""
     error = _run_top_level(sources[0], namespace, time_s, out)
     setup_names = set(namespace)
-    for code in sources[1:]:
-        if error is None:
-            error = _run_top_level(code, namespace, time_s, out)
+    if error is None:
+        error = _run_top_level(sources[1], namespace, time_s, out)
+    if error is None and len(sources) > 2:
+        if epilogue_names:
+            namespace.update(epilogue_names)
+        error = _run_top_level(sources[2], namespace, time_s, out)
+        for name in epilogue_names or ():
+            namespace.pop(name, None)
     entry = payload["entry_point"]
     if error is None and entry and entry not in namespace:
         error = "the solution does not define %r" % entry
-    exported = _export_names(namespace, setup_names, entry) if error is None else {}
+    exported = _export_names(namespace, setup_names, entry) if error is None and export else {}
     return namespace, exported, error, out.text()
 
 
@@ -1864,6 +1871,11 @@ def _slots_main():
 # =============================================================================================
 
 _CALLS_FILE = "harness_calls.json"
+#: The host's compiled setup, epilogue and programs of a run graded by value: `_CALLS_CODE_MAGIC`,
+#: the interpreter's ``sys.implementation.cache_tag``, a newline, then ``marshal.dumps`` of
+#: ``(setup, epilogue, (program, ...))``, each a code object or None (see `_precompiled`).
+_CALLS_CODE_FILE = "harness_calls_code.bin"
+_CALLS_CODE_MAGIC = b"#value-checks-code "
 
 
 class _CheckHalt(BaseException):
@@ -1880,9 +1892,10 @@ def _crossed(value):
     return decode(json.loads(body))
 
 
-def _checks_program(result_fd, payload, checks, index, epilogue, sources, stop_on):
+def _checks_program(result_fd, payload, checks, index, epilogue, sources, stop_on, golden_code):
     """One program's process (never returns): run the setup, the program's top level and
-    `epilogue` (`sources`: the three compiled by the run's process; None: compile them here), then
+    `epilogue` (`sources`: the three compiled before the fork; None: compile them here; the
+    epilogue finds `golden_code` as ``__golden_code__``, see `_calls_main`), then
     each check's assert (`checks`: compiled, with the builtins it names) with ``candidate``
     standing for the entry point behind a crossing (the arguments and the value rebuilt as plain
     data, each call under the check's timer), in order, stopping after a failed assert on a
@@ -1905,7 +1918,14 @@ def _checks_program(result_fd, payload, checks, index, epilogue, sources, stop_o
             "epilogue": epilogue,
             "entry_point": entry,
         }
-        namespace, _exported, error, _printed = _run_solution(sources, program, time_s, _CALL_STDOUT_CHARS)
+        namespace, _exported, error, _printed = _run_solution(
+            sources,
+            program,
+            time_s,
+            _CALL_STDOUT_CHARS,
+            epilogue_names={"__golden_code__": golden_code} if golden_code else None,
+            export=False,
+        )
         result["error"] = error
         if error is None:
             result["ran"] = True
@@ -1977,6 +1997,78 @@ def _checks_program(result_fd, payload, checks, index, epilogue, sources, stop_o
     _os._exit(0)
 
 
+def _bare_fork():
+    """libc's ``fork`` called with the GIL held, or None where it cannot be loaded.
+
+    ``os.fork`` also runs CPython's work around a fork: the at-fork hooks (``random`` reseeds
+    itself in the child) and the re-initialisation of the locks and thread states other threads
+    may have held. In a process with one thread that holds no lock of CPython's (the run's
+    process of `_calls_main`, between its forks) none of that is needed; skipping it saved each
+    program's process ~20 copy-on-write faults and ~0.2 ms of CPU on a small VM. Its cost: the
+    programs' processes share the run's ``random`` state (they are the caller's own programs)."""
+    if not _BARE_FORK:
+        try:
+            _BARE_FORK.append(_ctypes.PyDLL(None, use_errno=True).fork)
+        except Exception:
+            _BARE_FORK.append(None)
+    return _BARE_FORK[0]
+
+
+_BARE_FORK = []
+try:
+    _bare_fork()  # loaded with the module's body (once per worker where its zygote holds it)
+except Exception:
+    pass
+
+
+def _only_thread():
+    """Whether this process has one thread (its /proc says so; False where it cannot be read)."""
+    try:
+        return len(_os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return False
+
+
+def _reported(finished, chunks):
+    """The JSON object a program's process wrote (`chunks` read from its pipe), or None where
+    it did not finish or wrote anything else."""
+    import json
+
+    if not finished:
+        return None
+    try:
+        reported = json.loads(b"".join(chunks))
+    except ValueError:
+        return None
+    return reported if type(reported) is dict else None
+
+
+def _precompiled(programs):
+    """``(setup, epilogue, [program, ...])`` as code objects (None for any the host did not
+    compile) from the host's `_CALLS_CODE_FILE`, or None where there is none, it is for another
+    interpreter or for other flags, or it is not what the host writes (for `programs` programs)."""
+    import marshal
+
+    try:
+        with open(_CALLS_CODE_FILE, "rb") as handle:
+            tag, _, blob = handle.read().partition(b"\n")
+        _os.remove(_CALLS_CODE_FILE)
+    except OSError:
+        return None
+    if tag != _CALLS_CODE_MAGIC + (_sys.implementation.cache_tag or "none").encode("ascii") or _sys.flags.optimize:
+        return None
+    try:
+        setup, epilogue, codes = marshal.loads(blob)
+    except Exception:
+        return None
+    code_type = type(_precompiled.__code__)
+    if type(codes) is not tuple or len(codes) != programs:
+        return None
+    if not all(code is None or type(code) is code_type for code in (setup, epilogue, *codes)):
+        return None
+    return setup, epilogue, list(codes)
+
+
 def _compiled_quietly(source, filename):
     """`source` compiled as a program's process compiles it, its compile-time warnings
     dropped (that process's stderr is /dev/null); None where it does not compile."""
@@ -1997,7 +2089,6 @@ def _calls_main():
     finish within its time) and a final ``{"kind": "done"}``. Only trusted programs run here
     (the caller's own mutants), and only checks that reach nothing but the values of their
     calls (``sandboxes.harness.ValueCheck``)."""
-    import json
     import select
 
     _signal.signal(_signal.SIGPIPE, _signal.SIG_IGN)
@@ -2024,15 +2115,33 @@ def _calls_main():
     waiting = sorted(range(len(payload["programs"])), key=lambda index: index != golden)
     golden_passed = [None]  # the indices of the checks the golden passed, once known
     running = {}  # read end -> [index, pid, deadline, chunks]
-    # Everything compiled here, once and before the first fork: compiling in a program's
-    # process would pay a copy-on-write fault for every page the compiler writes (2-3 ms of a
-    # 7 ms process on a small VM), and so would this process after a fork. The epilogue (the
-    # guard of a wrong program) is compiled once for all. What does not compile is compiled
-    # again in the program's process, which reports the error as a run of its own would.
+    # Everything compiled before the first fork: compiling in a program's process would pay a
+    # copy-on-write fault for every page the compiler writes (2-3 ms of a 7 ms process on a
+    # small VM), and so would this process after a fork. The host sends the setup, the epilogue
+    # (the guard of a wrong program) and the programs compiled (`_precompiled`; a problem's are
+    # the same at every step, and compiling them here cost ~4 ms a run); what it did not send
+    # is compiled here, once. What does not compile is compiled again in the program's
+    # process, which reports the error as a run of its own would.
     epilogue = payload.get("epilogue") or ""
-    setup_code = _compiled_quietly(payload["setup"], "setup.py")
-    epilogue_code = _compiled_quietly(epilogue, "epilogue.py") if epilogue else None
-    solution_codes = [_compiled_quietly(program, "solution.py") for program in payload["programs"]]
+    sent = _precompiled(len(payload["programs"]))
+    setup_code, epilogue_code, solution_codes = sent if sent is not None else (None, None, [None] * len(payload["programs"]))
+    if setup_code is None:
+        setup_code = _compiled_quietly(payload["setup"], "setup.py")
+    if epilogue and epilogue_code is None:
+        epilogue_code = _compiled_quietly(epilogue, "epilogue.py")
+    solution_codes = [
+        code if code is not None else _compiled_quietly(program, "solution.py")
+        for code, program in zip(solution_codes, payload["programs"])
+    ]
+    # What the epilogue finds as ``__golden_code__``: the setup and the golden program, each as
+    # source and as the code compiled here, so that the guard of a wrong program runs the golden
+    # without compiling it in every program's process (~0.5 ms each).
+    golden_code = None
+    if golden is not None and setup_code is not None and solution_codes[golden] is not None:
+        golden_code = (payload["setup"], setup_code, payload["programs"][golden], solution_codes[golden])
+
+    # This process never starts a thread; the check guards the bare fork all the same.
+    fork = (_bare_fork() if _only_thread() else None) or _os.fork
 
     def start(index):
         own_epilogue = epilogue if index != golden else ""
@@ -2040,7 +2149,9 @@ def _calls_main():
         if any(code is None for code in sources):
             sources = None
         read_end, write_end = _os.pipe()
-        pid = _os.fork()
+        pid = fork()
+        if pid < 0:
+            raise OSError(_ctypes.get_errno(), "fork failed")
         if pid == 0:
             try:
                 _os.setpgid(0, 0)
@@ -2048,7 +2159,7 @@ def _calls_main():
             except BaseException:
                 _os._exit(1)
             stop_on = None if index == golden else golden_passed[0]
-            _checks_program(write_end, payload, checks, index, own_epilogue, sources, stop_on)
+            _checks_program(write_end, payload, checks, index, own_epilogue, sources, stop_on, golden_code)
         _os.close(write_end)
         running[read_end] = [index, pid, _time.monotonic() + budget, []]
 
@@ -2064,27 +2175,17 @@ def _calls_main():
             _os.waitpid(pid, 0)
         except OSError:
             pass
-        record = {"kind": "calls", "program": index}
-        try:
-            reported = json.loads(b"".join(chunks)) if finished else None
-        except ValueError:
-            reported = None
-        if type(reported) is dict:
-            record.update(
-                ran=reported.get("ran"),
-                error=reported.get("error"),
-                outcomes=reported.get("outcomes"),
-                harness=bool(reported.get("harness")),
-                stopped=reported.get("stopped") is True,
-            )
-            if index == golden and reported.get("ran") is True and not reported.get("harness") and type(reported.get("outcomes")) is list:
+        # Only the golden's report is read now (its passes let the next programs stop early);
+        # the others once every program has ended.
+        ended.append((index, finished, chunks))
+        if index == golden:
+            reported = _reported(finished, chunks)
+            if reported is not None and reported.get("ran") is True and not reported.get("harness") and type(reported.get("outcomes")) is list:
                 golden_passed[0] = {i for i, outcome in enumerate(reported["outcomes"]) if outcome == "pass"}
-        else:
-            record["killed"] = True
-        ended.append(record)
 
-    # Records are written once every program has ended: between forks this process does as
-    # little as it can (each page it writes while a child shares it is copied).
+    # Records are made and written once every program has ended: between forks this process
+    # does as little as it can (each page it writes while a child shares it is copied; parsing
+    # each report as it came cost ~40 such faults a program).
     ended = []
     while waiting or running:
         while waiting and len(running) < parallel:
@@ -2102,7 +2203,19 @@ def _calls_main():
                 running[read_end][3].append(chunk)
             else:
                 end(read_end, True)
-    for record in ended:
+    for index, finished, chunks in ended:
+        record = {"kind": "calls", "program": index}
+        reported = _reported(finished, chunks)
+        if reported is not None:
+            record.update(
+                ran=reported.get("ran"),
+                error=reported.get("error"),
+                outcomes=reported.get("outcomes"),
+                harness=bool(reported.get("harness")),
+                stopped=reported.get("stopped") is True,
+            )
+        else:
+            record["killed"] = True
         emit(record)
     emit({"kind": "done"})
     _os._exit(0)

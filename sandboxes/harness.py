@@ -20,11 +20,15 @@ import ast
 import dataclasses
 import functools
 import json
+import marshal
 import secrets
+import sys
 import threading
+import warnings
 import weakref
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from .core import SHARED_CODE_MAGIC, Job, Limits, RunResult, Sandbox, shared_code_file
 
@@ -225,7 +229,7 @@ else:
 _TESTS_FILE = "harness_tests.json"
 
 
-def _run_driver(sandbox: Sandbox, stdin: str, job_files: dict[str, str], limits: Limits) -> RunResult:
+def _run_driver(sandbox: Sandbox, stdin: str, job_files: dict[str, str | bytes], limits: Limits) -> RunResult:
     """One run of the harness driver with `job_files`; again with the driver's source where the
     sandbox's interpreter turned out to need it (see `_NEEDS_SOURCE`)."""
     driver = _driver_for(sandbox)
@@ -577,6 +581,35 @@ def run_function_tests_slots(
 
 
 _CALLS_FILE = "harness_calls.json"
+#: The setup, epilogue and programs of a run graded by value, compiled here (see
+#: `_value_checks_code`; read by ``_precompiled`` in the driver, which shares these names).
+_CALLS_CODE_FILE = "harness_calls_code.bin"
+_CALLS_CODE_MAGIC = b"#value-checks-code "
+
+
+@functools.lru_cache(maxsize=1024)
+def _compiled_once(source: str, filename: str) -> Any:
+    """`source` compiled as the driver compiles a program (its compile-time warnings dropped),
+    or None where it does not compile. Cached: a problem's programs are the same at every step."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return compile(source, filename, "exec", dont_inherit=True, optimize=0)
+    except BaseException:
+        return None
+
+
+def _value_checks_code(setup: str, epilogue: str, programs: Sequence[str]) -> bytes:
+    """The content of the driver's `_CALLS_CODE_FILE`: the run's setup, epilogue and programs
+    compiled here, once per distinct program, for this interpreter (a sandbox whose
+    interpreter is another, or runs with ``-O``, compiles them itself from the sources)."""
+    codes = (
+        _compiled_once(setup, "setup.py"),
+        _compiled_once(epilogue, "epilogue.py") if epilogue else None,
+        tuple(_compiled_once(program, "solution.py") for program in programs),
+    )
+    tag = (sys.implementation.cache_tag or "none").encode("ascii")
+    return _CALLS_CODE_MAGIC + tag + b"\n" + marshal.dumps(codes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -645,9 +678,8 @@ def run_value_checks(
 
     For trusted programs only (the Coder–Tester's mutants), with tests that are `ValueCheck`
     values: each program runs in a process of its own, forked from the run's process (which
-    compiles the program just before the fork), killed and reaped with its process group when
-    it is done. There each check runs as a
-    test process would run it, with ``candidate`` standing for the program's entry point behind
+    holds every program compiled before its first fork), killed and reaped with its process
+    group when it is done. There each check runs as a test process would run it, with ``candidate`` standing for the program's entry point behind
     the same crossing: the arguments and the value are encoded and rebuilt as plain data
     (`sandboxes._crossing`), so the assert compares exactly what a test process would compare,
     and reaches nothing of the program's but those values. No test code of another kind runs.
@@ -667,8 +699,15 @@ def run_value_checks(
 
     `epilogue`: trusted code that runs in each program's namespace after its top level (but the
     golden's), under a timer of its own, as if appended to the program (the Coder–Tester's
-    guard of a wrong program, ``mutants.guard_epilogue``); the run's process compiles it once
-    for all the programs.
+    guard of a wrong program, ``mutants.guard_epilogue``), compiled once for all the programs.
+    With a `golden`, the epilogue finds ``__golden_code__`` bound while it runs (not before it,
+    not after it): ``(setup, setup's code, golden program, its code)``, the sources and the
+    code objects the run's programs run, so that it can run the golden without compiling it in
+    every program's process.
+
+    The setup, the epilogue and the programs are compiled here, once per distinct source (a
+    problem's are the same at every step), and sent with the run; a sandbox whose interpreter
+    is another version compiles them itself from the sources.
     """
     if not 1 <= parallel <= 8:
         raise ValueError("parallel must be between 1 and 8")
@@ -697,7 +736,10 @@ def run_value_checks(
         output_bytes=1_000_000 + 8000 * len(programs),
     )
     secret = secrets.token_hex(16)
-    job_files = {_CALLS_FILE: json.dumps(payload)}
+    job_files: dict[str, str | bytes] = {
+        _CALLS_FILE: json.dumps(payload),
+        _CALLS_CODE_FILE: _value_checks_code(setup, epilogue, programs),
+    }
     run = _run_driver(sandbox, secret + "\n", job_files, limits)
     records = [record for _who, record in _stream(run, secret, None)]
     results: list[ValueCheckResult | None] = [None] * len(programs)

@@ -9,6 +9,8 @@ taking the others with it. Real sandboxes (bwrap, process, docker), no mocks.
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from llm_envs.verifiers.code import value_check
@@ -170,3 +172,48 @@ def test_what_does_not_compile_is_reported_and_an_epilogue_that_does_not_compile
     assert results[1].ran is False and "SyntaxError" in results[1].error
     with pytest.raises(ValueError, match="golden"):
         run_value_checks(isolated, [GOLDEN], checks, entry_point="f", golden=1)
+
+
+def test_the_epilogue_alone_finds_the_golden_code_compiled_by_the_run(isolated):
+    setup = "import math\n"
+    program = "seen_at_top = '__golden_code__' in globals()\ndef f(x):\n    return x\n"
+    epilogue = (
+        "_code = __golden_code__\n"
+        "_found = [_code[0] == SETUP, type(_code[1]).__name__, _code[2] == GOLDEN, type(_code[3]).__name__]\n"
+        "def f(x, _found=_found, _top=seen_at_top):\n"
+        "    return [_top, '__golden_code__' in globals()] + _found\n"
+    ).replace("SETUP", repr(setup)).replace("GOLDEN", repr(GOLDEN))
+    checks = checks_of(["assert f(0) == [False, False, True, 'code', True, 'code']"])
+    results = run_value_checks(isolated, [GOLDEN, program], checks, setup=setup, entry_point="f", golden=0, epilogue=epilogue)
+    # Bound while the epilogue runs, not before it (the program's top level) nor after it.
+    assert results[1].outcomes == ("pass",)
+    # Without a golden there is none: the epilogue's first line raises.
+    results = run_value_checks(isolated, [program], checks, setup=setup, entry_point="f", epilogue=epilogue)
+    assert results[0].ran is False and "NameError" in results[0].error
+
+
+def test_the_run_runs_the_code_the_host_compiled(isolated, monkeypatch):
+    """The host sends the programs compiled (a problem's are the same at every step); the run
+    falls back to the sources where that file is not for its interpreter or not well formed."""
+    import marshal
+
+    from sandboxes import harness
+
+    checks = checks_of(["assert f(1) == 2"])
+    expected = run_value_checks(isolated, [GOLDEN], checks, entry_point="f")[0].outcomes
+    assert expected == ("pass",)
+    real = harness._value_checks_code
+    # Code compiled from another program: the run grades what the host compiled.
+    other = compile("def f(x):\n    return x + 5\n", "solution.py", "exec", dont_inherit=True)
+    tag = harness._CALLS_CODE_MAGIC + sys.implementation.cache_tag.encode("ascii") + b"\n"
+    monkeypatch.setattr(harness, "_value_checks_code", lambda *a: tag + marshal.dumps((None, None, (other,))))
+    assert run_value_checks(isolated, [GOLDEN], checks, entry_point="f")[0].outcomes == ("fail",)
+    for content in (
+        real("", "", [GOLDEN]).replace(sys.implementation.cache_tag.encode("ascii"), b"cpython-10"),  # another interpreter
+        tag + b"not marshal data",
+        tag + marshal.dumps((None, None, (other, other))),  # not one code per program
+        tag + marshal.dumps((None, None, ("def f(x): return 0",))),  # not code
+        tag + marshal.dumps([1, 2]),
+    ):
+        monkeypatch.setattr(harness, "_value_checks_code", lambda *a, content=content: content)
+        assert run_value_checks(isolated, [GOLDEN], checks, entry_point="f")[0].outcomes == expected, content[:40]

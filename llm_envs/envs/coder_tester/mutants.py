@@ -305,8 +305,16 @@ def __llm_envs_wp_install(namespace, setup, solution, entry, method):
     import copy
 
     golden = {"__name__": "__golden__"}
-    exec(compile(setup, "<golden setup>", "exec"), golden)
-    exec(compile(solution, "<golden>", "exec"), golden)
+    # Graded by value with the golden among the programs, the run's process has compiled the
+    # setup and the golden already (``sandboxes.run_value_checks``): (source, code) of each.
+    compiled = namespace.pop("__golden_code__", None)
+    if compiled is not None and compiled[0] == setup and compiled[2] == solution:
+        setup_code, solution_code = compiled[1], compiled[3]
+    else:
+        setup_code = compile(setup, "<golden setup>", "exec")
+        solution_code = compile(solution, "<golden>", "exec")
+    exec(setup_code, golden)
+    exec(solution_code, golden)
     sequences = (list, tuple, set, frozenset)
 
     def compatible(got, want, budget):

@@ -272,6 +272,30 @@ def test_the_guard_leaves_no_name_of_its_own_in_the_module():
         mutants.guarded_program("x = 1", golden="", setup="", entry_point="f", call="g.h")
 
 
+def test_the_guard_runs_the_golden_code_it_is_given_only_for_its_own_sources():
+    """Graded by value, the run hands the guard the setup and golden it compiled
+    (``__golden_code__``: source and code of each); the guard runs that code only where both
+    sources are its own, else it compiles its own."""
+    golden = "def add(a, b):\n    return a + b\n"
+    epilogue = mutants.guard_epilogue(golden=golden, setup="", entry_point="add", call="add")
+    raising = "def add(a, b):\n    raise ValueError\n"  # the guard returns the golden's value
+
+    def guarded_add(golden_code):
+        namespace: dict = {}
+        exec(raising, namespace)  # our own generated code, run on the host only in this test
+        if golden_code is not None:
+            namespace["__golden_code__"] = golden_code
+        exec(epilogue, namespace)
+        assert "__golden_code__" not in namespace
+        return namespace["add"](2, 3)
+
+    times_ten = compile("def add(a, b):\n    return 10 * (a + b)\n", "golden.py", "exec")
+    assert guarded_add(None) == 5
+    assert guarded_add(("", compile("", "s", "exec"), golden, times_ten)) == 50  # its sources: the code given
+    assert guarded_add(("", compile("", "s", "exec"), "def add(a, b): return 0", times_ten)) == 5
+    assert guarded_add(("x = 1", compile("", "s", "exec"), golden, times_ten)) == 5
+
+
 def test_a_class_based_problem_gets_guarded_wrong_programs(sandbox):
     problem = Problem(
         id="toy/two-sum",
