@@ -587,15 +587,20 @@ _CALLS_CODE_FILE = "harness_calls_code.bin"
 _CALLS_CODE_MAGIC = b"#value-checks-code "
 
 
+#: Held while warnings are silenced: `warnings.catch_warnings` saves and restores the process's
+#: filters, so two threads inside it at once could leave them silenced for good.
+_SILENCED_WARNINGS = threading.Lock()
+
+
 @functools.lru_cache(maxsize=1024)
 def _compiled_once(source: str, filename: str) -> Any:
     """`source` compiled as the driver compiles a program (its compile-time warnings dropped),
     or None where it does not compile. Cached: a problem's programs are the same at every step."""
     try:
-        with warnings.catch_warnings():
+        with _SILENCED_WARNINGS, warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return compile(source, filename, "exec", dont_inherit=True, optimize=0)
-    except BaseException:
+    except Exception:  # SyntaxError, ValueError (a NUL), RecursionError, MemoryError
         return None
 
 
