@@ -18,7 +18,7 @@ golden solution), and reports the wall time of the tester's step and the sandbox
 * **one run, ...**: the same catch reward with ``catch_runs="one_run"`` (the guarded golden and
   every wrong program in one sandbox run, one slot each, a wrong program stopped at its first
   catch: ``sandboxes.harness.run_function_tests_slots``): cold (nothing cached, in memory or on
-  disk: its mutants chosen one run per ``max_mutants`` candidates), from the disk cache and
+  disk: its mutants chosen one run per wave of candidates), from the disk cache and
   warm.
 
 Modes alternate problem by problem on one warm sandbox, so load changes hit all of them alike.

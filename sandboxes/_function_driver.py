@@ -2123,22 +2123,33 @@ def _calls_main():
     # is compiled here, once. What does not compile is compiled again in the program's
     # process, which reports the error as a run of its own would.
     epilogue = payload.get("epilogue") or ""
-    sent = _precompiled(len(payload["programs"]))
-    setup_code, epilogue_code, solution_codes = sent if sent is not None else (None, None, [None] * len(payload["programs"]))
+    # A trusted program that is not graded (the golden of a run without one among its programs),
+    # compiled with them, last.
+    reference = payload.get("reference") if golden is None else None
+    reference = reference if type(reference) is str and reference else None
+    sources = payload["programs"] + ([reference] if reference is not None else [])
+    sent = _precompiled(len(sources))
+    setup_code, epilogue_code, solution_codes = sent if sent is not None else (None, None, [None] * len(sources))
     if setup_code is None:
         setup_code = _compiled_quietly(payload["setup"], "setup.py")
     if epilogue and epilogue_code is None:
         epilogue_code = _compiled_quietly(epilogue, "epilogue.py")
     solution_codes = [
         code if code is not None else _compiled_quietly(program, "solution.py")
-        for code, program in zip(solution_codes, payload["programs"])
+        for code, program in zip(solution_codes, sources)
     ]
-    # What the epilogue finds as ``__golden_code__``: the setup and the golden program, each as
-    # source and as the code compiled here, so that the guard of a wrong program runs the golden
-    # without compiling it in every program's process (~0.5 ms each).
+    # What the epilogue finds as ``__golden_code__``: the setup and the golden program (or the
+    # reference), each as source and as the code compiled here, so that the guard of a wrong
+    # program runs the golden without compiling it in every program's process (~0.5 ms each).
+    if golden is not None:
+        golden_source, golden_compiled = payload["programs"][golden], solution_codes[golden]
+    elif reference is not None:
+        golden_source, golden_compiled = reference, solution_codes[-1]
+    else:
+        golden_source = golden_compiled = None
     golden_code = None
-    if golden is not None and setup_code is not None and solution_codes[golden] is not None:
-        golden_code = (payload["setup"], setup_code, payload["programs"][golden], solution_codes[golden])
+    if golden_compiled is not None and setup_code is not None:
+        golden_code = (payload["setup"], setup_code, golden_source, golden_compiled)
 
     # This process never starts a thread; the check guards the bare fork all the same.
     fork = (_bare_fork() if _only_thread() else None) or _os.fork

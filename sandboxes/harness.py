@@ -676,6 +676,7 @@ def run_value_checks(
     parallel: int = 2,
     golden: int | None = None,
     epilogue: str = "",
+    reference: str = "",
 ) -> list[ValueCheckResult | None]:
     """Run every check on each of `programs` in **one** sandbox run; a `ValueCheckResult` per
     program, in order (``None`` where the run did not establish it: the run failed, or that
@@ -684,8 +685,8 @@ def run_value_checks(
     For trusted programs only (the Coder–Tester's mutants), with tests that are `ValueCheck`
     values: each program runs in a process of its own, forked from the run's process (which
     holds every program compiled before its first fork), killed and reaped with its process
-    group when it is done. There each check runs as a test process would run it, with ``candidate`` standing for the program's entry point behind
-    the same crossing: the arguments and the value are encoded and rebuilt as plain data
+    group when it is done. There each check runs as a test process would run it, with
+    ``candidate`` standing for the program's entry point behind the same crossing: the arguments and the value are encoded and rebuilt as plain data
     (`sandboxes._crossing`), so the assert compares exactly what a test process would compare,
     and reaches nothing of the program's but those values. No test code of another kind runs.
     The checks share the program's state in order, as a test run's tests share the solution's
@@ -708,7 +709,9 @@ def run_value_checks(
     With a `golden`, the epilogue finds ``__golden_code__`` bound while it runs (not before it,
     not after it): ``(setup, setup's code, golden program, its code)``, the sources and the
     code objects the run's programs run, so that it can run the golden without compiling it in
-    every program's process.
+    every program's process. `reference`: in a run without a `golden`, a trusted program that
+    is not graded, found as the golden is (the Coder–Tester's golden solution where its
+    mutants are chosen).
 
     The setup, the epilogue and the programs are compiled here, once per distinct source (a
     problem's are the same at every step), and sent with the run; a sandbox whose interpreter
@@ -721,6 +724,8 @@ def run_value_checks(
         return []
     if golden is not None and not 0 <= golden < len(programs):
         raise ValueError(f"golden must index programs (0-{len(programs) - 1}), got {golden}")
+    if golden is not None and reference:
+        raise ValueError("a reference is for a run without a golden among its programs")
     checks = list(checks)
     payload = {
         "setup": setup,
@@ -731,6 +736,7 @@ def run_value_checks(
         "parallel": int(parallel),
         "golden": golden,
         "epilogue": epilogue,
+        "reference": reference,
     }
     program_time_s = float(time_s) * (len(checks) + 2) + 1.0
     limits = Limits(
@@ -743,7 +749,7 @@ def run_value_checks(
     secret = secrets.token_hex(16)
     job_files: dict[str, str | bytes] = {
         _CALLS_FILE: json.dumps(payload),
-        _CALLS_CODE_FILE: _value_checks_code(setup, epilogue, programs),
+        _CALLS_CODE_FILE: _value_checks_code(setup, epilogue, programs + ([reference] if reference else [])),
     }
     run = _run_driver(sandbox, secret + "\n", job_files, limits)
     records = [record for _who, record in _stream(run, secret, None)]

@@ -60,6 +60,8 @@ class Grading:
             golden solution (early stop), or ``None``.
         epilogue: ``"function_values"``: trusted code run after each program's top level but
             the golden's (the guard of a wrong program), or ``""``.
+        reference: ``"function_values"`` without ``golden``: a trusted program the epilogue
+            finds compiled as it finds the golden (the golden solution), or ``""``.
     """
 
     kind: str
@@ -73,6 +75,7 @@ class Grading:
     programs: tuple[str, ...] = ()
     golden: int | None = None
     epilogue: str = ""
+    reference: str = ""
 
     @classmethod
     def tests_of(cls, problem: Any, program: str, tests: Sequence[Any], *, time_s: float) -> Grading:
@@ -122,11 +125,13 @@ class Grading:
         time_s: float,
         golden: int | None = None,
         epilogue: str = "",
+        reference: str = "",
     ) -> Grading:
         """Every one of ``programs`` on ``checks`` (``sandboxes.ValueCheck`` values) in one run
         (function style only; trusted programs only); with ``golden``, the others stop at their
         first failed assert on a check the golden passed; ``epilogue`` runs after each
-        program's top level but the golden's (``sandboxes.run_value_checks``)."""
+        program's top level but the golden's, and finds the golden (or, without one, the
+        ``reference``) compiled (``sandboxes.run_value_checks``)."""
         if problem.style != "function" or not problem.entry_point:
             raise ValueError(
                 f"problem {problem.id} has style {problem.style!r}; value checks need 'function' and an entry point"
@@ -141,6 +146,7 @@ class Grading:
             programs=tuple(programs),
             golden=golden,
             epilogue=epilogue,
+            reference=reference,
         )
 
     @classmethod
@@ -199,6 +205,7 @@ def run_grading(sandbox: Any, grading: Grading) -> Any:
                 time_s=grading.time_s,
                 golden=grading.golden,
                 epilogue=grading.epilogue,
+                reference=grading.reference,
             )
         )
     if grading.kind == "run":

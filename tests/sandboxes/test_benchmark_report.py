@@ -87,3 +87,13 @@ def test_no_cpu_figure_when_no_chunk_was_measured(bench):
     rows = {row["mode"]: row for row in bench.summarize(raw)}
     assert rows["bwrap"]["cpu_ms"] is None and rows["bwrap"]["cpu_x_naive_min"] is None
     assert bench.verdicts(list(rows.values()))["trivial/bwrap/cpu"]["met"] is None
+
+
+def test_the_fork_floor_script_measures_what_it_says():
+    """benchmarks/fork_floor.py: the ballast shows in the child interpreter's anonymous memory,
+    and both forks are measured (a positive CPU per fork, a child's faults counted)."""
+    floor = load_script("benchmarks/fork_floor.py")
+    small, large = floor.measure(0, 50, "libc"), floor.measure(8, 50, "os")
+    assert large["anonymous_kib"] - small["anonymous_kib"] >= 8 * 1024 - 256
+    for row in (small, large):
+        assert row["ms_per_fork"] > 0 and row["child_faults"] > 0

@@ -174,7 +174,7 @@ def test_what_does_not_compile_is_reported_and_an_epilogue_that_does_not_compile
         run_value_checks(isolated, [GOLDEN], checks, entry_point="f", golden=1)
 
 
-def test_the_epilogue_alone_finds_the_golden_code_compiled_by_the_run(isolated):
+def test_the_epilogue_alone_finds_the_golden_code_compiled_by_the_run(isolated, monkeypatch):
     setup = "import math\n"
     program = "seen_at_top = '__golden_code__' in globals()\ndef f(x):\n    return x\n"
     epilogue = (
@@ -190,6 +190,23 @@ def test_the_epilogue_alone_finds_the_golden_code_compiled_by_the_run(isolated):
     # Without a golden there is none: the epilogue's first line raises.
     results = run_value_checks(isolated, [program], checks, setup=setup, entry_point="f", epilogue=epilogue)
     assert results[0].ran is False and "NameError" in results[0].error
+    # A run without a golden among its programs finds its reference there instead, compiled
+    # (sent by the host, or compiled by the run where the host's file is not for it), and does
+    # not grade it.
+    results = run_value_checks(
+        isolated, [program], checks, setup=setup, entry_point="f", epilogue=epilogue, reference=GOLDEN
+    )
+    assert [r.outcomes for r in results] == [("pass",)]
+    from sandboxes import harness
+
+    monkeypatch.setattr(harness, "_value_checks_code", lambda *a: b"not the host's file")
+    results = run_value_checks(
+        isolated, [program], checks, setup=setup, entry_point="f", epilogue=epilogue, reference=GOLDEN
+    )
+    assert [r.outcomes for r in results] == [("pass",)]
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="reference"):
+        run_value_checks(isolated, [GOLDEN, program], checks, entry_point="f", golden=0, reference=GOLDEN)
 
 
 def test_the_run_runs_the_code_the_host_compiled(isolated, monkeypatch):

@@ -93,7 +93,7 @@ class CoderTesterConfig:
             ``"one_run"``: all of them in one run, one slot at a time in a random order, each
             slot's test process under a seccomp filter, a wrong program stopped at its first
             caught test (``sandboxes.harness.run_function_tests_slots``; the problem's mutants
-            are then chosen in one run per ``max_mutants`` candidates too). ``"one_run"`` needs
+            are then chosen in one run per wave of candidates too). ``"one_run"`` needs
             ``allow_reward_holes``: a slot's tests can measure how long the earlier slots took
             (the clock cannot be taken from them), so a tester can pass its programs' answers
             on to later slots by how long its tests run, and assert their majority.
@@ -486,9 +486,10 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
     def _mutants(self) -> tuple[str, ...]:
         """This problem's mutants that fail a golden test (chosen once per problem, then cached
         in memory and on disk for other processes, :func:`mutants.select_mutants`; choosing runs
-        up to ``max_mutant_candidates`` candidates on the golden tests, ``max_mutants`` at a
-        time: one run each, or with ``catch_runs="one_run"`` one run per ``max_mutants``
-        candidates, :meth:`_judge_on_golden_in_one_run`)."""
+        up to ``max_mutant_candidates`` candidates on the golden tests in waves of
+        ``2 * max_mutants``, then ``max_mutants``: by value one run per wave
+        (:meth:`_judge_on_golden_by_value`), with ``catch_runs="one_run"`` one run per wave
+        (:meth:`_judge_on_golden_in_one_run`), else one run per candidate)."""
         cfg, problem = self.config, self.problem
         assert problem is not None and problem.solution is not None
         if cfg.max_mutants == 0:
@@ -623,8 +624,15 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         problem = self.problem
         checks = self._value_checks(self.golden_tests)
         assert problem is not None and checks is not None
+        # The golden solution as the run's reference: the guard of each candidate finds it
+        # compiled instead of compiling it in every candidate's process.
         grading = Grading.values_of(
-            problem, programs, checks, time_s=self.config.test_time_s, epilogue=self._guard()
+            problem,
+            programs,
+            checks,
+            time_s=self.config.test_time_s,
+            epilogue=self._guard(),
+            reference=problem.solution or "",
         )
         with self._waiting_for_sandbox():
             results = self._grade([grading])[0]

@@ -27,6 +27,7 @@ import ast
 import copy
 import functools
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -621,8 +622,9 @@ def select_mutants(
     programs and returns a report each, or the verdict itself as a ``bool``), it ran (its top
     level completed), no golden test timed out, and at least one golden test caught it
     (:func:`wrong_on_golden`): a mutant equivalent to the golden on those tests is not a wrong
-    program. Candidates are judged ``max_mutants``
-    at a time until enough are kept or none are left. Errors (a sandbox failure) propagate and
+    program. Candidates are judged ``2 * max_mutants``, then ``max_mutants`` at a time until
+    enough are kept or none are left (the first ``max_mutants`` wrong ones are kept whatever the
+    waves). Errors (a sandbox failure) propagate and
     nothing is cached.
 
     Cached in memory for the process and on disk for every process (:func:`disk_cache_dir`),
@@ -642,7 +644,7 @@ def select_mutants(
         try:
             result = _read_disk(key, candidates)
             if result is None:
-                result = _select(list(candidates()), judge_on_golden, io_style, max_mutants)
+                result = _select(candidates(), judge_on_golden, io_style, max_mutants)
                 _write_disk(key, result)
         finally:
             with _CACHE_LOCK:
@@ -655,17 +657,25 @@ def select_mutants(
 
 
 def _select(
-    pool: list[str],
+    pool: Iterable[str],
     judge_on_golden: Callable[[list[str]], list[Any]],
     io_style: bool,
     max_mutants: int,
 ) -> tuple[str, ...]:
+    # The first wave is twice as wide as the others: on 24 HumanEval problems (the default 8
+    # of 32), every problem with more than 8 candidates had fewer than 8 wrong programs among
+    # its first 8, so waves of 8 always made a second run, each with a run's own fixed cost.
+    # Which candidates are kept does not depend on the waves. The candidates are made as the
+    # waves need them (~0.5 ms each).
     kept: list[str] = []
     width = max(1, max_mutants)
-    for start in range(0, len(pool), width):
-        if len(kept) >= max_mutants:
+    candidates = iter(pool)
+    first = True
+    while len(kept) < max_mutants:
+        wave = list(itertools.islice(candidates, 2 * width if first else width))
+        first = False
+        if not wave:
             break
-        wave = pool[start : start + width]
         for program, verdict in zip(wave, judge_on_golden(wave)):
             if verdict if isinstance(verdict, bool) else wrong_on_golden(verdict, io_style):
                 kept.append(program)

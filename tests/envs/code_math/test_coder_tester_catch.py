@@ -250,9 +250,9 @@ def test_mutant_selection_keeps_only_wrong_programs_and_is_cached_per_problem(sa
 
     kept = mutants.select_mutants("toy-key", candidates, judge, io_style=False, max_mutants=2)
     assert kept == ("def add(a, b):\n    return a - b\n", "def add(a, b):\n    return a * b\n")
-    assert calls == [2, 2, 1]
+    assert calls == [4, 1]  # a first wave of 2 * max_mutants, then max_mutants
     assert mutants.select_mutants("toy-key", candidates, judge, io_style=False, max_mutants=2) == kept
-    assert calls == [2, 2, 1]  # cached: nothing judged again
+    assert calls == [4, 1]  # cached: nothing judged again
 
 
 def test_the_guard_leaves_no_name_of_its_own_in_the_module():
@@ -342,5 +342,6 @@ def test_the_disk_cache_reads_the_candidates_only_as_far_as_its_programs_need(tm
     mutants._write_disk("stored-key", (pool[0], "def add(a, b):\n    return 0\n"))
     with pytest.raises(Judged):
         mutants.select_mutants("stored-key", candidates, judge, io_style=False, max_mutants=2)
-    assert len(read) == 2 * len(pool)  # checked, then listed for the selection
+    # checked, then the first wave (2 * max_mutants) made for the selection: no more than it needs
+    assert len(read) == len(pool) + 2 * 2
     mutants.clear_cache()

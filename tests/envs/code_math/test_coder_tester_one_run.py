@@ -152,13 +152,15 @@ def test_mutants_chosen_in_one_run_per_wave_are_those_one_run_per_program_choose
     for name, env in modes:
         mutants.clear_cache()
         env.reset(seed=0, options={"problem_index": index})
-        kinds = []
+        made = []
         grade = env._grade
-        monkeypatch.setattr(env, "_grade", lambda gradings, grade=grade, kinds=kinds: kinds.extend(g.kind for g in gradings) or grade(gradings))
-        chosen[name] = (env._mutants(), kinds)
+        monkeypatch.setattr(env, "_grade", lambda gradings, grade=grade, made=made: made.extend(gradings) or grade(gradings))
+        chosen[name] = (env._mutants(), [g.kind for g in made])
+        if name == "by value":  # the guard of each candidate finds the golden compiled by the run
+            assert {g.reference for g in made} == {env.problem.solution}
     mutants.clear_cache()
     assert chosen["one run"][0] == chosen["per program"][0] == chosen["by value"][0] != ()
-    # one run per wave of max_mutants candidates, against one run per candidate
+    # one run per wave of candidates (2 * max_mutants, then max_mutants), against one run per candidate
     assert set(chosen["one run"][1]) == {"function_slots"}
     assert set(chosen["by value"][1]) == {"function_values"}  # the golden tests are all asserts on values
     assert set(chosen["per program"][1]) == {"function"}
