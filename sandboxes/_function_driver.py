@@ -2043,6 +2043,21 @@ def _reported(finished, chunks):
     return reported if type(reported) is dict else None
 
 
+def _wrong_program(reported, checks):
+    """Whether a program's report (`_reported`) on `checks` checks makes it a wrong program: it
+    ran, every check reported, an assert failed, and none timed out, ended on a value that
+    cannot cross or a builtin the program bound, or raised ``AssertionError`` from the program
+    (as ``llm_envs.envs.coder_tester.mutants.wrong_by_values`` finds on the host)."""
+    if reported is None or reported.get("ran") is not True or reported.get("harness"):
+        return False
+    outcomes = reported.get("outcomes")
+    if type(outcomes) is not list or len(outcomes) != checks or not all(type(o) is str for o in outcomes):
+        return False
+    if any(o in ("timeout", "uncrossable", "unestablished", "raised AssertionError") for o in outcomes):
+        return False
+    return "fail" in outcomes
+
+
 def _precompiled(programs):
     """``(setup, epilogue, [program, ...])`` as code objects (None for any the host did not
     compile) from the host's `_CALLS_CODE_FILE`, or None where there is none, it is for another
@@ -2085,8 +2100,9 @@ def _compiled_quietly(source, filename):
 def _calls_main():
     """A run of many programs graded by value: each program in a process of its own, forked from
     this one (at most ``parallel`` at a time), ended and reaped with its whole process group when
-    it is done or out of time; one record per program (``{"kind": "calls", "program": i, ...}``, or ``"killed": true`` where it did not
-    finish within its time) and a final ``{"kind": "done"}``. Only trusted programs run here
+    it is done or out of time; one record per program (``{"kind": "calls", "program": i, ...}``,
+    ``"killed": true`` where it did not finish within its time, ``"skipped": true`` where it did
+    not start: ``enough``) and a final ``{"kind": "done"}``. Only trusted programs run here
     (the caller's own mutants), and only checks that reach nothing but the values of their
     calls (``sandboxes.harness.ValueCheck``)."""
     import select
@@ -2114,6 +2130,14 @@ def _calls_main():
     # program was caught).
     waiting = sorted(range(len(payload["programs"])), key=lambda index: index != golden)
     golden_passed = [None]  # the indices of the checks the golden passed, once known
+    # `enough` (a run without a golden: the choice of a problem's mutants, which keeps the
+    # first wrong ones): no program starts once `enough` of the programs that have ended are
+    # wrong programs (`_wrong_program`): the first `enough` wrong ones are then among those
+    # started before it. The others are reported skipped, not judged.
+    enough = payload.get("enough")
+    enough = enough if type(enough) is int and enough >= 1 and golden is None else None
+    wrong = {}  # index -> whether that program's report makes it a wrong program (`enough`)
+    skipped = []
     running = {}  # read end -> [index, pid, deadline, chunks]
     # Everything compiled before the first fork: compiling in a program's process would pay a
     # copy-on-write fault for every page the compiler writes (2-3 ms of a 7 ms process on a
@@ -2189,6 +2213,11 @@ def _calls_main():
         # Only the golden's report is read now (its passes let the next programs stop early);
         # the others once every program has ended.
         ended.append((index, finished, chunks))
+        if enough is not None:
+            wrong[index] = _wrong_program(_reported(finished, chunks), len(checks))
+            if sum(wrong.values()) >= enough:
+                skipped.extend(waiting)
+                del waiting[:]
         if index == golden:
             reported = _reported(finished, chunks)
             if reported is not None and reported.get("ran") is True and not reported.get("harness") and type(reported.get("outcomes")) is list:
@@ -2228,6 +2257,8 @@ def _calls_main():
         else:
             record["killed"] = True
         emit(record)
+    for index in skipped:
+        emit({"kind": "calls", "program": index, "skipped": True})
     emit({"kind": "done"})
     _os._exit(0)
 

@@ -656,12 +656,15 @@ class ValueCheckResult:
         stopped: the program's checks stopped at its last outcome, a ``"fail"`` on a check the
             golden program passed (`run_value_checks` with ``golden``); the checks after it did
             not run.
+        skipped: the program did not run: enough programs before it were wrong programs
+            (`run_value_checks` with ``enough``). Not a verdict: the program is not judged.
     """
 
     ran: bool
     outcomes: tuple[str, ...]
     error: str | None = None
     stopped: bool = False
+    skipped: bool = False
 
 
 def run_value_checks(
@@ -677,6 +680,7 @@ def run_value_checks(
     golden: int | None = None,
     epilogue: str = "",
     reference: str = "",
+    enough: int | None = None,
 ) -> list[ValueCheckResult | None]:
     """Run every check on each of `programs` in **one** sandbox run; a `ValueCheckResult` per
     program, in order (``None`` where the run did not establish it: the run failed, or that
@@ -713,6 +717,13 @@ def run_value_checks(
     is not graded, found as the golden is (the Coder–Tester's golden solution where its
     mutants are chosen).
 
+    `enough` (a run without a `golden`): no program starts once `enough` of the programs that
+    have ended are *wrong programs* (the run's process reads each report as it comes: it ran,
+    every check reported, an assert failed, and no check timed out, ended on a value that cannot
+    cross or a builtin the program bound, or saw the program raise ``AssertionError``); the
+    programs not started are ``skipped``, not judged (the choice of a problem's mutants keeps the
+    first wrong ones, and `enough` of them are then among the programs started before).
+
     The setup, the epilogue and the programs are compiled here, once per distinct source (a
     problem's are the same at every step), and sent with the run; a sandbox whose interpreter
     is another version compiles them itself from the sources.
@@ -726,6 +737,8 @@ def run_value_checks(
         raise ValueError(f"golden must index programs (0-{len(programs) - 1}), got {golden}")
     if golden is not None and reference:
         raise ValueError("a reference is for a run without a golden among its programs")
+    if enough is not None and (golden is not None or type(enough) is not int or enough < 1):
+        raise ValueError(f"enough must be a positive int, in a run without a golden; got {enough!r}")
     checks = list(checks)
     payload = {
         "setup": setup,
@@ -737,6 +750,7 @@ def run_value_checks(
         "golden": golden,
         "epilogue": epilogue,
         "reference": reference,
+        "enough": enough,
     }
     program_time_s = float(time_s) * (len(checks) + 2) + 1.0
     limits = Limits(
@@ -760,6 +774,11 @@ def run_value_checks(
     for record in records:
         index = record.get("program")
         if record.get("kind") != "calls" or type(index) is not int or not 0 <= index < len(programs):
+            continue
+        if record.get("skipped") is True and enough is not None:
+            results[index] = ValueCheckResult(
+                ran=False, outcomes=(), error="not run: enough programs before it were wrong", skipped=True
+            )
             continue
         if record.get("killed") or record.get("harness") or type(record.get("ran")) is not bool:
             continue

@@ -62,6 +62,9 @@ class Grading:
             the golden's (the guard of a wrong program), or ``""``.
         reference: ``"function_values"`` without ``golden``: a trusted program the epilogue
             finds compiled as it finds the golden (the golden solution), or ``""``.
+        enough: ``"function_values"`` without ``golden``: no program starts once ``enough``
+            programs that have ended are wrong programs (``ValueCheckResult.skipped``), or
+            ``None``.
     """
 
     kind: str
@@ -76,6 +79,7 @@ class Grading:
     golden: int | None = None
     epilogue: str = ""
     reference: str = ""
+    enough: int | None = None
 
     @classmethod
     def tests_of(cls, problem: Any, program: str, tests: Sequence[Any], *, time_s: float) -> Grading:
@@ -126,12 +130,14 @@ class Grading:
         golden: int | None = None,
         epilogue: str = "",
         reference: str = "",
+        enough: int | None = None,
     ) -> Grading:
         """Every one of ``programs`` on ``checks`` (``sandboxes.ValueCheck`` values) in one run
         (function style only; trusted programs only); with ``golden``, the others stop at their
         first failed assert on a check the golden passed; ``epilogue`` runs after each
         program's top level but the golden's, and finds the golden (or, without one, the
-        ``reference``) compiled (``sandboxes.run_value_checks``)."""
+        ``reference``) compiled; with ``enough``, no program starts once that many that have
+        ended are wrong programs (``sandboxes.run_value_checks``)."""
         if problem.style != "function" or not problem.entry_point:
             raise ValueError(
                 f"problem {problem.id} has style {problem.style!r}; value checks need 'function' and an entry point"
@@ -147,6 +153,7 @@ class Grading:
             golden=golden,
             epilogue=epilogue,
             reference=reference,
+            enough=enough,
         )
 
     @classmethod
@@ -206,6 +213,7 @@ def run_grading(sandbox: Any, grading: Grading) -> Any:
                 golden=grading.golden,
                 epilogue=grading.epilogue,
                 reference=grading.reference,
+                enough=grading.enough,
             )
         )
     if grading.kind == "run":

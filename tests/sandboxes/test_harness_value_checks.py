@@ -150,6 +150,57 @@ def test_a_stop_the_golden_does_not_bear_out_is_not_established(isolated):
     assert results[1] is None
 
 
+@pytest.mark.parametrize("parallel", [1, 2])
+def test_with_enough_no_program_starts_after_that_many_wrong_ones(isolated, parallel):
+    """The choice of a problem's mutants keeps the first wrong programs: once `enough` of the
+    programs that have ended are wrong, no program starts (skipped, not judged); what did run is
+    what a run without `enough` gives, and holds that many wrong programs."""
+    wrong, right = "def f(x):\n    return x - 1\n", GOLDEN
+    programs = [wrong, right, wrong, right, wrong, wrong, right]
+    checks = checks_of(["assert f(1) == 2", "assert f(2) == 3"])
+    full = run_value_checks(isolated, programs, checks, entry_point="f", parallel=parallel)
+    results = run_value_checks(isolated, programs, checks, entry_point="f", parallel=parallel, enough=2)
+    ran = [r for r in results if not r.skipped]
+    assert all(r.skipped for r in results[len(ran):]) and not any(r.skipped for r in full)
+    assert ran == full[: len(ran)] and sum("fail" in r.outcomes for r in ran) >= 2
+    if parallel == 1:  # one at a time: the second wrong program is the third
+        assert len(ran) == 3
+    assert all(r.ran is False and r.outcomes == () for r in results[len(ran):])
+    # Not enough wrong programs: every program runs.
+    assert run_value_checks(isolated, programs, checks, entry_point="f", parallel=parallel, enough=5) == full
+    for bad in (dict(enough=0), dict(enough=1, golden=0), dict(enough=True)):
+        with pytest.raises(ValueError, match="enough"):
+            run_value_checks(isolated, programs, checks, entry_point="f", **bad)
+
+
+def test_what_enough_counts_as_a_wrong_program_is_what_the_mutant_choice_counts(isolated):
+    """The run's process decides what is a wrong program by itself (it reads each report as it
+    comes): it must agree with ``mutants.wrong_by_values`` on the host, outcome by outcome. A
+    program is judged, then the next is skipped exactly when the host counts the first one
+    wrong."""
+    from llm_envs.envs.coder_tester import mutants
+
+    checks = checks_of(["assert f(1) == 2", "assert f(2) == 3"])
+    cases = {
+        "fails": "def f(x):\n    return x - 1\n",
+        "passes": GOLDEN,
+        "fails then times out": "def f(x):\n    while x == 2:\n        pass\n    return 0\n",
+        "raises AssertionError": "def f(x):\n    raise AssertionError('no')\n",
+        "raises then fails": "def f(x):\n    if x == 1:\n        raise ValueError(x)\n    return 0\n",
+        "cannot cross": "def f(x):\n    return object() if x == 2 else 0\n",
+        "binds a builtin": "abs = 3\ndef f(x):\n    return x - 1\n",
+        "does not run": "raise ValueError('top')\n",
+    }
+    checks_with_abs = checks_of(["assert f(1) == 2", "assert abs(f(2)) == 3"])
+    for name, program in cases.items():
+        used = checks_with_abs if name == "binds a builtin" else checks
+        first, second = run_value_checks(
+            isolated, [program, GOLDEN], used, entry_point="f", parallel=1, enough=1, time_s=0.5
+        )
+        assert first is not None and not first.skipped, name
+        assert second.skipped is (mutants.wrong_by_values(first, len(used)) is True), (name, first)
+
+
 def test_the_epilogue_runs_after_each_program_but_the_golden(isolated):
     epilogue = "_unwrapped = f\ndef f(x):\n    return _unwrapped(x) * 10\n"
     tests = ["assert f(1) == 2", "assert f(1) == 20", "assert f(1) == 30"]

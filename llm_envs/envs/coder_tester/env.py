@@ -496,6 +496,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             return ()
         io_style = problem.style == "io"
         solution = problem.solution
+        by_value = not self._grades_in_one_run() and self._value_checks(self.golden_tests) is not None
         return mutants.select_mutants(
             mutants.cache_key(problem, self.golden_tests, cfg.max_mutants, cfg.max_mutant_candidates),
             lambda: mutants.iter_mutant_candidates(
@@ -507,12 +508,13 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             self._judge_on_golden_in_one_run
             if self._grades_in_one_run()
             else self._judge_on_golden_by_value
-            if self._value_checks(self.golden_tests) is not None
+            if by_value
             else lambda programs: self._judge_all(
                 [(self._as_wrong_program(p), self.golden_tests) for p in programs]
             ),
             io_style=io_style,
             max_mutants=cfg.max_mutants,
+            judge_stops_early=by_value,
         )
 
     def _judge_on_golden_in_one_run(self, programs: list[str]) -> list[Any]:
@@ -616,11 +618,12 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             caught += sum(mutants.killed_by(r, False, among=golden_passing) for r in reports)
         return caught, len(grading.programs) - 1
 
-    def _judge_on_golden_by_value(self, programs: list[str]) -> list[Any]:
+    def _judge_on_golden_by_value(self, programs: list[str], needed: int | None = None) -> list[Any]:
         """Whether each mutant candidate in ``programs`` is a wrong program, graded by value on
         the golden tests (all ``sandboxes.ValueCheck``) in one run (a ``bool`` each,
         :func:`mutants.wrong_by_values`); one not established is judged in a run of its own (its
-        report)."""
+        report). With ``needed``, the run starts no candidate once ``needed`` of those that have
+        ended are wrong programs (``mutants.NOT_JUDGED`` for those it did not start)."""
         problem = self.problem
         checks = self._value_checks(self.golden_tests)
         assert problem is not None and checks is not None
@@ -633,10 +636,14 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             time_s=self.config.test_time_s,
             epilogue=self._guard(),
             reference=problem.solution or "",
+            enough=needed,
         )
         with self._waiting_for_sandbox():
             results = self._grade([grading])[0]
-        verdicts: list[Any] = [mutants.wrong_by_values(r, len(checks)) for r in results]
+        verdicts: list[Any] = [
+            mutants.NOT_JUDGED if r is not None and r.skipped else mutants.wrong_by_values(r, len(checks))
+            for r in results
+        ]
         again = [i for i, verdict in enumerate(verdicts) if verdict is None]
         if again:
             jobs = [(self._as_wrong_program(programs[i]), self.golden_tests) for i in again]

@@ -255,6 +255,55 @@ def test_mutant_selection_keeps_only_wrong_programs_and_is_cached_per_problem(sa
     assert calls == [4, 1]  # cached: nothing judged again
 
 
+def test_a_judge_that_stops_early_is_asked_again_for_what_it_left(monkeypatch):
+    """``judge_stops_early``: the judge gets how many wrong programs are still needed and may
+    leave the candidates after them unjudged; those come first in the next wave, nothing after
+    an unjudged one counts, and a judge that judges none of a wave is an error (not a choice)."""
+    monkeypatch.setenv("LLM_ENVS_MUTANT_CACHE", "off")
+    pool = [f"p{i}" for i in range(10)]
+    wrong = {"p1", "p2", "p4", "p5", "p7", "p8"}
+    calls = []
+
+    def judge(programs, needed):
+        calls.append((list(programs), needed))
+        verdicts, found = [], 0
+        for program in programs:
+            if found >= needed:
+                verdicts.append(mutants.NOT_JUDGED)
+            else:
+                verdicts.append(program in wrong)
+                found += program in wrong
+        if programs[0] == "p5":  # an unjudged one before judged ones: those do not count
+            verdicts = [True, mutants.NOT_JUDGED, True, True]
+        return verdicts
+
+    mutants.clear_cache()
+    kept = mutants.select_mutants("early", lambda: iter(pool), judge, io_style=False, max_mutants=3, judge_stops_early=True)
+    assert kept == ("p1", "p2", "p4")
+    assert calls == [(pool[:6], 3)]
+    mutants.clear_cache()
+    calls.clear()
+    kept = mutants.select_mutants("early-5", lambda: iter(pool), judge, io_style=False, max_mutants=5, judge_stops_early=True)
+    # wave 1 (10 wide) stops after p1 p2 p4 p5 p7: all five found in the first wave
+    assert kept == ("p1", "p2", "p4", "p5", "p7") and calls == [(pool, 5)]
+    mutants.clear_cache()
+    calls.clear()
+
+    def four_at_a_time(programs, needed):
+        calls.append((list(programs), needed))
+        if programs[0] == "p4":  # an unjudged one before judged ones: those do not count
+            return [True, mutants.NOT_JUDGED, True, True]
+        return [p in wrong if at < 4 else mutants.NOT_JUDGED for at, p in enumerate(programs)]
+
+    kept = mutants.select_mutants("early-4", lambda: iter(pool), four_at_a_time, io_style=False, max_mutants=4, judge_stops_early=True)
+    assert kept == ("p1", "p2", "p4", "p5")
+    assert calls == [(pool[:8], 4), (pool[4:8], 2), (pool[5:9], 1)]
+    mutants.clear_cache()
+    with pytest.raises(RuntimeError, match="judged none"):
+        mutants.select_mutants("early-none", lambda: iter(pool), lambda programs, needed: [mutants.NOT_JUDGED] * len(programs),
+                               io_style=False, max_mutants=2, judge_stops_early=True)
+
+
 def test_the_guard_leaves_no_name_of_its_own_in_the_module():
     guarded = mutants.guarded_program(
         "def add(a, b):\n    return a - b\n",
