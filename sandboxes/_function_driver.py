@@ -2210,8 +2210,9 @@ def _calls_main():
             _os.waitpid(pid, 0)
         except OSError:
             pass
-        # Only the golden's report is read now (its passes let the next programs stop early);
-        # the others once every program has ended.
+        # Only the golden's report is read now (its passes let the next programs stop early),
+        # and, with `enough`, every report (whether to start the next program); the others once
+        # every program has ended.
         ended.append((index, finished, chunks))
         if enough is not None:
             wrong[index] = _wrong_program(_reported(finished, chunks), len(checks))
