@@ -1878,6 +1878,15 @@ _CALLS_CODE_FILE = "harness_calls_code.bin"
 _CALLS_CODE_MAGIC = b"#value-checks-code "
 
 
+#: How long a value check goes on after its time-out fired before its program's process ends
+#: with that check timed out (`_checks_program`).
+_CAUGHT_TIMEOUT_GRACE_S = 0.1
+#: CPU seconds a value check may use past its time-out before the kernel ends its program's
+#: process with ``SIGPROF`` (`_checks_program`; the run's process then reports that check timed
+#: out, from the outcomes the process wrote before it: `_calls_main`).
+_TIMEOUT_CPU_GRACE_S = 0.5
+
+
 class _CheckHalt(BaseException):
     """Ends a program's checks: a harness event during a call (its kind is the outcome)."""
 
@@ -1892,7 +1901,7 @@ def _crossed(value):
     return decode(json.loads(body))
 
 
-def _checks_program(result_fd, payload, checks, index, epilogue, sources, stop_on, golden_code):
+def _checks_program(result_fd, progress_fd, payload, checks, index, epilogue, sources, stop_on, golden_code):
     """One program's process (never returns): run the setup, the program's top level and
     `epilogue` (`sources`: the three compiled before the fork; None: compile them here; the
     epilogue finds `golden_code` as ``__golden_code__``, see `_calls_main`), then
@@ -1900,16 +1909,69 @@ def _checks_program(result_fd, payload, checks, index, epilogue, sources, stop_o
     standing for the entry point behind a crossing (the arguments and the value rebuilt as plain
     data, each call under the check's timer), in order, stopping after a failed assert on a
     check whose index is in `stop_on` (a set, or None); write ``{"ran", "error", "outcomes",
-    "stopped"}`` as JSON to `result_fd` (outcomes: see ``sandboxes.harness.ValueCheckResult``)."""
+    "stopped"}`` as JSON to `result_fd` (outcomes: see ``sandboxes.harness.ValueCheckResult``),
+    and each check's outcome as it comes, one line each, to `progress_fd` (what the run's
+    process reads where the CPU timer ended this one: `_calls_main`)."""
     import json
 
     outcomes = []
     result = {"ran": False, "error": None, "outcomes": outcomes, "stopped": False}
+
+    reporting = [False]
+
+    def report():
+        data = json.dumps(result).encode("utf-8")
+        reporting[0] = True
+        _signal.setitimer(_signal.ITIMER_REAL, 0)
+        _signal.setitimer(_signal.ITIMER_PROF, 0)
+        try:
+            while data:
+                data = data[_os.write(result_fd, data) :]
+        except OSError:
+            pass
+        _os._exit(0)
+
+    def on_alarm(signum, frame):
+        if reporting[0]:
+            return
+        if _ALARM_FIRED[0]:
+            # The check's time-out fired `_CAUGHT_TIMEOUT_GRACE_S` ago and the check still runs:
+            # the program caught it and went on (a guarded recursion catches it at every
+            # level). The check timed out; nothing after it counts, so the process ends here
+            # instead of at the run's deadline for the whole program. Where even this fails
+            # (at the recursion limit), the CPU timer of `check_timers` ends the process.
+            outcomes.append("timeout")
+            try:
+                report()
+            except BaseException:
+                outcomes.pop()
+                raise
+        _ALARM_FIRED[0] = True
+        raise _Timeout()
+
+    @_contextlib.contextmanager
+    def check_timers():
+        # The check's time-out, fired again every `_CAUGHT_TIMEOUT_GRACE_S` (`on_alarm`); and a
+        # CPU timer past it whose signal the process does not handle, so that the kernel ends
+        # a program that keeps its time-out from ending the check, even where no handler can
+        # run (at the recursion limit; inside one long loop in C that never looks for signals,
+        # such as `any(itertools.repeat(False, 10 ** 12))`).
+        _signal.signal(_signal.SIGALRM, on_alarm)
+        _signal.setitimer(_signal.ITIMER_PROF, time_s + _TIMEOUT_CPU_GRACE_S)
+        _signal.setitimer(_signal.ITIMER_REAL, time_s, _CAUGHT_TIMEOUT_GRACE_S)
+        try:
+            yield
+        finally:
+            _signal.setitimer(_signal.ITIMER_REAL, 0)
+            _signal.setitimer(_signal.ITIMER_PROF, 0)
+
     try:
         null = _os.open(_os.devnull, _os.O_RDWR)
         for fd in (0, 1, 2):
             _os.dup2(null, fd)
-        _close_other_descriptors(result_fd)
+        _close_other_descriptors(result_fd, progress_fd)
+        _signal.signal(_signal.SIGPROF, _signal.SIG_DFL)  # the CPU timer ends the process
+        progress_left = _PROGRESS_BYTES
         time_s = float(payload["time_s"])
         entry = payload["entry_point"]
         program = {
@@ -1966,7 +2028,7 @@ def _checks_program(result_fd, payload, checks, index, epilogue, sources, stop_o
                 del raised[:]
                 _ALARM_FIRED[0] = False
                 try:
-                    with _contextlib.redirect_stdout(out), _call_alarm(time_s):
+                    with _contextlib.redirect_stdout(out), check_timers():
                         exec(code, scope)
                     outcome = "pass"
                 except _CheckHalt as halt:
@@ -1975,12 +2037,17 @@ def _checks_program(result_fd, payload, checks, index, epilogue, sources, stop_o
                     outcome = "timeout"
                 except AssertionError:
                     outcome = "raised " + raised[-1] if raised else "fail"
+                except MemoryError:
+                    # Out of this process's own address space (`_calls_main`): a run of its own
+                    # might have gone on in a fresh process, so nothing here settles it.
+                    outcome = "unestablished"
                 except BaseException:
                     outcome = "raised " + raised[-1] if raised else "error"
                 if _ALARM_FIRED[0] and outcome not in ("uncrossable",):
                     outcome = "timeout"
                 outcomes.append(outcome)
-                if outcome in ("timeout", "uncrossable"):
+                progress_left = _progress(progress_fd, outcome, progress_left)
+                if outcome in ("timeout", "uncrossable", "unestablished"):
                     break
                 if outcome == "fail" and stop_on is not None and position in stop_on:
                     result["stopped"] = True
@@ -1988,13 +2055,7 @@ def _checks_program(result_fd, payload, checks, index, epilogue, sources, stop_o
     except BaseException as exc:
         result["error"] = "the harness failed: %s" % _exception_text(exc)
         result["harness"] = True
-    data = json.dumps(result).encode("utf-8")
-    try:
-        while data:
-            data = data[_os.write(result_fd, data) :]
-    except OSError:
-        pass
-    _os._exit(0)
+    report()
 
 
 def _bare_fork():
@@ -2027,6 +2088,45 @@ def _only_thread():
         return len(_os.listdir("/proc/self/task")) == 1
     except OSError:
         return False
+
+
+#: Bytes a program's process writes to its progress pipe at most (under the pipe's 64 KiB, so
+#: that a write never waits for a reader): past them it writes ``!`` once and no more.
+_PROGRESS_BYTES = 60000
+
+
+def _progress(progress_fd, outcome, left):
+    """Write `outcome` as a line to `progress_fd` within the `left` bytes left (`_PROGRESS_BYTES`);
+    what is left after it (-1: the progress was cut, ``!`` written)."""
+    if left < 0:
+        return left
+    line = outcome.encode("utf-8", "replace") + b"\n"
+    if len(line) >= left:  # (one byte always stays for the "!")
+        line, left = b"!", 0
+    _os.write(progress_fd, line)  # never waits: the pipe holds more than _PROGRESS_BYTES
+    return left - len(line)
+
+
+def _timed_out_report(progress_read):
+    """The report (JSON bytes) of a program's process that a check's CPU timer ended: the
+    outcomes it wrote to its progress pipe (one a line, all of them in the pipe's buffer), then
+    ``"timeout"``; nothing (not established) where the progress was cut (``!``)."""
+    import json
+
+    _os.set_blocking(progress_read, False)
+    data = b""
+    try:
+        while True:
+            chunk = _os.read(progress_read, 1 << 16)
+            if not chunk:
+                break
+            data += chunk
+    except BlockingIOError:
+        pass
+    if b"!" in data:
+        return b""
+    outcomes = [line.decode("utf-8", "replace") for line in data.split(b"\n")[:-1]]
+    return json.dumps({"ran": True, "error": None, "outcomes": outcomes + ["timeout"], "stopped": False}).encode()
 
 
 def _reported(finished, chunks):
@@ -2105,6 +2205,7 @@ def _calls_main():
     not start: ``enough``) and a final ``{"kind": "done"}``. Only trusted programs run here
     (the caller's own mutants), and only checks that reach nothing but the values of their
     calls (``sandboxes.harness.ValueCheck``)."""
+    import resource
     import select
 
     _signal.signal(_signal.SIGPIPE, _signal.SIG_IGN)
@@ -2175,6 +2276,26 @@ def _calls_main():
     if golden_compiled is not None and setup_code is not None:
         golden_code = (payload["setup"], setup_code, golden_source, golden_compiled)
 
+    # Each program's process may grow its address space by `memory_mb` (what a run of its own
+    # may hold), so that a program that eats memory meets MemoryError in its own process
+    # (reported as not established) instead of taking the run over its budget, which would
+    # establish nothing for every program of the run.
+    address_space = None
+    memory_mb = payload.get("memory_mb")
+    if type(memory_mb) is int and memory_mb > 0:
+        try:
+            with open("/proc/self/statm", "rb") as handle:
+                pages = int(handle.read().split()[0])
+            soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+            address_space = pages * resource.getpagesize() + memory_mb * 1024 * 1024
+            if soft != resource.RLIM_INFINITY:
+                address_space = min(address_space, soft)
+            if hard != resource.RLIM_INFINITY:
+                address_space = min(address_space, hard)
+            address_space = (address_space, hard)
+        except (OSError, ValueError, IndexError):
+            address_space = None  # the run's own limits still hold
+
     # This process never starts a thread; the check guards the bare fork all the same.
     fork = (_bare_fork() if _only_thread() else None) or _os.fork
 
@@ -2184,6 +2305,7 @@ def _calls_main():
         if any(code is None for code in sources):
             sources = None
         read_end, write_end = _os.pipe()
+        progress_read, progress_write = _os.pipe()
         pid = fork()
         if pid < 0:
             raise OSError(_ctypes.get_errno(), "fork failed")
@@ -2191,25 +2313,37 @@ def _calls_main():
             try:
                 _os.setpgid(0, 0)
                 _os.close(read_end)
+                _os.close(progress_read)
+                if address_space is not None:
+                    resource.setrlimit(resource.RLIMIT_AS, address_space)
             except BaseException:
                 _os._exit(1)
             stop_on = None if index == golden else golden_passed[0]
-            _checks_program(write_end, payload, checks, index, own_epilogue, sources, stop_on, golden_code)
+            _checks_program(
+                write_end, progress_write, payload, checks, index, own_epilogue, sources, stop_on, golden_code
+            )
         _os.close(write_end)
-        running[read_end] = [index, pid, _time.monotonic() + budget, []]
+        _os.close(progress_write)
+        running[read_end] = [index, pid, _time.monotonic() + budget, [], progress_read]
 
     def end(read_end, finished):
-        index, pid, _deadline, chunks = running.pop(read_end)
+        index, pid, _deadline, chunks, progress_read = running.pop(read_end)
         _os.close(read_end)
         for kill in (_os.killpg, _os.kill):
             try:
                 kill(pid, _signal.SIGKILL)
             except OSError:
                 pass
+        status = 0
         try:
-            _os.waitpid(pid, 0)
+            status = _os.waitpid(pid, 0)[1]
         except OSError:
             pass
+        if finished and _os.WIFSIGNALED(status) and _os.WTERMSIG(status) == _signal.SIGPROF:
+            # A check's CPU timer ended the process (it kept its time-out from ending the
+            # check): that check timed out, after the outcomes it wrote as they came.
+            chunks[:] = [_timed_out_report(progress_read)]
+        _os.close(progress_read)
         # Only the golden's report is read now (its passes let the next programs stop early),
         # and, with `enough`, every report (whether to start the next program); the others once
         # every program has ended.

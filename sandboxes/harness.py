@@ -584,6 +584,10 @@ _CALLS_FILE = "harness_calls.json"
 #: The setup, epilogue and programs of a run graded by value, compiled here (see
 #: `_value_checks_code`; read by ``_precompiled`` in the driver, which shares these names).
 _CALLS_CODE_FILE = "harness_calls_code.bin"
+#: MiB a value-check run's budget holds beyond `memory_mb` per program's process, for what the
+#: run's process and each program's process hold beyond the worker's zygote (a few MiB: the
+#: driver and the compiled programs).
+_VALUE_RUN_OVERHEAD_MB = 32
 _CALLS_CODE_MAGIC = b"#value-checks-code "
 
 
@@ -651,7 +655,8 @@ class ValueCheckResult:
             harness's): ``"timeout"`` (the check's timer fired, even where the program caught
             it), ``"uncrossable"`` (a value that is not plain data, or over the limits) and
             ``"unestablished"`` (the program's setup or top level bound a builtin the check
-            names).
+            names, or the check met ``MemoryError``: the program's process is out of its
+            address space).
         error: why the top level did not complete, or ``None``.
         stopped: the program's checks stopped at its last outcome, a ``"fail"`` on a check the
             golden program passed (`run_value_checks` with ``golden``); the checks after it did
@@ -696,9 +701,12 @@ def run_value_checks(
     The checks share the program's state in order, as a test run's tests share the solution's
     process. Each check has `time_s` (the program's top level too). `parallel` programs'
     processes run at a time (1-8; they share nothing, and no check can read a clock): less wall
-    time on a machine with the cores, the same CPU; the run's memory budget is `memory_mb` for
-    each. A run that goes over it (or fails otherwise) establishes nothing: every result is
-    ``None``.
+    time on a machine with the cores, the same CPU. Each program's process may grow its address
+    space by `memory_mb` (``RLIMIT_AS``; a run of its own may hold that much), and a check that
+    meets ``MemoryError`` there ends the program's checks, not established
+    (``"unestablished"``); the run's memory budget is `memory_mb` for each program's process
+    that may run at once, plus what the run's processes hold beyond the worker's. A run that
+    goes over it (or fails otherwise) establishes nothing: every result is ``None``.
 
     `golden`: the index of the golden program, whose passes allow an early stop. Its process
     starts first; once it has ended, each program started after it stops at its first failed
@@ -751,13 +759,16 @@ def run_value_checks(
         "epilogue": epilogue,
         "reference": reference,
         "enough": enough,
+        "memory_mb": int(memory_mb),
     }
     program_time_s = float(time_s) * (len(checks) + 2) + 1.0
     limits = Limits(
         time_s=program_time_s * len(programs) + 2.0,  # (as if one at a time)
         # The run's memory is counted over all its processes: `memory_mb` for each program's
-        # process that may run at once, as a run of its own would have.
-        memory_mb=memory_mb * min(parallel, len(programs)),
+        # process that may run at once, as a run of its own would have (each process's address
+        # space may grow by that much: the driver's limit), and what the run's process and each
+        # program's process hold beyond the worker's zygote (the driver, the compiled programs).
+        memory_mb=(memory_mb + _VALUE_RUN_OVERHEAD_MB) * min(parallel, len(programs)) + _VALUE_RUN_OVERHEAD_MB,
         output_bytes=1_000_000 + 8000 * len(programs),
     )
     secret = secrets.token_hex(16)

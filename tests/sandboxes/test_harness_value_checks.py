@@ -201,6 +201,61 @@ def test_what_enough_counts_as_a_wrong_program_is_what_the_mutant_choice_counts(
         assert second.skipped is (mutants.wrong_by_values(first, len(used)) is True), (name, first)
 
 
+@pytest.mark.parametrize("parallel", [1, 2])
+def test_a_program_that_eats_memory_ends_its_own_checks_not_the_run(isolated, parallel):
+    """Each program's process may grow by `memory_mb`, as a run of its own may: programs that
+    eat memory meet ``MemoryError`` in their own process, and what they reach is not established
+    (a run of its own decides them), while every other program of the run keeps its results.
+    Two of them at once used to take the whole run over its budget: nothing established."""
+    from llm_envs.envs.coder_tester import mutants
+
+    eats = "def f(x):\n    held = []\n    while True:\n        held.append(b'x' * (1 << 20))\n"
+    fails_first = "def f(x):\n    if x == 1:\n        return 0\n    return f.__globals__['eat']()\n" + (
+        "def eat():\n    held = []\n    while True:\n        held.append(b'x' * (1 << 20))\n"
+    )
+    programs = [eats, GOLDEN, eats, "def f(x):\n    return x - 1\n", fails_first]
+    checks = checks_of(["assert f(1) == 2", "assert f(2) == 3"])
+    results = run_value_checks(isolated, programs, checks, entry_point="f", memory_mb=64, parallel=parallel, time_s=10.0)
+    assert all(r is not None for r in results), results
+    assert results[0].ran and results[0].outcomes == ("unestablished",)
+    assert results[2] == results[0]
+    assert results[1].outcomes == ("pass", "pass") and results[3].outcomes == ("fail", "fail")
+    # A catch before the program ran out of memory stands; after it nothing is settled.
+    assert results[4].outcomes == ("fail", "unestablished")
+    assert mutants.wrong_by_values(results[0], 2) is None and mutants.wrong_by_values(results[4], 2) is None
+    assert mutants.caught_by_values(results[0], [0, 1], 2) is None
+    assert mutants.caught_by_values(results[4], [0, 1], 2) is True
+
+
+STUBBORN = {
+    # Catches its time-out at every level of a recursion near the recursion limit, where the
+    # timer's handler cannot always run.
+    "a recursion that catches its time-out": (
+        "def g(n):\n    return n if n < 2 else g(n - 1) + g(n - 2)\n"
+        "def h(n):\n    try:\n        return h(n + 2)\n    except BaseException:\n        return g(n)\n"
+    ),
+    # One long loop in C that never looks for signals: no timer's handler runs during it.
+    "a loop in C that never lets a handler run": (
+        "import itertools\ndef h(n):\n    return any(itertools.repeat(False, 10 ** 12))\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(STUBBORN))
+def test_a_check_that_outlives_its_time_out_ends_the_program_timed_out(isolated, kind):
+    """A program whose check goes on after its time-out fired ends with that check timed out,
+    after the outcomes before it: not killed at the run's deadline for the whole program (which
+    established nothing, and sent the program to a run of its own)."""
+    from llm_envs.envs.coder_tester import mutants
+
+    program = STUBBORN[kind] + "def f(x):\n    if x == 0:\n        return 1\n    return h(x)\n"
+    checks = checks_of(["assert f(0) == 2", "assert f(1) == 1", "assert f(0) == 1"])
+    results = run_value_checks(isolated, [GOLDEN, program], checks, entry_point="f", time_s=0.5)
+    assert results[1] is not None and results[1].ran and results[1].outcomes == ("fail", "timeout"), results
+    assert mutants.wrong_by_values(results[1], 3) is False
+    assert mutants.caught_by_values(results[1], [0, 1, 2], 3) is True
+
+
 def test_the_epilogue_runs_after_each_program_but_the_golden(isolated):
     epilogue = "_unwrapped = f\ndef f(x):\n    return _unwrapped(x) * 10\n"
     tests = ["assert f(1) == 2", "assert f(1) == 20", "assert f(1) == 30"]

@@ -102,6 +102,13 @@ class CoderTesterConfig:
             code used 4 in training.
         max_generated_tests: Tests taken from one tester reply at most.
         test_time_s: Time limit of one test (function style) or one program run (I/O style).
+        mutant_test_time_s: The same limit while choosing a problem's mutants (at most
+            ``test_time_s``): a candidate that runs a golden test longer is not chosen, as one
+            that times out never is. A candidate that hangs then costs this once per problem
+            instead of ``test_time_s``: 11 of HumanEval's 164 problems have such candidates
+            (HumanEval/39 ~27 of them). Keep it well above the golden solution's slowest test
+            (HumanEval's slowest takes ~30 ms; a problem whose candidates all run longer gets no
+            wrong programs).
         shown_chars: Code and tests echoed into prompts are cut to this many characters.
         max_mismatches_shown: Failed tests listed in a prompt at most.
     """
@@ -127,6 +134,7 @@ class CoderTesterConfig:
     max_golden_tests: int | None = None
     max_generated_tests: int = 16
     test_time_s: float = 5.0
+    mutant_test_time_s: float = 1.0
     shown_chars: int = 4000
     max_mismatches_shown: int = 5
 
@@ -156,8 +164,8 @@ class CoderTesterConfig:
             raise ValueError(
                 f"reply_parsing must be one of {rules.REPLY_PARSINGS}, got {self.reply_parsing!r}"
             )
-        if self.test_time_s <= 0:
-            raise ValueError("test_time_s must be positive")
+        if self.test_time_s <= 0 or self.mutant_test_time_s <= 0:
+            raise ValueError("test_time_s and mutant_test_time_s must be positive")
         if self.max_generated_tests < 1 or self.runs_check_tests < 1:
             raise ValueError("max_generated_tests and runs_check_tests must be >= 1")
         if self.tester_reward not in rules.TESTER_REWARDS:
@@ -243,12 +251,14 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
     def _shared_resources(self) -> list[Any]:
         return [self.task_source, *self._sandbox_if_started()]
 
-    def _judge_all(self, jobs: list[tuple[str, Any]]) -> list[Any]:
+    def _judge_all(self, jobs: list[tuple[str, Any]], time_s: float | None = None) -> list[Any]:
         """Run each ``(code, tests)`` in the problem's style, concurrently (a
         ``sandboxes.TestReport`` each; graded ahead in a batch where
-        :func:`~llm_envs.envs.grading.grade_ahead` ran); the wall time (not the sum of the concurrent runs) is
-        added to :attr:`sandbox_seconds`."""
-        problem, time_s = self.problem, self.config.test_time_s
+        :func:`~llm_envs.envs.grading.grade_ahead` ran), each test limited to ``time_s``
+        (default ``test_time_s``); the wall time (not the sum of the concurrent runs) is added to
+        :attr:`sandbox_seconds`."""
+        problem = self.problem
+        time_s = self.config.test_time_s if time_s is None else time_s
         assert problem is not None
         with self._waiting_for_sandbox():
             return self._grade([Grading.tests_of(problem, c, t, time_s=time_s) for c, t in jobs])
@@ -489,7 +499,8 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         up to ``max_mutant_candidates`` candidates on the golden tests in waves of
         ``2 * max_mutants``, then ``max_mutants``: by value one run per wave
         (:meth:`_judge_on_golden_by_value`), with ``catch_runs="one_run"`` one run per wave
-        (:meth:`_judge_on_golden_in_one_run`), else one run per candidate)."""
+        (:meth:`_judge_on_golden_in_one_run`), else one run per candidate; every golden test
+        limited to :meth:`_choice_time_s`)."""
         cfg, problem = self.config, self.problem
         assert problem is not None and problem.solution is not None
         if cfg.max_mutants == 0:
@@ -498,7 +509,9 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         solution = problem.solution
         by_value = not self._grades_in_one_run() and self._value_checks(self.golden_tests) is not None
         return mutants.select_mutants(
-            mutants.cache_key(problem, self.golden_tests, cfg.max_mutants, cfg.max_mutant_candidates),
+            mutants.cache_key(
+                problem, self.golden_tests, cfg.max_mutants, cfg.max_mutant_candidates, self._choice_time_s()
+            ),
             lambda: mutants.iter_mutant_candidates(
                 solution,
                 functions_only=not io_style,
@@ -510,12 +523,17 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             else self._judge_on_golden_by_value
             if by_value
             else lambda programs: self._judge_all(
-                [(self._as_wrong_program(p), self.golden_tests) for p in programs]
+                [(self._as_wrong_program(p), self.golden_tests) for p in programs], self._choice_time_s()
             ),
             io_style=io_style,
             max_mutants=cfg.max_mutants,
             judge_stops_early=by_value,
         )
+
+    def _choice_time_s(self) -> float:
+        """The time limit of one golden test while choosing mutants: ``mutant_test_time_s``, at
+        most ``test_time_s``."""
+        return min(self.config.mutant_test_time_s, self.config.test_time_s)
 
     def _judge_on_golden_in_one_run(self, programs: list[str]) -> list[Any]:
         """The reports of mutant candidates ``programs`` (guarded) on the golden tests, all in
@@ -525,15 +543,14 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         problem = self.problem
         assert problem is not None
         guarded = [self._as_wrong_program(p) for p in programs]
-        grading = Grading.slots_of(
-            problem, guarded, self.golden_tests, golden=None, time_s=self.config.test_time_s
-        )
+        grading = Grading.slots_of(problem, guarded, self.golden_tests, golden=None, time_s=self._choice_time_s())
         with self._waiting_for_sandbox():
             slots = self._grade([grading])[0]
         reports = [slot.report if slot.report is not None and slot.complete else None for slot in slots]
         again = [i for i, report in enumerate(reports) if report is None]
         if again:
-            for i, report in zip(again, self._judge_all([(guarded[i], self.golden_tests) for i in again])):
+            jobs = [(guarded[i], self.golden_tests) for i in again]
+            for i, report in zip(again, self._judge_all(jobs, self._choice_time_s())):
                 reports[i] = report
         return reports
 
@@ -633,7 +650,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             problem,
             programs,
             checks,
-            time_s=self.config.test_time_s,
+            time_s=self._choice_time_s(),
             epilogue=self._guard(),
             reference=problem.solution or "",
             enough=needed,
@@ -647,7 +664,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         again = [i for i, verdict in enumerate(verdicts) if verdict is None]
         if again:
             jobs = [(self._as_wrong_program(programs[i]), self.golden_tests) for i in again]
-            for i, report in zip(again, self._judge_all(jobs)):
+            for i, report in zip(again, self._judge_all(jobs, self._choice_time_s())):
                 verdicts[i] = report
         return verdicts
 

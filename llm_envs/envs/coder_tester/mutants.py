@@ -507,8 +507,11 @@ _CACHE_LOCK = threading.Lock()
 _IN_FLIGHT: dict[str, threading.Lock] = {}
 
 
-def cache_key(problem: Any, golden_tests: Sequence[Any], max_mutants: int, max_candidates: int) -> str:
-    """What the mutants of a problem depend on, hashed."""
+def cache_key(
+    problem: Any, golden_tests: Sequence[Any], max_mutants: int, max_candidates: int, time_s: float | None = None
+) -> str:
+    """What the mutants of a problem depend on, hashed (``time_s``: the time limit of one golden
+    test while choosing them)."""
     parts = [
         str(problem.id),
         str(problem.style),
@@ -519,6 +522,7 @@ def cache_key(problem: Any, golden_tests: Sequence[Any], max_mutants: int, max_c
         repr(tuple(golden_tests)),
         str(max_mutants),
         str(max_candidates),
+        *(() if time_s is None else (repr(float(time_s)),)),
     ]
     return hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
 

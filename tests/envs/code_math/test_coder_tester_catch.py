@@ -255,6 +255,52 @@ def test_mutant_selection_keeps_only_wrong_programs_and_is_cached_per_problem(sa
     assert calls == [4, 1]  # cached: nothing judged again
 
 
+# A golden solution one of whose mutants is wrong only after a second's sleep (the constant
+# 0 -> 1: it sleeps 1 s, then answers n + 2).
+SLEEPER = Problem(
+    id="toy/sleeper",
+    prompt="Return n + 1.",
+    split="train",
+    solution="import time\n\n\ndef inc(n):\n    d = 0\n    time.sleep(d)\n    return n + 1 + d\n",
+    tests=("assert inc(1) == 2", "assert inc(5) == 6"),
+    style="function",
+    entry_point="inc",
+)
+
+
+@pytest.mark.parametrize("catch_runs", ["by_value", "per_program", "one_run"])
+def test_a_candidate_slower_than_the_choices_time_limit_is_not_chosen(sandbox, monkeypatch, catch_runs):
+    """While a problem's mutants are chosen, a golden test's limit is ``mutant_test_time_s``
+    (at most ``test_time_s``): a candidate that runs a golden test longer is not chosen, as one
+    that times out never is, in every ``catch_runs`` mode, and the limit is part of the choice's
+    address in the cache."""
+    monkeypatch.setenv("LLM_ENVS_MUTANT_CACHE", "off")
+    sleeps = "    d = 1\n"
+
+    def chosen(limit):
+        mutants.clear_cache()
+        env = make_env(
+            SLEEPER, sandbox=sandbox, max_turns=1, catch_runs=catch_runs, allow_reward_holes=True,
+            mutant_test_time_s=limit,
+        )
+        env.reset(seed=0)
+        return env._mutants()
+
+    patient, hasty = chosen(5.0), chosen(0.3)
+    assert any(sleeps in m for m in patient), patient
+    assert not any(sleeps in m for m in hasty) and hasty
+    assert [m for m in patient if sleeps not in m] == list(hasty)[: len(patient) - 1]
+    mutants.clear_cache()
+    # The limit is capped at test_time_s, and is part of the cache key.
+    capped = make_env(SLEEPER, sandbox=sandbox, test_time_s=0.3, mutant_test_time_s=5.0)
+    assert capped._choice_time_s() == 0.3
+    keys = {mutants.cache_key(SLEEPER, SLEEPER.tests, 8, 32, t) for t in (0.3, 5.0)}
+    assert len(keys) == 2
+    for bad in (0, -1.0):
+        with pytest.raises(ValueError, match="mutant_test_time_s"):
+            make_env(SLEEPER, sandbox=sandbox, mutant_test_time_s=bad)
+
+
 def test_a_judge_that_stops_early_is_asked_again_for_what_it_left(monkeypatch):
     """``judge_stops_early``: the judge gets how many wrong programs are still needed and may
     leave the candidates after them unjudged; those come first in the next wave, nothing after
