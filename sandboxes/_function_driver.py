@@ -1253,6 +1253,7 @@ def _run_tests(control, emit, finish, payload, codes=None, verdict=None, setup_c
     time_limit = float(payload["time_s"])
     stdout_chars = int(payload["stdout_chars"])
     tests = payload["tests"]
+    stop_at_timeout = payload.get("stop_at_timeout") is True
     _sys.path[:] = _trusted_path()
     _os.chdir("/")
     if connection is None:
@@ -1342,7 +1343,8 @@ def _run_tests(control, emit, finish, payload, codes=None, verdict=None, setup_c
             emit({"kind": "test", "index": index, "error": code, "stdout": "", "timed_out": False})
             continue
         namespace = dict(bound)
-        connection.start_test(_time.monotonic() + time_limit)
+        test_started = _time.monotonic()
+        connection.start_test(test_started + time_limit)
         try:
             with _contextlib.redirect_stdout(out):
                 _signal.setitimer(_signal.ITIMER_REAL, time_limit + _TIMER_GRACE_S)
@@ -1377,6 +1379,13 @@ def _run_tests(control, emit, finish, payload, codes=None, verdict=None, setup_c
         emit(record)
         if verdict is not None:
             verdict(record)
+        # A test that took its whole time: it timed out, or the solution's timer fired during
+        # a call the solution then returned from (its side marks that test in its ledger).
+        if stop_at_timeout and (record["timed_out"] or _time.monotonic() - test_started >= time_limit):
+            for later in range(index + 1, len(tests)):
+                emit({"kind": "test", "index": later, "error": "not run: test %d reached its time limit" % index,
+                      "stdout": "", "timed_out": False})
+            break
         if connection.control is None and connection.server is None and index + 1 < len(tests):
             # A run of one program whose only server T had to drop (and ended): the tests left
             # are the host's to run in a fresh run, from a fresh copy of the solution's state.

@@ -312,6 +312,7 @@ def run_function_tests(
     entry_point: str | None = None,
     time_s: float = 5.0,
     memory_mb: int = 512,
+    stop_at_timeout: bool = False,
 ) -> TestReport:
     """Run `setup` then `solution` once in the sandbox, then each test snippet on its own.
 
@@ -337,6 +338,11 @@ def run_function_tests(
         entry_point: name the solution must define; a missing one makes `ran` False.
         time_s: time limit for the solution's top level and for each test.
         memory_mb: memory budget of the whole run.
+        stop_at_timeout: after a test that took its whole time (it timed out, or the solution
+            caught its time-out: a harness failure), run no more: each later test fails
+            ``"not run: test <i> reached its time limit"`` (the choice of a problem's mutants,
+            which keeps no candidate that reached a golden test's time limit, whatever its other
+            tests give).
 
     The tests never share a process with the solution: they run in a process of their own in
     which every name the solution defines is a proxy, and each call crosses as plain data
@@ -350,7 +356,9 @@ def run_function_tests(
         tests it did not get to, with the reason in each `TestResult.error`.
     """
     tests = _test_snippets(tests, entry_point)
-    report, next_test = _function_tests_run(sandbox, solution, tests, setup, entry_point, time_s, memory_mb)
+    report, next_test = _function_tests_run(
+        sandbox, solution, tests, setup, entry_point, time_s, memory_mb, stop_at_timeout
+    )
     # After a call the harness had to give up on (the solution's process stopped answering,
     # died or answered garbage), the run ends after that test (its test process says which test
     # comes next) and the tests left run in a fresh run: a fresh copy of the state the solution's
@@ -359,7 +367,7 @@ def run_function_tests(
     while next_test is not None:
         replaced_in = next_test - 1
         rest, next_in_rest = _function_tests_run(
-            sandbox, solution, tests[next_test:], setup, entry_point, time_s, memory_mb
+            sandbox, solution, tests[next_test:], setup, entry_point, time_s, memory_mb, stop_at_timeout
         )
         results = results[:next_test] + [
             _after_replacement(result, next_test, replaced_in) for result in rest.results
@@ -377,6 +385,7 @@ def _function_tests_run(
     entry_point: str | None,
     time_s: float,
     memory_mb: int,
+    stop_at_timeout: bool = False,
 ) -> tuple[TestReport, int | None]:
     """One run of the function-test driver: its `TestReport` (of `tests`), and the index of the
     first test it left to a fresh run (None: none; see `run_function_tests`)."""
@@ -388,6 +397,8 @@ def _function_tests_run(
     # Two files: the test process reads and deletes the tests, the solution's process the
     # solution, before either runs anything else (see sandboxes/_function_driver.py).
     tests_payload = dict(common, setup=setup, tests=list(tests))
+    if stop_at_timeout:
+        tests_payload["stop_at_timeout"] = True
     solution_payload = dict(common, setup=setup, solution=solution, record_secret=solution_secret)
     # The run as a whole: per-test limits plus slack, so one slow test cannot starve the rest.
     limits = Limits(

@@ -65,6 +65,8 @@ class Grading:
         enough: ``"function_values"`` without ``golden``: no program starts once ``enough``
             programs that have ended are wrong programs (``ValueCheckResult.skipped``), or
             ``None``.
+        stop_at_timeout: ``"function"``: no test runs after one that times out (the choice of
+            a problem's mutants; ``sandboxes.run_function_tests``).
     """
 
     kind: str
@@ -80,10 +82,14 @@ class Grading:
     epilogue: str = ""
     reference: str = ""
     enough: int | None = None
+    stop_at_timeout: bool = False
 
     @classmethod
-    def tests_of(cls, problem: Any, program: str, tests: Sequence[Any], *, time_s: float) -> Grading:
-        """``program`` on ``tests`` in ``problem``'s style, as :func:`~llm_envs.verifiers.code.judge` runs it."""
+    def tests_of(
+        cls, problem: Any, program: str, tests: Sequence[Any], *, time_s: float, stop_at_timeout: bool = False
+    ) -> Grading:
+        """``program`` on ``tests`` in ``problem``'s style, as :func:`~llm_envs.verifiers.code.judge` runs it
+        (``stop_at_timeout``: function style, no test after one that times out)."""
         if problem.style == "io":
             return cls("io", program, tuple(tuple(t) for t in tests), time_s=time_s)
         if problem.style == "function":
@@ -94,6 +100,7 @@ class Grading:
                 setup=problem.setup,
                 entry_point=problem.entry_point,
                 time_s=time_s,
+                stop_at_timeout=stop_at_timeout,
             )
         raise ValueError(
             f"problem {problem.id} has style {problem.style!r}; code judging needs 'function' or 'io'"
@@ -182,6 +189,7 @@ def run_grading(sandbox: Any, grading: Grading) -> Any:
             setup=grading.setup,
             entry_point=grading.entry_point,
             time_s=grading.time_s,
+            stop_at_timeout=grading.stop_at_timeout,
         )
     if grading.kind == "io":
         return code_verifier.judge_io(sandbox, grading.program, grading.tests, time_s=grading.time_s)

@@ -750,8 +750,10 @@ def judge_function(
     time_s: float = 5.0,
     memory_mb: int = 512,
     attempts: int = SANDBOX_ATTEMPTS,
+    stop_at_timeout: bool = False,
 ) -> Any:
-    """Run function-style ``tests`` against ``solution`` in ``sandbox``; a ``TestReport``.
+    """Run function-style ``tests`` against ``solution`` in ``sandbox``; a ``TestReport``
+    (``stop_at_timeout``: no test after one that times out, ``sandboxes.run_function_tests``).
 
     Raises:
         SandboxFailure: the sandbox failed under the tests on every attempt (see
@@ -771,6 +773,7 @@ def judge_function(
             entry_point=entry_point,
             time_s=time_s,
             memory_mb=memory_mb,
+            stop_at_timeout=stop_at_timeout,
         ),
         "function tests",
         attempts,

@@ -248,6 +248,32 @@ def test_the_tests_left_after_an_abandoned_call_run_in_a_fresh_run_their_failure
     assert not mutants.checked_failure(results[3], io_style=False)
 
 
+@pytest.mark.parametrize("solution", ["slow", "catches its time-out", "uninterruptible"])
+def test_with_stop_at_timeout_no_test_runs_after_one_that_timed_out(isolated, solution):
+    """The choice of a problem's mutants keeps no candidate that reaches a golden test's time
+    limit, whatever its other tests give: with ``stop_at_timeout`` the run ends there (no test
+    after it, no fresh run for the rest), and the candidate is judged as the whole run judges
+    it."""
+    program = {
+        "slow": "def f(x):\n    while x == 1:\n        pass\n    return x - 1\n",
+        # returns a value the test accepts, after its time: a harness failure, not a pass
+        "catches its time-out": (
+            "def f(x):\n    if x == 1:\n        try:\n            while True:\n                pass\n"
+            "        except BaseException:\n            return 0\n    return x - 1\n"
+        ),
+        "uninterruptible": UNINTERRUPTIBLE,
+    }[solution]
+    tests = ["assert f(0) == 1", "assert f(1) == 0", "assert f(0) == 1", "assert f(3) == 2"]
+    whole = run_function_tests(isolated, program, tests, time_s=0.5)
+    stopped = run_function_tests(isolated, program, tests, time_s=0.5, stop_at_timeout=True)
+    assert [r.index for r in stopped.results] == [0, 1, 2, 3]
+    assert stopped.results[:2] == whole.results[:2] and mutants.reached_time_limit(stopped.results[1])
+    assert all(r.error == "not run: test 1 reached its time limit" and not r.passed for r in stopped.results[2:])
+    assert len(stopped.runs) == 1 and len(whole.runs) == (2 if solution == "uninterruptible" else 1)
+    assert any(r.passed for r in whole.results[2:])  # the tests it left would have run
+    assert mutants.wrong_on_golden(stopped, False) is mutants.wrong_on_golden(whole, False) is False
+
+
 def test_a_replaced_record_printed_by_a_test_does_not_split_the_run(isolated):
     # Without the run's secret a line on stdout is not the test process's record: the run is not
     # ended early, and a later test's failure is still an ordinary one (a catch).

@@ -103,12 +103,12 @@ class CoderTesterConfig:
         max_generated_tests: Tests taken from one tester reply at most.
         test_time_s: Time limit of one test (function style) or one program run (I/O style).
         mutant_test_time_s: The same limit while choosing a problem's mutants (at most
-            ``test_time_s``): a candidate that runs a golden test longer is not chosen, as one
-            that times out never is. A candidate that hangs then costs this once per problem
-            instead of ``test_time_s``: 11 of HumanEval's 164 problems have such candidates
-            (HumanEval/39 ~27 of them). Keep it well above the golden solution's slowest test
-            (HumanEval's slowest takes ~30 ms; a problem whose candidates all run longer gets no
-            wrong programs).
+            ``test_time_s``): a candidate that reaches it on a golden test is not chosen
+            (:func:`mutants.reached_time_limit`), and its run stops there. A candidate that
+            hangs then costs this once per problem instead of ``test_time_s`` a golden test: 12
+            of HumanEval's 164 problems have such candidates. Keep it well above the golden
+            solution's slowest test (HumanEval's slowest takes ~30 ms; a problem whose
+            candidates all run longer gets no wrong programs).
         shown_chars: Code and tests echoed into prompts are cut to this many characters.
         max_mismatches_shown: Failed tests listed in a prompt at most.
     """
@@ -251,17 +251,28 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
     def _shared_resources(self) -> list[Any]:
         return [self.task_source, *self._sandbox_if_started()]
 
-    def _judge_all(self, jobs: list[tuple[str, Any]], time_s: float | None = None) -> list[Any]:
+    def _judge_all(self, jobs: list[tuple[str, Any]]) -> list[Any]:
         """Run each ``(code, tests)`` in the problem's style, concurrently (a
         ``sandboxes.TestReport`` each; graded ahead in a batch where
-        :func:`~llm_envs.envs.grading.grade_ahead` ran), each test limited to ``time_s``
-        (default ``test_time_s``); the wall time (not the sum of the concurrent runs) is added to
-        :attr:`sandbox_seconds`."""
-        problem = self.problem
-        time_s = self.config.test_time_s if time_s is None else time_s
+        :func:`~llm_envs.envs.grading.grade_ahead` ran); the wall time (not the sum of the concurrent runs) is
+        added to :attr:`sandbox_seconds`."""
+        problem, time_s = self.problem, self.config.test_time_s
         assert problem is not None
         with self._waiting_for_sandbox():
             return self._grade([Grading.tests_of(problem, c, t, time_s=time_s) for c, t in jobs])
+
+    def _judge_candidates(self, programs: list[str]) -> list[Any]:
+        """The reports of mutant candidates ``programs`` (guarded, as run) on the golden tests,
+        one run each, under the choice's time limit (:meth:`_choice_time_s`); function style,
+        no test runs after one that times out (the candidate is then not kept whatever the
+        others give: :func:`mutants.wrong_on_golden`)."""
+        problem = self.problem
+        assert problem is not None
+        time_s = self._choice_time_s()
+        with self._waiting_for_sandbox():
+            return self._grade(
+                [Grading.tests_of(problem, p, self.golden_tests, time_s=time_s, stop_at_timeout=True) for p in programs]
+            )
 
     # ------------------------------------------------------------------ episode
     def _start_episode(self, options: dict[str, Any]) -> str:
@@ -522,9 +533,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             if self._grades_in_one_run()
             else self._judge_on_golden_by_value
             if by_value
-            else lambda programs: self._judge_all(
-                [(self._as_wrong_program(p), self.golden_tests) for p in programs], self._choice_time_s()
-            ),
+            else lambda programs: self._judge_candidates([self._as_wrong_program(p) for p in programs]),
             io_style=io_style,
             max_mutants=cfg.max_mutants,
             judge_stops_early=by_value,
@@ -549,8 +558,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         reports = [slot.report if slot.report is not None and slot.complete else None for slot in slots]
         again = [i for i, report in enumerate(reports) if report is None]
         if again:
-            jobs = [(guarded[i], self.golden_tests) for i in again]
-            for i, report in zip(again, self._judge_all(jobs, self._choice_time_s())):
+            for i, report in zip(again, self._judge_candidates([guarded[i] for i in again])):
                 reports[i] = report
         return reports
 
@@ -663,8 +671,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         ]
         again = [i for i, verdict in enumerate(verdicts) if verdict is None]
         if again:
-            jobs = [(self._as_wrong_program(programs[i]), self.golden_tests) for i in again]
-            for i, report in zip(again, self._judge_all(jobs, self._choice_time_s())):
+            for i, report in zip(again, self._judge_candidates([self._as_wrong_program(programs[i]) for i in again])):
                 verdicts[i] = report
         return verdicts
 

@@ -487,14 +487,23 @@ def wrong_by_values(result: Any, checks: int) -> bool | None:
     return "fail" in result.outcomes
 
 
+def reached_time_limit(result: Any) -> bool:
+    """Whether a test result hit its time limit: it timed out, or the harness marked a time-out
+    the program caught (``TestResult.harness_failure``), as a by-value check's ``"timeout"``
+    outcome counts one the program caught."""
+    return bool(result.timed_out or "timed out" in (getattr(result, "harness_failure", None) or ""))
+
+
 def wrong_on_golden(report: Any, io_style: bool) -> bool:
     """Whether a mutant candidate's report on the golden tests makes it a wrong program: it
-    ran (its top level completed), no golden test timed out, and a golden test caught it
+    ran (its top level completed), no golden test reached its time limit
+    (:func:`reached_time_limit`; so a run may stop at the first that did:
+    ``run_function_tests(..., stop_at_timeout=True)``), and a golden test caught it
     (:func:`checked_failure`)."""
     return bool(
         report.compiled
         and (report.ran or io_style)
-        and not any(r.timed_out for r in report.results)
+        and not any(reached_time_limit(r) for r in report.results)
         and killed_by(report, io_style)
     )
 
