@@ -301,6 +301,22 @@ def test_a_candidate_slower_than_the_choices_time_limit_is_not_chosen(sandbox, m
             make_env(SLEEPER, sandbox=sandbox, mutant_test_time_s=bad)
 
 
+def test_the_mutant_choice_benchmark_counts_what_timed_out(sandbox, monkeypatch):
+    """benchmarks/mutant_choice.py: a choice with nothing cached, its candidates that timed out
+    counted (the sleeping one, at a limit under its sleep), the mutants those the env keeps."""
+    from tests.scripts import load_script
+
+    bench = load_script("benchmarks/mutant_choice.py")
+    monkeypatch.setenv("LLM_ENVS_MUTANT_CACHE", "off")
+    env = make_env(SLEEPER, sandbox=sandbox, max_turns=1, mutant_test_time_s=0.3)
+    got = bench.choose(env, 0)
+    assert got["timed_out"] >= 1 and got["wall_s"] > 0
+    mutants.clear_cache()
+    env.reset(seed=0)
+    assert got["mutants"] == list(env._mutants()) and not any("    d = 1\n" in m for m in got["mutants"])
+    mutants.clear_cache()
+
+
 def test_a_judge_that_stops_early_is_asked_again_for_what_it_left(monkeypatch):
     """``judge_stops_early``: the judge gets how many wrong programs are still needed and may
     leave the candidates after them unjudged; those come first in the next wave, nothing after
