@@ -710,7 +710,10 @@ def run_value_checks(
     (`sandboxes._crossing`), so the assert compares exactly what a test process would compare,
     and reaches nothing of the program's but those values. No test code of another kind runs.
     The checks share the program's state in order, as a test run's tests share the solution's
-    process. Each check has `time_s` (the program's top level too). `parallel` programs'
+    process. Each check has `time_s` (the program's top level too); a program that keeps a
+    check's time-out from ending it (catching it at every level of a recursion, or inside a long
+    loop in C) ends there all the same, that check ``"timeout"`` (its alarm fires again every
+    0.1 s, and a CPU timer 0.5 s past the limit ends its process). `parallel` programs'
     processes run at a time (1-8; they share nothing, and no check can read a clock): less wall
     time on a machine with the cores, the same CPU. Each program's process may grow its address
     space by `memory_mb` (``RLIMIT_AS``; a run of its own may hold that much), and a check that
