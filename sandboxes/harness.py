@@ -1184,11 +1184,19 @@ def run_io_cases(
     time_s: float = 5.0,
     memory_mb: int = 512,
     output_bytes: int = 1_000_000,
+    stop_at_timeout: bool = False,
 ) -> TestReport:
     """Run `program` once per ``(stdin, expected_stdout)`` case, concurrently, each with `time_s`.
 
     A case passes when the program exits with status 0 within its time limit and its stdout
     matches the expected output up to whitespace (`outputs_match`).
+
+    With `stop_at_timeout` (the choice of a problem's mutants, which keeps no candidate that
+    reaches a case's time limit), the cases run in waves of the sandbox's `max_concurrency`
+    and no wave starts after one in which a case timed out: every case after the first that
+    timed out fails ``"not run: case i reached its time limit"`` (``runs`` holds only the runs
+    made). A program that loops on every case then costs one wave's time limit, not one per
+    case.
     """
     compiled, syntax_error = _parses(program)
     if not compiled:
@@ -1198,10 +1206,30 @@ def run_io_cases(
         ]
         return TestReport(results=results, compiled=False, ran=False, error=syntax_error)
     limits = Limits(time_s=float(time_s), memory_mb=memory_mb, output_bytes=output_bytes)
-    runs = sandbox.run_batch([Job(program, stdin=stdin, limits=limits) for stdin, _expected in cases])
+    jobs = [Job(program, stdin=stdin, limits=limits) for stdin, _expected in cases]
+    runs: list[RunResult] = []
+    if stop_at_timeout:
+        width = max(1, int(getattr(sandbox, "max_concurrency", 1) or 1))
+        while len(runs) < len(jobs) and not any(run.timed_out for run in runs):
+            runs.extend(sandbox.run_batch(jobs[len(runs) : len(runs) + width]))
+    else:
+        runs = list(sandbox.run_batch(jobs))
+    first_timeout = next((i for i, run in enumerate(runs) if run.timed_out), None)
     results = []
-    for index, ((_stdin, expected), run) in enumerate(zip(cases, runs, strict=True)):
+    for index, (_stdin, expected) in enumerate(cases):
         error: str | None
+        if index >= len(runs):
+            results.append(
+                TestResult(
+                    index=index,
+                    name=f"case {index}",
+                    passed=False,
+                    error=f"not run: case {first_timeout} reached its time limit",
+                    expected=expected,
+                )
+            )
+            continue
+        run = runs[index]
         if run.sandbox_error:
             error = f"not judged: the sandbox failed ({run.sandbox_error})"
         elif run.timed_out:

@@ -65,8 +65,9 @@ class Grading:
         enough: ``"function_values"`` without ``golden``: no program starts once ``enough``
             programs that have ended are wrong programs (``ValueCheckResult.skipped``), or
             ``None``.
-        stop_at_timeout: ``"function"``: no test runs after one that times out (the choice of
-            a problem's mutants; ``sandboxes.run_function_tests``).
+        stop_at_timeout: ``"function"``, ``"io"``: no test or case runs after one that times
+            out (the choice of a problem's mutants; ``sandboxes.run_function_tests``,
+            ``sandboxes.run_io_cases``).
     """
 
     kind: str
@@ -89,9 +90,9 @@ class Grading:
         cls, problem: Any, program: str, tests: Sequence[Any], *, time_s: float, stop_at_timeout: bool = False
     ) -> Grading:
         """``program`` on ``tests`` in ``problem``'s style, as :func:`~llm_envs.verifiers.code.judge` runs it
-        (``stop_at_timeout``: function style, no test after one that times out)."""
+        (``stop_at_timeout``: no test or case after one that times out)."""
         if problem.style == "io":
-            return cls("io", program, tuple(tuple(t) for t in tests), time_s=time_s)
+            return cls("io", program, tuple(tuple(t) for t in tests), time_s=time_s, stop_at_timeout=stop_at_timeout)
         if problem.style == "function":
             return cls(
                 "function",
@@ -192,7 +193,9 @@ def run_grading(sandbox: Any, grading: Grading) -> Any:
             stop_at_timeout=grading.stop_at_timeout,
         )
     if grading.kind == "io":
-        return code_verifier.judge_io(sandbox, grading.program, grading.tests, time_s=grading.time_s)
+        return code_verifier.judge_io(
+            sandbox, grading.program, grading.tests, time_s=grading.time_s, stop_at_timeout=grading.stop_at_timeout
+        )
     if grading.kind == "function_slots":
         from sandboxes.harness import run_function_tests_slots
 

@@ -788,8 +788,10 @@ def judge_io(
     time_s: float = 5.0,
     memory_mb: int = 512,
     attempts: int = SANDBOX_ATTEMPTS,
+    stop_at_timeout: bool = False,
 ) -> Any:
-    """Run ``program`` on each ``(stdin, expected)`` case in ``sandbox``; a ``TestReport``.
+    """Run ``program`` on each ``(stdin, expected)`` case in ``sandbox``; a ``TestReport``
+    (``stop_at_timeout``: no case after one that times out, ``sandboxes.run_io_cases``).
 
     Raises:
         SandboxFailure: the sandbox failed under a case on every attempt (see
@@ -801,7 +803,9 @@ def judge_io(
     if error is not None:
         return _not_compiled(cases, error, io_style=True)
     return _sandbox_checked(
-        lambda: run_io_cases(sandbox, program, list(cases), time_s=time_s, memory_mb=memory_mb),
+        lambda: run_io_cases(
+            sandbox, program, list(cases), time_s=time_s, memory_mb=memory_mb, stop_at_timeout=stop_at_timeout
+        ),
         "stdin/stdout cases",
         attempts,
     )

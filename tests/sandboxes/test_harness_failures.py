@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from llm_envs.envs.coder_tester import mutants
-from sandboxes import run_function_tests
+from sandboxes import run_function_tests, run_io_cases
 
 
 def _run(sandbox, solution, tests, **kwargs):
@@ -272,6 +272,31 @@ def test_with_stop_at_timeout_no_test_runs_after_one_that_timed_out(isolated, so
     assert len(stopped.runs) == 1 and len(whole.runs) == (2 if solution == "uninterruptible" else 1)
     assert any(r.passed for r in whole.results[2:])  # the tests it left would have run
     assert mutants.wrong_on_golden(stopped, False) is mutants.wrong_on_golden(whole, False) is False
+
+
+@pytest.mark.parametrize("loops", [True, False])
+def test_with_stop_at_timeout_no_case_starts_after_a_wave_in_which_one_timed_out(isolated, loops):
+    """Stdin/stdout, the same choice: the cases run in waves of the sandbox's concurrency and
+    none starts after a wave in which a case timed out; the candidate is judged as running every
+    case judges it. A program that never times out runs every case, as without the stop."""
+    program = "n = int(input())\nwhile n == 1:\n    pass\nprint(n + 1)\n" if loops else "print(int(input()) + 1)\n"
+    width = max(1, isolated.max_concurrency)
+    cases = [(f"{n}\n", f"{n + 1}\n") for n in (0, 1, *range(2, 2 + 2 * width))]
+    whole = run_io_cases(isolated, program, cases, time_s=0.5)
+    stopped = run_io_cases(isolated, program, cases, time_s=0.5, stop_at_timeout=True)
+    assert [r.index for r in stopped.results] == list(range(len(cases)))
+    made = len(stopped.runs)
+    pairs = [(r.passed, r.error) for r in stopped.results]
+    assert pairs[:made] == [(r.passed, r.error) for r in whole.results[:made]]
+    if loops:
+        assert made == max(width, 2)  # up to the wave with case 1, no other
+        assert stopped.results[1].timed_out and mutants.reached_time_limit(stopped.results[1])
+        assert all(r.error == "not run: case 1 reached its time limit" and not r.passed for r in stopped.results[made:])
+        assert all(r.passed for r in whole.results[made:])  # the cases it left would have passed
+        assert mutants.wrong_on_golden(stopped, True) is mutants.wrong_on_golden(whole, True) is False
+    else:
+        assert made == len(cases) and pairs == [(r.passed, r.error) for r in whole.results]
+        assert all(r.passed for r in stopped.results)
 
 
 def test_a_replaced_record_printed_by_a_test_does_not_split_the_run(isolated):

@@ -263,9 +263,9 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
 
     def _judge_candidates(self, programs: list[str]) -> list[Any]:
         """The reports of mutant candidates ``programs`` (guarded, as run) on the golden tests,
-        one run each, under the choice's time limit (:meth:`_choice_time_s`); function style,
-        no test runs after one that reaches it (the candidate is then not kept whatever the
-        others give: :func:`mutants.wrong_on_golden`)."""
+        one run each, under the choice's time limit (:meth:`_choice_time_s`); no test or case
+        runs after one that reaches it (the candidate is then not kept whatever the others
+        give: :func:`mutants.wrong_on_golden`)."""
         problem = self.problem
         assert problem is not None
         time_s = self._choice_time_s()

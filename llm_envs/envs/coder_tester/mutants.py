@@ -498,7 +498,7 @@ def wrong_on_golden(report: Any, io_style: bool) -> bool:
     """Whether a mutant candidate's report on the golden tests makes it a wrong program: it
     ran (its top level completed), no golden test reached its time limit
     (:func:`reached_time_limit`; so a run may stop at the first that did:
-    ``run_function_tests(..., stop_at_timeout=True)``), and a golden test caught it
+    ``run_function_tests``/``run_io_cases(..., stop_at_timeout=True)``), and a golden test caught it
     (:func:`checked_failure`)."""
     return bool(
         report.compiled

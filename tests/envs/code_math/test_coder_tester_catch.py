@@ -301,6 +301,43 @@ def test_a_candidate_slower_than_the_choices_time_limit_is_not_chosen(sandbox, m
             make_env(SLEEPER, sandbox=sandbox, mutant_test_time_s=bad)
 
 
+# SLEEPER on stdin/stdout: a mutant (the constant 0 -> 1) sleeps a second, then answers n + 2.
+SLEEPER_IO = Problem(
+    id="toy/sleeper-io",
+    prompt="Read n and print n + 1.",
+    split="train",
+    solution="import time\nd = 0\ntime.sleep(d)\nn = int(input())\nprint(n + 1 + d)\n",
+    tests=tuple((f"{n}\n", f"{n + 1}\n") for n in range(6)),
+    style="io",
+)
+
+
+def test_a_stdin_candidate_slower_than_the_choices_time_limit_is_not_chosen_and_stops(sandbox, monkeypatch):
+    """Stdin/stdout candidates are chosen under ``mutant_test_time_s`` too: the sleeping mutant
+    is chosen at 5 s, not at 0.3 s, and its run of the golden cases stops after the first wave
+    in which a case timed out (``run_io_cases(..., stop_at_timeout=True)``)."""
+    monkeypatch.setenv("LLM_ENVS_MUTANT_CACHE", "off")
+    sleeps = "d = 1\n"
+
+    def env_at(limit):
+        mutants.clear_cache()
+        env = make_env(SLEEPER_IO, sandbox=sandbox, max_turns=1, mutant_test_time_s=limit)
+        env.reset(seed=0)
+        return env
+
+    patient, hasty = env_at(5.0), env_at(0.3)
+    chosen_patient, chosen_hasty = patient._mutants(), hasty._mutants()
+    assert any(sleeps in m for m in chosen_patient), chosen_patient
+    assert not any(sleeps in m for m in chosen_hasty)
+    sleeper = next(m for m in chosen_patient if sleeps in m)
+    (report,) = hasty._judge_candidates([sleeper])
+    width = max(1, sandbox.max_concurrency)
+    assert len(report.runs) == min(width, len(SLEEPER_IO.tests)) < len(SLEEPER_IO.tests)
+    assert all(r.error.startswith("not run: case") for r in report.results[len(report.runs) :])
+    assert not mutants.wrong_on_golden(report, io_style=True)
+    mutants.clear_cache()
+
+
 def test_the_mutant_choice_benchmark_counts_what_timed_out(sandbox, monkeypatch):
     """benchmarks/mutant_choice.py: a choice with nothing cached, its candidates that timed out
     counted (the sleeping one, at a limit under its sleep), the mutants those the env keeps."""
