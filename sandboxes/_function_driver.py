@@ -237,14 +237,20 @@ class _SolutionLedger:
 
 
 def _run_top_level(code, namespace, time_s, out):
+    # ``sys.stdout`` swapped by hand rather than with ``redirect_stdout``: in a process forked
+    # for one program, each object a context manager touches is a copy-on-write fault.
     _signal.signal(_signal.SIGALRM, _on_alarm)
+    stdout = _sys.stdout
     try:
-        with _contextlib.redirect_stdout(out):
+        _sys.stdout = out
+        try:
             _signal.setitimer(_signal.ITIMER_REAL, time_s)
             try:
                 exec(code, namespace)
             finally:
                 _signal.setitimer(_signal.ITIMER_REAL, 0)
+        finally:
+            _sys.stdout = stdout
     except _Timeout:
         return "timed out after %gs" % time_s
     except BaseException as exc:
@@ -590,12 +596,15 @@ def _compile_solution(payload):
     return [compile(payload[label], label + ".py", "exec", dont_inherit=True) for label in labels]
 
 
-def _run_solution(sources, payload, time_s, stdout_chars, epilogue_names=None, export=True):
+def _run_solution(
+    sources, payload, time_s, stdout_chars, epilogue_names=None, export=True, setup_namespace=None
+):
     """Run the problem's setup then the solution's top level (and the epilogue, if any; each
     under its own timer) (`sources`, compiled; None: compile them first) in this process:
     ``(namespace, names it exports, error or None, what it printed)`` (no names exported
     without `export`). `epilogue_names` are bound in the namespace while the epilogue runs
-    (removed after it)."""
+    (removed after it). `setup_namespace`: where the setup already ran (`_prepared_namespace`,
+    in the process this one was forked from); the solution runs in a copy of it instead."""
     namespace = {"__name__": "__solution__", "__builtins__": __builtins__}
     out = _CappedText(stdout_chars)
     if sources is None:
@@ -603,7 +612,10 @@ def _run_solution(sources, payload, time_s, stdout_chars, epilogue_names=None, e
             sources = _compile_solution(payload)
         except BaseException as exc:
             return namespace, {}, _exception_text(exc), ""
-    error = _run_top_level(sources[0], namespace, time_s, out)
+    if setup_namespace is not None:
+        namespace, error = dict(setup_namespace), None
+    else:
+        error = _run_top_level(sources[0], namespace, time_s, out)
     setup_names = set(namespace)
     if error is None:
         error = _run_top_level(sources[1], namespace, time_s, out)
@@ -1900,18 +1912,33 @@ class _CheckHalt(BaseException):
     """Ends a program's checks: a harness event during a call (its kind is the outcome)."""
 
 
+def _compact_encoder():
+    import json
+
+    return json.JSONEncoder(separators=(",", ":"), allow_nan=True)
+
+
+# Made with the module (in the zygote, where it holds the driver): ``json.dumps`` with other
+# than its default options makes an encoder each call, and each object that touches costs
+# every program's process a copy-on-write fault.
+_COMPACT_ENCODER = _compact_encoder()
+
+
 def _crossed(value):
     """`value` as the other side of a crossing holds it: encoded, sent as JSON and rebuilt."""
     import json
 
-    body = json.dumps(encode(value), separators=(",", ":"), allow_nan=True)
+    body = _COMPACT_ENCODER.encode(encode(value))
     if len(body) > MAX_FRAME_BYTES:
         raise CrossingError("a value of %d bytes is over the frame limit" % len(body))
     return decode(json.loads(body))
 
 
-def _checks_program(result_fd, progress_fd, payload, checks, index, epilogue, sources, stop_on, golden_code):
-    """One program's process (never returns): run the setup, the program's top level and
+def _checks_program(
+    result_fd, progress_fd, payload, checks, index, epilogue, sources, stop_on, golden_code, setup_namespace=None
+):
+    """One program's process (never returns): run the setup (or copy `setup_namespace`, where
+    the run's process ran it), the program's top level and
     `epilogue` (`sources`: the three compiled before the fork; None: compile them here; the
     epilogue finds `golden_code` as ``__golden_code__``, see `_calls_main`), then
     each check's assert (`checks`: compiled, with the builtins it names) with ``candidate``
@@ -1958,22 +1985,6 @@ def _checks_program(result_fd, progress_fd, payload, checks, index, epilogue, so
         _ALARM_FIRED[0] = True
         raise _Timeout()
 
-    @_contextlib.contextmanager
-    def check_timers():
-        # The check's time-out, fired again every `_CAUGHT_TIMEOUT_GRACE_S` (`on_alarm`); and a
-        # CPU timer past it whose signal the process does not handle, so that the kernel ends
-        # a program that keeps its time-out from ending the check, even where no handler can
-        # run (at the recursion limit; inside one long loop in C that never looks for signals,
-        # such as `any(itertools.repeat(False, 10 ** 12))`).
-        _signal.signal(_signal.SIGALRM, on_alarm)
-        _signal.setitimer(_signal.ITIMER_PROF, time_s + _TIMEOUT_CPU_GRACE_S)
-        _signal.setitimer(_signal.ITIMER_REAL, time_s, _CAUGHT_TIMEOUT_GRACE_S)
-        try:
-            yield
-        finally:
-            _signal.setitimer(_signal.ITIMER_REAL, 0)
-            _signal.setitimer(_signal.ITIMER_PROF, 0)
-
     try:
         null = _os.open(_os.devnull, _os.O_RDWR)
         for fd in (0, 1, 2):
@@ -1996,12 +2007,14 @@ def _checks_program(result_fd, progress_fd, payload, checks, index, epilogue, so
             _CALL_STDOUT_CHARS,
             epilogue_names={"__golden_code__": golden_code} if golden_code else None,
             export=False,
+            setup_namespace=setup_namespace if sources is not None else None,
         )
         result["error"] = error
         if error is None:
             result["ran"] = True
             function = namespace[entry]
             raised = []
+            stdout, out = _sys.stdout, _CappedText(_CALL_STDOUT_CHARS)
 
             def candidate(*args, **kwargs):
                 try:
@@ -2033,12 +2046,27 @@ def _checks_program(result_fd, progress_fd, payload, checks, index, epilogue, so
                     "__builtins__": {name: getattr(_builtins_module, name) for name in builtins},
                     "candidate": candidate,
                 }
-                out = _CappedText(_CALL_STDOUT_CHARS)
                 del raised[:]
                 _ALARM_FIRED[0] = False
+                # What the check prints goes to `out` (one per program: nothing reads it). The
+                # check's time-out, fired again every `_CAUGHT_TIMEOUT_GRACE_S` (`on_alarm`);
+                # and a CPU timer past it whose signal the process does not handle, so that the
+                # kernel ends a program that keeps its time-out from ending the check, even where
+                # no handler can run (at the recursion limit; inside one long loop in C that
+                # never looks for signals, such as `any(itertools.repeat(False, 10 ** 12))`).
+                # (Plain statements, not context managers: each object a program's process
+                # touches costs it a copy-on-write fault.)
                 try:
-                    with _contextlib.redirect_stdout(out), check_timers():
+                    _sys.stdout = out
+                    _signal.signal(_signal.SIGALRM, on_alarm)
+                    _signal.setitimer(_signal.ITIMER_PROF, time_s + _TIMEOUT_CPU_GRACE_S)
+                    _signal.setitimer(_signal.ITIMER_REAL, time_s, _CAUGHT_TIMEOUT_GRACE_S)
+                    try:
                         exec(code, scope)
+                    finally:
+                        _signal.setitimer(_signal.ITIMER_REAL, 0)
+                        _signal.setitimer(_signal.ITIMER_PROF, 0)
+                        _sys.stdout = stdout
                     outcome = "pass"
                 except _CheckHalt as halt:
                     outcome = str(halt)
@@ -2065,6 +2093,18 @@ def _checks_program(result_fd, progress_fd, payload, checks, index, epilogue, so
         result["error"] = "the harness failed: %s" % _exception_text(exc)
         result["harness"] = True
     report()
+
+
+def _prepared_namespace(codes, name, time_s):
+    """A namespace called `name` in which each of `codes` ran at top level in turn (each under
+    its timer; what they print is dropped), or None where one failed or timed out."""
+    namespace = {"__name__": name, "__builtins__": __builtins__}
+    out = _CappedText(_CALL_STDOUT_CHARS)
+    for code in codes:
+        if _run_top_level(code, namespace, time_s, out) is not None:
+            _ALARM_FIRED[0] = False
+            return None
+    return namespace
 
 
 def _bare_fork():
@@ -2281,9 +2321,19 @@ def _calls_main():
         golden_source, golden_compiled = reference, solution_codes[-1]
     else:
         golden_source = golden_compiled = None
+    # The setup, and the golden's namespace for the guard (the setup and the golden run in a
+    # namespace of their own), run once here: each program's process starts from a copy (its
+    # fork) instead of running them again; every page that work writes in a program's process
+    # would be a copy-on-write fault there. Where either fails here, each program's process runs
+    # it itself (and reports what a run of its own would).
+    time_s = float(payload["time_s"])
+    setup_namespace = _prepared_namespace([setup_code], "__solution__", time_s) if setup_code is not None else None
     golden_code = None
     if golden_compiled is not None and setup_code is not None:
-        golden_code = (payload["setup"], setup_code, golden_source, golden_compiled)
+        golden_namespace = None
+        if setup_namespace is not None:
+            golden_namespace = _prepared_namespace([setup_code, golden_compiled], "__golden__", time_s)
+        golden_code = (payload["setup"], setup_code, golden_source, golden_compiled, golden_namespace)
 
     # Each program's process may grow its address space by `memory_mb` (what a run of its own
     # may hold), so that a program that eats memory meets MemoryError in its own process
@@ -2329,7 +2379,16 @@ def _calls_main():
                 _os._exit(1)
             stop_on = None if index == golden else golden_passed[0]
             _checks_program(
-                write_end, progress_write, payload, checks, index, own_epilogue, sources, stop_on, golden_code
+                write_end,
+                progress_write,
+                payload,
+                checks,
+                index,
+                own_epilogue,
+                sources,
+                stop_on,
+                golden_code,
+                setup_namespace,
             )
         _os.close(write_end)
         _os.close(progress_write)

@@ -315,6 +315,41 @@ def test_the_epilogue_alone_finds_the_golden_code_compiled_by_the_run(isolated, 
         run_value_checks(isolated, [GOLDEN, program], checks, entry_point="f", golden=0, reference=GOLDEN)
 
 
+def test_the_setup_and_the_golden_run_once_and_each_program_starts_from_a_copy(isolated):
+    """The run's process runs the setup, and the setup and the golden in the guard's namespace,
+    once (each program's process would pay for that work again); each program's process starts
+    from its own copy of both, so nothing one program does to them reaches another."""
+    setup = "import os\nSETUP_PID = os.getpid()\nSEEN = []\n"
+    program = "def f(x):\n    SEEN.append(x)\n    return [len(SEEN), SETUP_PID != os.getpid()]\n"
+    epilogue = (
+        "_golden = __golden_code__[4]\n"
+        "_golden['SEEN'].append('guard')\n"
+        "_found = [_golden['__name__'], len(_golden['SEEN']), _golden['SETUP_PID'] != os.getpid(), _golden['f'](0)]\n"
+        "_unwrapped = f\n"
+        "def f(x, _found=_found):\n"
+        "    return _unwrapped(x) + _found\n"
+    )
+    golden = "def f(x):\n    return x + 1\n"
+    checks = checks_of(["assert f(0) == [1, True, '__golden__', 1, True, 1]", "assert f(0) == [2, True, '__golden__', 1, True, 1]"])
+    for parallel in (1, 3):
+        results = run_value_checks(
+            isolated, [golden] + [program] * 3, checks, setup=setup, entry_point="f", golden=0, epilogue=epilogue,
+            parallel=parallel,
+        )
+        assert [r.outcomes for r in results[1:]] == [("pass", "pass")] * 3, [(r.outcomes, r.error) for r in results]
+
+
+@pytest.mark.parametrize("setup", ["raise ValueError('in the setup')\n", "import time\ntime.sleep(30)\n"])
+def test_a_setup_that_fails_in_the_runs_process_fails_each_program_as_a_run_of_its_own(isolated, setup):
+    checks = checks_of(["assert f(1) == 2"])
+    results = run_value_checks(isolated, [GOLDEN, GOLDEN], checks, setup=setup, entry_point="f", time_s=0.3)
+    own = run_function_tests(isolated, GOLDEN, ["assert f(1) == 2"], setup=setup, entry_point="f", time_s=0.3)
+    assert not own.ran
+    for result in results:
+        assert result is not None and result.ran is False and result.outcomes == ()
+        assert ("in the setup" in result.error) if "raise" in setup else ("timed out" in result.error), result.error
+
+
 def test_the_run_runs_the_code_the_host_compiled(isolated, monkeypatch):
     """The host sends the programs compiled (a problem's are the same at every step); the run
     falls back to the sources where that file is not for its interpreter or not well formed."""

@@ -306,16 +306,19 @@ def __llm_envs_wp_install(namespace, setup, solution, entry, method):
     import copy
 
     golden = {"__name__": "__golden__"}
-    # Graded by value with the golden among the programs, the run's process has compiled the
-    # setup and the golden already (``sandboxes.run_value_checks``): (source, code) of each.
+    # Graded by value, the run's process has compiled the setup and the golden already
+    # (``sandboxes.run_value_checks``): (source, code) of each, then the namespace where both
+    # ran (this process's copy), or None.
     compiled = namespace.pop("__golden_code__", None)
     if compiled is not None and compiled[0] == setup and compiled[2] == solution:
-        setup_code, solution_code = compiled[1], compiled[3]
+        if len(compiled) > 4 and compiled[4] is not None:
+            golden = compiled[4]
+        else:
+            exec(compiled[1], golden)
+            exec(compiled[3], golden)
     else:
-        setup_code = compile(setup, "<golden setup>", "exec")
-        solution_code = compile(solution, "<golden>", "exec")
-    exec(setup_code, golden)
-    exec(solution_code, golden)
+        exec(compile(setup, "<golden setup>", "exec"), golden)
+        exec(compile(solution, "<golden>", "exec"), golden)
     sequences = (list, tuple, set, frozenset)
 
     def compatible(got, want, budget):
