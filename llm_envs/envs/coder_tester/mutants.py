@@ -183,8 +183,9 @@ def _sites(tree: ast.Module, functions_only: bool) -> list[_Site]:
 
 
 def _apply(source: str, site: _Site) -> ast.Module:
-    """The tree of ``source`` (which parses), mutated at ``site``. (A fresh parse: half the
-    cost of a deep copy of the tree, which is the same tree.)"""
+    """The tree of ``source`` (which parses), mutated at ``site``, for ``ast.unparse`` (the new
+    nodes have no source locations: the mutant is compiled from its text). (A fresh parse: half
+    the cost of a deep copy of the tree, which is the same tree.)"""
     mutated = parse_python(source)
     node = next(n for i, n in enumerate(ast.walk(mutated)) if i == site.index)
     if site.operator == "compare":
@@ -227,7 +228,9 @@ def _apply(source: str, site: _Site) -> ast.Module:
     elif site.operator == "drop":
         field_name = ("body", "orelse", "finalbody")[site.variant // 100_000]
         getattr(node, field_name)[site.variant % 100_000] = ast.Pass()
-    return ast.fix_missing_locations(mutated)
+    # (No ast.fix_missing_locations: unparsing never reads a location, and it walked the
+    # whole tree of every candidate, ~30% of making them.)
+    return mutated
 
 
 def _replace_child(tree: ast.AST, old: ast.AST, new: ast.AST) -> None:

@@ -354,6 +354,31 @@ def test_the_mutant_choice_benchmark_counts_what_timed_out(sandbox, monkeypatch)
     mutants.clear_cache()
 
 
+def test_the_value_checks_cost_benchmark_grades_what_the_env_grades(sandbox, monkeypatch, tmp_path):
+    """benchmarks/value_checks_cost.py: the two by-value runs it times are those a tester step
+    and the choice of mutants make, and the verdicts it compares are the env's: the wrong
+    programs the reference tester's tests catch, and the chosen mutants among the candidates."""
+    from sandboxes import harness
+    from tests.scripts import load_script
+
+    bench = load_script("benchmarks/value_checks_cost.py")
+    monkeypatch.setenv("LLM_ENVS_MUTANT_CACHE", str(tmp_path))
+    mutants.clear_cache()
+    env = humaneval_env(sandbox)
+    found = bench.gradings(env, 0)
+    assert set(found) == {"tester's tests", "choice"}
+    caught = bench.grade(harness, sandbox, found["tester's tests"])
+    record = play_turn(env, env.reference_action("coder"), env.reference_action("tester"), 0)
+    assert len(caught) == record.info["wrong_programs"] and None not in caught
+    assert sum(caught) == record.info["wrong_programs_caught"]
+    wrong = bench.grade(harness, sandbox, found["choice"])
+    chosen = set(env._mutants())
+    judged = dict(zip(found["choice"].programs, wrong))
+    assert chosen & set(judged) and all(judged[m] is True for m in chosen & set(judged))
+    assert all(verdict is True or program not in chosen for program, verdict in judged.items())
+    mutants.clear_cache()
+
+
 def test_a_judge_that_stops_early_is_asked_again_for_what_it_left(monkeypatch):
     """``judge_stops_early``: the judge gets how many wrong programs are still needed and may
     leave the candidates after them unjudged; those come first in the next wave, nothing after
