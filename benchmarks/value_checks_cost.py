@@ -50,7 +50,6 @@ def gradings(env: Any, index: int) -> dict[str, Any]:
     ``"choice"`` (the first wave of mutant candidates on the golden tests, as the first step of
     the problem makes it); either is missing where the problem has none."""
     from llm_envs.envs.coder_tester import mutants
-    from llm_envs.envs.grading import Grading
     from llm_envs.verifiers import code as code_verifier
 
     env.reset(seed=0, options={"problem_index": index})
@@ -62,23 +61,14 @@ def gradings(env: Any, index: int) -> dict[str, Any]:
     by_value = env._grading_by_value(tests)
     if by_value is not None:
         found["tester's tests"] = by_value
-    checks = env._value_checks(env.golden_tests)
-    if checks is not None:
+    if env._value_checks(env.golden_tests) is not None:
         candidates = list(
             mutants.iter_mutant_candidates(
                 problem.solution, functions_only=True, key=str(problem.id), limit=cfg.max_mutant_candidates
             )
         )[: 2 * cfg.max_mutants]
         if candidates:
-            found["choice"] = Grading.values_of(
-                problem,
-                candidates,
-                checks,
-                time_s=env._choice_time_s(),
-                epilogue=env._guard(),
-                reference=problem.solution or "",
-                enough=cfg.max_mutants,
-            )
+            found["choice"] = env._choice_grading_by_value(candidates, cfg.max_mutants)
     return found
 
 
@@ -92,18 +82,7 @@ def grade(harness: Any, sandbox: Any, grading: Any) -> list[Any]:
     the golden had ended when it started.)"""
     from llm_envs.envs.coder_tester import mutants
 
-    results = harness.run_value_checks(
-        sandbox,
-        grading.programs,
-        list(grading.tests),
-        setup=grading.setup,
-        entry_point=str(grading.entry_point),
-        time_s=grading.time_s,
-        golden=grading.golden,
-        epilogue=grading.epilogue,
-        reference=grading.reference,
-        enough=grading.enough,
-    )
+    results = harness.run_value_checks(sandbox, grading.programs, list(grading.tests), **grading.value_checks_arguments())
     checks = len(grading.tests)
     if grading.golden is None:
         return ["skipped" if r is not None and r.skipped else mutants.wrong_by_values(r, checks) for r in results]

@@ -164,6 +164,19 @@ class Grading:
             enough=enough,
         )
 
+    def value_checks_arguments(self) -> dict[str, Any]:
+        """``sandboxes.run_value_checks``'s keyword arguments for this ``"function_values"``
+        grading (beside the sandbox, the programs and the checks)."""
+        return {
+            "setup": self.setup,
+            "entry_point": str(self.entry_point),
+            "time_s": self.time_s,
+            "golden": self.golden,
+            "epilogue": self.epilogue,
+            "reference": self.reference,
+            "enough": self.enough,
+        }
+
     @classmethod
     def run(cls, program: str, *, stdin: str = "", limits: Any = None) -> Grading:
         """One plain run of ``program`` (its ``RunResult``)."""
@@ -213,20 +226,7 @@ def run_grading(sandbox: Any, grading: Grading) -> Any:
     if grading.kind == "function_values":
         from sandboxes import run_value_checks
 
-        return tuple(
-            run_value_checks(
-                sandbox,
-                grading.programs,
-                list(grading.tests),
-                setup=grading.setup,
-                entry_point=str(grading.entry_point),
-                time_s=grading.time_s,
-                golden=grading.golden,
-                epilogue=grading.epilogue,
-                reference=grading.reference,
-                enough=grading.enough,
-            )
-        )
+        return tuple(run_value_checks(sandbox, grading.programs, list(grading.tests), **grading.value_checks_arguments()))
     if grading.kind == "run":
         return code_verifier.run_program(sandbox, grading.program, stdin=grading.stdin, limits=grading.limits)
     raise ValueError(f"unknown grading kind {grading.kind!r}")

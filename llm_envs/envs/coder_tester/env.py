@@ -643,18 +643,16 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             caught += sum(mutants.killed_by(r, False, among=golden_passing) for r in reports)
         return caught, len(grading.programs) - 1
 
-    def _judge_on_golden_by_value(self, programs: list[str], needed: int | None = None) -> list[Any]:
-        """Whether each mutant candidate in ``programs`` is a wrong program, graded by value on
-        the golden tests (all ``sandboxes.ValueCheck``) in one run (a ``bool`` each,
-        :func:`mutants.wrong_by_values`); one not established is judged in a run of its own (its
-        report). With ``needed``, the run starts no candidate once ``needed`` of those that have
-        ended are wrong programs (``mutants.NOT_JUDGED`` for those it did not start)."""
+    def _choice_grading_by_value(self, programs: Sequence[str], needed: int | None = None) -> Grading:
+        """The run that judges mutant candidates ``programs`` by value on the golden tests (all
+        ``sandboxes.ValueCheck``) under the choice's time limit, starting none once ``needed``
+        are wrong programs (:meth:`_judge_on_golden_by_value`)."""
         problem = self.problem
         checks = self._value_checks(self.golden_tests)
         assert problem is not None and checks is not None
         # The golden solution as the run's reference: the guard of each candidate finds it
         # compiled instead of compiling it in every candidate's process.
-        grading = Grading.values_of(
+        return Grading.values_of(
             problem,
             programs,
             checks,
@@ -663,10 +661,19 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             reference=problem.solution or "",
             enough=needed,
         )
+
+    def _judge_on_golden_by_value(self, programs: list[str], needed: int | None = None) -> list[Any]:
+        """Whether each mutant candidate in ``programs`` is a wrong program, graded by value on
+        the golden tests (all ``sandboxes.ValueCheck``) in one run (a ``bool`` each,
+        :func:`mutants.wrong_by_values`); one not established is judged in a run of its own (its
+        report). With ``needed``, the run starts no candidate once ``needed`` of those that have
+        ended are wrong programs (``mutants.NOT_JUDGED`` for those it did not start)."""
+        grading = self._choice_grading_by_value(programs, needed)
         with self._waiting_for_sandbox():
             results = self._grade([grading])[0]
+        checks = len(grading.tests)
         verdicts: list[Any] = [
-            mutants.NOT_JUDGED if r is not None and r.skipped else mutants.wrong_by_values(r, len(checks))
+            mutants.NOT_JUDGED if r is not None and r.skipped else mutants.wrong_by_values(r, checks)
             for r in results
         ]
         again = [i for i, verdict in enumerate(verdicts) if verdict is None]
