@@ -117,6 +117,10 @@ class EnvConfig:
         url: Play every episode on the ``llm-envs serve`` server at this URL (serving ``id``;
             each instance its own session, :func:`llm_envs.remote`) instead of in this process.
             Flat sampling only: a remote episode cannot be cloned for tree sampling.
+        prepare: Before the first step, do the training environment's per-problem work for its
+            whole task source (``TextEnv.prepare``; ``llm-envs prepare`` does it ahead of the
+            run): CoderTester chooses every problem's mutants, so no rollout step pays the
+            choice. Local environments only (not with ``url``).
     """
 
     id: str = "llm/Signalling-v0"
@@ -129,6 +133,7 @@ class EnvConfig:
     opponents: dict[str, str] = field(default_factory=dict)
     url: str | None = None
     curriculum: CurriculumConfig | None = None
+    prepare: bool = False
 
 
 @dataclass
@@ -563,6 +568,9 @@ class Config:
             problems.append("env.url: a remote episode cannot be cloned, so tree sampling is impossible: set rollout.tree: false")
         if self.env.url and self.resources.env_workers > 0:
             problems.append("env.url: the environments are on the server; set resources.env_workers: 0")
+        if self.env.url and self.env.prepare:
+            problems.append("env.prepare runs in the trainer's process, not on the env.url server: "
+                            "run `llm-envs prepare` there and drop env.prepare")
         for est in (self.algorithm.kl_estimator, self.train.kl_estimator):
             if est not in KL_ESTIMATOR_REGISTRY:
                 problems.append(f"KL estimator {est!r} must be one of {tuple(KL_ESTIMATOR_REGISTRY)}")

@@ -131,6 +131,10 @@ class Trainer:
         (self.out / "config.yaml").write_text(_to_yaml(config_to_dict(cfg)))
 
         first = self._make_env(self._env_kwargs(self._training_env_kwargs()))
+        if cfg.env.prepare:  # (never with env.url: Config.validate)
+            started = time.perf_counter()
+            done = first.unwrapped.prepare()
+            log.info("env.prepare: %s in %.1f s", done or "nothing to prepare", time.perf_counter() - started)
         self.agents = list(first.possible_agents)
         self.opponents = self._build_opponents(cfg.env.opponents)
         #: The agents the policies play (every agent but the fixed opponents).

@@ -21,6 +21,9 @@
                                            against the environment: held/paid per exploit
                                            and strategy; exit 1 if any is paid, 3 if nothing
                                            was graded (docs/audit.md)
+``llm-envs prepare ENV``                   the per-problem work an environment would pay on a
+                                           problem's first episode, done for a split before
+                                           training (CoderTester: each problem's mutants)
 ``llm-envs serve ENV``                     the environment as an OpenEnv-compatible server
                                            (one instance per WebSocket session)
 =========================================  ==================================================
@@ -43,13 +46,13 @@ from collections.abc import Sequence
 
 from llm_envs.agents.spec import AgentSpecError
 
-from . import arena, audit, demo, envs, evaluate, report, serve, show
+from . import arena, audit, demo, envs, evaluate, prepare, report, serve, show
 from ._common import EXIT_INCOMPLETE, EXIT_USAGE, CLIError
 
 __all__ = ["CLIError", "EXIT_INCOMPLETE", "EXIT_USAGE", "build_parser", "main"]
 
 # In the order `llm-envs --help` lists them.
-_COMMAND_MODULES = (envs, evaluate, show, report, demo, arena, audit, serve)
+_COMMAND_MODULES = (envs, evaluate, show, report, demo, arena, audit, prepare, serve)
 
 
 def build_parser() -> argparse.ArgumentParser:

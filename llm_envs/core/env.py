@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -272,6 +272,17 @@ class TextEnv(AECEnv[str, Observation, str]):
         """Restore what :meth:`state_dict` returned (a resumed training run)."""
         if state:
             raise ValueError(f"{type(self).__name__} keeps no cross-episode state: got {sorted(state)}")
+
+    def prepare(self, problems: Iterable[int] | None = None, *, threads: int | None = None) -> dict[str, Any]:
+        """Do, before any episode, the per-problem work that a step would otherwise pay on a
+        problem's first episode, and keep it where every later episode and process finds it.
+
+        ``problems``: indices into the environment's task source (``None``: all of them);
+        ``threads``: how many problems at once. Returns counts that describe what was done
+        (``llm-envs prepare`` prints them). The default does nothing and returns ``{}``; an
+        environment with such work overrides it (CoderTester chooses each problem's mutants).
+        """
+        return {}
 
     def random_action(self, agent: str, rng: np.random.Generator) -> str:
         """A random action for ``agent``; environments override this with a *well-formed* one."""

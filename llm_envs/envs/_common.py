@@ -47,6 +47,29 @@ def resolve_task_source(config: Any, task_source: TaskSource | None) -> TaskSour
     return load_task_source(config.task, split=config.split, **kwargs)
 
 
+def on_clones(env: TextEnv, work: Any, items: list[Any], threads: int) -> list[Any]:
+    """``work(clone, item)`` for each of ``items``, ``threads`` at once, each call on one of up to
+    ``threads`` clones of ``env`` (clones share its sandbox and task source; start the sandbox
+    first so that they share it); the results in the order of ``items``. An exception of any
+    call propagates."""
+    import threading
+
+    clones = [env.clone() for _ in range(max(1, min(threads, len(items))))]
+    lock = threading.Lock()
+
+    def run(item: Any) -> Any:
+        with lock:
+            clone = clones.pop()
+        try:
+            return work(clone, item)
+        finally:
+            with lock:
+                clones.append(clone)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(clones), thread_name_prefix="on-clones") as pool:
+        return list(pool.map(run, items))
+
+
 def choose_problem(
     task_source: TaskSource, options: dict[str, Any], rng: np.random.Generator
 ) -> Problem:

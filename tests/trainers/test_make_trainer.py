@@ -29,3 +29,21 @@ def test_make_trainer_builds_the_single_process_trainer_for_a_local_layout(tmp_p
         assert trainer.step == 1
     finally:
         trainer.close()
+
+
+def test_env_prepare_chooses_the_training_problems_mutants_before_the_first_step(tmp_path, tiny_model_dir, monkeypatch):
+    from llm_envs.envs.coder_tester import mutants
+
+    cache = tmp_path / "mutants"
+    monkeypatch.setenv("LLM_ENVS_MUTANT_CACHE", str(cache))
+    mutants.clear_cache()
+    env = ["env.id=llm/CoderTester-v0", "env.num_envs=1",
+           "env.kwargs={split: test, max_turns: 1, max_mutants: 2, max_mutant_candidates: 6, "
+           "task_kwargs: {split_policy: benchmark, limit: 2}}"]
+    cfg = load_config(None, [*QUIET, *env, "env.prepare=true", f"model.path={tiny_model_dir}",
+                             f"run.output_dir={tmp_path / 'run'}"])
+    Trainer(cfg).close()
+    assert len(list(cache.glob("*.json"))) == 2  # both problems of the training split, chosen
+    mutants.clear_cache()
+    with pytest.raises(ValueError, match="env.prepare runs in the trainer's process"):
+        load_config(None, [*QUIET, "env.prepare=true", "env.url=http://127.0.0.1:9", "rollout.tree=false"])

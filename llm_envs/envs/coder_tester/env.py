@@ -15,7 +15,7 @@ are in docs/envs/coder_tester.md, their one place (tests/envs/test_env_docs.py).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -32,6 +32,7 @@ from llm_envs.envs._common import (
     credit_team_and_local,
     end_turn,
     level_reward_bounds,
+    on_clones,
     resolve_task_source,
     wrong_sign_holes,
 )
@@ -523,7 +524,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             mutants.cache_key(
                 problem, self.golden_tests, cfg.max_mutants, cfg.max_mutant_candidates, self._choice_time_s()
             ),
-            lambda: mutants.iter_mutant_candidates(
+            lambda: mutants.MutantSource(
                 solution,
                 functions_only=not io_style,
                 key=str(problem.id),
@@ -538,6 +539,31 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             max_mutants=cfg.max_mutants,
             judge_stops_early=by_value,
         )
+
+    def prepare(self, problems: Iterable[int] | None = None, *, threads: int | None = None) -> dict[str, Any]:
+        """Choose the mutants of ``problems`` (indices into the task source; ``None``: every
+        problem) before training, so that no tester step pays the choice: a step then reads them
+        from this process's memory or, in any other process, from the disk cache
+        (:func:`mutants.disk_cache_dir`; ``llm-envs prepare``). ``threads`` problems are chosen
+        at once (default: the sandbox's ``max_concurrency``), each on a clone of this env.
+        Nothing is chosen where this configuration pays no catch reward (``tester_reward``
+        ``"paper"``, ``reward_mode="outcome"``, one agent, ``max_mutants=0``).
+
+        Returns ``{"problems", "with_mutants", "mutants"}``: the problems looked at, those with
+        at least one mutant, and the mutants chosen in all. A sandbox failure propagates (that
+        problem's choice is not cached)."""
+        cfg = self.config
+        indices = list(range(len(self.task_source)) if problems is None else problems)
+        if not self.multi_agent or not self._pays_for_catches() or cfg.max_mutants == 0:
+            return {"problems": len(indices), "with_mutants": 0, "mutants": 0}
+        sandbox = self.sandbox  # started here, so that every clone shares it
+
+        def choose(env: Any, index: int) -> int:
+            env.reset(seed=0, options={"problem_index": int(index)})
+            return len(env._mutants()) if env._can_use_wrong_programs() else 0
+
+        counts = on_clones(self, choose, indices, threads or getattr(sandbox, "max_concurrency", 1))
+        return {"problems": len(indices), "with_mutants": sum(1 for n in counts if n), "mutants": sum(counts)}
 
     def _choice_time_s(self) -> float:
         """The time limit of one golden test while choosing mutants: ``mutant_test_time_s``, at

@@ -267,32 +267,84 @@ def mutant_candidates(
 def iter_mutant_candidates(
     solution: str, *, functions_only: bool, key: str = "", limit: int | None = None
 ) -> Iterator[str]:
-    """:func:`mutant_candidates`, made one at a time (a reader of the disk cache checks the
-    stored mutants against the first candidates only, as far as it needs)."""
+    """:func:`mutant_candidates`, made one at a time (the choice makes them as its waves need
+    them)."""
+    return iter(MutantSource(solution, functions_only=functions_only, key=key, limit=limit))
+
+
+def _shuffled_sites(solution: str, functions_only: bool, key: str) -> tuple[str, list[_Site]] | None:
+    """``(the solution unparsed, its mutation sites in the seeded order)``, or ``None`` where the
+    solution does not parse."""
     try:
         tree = parse_python(solution)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return
+        return None
     original = ast.unparse(tree)
     sites = _sites(tree, functions_only)
     random.Random(_seed(key, solution)).shuffle(sites)
-    seen = {original}
-    found = 0
-    for site in sites:
-        if limit is not None and found >= limit:
+    return original, sites
+
+
+def _mutant_text(solution: str, site: _Site) -> str | None:
+    """The mutant of ``solution`` at ``site`` as text, or ``None`` where it does not compile."""
+    try:
+        text = ast.unparse(_apply(solution, site))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SyntaxWarning: "'int' object is not callable"...
+            compile(text, "<mutant>", "exec")
+    except (SyntaxError, ValueError, RecursionError, MemoryError, TypeError):
+        return None
+    return text
+
+
+class MutantSource:
+    """The mutant candidates of one solution (:func:`mutant_candidates`), iterable in their
+    order and made as they are read; what :func:`select_mutants` chooses from.
+
+    Each candidate is the mutant at one *position* of the solution's seeded site order. The
+    disk cache stores the chosen mutants' positions, so that a reader checks each stored
+    program by making the mutant at its position alone (:meth:`at`), not every candidate before
+    it.
+    """
+
+    def __init__(self, solution: str, *, functions_only: bool, key: str = "", limit: int | None = None) -> None:
+        self.solution = solution
+        self.functions_only = functions_only
+        self.key = key
+        self.limit = limit
+        #: The position of each candidate made so far, by its text.
+        self.positions: dict[str, int] = {}
+
+    def __iter__(self) -> Iterator[str]:
+        shuffled = _shuffled_sites(self.solution, self.functions_only, self.key)
+        if shuffled is None:
             return
-        try:
-            text = ast.unparse(_apply(solution, site))
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # SyntaxWarning: "'int' object is not callable"...
-                compile(text, "<mutant>", "exec")
-        except (SyntaxError, ValueError, RecursionError, MemoryError, TypeError):
-            continue
-        if text in seen:
-            continue
-        seen.add(text)
-        found += 1
-        yield text
+        original, sites = shuffled
+        seen = {original}
+        found = 0
+        for position, site in enumerate(sites):
+            if self.limit is not None and found >= self.limit:
+                return
+            text = _mutant_text(self.solution, site)
+            if text is None or text in seen:
+                continue
+            seen.add(text)
+            found += 1
+            self.positions[text] = position
+            yield text
+
+    def at(self, positions: Sequence[int]) -> list[str | None]:
+        """The mutant at each of ``positions`` (``None`` where the position is past the last
+        site, or its mutant does not compile or is the solution itself)."""
+        shuffled = _shuffled_sites(self.solution, self.functions_only, self.key)
+        if shuffled is None:
+            return [None] * len(positions)
+        original, sites = shuffled
+        made: list[str | None] = []
+        for position in positions:
+            text = _mutant_text(self.solution, sites[position]) if 0 <= position < len(sites) else None
+            made.append(None if text == original else text)
+        return made
 
 
 # ---------------------------------------------------------------------------------------------
@@ -584,7 +636,12 @@ def _disk_path(key: str) -> Path | None:
 
 def _read_disk(key: str, candidates: Callable[[], Iterable[str]]) -> tuple[str, ...] | None:
     """The mutants stored for ``key``, if the file is well formed and every program in it is one
-    of this problem's candidates (a file edited by hand, or left by other code, is ignored)."""
+    of this problem's candidates (a file edited by hand, or left by other code, is ignored).
+
+    Where ``candidates()`` is a :class:`MutantSource` and the file has each program's position,
+    each program is checked against the mutant made at its position alone; otherwise against
+    the candidates in their order, only as far as needed (the stored ones were chosen among the
+    first)."""
     path = _disk_path(key)
     if path is None:
         return None
@@ -597,31 +654,42 @@ def _read_disk(key: str, candidates: Callable[[], Iterable[str]]) -> tuple[str, 
     programs = stored.get("mutants")
     if not isinstance(programs, list) or not all(isinstance(p, str) for p in programs):
         return None
-    # Checked against the candidates in their order, only as far as needed: the stored ones were
-    # chosen among the first.
-    unseen = set(programs)
-    if unseen:
-        for candidate in candidates():
+    source = candidates()
+    positions = stored.get("positions")
+    if (
+        isinstance(source, MutantSource)
+        and isinstance(positions, list)
+        and len(positions) == len(programs)
+        and all(type(p) is int for p in positions)
+    ):
+        genuine = source.at(positions) == programs
+    else:
+        unseen = set(programs)
+        for candidate in source if unseen else ():
             unseen.discard(candidate)
             if not unseen:
                 break
-    if unseen:
+        genuine = not unseen
+    if not genuine:
         log.warning("ignoring mutant cache %s: it holds programs that are not this problem's mutants", path)
         return None
     return tuple(programs)
 
 
-def _write_disk(key: str, programs: tuple[str, ...]) -> None:
-    """Store atomically (a reader never sees a torn file); a cache that cannot be written is
-    only a slower next process."""
+def _write_disk(key: str, programs: tuple[str, ...], positions: Sequence[int] | None = None) -> None:
+    """Store atomically (a reader never sees a torn file), with each program's position among
+    the candidates where known; a cache that cannot be written is only a slower next process."""
     path = _disk_path(key)
     if path is None:
         return
+    stored: dict[str, Any] = {"key": key, "mutants": list(programs)}
+    if positions is not None:
+        stored["positions"] = list(positions)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".mutants-", suffix=".tmp")
         with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump({"key": key, "mutants": list(programs)}, out)
+            json.dump(stored, out)
         os.replace(temporary, path)
     except OSError as exc:
         log.warning("could not write the mutant cache %s: %s", path, exc)
@@ -651,8 +719,9 @@ def select_mutants(
     Cached in memory for the process and on disk for every process (:func:`disk_cache_dir`),
     under ``key`` (a hash of everything the choice depends on: :func:`cache_key`) and a hash of
     this module's and the harness's code; a stored choice is used only if every program in it
-    is one of ``candidates()`` (an iterable, read in its order only as far as the stored
-    programs need; no sandbox run).
+    is one of ``candidates()`` (no sandbox run: a :class:`MutantSource` makes the mutant at each
+    stored program's position; another iterable is read in its order only as far as the stored
+    programs need).
     """
     with _CACHE_LOCK:
         if key in _CACHE:
@@ -665,8 +734,12 @@ def select_mutants(
         try:
             result = _read_disk(key, candidates)
             if result is None:
-                result = _select(candidates(), judge_on_golden, io_style, max_mutants, judge_stops_early)
-                _write_disk(key, result)
+                pool = candidates()
+                result = _select(pool, judge_on_golden, io_style, max_mutants, judge_stops_early)
+                positions = None
+                if isinstance(pool, MutantSource) and all(p in pool.positions for p in result):
+                    positions = [pool.positions[p] for p in result]
+                _write_disk(key, result, positions)
         finally:
             with _CACHE_LOCK:
                 _IN_FLIGHT.pop(key, None)

@@ -7,6 +7,7 @@ the coder's attempts; every number here comes from real sandbox runs.
 from __future__ import annotations
 
 import ast
+import json
 
 import pytest
 
@@ -517,4 +518,56 @@ def test_the_disk_cache_reads_the_candidates_only_as_far_as_its_programs_need(tm
         mutants.select_mutants("stored-key", candidates, judge, io_style=False, max_mutants=2)
     # checked, then the first wave (2 * max_mutants) made for the selection: no more than it needs
     assert len(read) == len(pool) + 2 * 2
+    mutants.clear_cache()
+
+
+def test_each_candidate_is_the_mutant_made_at_its_position_alone():
+    for problem in load_humaneval_problems()[:40:4]:
+        source = mutants.MutantSource(problem.solution, functions_only=True, key=str(problem.id), limit=12)
+        made = list(source)
+        assert made == mutants.mutant_candidates(problem.solution, functions_only=True, key=str(problem.id), limit=12)
+        assert source.at([source.positions[text] for text in made]) == made
+    # past the last site, or the solution itself: no mutant
+    assert source.at([-1, 10**6]) == [None, None]
+
+
+def test_the_disk_cache_checks_a_mutant_source_by_the_stored_positions(tmp_path, monkeypatch):
+    monkeypatch.setenv("LLM_ENVS_MUTANT_CACHE", str(tmp_path))
+    mutants.clear_cache()
+    problem = load_humaneval_problems()[5]
+    made = []
+
+    def candidates():
+        source = mutants.MutantSource(problem.solution, functions_only=True, key=str(problem.id), limit=12)
+        made.append(source)
+        return source
+
+    class Judged(Exception):
+        pass
+
+    def judge_every_other(programs):
+        return [i % 2 == 0 for i in range(len(programs))]
+
+    def judge(programs):
+        raise Judged  # stands for the sandbox runs of a selection
+
+    chosen = mutants.select_mutants("positions", candidates, judge_every_other, io_style=False, max_mutants=3)
+    assert len(chosen) == 3
+    (path,) = tmp_path.glob("positions.*.json")
+    stored = json.loads(path.read_text())
+    assert stored["mutants"] == list(chosen) and len(stored["positions"]) == 3
+    # a new process: read back by position, no candidate made in order, nothing judged
+    mutants.clear_cache()
+    assert mutants.select_mutants("positions", candidates, judge, io_style=False, max_mutants=3) == chosen
+    assert made[-1].positions == {}
+    # a file whose positions or programs were changed is not used: chosen again
+    for tampered in (
+        {**stored, "positions": stored["positions"][::-1]},
+        {**stored, "mutants": [problem.solution, *stored["mutants"][1:]]},
+        {**stored, "positions": [stored["positions"][0] + 10**6, *stored["positions"][1:]]},
+    ):
+        path.write_text(json.dumps(tampered))
+        mutants.clear_cache()
+        with pytest.raises(Judged):
+            mutants.select_mutants("positions", candidates, judge, io_style=False, max_mutants=3)
     mutants.clear_cache()
