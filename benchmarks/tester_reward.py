@@ -8,7 +8,9 @@ golden solution), and reports the wall time of the tester's step and the sandbox
   disk), which also chooses the problem's mutants (up to ``max_mutant_candidates`` runs on the
   golden tests);
 * **catch, from disk**: the first tester step of a problem in a new process, its mutants read
-  from the disk cache that an earlier process wrote (``mutants.disk_cache_dir``);
+  from the disk cache that an earlier process wrote (``mutants.disk_cache_dir``): also the first
+  step of a problem whose mutants were chosen before training (``env.prepare()``, ``llm-envs
+  prepare``);
 * **catch, warm**: a later tester step of the same problem (mutants cached in memory);
 * **paper**: the golden solution and the coder's code on the tester's tests only;
 * **by value, ...** (the default, ``catch_runs="by_value"``): the same catch reward with every

@@ -49,7 +49,15 @@ def cmd_prepare(args: argparse.Namespace) -> int:
         if args.problems is not None:
             problems = range(min(args.problems, available) if available is not None else args.problems)
         started = time.perf_counter()
-        done = inner.prepare(problems, threads=args.threads)
+        shown = [started]
+
+        def progress(finished: int, total: int) -> None:
+            now = time.perf_counter()
+            if now - shown[0] >= 5.0 and finished < total:  # a line every few seconds on long splits
+                shown[0] = now
+                print(f"prepared {finished}/{total} problems ({now - started:.0f} s)", file=sys.stderr, flush=True)
+
+        done = inner.prepare(problems, threads=args.threads, progress=progress)
         seconds = time.perf_counter() - started
     finally:
         env.close()

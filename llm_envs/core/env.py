@@ -23,7 +23,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -273,14 +273,21 @@ class TextEnv(AECEnv[str, Observation, str]):
         if state:
             raise ValueError(f"{type(self).__name__} keeps no cross-episode state: got {sorted(state)}")
 
-    def prepare(self, problems: Iterable[int] | None = None, *, threads: int | None = None) -> dict[str, Any]:
+    def prepare(
+        self,
+        problems: Iterable[int] | None = None,
+        *,
+        threads: int | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> dict[str, Any]:
         """Do, before any episode, the per-problem work that a step would otherwise pay on a
         problem's first episode, and keep it where every later episode and process finds it.
 
         ``problems``: indices into the environment's task source (``None``: all of them);
-        ``threads``: how many problems at once. Returns counts that describe what was done
-        (``llm-envs prepare`` prints them). The default does nothing and returns ``{}``; an
-        environment with such work overrides it (CoderTester chooses each problem's mutants).
+        ``threads``: how many problems at once; ``progress(done, total)`` is called after each
+        problem. Returns counts that describe what was done (``llm-envs prepare`` prints them).
+        The default does nothing and returns ``{}``; an environment with such work overrides it
+        (CoderTester chooses each problem's mutants).
         """
         return {}
 

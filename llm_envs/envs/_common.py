@@ -47,15 +47,16 @@ def resolve_task_source(config: Any, task_source: TaskSource | None) -> TaskSour
     return load_task_source(config.task, split=config.split, **kwargs)
 
 
-def on_clones(env: TextEnv, work: Any, items: list[Any], threads: int) -> list[Any]:
+def on_clones(env: TextEnv, work: Any, items: list[Any], threads: int, progress: Any = None) -> list[Any]:
     """``work(clone, item)`` for each of ``items``, ``threads`` at once, each call on one of up to
     ``threads`` clones of ``env`` (clones share its sandbox and task source; start the sandbox
-    first so that they share it); the results in the order of ``items``. An exception of any
-    call propagates."""
+    first so that they share it); the results in the order of ``items``. ``progress(done,
+    total)`` is called after each item. An exception of any call propagates."""
     import threading
 
     clones = [env.clone() for _ in range(max(1, min(threads, len(items))))]
     lock = threading.Lock()
+    done = [0]
 
     def run(item: Any) -> Any:
         with lock:
@@ -65,6 +66,9 @@ def on_clones(env: TextEnv, work: Any, items: list[Any], threads: int) -> list[A
         finally:
             with lock:
                 clones.append(clone)
+                done[0] += 1
+                if progress is not None:
+                    progress(done[0], len(items))
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(clones), thread_name_prefix="on-clones") as pool:
         return list(pool.map(run, items))

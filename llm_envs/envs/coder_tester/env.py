@@ -540,18 +540,17 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             judge_stops_early=by_value,
         )
 
-    def prepare(self, problems: Iterable[int] | None = None, *, threads: int | None = None) -> dict[str, Any]:
-        """Choose the mutants of ``problems`` (indices into the task source; ``None``: every
-        problem) before training, so that no tester step pays the choice: a step then reads them
-        from this process's memory or, in any other process, from the disk cache
-        (:func:`mutants.disk_cache_dir`; ``llm-envs prepare``). ``threads`` problems are chosen
-        at once (default: the sandbox's ``max_concurrency``), each on a clone of this env.
-        Nothing is chosen where this configuration pays no catch reward (``tester_reward``
-        ``"paper"``, ``reward_mode="outcome"``, one agent, ``max_mutants=0``).
-
-        Returns ``{"problems", "with_mutants", "mutants"}``: the problems looked at, those with
-        at least one mutant, and the mutants chosen in all. A sandbox failure propagates (that
-        problem's choice is not cached)."""
+    def prepare(
+        self, problems: Iterable[int] | None = None, *, threads: int | None = None, progress: Any = None
+    ) -> dict[str, Any]:
+        """Choose the mutants of ``problems`` (task-source indices; ``None``: all) before
+        training, so that no tester step pays the choice: a step reads them from memory or, in
+        any other process, from the disk cache (:func:`mutants.disk_cache_dir`). ``threads``
+        problems at once (default: the sandbox's ``max_concurrency``), each on a clone of this
+        env; ``progress(done, total)`` after each. Nothing is chosen where no catch reward is
+        paid (``tester_reward="paper"``, ``reward_mode="outcome"``, one agent, no mutants).
+        Returns ``{"problems", "with_mutants", "mutants"}`` (problems looked at, those with a
+        mutant, mutants chosen); a sandbox failure propagates, that problem not cached."""
         cfg = self.config
         indices = list(range(len(self.task_source)) if problems is None else problems)
         if not self.multi_agent or not self._pays_for_catches() or cfg.max_mutants == 0:
@@ -562,7 +561,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             env.reset(seed=0, options={"problem_index": int(index)})
             return len(env._mutants()) if env._can_use_wrong_programs() else 0
 
-        counts = on_clones(self, choose, indices, threads or getattr(sandbox, "max_concurrency", 1))
+        counts = on_clones(self, choose, indices, threads or getattr(sandbox, "max_concurrency", 1), progress)
         return {"problems": len(indices), "with_mutants": sum(1 for n in counts if n), "mutants": sum(counts)}
 
     def _choice_time_s(self) -> float:

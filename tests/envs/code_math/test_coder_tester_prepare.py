@@ -30,7 +30,9 @@ def test_prepared_mutants_are_read_by_a_new_process_and_pay_what_a_choice_on_the
     monkeypatch.setenv("LLM_ENVS_MUTANT_CACHE", str(tmp_path))
     mutants.clear_cache()
     env = CoderTesterEnv(sandbox=sandbox, catch_runs=catch_runs, **OPTIONS)
-    done = env.prepare(threads=2)
+    seen = []
+    done = env.prepare(threads=2, progress=lambda finished, total: seen.append((finished, total)))
+    assert seen == [(1, 3), (2, 3), (3, 3)]
     chosen = dict(mutants.iter_cached())
     assert done == {"problems": 3, "with_mutants": 3, "mutants": sum(len(m) for m in chosen.values())}
     assert len(chosen) == 3 and all(chosen.values())
