@@ -10,7 +10,8 @@ run with the same options finds them::
     llm-envs prepare llm/CoderTester-v0                 # the train split
     llm-envs prepare llm/CoderTester-v0 --split test --env-arg task=mbpp
 
-An environment without such work prints that there is nothing to prepare.
+An environment without such work prints that there is nothing to prepare. Exit status 3 where
+a sandbox failure stopped it (what was prepared before is kept: run it again to finish).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import sys
 import time
 from typing import Any
 
-from ._common import CLIError, env_kwargs, import_modules, resolve_env
+from ._common import EXIT_INCOMPLETE, CLIError, env_kwargs, import_modules, resolve_env
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
@@ -30,6 +31,7 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     if args.problems is not None and args.problems < 1:
         raise CLIError(f"--problems must be >= 1, got {args.problems}")
     import llm_envs
+    from llm_envs.core.errors import InfrastructureError
     from llm_envs.evaluation.evaluate import env_supports_split, resolve_split
 
     entry = resolve_env(args.env_id)
@@ -57,7 +59,12 @@ def cmd_prepare(args: argparse.Namespace) -> int:
                 shown[0] = now
                 print(f"prepared {finished}/{total} problems ({now - started:.0f} s)", file=sys.stderr, flush=True)
 
-        done = inner.prepare(problems, threads=args.threads, progress=progress)
+        try:
+            done = inner.prepare(problems, threads=args.threads, progress=progress)
+        except InfrastructureError as exc:
+            print(f"error: {exc}\nthe problems prepared before it are kept; run the command again to finish",
+                  file=sys.stderr)
+            return EXIT_INCOMPLETE
         seconds = time.perf_counter() - started
     finally:
         env.close()

@@ -549,8 +549,8 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         problems at once (default: the sandbox's ``max_concurrency``), each on a clone of this
         env; ``progress(done, total)`` after each. Nothing is chosen where no catch reward is
         paid (``tester_reward="paper"``, ``reward_mode="outcome"``, one agent, no mutants).
-        Returns ``{"problems", "with_mutants", "mutants"}`` (problems looked at, those with a
-        mutant, mutants chosen); a sandbox failure propagates, that problem not cached."""
+        Returns ``{"problems", "with_mutants", "mutants", "disk_cache"}`` (looked at, with a
+        mutant, chosen, stored where); a sandbox failure propagates, that problem not cached."""
         cfg = self.config
         indices = list(range(len(self.task_source)) if problems is None else problems)
         if not self.multi_agent or not self._pays_for_catches() or cfg.max_mutants == 0:
@@ -562,7 +562,8 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             return len(env._mutants()) if env._can_use_wrong_programs() else 0
 
         counts = on_clones(self, choose, indices, threads or getattr(sandbox, "max_concurrency", 1), progress)
-        return {"problems": len(indices), "with_mutants": sum(1 for n in counts if n), "mutants": sum(counts)}
+        disk = str(mutants.disk_cache_dir() or "off (kept by this process only)")
+        return {"problems": len(indices), "with_mutants": sum(map(bool, counts)), "mutants": sum(counts), "disk_cache": disk}
 
     def _choice_time_s(self) -> float:
         """The time limit of one golden test while choosing mutants: ``mutant_test_time_s``, at

@@ -34,7 +34,8 @@ def test_prepared_mutants_are_read_by_a_new_process_and_pay_what_a_choice_on_the
     done = env.prepare(threads=2, progress=lambda finished, total: seen.append((finished, total)))
     assert seen == [(1, 3), (2, 3), (3, 3)]
     chosen = dict(mutants.iter_cached())
-    assert done == {"problems": 3, "with_mutants": 3, "mutants": sum(len(m) for m in chosen.values())}
+    assert done == {"problems": 3, "with_mutants": 3, "mutants": sum(len(m) for m in chosen.values()),
+                    "disk_cache": str(tmp_path)}
     assert len(chosen) == 3 and all(chosen.values())
     assert len(list(tmp_path.glob("*.json"))) == 3
 
@@ -77,7 +78,7 @@ def test_prepare_on_the_command_line(tmp_path, monkeypatch, capsys):
     assert main(["prepare", "llm/CoderTester-v0", "--split", "test", "--problems", "2", "--threads", "1",
                  "--env-arg", "task_kwargs={split_policy: benchmark}", "--env-arg", "max_mutants=2"]) == 0
     out = capsys.readouterr().out
-    assert "llm/CoderTester-v0 (test split): problems 2, with mutants 2, mutants 4" in out
+    assert f"llm/CoderTester-v0 (test split): problems 2, with mutants 2, mutants 4, disk cache {tmp_path}" in out
     assert len(list(tmp_path.glob("*.json"))) == 2
     mutants.clear_cache()
     assert main(["prepare", "llm/Debate-v0"]) == 0
@@ -86,3 +87,28 @@ def test_prepare_on_the_command_line(tmp_path, monkeypatch, capsys):
     assert "--threads must be >= 1" in capsys.readouterr().err
     assert main(["prepare", "llm/CoderTestr-v0"]) == 2
     assert "did you mean llm/CoderTester-v0" in capsys.readouterr().err
+
+
+def test_a_sandbox_failure_stops_prepare_and_a_second_call_finishes(sandbox, tmp_path, monkeypatch, capsys):
+    import sandboxes
+    from llm_envs.core import SandboxFailure
+    from tests.envs.sandbox_faults import FailingSandbox
+
+    monkeypatch.setenv("LLM_ENVS_MUTANT_CACHE", str(tmp_path))
+    mutants.clear_cache()
+    failing = FailingSandbox(sandbox)
+    failing.down = True
+    env = CoderTesterEnv(sandbox=failing, **OPTIONS)
+    with pytest.raises(SandboxFailure):
+        env.prepare(threads=1)
+    assert not list(tmp_path.glob("*.json")) and not list(mutants.iter_cached())  # nothing chosen is kept
+    # On the command line: exit status 3 and a line that says what to do
+    monkeypatch.setattr(sandboxes, "shared_sandbox", lambda spec="auto": failing)
+    argv = ["prepare", "llm/CoderTester-v0", "--split", "test", "--problems", "2", "--threads", "1",
+            "--env-arg", "task_kwargs={split_policy: benchmark}", "--env-arg", "max_mutants=2"]
+    assert main(argv) == 3
+    assert "run the command again to finish" in capsys.readouterr().err
+    failing.down = False
+    assert main(argv) == 0
+    assert len(list(tmp_path.glob("*.json"))) == 2
+    mutants.clear_cache()
