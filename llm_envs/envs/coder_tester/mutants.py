@@ -654,6 +654,10 @@ def _read_disk(key: str, candidates: Callable[[], Iterable[str]]) -> tuple[str, 
     programs = stored.get("mutants")
     if not isinstance(programs, list) or not all(isinstance(p, str) for p in programs):
         return None
+    if len(set(programs)) != len(programs):
+        # A choice never holds a program twice; copies would let one catch count as several.
+        log.warning("ignoring mutant cache %s: it holds a program more than once", path)
+        return None
     source = candidates()
     positions = stored.get("positions")
     if (

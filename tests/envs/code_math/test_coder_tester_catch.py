@@ -565,6 +565,8 @@ def test_the_disk_cache_checks_a_mutant_source_by_the_stored_positions(tmp_path,
         {**stored, "positions": stored["positions"][::-1]},
         {**stored, "mutants": [problem.solution, *stored["mutants"][1:]]},
         {**stored, "positions": [stored["positions"][0] + 10**6, *stored["positions"][1:]]},
+        # one mutant three times, each at its own (true) position: one catch would count thrice
+        {**stored, "mutants": [stored["mutants"][0]] * 3, "positions": [stored["positions"][0]] * 3},
     ):
         path.write_text(json.dumps(tampered))
         mutants.clear_cache()
