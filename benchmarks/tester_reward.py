@@ -17,6 +17,9 @@ golden solution), and reports the wall time of the tester's step and the sandbox
   wrong program graded by value in one run where the tests are asserts on the values of calls
   (``sandboxes.run_value_checks``): cold (its mutants chosen that way too), from the disk cache
   and warm;
+* **by value, shipped**: the first step anywhere of a bundled problem (nothing cached in memory
+  or on disk) whose choice ships with the package (``llm_envs.envs.coder_tester.shipped``; the
+  other modes run with ``LLM_ENVS_SHIPPED_MUTANTS=off``);
 * **one run, ...**: the same catch reward with ``catch_runs="one_run"`` (the guarded golden and
   every wrong program in one sandbox run, one slot each, a wrong program stopped at its first
   catch: ``sandboxes.harness.run_function_tests_slots``): cold (nothing cached, in memory or on
@@ -168,8 +171,10 @@ def main() -> None:
     import sandboxes
     from llm_envs.envs.coder_tester import mutants
 
-    # A disk cache of this run's own: "cold" means nothing cached anywhere.
+    # A disk cache of this run's own: "cold" means nothing cached anywhere, and the shipped
+    # choices unused (but in "by value, shipped").
     disk_cache = os.environ["LLM_ENVS_MUTANT_CACHE"] = tempfile.mkdtemp(prefix="tester-reward-mutants-")
+    os.environ["LLM_ENVS_SHIPPED_MUTANTS"] = "off"
     from llm_envs.envs.coder_tester.env import CoderTesterEnv
 
     sandbox = TimedSandbox(sandboxes.make_sandbox(args.backend))
@@ -195,7 +200,9 @@ def main() -> None:
         "by value, cold": [],
         "by value, from disk": [],
         "by value, warm": [],
+        "by value, shipped": [],
     }
+    shipped_differs: list[int] = []
     wrong_programs = []
     same_reward = True
     differences: list[dict[str, Any]] = []
@@ -228,6 +235,14 @@ def main() -> None:
             mutants.clear_cache()
             by_value = sample("by value, from disk", envs["by value"], index)
             by_value_warm = sample("by value, warm", envs["by value"], index)
+            # The first step anywhere of a bundled problem: nothing cached, its choice shipped.
+            mutants.clear_cache()
+            os.environ["LLM_ENVS_MUTANT_CACHE"] = tempfile.mkdtemp(prefix="tester-reward-mutants-")
+            os.environ["LLM_ENVS_SHIPPED_MUTANTS"] = "on"
+            by_value_shipped = sample("by value, shipped", envs["by value"], index)
+            os.environ["LLM_ENVS_SHIPPED_MUTANTS"] = "off"
+            os.environ["LLM_ENVS_MUTANT_CACHE"] = disk_cache
+            mutants.clear_cache()
             warm = sample("catch, warm", envs["catch"], index)
             keys = ("golden_solution_pass_rate", "wrong_programs", "wrong_programs_caught")
             for mode, got in (("one run, cold", one_cold), ("one run, from disk", one), ("one run, warm", one_warm),
@@ -237,6 +252,10 @@ def main() -> None:
                     same_reward = False
                     differences.append({"problem": index, "mode": mode, "got": [got[k] for k in keys],
                                         "one run per program": [warm[k] for k in keys]})
+            # The shipped choice is the release machine's: it differs from this machine's where a
+            # candidate runs close to the time limit of a golden test (docs/envs/coder_tester.md).
+            if tuple(by_value_shipped[k] for k in keys) != tuple(by_value_warm[k] for k in keys):
+                shipped_differs.append(index)
             loads.append(os.getloadavg()[0])
             breakdown.append(slot_cost(envs["one run"], index))
     finally:
@@ -252,7 +271,8 @@ def main() -> None:
     print(f"{len(indices)} HumanEval problems, backend {args.backend}; wrong programs per problem: "
           f"median {statistics.median(wrong_programs):g}, min {min(wrong_programs)}; load average "
           f"(1 min) {min(loads):.1f}-{max(loads):.1f}; one run and by value paid what per-program runs paid: "
-          f"{same_reward}")
+          f"{same_reward}; the shipped choice paid what this machine's paid on "
+          f"{len(indices) - len(shipped_differs)} of {len(indices)} problems")
     for difference in differences:
         print(f"  differs: problem {difference['problem']}, {difference['mode']}: (golden pass rate, wrong programs, "
               f"caught) {difference['got']} against {difference['one run per program']}")
@@ -290,6 +310,7 @@ def main() -> None:
                 "wrong_programs": wrong_programs,
                 "one_run_and_by_value_paid_the_same": same_reward,
                 "differences": differences,
+                "shipped_choice_paid_otherwise": shipped_differs,
                 "one_run_breakdown": breakdown,
                 "load_average_1min": loads,
                 "rows": rows,

@@ -8,6 +8,11 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+# A Coder-Tester step of a bundled HumanEval problem would read the mutants chosen before release
+# (llm_envs.envs.coder_tester.shipped) instead of choosing them: the tests of the choice need it
+# made. The tests of the shipped choices turn them on themselves.
+os.environ["LLM_ENVS_SHIPPED_MUTANTS"] = "off"
+
 # Under pytest-xdist every worker is its own process. Torch's default of one OpenMP thread per
 # core would put (workers x cores) spinning threads on the cores; measured on 2 cores, that made a
 # 20 s training test take 157 s. One intra-op thread per worker keeps the CPU tests fast.

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from llm_envs.envs.coder_tester import shipped
 from sandboxes import parse_python
 
 #: Mutants kept per problem by default (each costs one sandbox run per tester step).
@@ -720,6 +721,8 @@ def select_mutants(
     needed)`` and may leave the candidates after ``needed`` wrong ones unjudged
     (:data:`NOT_JUDGED`). Errors (a sandbox failure) propagate and nothing is cached.
 
+    The bundled problems' choices under the default options are shipped with the package
+    (:mod:`~llm_envs.envs.coder_tester.shipped`) and used first, where they still match.
     Cached in memory for the process and on disk for every process (:func:`disk_cache_dir`),
     under ``key`` (a hash of everything the choice depends on: :func:`cache_key`) and a hash of
     this module's and the harness's code; a stored choice is used only if every program in it
@@ -736,7 +739,10 @@ def select_mutants(
             if key in _CACHE:
                 return _CACHE[key]
         try:
-            result = _read_disk(key, candidates)
+            source = candidates()
+            result = shipped.lookup(key, source.at) if isinstance(source, MutantSource) else None
+            if result is None:
+                result = _read_disk(key, candidates)
             if result is None:
                 pool = candidates()
                 result = _select(pool, judge_on_golden, io_style, max_mutants, judge_stops_early)
