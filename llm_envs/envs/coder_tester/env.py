@@ -162,17 +162,13 @@ class CoderTesterConfig:
             ),
         )
         if self.reply_parsing not in rules.REPLY_PARSINGS:
-            raise ValueError(
-                f"reply_parsing must be one of {rules.REPLY_PARSINGS}, got {self.reply_parsing!r}"
-            )
+            raise ValueError(f"reply_parsing must be one of {rules.REPLY_PARSINGS}, got {self.reply_parsing!r}")
         if self.test_time_s <= 0 or self.mutant_test_time_s <= 0:
             raise ValueError("test_time_s and mutant_test_time_s must be positive")
         if self.max_generated_tests < 1 or self.runs_check_tests < 1:
             raise ValueError("max_generated_tests and runs_check_tests must be >= 1")
         if self.tester_reward not in rules.TESTER_REWARDS:
-            raise ValueError(
-                f"tester_reward must be one of {rules.TESTER_REWARDS}, got {self.tester_reward!r}"
-            )
+            raise ValueError(f"tester_reward must be one of {rules.TESTER_REWARDS}, got {self.tester_reward!r}")
         if self.max_mutants < 0 or self.max_mutant_candidates < 0:
             raise ValueError("max_mutants and max_mutant_candidates must be >= 0")
         check_split(self.split)
@@ -234,10 +230,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
                 "(0.8 x pass rate of the golden solution on the tests); use agents='single'"
             )
         self._keep_sandbox(sandbox)
-        super().__init__(
-            ["coder", "tester"] if self.multi_agent else ["coder"],
-            render_mode=render_mode,
-        )
+        super().__init__(["coder", "tester"] if self.multi_agent else ["coder"], render_mode=render_mode)
         self.problem: Problem | None = None
         self.golden_tests: tuple[Any, ...] = ()
         self.history: list[_Turn] = []
@@ -491,10 +484,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         problem = self.problem
         assert problem is not None and problem.solution is not None
         return mutants.guard_epilogue(
-            golden=problem.solution,
-            setup=problem.setup,
-            entry_point=str(problem.entry_point),
-            call=problem.call,
+            golden=problem.solution, setup=problem.setup, entry_point=str(problem.entry_point), call=problem.call
         )
 
     def _can_use_wrong_programs(self) -> bool:
@@ -521,14 +511,9 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         solution = problem.solution
         by_value = not self._grades_in_one_run() and self._value_checks(self.golden_tests) is not None
         return mutants.select_mutants(
-            mutants.cache_key(
-                problem, self.golden_tests, cfg.max_mutants, cfg.max_mutant_candidates, self._choice_time_s()
-            ),
+            self._mutants_key(),
             lambda: mutants.MutantSource(
-                solution,
-                functions_only=not io_style,
-                key=str(problem.id),
-                limit=cfg.max_mutant_candidates,
+                solution, functions_only=not io_style, key=str(problem.id), limit=cfg.max_mutant_candidates
             ),
             self._judge_on_golden_in_one_run
             if self._grades_in_one_run()
@@ -540,6 +525,13 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             judge_stops_early=by_value,
         )
 
+    def _mutants_key(self) -> str:
+        """What this problem's choice of mutants is cached under (:func:`mutants.cache_key`)."""
+        cfg = self.config
+        return mutants.cache_key(
+            self.problem, self.golden_tests, cfg.max_mutants, cfg.max_mutant_candidates, self._choice_time_s()
+        )
+
     def prepare(
         self, problems: Iterable[int] | None = None, *, threads: int | None = None, progress: Any = None
     ) -> dict[str, Any]:
@@ -549,21 +541,26 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         problems at once (default: the sandbox's ``max_concurrency``), each on a clone of this
         env; ``progress(done, total)`` after each. Nothing is chosen where no catch reward is
         paid (``tester_reward="paper"``, ``reward_mode="outcome"``, one agent, no mutants).
-        Returns ``{"problems", "with_mutants", "mutants", "disk_cache"}`` (looked at, with a
-        mutant, chosen, stored where); a sandbox failure propagates, that problem not cached."""
+        Returns ``{"problems", "with_mutants", "mutants", "shipped", "disk_cache"}`` (looked at,
+        with a mutant, chosen, of those problems how many read from the package's table:
+        :mod:`.shipped`, stored where); a sandbox failure propagates, that problem not cached."""
         cfg = self.config
         indices = list(range(len(self.task_source)) if problems is None else problems)
         if not self.multi_agent or not self._pays_for_catches() or cfg.max_mutants == 0:
             return {"problems": len(indices), "with_mutants": 0, "mutants": 0}
         sandbox = self.sandbox  # started here, so that every clone shares it
 
-        def choose(env: Any, index: int) -> int:
+        def choose(env: Any, index: int) -> tuple[int, bool]:
             env.reset(seed=0, options={"problem_index": int(index)})
-            return len(env._mutants()) if env._can_use_wrong_programs() else 0
+            if not env._can_use_wrong_programs():
+                return 0, False
+            return len(env._mutants()), mutants.origin(env._mutants_key()) == "shipped"
 
-        counts = on_clones(self, choose, indices, threads or getattr(sandbox, "max_concurrency", 1), progress)
+        done = on_clones(self, choose, indices, threads or getattr(sandbox, "max_concurrency", 1), progress)
+        counts = [count for count, _ in done]
         disk = str(mutants.disk_cache_dir() or "off (kept by this process only)")
-        return {"problems": len(indices), "with_mutants": sum(map(bool, counts)), "mutants": sum(counts), "disk_cache": disk}
+        return {"problems": len(indices), "with_mutants": sum(map(bool, counts)), "mutants": sum(counts),
+                "shipped": sum(from_table for _, from_table in done), "disk_cache": disk}
 
     def _choice_time_s(self) -> float:
         """The time limit of one golden test while choosing mutants: ``mutant_test_time_s``, at

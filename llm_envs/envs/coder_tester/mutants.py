@@ -570,6 +570,8 @@ def wrong_on_golden(report: Any, io_style: bool) -> bool:
 log = logging.getLogger(__name__)
 
 _CACHE: dict[str, tuple[str, ...]] = {}
+#: Where each choice in ``_CACHE`` came from: ``"shipped"``, ``"disk"`` or ``"chosen"``.
+_ORIGIN: dict[str, str] = {}
 _CACHE_LIMIT = 4096
 _CACHE_LOCK = threading.Lock()
 _IN_FLIGHT: dict[str, threading.Lock] = {}
@@ -740,10 +742,13 @@ def select_mutants(
                 return _CACHE[key]
         try:
             source = candidates()
+            origin = "shipped"
             result = shipped.lookup(key, source.at) if isinstance(source, MutantSource) else None
             if result is None:
+                origin = "disk"
                 result = _read_disk(key, candidates)
             if result is None:
+                origin = "chosen"
                 pool = candidates()
                 result = _select(pool, judge_on_golden, io_style, max_mutants, judge_stops_early)
                 positions = None
@@ -754,9 +759,11 @@ def select_mutants(
             with _CACHE_LOCK:
                 _IN_FLIGHT.pop(key, None)
         with _CACHE_LOCK:
-            _CACHE[key] = result
+            _CACHE[key], _ORIGIN[key] = result, origin
             while len(_CACHE) > _CACHE_LIMIT:
-                _CACHE.pop(next(iter(_CACHE)))
+                oldest = next(iter(_CACHE))
+                _CACHE.pop(oldest)
+                _ORIGIN.pop(oldest, None)
         return result
 
 
@@ -815,6 +822,14 @@ def clear_cache() -> None:
     (:func:`disk_cache_dir`) stays: remove its directory, or set ``LLM_ENVS_MUTANT_CACHE=off``."""
     with _CACHE_LOCK:
         _CACHE.clear()
+        _ORIGIN.clear()
+
+
+def origin(key: str) -> str | None:
+    """Where the choice cached in memory under ``key`` came from: ``"shipped"`` (the package's
+    table), ``"disk"`` (the disk cache) or ``"chosen"`` (judged here); ``None`` if none is."""
+    with _CACHE_LOCK:
+        return _ORIGIN.get(key)
 
 
 def iter_cached() -> Iterator[tuple[str, tuple[str, ...]]]:

@@ -35,7 +35,7 @@ def test_prepared_mutants_are_read_by_a_new_process_and_pay_what_a_choice_on_the
     assert seen == [(1, 3), (2, 3), (3, 3)]
     chosen = dict(mutants.iter_cached())
     assert done == {"problems": 3, "with_mutants": 3, "mutants": sum(len(m) for m in chosen.values()),
-                    "disk_cache": str(tmp_path)}
+                    "shipped": 0, "disk_cache": str(tmp_path)}
     assert len(chosen) == 3 and all(chosen.values())
     assert len(list(tmp_path.glob("*.json"))) == 3
 
@@ -78,7 +78,7 @@ def test_prepare_on_the_command_line(tmp_path, monkeypatch, capsys):
     assert main(["prepare", "llm/CoderTester-v0", "--split", "test", "--problems", "2", "--threads", "1",
                  "--env-arg", "task_kwargs={split_policy: benchmark}", "--env-arg", "max_mutants=2"]) == 0
     out = capsys.readouterr().out
-    assert f"llm/CoderTester-v0 (test split): problems 2, with mutants 2, mutants 4, disk cache {tmp_path}" in out
+    assert f"llm/CoderTester-v0 (test split): problems 2, with mutants 2, mutants 4, shipped 0, disk cache {tmp_path}" in out
     assert len(list(tmp_path.glob("*.json"))) == 2
     mutants.clear_cache()
     assert main(["prepare", "llm/Debate-v0"]) == 0

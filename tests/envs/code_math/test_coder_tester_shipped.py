@@ -18,11 +18,6 @@ BENCHMARK = {"split": "test", "task_kwargs": {"split_policy": "benchmark"}}
 STABLE = (11, 23, 61, 62, 65, 72, 74, 102, 139, 152)
 
 
-def _key(env: CoderTesterEnv) -> str:
-    cfg = env.config
-    return mutants.cache_key(env.problem, env.golden_tests, cfg.max_mutants, cfg.max_mutant_candidates, env._choice_time_s())
-
-
 def _source(env: CoderTesterEnv) -> mutants.MutantSource:
     problem = env.problem
     return mutants.MutantSource(problem.solution, functions_only=True, key=str(problem.id),
@@ -45,7 +40,7 @@ def test_the_table_covers_every_bundled_problem_and_matches_this_code_s_candidat
         for index in range(len(env.task_source)):
             env.reset(seed=0, options={"problem_index": index})
             if env._can_use_wrong_programs():
-                key = _key(env)
+                key = env._mutants_key()
                 keys.add(key)
                 found = shipped.lookup(key, _source(env).at)
                 assert found is not None, f"{env.problem.id} ({options}): no shipped choice, or a stale one"
@@ -63,7 +58,7 @@ def test_the_shipped_choices_are_the_choices_this_code_makes(sandbox, monkeypatc
         mutants.clear_cache()
         chosen = env._mutants()
         monkeypatch.setenv("LLM_ENVS_SHIPPED_MUTANTS", "on")
-        assert shipped.lookup(_key(env), _source(env).at) == chosen, (
+        assert shipped.lookup(env._mutants_key(), _source(env).at) == chosen, (
             f"{env.problem.id}: the shipped choice is not this code's; regenerate it "
             "(python -m llm_envs.envs.coder_tester.make_shipped)"
         )
@@ -102,10 +97,28 @@ def test_a_first_step_reads_the_shipped_choice_and_pays_what_a_choice_on_the_ste
     assert all(step["wrong_programs"] > 0 for step in from_table)
 
 
+def test_prepare_counts_the_problems_read_from_the_table(sandbox, shipped_on, tmp_path, capsys):
+    from llm_envs.cli import main
+
+    env = CoderTesterEnv(sandbox=sandbox, **BENCHMARK)
+    done = env.prepare(STABLE[:4], threads=2)
+    assert done["shipped"] == done["with_mutants"] == 4 and done["mutants"] > 0
+    assert not list(tmp_path.iterdir())
+    mutants.clear_cache()
+    argv = ["prepare", "llm/CoderTester-v0", "--split", "test", "--problems", "2", "--threads", "1",
+            "--env-arg", "task_kwargs={split_policy: benchmark}"]
+    assert main(argv) == 0
+    assert "with mutants 2, mutants 15, shipped 2, " in capsys.readouterr().out and not list(tmp_path.iterdir())
+    mutants.clear_cache()
+    # Another option: nothing shipped for it, every problem chosen and cached on disk.
+    assert main([*argv, "--env-arg", "max_mutants=2"]) == 0
+    assert ", shipped 0, " in capsys.readouterr().out and len(list(tmp_path.glob("*.json"))) == 2
+
+
 def test_another_option_is_chosen_on_the_step(sandbox, shipped_on, tmp_path):
     env = CoderTesterEnv(sandbox=sandbox, max_mutants=3, **BENCHMARK)
     env.reset(seed=0, options={"problem_index": STABLE[0]})
-    assert _key(env) not in shipped.table()
+    assert env._mutants_key() not in shipped.table()
     assert len(env._mutants()) == 3
     assert len(list(tmp_path.glob("*.json"))) == 1  # chosen, and cached on disk
 
@@ -113,7 +126,7 @@ def test_another_option_is_chosen_on_the_step(sandbox, shipped_on, tmp_path):
 def test_a_shipped_choice_that_does_not_match_this_code_s_mutants_is_not_used(shipped_on, monkeypatch):
     env = CoderTesterEnv(sandbox="process", **BENCHMARK)
     env.reset(seed=0, options={"problem_index": STABLE[0]})
-    key = _key(env)
+    key = env._mutants_key()
     entry = shipped.table()[key]
     assert shipped.lookup(key, _source(env).at) is not None
     (first_position, first_hash), (second_position, _) = entry[0], entry[1]
