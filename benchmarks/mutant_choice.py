@@ -99,6 +99,7 @@ def main() -> None:
     args = parser.parse_args()
 
     os.environ["LLM_ENVS_MUTANT_CACHE"] = "off"  # nothing cached anywhere: every choice is a first
+    os.environ["LLM_ENVS_SHIPPED_MUTANTS"] = "off"  # and none read from the package's table
     import sandboxes
     from llm_envs.envs.coder_tester.env import CoderTesterConfig, CoderTesterEnv
 
