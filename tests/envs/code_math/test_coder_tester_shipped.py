@@ -10,6 +10,7 @@ import pytest
 
 from llm_envs.envs.coder_tester import mutants, shipped
 from llm_envs.envs.coder_tester.env import CoderTesterEnv
+from tests.envs.code_math.test_coder_tester_prepare import _tester_step
 
 BENCHMARK = {"split": "test", "task_kwargs": {"split_policy": "benchmark"}}
 # Benchmark problems whose candidates all end far inside the time limit of a golden test: their
@@ -63,14 +64,6 @@ def test_the_shipped_choices_are_the_choices_this_code_makes(sandbox, monkeypatc
             "(python -m llm_envs.envs.coder_tester.make_shipped)"
         )
     mutants.clear_cache()
-
-
-def _tester_step(env: CoderTesterEnv, index: int) -> dict:
-    env.reset(seed=0, options={"problem_index": index})
-    env.step(env.reference_action("coder"))
-    env.step(env.reference_action("tester"))
-    info = env.records[1].info
-    return {key: info[key] for key in ("golden_solution_pass_rate", "wrong_programs", "wrong_programs_caught")}
 
 
 @pytest.mark.parametrize("catch_runs", ["by_value", "per_program"])
