@@ -2466,12 +2466,373 @@ def _calls_main():
     _os._exit(0)
 
 
+# =============================================================================================
+# a run of many trusted stdin/stdout programs (sandboxes.harness.run_io_programs)
+# =============================================================================================
+
+_IO_FILE = "harness_io.json"
+#: The beginning of a case's stdout that its record carries (the verdict is made here, on all of
+#: it), and the end of its stderr kept for the last line of a traceback.
+_IO_STDOUT_CHARS = 2000
+_IO_STDERR_TAIL = 4096
+
+
+def _exit_status(exc):
+    """The exit status ``python main.py`` gives for `exc`, a ``SystemExit`` (a message code is
+    printed to stderr, as the interpreter does)."""
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    try:
+        _sys.stderr.write(str(code) + "\n")
+    except BaseException:
+        pass
+    return 1
+
+
+def _io_case_process(code, source, stdin_bytes, out_w, err_w, address_space, cpu_s, directory):
+    """One case of one program (never returns), in a new working `directory` of its own (the
+    run's process removes it when the case has ended, as the sandbox wipes a run's directory):
+    the case's input on descriptor 0 (an unnamed file), stdout and stderr on pipes to the run's
+    process, and the program run as a fresh
+    ``__main__``, as the sandbox's worker runs ``python main.py`` (sandboxes/_worker_main.py,
+    ``_run_program``): the same streams, exit statuses and traceback. A failure to set the
+    process up ends it with ``SIGKILL``, which the run's process reports as not established."""
+    import resource
+    import types
+
+    try:
+        _os.setpgid(0, 0)
+        _os.mkdir(directory, 0o700)
+        _os.chdir(directory)
+        # The input in a file no other process can open (a case of another program could read
+        # or rewrite a named one): a memory file, else an unnamed file in the work directory.
+        try:
+            stdin_fd = _os.memfd_create("stdin", 0)
+        except (AttributeError, OSError):
+            try:
+                stdin_fd = _os.open(".", _os.O_RDWR | _os.O_TMPFILE, 0o600)
+            except (AttributeError, OSError):
+                path = "stdin-" + _os.urandom(16).hex()
+                stdin_fd = _os.open(path, _os.O_RDWR | _os.O_CREAT | _os.O_EXCL, 0o600)
+                _os.unlink(path)
+        view = memoryview(stdin_bytes)
+        while view:
+            view = view[_os.write(stdin_fd, view) :]
+        _os.lseek(stdin_fd, 0, 0)
+        for fd, target in ((stdin_fd, 0), (out_w, 1), (err_w, 2)):
+            _os.dup2(fd, target)
+        _close_other_descriptors()
+        _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)
+        if address_space is not None:
+            resource.setrlimit(resource.RLIMIT_AS, address_space)
+        soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+        limit = cpu_s if hard == resource.RLIM_INFINITY else min(cpu_s, hard)
+        resource.setrlimit(resource.RLIMIT_CPU, (limit, hard))
+        _sys.stdin = _io.TextIOWrapper(
+            _io.BufferedReader(_io.FileIO(0, "r", closefd=False)), encoding="utf-8", errors="strict"
+        )
+        _sys.stdout = _io.TextIOWrapper(
+            _io.BufferedWriter(_io.FileIO(1, "w", closefd=False)), encoding="utf-8", errors="strict"
+        )
+        _sys.stderr = _io.TextIOWrapper(
+            _io.BufferedWriter(_io.FileIO(2, "w", closefd=False)),
+            encoding="utf-8",
+            errors="backslashreplace",
+            line_buffering=True,
+        )
+        import atexit
+
+        atexit._clear()
+        if "random" in _sys.modules:  # a fresh interpreter seeds it from the OS
+            _sys.modules["random"].seed()
+        module = types.ModuleType("__main__")
+        module.__file__ = "main.py"
+        module.__builtins__ = _builtins_module
+        _sys.modules["__main__"] = module
+        _sys.argv[:] = ["main.py"]
+        # Imports only from the interpreter's own (read-only) paths: a module another case
+        # wrote into a writable directory must not be found by this one.
+        _sys.path[:] = [entry for entry in _sys.path if entry and not _os.access(entry, _os.W_OK)]
+    except BaseException:
+        _os.kill(_os.getpid(), _signal.SIGKILL)
+    status = 0
+    try:
+        if code is None:
+            code = compile(source, "main.py", "exec", dont_inherit=True)
+        exec(code, module.__dict__)
+    except SystemExit as exc:
+        status = _exit_status(exc)
+    except BaseException as exc:
+        tb = exc.__traceback__
+        if tb is not None and tb.tb_frame.f_code is _io_case_process.__code__:
+            tb = tb.tb_next
+        try:
+            _traceback.print_exception(type(exc), exc, tb)
+        except BaseException:
+            pass
+        status = 1
+    try:
+        threading = _sys.modules.get("threading")
+        if threading is not None:
+            threading._shutdown()
+        atexit._run_exitfuncs()
+    except SystemExit as exc:
+        status = _exit_status(exc)
+    except BaseException:
+        pass
+    for stream in (_sys.stdout, _sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            if stream is _sys.stdout and status == 0:
+                status = 120
+    _os._exit(status)
+
+
+def _io_main():
+    """A run of many programs on stdin/stdout cases: each case of each program in a process of
+    its own, forked from this one (at most ``parallel`` at a time), its output compared here
+    with the case's expected output (equal as whitespace-separated tokens), killed and reaped
+    with its process group when it is done, out of time or over the output cap. One record per
+    case run (``{"kind": "io_case", "program", "case", "outcome", "status", "stdout", "error"}``,
+    outcome ``pass``, ``wrong answer``, ``exit`` (a status but 0), ``timeout``, ``output`` or
+    ``unestablished`` (ended by a signal this process did not send)), one per program
+    (``{"kind": "io_program", "program", "compiled", "skipped", "stopped", "timeout_stop"}``) and
+    a final ``{"kind": "done"}``. Only trusted programs run here (the caller's golden solution and
+    mutants of it); the cases are data."""
+    import collections
+    import resource
+    import select
+
+    _signal.signal(_signal.SIGPIPE, _signal.SIG_IGN)
+    secret = _read_secret_line()
+    emit = _emitter(_os.dup(1), secret)
+    payload = _read_payload(_IO_FILE)
+    programs = payload["programs"]
+    cases = [(str(stdin).encode("utf-8"), str(expected).split()) for stdin, expected in payload["cases"]]
+    time_s = float(payload["time_s"])
+    cap = int(payload["output_bytes"])
+    parallel = payload.get("parallel")
+    parallel = parallel if type(parallel) is int and 1 <= parallel <= 8 else 1
+    golden = payload.get("golden")
+    golden = golden if type(golden) is int and 0 <= golden < len(programs) else None
+    enough = payload.get("enough")
+    enough = enough if type(enough) is int and enough >= 1 and golden is None else None
+    stop_at_timeout = payload.get("stop_at_timeout") is True
+    codes = [_compiled_quietly(source, "main.py") for source in programs]
+    home = _os.getcwd()
+    cpu_s = int(time_s) + 2  # a backstop: the deadline below ends a case first
+    address_space = None
+    memory_mb = payload.get("memory_mb")
+    if type(memory_mb) is int and memory_mb > 0:
+        try:
+            with open("/proc/self/statm", "rb") as handle:
+                pages = int(handle.read().split()[0])
+            soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+            limit = pages * resource.getpagesize() + memory_mb * 1024 * 1024
+            for bound in (soft, hard):
+                if bound != resource.RLIM_INFINITY:
+                    limit = min(limit, bound)
+            address_space = (limit, hard)
+        except (OSError, ValueError, IndexError):
+            address_space = None
+
+    order = sorted(range(len(programs)), key=lambda index: index != golden)
+    waiting = collections.deque((index, case) for index in order for case in range(len(cases)))
+    outcomes = {}  # (program, case) -> outcome
+    left = {index: len(cases) for index in order}  # cases not yet ended (or dropped)
+    started = set()
+    skipped = []
+    stopped = {}  # program -> the case that caught it
+    timeout_stop = {}  # program -> the case that reached its time limit
+    ended_wrong = [0]
+    running = {}  # pid -> [program, case, deadline, out fd, err fd, stdout, stderr tail, open fds, why killed]
+
+    def drop(index):
+        """Drop the cases of `index` not started yet, and end those running."""
+        kept = [task for task in waiting if task[0] != index]
+        left[index] -= len(waiting) - len(kept)
+        waiting.clear()
+        waiting.extend(kept)
+        for pid, entry in running.items():
+            if entry[0] == index and entry[8] is None:
+                entry[8] = "dropped"
+                _kill_group(pid)
+
+    def program_ended(index):
+        if enough is None:
+            return
+        wrong = (
+            index not in timeout_stop
+            and not any(outcomes.get((index, c)) == "timeout" for c in range(len(cases)))
+            and any(outcomes.get((index, c)) == "wrong answer" for c in range(len(cases)))
+            and not any(outcomes.get((index, c)) == "unestablished" for c in range(len(cases)))
+        )
+        ended_wrong[0] += wrong
+        if ended_wrong[0] >= enough:
+            for task in waiting:
+                if task[0] not in started and task[0] not in skipped:
+                    skipped.append(task[0])
+            kept = [task for task in waiting if task[0] in started]
+            waiting.clear()
+            waiting.extend(kept)
+
+    def start(index, case):
+        started.add(index)
+        out_r, out_w = _os.pipe()
+        err_r, err_w = _os.pipe()
+        directory = _os.path.join(home, "case-" + _os.urandom(8).hex())
+        pid = _os.fork()
+        if pid == 0:
+            _io_case_process(
+                codes[index], programs[index], cases[case][0], out_w, err_w, address_space, cpu_s, directory
+            )
+        _os.close(out_w)
+        _os.close(err_w)
+        running[pid] = [
+            index, case, _time.monotonic() + time_s, out_r, err_r, bytearray(), bytearray(), {out_r, err_r}, None,
+            directory,
+        ]
+
+    def finish(pid, status):
+        index, case, _deadline, out_r, err_r, stdout, stderr, _open, why, directory = running.pop(pid)
+        for fd in (out_r, err_r):
+            _os.close(fd)
+        try:
+            _os.killpg(pid, _signal.SIGKILL)  # what the case left behind
+        except OSError:
+            pass
+        _remove_tree(directory)
+        left[index] -= 1
+        if why == "dropped":
+            pass
+        else:
+            if why == "timeout":
+                outcome = "timeout"
+            elif why == "output":
+                outcome = "output"
+            elif _os.WIFSIGNALED(status):
+                outcome = "unestablished"
+            else:
+                code = _os.WEXITSTATUS(status)
+                if code != 0:
+                    outcome = "exit"
+                else:
+                    text = bytes(stdout).decode("utf-8", "replace")
+                    outcome = "pass" if text.split() == cases[case][1] else "wrong answer"
+            outcomes[(index, case)] = outcome
+            tail = bytes(stderr).decode("utf-8", "replace").strip().splitlines()[-1:]
+            emit({
+                "kind": "io_case",
+                "program": index,
+                "case": case,
+                "outcome": outcome,
+                "status": _os.WEXITSTATUS(status) if _os.WIFEXITED(status) else -_os.WTERMSIG(status),
+                "stdout": bytes(stdout[:_IO_STDOUT_CHARS * 4]).decode("utf-8", "replace")[:_IO_STDOUT_CHARS],
+                "error": tail[0] if tail else "",
+            })
+            if outcome == "timeout" and stop_at_timeout and index not in timeout_stop:
+                timeout_stop[index] = case
+                drop(index)
+            elif (
+                outcome == "wrong answer"
+                and golden is not None
+                and index != golden
+                and outcomes.get((golden, case)) == "pass"
+                and index not in stopped
+            ):
+                stopped[index] = case
+                drop(index)
+        if left[index] == 0:
+            program_ended(index)
+
+    while waiting or running:
+        while waiting and len(running) < parallel:
+            start(*waiting.popleft())
+        now = _time.monotonic()
+        for pid, entry in list(running.items()):
+            if entry[8] is None and entry[2] <= now:
+                entry[8] = "timeout"
+                _kill_group(pid)
+        fds = {fd: pid for pid, entry in running.items() for fd in entry[7]}
+        closed = [pid for pid, entry in running.items() if not entry[7]]
+        for pid in closed:
+            reaped, status = _os.waitpid(pid, _os.WNOHANG)
+            if reaped:
+                finish(pid, status)
+        if not running or (waiting and len(running) < parallel):
+            continue
+        wait = max(0.0, min(entry[2] for entry in running.values()) - now)
+        if closed:
+            wait = min(wait, 0.002)
+        ready, _, _ = select.select(list(fds), [], [], wait)
+        for fd in ready:
+            pid = fds[fd]
+            entry = running[pid]
+            chunk = _os.read(fd, 65536)
+            if not chunk:
+                entry[7].discard(fd)
+            elif fd == entry[3]:
+                entry[5] += chunk
+                if len(entry[5]) > cap and entry[8] is None:
+                    entry[8] = "output"
+                    _kill_group(pid)
+            else:
+                entry[6] += chunk
+                del entry[6][:-_IO_STDERR_TAIL]
+    for index in range(len(programs)):
+        emit({
+            "kind": "io_program",
+            "program": index,
+            "compiled": codes[index] is not None,
+            "skipped": index in skipped,
+            "stopped": stopped.get(index),
+            "timeout_stop": timeout_stop.get(index),
+        })
+    emit({"kind": "done"})
+    _os._exit(0)
+
+
+def _remove_tree(path):
+    """Remove `path` and everything under it, as far as it can."""
+    try:
+        for root, directories, files in _os.walk(path, topdown=False):
+            for name in files:
+                try:
+                    _os.unlink(_os.path.join(root, name))
+                except OSError:
+                    pass
+            for name in directories:
+                full = _os.path.join(root, name)
+                try:
+                    _os.unlink(full) if _os.path.islink(full) else _os.rmdir(full)
+                except OSError:
+                    pass
+        _os.rmdir(path)
+    except OSError:
+        pass
+
+
+def _kill_group(pid):
+    """End a case's process group (its process leads it; `_io_main` reaps the process)."""
+    for kill in (_os.killpg, _os.kill):
+        try:
+            kill(pid, _signal.SIGKILL)
+        except OSError:
+            pass
+
+
 def _entry():
     """What a run does: call every program of a calls file, grade every program of a slots file,
     else the one solution. The loader calls this on the module a worker's zygote holds
     (sandboxes/harness.py, _LOADER)."""
     if _os.path.exists(_CALLS_FILE):
         _calls_main()
+    if _os.path.exists(_IO_FILE):
+        _io_main()
     (_slots_main if _os.path.exists(_SLOTS_FILE) else _main)()
 
 

@@ -108,6 +108,8 @@ class TestReport:
             normally (status 0, in time).
         error: what went wrong before any test could run (e.g. the syntax error), else ``None``.
         runs: the raw sandbox results behind this report (one for function tests, one per case).
+        skipped: the solution did not run: enough programs before it were wrong programs
+            (`run_io_programs` with ``enough``). Not a verdict: nothing was judged.
     """
 
     __test__ = False
@@ -117,6 +119,7 @@ class TestReport:
     ran: bool
     error: str | None = None
     runs: list[RunResult] = dataclasses.field(default_factory=list)
+    skipped: bool = False
 
     @property
     def passed(self) -> int:
@@ -1258,3 +1261,175 @@ def run_io_cases(
         )
     ran = any(run.exit_code == 0 and not run.timed_out for run in runs)
     return TestReport(results=results, compiled=True, ran=ran, runs=list(runs))
+
+
+_IO_FILE = "harness_io.json"
+#: What a run of stdin/stdout programs holds beyond the worker's zygote (the driver, the
+#: compiled programs, the cases), per process.
+_IO_RUN_OVERHEAD_MB = 32
+
+
+def run_io_programs(
+    sandbox: Sandbox,
+    programs: Sequence[str],
+    cases: Sequence[tuple[str, str]],
+    *,
+    time_s: float = 5.0,
+    memory_mb: int = 512,
+    output_bytes: int = 1_000_000,
+    parallel: int = 2,
+    golden: int | None = None,
+    enough: int | None = None,
+    stop_at_timeout: bool = False,
+) -> list[TestReport | None]:
+    """Run each of `programs` on every ``(stdin, expected_stdout)`` case in **one** sandbox run;
+    a `TestReport` per program, as `run_io_cases` reports it (the same errors: ``wrong answer``,
+    ``timed out after ...``, ``exit status N: <last line of stderr>``, ``output limit
+    exceeded``), or ``None`` where the run did not establish it (the run failed, a case's process
+    ended by a signal the run did not send, a case without a record).
+
+    For trusted programs only (the Coder–Tester's golden solution and its mutants; the cases are
+    data): each case of each program runs in a process of its own, forked from the run's
+    process, with the case's input on descriptor 0, stdout and stderr on pipes, the program
+    executed as a fresh ``__main__`` as the sandbox runs ``python main.py``; killed and reaped
+    with its process group when it is done, past `time_s`, or over `output_bytes`. Its address
+    space may grow by `memory_mb` (a program that needs more meets ``MemoryError``: ``exit status
+    1``, where a run of its own reports ``out of memory``; neither passes nor is a wrong answer).
+    `parallel` cases run at a time (1-8). What one program's cases leave in memory is not seen
+    by its next case, nor by another program (each case is a fork of the run's process).
+
+    `golden`: the index of the golden program; its cases start first, and a program stops at a
+    case where it printed a wrong answer and the golden passed (the cases after it are ``not run:
+    the program was stopped after case i caught it``); a stop that the golden's own report does
+    not bear out is not established. `stop_at_timeout`: a program runs no case after one that
+    timed out (``not run: case i reached its time limit``). `enough` (without a `golden`): no
+    program starts once `enough` of those that have ended are wrong programs (compiled, no case
+    timed out, a wrong answer): the others are reported ``skipped`` with no results.
+    """
+    if not 1 <= parallel <= 8:
+        raise ValueError("parallel must be between 1 and 8")
+    programs = list(programs)
+    cases = [(str(stdin), str(expected)) for stdin, expected in cases]
+    if golden is not None and not 0 <= golden < len(programs):
+        raise ValueError(f"golden must index programs (0-{len(programs) - 1}), got {golden}")
+    if enough is not None and (golden is not None or type(enough) is not int or enough < 1):
+        raise ValueError(f"enough must be a positive int, in a run without a golden; got {enough!r}")
+    results: list[TestReport | None] = [None] * len(programs)
+    parsing = [_parses(program) for program in programs]
+    for index, (parsed, syntax_error) in enumerate(parsing):
+        if not parsed:
+            results[index] = TestReport(
+                results=[
+                    TestResult(index=i, name=f"case {i}", passed=False, error=syntax_error, expected=expected)
+                    for i, (_stdin, expected) in enumerate(cases)
+                ],
+                compiled=False,
+                ran=False,
+                error=syntax_error,
+            )
+    runnable = [index for index, (parsed, _error) in enumerate(parsing) if parsed]
+    if not runnable or not cases:
+        for index in runnable:
+            results[index] = TestReport(results=[], compiled=True, ran=False)
+        return results
+    if golden is not None and golden not in runnable:
+        golden = None
+    payload = {
+        "programs": [programs[index] for index in runnable],
+        "cases": [list(case) for case in cases],
+        "time_s": float(time_s),
+        "output_bytes": int(output_bytes),
+        "memory_mb": int(memory_mb),
+        "parallel": int(parallel),
+        "golden": runnable.index(golden) if golden is not None else None,
+        "enough": enough,
+        "stop_at_timeout": bool(stop_at_timeout),
+    }
+    width = min(parallel, len(runnable) * len(cases))
+    limits = Limits(
+        time_s=(float(time_s) + 0.5) * len(runnable) * len(cases) + 2.0,  # (as if one at a time)
+        memory_mb=(memory_mb + _IO_RUN_OVERHEAD_MB) * width + _IO_RUN_OVERHEAD_MB,
+        output_bytes=1_000_000 + 4200 * len(runnable) * (len(cases) + 1),
+    )
+    secret = secrets.token_hex(16)
+    run = _run_driver(sandbox, secret + "\n", {_IO_FILE: json.dumps(payload)}, limits)
+    records = [record for _who, record in _stream(run, secret, None)]
+    if run.sandbox_error or not any(record.get("kind") == "done" for record in records):
+        return results
+    outcome_of: dict[tuple[int, int], dict] = {}
+    program_of: dict[int, dict] = {}
+    for record in records:
+        at = record.get("program")
+        if type(at) is not int or not 0 <= at < len(runnable):
+            continue
+        if record.get("kind") == "io_case" and type(record.get("case")) is int and 0 <= record["case"] < len(cases):
+            outcome_of[(at, record["case"])] = record
+        elif record.get("kind") == "io_program":
+            program_of[at] = record
+    reports = [_io_report(at, cases, outcome_of, program_of.get(at), time_s) for at in range(len(runnable))]
+    # A stop stands only on a case the golden passed, by the golden's own report.
+    reference = reports[payload["golden"]] if golden is not None else None
+    for at, report in enumerate(reports):
+        stop = (program_of.get(at) or {}).get("stopped")
+        if report is not None and stop is not None:
+            if reference is None or not reference.results[stop].passed or report.results[stop].error != "wrong answer":
+                reports[at] = None
+    for at, index in enumerate(runnable):
+        results[index] = reports[at]
+    return results
+
+
+def _io_report(
+    at: int, cases: list[tuple[str, str]], outcome_of: dict[tuple[int, int], dict], program: dict | None, time_s: float
+) -> TestReport | None:
+    """Program `at`'s `TestReport` from the records of a run of `run_io_programs`, or ``None``
+    where they do not establish it."""
+    if program is None:
+        return None
+    if program.get("skipped") is True:
+        return TestReport(results=[], compiled=True, ran=False, error="not run: enough programs before it were wrong", skipped=True)
+    stopped, timeout_stop = program.get("stopped"), program.get("timeout_stop")
+    for mark in (stopped, timeout_stop):
+        if mark is not None and not (type(mark) is int and 0 <= mark < len(cases)):
+            return None
+    results = []
+    ran = False
+    for index, (_stdin, expected) in enumerate(cases):
+        record = outcome_of.get((at, index))
+        if record is None:
+            if stopped is not None and index != stopped:
+                why = f"not run: the program was stopped after case {stopped} caught it"
+            elif timeout_stop is not None and index != timeout_stop:
+                why = f"not run: case {timeout_stop} reached its time limit"
+            else:
+                return None
+            results.append(TestResult(index=index, name=f"case {index}", passed=False, error=why, expected=expected))
+            continue
+        outcome, stdout = record.get("outcome"), record.get("stdout")
+        stdout = stdout if type(stdout) is str else ""
+        status, tail = record.get("status"), record.get("error")
+        if outcome == "pass":
+            error = None
+        elif outcome == "wrong answer":
+            error = "wrong answer"
+        elif outcome == "timeout":
+            error = f"timed out after {time_s:g}s"
+        elif outcome == "output":
+            error = "output limit exceeded"
+        elif outcome == "exit" and type(status) is int and status != 0:
+            error = f"exit status {status}" + (f": {tail}" if type(tail) is str and tail else "")
+        else:
+            return None  # unestablished, or not a record the driver writes
+        ran = ran or outcome in ("pass", "wrong answer")
+        results.append(
+            TestResult(
+                index=index,
+                name=f"case {index}",
+                passed=error is None,
+                error=error,
+                stdout=stdout,
+                expected=expected,
+                timed_out=outcome == "timeout",
+            )
+        )
+    return TestReport(results=results, compiled=True, ran=ran)

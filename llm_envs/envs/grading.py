@@ -45,7 +45,8 @@ class Grading:
             ``"function_slots"`` (``programs`` on function-style tests in one run,
             ``sandboxes.harness.run_function_tests_slots``) or ``"function_values"`` (``programs``
             on ``tests``, ``sandboxes.ValueCheck`` values, in one run,
-            ``sandboxes.run_value_checks``).
+            ``sandboxes.run_value_checks``) or ``"io_programs"`` (``programs`` on stdin/stdout
+            ``tests`` in one run, ``sandboxes.run_io_programs``).
         program: The program's source.
         tests: Test snippets (``"function"``) or ``(stdin, expected)`` pairs (``"io"``).
         setup: Code run before the solution (``"function"``).
@@ -53,20 +54,20 @@ class Grading:
         time_s: Time limit of one test or case (``"function"``, ``"io"``).
         stdin: Standard input (``"run"``).
         limits: A ``sandboxes.Limits`` (``"run"``; ``None``: the sandbox's default).
-        programs: ``"function_slots"``, ``"function_values"``: the programs graded on ``tests``
-            in one run (the result is a tuple of ``SlotResult`` or ``ValueCheckResult``, one per
-            program).
-        golden: ``"function_slots"``, ``"function_values"``: the index in ``programs`` of the
-            golden solution (early stop), or ``None``.
+        programs: ``"function_slots"``, ``"function_values"``, ``"io_programs"``: the programs
+            graded on ``tests`` in one run (the result is a tuple of ``SlotResult``,
+            ``ValueCheckResult`` or ``TestReport``, one per program).
+        golden: ``"function_slots"``, ``"function_values"``, ``"io_programs"``: the index in
+            ``programs`` of the golden solution (early stop), or ``None``.
         epilogue: ``"function_values"``: trusted code run after each program's top level but
             the golden's (the guard of a wrong program), or ``""``.
         reference: ``"function_values"`` without ``golden``: a trusted program the epilogue
             finds compiled as it finds the golden (the golden solution), or ``""``.
-        enough: ``"function_values"`` without ``golden``: no program starts once ``enough``
-            programs that have ended are wrong programs (``ValueCheckResult.skipped``), or
+        enough: ``"function_values"``, ``"io_programs"`` without ``golden``: no program starts
+            once ``enough`` programs that have ended are wrong programs (``skipped``), or
             ``None``.
-        stop_at_timeout: ``"function"``, ``"io"``: no test or case runs after one that times
-            out (the choice of a problem's mutants; ``sandboxes.run_function_tests``,
+        stop_at_timeout: ``"function"``, ``"io"``, ``"io_programs"``: no test or case runs after
+            one that times out (the choice of a problem's mutants; ``sandboxes.run_function_tests``,
             ``sandboxes.run_io_cases``).
     """
 
@@ -164,6 +165,36 @@ class Grading:
             enough=enough,
         )
 
+    @classmethod
+    def io_programs_of(
+        cls,
+        problem: Any,
+        programs: Sequence[str],
+        cases: Sequence[Any],
+        *,
+        time_s: float,
+        golden: int | None = None,
+        enough: int | None = None,
+        stop_at_timeout: bool = False,
+    ) -> Grading:
+        """Every one of ``programs`` on the stdin/stdout ``cases`` in one run (trusted programs
+        only; ``sandboxes.run_io_programs``): with ``golden``, the others stop at their first
+        wrong answer on a case the golden passed; with ``enough``, no program starts once that
+        many that have ended are wrong programs; with ``stop_at_timeout``, a program runs no
+        case after one that timed out."""
+        if problem.style != "io":
+            raise ValueError(f"problem {problem.id} has style {problem.style!r}; this run needs 'io'")
+        return cls(
+            "io_programs",
+            "",
+            tuple(tuple(case) for case in cases),
+            time_s=time_s,
+            programs=tuple(programs),
+            golden=golden,
+            enough=enough,
+            stop_at_timeout=stop_at_timeout,
+        )
+
     def value_checks_arguments(self) -> dict[str, Any]:
         """``sandboxes.run_value_checks``'s keyword arguments for this ``"function_values"``
         grading (beside the sandbox, the programs and the checks)."""
@@ -187,8 +218,9 @@ def run_grading(sandbox: Any, grading: Grading) -> Any:
     """Grade ``grading`` in ``sandbox``: a ``TestReport`` (``"function"``, ``"io"``), a
     ``RunResult`` (``"run"``), a tuple of ``SlotResult`` (``"function_slots"``: a run that
     failed as a whole gives reports of ``None``, which the caller grades again one by one) or a
-    tuple of ``ValueCheckResult`` or ``None`` (``"function_values"``: ``None`` where the run did not
-    establish that program's outcome).
+    tuple of ``ValueCheckResult`` or ``None`` (``"function_values"``) or of ``TestReport`` or
+    ``None`` (``"io_programs"``): ``None`` where the run did not establish that program's
+    outcome.
 
     Raises:
         SandboxFailure: the sandbox failed on every attempt (never a program's outcome).
@@ -227,6 +259,20 @@ def run_grading(sandbox: Any, grading: Grading) -> Any:
         from sandboxes import run_value_checks
 
         return tuple(run_value_checks(sandbox, grading.programs, list(grading.tests), **grading.value_checks_arguments()))
+    if grading.kind == "io_programs":
+        from sandboxes import run_io_programs
+
+        return tuple(
+            run_io_programs(
+                sandbox,
+                grading.programs,
+                list(grading.tests),
+                time_s=grading.time_s,
+                golden=grading.golden,
+                enough=grading.enough,
+                stop_at_timeout=grading.stop_at_timeout,
+            )
+        )
     if grading.kind == "run":
         return code_verifier.run_program(sandbox, grading.program, stdin=grading.stdin, limits=grading.limits)
     raise ValueError(f"unknown grading kind {grading.kind!r}")

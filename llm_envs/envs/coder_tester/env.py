@@ -36,7 +36,7 @@ from llm_envs.envs._common import (
     resolve_task_source,
     wrong_sign_holes,
 )
-from llm_envs.envs.coder_tester import mutants, rules
+from llm_envs.envs.coder_tester import io_runs, mutants, rules
 from llm_envs.envs.grading import Grading
 from llm_envs.tasks import Problem, TaskSource
 from llm_envs.verifiers import code as code_verifier
@@ -82,15 +82,15 @@ class CoderTesterConfig:
         max_mutant_candidates: Mutants tried per problem at most to find ``max_mutants`` that
             fail a golden test.
         catch_runs: How the catch reward grades the guarded golden solution and the wrong
-            programs on the tester's tests (function-style problems; stdin/stdout problems
-            always use one run per program): ``"by_value"`` (default): where every test is one
+            programs on the tester's tests (stdin/stdout problems: in one run, :mod:`.io_runs`,
+            but with ``"per_program"``): ``"by_value"`` (default): where every test is one
             ``assert`` whose only link to the program is calls of the entry point on data
-            (:func:`~llm_envs.verifiers.code.value_check`: literals, operators, a few pure
-            builtins), the golden solution (unguarded) and every wrong program in one run, each
-            in a process of its own running the asserts with its values rebuilt as data
-            (``sandboxes.run_value_checks``); no test code runs beside a wrong program, so it
-            pays exactly what one run each pays (and the problem's mutants are chosen that way
-            where the golden tests are of that form); other steps as ``"per_program"``. ``"per_program"``: one sandbox run each.
+            (:func:`~llm_envs.verifiers.code.value_check`), the golden solution (unguarded) and
+            every wrong program in one run, each in a process of its own running the asserts
+            with its values rebuilt as data (``sandboxes.run_value_checks``); no test code runs
+            beside a wrong program, so it pays exactly what one run each pays (and the mutants
+            are chosen that way where the golden tests are of that form); other steps as
+            ``"per_program"``. ``"per_program"``: one sandbox run each.
             ``"one_run"``: all of them in one run, one slot at a time in a random order, each
             slot's test process under a seccomp filter, a wrong program stopped at its first
             caught test (``sandboxes.harness.run_function_tests_slots``; the problem's mutants
@@ -499,30 +499,31 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         """This problem's mutants that fail a golden test (chosen once per problem, then cached
         in memory and on disk for other processes, :func:`mutants.select_mutants`; choosing runs
         up to ``max_mutant_candidates`` candidates on the golden tests in waves of
-        ``2 * max_mutants``, then ``max_mutants``: by value one run per wave
-        (:meth:`_judge_on_golden_by_value`), with ``catch_runs="one_run"`` one run per wave
-        (:meth:`_judge_on_golden_in_one_run`), else one run per candidate; every golden test
-        limited to :meth:`_choice_time_s`)."""
+        ``2 * max_mutants``, then ``max_mutants``, one run per wave by value, stdin/stdout
+        (:func:`io_runs.judge_candidates`) or with ``catch_runs="one_run"``, else one run per
+        candidate; every golden test limited to :meth:`_choice_time_s`)."""
         cfg, problem = self.config, self.problem
         assert problem is not None and problem.solution is not None
         if cfg.max_mutants == 0:
             return ()
-        io_style = problem.style == "io"
-        solution = problem.solution
+        io_style, solution = problem.style == "io", problem.solution
+        in_one_run = io_style and io_runs.enabled(self)
         by_value = not self._grades_in_one_run() and self._value_checks(self.golden_tests) is not None
         return mutants.select_mutants(
             self._mutants_key(),
             lambda: mutants.MutantSource(
                 solution, functions_only=not io_style, key=str(problem.id), limit=cfg.max_mutant_candidates
             ),
-            self._judge_on_golden_in_one_run
+            (lambda programs, needed: io_runs.judge_candidates(self, programs, needed))
+            if in_one_run
+            else self._judge_on_golden_in_one_run
             if self._grades_in_one_run()
             else self._judge_on_golden_by_value
             if by_value
             else lambda programs: self._judge_candidates([self._as_wrong_program(p) for p in programs]),
             io_style=io_style,
             max_mutants=cfg.max_mutants,
-            judge_stops_early=by_value,
+            judge_stops_early=by_value or in_one_run,
         )
 
     def _mutants_key(self) -> str:
@@ -720,11 +721,11 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         return [(self._as_wrong_program(m), tests, 0) for m in self._mutants()]
 
     def _grades_in_one_run(self) -> bool:
-        """Whether this step grades the golden solution and the wrong programs in one run
-        (``catch_runs="one_run"``, a function-style problem whose wrong programs can be
-        guarded)."""
+        """Whether this step grades the golden solution and the wrong programs in one run: a
+        stdin/stdout problem (:func:`io_runs.enabled`), or ``catch_runs="one_run"`` (function
+        style, guarded wrong programs)."""
         problem = self.problem
-        return (
+        return io_runs.enabled(self) or (
             self.config.catch_runs == "one_run"
             and problem is not None
             and problem.style == "function"
@@ -734,8 +735,8 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
     def _one_run(self, tests: tuple[Any, ...]) -> tuple[tuple[Any, int, int], Any]:
         """``((golden report, caught, wrong programs), the coder's code's report or None)``
         with the guarded golden solution and every wrong program graded in one run
-        (``sandboxes.harness.run_function_tests_slots``; the coder's code in a run of its own,
-        at the same time).
+        (``sandboxes.harness.run_function_tests_slots``; stdin/stdout: :func:`io_runs.one_run`;
+        the coder's code in a run of its own, at the same time).
 
         The same counts as one run per program (:meth:`_count_caught`), failing over to those
         runs for what the one run did not establish: everything, where the golden's slot did
@@ -743,6 +744,8 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         short) without a catch confirmed by its records and its ledger."""
         problem, time_s = self.problem, self.config.test_time_s
         assert problem is not None and problem.solution is not None
+        if problem.style == "io":
+            return io_runs.one_run(self, tests)
         golden = self._as_wrong_program(problem.solution)
         wrong = [self._as_wrong_program(m) for m in self._mutants()]
         gradings = [Grading.slots_of(problem, [golden, *wrong], tests, golden=0, time_s=time_s)]

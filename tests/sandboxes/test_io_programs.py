@@ -1,0 +1,150 @@
+"""Trusted stdin/stdout programs graded in one run (`run_io_programs`).
+
+What the Coder–Tester's catch reward on stdin/stdout problems relies on: each program's report on
+each case is what `run_io_cases` (one sandbox run per case) gives; each case runs in a process of
+its own, so nothing one case does reaches another case or program; a program stops at its first
+wrong answer on a case the golden passed, and only there; a case's process killed by anything
+but the run is not established, never a verdict. Real sandboxes (bwrap, process, docker).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sandboxes.harness import run_io_cases, run_io_programs
+
+GOLDEN = "a, b = map(int, input().split())\nprint(a + b)\n"
+CASES = [("1 2\n", "3\n"), ("5 5\n", "10\n"), ("0 0\n", "0\n")]
+
+# Programs of every ending a run of its own distinguishes, each reading its input its own way.
+PROGRAMS = {
+    "golden": GOLDEN,
+    "wrong": "a, b = map(int, input().split())\nprint(a - b)\n",
+    "wrong on one": "a, b = map(int, input().split())\nprint(a + b if a != 5 else 0)\n",
+    "open(0)": "print(sum(map(int, open(0).read().split())))\n",
+    "fstat size": "import os\ndata = os.read(0, os.fstat(0).st_size)\nprint(sum(map(int, data.split())))\n",
+    "buffer, no newline": "import sys\nsys.stdout.write(str(sum(int(x) for x in sys.stdin.buffer.read().split())))\n",
+    "loops": "while True:\n    pass\n",
+    "raises": "raise ValueError('boom')\n",
+    "exit 3": "import sys\nsys.exit(3)\n",
+    "exit message": "import sys\nsys.exit('no input')\n",
+    "exit 0 after print": "import sys\nprint(sum(map(int, input().split())))\nsys.exit(0)\n",
+    "floods stdout": "print('x' * 2000000)\n",
+    "thread": (
+        "import threading\nout = []\n"
+        "t = threading.Thread(target=lambda: out.append(sum(map(int, input().split()))))\n"
+        "t.start()\nt.join()\nprint(out[0])\n"
+    ),
+    "compile error": "return 5\n",
+    "syntax error": "def f(:\n",
+    "atexit": "import atexit\na, b = map(int, input().split())\natexit.register(lambda: print(a + b))\n",
+    "unicode": "input()\nprint('é ü 中')\n",
+    "recursion": "import sys\nsys.setrecursionlimit(100)\ndef f(n):\n    return f(n + 1)\nf(0)\n",
+}
+
+
+def outcome(report):
+    return None if report is None else (report.compiled, report.ran, [(r.passed, r.error) for r in report.results])
+
+
+def test_each_program_gets_the_report_a_run_of_its_own_gives(isolated):
+    programs = list(PROGRAMS.values())
+    batch = run_io_programs(isolated, programs, CASES, time_s=1.0)
+    for name, program, report in zip(PROGRAMS, programs, batch):
+        alone = run_io_cases(isolated, program, CASES, time_s=1.0)
+        assert outcome(report) == outcome(alone), name
+
+
+def test_a_big_input_and_an_unusual_expected_output(isolated):
+    numbers = " ".join(str(i) for i in range(30000))  # > 64 KiB: more than a pipe holds
+    cases = [(numbers + "\n", str(sum(range(30000)))), ("\n\n", "")]
+    program = "import sys\nprint(sum(map(int, sys.stdin.read().split())) or '')\n"
+    [report] = run_io_programs(isolated, [program], cases, time_s=2.0)
+    assert outcome(report) == outcome(run_io_cases(isolated, program, cases, time_s=2.0))
+    assert report.results[0].passed and report.results[1].passed
+
+
+def test_a_wrong_program_stops_at_its_first_wrong_answer_where_the_golden_passed(isolated):
+    cases = [("1 2\n", "3\n"), ("5 5\n", "10\n"), ("2 2\n", "5\n"), ("0 0\n", "0\n")]  # case 2: golden fails
+    wrong_late = "a, b = map(int, input().split())\nprint(a + b if a != 0 else 7)\n"
+    wrong_where_golden_fails = "a, b = map(int, input().split())\nprint(a + b if a != 2 else 9)\n"
+    programs = [GOLDEN, PROGRAMS["wrong"], wrong_late, wrong_where_golden_fails]
+    golden, wrong, late, unpaid = run_io_programs(isolated, programs, cases, time_s=1.0, golden=0, parallel=1)
+    assert [r.passed for r in golden.results] == [True, True, False, True]
+    assert wrong.results[0].error == "wrong answer"
+    assert all(r.error == "not run: the program was stopped after case 0 caught it" for r in wrong.results[1:])
+    assert [r.error for r in late.results] == [None, None, "wrong answer", "wrong answer"]
+    # a wrong answer where the golden failed too is no stop: every case ran
+    assert [r.error for r in unpaid.results] == [None, None, "wrong answer", None]
+
+
+def test_the_choice_stops_at_a_timeout_and_after_enough_wrong_programs(isolated):
+    slow_on_second = "a, b = map(int, input().split())\nwhile a == 5:\n    pass\nprint(a - b)\n"
+    programs = [PROGRAMS["wrong"], GOLDEN, slow_on_second, PROGRAMS["wrong on one"], PROGRAMS["raises"]]
+    reports = run_io_programs(isolated, programs, CASES, time_s=0.5, stop_at_timeout=True, enough=2, parallel=1)
+    wrong, golden, slow, wrong_on_one, raises = reports
+    assert [r.error for r in wrong.results] == ["wrong answer", "wrong answer", None] and not wrong.skipped
+    assert golden.all_passed
+    assert slow.results[1].timed_out and slow.results[2].error == "not run: case 1 reached its time limit"
+    assert wrong_on_one.results[1].error == "wrong answer"
+    # two wrong programs have ended: the last one never started
+    assert raises.skipped and raises.results == []
+
+
+def test_no_case_reaches_another_through_files_modules_or_memory(isolated):
+    # Each case of this program leaves a module and a file behind, and a global in its memory;
+    # a later case of it, or another program, must find none of them.
+    leaver = (
+        "import os, sys\n"
+        "seen = [n for n in ('json_helper.py', 'left.txt') if os.path.exists(n)]\n"
+        "open('json_helper.py', 'w').write('VALUE = 1\\n')\n"
+        "open('left.txt', 'w').write('x')\n"
+        "sys.modules.setdefault('marker_module', 'case')\n"
+        "a, b = map(int, input().split())\n"
+        "print(a + b if not seen else -1)\n"
+    )
+    finder = (
+        "import sys\n"
+        "try:\n    import json_helper\n    found = 1\nexcept ImportError:\n    found = 0\n"
+        "a, b = map(int, input().split())\n"
+        "print(a + b if not found and 'marker_module' not in sys.modules else -1)\n"
+    )
+    leaver_report, finder_report = run_io_programs(isolated, [leaver, finder], CASES, time_s=1.0, parallel=1)
+    assert leaver_report.all_passed, leaver_report.results
+    assert finder_report.all_passed, finder_report.results
+
+
+def test_a_case_killed_by_another_is_not_established_never_caught(isolated):
+    # A program whose cases kill every process they can reach (the run's included, where they
+    # can): whatever it reaches is not established, and no report counts a wrong answer.
+    killer = (
+        "import os, signal\n"
+        "for pid in range(2, 4096):\n"
+        "    if pid != os.getpid():\n"
+        "        try:\n            os.kill(pid, signal.SIGKILL)\n        except OSError:\n            pass\n"
+        "print(3)\n"
+    )
+    slow_golden = "import time\ntime.sleep(0.2)\n" + GOLDEN
+    reports = run_io_programs(isolated, [slow_golden, killer, PROGRAMS["wrong"]], CASES, time_s=1.0, golden=0, parallel=3)
+    for report in reports:
+        if report is not None:
+            for result in report.results:
+                assert result.error in (None, "wrong answer", "not run: the program was stopped after case 0 caught it") or (
+                    result.error or ""
+                ).startswith(("exit status", "timed out")), result.error
+    wrong = reports[2]
+    if wrong is not None and reports[0] is not None:
+        alone = run_io_cases(isolated, PROGRAMS["wrong"], CASES, time_s=1.0)
+        assert wrong.results[0].error == alone.results[0].error
+
+
+def test_bad_arguments_are_refused(isolated):
+    with pytest.raises(ValueError, match="parallel"):
+        run_io_programs(isolated, [GOLDEN], CASES, parallel=0)
+    with pytest.raises(ValueError, match="golden"):
+        run_io_programs(isolated, [GOLDEN], CASES, golden=3)
+    with pytest.raises(ValueError, match="enough"):
+        run_io_programs(isolated, [GOLDEN], CASES, golden=0, enough=1)
+    assert run_io_programs(isolated, [], CASES) == []
+    [empty] = run_io_programs(isolated, [GOLDEN], [])
+    assert empty.results == [] and empty.compiled
