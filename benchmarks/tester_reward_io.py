@@ -205,7 +205,10 @@ def main() -> None:
         print(f"{mode:<24}{wall:>10.3f}{wall / paper_wall:>8.1f}x{runs:>11.1f}{cpu * 1000:>9.0f}"
               f"{cpu / paper_cpu:>8.1f}x{mean * 1000:>10.0f}{mean / paper_mean:>8.1f}x")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    per_problem = {mode: [[round(s, 4), r, None if c is None else round(c, 4)] for s, r, c in values]
+                   for mode, values in samples.items()}
     RESULTS.write_text(json.dumps({"problems": list(PROBLEMS), "backend": args.backend, "rounds": args.rounds,
+                                   "samples_seconds_runs_cpu": per_problem,
                                    "one_run_paid_the_same": not differences, "differences": differences,
                                    "load_average_1min": loads, "rows": rows, "machine": platform.platform()},
                                   indent=2))

@@ -2492,117 +2492,151 @@ def _exit_status(exc):
     return 1
 
 
-def _io_case_process(code, source, stdin_bytes, out_w, err_w, address_space, cpu_s, directory):
-    """One case of one program (never returns), in a new working `directory` of its own (the
-    run's process removes it when the case has ended, as the sandbox wipes a run's directory):
-    the case's input on descriptor 0 (an unnamed file), stdout and stderr on pipes to the run's
-    process, and the program run as a fresh
-    ``__main__``, as the sandbox's worker runs ``python main.py`` (sandboxes/_worker_main.py,
-    ``_run_program``): the same streams, exit statuses and traceback. A failure to set the
-    process up ends it with ``SIGKILL``, which the run's process reports as not established."""
+def _unnamed_file(data=b""):
+    """A new file no other process can open by name (created unlinked in the working
+    directory: a case of another program could read or rewrite a named one), holding `data`,
+    at offset 0."""
+    try:
+        fd = _os.open(".", _os.O_RDWR | _os.O_TMPFILE, 0o600)
+    except (AttributeError, OSError):
+        path = "io-" + _os.urandom(16).hex()
+        fd = _os.open(path, _os.O_RDWR | _os.O_CREAT | _os.O_EXCL, 0o600)
+        _os.unlink(path)
+    view = memoryview(data)
+    while view:
+        view = view[_os.write(fd, view) :]
+    if data:
+        _os.lseek(fd, 0, 0)
+    return fd
+
+
+def _io_program_process(code, source, tasks, report_fd, address_space, cpu_s, cap, directory):
+    """One program's process (never returns): its cases one after another, each as the
+    sandbox's worker runs ``python main.py`` (sandboxes/_worker_main.py, ``_run_program``): a
+    fresh ``__main__``, the case's input on descriptor 0, stdout and stderr into files the run's
+    process holds (`tasks`: ``(case, stdin fd, stdout fd, stderr fd)``), the same exit status
+    and traceback; after each, ``"<case> <status> 0\n"`` on `report_fd`.
+
+    What a case could leave to the next is put back between them: the builtins, the recursion
+    limit, the integer-string limit, ``sys.path``, the exit handlers, the files in the working
+    `directory`; a case that leaves a thread running ends the process after its report (``"<case>
+    <status> 1\n"``: the run's process starts a new one for the cases left). Anything the process cannot set up ends it with ``SIGKILL``
+    (not established)."""
+    import atexit
     import resource
     import types
 
     try:
         _os.setpgid(0, 0)
-        _os.mkdir(directory, 0o700)
         _os.chdir(directory)
-        # The input in a file no other process can open (a case of another program could read
-        # or rewrite a named one): a memory file, else an unnamed file in the work directory.
-        try:
-            stdin_fd = _os.memfd_create("stdin", 0)
-        except (AttributeError, OSError):
-            try:
-                stdin_fd = _os.open(".", _os.O_RDWR | _os.O_TMPFILE, 0o600)
-            except (AttributeError, OSError):
-                path = "stdin-" + _os.urandom(16).hex()
-                stdin_fd = _os.open(path, _os.O_RDWR | _os.O_CREAT | _os.O_EXCL, 0o600)
-                _os.unlink(path)
-        view = memoryview(stdin_bytes)
-        while view:
-            view = view[_os.write(stdin_fd, view) :]
-        _os.lseek(stdin_fd, 0, 0)
-        for fd, target in ((stdin_fd, 0), (out_w, 1), (err_w, 2)):
-            _os.dup2(fd, target)
-        _close_other_descriptors()
+        _close_other_descriptors(report_fd, *(fd for task in tasks for fd in task[1:]))
         _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)
+        _signal.signal(_signal.SIGXFSZ, _signal.SIG_IGN)  # past the cap a write fails instead
         if address_space is not None:
             resource.setrlimit(resource.RLIMIT_AS, address_space)
-        soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
-        limit = cpu_s if hard == resource.RLIM_INFINITY else min(cpu_s, hard)
-        resource.setrlimit(resource.RLIMIT_CPU, (limit, hard))
-        _sys.stdin = _io.TextIOWrapper(
-            _io.BufferedReader(_io.FileIO(0, "r", closefd=False)), encoding="utf-8", errors="strict"
-        )
-        _sys.stdout = _io.TextIOWrapper(
-            _io.BufferedWriter(_io.FileIO(1, "w", closefd=False)), encoding="utf-8", errors="strict"
-        )
-        _sys.stderr = _io.TextIOWrapper(
-            _io.BufferedWriter(_io.FileIO(2, "w", closefd=False)),
-            encoding="utf-8",
-            errors="backslashreplace",
-            line_buffering=True,
-        )
-        import atexit
-
-        atexit._clear()
-        if "random" in _sys.modules:  # a fresh interpreter seeds it from the OS
-            _sys.modules["random"].seed()
-        module = types.ModuleType("__main__")
-        module.__file__ = "main.py"
-        module.__builtins__ = _builtins_module
-        _sys.modules["__main__"] = module
-        _sys.argv[:] = ["main.py"]
-        # Imports only from the interpreter's own (read-only) paths: a module another case
-        # wrote into a writable directory must not be found by this one.
-        _sys.path[:] = [entry for entry in _sys.path if entry and not _os.access(entry, _os.W_OK)]
+        for limit, value in ((resource.RLIMIT_CPU, cpu_s * len(tasks)), (resource.RLIMIT_FSIZE, cap + 1)):
+            soft, hard = resource.getrlimit(limit)
+            resource.setrlimit(limit, (value if hard == resource.RLIM_INFINITY else min(value, hard), hard))
+        # Imports only from the interpreter's own (read-only) paths: nothing a case writes is
+        # imported by a later one.
+        path = [entry for entry in _sys.path if entry and not _os.access(entry, _os.W_OK)]
+        builtins = dict(_builtins_module.__dict__)
+        recursion = _sys.getrecursionlimit()
+        digits = _sys.get_int_max_str_digits() if hasattr(_sys, "get_int_max_str_digits") else None
     except BaseException:
         _os.kill(_os.getpid(), _signal.SIGKILL)
-    status = 0
-    try:
-        if code is None:
-            code = compile(source, "main.py", "exec", dont_inherit=True)
-        exec(code, module.__dict__)
-    except SystemExit as exc:
-        status = _exit_status(exc)
-    except BaseException as exc:
-        tb = exc.__traceback__
-        if tb is not None and tb.tb_frame.f_code is _io_case_process.__code__:
-            tb = tb.tb_next
+    for case, stdin_fd, out_fd, err_fd in tasks:
         try:
-            _traceback.print_exception(type(exc), exc, tb)
+            for fd, target in ((stdin_fd, 0), (out_fd, 1), (err_fd, 2)):
+                _os.dup2(fd, target)
+            _sys.stdin = _io.TextIOWrapper(
+                _io.BufferedReader(_io.FileIO(0, "r", closefd=False)), encoding="utf-8", errors="strict"
+            )
+            _sys.stdout = _io.TextIOWrapper(
+                _io.BufferedWriter(_io.FileIO(1, "w", closefd=False)), encoding="utf-8", errors="strict"
+            )
+            _sys.stderr = _io.TextIOWrapper(
+                _io.BufferedWriter(_io.FileIO(2, "w", closefd=False)),
+                encoding="utf-8",
+                errors="backslashreplace",
+                line_buffering=True,
+            )
+            atexit._clear()
+            if "random" in _sys.modules:  # a fresh interpreter seeds it from the OS
+                _sys.modules["random"].seed()
+            module = types.ModuleType("__main__")
+            module.__file__ = "main.py"
+            module.__builtins__ = _builtins_module
+            _sys.modules["__main__"] = module
+            _sys.argv[:] = ["main.py"]
+            _sys.path[:] = path
+        except BaseException:
+            _os.kill(_os.getpid(), _signal.SIGKILL)
+        status = 0
+        try:
+            exec(code if code is not None else compile(source, "main.py", "exec", dont_inherit=True), module.__dict__)
+        except SystemExit as exc:
+            status = _exit_status(exc)
+        except BaseException as exc:
+            tb = exc.__traceback__
+            if tb is not None and tb.tb_frame.f_code is _io_program_process.__code__:
+                tb = tb.tb_next
+            try:
+                _traceback.print_exception(type(exc), exc, tb)
+            except BaseException:
+                pass
+            status = 1
+        try:
+            threading = _sys.modules.get("threading")
+            if threading is not None:
+                threading._shutdown()
+            atexit._run_exitfuncs()
+        except SystemExit as exc:
+            status = _exit_status(exc)
         except BaseException:
             pass
-        status = 1
-    try:
-        threading = _sys.modules.get("threading")
-        if threading is not None:
-            threading._shutdown()
-        atexit._run_exitfuncs()
-    except SystemExit as exc:
-        status = _exit_status(exc)
-    except BaseException:
-        pass
-    for stream in (_sys.stdout, _sys.stderr):
+        for stream in (_sys.stdout, _sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                if stream is _sys.stdout and status == 0:
+                    status = 120
         try:
-            stream.flush()
+            module.__dict__.clear()
+            del module
+            for name in [name for name in _builtins_module.__dict__ if name not in builtins]:
+                del _builtins_module.__dict__[name]
+            for name, value in builtins.items():
+                if _builtins_module.__dict__.get(name, _os) is not value:
+                    _builtins_module.__dict__[name] = value
+            _sys.setrecursionlimit(recursion)
+            if digits is not None:
+                _sys.set_int_max_str_digits(digits)
+            for name in _os.listdir("."):
+                _remove_tree(name) if _os.path.isdir(name) and not _os.path.islink(name) else _os.unlink(name)
+            threading = _sys.modules.get("threading")
+            alone = threading is None or threading.active_count() == 1
+            _os.write(report_fd, b"%d %d %d\n" % (case, status, not alone))
         except BaseException:
-            if stream is _sys.stdout and status == 0:
-                status = 120
-    _os._exit(status)
+            _os.kill(_os.getpid(), _signal.SIGKILL)
+        if not alone:
+            _os._exit(0)
+    _os._exit(0)
 
 
 def _io_main():
-    """A run of many programs on stdin/stdout cases: each case of each program in a process of
-    its own, forked from this one (at most ``parallel`` at a time), its output compared here
-    with the case's expected output (equal as whitespace-separated tokens), killed and reaped
-    with its process group when it is done, out of time or over the output cap. One record per
-    case run (``{"kind": "io_case", "program", "case", "outcome", "status", "stdout", "error"}``,
-    outcome ``pass``, ``wrong answer``, ``exit`` (a status but 0), ``timeout``, ``output`` or
-    ``unestablished`` (ended by a signal this process did not send)), one per program
-    (``{"kind": "io_program", "program", "compiled", "skipped", "stopped", "timeout_stop"}``) and
-    a final ``{"kind": "done"}``. Only trusted programs run here (the caller's golden solution and
-    mutants of it); the cases are data."""
+    """A run of many programs on stdin/stdout cases: each program in a process of its own,
+    forked from this one (at most ``parallel`` at a time), which runs its cases one after
+    another (`_io_program_process`); each case's output compared here with the case's expected
+    output (equal as whitespace-separated tokens). A program's process is killed with its
+    process group when it is stopped, when a case runs past ``time_s`` (that case
+    ``timeout``), or after a case over the output cap; where it ends with cases left, a new one
+    runs them. One record per case run (``{"kind": "io_case", "program", "case", "outcome",
+    "status", "stdout", "error"}``, outcome ``pass``, ``wrong answer``, ``exit`` (a status but
+    0), ``timeout``, ``output`` or ``unestablished`` (the process ended by a signal this one did
+    not send)), one per program (``{"kind": "io_program", "program", "compiled", "skipped",
+    "stopped", "timeout_stop"}``) and a final ``{"kind": "done"}``. Only trusted programs run
+    here (the caller's golden solution and mutants of it); the cases are data."""
     import collections
     import resource
     import select
@@ -2624,7 +2658,7 @@ def _io_main():
     stop_at_timeout = payload.get("stop_at_timeout") is True
     codes = [_compiled_quietly(source, "main.py") for source in programs]
     home = _os.getcwd()
-    cpu_s = int(time_s) + 2  # a backstop: the deadline below ends a case first
+    cpu_s = int(time_s) + 2  # a backstop per case: the deadline below ends a case first
     address_space = None
     memory_mb = payload.get("memory_mb")
     if type(memory_mb) is int and memory_mb > 0:
@@ -2641,148 +2675,193 @@ def _io_main():
             address_space = None
 
     order = sorted(range(len(programs)), key=lambda index: index != golden)
-    waiting = collections.deque((index, case) for index in order for case in range(len(cases)))
+    # A program whose cases could see what an earlier case left in a module ("fresh", decided on
+    # the host) runs each case in a process of its own; the others run theirs in one.
+    fresh = payload.get("fresh")
+    fresh = fresh if type(fresh) is list and len(fresh) == len(programs) else [True] * len(programs)
+    waiting = collections.deque(
+        task
+        for index in order
+        for task in ([(index, [case]) for case in range(len(cases))] if fresh[index] is not False else [(index, list(range(len(cases))))])
+    )
     outcomes = {}  # (program, case) -> outcome
-    left = {index: len(cases) for index in order}  # cases not yet ended (or dropped)
+    left = {index: len(cases) for index in order}  # cases neither ended nor dropped
     started = set()
     skipped = []
     stopped = {}  # program -> the case that caught it
     timeout_stop = {}  # program -> the case that reached its time limit
     ended_wrong = [0]
-    running = {}  # pid -> [program, case, deadline, out fd, err fd, stdout, stderr tail, open fds, why killed]
+    running = {}  # pid -> entry (see start)
 
     def drop(index):
-        """Drop the cases of `index` not started yet, and end those running."""
-        kept = [task for task in waiting if task[0] != index]
-        left[index] -= len(waiting) - len(kept)
-        waiting.clear()
-        waiting.extend(kept)
+        """Drop the cases of `index` not run yet; end its process, if one runs."""
+        for task in [task for task in waiting if task[0] == index]:
+            waiting.remove(task)
+            left[index] -= len(task[1])
         for pid, entry in running.items():
-            if entry[0] == index and entry[8] is None:
-                entry[8] = "dropped"
+            if entry["program"] == index and entry["why"] is None:
+                entry["why"] = "dropped"
                 _kill_group(pid)
 
     def program_ended(index):
         if enough is None:
             return
-        wrong = (
-            index not in timeout_stop
-            and not any(outcomes.get((index, c)) == "timeout" for c in range(len(cases)))
-            and any(outcomes.get((index, c)) == "wrong answer" for c in range(len(cases)))
-            and not any(outcomes.get((index, c)) == "unestablished" for c in range(len(cases)))
+        mine = [outcomes.get((index, case)) for case in range(len(cases))]
+        ended_wrong[0] += (
+            index not in timeout_stop and "timeout" not in mine and "unestablished" not in mine and "wrong answer" in mine
         )
-        ended_wrong[0] += wrong
         if ended_wrong[0] >= enough:
-            for task in waiting:
-                if task[0] not in started and task[0] not in skipped:
-                    skipped.append(task[0])
-            kept = [task for task in waiting if task[0] in started]
-            waiting.clear()
-            waiting.extend(kept)
+            for task in [task for task in waiting if task[0] not in started]:
+                waiting.remove(task)
+                skipped.append(task[0])
 
-    def start(index, case):
+    def start(index, todo):
         started.add(index)
-        out_r, out_w = _os.pipe()
-        err_r, err_w = _os.pipe()
-        directory = _os.path.join(home, "case-" + _os.urandom(8).hex())
+        directory = _os.path.join(home, "program-" + _os.urandom(8).hex())
+        _os.mkdir(directory, 0o700)
+        _os.chdir(directory)
+        try:
+            tasks = [(case, _unnamed_file(cases[case][0]), _unnamed_file(), _unnamed_file()) for case in todo]
+        finally:
+            _os.chdir(home)
+        report_r, report_w = _os.pipe()
         pid = _os.fork()
         if pid == 0:
-            _io_case_process(
-                codes[index], programs[index], cases[case][0], out_w, err_w, address_space, cpu_s, directory
-            )
-        _os.close(out_w)
-        _os.close(err_w)
-        running[pid] = [
-            index, case, _time.monotonic() + time_s, out_r, err_r, bytearray(), bytearray(), {out_r, err_r}, None,
-            directory,
-        ]
+            _io_program_process(codes[index], programs[index], tasks, report_w, address_space, cpu_s, cap, directory)
+        _os.close(report_w)
+        for task in tasks:
+            _os.close(task[1])
+        running[pid] = {
+            "program": index, "tasks": tasks, "next": 0, "deadline": _time.monotonic() + time_s,
+            "report": report_r, "buffer": b"", "open": True, "why": None, "directory": directory, "leaving": False,
+        }
 
-    def finish(pid, status):
-        index, case, _deadline, out_r, err_r, stdout, stderr, _open, why, directory = running.pop(pid)
-        for fd in (out_r, err_r):
-            _os.close(fd)
-        try:
-            _os.killpg(pid, _signal.SIGKILL)  # what the case left behind
-        except OSError:
-            pass
-        _remove_tree(directory)
+    def record(index, case, outcome, status, out_fd, err_fd):
+        outcomes[(index, case)] = outcome
         left[index] -= 1
+        stdout = _os.pread(out_fd, _IO_STDOUT_CHARS * 4, 0) if out_fd is not None else b""
+        size = _os.fstat(err_fd).st_size if err_fd is not None else 0
+        stderr = _os.pread(err_fd, _IO_STDERR_TAIL, max(0, size - _IO_STDERR_TAIL)) if err_fd is not None else b""
+        tail = stderr.decode("utf-8", "replace").strip().splitlines()[-1:]
+        emit({
+            "kind": "io_case",
+            "program": index,
+            "case": case,
+            "outcome": outcome,
+            "status": status,
+            "stdout": stdout.decode("utf-8", "replace")[:_IO_STDOUT_CHARS],
+            "error": tail[0] if tail else "",
+        })
+        if outcome == "timeout" and stop_at_timeout and index not in timeout_stop:
+            timeout_stop[index] = case
+            drop(index)
+        if outcome == "wrong answer" and golden is not None and index != golden:
+            if outcomes.get((golden, case)) == "pass":
+                stop(index, case)
+        if index == golden and outcome == "pass":
+            # a program that answered this case wrong before the golden had passed it
+            for other in list(started):
+                if other != golden and outcomes.get((other, case)) == "wrong answer":
+                    stop(other, case)
+
+    def stop(index, case):
+        if index not in stopped and left[index] > 0:
+            stopped[index] = case
+            drop(index)
+        elif index not in stopped:
+            stopped[index] = case
+
+    def verdict(case, out_fd, status):
+        """A case's outcome from its exit status and its stdout file."""
+        if _os.fstat(out_fd).st_size > cap:
+            return "output"  # (a write past the cap failed: the process's file size limit)
+        if status != 0:
+            return "exit"
+        text = _os.pread(out_fd, cap + 1, 0).decode("utf-8", "replace")
+        return "pass" if text.split() == cases[case][1] else "wrong answer"
+
+    def ended(pid, entry, status):
+        """The process of `entry` has ended: the case it was running, if any, and what is left."""
+        _kill_group(pid)  # what it left behind
+        _os.close(entry["report"])
+        index, tasks, at, why = entry["program"], entry["tasks"], entry["next"], entry["why"]
         if why == "dropped":
-            pass
+            left[index] -= len(tasks) - at
         else:
-            if why == "timeout":
-                outcome = "timeout"
-            elif why == "output":
-                outcome = "output"
-            elif _os.WIFSIGNALED(status):
-                outcome = "unestablished"
+            if at < len(tasks) and not entry["leaving"]:
+                at = in_progress(entry, status)
+            todo = [task[0] for task in tasks[at:]]
+            if todo and index not in stopped and index not in timeout_stop:
+                waiting.appendleft((index, todo))
             else:
-                code = _os.WEXITSTATUS(status)
-                if code != 0:
-                    outcome = "exit"
-                else:
-                    text = bytes(stdout).decode("utf-8", "replace")
-                    outcome = "pass" if text.split() == cases[case][1] else "wrong answer"
-            outcomes[(index, case)] = outcome
-            tail = bytes(stderr).decode("utf-8", "replace").strip().splitlines()[-1:]
-            emit({
-                "kind": "io_case",
-                "program": index,
-                "case": case,
-                "outcome": outcome,
-                "status": _os.WEXITSTATUS(status) if _os.WIFEXITED(status) else -_os.WTERMSIG(status),
-                "stdout": bytes(stdout[:_IO_STDOUT_CHARS * 4]).decode("utf-8", "replace")[:_IO_STDOUT_CHARS],
-                "error": tail[0] if tail else "",
-            })
-            if outcome == "timeout" and stop_at_timeout and index not in timeout_stop:
-                timeout_stop[index] = case
-                drop(index)
-            elif (
-                outcome == "wrong answer"
-                and golden is not None
-                and index != golden
-                and outcomes.get((golden, case)) == "pass"
-                and index not in stopped
-            ):
-                stopped[index] = case
-                drop(index)
+                left[index] -= len(todo)
+        for _case, _stdin, out_fd, err_fd in tasks:
+            _os.close(out_fd)
+            _os.close(err_fd)
+        _remove_tree(entry["directory"])
         if left[index] == 0:
             program_ended(index)
+
+    def in_progress(entry, status):
+        """Record the case the ended process of `entry` was running; the index of the next."""
+        index, tasks, at, why = entry["program"], entry["tasks"], entry["next"], entry["why"]
+        case, _stdin, out_fd, err_fd = tasks[at]
+        # (a process that ended in the middle of a case by itself: ``os._exit`` in the
+        # program, whose status is the case's, as a run of its own gives it)
+        code = _os.WEXITSTATUS(status) if _os.WIFEXITED(status) else -_os.WTERMSIG(status)
+        if why == "timeout":
+            outcome = "timeout"
+        elif _os.WIFSIGNALED(status):
+            outcome = "unestablished"
+        else:
+            outcome = verdict(case, out_fd, code)
+        record(index, case, outcome, code, out_fd, err_fd)
+        return at + 1
+
+    def reported(entry, line):
+        """A case of `entry` has ended (``"<case> <status>"``)."""
+        index, tasks = entry["program"], entry["tasks"]
+        try:
+            case, status, leaving = (int(part) for part in line.split())
+        except ValueError:
+            case, status, leaving = -1, 0, 0
+        if entry["next"] >= len(tasks) or tasks[entry["next"]][0] != case or entry["why"] is not None:
+            return
+        _case, _stdin, out_fd, err_fd = tasks[entry["next"]]
+        entry["next"] += 1
+        entry["leaving"] = bool(leaving)
+        entry["deadline"] = _time.monotonic() + time_s
+        record(index, case, verdict(case, out_fd, status), status, out_fd, err_fd)
 
     while waiting or running:
         while waiting and len(running) < parallel:
             start(*waiting.popleft())
         now = _time.monotonic()
-        for pid, entry in list(running.items()):
-            if entry[8] is None and entry[2] <= now:
-                entry[8] = "timeout"
+        for pid, entry in running.items():
+            if entry["why"] is None and entry["deadline"] <= now:
+                entry["why"] = "timeout"
                 _kill_group(pid)
-        fds = {fd: pid for pid, entry in running.items() for fd in entry[7]}
-        closed = [pid for pid, entry in running.items() if not entry[7]]
-        for pid in closed:
+        for pid in [pid for pid, entry in running.items() if not entry["open"]]:
             reaped, status = _os.waitpid(pid, _os.WNOHANG)
             if reaped:
-                finish(pid, status)
+                ended(pid, running.pop(pid), status)
         if not running or (waiting and len(running) < parallel):
             continue
-        wait = max(0.0, min(entry[2] for entry in running.values()) - now)
-        if closed:
+        wait = max(0.0, min(entry["deadline"] for entry in running.values()) - now)
+        if any(not entry["open"] for entry in running.values()):
             wait = min(wait, 0.002)
-        ready, _, _ = select.select(list(fds), [], [], wait)
+        reports = {entry["report"]: entry for entry in running.values() if entry["open"]}
+        ready, _, _ = select.select(list(reports), [], [], wait)
         for fd in ready:
-            pid = fds[fd]
-            entry = running[pid]
-            chunk = _os.read(fd, 65536)
+            entry = reports[fd]
+            chunk = _os.read(fd, 4096)
             if not chunk:
-                entry[7].discard(fd)
-            elif fd == entry[3]:
-                entry[5] += chunk
-                if len(entry[5]) > cap and entry[8] is None:
-                    entry[8] = "output"
-                    _kill_group(pid)
-            else:
-                entry[6] += chunk
-                del entry[6][:-_IO_STDERR_TAIL]
+                entry["open"] = False
+                continue
+            entry["buffer"] += chunk
+            while b"\n" in entry["buffer"]:
+                line, entry["buffer"] = entry["buffer"].split(b"\n", 1)
+                reported(entry, line.decode("ascii", "replace"))
     for index in range(len(programs)):
         emit({
             "kind": "io_program",

@@ -1289,14 +1289,22 @@ def run_io_programs(
     ended by a signal the run did not send, a case without a record).
 
     For trusted programs only (the Coder–Tester's golden solution and its mutants; the cases are
-    data): each case of each program runs in a process of its own, forked from the run's
-    process, with the case's input on descriptor 0, stdout and stderr on pipes, the program
-    executed as a fresh ``__main__`` as the sandbox runs ``python main.py``; killed and reaped
-    with its process group when it is done, past `time_s`, or over `output_bytes`. Its address
+    data): each program runs in a process of its own, forked from the run's process, which runs
+    the program's cases one after another, each as the sandbox runs ``python main.py`` (a fresh
+    ``__main__``, the case's input on descriptor 0 in an unnamed file, stdout and stderr into
+    files the run's process reads, the same exit status and traceback) in a working directory
+    emptied between cases. Between cases the process puts back what a case could leave to the
+    next: the builtins, the recursion and integer-string limits, ``sys.path``, ``sys``'s streams,
+    the exit handlers, the random seed; a case that leaves a thread running ends the process
+    (the next case gets a new one), and so does a case past `time_s` (killed with its process
+    group). A program that assigns to anything it did not make itself (a module's attribute or
+    item, ``os.environ``, ``getcontext().prec``: `_keeps_to_itself`) runs each case in a process of
+    its own, so that no case reads what an earlier one left in a module. A program's address
     space may grow by `memory_mb` (a program that needs more meets ``MemoryError``: ``exit status
-    1``, where a run of its own reports ``out of memory``; neither passes nor is a wrong answer).
-    `parallel` cases run at a time (1-8). What one program's cases leave in memory is not seen
-    by its next case, nor by another program (each case is a fork of the run's process).
+    1``, where a run of its own reports ``out of memory``; neither passes nor is a wrong answer);
+    its stdout is cut at `output_bytes` (a write past it fails: ``output limit exceeded``).
+    `parallel` programs' processes run at a time (1-8). No program sees another's memory or
+    files (each is a fork of the run's process, in a directory of its own).
 
     `golden`: the index of the golden program; its cases start first, and a program stops at a
     case where it printed a wrong answer and the golden passed (the cases after it are ``not run:
@@ -1336,6 +1344,7 @@ def run_io_programs(
         golden = None
     payload = {
         "programs": [programs[index] for index in runnable],
+        "fresh": [not _keeps_to_itself(programs[index]) for index in runnable],
         "cases": [list(case) for case in cases],
         "time_s": float(time_s),
         "output_bytes": int(output_bytes),
@@ -1377,6 +1386,45 @@ def run_io_programs(
     for at, index in enumerate(runnable):
         results[index] = reports[at]
     return results
+
+
+#: What a program may rebind on ``sys`` and still run its cases in one process: the run puts
+#: each back before the next case.
+_RESET_BETWEEN_CASES = frozenset({"stdin", "stdout", "stderr"})
+
+
+def _keeps_to_itself(program: str) -> bool:
+    """Whether `program` assigns only to what it made itself, so that its cases may run one
+    after another in one process (`run_io_programs`): no assignment (or deletion) to an
+    attribute or item of anything but a name the program binds itself (a variable, a
+    parameter, a function or class), nor to ``sys`` but its streams. A program that does
+    (``collections.marker = 1``, ``os.environ[k] = v``, ``getcontext().prec = 50``) runs each case
+    in a process of its own: a later case could read what an earlier one left there."""
+    try:
+        tree = parse_python(program)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+        return False
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            imported.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            for target in targets:
+                for part in ast.walk(target):
+                    if not isinstance(part, (ast.Attribute, ast.Subscript)):
+                        continue
+                    root = part.value
+                    while isinstance(root, (ast.Attribute, ast.Subscript)):
+                        root = root.value
+                    if not isinstance(root, ast.Name):
+                        return False
+                    if root.id in imported:
+                        if not (root.id == "sys" and isinstance(part, ast.Attribute) and part.value is root
+                                and part.attr in _RESET_BETWEEN_CASES):
+                            return False
+    return True
 
 
 def _io_report(

@@ -40,6 +40,27 @@ PROGRAMS = {
     "atexit": "import atexit\na, b = map(int, input().split())\natexit.register(lambda: print(a + b))\n",
     "unicode": "input()\nprint('é ü 中')\n",
     "recursion": "import sys\nsys.setrecursionlimit(100)\ndef f(n):\n    return f(n + 1)\nf(0)\n",
+    # A program's cases run one after another in its process: what one case changes must not
+    # reach the next (each of these passes a case only where nothing an earlier one did is seen).
+    "os._exit": "import os, sys\nprint(sum(map(int, input().split())))\nsys.stdout.flush()\nos._exit(0)\n",
+    "os._exit unflushed": "import os\nprint(sum(map(int, input().split())))\nos._exit(4)\n",
+    "rebinds builtins": (  # (a call: its cases share a process, which puts the builtins back)
+        "import builtins\nseen = hasattr(builtins, 'left_over') or builtins.input.__name__ != 'input'\n"
+        "line = input()\nbuiltins.__dict__.update(left_over=1, input=lambda: '0 0')\n"
+        "print(-1 if seen else sum(map(int, line.split())))\n"
+    ),
+    "recursion limit": (
+        "import sys\nseen = sys.getrecursionlimit() == 123\nsys.setrecursionlimit(123)\n"
+        "print(-1 if seen else sum(map(int, input().split())))\n"
+    ),
+    "daemon thread": (
+        "import threading, time\nthreading.Thread(target=lambda: (time.sleep(0.05), print(99)), daemon=True).start()\n"
+        "print(sum(map(int, input().split())))\n"
+    ),
+    "global state": (  # (assigns to a module: each of its cases runs in a process of its own)
+        "import collections\nseen = hasattr(collections, 'marker')\ncollections.marker = 1\n"
+        "print(-1 if seen else sum(map(int, input().split())))\n"
+    ),
 }
 
 
@@ -148,3 +169,16 @@ def test_bad_arguments_are_refused(isolated):
     assert run_io_programs(isolated, [], CASES) == []
     [empty] = run_io_programs(isolated, [GOLDEN], [])
     assert empty.results == [] and empty.compiled
+
+
+def test_which_programs_run_their_cases_in_one_process():
+    from sandboxes.harness import _keeps_to_itself
+
+    for program in (GOLDEN, PROGRAMS["thread"], PROGRAMS["recursion limit"],
+                    "import sys\ninput = sys.stdin.readline\nsys.stdout = open(1, 'w')\nxs = [0]\nxs[0] = 1\n",
+                    "class A:\n    def __init__(self):\n        self.x = 1\na = A()\na.x = 2\n"):
+        assert _keeps_to_itself(program), program
+    for program in ("import collections\ncollections.marker = 1\n", "import os\nos.environ['A'] = '1'\n",
+                    "from decimal import getcontext\ngetcontext().prec = 50\n", "import sys\nsys.maxsize = 1\n",
+                    "import os as o\ndel o.environ['A']\n", "def f(:\n"):
+        assert not _keeps_to_itself(program), program
