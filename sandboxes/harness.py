@@ -622,14 +622,14 @@ def _compiled_once(source: str, filename: str) -> Any:
         return None
 
 
-def _value_checks_code(setup: str, epilogue: str, programs: Sequence[str]) -> bytes:
+def _value_checks_code(setup: str, epilogue: str, programs: Sequence[str], filename: str = "solution.py") -> bytes:
     """The content of the driver's `_CALLS_CODE_FILE`: the run's setup, epilogue and programs
     compiled here, once per distinct program, for this interpreter (a sandbox whose
     interpreter is another, or runs with ``-O``, compiles them itself from the sources)."""
     codes = (
         _compiled_once(setup, "setup.py"),
         _compiled_once(epilogue, "epilogue.py") if epilogue else None,
-        tuple(_compiled_once(program, "solution.py") for program in programs),
+        tuple(_compiled_once(program, filename) for program in programs),
     )
     tag = (sys.implementation.cache_tag or "none").encode("ascii")
     return _CALLS_CODE_MAGIC + tag + b"\n" + marshal.dumps(codes)
@@ -1169,6 +1169,7 @@ def outputs_match(actual: str, expected: str) -> bool:
     return actual.split() == expected.split()
 
 
+@functools.lru_cache(maxsize=4096)  # a problem's programs are graded again at every step
 def _parses(program: str) -> tuple[bool, str | None]:
     try:
         parse_python(program)
@@ -1361,7 +1362,10 @@ def run_io_programs(
         output_bytes=1_000_000 + 4200 * len(runnable) * (len(cases) + 1),
     )
     secret = secrets.token_hex(16)
-    run = _run_driver(sandbox, secret + "\n", {_IO_FILE: json.dumps(payload)}, limits)
+    # The programs compiled here, once per distinct program (a problem's are the same at every
+    # step), in the file the driver reads compiled code from (`_value_checks_code`'s format).
+    code = _value_checks_code("", "", payload["programs"], filename="main.py")
+    run = _run_driver(sandbox, secret + "\n", {_IO_FILE: json.dumps(payload), _CALLS_CODE_FILE: code}, limits)
     records = [record for _who, record in _stream(run, secret, None)]
     if run.sandbox_error or not any(record.get("kind") == "done" for record in records):
         return results
@@ -1393,6 +1397,7 @@ def run_io_programs(
 _RESET_BETWEEN_CASES = frozenset({"stdin", "stdout", "stderr"})
 
 
+@functools.lru_cache(maxsize=4096)
 def _keeps_to_itself(program: str) -> bool:
     """Whether `program` assigns only to what it made itself, so that its cases may run one
     after another in one process (`run_io_programs`): no assignment (or deletion) to an
