@@ -2510,18 +2510,22 @@ def _unnamed_file(data=b""):
     return fd
 
 
-def _io_program_process(code, source, tasks, report_fd, address_space, cpu_s, cap, directory):
-    """One program's process (never returns): its cases one after another, each as the
-    sandbox's worker runs ``python main.py`` (sandboxes/_worker_main.py, ``_run_program``): a
-    fresh ``__main__``, the case's input on descriptor 0, stdout and stderr into files the run's
-    process holds (`tasks`: ``(case, stdin fd, stdout fd, stderr fd)``), the same exit status
-    and traceback; after each, ``"<case> <status> 0\n"`` on `report_fd`.
+def _io_cases_process(codes, sources, cases, control_fd, report_fd, out_fd, err_fd, address_space, cpu_s, cap, directory):
+    """The process that runs cases (never returns): it reads ``"<program> <case>\n"`` on
+    `control_fd` (``"end\n"``: it exits), runs that case of that program as the sandbox's worker
+    runs ``python main.py`` (sandboxes/_worker_main.py, ``_run_program``: a fresh ``__main__``,
+    the case's input on descriptor 0 in an unnamed file, stdout and stderr into the files
+    `out_fd` and `err_fd` that the run's process holds, emptied first; the same exit status and
+    traceback), puts back what the case could leave to the next, and writes ``"<status>
+    <leaving>\n"`` on `report_fd`, then waits for the next.
 
-    What a case could leave to the next is put back between them: the builtins, the recursion
-    limit, the integer-string limit, ``sys.path``, the exit handlers, the files in the working
-    `directory`; a case that leaves a thread running ends the process after its report (``"<case>
-    <status> 1\n"``: the run's process starts a new one for the cases left). Anything the process cannot set up ends it with ``SIGKILL``
-    (not established)."""
+    Put back between cases: the builtins, ``sys.modules`` (a module a case imported stays), the
+    recursion limit, the integer-string limit, ``sys.path`` (read-only entries only: nothing a
+    case writes is imported by a later one),
+    ``sys``'s streams, the exit handlers, the random seed, the files in the working
+    `directory`. A case that leaves a thread running ends the process after its report
+    (``leaving`` 1; the run's process starts a new one). Anything it cannot set up ends it with
+    ``SIGKILL`` (the case is then not established)."""
     import atexit
     import resource
     import types
@@ -2529,25 +2533,46 @@ def _io_program_process(code, source, tasks, report_fd, address_space, cpu_s, ca
     try:
         _os.setpgid(0, 0)
         _os.chdir(directory)
-        _close_other_descriptors(report_fd, *(fd for task in tasks for fd in task[1:]))
+        _close_other_descriptors(control_fd, report_fd, out_fd, err_fd)
         _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)
         _signal.signal(_signal.SIGXFSZ, _signal.SIG_IGN)  # past the cap a write fails instead
         if address_space is not None:
             resource.setrlimit(resource.RLIMIT_AS, address_space)
-        for limit, value in ((resource.RLIMIT_CPU, cpu_s * len(tasks)), (resource.RLIMIT_FSIZE, cap + 1)):
-            soft, hard = resource.getrlimit(limit)
-            resource.setrlimit(limit, (value if hard == resource.RLIM_INFINITY else min(value, hard), hard))
-        # Imports only from the interpreter's own (read-only) paths: nothing a case writes is
-        # imported by a later one.
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (cap + 1 if hard == resource.RLIM_INFINITY else min(cap + 1, hard), hard))
         path = [entry for entry in _sys.path if entry and not _os.access(entry, _os.W_OK)]
         builtins = dict(_builtins_module.__dict__)
+        modules = dict(_sys.modules)
+        module_type = type(_sys)
         recursion = _sys.getrecursionlimit()
         digits = _sys.get_int_max_str_digits() if hasattr(_sys, "get_int_max_str_digits") else None
+        pending = b""
     except BaseException:
         _os.kill(_os.getpid(), _signal.SIGKILL)
-    for case, stdin_fd, out_fd, err_fd in tasks:
+    while True:
         try:
-            for fd, target in ((stdin_fd, 0), (out_fd, 1), (err_fd, 2)):
+            while b"\n" not in pending:
+                chunk = _os.read(control_fd, 4096)
+                if not chunk:
+                    _os._exit(0)
+                pending += chunk
+            line, pending = pending.split(b"\n", 1)
+            if line == b"end":
+                _os._exit(0)
+            program, case = (int(part) for part in line.split())
+            # CPU for this case (a backstop: the run's process ends a case at its deadline)
+            used = resource.getrusage(resource.RUSAGE_SELF)
+            used = int(used.ru_utime + used.ru_stime)
+            soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+            limit = used + cpu_s
+            resource.setrlimit(resource.RLIMIT_CPU, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
+            stdin_fd = _unnamed_file(cases[case])
+            if stdin_fd != 0:  # (0 where the last case closed it: ``open(0)``)
+                _os.dup2(stdin_fd, 0)
+                _os.close(stdin_fd)
+            for fd, target in ((out_fd, 1), (err_fd, 2)):
+                _os.ftruncate(fd, 0)
+                _os.lseek(fd, 0, 0)
                 _os.dup2(fd, target)
             _sys.stdin = _io.TextIOWrapper(
                 _io.BufferedReader(_io.FileIO(0, "r", closefd=False)), encoding="utf-8", errors="strict"
@@ -2570,16 +2595,18 @@ def _io_program_process(code, source, tasks, report_fd, address_space, cpu_s, ca
             _sys.modules["__main__"] = module
             _sys.argv[:] = ["main.py"]
             _sys.path[:] = path
+            code = codes[program] if codes[program] is not None else None
         except BaseException:
             _os.kill(_os.getpid(), _signal.SIGKILL)
         status = 0
         try:
-            exec(code if code is not None else compile(source, "main.py", "exec", dont_inherit=True), module.__dict__)
+            exec(code if code is not None else compile(sources[program], "main.py", "exec", dont_inherit=True),
+                 module.__dict__)
         except SystemExit as exc:
             status = _exit_status(exc)
         except BaseException as exc:
             tb = exc.__traceback__
-            if tb is not None and tb.tb_frame.f_code is _io_program_process.__code__:
+            if tb is not None and tb.tb_frame.f_code is _io_cases_process.__code__:
                 tb = tb.tb_next
             try:
                 _traceback.print_exception(type(exc), exc, tb)
@@ -2609,34 +2636,47 @@ def _io_program_process(code, source, tasks, report_fd, address_space, cpu_s, ca
             for name, value in builtins.items():
                 if _builtins_module.__dict__.get(name, _os) is not value:
                     _builtins_module.__dict__[name] = value
+            # ``sys.modules``: what was there goes back; of what a case added, only modules it
+            # imported stay (a later case imports them from there, as it would import them).
+            for name, value in list(_sys.modules.items()):
+                if name in modules:
+                    if value is not modules[name]:
+                        _sys.modules[name] = modules[name]
+                elif type(value) is not module_type:
+                    del _sys.modules[name]
+            for name, value in modules.items():
+                if name not in _sys.modules:
+                    _sys.modules[name] = value
             _sys.setrecursionlimit(recursion)
             if digits is not None:
                 _sys.set_int_max_str_digits(digits)
+            if _os.getcwd() != directory:
+                _os.chdir(directory)
             for name in _os.listdir("."):
                 _remove_tree(name) if _os.path.isdir(name) and not _os.path.islink(name) else _os.unlink(name)
             threading = _sys.modules.get("threading")
             alone = threading is None or threading.active_count() == 1
-            _os.write(report_fd, b"%d %d %d\n" % (case, status, not alone))
+            _os.write(report_fd, b"%d %d\n" % (status, not alone))
         except BaseException:
             _os.kill(_os.getpid(), _signal.SIGKILL)
         if not alone:
             _os._exit(0)
-    _os._exit(0)
 
 
 def _io_main():
-    """A run of many programs on stdin/stdout cases: each program in a process of its own,
-    forked from this one (at most ``parallel`` at a time), which runs its cases one after
-    another (`_io_program_process`); each case's output compared here with the case's expected
-    output (equal as whitespace-separated tokens). A program's process is killed with its
-    process group when it is stopped, when a case runs past ``time_s`` (that case
-    ``timeout``), or after a case over the output cap; where it ends with cases left, a new one
-    runs them. One record per case run (``{"kind": "io_case", "program", "case", "outcome",
-    "status", "stdout", "error"}``, outcome ``pass``, ``wrong answer``, ``exit`` (a status but
-    0), ``timeout``, ``output`` or ``unestablished`` (the process ended by a signal this one did
-    not send)), one per program (``{"kind": "io_program", "program", "compiled", "skipped",
-    "stopped", "timeout_stop"}``) and a final ``{"kind": "done"}``. Only trusted programs run
-    here (the caller's golden solution and mutants of it); the cases are data."""
+    """A run of many programs on stdin/stdout cases. A process forked from this one
+    (`_io_cases_process`) runs the cases one after another, as this one tells it, the golden's
+    first; each case's output is compared here with the case's expected output (equal as
+    whitespace-separated tokens). The process is killed with its process group when a case runs
+    past ``time_s`` (that case ``timeout``); where it ends with cases left, a new one runs them.
+    A program the host marks ``fresh`` (it could leave state in a module for a later case) has a
+    process of its own for each case. One record per case run (``{"kind": "io_case",
+    "program", "case", "outcome", "status", "stdout", "error"}``, outcome ``pass``, ``wrong
+    answer``, ``exit`` (a status but 0), ``timeout``, ``output`` or ``unestablished`` (the
+    process ended by a signal this one did not send)), one per program (``{"kind":
+    "io_program", "program", "compiled", "skipped", "stopped", "timeout_stop"}``) and a final
+    ``{"kind": "done"}``. Only trusted programs run here (the caller's golden solution and
+    mutants of it); the cases are data."""
     import collections
     import resource
     import select
@@ -2649,8 +2689,6 @@ def _io_main():
     cases = [(str(stdin).encode("utf-8"), str(expected).split()) for stdin, expected in payload["cases"]]
     time_s = float(payload["time_s"])
     cap = int(payload["output_bytes"])
-    parallel = payload.get("parallel")
-    parallel = parallel if type(parallel) is int and 1 <= parallel <= 8 else 1
     golden = payload.get("golden")
     golden = golden if type(golden) is int and 0 <= golden < len(programs) else None
     enough = payload.get("enough")
@@ -2659,6 +2697,7 @@ def _io_main():
     sent = _precompiled(len(programs))  # the host's compiled programs, where it sent them
     codes = sent[2] if sent is not None else [None] * len(programs)
     codes = [code if code is not None else _compiled_quietly(source, "main.py") for code, source in zip(codes, programs)]
+    inputs = [stdin for stdin, _expected in cases]
     home = _os.getcwd()
     cpu_s = int(time_s) + 2  # a backstop per case: the deadline below ends a case first
     address_space = None
@@ -2676,74 +2715,62 @@ def _io_main():
         except (OSError, ValueError, IndexError):
             address_space = None
 
-    order = sorted(range(len(programs)), key=lambda index: index != golden)
     # A program whose cases could see what an earlier case left in a module ("fresh", decided on
-    # the host) runs each case in a process of its own; the others run theirs in one.
+    # the host) runs each case in a process of its own; the others share one.
     fresh = payload.get("fresh")
     fresh = fresh if type(fresh) is list and len(fresh) == len(programs) else [True] * len(programs)
-    waiting = collections.deque(
-        task
-        for index in order
-        for task in ([(index, [case]) for case in range(len(cases))] if fresh[index] is not False else [(index, list(range(len(cases))))])
-    )
+    order = sorted(range(len(programs)), key=lambda index: index != golden)
+    todo = collections.deque((index, case) for index in order for case in range(len(cases)))
     outcomes = {}  # (program, case) -> outcome
-    left = {index: len(cases) for index in order}  # cases neither ended nor dropped
     started = set()
-    skipped = []
+    skipped = set()
     stopped = {}  # program -> the case that caught it
     timeout_stop = {}  # program -> the case that reached its time limit
     ended_wrong = [0]
-    running = {}  # pid -> entry (see start)
+    dropped = set()  # programs none of whose cases run any more
 
-    def drop(index):
-        """Drop the cases of `index` not run yet; end its process, if one runs."""
-        for task in [task for task in waiting if task[0] == index]:
-            waiting.remove(task)
-            left[index] -= len(task[1])
-        for pid, entry in running.items():
-            if entry["program"] == index and entry["why"] is None:
-                entry["why"] = "dropped"
-                _kill_group(pid)
-
-    def program_ended(index):
-        if enough is None:
-            return
+    def wrong_program(index):
         mine = [outcomes.get((index, case)) for case in range(len(cases))]
-        ended_wrong[0] += (
+        return (
             index not in timeout_stop and "timeout" not in mine and "unestablished" not in mine and "wrong answer" in mine
         )
-        if ended_wrong[0] >= enough:
-            for task in [task for task in waiting if task[0] not in started]:
-                waiting.remove(task)
-                skipped.append(task[0])
 
-    def start(index, todo):
-        started.add(index)
-        directory = _os.path.join(home, "program-" + _os.urandom(8).hex())
-        _os.mkdir(directory, 0o700)
-        _os.chdir(directory)
-        try:
-            tasks = [(case, _unnamed_file(cases[case][0]), _unnamed_file(), _unnamed_file()) for case in todo]
-        finally:
-            _os.chdir(home)
-        report_r, report_w = _os.pipe()
-        pid = _os.fork()
-        if pid == 0:
-            _io_program_process(codes[index], programs[index], tasks, report_w, address_space, cpu_s, cap, directory)
-        _os.close(report_w)
-        for task in tasks:
-            _os.close(task[1])
-        running[pid] = {
-            "program": index, "tasks": tasks, "next": 0, "deadline": _time.monotonic() + time_s,
-            "report": report_r, "buffer": b"", "open": True, "why": None, "directory": directory, "leaving": False,
-        }
+    def next_task():
+        """The next case to run, or None; a program's last case ended counts toward `enough`."""
+        while todo:
+            index, case = todo[0]
+            if index in dropped:
+                todo.popleft()
+                continue
+            if index not in started and enough is not None and ended_wrong[0] >= enough:
+                skipped.add(index)
+                dropped.add(index)
+                continue
+            return todo.popleft()
+        return None
+
+    def finished(index, case):
+        """Bookkeeping after a case of `index` ended with its outcome recorded."""
+        outcome = outcomes[(index, case)]
+        if outcome == "timeout" and stop_at_timeout:
+            timeout_stop.setdefault(index, case)
+            dropped.add(index)
+        if outcome == "wrong answer" and golden is not None and index != golden:
+            if outcomes.get((golden, case)) == "pass" and index not in stopped:
+                stopped[index] = case
+                dropped.add(index)
+        if enough is not None and (index in dropped or not any(t[0] == index for t in todo)):
+            if index not in counted:
+                counted.add(index)
+                ended_wrong[0] += wrong_program(index)
+
+    counted = set()
 
     def record(index, case, outcome, status, out_fd, err_fd):
         outcomes[(index, case)] = outcome
-        left[index] -= 1
-        stdout = _os.pread(out_fd, _IO_STDOUT_CHARS * 4, 0) if out_fd is not None else b""
-        size = _os.fstat(err_fd).st_size if err_fd is not None else 0
-        stderr = _os.pread(err_fd, _IO_STDERR_TAIL, max(0, size - _IO_STDERR_TAIL)) if err_fd is not None else b""
+        stdout = _os.pread(out_fd, _IO_STDOUT_CHARS * 4, 0)
+        size = _os.fstat(err_fd).st_size
+        stderr = _os.pread(err_fd, _IO_STDERR_TAIL, max(0, size - _IO_STDERR_TAIL))
         tail = stderr.decode("utf-8", "replace").strip().splitlines()[-1:]
         emit({
             "kind": "io_case",
@@ -2754,24 +2781,7 @@ def _io_main():
             "stdout": stdout.decode("utf-8", "replace")[:_IO_STDOUT_CHARS],
             "error": tail[0] if tail else "",
         })
-        if outcome == "timeout" and stop_at_timeout and index not in timeout_stop:
-            timeout_stop[index] = case
-            drop(index)
-        if outcome == "wrong answer" and golden is not None and index != golden:
-            if outcomes.get((golden, case)) == "pass":
-                stop(index, case)
-        if index == golden and outcome == "pass":
-            # a program that answered this case wrong before the golden had passed it
-            for other in list(started):
-                if other != golden and outcomes.get((other, case)) == "wrong answer":
-                    stop(other, case)
-
-    def stop(index, case):
-        if index not in stopped and left[index] > 0:
-            stopped[index] = case
-            drop(index)
-        elif index not in stopped:
-            stopped[index] = case
+        finished(index, case)
 
     def verdict(case, out_fd, status):
         """A case's outcome from its exit status and its stdout file."""
@@ -2782,88 +2792,128 @@ def _io_main():
         text = _os.pread(out_fd, cap + 1, 0).decode("utf-8", "replace")
         return "pass" if text.split() == cases[case][1] else "wrong answer"
 
-    def ended(pid, entry, status):
-        """The process of `entry` has ended: the case it was running, if any, and what is left."""
-        _kill_group(pid)  # what it left behind
-        _os.close(entry["report"])
-        index, tasks, at, why = entry["program"], entry["tasks"], entry["next"], entry["why"]
-        if why == "dropped":
-            left[index] -= len(tasks) - at
-        else:
-            if at < len(tasks) and not entry["leaving"]:
-                at = in_progress(entry, status)
-            todo = [task[0] for task in tasks[at:]]
-            if todo and index not in stopped and index not in timeout_stop:
-                waiting.appendleft((index, todo))
-            else:
-                left[index] -= len(todo)
-        for _case, _stdin, out_fd, err_fd in tasks:
-            _os.close(out_fd)
-            _os.close(err_fd)
-        _remove_tree(entry["directory"])
-        if left[index] == 0:
-            program_ended(index)
+    def spawn():
+        """A new process for cases, its files and pipes."""
+        directory = _os.path.join(home, "cases-" + _os.urandom(8).hex())
+        _os.mkdir(directory, 0o700)
+        _os.chdir(directory)
+        try:
+            out_fd, err_fd = _unnamed_file(), _unnamed_file()
+        finally:
+            _os.chdir(home)
+        control_r, control_w = _os.pipe()
+        report_r, report_w = _os.pipe()
+        pid = _os.fork()
+        if pid == 0:
+            _io_cases_process(
+                codes, programs, inputs, control_r, report_w, out_fd, err_fd, address_space, cpu_s, cap, directory
+            )
+        _os.close(control_r)
+        _os.close(report_w)
+        return {"pid": pid, "control": control_w, "report": report_r, "out": out_fd, "err": err_fd,
+                "directory": directory, "task": None, "buffer": b"", "fresh": False}
 
-    def in_progress(entry, status):
-        """Record the case the ended process of `entry` was running; the index of the next."""
-        index, tasks, at, why = entry["program"], entry["tasks"], entry["next"], entry["why"]
-        case, _stdin, out_fd, err_fd = tasks[at]
-        # (a process that ended in the middle of a case by itself: ``os._exit`` in the
-        # program, whose status is the case's, as a run of its own gives it)
+    def retire(worker, status=None):
+        """Close a process's pipes and files; reap it (killed first unless `status` is given)."""
+        if status is None:
+            _kill_group(worker["pid"])
+            try:
+                _os.waitpid(worker["pid"], 0)
+            except OSError:
+                pass
+        else:
+            _kill_group(worker["pid"])  # what it left behind
+        for fd in (worker["control"], worker["report"], worker["out"], worker["err"]):
+            try:
+                _os.close(fd)
+            except OSError:
+                pass
+        _remove_tree(worker["directory"])
+
+    worker = None
+    while True:
+        task = next_task()
+        if task is None:
+            break
+        index, case = task
+        if worker is not None and (fresh[index] is not False or worker["fresh"]):
+            try:
+                _os.write(worker["control"], b"end\n")
+            except OSError:
+                pass
+            retire(worker)
+            worker = None
+        if worker is None:
+            worker = spawn()
+        started.add(index)
+        worker["task"] = task
+        worker["fresh"] = fresh[index] is not False  # (no later case may run in its process)
+        try:
+            _os.write(worker["control"], b"%d %d\n" % (index, case))
+        except OSError:
+            pass
+        deadline = _time.monotonic() + time_s
+        line = None
+        while line is None:
+            left = deadline - _time.monotonic()
+            if left <= 0:
+                break
+            ready, _, _ = select.select([worker["report"]], [], [], left)
+            if not ready:
+                continue
+            chunk = _os.read(worker["report"], 4096)
+            if not chunk:
+                break  # the process ended in the middle of the case
+            worker["buffer"] += chunk
+            if b"\n" in worker["buffer"]:
+                line, worker["buffer"] = worker["buffer"].split(b"\n", 1)
+        if line is not None:
+            try:
+                status, leaving = (int(part) for part in line.split())
+            except ValueError:
+                status, leaving = None, 1
+            if status is None:
+                retire(worker)
+                worker = None
+                outcomes[(index, case)] = "unestablished"
+                emit({"kind": "io_case", "program": index, "case": case, "outcome": "unestablished", "status": 0,
+                      "stdout": "", "error": ""})
+                finished(index, case)
+                continue
+            record(index, case, verdict(case, worker["out"], status), status, worker["out"], worker["err"])
+            if leaving:
+                try:
+                    _os.waitpid(worker["pid"], 0)
+                except OSError:
+                    pass
+                retire(worker, status=0)
+                worker = None
+            continue
+        # Past the deadline, or the process ended by itself in the middle of the case.
+        timed_out = _time.monotonic() >= deadline
+        if timed_out:
+            _kill_group(worker["pid"])
+        try:
+            status = _os.waitpid(worker["pid"], 0)[1]
+        except OSError:
+            status = 0
         code = _os.WEXITSTATUS(status) if _os.WIFEXITED(status) else -_os.WTERMSIG(status)
-        if why == "timeout":
+        if timed_out:
             outcome = "timeout"
         elif _os.WIFSIGNALED(status):
             outcome = "unestablished"
         else:
-            outcome = verdict(case, out_fd, code)
-        record(index, case, outcome, code, out_fd, err_fd)
-        return at + 1
-
-    def reported(entry, line):
-        """A case of `entry` has ended (``"<case> <status>"``)."""
-        index, tasks = entry["program"], entry["tasks"]
+            # (``os._exit`` in the program: its status is the case's, as a run of its own gives it)
+            outcome = verdict(case, worker["out"], code)
+        record(index, case, outcome, code, worker["out"], worker["err"])
+        retire(worker, status=status)
+        worker = None
+    if worker is not None:
         try:
-            case, status, leaving = (int(part) for part in line.split())
-        except ValueError:
-            case, status, leaving = -1, 0, 0
-        if entry["next"] >= len(tasks) or tasks[entry["next"]][0] != case or entry["why"] is not None:
-            return
-        _case, _stdin, out_fd, err_fd = tasks[entry["next"]]
-        entry["next"] += 1
-        entry["leaving"] = bool(leaving)
-        entry["deadline"] = _time.monotonic() + time_s
-        record(index, case, verdict(case, out_fd, status), status, out_fd, err_fd)
-
-    while waiting or running:
-        while waiting and len(running) < parallel:
-            start(*waiting.popleft())
-        now = _time.monotonic()
-        for pid, entry in running.items():
-            if entry["why"] is None and entry["deadline"] <= now:
-                entry["why"] = "timeout"
-                _kill_group(pid)
-        for pid in [pid for pid, entry in running.items() if not entry["open"]]:
-            reaped, status = _os.waitpid(pid, _os.WNOHANG)
-            if reaped:
-                ended(pid, running.pop(pid), status)
-        if not running or (waiting and len(running) < parallel):
-            continue
-        wait = max(0.0, min(entry["deadline"] for entry in running.values()) - now)
-        if any(not entry["open"] for entry in running.values()):
-            wait = min(wait, 0.002)
-        reports = {entry["report"]: entry for entry in running.values() if entry["open"]}
-        ready, _, _ = select.select(list(reports), [], [], wait)
-        for fd in ready:
-            entry = reports[fd]
-            chunk = _os.read(fd, 4096)
-            if not chunk:
-                entry["open"] = False
-                continue
-            entry["buffer"] += chunk
-            while b"\n" in entry["buffer"]:
-                line, entry["buffer"] = entry["buffer"].split(b"\n", 1)
-                reported(entry, line.decode("ascii", "replace"))
+            _os.write(worker["control"], b"end\n")
+        except OSError:
+            pass
+        retire(worker)
     for index in range(len(programs)):
         emit({
             "kind": "io_program",

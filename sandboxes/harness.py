@@ -1278,7 +1278,6 @@ def run_io_programs(
     time_s: float = 5.0,
     memory_mb: int = 512,
     output_bytes: int = 1_000_000,
-    parallel: int = 2,
     golden: int | None = None,
     enough: int | None = None,
     stop_at_timeout: bool = False,
@@ -1290,22 +1289,22 @@ def run_io_programs(
     ended by a signal the run did not send, a case without a record).
 
     For trusted programs only (the Coder–Tester's golden solution and its mutants; the cases are
-    data): each program runs in a process of its own, forked from the run's process, which runs
-    the program's cases one after another, each as the sandbox runs ``python main.py`` (a fresh
-    ``__main__``, the case's input on descriptor 0 in an unnamed file, stdout and stderr into
-    files the run's process reads, the same exit status and traceback) in a working directory
-    emptied between cases. Between cases the process puts back what a case could leave to the
-    next: the builtins, the recursion and integer-string limits, ``sys.path``, ``sys``'s streams,
-    the exit handlers, the random seed; a case that leaves a thread running ends the process
-    (the next case gets a new one), and so does a case past `time_s` (killed with its process
-    group). A program that assigns to anything it did not make itself (a module's attribute or
-    item, ``os.environ``, ``getcontext().prec``: `_keeps_to_itself`) runs each case in a process of
-    its own, so that no case reads what an earlier one left in a module. A program's address
-    space may grow by `memory_mb` (a program that needs more meets ``MemoryError``: ``exit status
-    1``, where a run of its own reports ``out of memory``; neither passes nor is a wrong answer);
-    its stdout is cut at `output_bytes` (a write past it fails: ``output limit exceeded``).
-    `parallel` programs' processes run at a time (1-8). No program sees another's memory or
-    files (each is a fork of the run's process, in a directory of its own).
+    data): a process forked from the run's process runs the cases one after another, each as the
+    sandbox runs ``python main.py`` (a fresh ``__main__``, the case's input on descriptor 0 in an
+    unnamed file, stdout and stderr into files the run's process reads, the same exit status and
+    traceback, ``os._exit`` in the middle of a case included), in a working directory emptied
+    between cases. Between cases it puts back what a case could leave to the next: the builtins,
+    ``sys.modules`` (a module a case imported stays, as an import cache), the recursion and
+    integer-string limits, ``sys.path`` (read-only entries only), ``sys``'s streams, the exit
+    handlers, the random seed. A case that leaves a thread running ends the process (the next
+    case gets a new one), and so does a case past `time_s` (killed with its process group). A
+    program that assigns to anything it did not make itself (a module's attribute or item,
+    ``os.environ``, ``getcontext().prec``: `_keeps_to_itself`) runs each case in a process of its
+    own, so that no case reads what an earlier one left in a module. The process may grow its
+    address space by `memory_mb` (a program that needs more meets ``MemoryError``: ``exit status
+    1``, where a run of its own reports ``out of memory``; neither passes nor is a wrong
+    answer); a case's stdout is cut at `output_bytes` (a write past it fails: ``output limit
+    exceeded``).
 
     `golden`: the index of the golden program; its cases start first, and a program stops at a
     case where it printed a wrong answer and the golden passed (the cases after it are ``not run:
@@ -1315,8 +1314,6 @@ def run_io_programs(
     program starts once `enough` of those that have ended are wrong programs (compiled, no case
     timed out, a wrong answer): the others are reported ``skipped`` with no results.
     """
-    if not 1 <= parallel <= 8:
-        raise ValueError("parallel must be between 1 and 8")
     programs = list(programs)
     cases = [(str(stdin), str(expected)) for stdin, expected in cases]
     if golden is not None and not 0 <= golden < len(programs):
@@ -1350,15 +1347,13 @@ def run_io_programs(
         "time_s": float(time_s),
         "output_bytes": int(output_bytes),
         "memory_mb": int(memory_mb),
-        "parallel": int(parallel),
         "golden": runnable.index(golden) if golden is not None else None,
         "enough": enough,
         "stop_at_timeout": bool(stop_at_timeout),
     }
-    width = min(parallel, len(runnable) * len(cases))
     limits = Limits(
-        time_s=(float(time_s) + 0.5) * len(runnable) * len(cases) + 2.0,  # (as if one at a time)
-        memory_mb=(memory_mb + _IO_RUN_OVERHEAD_MB) * width + _IO_RUN_OVERHEAD_MB,
+        time_s=(float(time_s) + 0.5) * len(runnable) * len(cases) + 2.0,  # (one case at a time)
+        memory_mb=memory_mb + 2 * _IO_RUN_OVERHEAD_MB,
         output_bytes=1_000_000 + 4200 * len(runnable) * (len(cases) + 1),
     )
     secret = secrets.token_hex(16)

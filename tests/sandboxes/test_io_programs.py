@@ -1,8 +1,9 @@
 """Trusted stdin/stdout programs graded in one run (`run_io_programs`).
 
 What the Coder–Tester's catch reward on stdin/stdout problems relies on: each program's report on
-each case is what `run_io_cases` (one sandbox run per case) gives; each case runs in a process of
-its own, so nothing one case does reaches another case or program; a program stops at its first
+each case is what `run_io_cases` (one sandbox run per case) gives; the cases run one after another
+in one process, and nothing one case leaves (files, modules, builtins, limits, threads) reaches a
+later case or program; a program stops at its first
 wrong answer on a case the golden passed, and only there; a case's process killed by anything
 but the run is not established, never a verdict. Real sandboxes (bwrap, process, docker).
 """
@@ -90,7 +91,7 @@ def test_a_wrong_program_stops_at_its_first_wrong_answer_where_the_golden_passed
     wrong_late = "a, b = map(int, input().split())\nprint(a + b if a != 0 else 7)\n"
     wrong_where_golden_fails = "a, b = map(int, input().split())\nprint(a + b if a != 2 else 9)\n"
     programs = [GOLDEN, PROGRAMS["wrong"], wrong_late, wrong_where_golden_fails]
-    golden, wrong, late, unpaid = run_io_programs(isolated, programs, cases, time_s=1.0, golden=0, parallel=1)
+    golden, wrong, late, unpaid = run_io_programs(isolated, programs, cases, time_s=1.0, golden=0)
     assert [r.passed for r in golden.results] == [True, True, False, True]
     assert wrong.results[0].error == "wrong answer"
     assert all(r.error == "not run: the program was stopped after case 0 caught it" for r in wrong.results[1:])
@@ -102,7 +103,7 @@ def test_a_wrong_program_stops_at_its_first_wrong_answer_where_the_golden_passed
 def test_the_choice_stops_at_a_timeout_and_after_enough_wrong_programs(isolated):
     slow_on_second = "a, b = map(int, input().split())\nwhile a == 5:\n    pass\nprint(a - b)\n"
     programs = [PROGRAMS["wrong"], GOLDEN, slow_on_second, PROGRAMS["wrong on one"], PROGRAMS["raises"]]
-    reports = run_io_programs(isolated, programs, CASES, time_s=0.5, stop_at_timeout=True, enough=2, parallel=1)
+    reports = run_io_programs(isolated, programs, CASES, time_s=0.5, stop_at_timeout=True, enough=2)
     wrong, golden, slow, wrong_on_one, raises = reports
     assert [r.error for r in wrong.results] == ["wrong answer", "wrong answer", None] and not wrong.skipped
     assert golden.all_passed
@@ -130,7 +131,7 @@ def test_no_case_reaches_another_through_files_modules_or_memory(isolated):
         "a, b = map(int, input().split())\n"
         "print(a + b if not found and 'marker_module' not in sys.modules else -1)\n"
     )
-    leaver_report, finder_report = run_io_programs(isolated, [leaver, finder], CASES, time_s=1.0, parallel=1)
+    leaver_report, finder_report = run_io_programs(isolated, [leaver, finder], CASES, time_s=1.0)
     assert leaver_report.all_passed, leaver_report.results
     assert finder_report.all_passed, finder_report.results
 
@@ -146,7 +147,7 @@ def test_a_case_killed_by_another_is_not_established_never_caught(isolated):
         "print(3)\n"
     )
     slow_golden = "import time\ntime.sleep(0.2)\n" + GOLDEN
-    reports = run_io_programs(isolated, [slow_golden, killer, PROGRAMS["wrong"]], CASES, time_s=1.0, golden=0, parallel=3)
+    reports = run_io_programs(isolated, [slow_golden, killer, PROGRAMS["wrong"]], CASES, time_s=1.0, golden=0)
     for report in reports:
         if report is not None:
             for result in report.results:
@@ -160,8 +161,6 @@ def test_a_case_killed_by_another_is_not_established_never_caught(isolated):
 
 
 def test_bad_arguments_are_refused(isolated):
-    with pytest.raises(ValueError, match="parallel"):
-        run_io_programs(isolated, [GOLDEN], CASES, parallel=0)
     with pytest.raises(ValueError, match="golden"):
         run_io_programs(isolated, [GOLDEN], CASES, golden=3)
     with pytest.raises(ValueError, match="enough"):
