@@ -2520,7 +2520,8 @@ def _io_cases_process(codes, sources, cases, control_fd, report_fd, out_fd, err_
     <leaving>\n"`` on `report_fd`, then waits for the next.
 
     Put back between cases: the builtins, ``sys.modules`` (a module a case imported stays), the
-    recursion limit, the integer-string limit, ``sys.path`` (read-only entries only: nothing a
+    recursion, integer-string and thread-switch limits, ``os.environ``, decimal's context and the
+    threads' stack size (a fresh interpreter's), ``sys.path`` (read-only entries only: nothing a
     case writes is imported by a later one),
     ``sys``'s streams, the exit handlers, the random seed, the files in the working
     `directory`. A case that leaves a thread running ends the process after its report
@@ -2544,6 +2545,8 @@ def _io_cases_process(codes, sources, cases, control_fd, report_fd, out_fd, err_
         builtins = dict(_builtins_module.__dict__)
         modules = dict(_sys.modules)
         module_type = type(_sys)
+        environment = dict(_os.environ)
+        switch = _sys.getswitchinterval()
         recursion = _sys.getrecursionlimit()
         digits = _sys.get_int_max_str_digits() if hasattr(_sys, "get_int_max_str_digits") else None
         pending = b""
@@ -2650,6 +2653,17 @@ def _io_cases_process(codes, sources, cases, control_fd, report_fd, out_fd, err_
             _sys.setrecursionlimit(recursion)
             if digits is not None:
                 _sys.set_int_max_str_digits(digits)
+            _sys.setswitchinterval(switch)
+            if dict(_os.environ) != environment:
+                _os.environ.clear()
+                _os.environ.update(environment)
+            # State a module keeps for the process, changed by a call the syntax check cannot see:
+            # decimal's context (``setcontext``), the stack size of new threads. Where a case first
+            # imported them, a fresh interpreter's defaults.
+            if "decimal" in _sys.modules:
+                _sys.modules["decimal"].setcontext(_sys.modules["decimal"].Context())
+            if "threading" in _sys.modules:
+                _sys.modules["threading"].stack_size(0)
             if _os.getcwd() != directory:
                 _os.chdir(directory)
             for name in _os.listdir("."):

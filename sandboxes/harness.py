@@ -1294,9 +1294,10 @@ def run_io_programs(
     unnamed file, stdout and stderr into files the run's process reads, the same exit status and
     traceback, ``os._exit`` in the middle of a case included), in a working directory emptied
     between cases. Between cases it puts back what a case could leave to the next: the builtins,
-    ``sys.modules`` (a module a case imported stays, as an import cache), the recursion and
-    integer-string limits, ``sys.path`` (read-only entries only), ``sys``'s streams, the exit
-    handlers, the random seed. A case that leaves a thread running ends the process (the next
+    ``sys.modules`` (a module a case imported stays, as an import cache), the recursion,
+    integer-string and thread-switch limits, ``os.environ``, decimal's context, the threads'
+    stack size, ``sys.path`` (read-only entries only), ``sys``'s streams, the exit handlers, the
+    random seed. A case that leaves a thread running ends the process (the next
     case gets a new one), and so does a case past `time_s` (killed with its process group). A
     program that assigns to anything it did not make itself (a module's attribute or item,
     ``os.environ``, ``getcontext().prec``: `_keeps_to_itself`) runs each case in a process of its

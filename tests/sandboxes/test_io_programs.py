@@ -58,6 +58,14 @@ PROGRAMS = {
         "import threading, time\nthreading.Thread(target=lambda: (time.sleep(0.05), print(99)), daemon=True).start()\n"
         "print(sum(map(int, input().split())))\n"
     ),
+    "decimal context": (  # (a call the syntax check does not see: the run puts the context back)
+        "import decimal\nseen = decimal.getcontext().prec != 28\ndecimal.setcontext(decimal.Context(prec=5))\n"
+        "print(-1 if seen else sum(map(int, input().split())))\n"
+    ),
+    "environment": (
+        "import os\nseen = 'LEFT_OVER' in os.environ\nos.environ.update(LEFT_OVER='1')\n"
+        "print(-1 if seen else sum(map(int, input().split())))\n"
+    ),
     "global state": (  # (assigns to a module: each of its cases runs in a process of its own)
         "import collections\nseen = hasattr(collections, 'marker')\ncollections.marker = 1\n"
         "print(-1 if seen else sum(map(int, input().split())))\n"
