@@ -141,3 +141,34 @@ def test_a_golden_that_can_run_its_input_as_code_is_graded_one_run_per_program(s
     env = CoderTesterEnv(task_source=ListSource([problem]), sandbox=sandbox, max_turns=1)
     env.reset(seed=0, options={"problem_index": 0})
     assert not io_runs.enabled(env) and not env._grades_in_one_run()
+
+
+def test_graded_ahead_in_a_batch_it_pays_what_it_pays_one_step_at_a_time(sandbox, monkeypatch):
+    from llm_envs.envs import grading
+
+    monkeypatch.setenv("LLM_ENVS_MUTANT_CACHE", "off")
+    source = ListSource(PROBLEMS[:3])
+    envs = [CoderTesterEnv(task_source=source, sandbox=sandbox, max_turns=1) for _ in range(3)]
+
+    def coder_turn(env, index):
+        env.reset(seed=0, options={"problem_index": index})
+        env.step(env.reference_action("coder"))
+        return env.reference_action("tester")
+
+    paid = []
+    for cached in (False, True):  # the first batch plans the choice of mutants, the second the step
+        if not cached:
+            mutants.clear_cache()
+        pairs = [(env, coder_turn(env, index)) for index, env in enumerate(envs)]
+        # (first the choice's run each; then each step's two: the one run, and the coder's code)
+        assert grading.grade_ahead(pairs) == (6 if cached else 3)
+        for env, action in pairs:
+            env.step(action)
+        paid.append([(env.rewards["tester"], env.records[1].info["wrong_programs_caught"]) for env in envs])
+    alone = []
+    for index, env in enumerate(envs):
+        env.step(coder_turn(env, index))
+        alone.append((env.rewards["tester"], env.records[1].info["wrong_programs_caught"]))
+    assert paid[0] == paid[1] == alone
+    assert any(caught for _, caught in alone)
+    mutants.clear_cache()
