@@ -33,7 +33,6 @@ import platform
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +40,7 @@ RESULTS = Path(__file__).resolve().parent / "results" / "tester_reward_io.json"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from env_throughput import TimedSandbox  # noqa: E402
-from harness_cost import _tree_cpu  # noqa: E402
+from tester_reward import tester_step  # noqa: E402  (the same step, timed the same way)
 
 # (golden solution, four (stdin, expected stdout) cases)
 PROBLEMS: dict[str, tuple[str, list[tuple[str, str]]]] = {
@@ -88,21 +87,6 @@ PROBLEMS: dict[str, tuple[str, list[tuple[str, str]]]] = {
               "    if depth < 0:\n        ok = False\nprint('YES' if ok and depth == 0 else 'NO')\n",
               [("()\n", "YES\n"), ("(()\n", "NO\n"), ("())(\n", "NO\n"), ("(())()\n", "YES\n")]),
 }
-
-
-def tester_step(env: Any, index: int) -> tuple[float, int, dict[str, Any], float | None]:
-    """(seconds of the tester's step, sandbox runs it made, its record's info, CPU seconds)."""
-    sandbox = env.sandbox
-    env.reset(seed=0, options={"problem_index": index})
-    env.step(env.reference_action("coder"))
-    runs_before = sandbox.runs
-    tops_before, cpu_before = _tree_cpu(sandbox.inner)
-    started = time.perf_counter()
-    env.step(env.reference_action("tester"))
-    elapsed = time.perf_counter() - started
-    tops_after, cpu_after = _tree_cpu(sandbox.inner)
-    cpu = cpu_after - cpu_before if tops_after == tops_before else None
-    return elapsed, sandbox.runs - runs_before, dict(env.records[1].info), cpu
 
 
 def main() -> None:
