@@ -2246,6 +2246,30 @@ def _compiled_quietly(source, filename):
         return None
 
 
+def _address_space_for(memory_mb):
+    """The ``RLIMIT_AS`` pair for a process forked from this one to run one program: what this
+    process maps now plus `memory_mb` (what a run of its own may hold), within this process's
+    own limits; ``None`` without a positive `memory_mb` or where it cannot be read (the run's
+    own limits still hold). So a program that eats memory meets ``MemoryError`` in its own
+    process (reported as not established) instead of taking the run over its budget, which
+    would establish nothing for every program of the run."""
+    import resource
+
+    if type(memory_mb) is not int or memory_mb <= 0:
+        return None
+    try:
+        with open("/proc/self/statm", "rb") as handle:
+            pages = int(handle.read().split()[0])
+        soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    except (OSError, ValueError, IndexError):
+        return None
+    limit = pages * resource.getpagesize() + memory_mb * 1024 * 1024
+    for bound in (soft, hard):
+        if bound != resource.RLIM_INFINITY:
+            limit = min(limit, bound)
+    return (limit, hard)
+
+
 def _calls_main():
     """A run of many programs graded by value: each program in a process of its own, forked from
     this one (at most ``parallel`` at a time), ended and reaped with its whole process group when
@@ -2335,25 +2359,7 @@ def _calls_main():
             golden_namespace = _prepared_namespace([setup_code, golden_compiled], "__golden__", time_s)
         golden_code = (payload["setup"], setup_code, golden_source, golden_compiled, golden_namespace)
 
-    # Each program's process may grow its address space by `memory_mb` (what a run of its own
-    # may hold), so that a program that eats memory meets MemoryError in its own process
-    # (reported as not established) instead of taking the run over its budget, which would
-    # establish nothing for every program of the run.
-    address_space = None
-    memory_mb = payload.get("memory_mb")
-    if type(memory_mb) is int and memory_mb > 0:
-        try:
-            with open("/proc/self/statm", "rb") as handle:
-                pages = int(handle.read().split()[0])
-            soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-            address_space = pages * resource.getpagesize() + memory_mb * 1024 * 1024
-            if soft != resource.RLIM_INFINITY:
-                address_space = min(address_space, soft)
-            if hard != resource.RLIM_INFINITY:
-                address_space = min(address_space, hard)
-            address_space = (address_space, hard)
-        except (OSError, ValueError, IndexError):
-            address_space = None  # the run's own limits still hold
+    address_space = _address_space_for(payload.get("memory_mb"))
 
     # This process never starts a thread; the check guards the bare fork all the same.
     fork = (_bare_fork() if _only_thread() else None) or _os.fork
@@ -2692,7 +2698,6 @@ def _io_main():
     ``{"kind": "done"}``. Only trusted programs run here (the caller's golden solution and
     mutants of it); the cases are data."""
     import collections
-    import resource
     import select
 
     _signal.signal(_signal.SIGPIPE, _signal.SIG_IGN)
@@ -2714,20 +2719,7 @@ def _io_main():
     inputs = [stdin for stdin, _expected in cases]
     home = _os.getcwd()
     cpu_s = int(time_s) + 2  # a backstop per case: the deadline below ends a case first
-    address_space = None
-    memory_mb = payload.get("memory_mb")
-    if type(memory_mb) is int and memory_mb > 0:
-        try:
-            with open("/proc/self/statm", "rb") as handle:
-                pages = int(handle.read().split()[0])
-            soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-            limit = pages * resource.getpagesize() + memory_mb * 1024 * 1024
-            for bound in (soft, hard):
-                if bound != resource.RLIM_INFINITY:
-                    limit = min(limit, bound)
-            address_space = (limit, hard)
-        except (OSError, ValueError, IndexError):
-            address_space = None
+    address_space = _address_space_for(payload.get("memory_mb"))
 
     # A program whose cases could see what an earlier case left in a module ("fresh", decided on
     # the host) runs each case in a process of its own; the others share one.
