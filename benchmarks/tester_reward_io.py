@@ -15,7 +15,11 @@ the coder's code on the tester's cases) and with the catch reward (the problem's
   too;
 * **cold**: the problem's first step anywhere (its mutants chosen on the step); **from disk**:
   the first step in a new process (mutants read from the disk cache: also a prepared problem's
-  first step, ``llm-envs prepare``); **warm**: a later step.
+  first step, ``llm-envs prepare``); **warm**: a later step;
+* with ``--baseline-driver COMMIT``, **A/B: this tree** and **A/B: COMMIT**: a later step
+  graded by this tree's ``run_io_programs`` and by COMMIT's harness and driver
+  (``harness_cost.load_driver_harness``), each after an untimed step of its own, in an order
+  that alternates; the summary line gives this tree's CPU over COMMIT's.
 
 Modes alternate problem by problem on one warm sandbox. The CPU of a step is summed over every
 process of the sandbox's workers and this one (``harness_cost._tree_cpu``). Results: a table,
@@ -93,6 +97,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", default="auto", help="sandbox backend (default auto)")
     parser.add_argument("--rounds", type=int, default=1, help="passes over the problems")
+    parser.add_argument("--baseline-driver", metavar="COMMIT",
+                        help="also a later step with the run_io_programs of COMMIT's harness and driver (from git), "
+                             "sampled beside this tree's")
     args = parser.parse_args()
 
     import sandboxes
@@ -126,6 +133,13 @@ def main() -> None:
     }
     modes = ["paper", "per program, cold", "per program, from disk", "per program, warm",
              "one run, cold", "one run, from disk", "one run, warm"]
+    baseline_mode = f"A/B: {args.baseline_driver}" if args.baseline_driver else None
+    ab_mode = "A/B: this tree"
+    if baseline_mode:
+        from harness_cost import load_driver_harness
+
+        this_tree_runs, baseline_runs = sandboxes.run_io_programs, load_driver_harness(args.baseline_driver).run_io_programs
+        modes += [ab_mode, baseline_mode]
     samples: dict[str, list[tuple[float, int, float | None]]] = {mode: [] for mode in modes}
     keys = ("golden_solution_pass_rate", "wrong_programs", "wrong_programs_caught")
     differences: list[dict[str, Any]] = []
@@ -159,6 +173,17 @@ def main() -> None:
                 mutants.clear_cache()
                 got["one run, from disk"] = sample("one run, from disk", envs["one run"], index)
                 got["one run, warm"] = sample("one run, warm", envs["one run"], index)
+                if baseline_mode:  # (grading.py imports run_io_programs from sandboxes at each call)
+                    # Each driver: a step untimed (its host caches warm), then the timed one; which
+                    # goes first alternates.
+                    sides = [(ab_mode, this_tree_runs), (baseline_mode, baseline_runs)]
+                    for mode, runs in sides if (index + _round) % 2 == 0 else sides[::-1]:
+                        sandboxes.run_io_programs = runs
+                        try:
+                            tester_step(envs["one run"], index)
+                            got[mode] = sample(mode, envs["one run"], index)
+                        finally:
+                            sandboxes.run_io_programs = this_tree_runs
                 want = sample("per program, warm", envs["per program"], index)
                 for mode, info in got.items():
                     if tuple(info.get(k) for k in keys) != tuple(want.get(k) for k in keys):
@@ -188,13 +213,22 @@ def main() -> None:
                      "mean_cpu_ratio_to_paper": mean / paper_mean})
         print(f"{mode:<24}{wall:>10.3f}{wall / paper_wall:>8.1f}x{runs:>11.1f}{cpu * 1000:>9.0f}"
               f"{cpu / paper_cpu:>8.1f}x{mean * 1000:>10.0f}{mean / paper_mean:>8.1f}x")
+    comparison = None
+    if baseline_mode:
+        pairs = [(ours, theirs) for (_, _, ours), (_, _, theirs) in zip(samples[ab_mode], samples[baseline_mode])
+                 if ours and theirs]
+        comparison = {"baseline_driver": args.baseline_driver,
+                      "median_of_ratios": statistics.median(o / t for o, t in pairs),
+                      "ratio_of_sums": sum(o for o, _ in pairs) / sum(t for _, t in pairs)}
+        print(f"a later step's CPU, this tree / {args.baseline_driver}: median of the per-step ratios "
+              f"{comparison['median_of_ratios']:.2f}, ratio of the sums {comparison['ratio_of_sums']:.2f}")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     per_problem = {mode: [[round(s, 4), r, None if c is None else round(c, 4)] for s, r, c in values]
                    for mode, values in samples.items()}
     RESULTS.write_text(json.dumps({"problems": list(PROBLEMS), "backend": args.backend, "rounds": args.rounds,
                                    "samples_seconds_runs_cpu": per_problem,
                                    "one_run_paid_the_same": not differences, "differences": differences,
-                                   "load_average_1min": loads, "rows": rows, "machine": platform.platform()},
+                                   "load_average_1min": loads, "rows": rows, "baseline": comparison, "machine": platform.platform()},
                                   indent=2))
     print(f"wrote {RESULTS}")
 

@@ -2516,6 +2516,124 @@ def _unnamed_file(data=b""):
     return fd
 
 
+_ITIMERS = ("ITIMER_REAL", "ITIMER_VIRTUAL", "ITIMER_PROF")
+
+
+def _process_state():
+    """What a case of `_io_cases_process` could change in the process through a call the host's
+    syntax check does not see (``harness._keeps_to_itself`` sees assignments), read before the
+    first case: the signal handlers and mask, the garbage collector's switch and thresholds,
+    the umask, the resource limits (the CPU limit is set per case), the priority, the C locale
+    and the warning filters. `_put_back_process_state` puts it back after each case."""
+    import _locale
+    import gc
+    import resource
+    import warnings
+
+    handlers = {}
+    for number in _signal.valid_signals():
+        try:
+            handler = _signal.getsignal(number)
+        except (ValueError, OSError):
+            continue
+        if handler is not None:
+            handlers[number] = handler
+    umask = _os.umask(0o22)
+    _os.umask(umask)
+    limits = {
+        getattr(resource, name): resource.getrlimit(getattr(resource, name))
+        for name in dir(resource)
+        if name.startswith("RLIMIT_") and name != "RLIMIT_CPU"
+    }
+    return {
+        "handlers": handlers,
+        "mask": _signal.pthread_sigmask(_signal.SIG_BLOCK, []),
+        "gc": (gc.isenabled(), gc.get_threshold()),
+        "umask": umask,
+        "limits": limits,
+        "priority": _os.getpriority(_os.PRIO_PROCESS, 0),
+        "locale": _locale.setlocale(_locale.LC_ALL, None),
+        "warnings": list(warnings.filters),
+    }
+
+
+def _put_back_process_state(state):
+    """Put back what `_process_state` read, stop every interval timer (a fresh interpreter has
+    none), and switch off what a fresh interpreter starts without: a trace or profile function
+    (of this thread and of new threads), ``faulthandler``, ``tracemalloc``, a default socket
+    time-out. False where something cannot be put back (a resource limit's hard limit
+    lowered, the priority lowered): the process must not run another case."""
+    import _locale
+    import gc
+    import resource
+
+    for name in _ITIMERS:
+        _signal.setitimer(getattr(_signal, name), 0)
+    _signal.pthread_sigmask(_signal.SIG_SETMASK, state["mask"])
+    for number, handler in state["handlers"].items():
+        if _signal.getsignal(number) != handler:
+            try:
+                _signal.signal(number, handler)
+            except (ValueError, OSError):
+                return False
+    enabled, thresholds = state["gc"]
+    gc.enable() if enabled else gc.disable()
+    gc.set_threshold(*thresholds)
+    _os.umask(state["umask"])
+    intact = True
+    for limit, value in state["limits"].items():
+        if resource.getrlimit(limit) != value:
+            try:
+                resource.setrlimit(limit, value)
+            except (ValueError, OSError):
+                intact = False
+    if _os.getpriority(_os.PRIO_PROCESS, 0) != state["priority"]:
+        intact = False  # (a process may lower its own priority, not raise it back)
+    if _locale.setlocale(_locale.LC_ALL, None) != state["locale"]:
+        try:
+            _locale.setlocale(_locale.LC_ALL, state["locale"])
+        except _locale.Error:
+            intact = False
+    _sys.settrace(None)
+    _sys.setprofile(None)
+    modules = _sys.modules
+    if "threading" in modules:
+        modules["threading"].settrace(None)
+        modules["threading"].setprofile(None)
+    warnings = modules.get("warnings")
+    if warnings is not None and warnings.filters != state["warnings"]:
+        warnings.filters[:] = state["warnings"]
+        warnings._filters_mutated()  # (the registries of warnings already shown go stale)
+    if "faulthandler" in modules and modules["faulthandler"].is_enabled():
+        modules["faulthandler"].disable()
+    if "tracemalloc" in modules and modules["tracemalloc"].is_tracing():
+        modules["tracemalloc"].stop()
+    if "socket" in modules and modules["socket"].getdefaulttimeout() is not None:
+        modules["socket"].setdefaulttimeout(None)
+    return intact
+
+
+def _close_stray_descriptors(keep):
+    """Close the descriptors a case left open (``os.open``, a file object in a reference cycle),
+    so that the next case's first ``open`` gets the number it would get in a run of its own.
+    Cycles are collected first: a file object closed later would close a number reused since."""
+    import gc
+
+    def stray():
+        try:
+            return [fd for fd in map(int, _os.listdir("/proc/self/fd")) if fd not in keep]
+        except OSError:  # (no /proc: nothing to do)
+            return []
+
+    if len(stray()) > 1:  # (one: listdir's own descriptor)
+        gc.collect()
+        for fd in stray():
+            try:
+                _os.close(fd)
+            except OSError:
+                pass
+
+
 def _io_cases_process(codes, sources, cases, control_fd, report_fd, out_fd, err_fd, address_space, cpu_s, cap, directory):
     """The process that runs cases (never returns): it reads ``"<program> <case>\n"`` on
     `control_fd` (``"end\n"``: it exits), runs that case of that program as the sandbox's worker
@@ -2526,13 +2644,15 @@ def _io_cases_process(codes, sources, cases, control_fd, report_fd, out_fd, err_
     <leaving>\n"`` on `report_fd`, then waits for the next.
 
     Put back between cases: the builtins, ``sys.modules`` (a module a case imported stays), the
-    recursion, integer-string and thread-switch limits, ``os.environ``, decimal's context and the
-    threads' stack size (a fresh interpreter's), ``sys.path`` (read-only entries only: nothing a
-    case writes is imported by a later one),
+    recursion, integer-string and thread-switch limits, ``os.environ`` (and the time zone read
+    from it), decimal's context and the threads' stack size (a fresh interpreter's),
+    ``sys.path`` (read-only entries only: nothing a case writes is imported by a later one),
     ``sys``'s streams, the exit handlers, the random seed, the files in the working
-    `directory`. A case that leaves a thread running ends the process after its report
-    (``leaving`` 1; the run's process starts a new one). Anything it cannot set up ends it with
-    ``SIGKILL`` (the case is then not established)."""
+    `directory`, and the process's state of `_put_back_process_state` (signals, timers, the
+    garbage collector, umask, resource limits, locale, warning filters, trace functions). A case
+    that leaves a thread running, or a limit or priority that cannot be put back, ends the
+    process after its report (``leaving`` 1; the run's process starts a new one). Anything it
+    cannot set up ends it with ``SIGKILL`` (the case is then not established)."""
     import atexit
     import resource
     import types
@@ -2541,12 +2661,24 @@ def _io_cases_process(codes, sources, cases, control_fd, report_fd, out_fd, err_
         _os.setpgid(0, 0)
         _os.chdir(directory)
         _close_other_descriptors(control_fd, report_fd, out_fd, err_fd)
-        _signal.signal(_signal.SIGPIPE, _signal.SIG_DFL)
+        # This process's own descriptors go to the top of the range, so that a case's first
+        # ``open`` gets descriptor 3, as in a run of its own.
+        top = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if 8 <= top <= (1 << 20):
+            moved = []
+            for fd, high in zip((control_fd, report_fd, out_fd, err_fd), range(top - 1, top - 5, -1)):
+                if fd != high:
+                    _os.dup2(fd, high, inheritable=False)
+                    _os.close(fd)
+                moved.append(high)
+            control_fd, report_fd, out_fd, err_fd = moved
+        # (SIGPIPE stays ignored, as CPython sets it and a run of its own has it)
         _signal.signal(_signal.SIGXFSZ, _signal.SIG_IGN)  # past the cap a write fails instead
         if address_space is not None:
             resource.setrlimit(resource.RLIMIT_AS, address_space)
         soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
         resource.setrlimit(resource.RLIMIT_FSIZE, (cap + 1 if hard == resource.RLIM_INFINITY else min(cap + 1, hard), hard))
+        state = _process_state()
         path = [entry for entry in _sys.path if entry and not _os.access(entry, _os.W_OK)]
         builtins = dict(_builtins_module.__dict__)
         modules = dict(_sys.modules)
@@ -2660,9 +2792,13 @@ def _io_cases_process(codes, sources, cases, control_fd, report_fd, out_fd, err_
             if digits is not None:
                 _sys.set_int_max_str_digits(digits)
             _sys.setswitchinterval(switch)
+            intact = _put_back_process_state(state)
+            _close_stray_descriptors((0, 1, 2, control_fd, report_fd, out_fd, err_fd))
             if dict(_os.environ) != environment:
                 _os.environ.clear()
                 _os.environ.update(environment)
+                if "time" in _sys.modules:  # (a case that set TZ and called tzset)
+                    _sys.modules["time"].tzset()
             # State a module keeps for the process, changed by a call the syntax check cannot see:
             # decimal's context (``setcontext``), the stack size of new threads. Where a case first
             # imported them, a fresh interpreter's defaults.
@@ -2675,11 +2811,11 @@ def _io_cases_process(codes, sources, cases, control_fd, report_fd, out_fd, err_
             for name in _os.listdir("."):
                 _remove_tree(name) if _os.path.isdir(name) and not _os.path.islink(name) else _os.unlink(name)
             threading = _sys.modules.get("threading")
-            alone = threading is None or threading.active_count() == 1
-            _os.write(report_fd, b"%d %d\n" % (status, not alone))
+            leaving = not intact or not (threading is None or threading.active_count() == 1)
+            _os.write(report_fd, b"%d %d\n" % (status, leaving))
         except BaseException:
             _os.kill(_os.getpid(), _signal.SIGKILL)
-        if not alone:
+        if leaving:
             _os._exit(0)
 
 

@@ -1393,14 +1393,20 @@ def run_io_programs(
 _RESET_BETWEEN_CASES = frozenset({"stdin", "stdout", "stderr"})
 
 
+_REACHES_INTO = frozenset({"setattr", "delattr", "vars"})
+
+
 @functools.lru_cache(maxsize=4096)
 def _keeps_to_itself(program: str) -> bool:
     """Whether `program` assigns only to what it made itself, so that its cases may run one
     after another in one process (`run_io_programs`): no assignment (or deletion) to an
     attribute or item of anything but a name the program binds itself (a variable, a
-    parameter, a function or class), nor to ``sys`` but its streams. A program that does
-    (``collections.marker = 1``, ``os.environ[k] = v``, ``getcontext().prec = 50``) runs each case
-    in a process of its own: a later case could read what an earlier one left there."""
+    parameter, a function or class), nor to ``sys`` but its streams; no ``setattr``,
+    ``delattr`` or ``vars`` of anything else, no ``__dict__`` and no audit hook. A program that
+    does (``collections.marker = 1``, ``os.environ[k] = v``, ``getcontext().prec = 50``,
+    ``setattr(math, 'pi', 3)``) runs each case in a process of its own: a later case could read
+    what an earlier one left there. (What a case changes through other calls, the run's process
+    puts back between cases: ``sandboxes/_function_driver.py``, ``_put_back_process_state``.)"""
     try:
         tree = parse_python(program)
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
@@ -1410,6 +1416,18 @@ def _keeps_to_itself(program: str) -> bool:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             imported.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
     for node in ast.walk(tree):
+        # A module's namespace reached through a call or its ``__dict__`` (``setattr(math, 'pi',
+        # 3)``, ``vars(collections).update(...)``), or an audit hook (which nothing removes).
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _REACHES_INTO:
+            root = node.args[0] if node.args else None
+            while isinstance(root, (ast.Attribute, ast.Subscript)):
+                root = root.value
+            if not isinstance(root, ast.Name) or root.id in imported:
+                return False
+        if isinstance(node, ast.Attribute) and node.attr in ("__dict__", "addaudithook"):
+            return False
+        if isinstance(node, ast.Name) and node.id == "addaudithook":
+            return False
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
             targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
             for target in targets:

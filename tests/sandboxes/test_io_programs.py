@@ -70,6 +70,41 @@ PROGRAMS = {
         "import collections\nseen = hasattr(collections, 'marker')\ncollections.marker = 1\n"
         "print(-1 if seen else sum(map(int, input().split())))\n"
     ),
+    "setattr on a module": (  # (the same, through a call the syntax check sees)
+        "import collections\nseen = hasattr(collections, 'marker')\nsetattr(collections, 'marker', 1)\n"
+        "print(-1 if seen else sum(map(int, input().split())))\n"
+    ),
+    # State of the process changed through calls, which the run puts back between cases.
+    "process state": (
+        "import gc, os, signal, sys, warnings\n"
+        "seen = [not gc.isenabled(), gc.get_threshold()[0] == 7, signal.getsignal(signal.SIGUSR1) == signal.SIG_IGN,\n"
+        "        signal.getsignal(signal.SIGPIPE) != signal.SIG_IGN, signal.alarm(0) > 0,\n"
+        "        signal.getitimer(signal.ITIMER_VIRTUAL)[0] > 0, os.umask(0o77) == 0o77,\n"
+        "        signal.SIGUSR2 in signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR2]),\n"
+        "        sys.getprofile() is not None, len(warnings.filters) and warnings.filters[0][0] == 'error']\n"
+        "gc.disable(); gc.set_threshold(7)\nsignal.signal(signal.SIGUSR1, signal.SIG_IGN)\n"
+        "signal.signal(signal.SIGPIPE, signal.SIG_DFL)\nsignal.alarm(60)\n"
+        "signal.setitimer(signal.ITIMER_VIRTUAL, 60)\nwarnings.simplefilter('error')\n"
+        "sys.setprofile(lambda *args: None)\n"
+        "print(-1 if any(seen) else sum(map(int, input().split())))\n"
+    ),
+    "resource limits": (  # (a soft limit is put back; a hard limit lowered ends the process)
+        "import resource\nsoft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "stack, most = resource.getrlimit(resource.RLIMIT_STACK)\nmarker = 1999 * 4096\n"
+        "seen = hard - soft == 3 or stack == marker\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (hard - 4, hard - 1))\n"
+        "if stack > marker or stack == resource.RLIM_INFINITY:\n"
+        "    resource.setrlimit(resource.RLIMIT_STACK, (marker, most))\n"
+        "print(-1 if seen else sum(map(int, input().split())))\n"
+    ),
+    "descriptors": (  # (a case's first open gets 3, and what it left open is closed)
+        "import os\nfirst = os.open('left.txt', os.O_WRONLY | os.O_CREAT)\n"
+        "print(sum(map(int, input().split())) if first == 3 else -first)\n"
+    ),
+    "time zone": (
+        "import os, time\nseen = time.tzname[0] == 'EST'\nos.environ.update(TZ='EST+5')\ntime.tzset()\n"
+        "print(-1 if seen else sum(map(int, input().split())))\n"
+    ),
 }
 
 
@@ -80,9 +115,12 @@ def outcome(report):
 def test_each_program_gets_the_report_a_run_of_its_own_gives(isolated):
     programs = list(PROGRAMS.values())
     batch = run_io_programs(isolated, programs, CASES, time_s=1.0)
+    differ = {}
     for name, program, report in zip(PROGRAMS, programs, batch):
         alone = run_io_cases(isolated, program, CASES, time_s=1.0)
-        assert outcome(report) == outcome(alone), name
+        if outcome(report) != outcome(alone):
+            differ[name] = (outcome(report), outcome(alone))
+    assert not differ, f"{sorted(differ)}: {differ}"
 
 
 def test_a_big_input_and_an_unusual_expected_output(isolated):
