@@ -2526,6 +2526,7 @@ def _process_state():
     the umask, the resource limits (the CPU limit is set per case), the priority, the C locale
     and the warning filters. `_put_back_process_state` puts it back after each case."""
     import _locale
+    import _signal as signals  # (the C module: ``signal.getsignal`` makes an enum of each value, 30x slower)
     import gc
     import resource
     import warnings
@@ -2533,7 +2534,7 @@ def _process_state():
     handlers = {}
     for number in _signal.valid_signals():
         try:
-            handler = _signal.getsignal(number)
+            handler = signals.getsignal(number)
         except (ValueError, OSError):
             continue
         if handler is not None:
@@ -2564,16 +2565,17 @@ def _put_back_process_state(state):
     time-out. False where something cannot be put back (a resource limit's hard limit
     lowered, the priority lowered): the process must not run another case."""
     import _locale
+    import _signal as signals
     import gc
     import resource
 
     for name in _ITIMERS:
-        _signal.setitimer(getattr(_signal, name), 0)
-    _signal.pthread_sigmask(_signal.SIG_SETMASK, state["mask"])
+        signals.setitimer(getattr(signals, name), 0)
+    signals.pthread_sigmask(signals.SIG_SETMASK, state["mask"])
     for number, handler in state["handlers"].items():
-        if _signal.getsignal(number) != handler:
+        if signals.getsignal(number) != handler:
             try:
-                _signal.signal(number, handler)
+                signals.signal(number, handler)
             except (ValueError, OSError):
                 return False
     enabled, thresholds = state["gc"]
