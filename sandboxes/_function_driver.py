@@ -2636,6 +2636,26 @@ def _close_stray_descriptors(keep):
                 pass
 
 
+def _flush_streams(status):
+    """`status` after flushing ``sys.stdout`` and ``sys.stderr`` (120 where stdout fails, as
+    CPython's exit; the worker's ``_flush_streams``)."""
+    for stream in (_sys.stdout, _sys.stderr):
+        try:
+            if stream is None or stream.closed:  # (skipped, as CPython's exit skips them)
+                continue
+            stream.flush()
+        except BaseException:
+            if stream is _sys.stdout and status == 0:
+                status = 120
+    for stream in (_sys.__stdout__, _sys.__stderr__):  # (replaced ones: flushed when finalized)
+        if stream is not None and stream is not _sys.stdout and stream is not _sys.stderr:
+            try:
+                stream.flush()
+            except BaseException:
+                pass
+    return status
+
+
 def _io_cases_process(codes, sources, cases, control_fd, report_fd, out_fd, err_fd, address_space, cpu_s, cap, directory):
     """The process that runs cases (never returns): it reads ``"<program> <case>\n"`` on
     `control_fd` (``"end\n"``: it exits), runs that case of that program as the sandbox's worker
@@ -2717,13 +2737,13 @@ def _io_cases_process(codes, sources, cases, control_fd, report_fd, out_fd, err_
                 _os.ftruncate(fd, 0)
                 _os.lseek(fd, 0, 0)
                 _os.dup2(fd, target)
-            _sys.stdin = _io.TextIOWrapper(
+            _sys.stdin = _sys.__stdin__ = _io.TextIOWrapper(
                 _io.BufferedReader(_io.FileIO(0, "r", closefd=False)), encoding="utf-8", errors="strict"
             )
-            _sys.stdout = _io.TextIOWrapper(
+            _sys.stdout = _sys.__stdout__ = _io.TextIOWrapper(
                 _io.BufferedWriter(_io.FileIO(1, "w", closefd=False)), encoding="utf-8", errors="strict"
             )
-            _sys.stderr = _io.TextIOWrapper(
+            _sys.stderr = _sys.__stderr__ = _io.TextIOWrapper(
                 _io.BufferedWriter(_io.FileIO(2, "w", closefd=False)),
                 encoding="utf-8",
                 errors="backslashreplace",
@@ -2765,14 +2785,13 @@ def _io_cases_process(codes, sources, cases, control_fd, report_fd, out_fd, err_
             status = _exit_status(exc)
         except BaseException:
             pass
-        for stream in (_sys.stdout, _sys.stderr):
-            try:
-                stream.flush()
-            except BaseException:
-                if stream is _sys.stdout and status == 0:
-                    status = 120
-        try:
+        status = _flush_streams(status)
+        try:  # as a run of its own: the globals finalized (an unflushed file writes), a second flush
             module.__dict__.clear()
+        except BaseException:
+            pass
+        status = _flush_streams(status)
+        try:
             del module
             for name in [name for name in _builtins_module.__dict__ if name not in builtins]:
                 del _builtins_module.__dict__[name]

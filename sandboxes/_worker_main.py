@@ -1250,12 +1250,33 @@ def _run_program(source, main_path, job_dir):
         status = _exit_status_of(exc)
     except BaseException:
         pass
+    status = _flush_streams(status)
+    # Then, as interpreter shutdown does, the program's globals are finalized (a file object it
+    # never flushed, ``open(1, "w")``, writes its buffer now) and the streams flushed again.
+    try:
+        module.__dict__.clear()
+    except BaseException:
+        pass
+    return _flush_streams(status)
+
+
+def _flush_streams(status):
+    """`status` after flushing ``sys.stdout`` and ``sys.stderr`` (120 where stdout fails, as
+    CPython's exit)."""
     for stream in (sys.stdout, sys.stderr):
         try:
+            if stream is None or stream.closed:  # (skipped, as CPython's exit skips them)
+                continue
             stream.flush()
         except BaseException:
             if stream is sys.stdout and status == 0:
                 status = 120  # what CPython returns when flushing stdout fails at exit
+    for stream in (sys.__stdout__, sys.__stderr__):  # (replaced ones: flushed when finalized)
+        if stream is not None and stream is not sys.stdout and stream is not sys.stderr:
+            try:
+                stream.flush()
+            except BaseException:
+                pass
     return status
 
 

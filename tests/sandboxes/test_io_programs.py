@@ -40,6 +40,11 @@ PROGRAMS = {
     "syntax error": "def f(:\n",
     "atexit": "import atexit\na, b = map(int, input().split())\natexit.register(lambda: print(a + b))\n",
     "unicode": "input()\nprint('é ü 中')\n",
+    # Output written at exit: by a file never flushed (when the globals are finalized), through
+    # sys.__stdout__, by the original stdout after the program replaced it.
+    "file never flushed": "out = open(1, 'w', closefd=False)\nout.write(str(sum(map(int, input().split()))))\n",
+    "__stdout__": "import sys\nsys.__stdout__.write(str(sum(map(int, input().split()))))\n",
+    "stdout replaced": "import sys\nprint(sum(map(int, input().split())))\nsys.stdout = None\n",
     "recursion": "import sys\nsys.setrecursionlimit(100)\ndef f(n):\n    return f(n + 1)\nf(0)\n",
     # A program's cases run one after another in its process: what one case changes must not
     # reach the next (each of these passes a case only where nothing an earlier one did is seen).

@@ -89,6 +89,36 @@ print(json.dumps({
         assert report["dunder"] == [True, True, True] and report["fds"] == [0, 1, 2], report
 
 
+ENDINGS = {  # how a program's output ends up written at exit
+    "file never flushed": "out = open(1, 'w', closefd=False)\nout.write('kept')\n",
+    "print in a finalizer": (
+        "class Last:\n    def __del__(self):\n        print('finalized')\nlast = Last()\nprint('first')\n"
+    ),
+    "through __stdout__": "import sys\nsys.__stdout__.write('dunder')\n",
+    "atexit then exit code": "import atexit, sys\natexit.register(lambda: print('bye'))\nsys.exit(3)\n",
+    "stdout closed": "import sys\nprint('x')\nsys.stdout.close()\n",
+    "stdout detached": "import sys\nbuffer = sys.stdout.detach()\nbuffer.write(b'x')\n",
+    "stderr closed": "import sys\nsys.stdout.write('x')\nsys.stderr.close()\n",
+    "stdout set to None": "import sys\nprint('x')\nsys.stdout = None\n",
+    "stdout unwritable": "import sys\nprint('x')\nsys.stdout = open('/dev/full', 'w')\nprint('y')\n",
+}
+
+
+@pytest.mark.parametrize("ending", ENDINGS)
+def test_output_at_exit_is_what_python_main_py_writes(solo, ending, tmp_path):
+    # A fresh interpreter finalizes the program's globals at exit (after the exit handlers and a
+    # flush): what a file object it never flushed, or a finalizer, writes then is output too.
+    import subprocess
+    import sys
+
+    program = ENDINGS[ending]
+    (tmp_path / "main.py").write_text(program)
+    real = subprocess.run([sys.executable, "-I", "main.py"], cwd=tmp_path, capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=60)
+    res = solo.run(program)
+    assert (res.stdout, res.exit_code) == (real.stdout, real.returncode), (res, real)
+
+
 def test_source_reads_as_python_main_py_reads_it(solo):
     # Universal newlines (CRLF and lone CR are line ends, also inside a string literal) and
     # UTF-8, as the file object it used to be read with gave them.
