@@ -2522,8 +2522,8 @@ _ITIMERS = ("ITIMER_REAL", "ITIMER_VIRTUAL", "ITIMER_PROF")
 def _process_state():
     """What a case of `_io_cases_process` could change in the process through a call the host's
     syntax check does not see (``harness._keeps_to_itself`` sees assignments), read before the
-    first case: the signal handlers and mask, the garbage collector's switch and thresholds,
-    the umask, the resource limits (the CPU limit is set per case), the priority, the C locale
+    first case: the signal handlers and mask, the garbage collector's switch, thresholds and
+    debug flags, the umask, the resource limits (the CPU limit is set per case), the priority, the C locale
     and the warning filters. `_put_back_process_state` puts it back after each case."""
     import _locale
     import _signal as signals  # (the C module: ``signal.getsignal`` makes an enum of each value, 30x slower)
@@ -2549,7 +2549,7 @@ def _process_state():
     return {
         "handlers": handlers,
         "mask": _signal.pthread_sigmask(_signal.SIG_BLOCK, []),
-        "gc": (gc.isenabled(), gc.get_threshold()),
+        "gc": (gc.isenabled(), gc.get_threshold(), gc.get_debug()),
         "umask": umask,
         "limits": limits,
         "priority": _os.getpriority(_os.PRIO_PROCESS, 0),
@@ -2578,9 +2578,12 @@ def _put_back_process_state(state):
                 signals.signal(number, handler)
             except (ValueError, OSError):
                 return False
-    enabled, thresholds = state["gc"]
+    enabled, thresholds, debug = state["gc"]
     gc.enable() if enabled else gc.disable()
     gc.set_threshold(*thresholds)
+    if gc.get_debug() != debug:
+        gc.set_debug(debug)
+    del gc.garbage[:]  # (what ``DEBUG_SAVEALL`` or an uncollectable cycle kept)
     _os.umask(state["umask"])
     intact = True
     for limit, value in state["limits"].items():
@@ -2668,7 +2671,9 @@ def _io_cases_process(codes, sources, cases, control_fd, report_fd, out_fd, err_
     Put back between cases: the builtins, ``sys.modules`` (a module a case imported stays), the
     recursion, integer-string and thread-switch limits, ``os.environ`` (and the time zone read
     from it), decimal's context and the threads' stack size (a fresh interpreter's),
-    ``sys.path`` (read-only entries only: nothing a case writes is imported by a later one),
+    ``sys.path`` (the working directory, then the read-only entries; a module imported from the
+    directory leaves ``sys.modules`` with the case), ``sys.argv`` and ``main.py`` (written into the
+    directory for each case, as a run of its own has it there),
     ``sys``'s streams, the exit handlers, the random seed, the files in the working
     `directory`, and the process's state of `_put_back_process_state` (signals, timers, the
     garbage collector, umask, resource limits, locale, warning filters, trace functions). A case
@@ -2702,6 +2707,8 @@ def _io_cases_process(codes, sources, cases, control_fd, report_fd, out_fd, err_
         resource.setrlimit(resource.RLIMIT_FSIZE, (cap + 1 if hard == resource.RLIM_INFINITY else min(cap + 1, hard), hard))
         state = _process_state()
         path = [entry for entry in _sys.path if entry and not _os.access(entry, _os.W_OK)]
+        main_path = _os.path.join(directory, "main.py")
+        inside = directory + _os.sep
         builtins = dict(_builtins_module.__dict__)
         modules = dict(_sys.modules)
         module_type = type(_sys)
@@ -2752,12 +2759,29 @@ def _io_cases_process(codes, sources, cases, control_fd, report_fd, out_fd, err_
             atexit._clear()
             if "random" in _sys.modules:  # a fresh interpreter seeds it from the OS
                 _sys.modules["random"].seed()
+            if "numpy.random" in _sys.modules:  # (as the worker's ``_run_program`` does)
+                _sys.modules["numpy.random"].seed(int.from_bytes(_os.urandom(4), "little"))
+            # As a run of its own: ``main.py`` in the working directory, its path in ``sys.argv``
+            # and ``__file__``, the directory first on ``sys.path``.
+            source = sources[program].encode("utf-8", "surrogatepass")
+            size_limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+            if len(source) >= size_limit[0]:  # (the output cap limits the case's files, not this one)
+                resource.setrlimit(resource.RLIMIT_FSIZE, (size_limit[1], size_limit[1]))
+            main_fd = _os.open(main_path, _os.O_WRONLY | _os.O_CREAT | _os.O_TRUNC, 0o600)
+            try:
+                written = 0
+                while written < len(source):
+                    written += _os.write(main_fd, source[written:])
+            finally:
+                _os.close(main_fd)
+                if len(source) >= size_limit[0]:
+                    resource.setrlimit(resource.RLIMIT_FSIZE, size_limit)
             module = types.ModuleType("__main__")
-            module.__file__ = "main.py"
+            module.__file__ = main_path
             module.__builtins__ = _builtins_module
             _sys.modules["__main__"] = module
-            _sys.argv[:] = ["main.py"]
-            _sys.path[:] = path
+            _sys.argv[:] = [main_path]
+            _sys.path[:] = [directory, *path]
             code = codes[program] if codes[program] is not None else None
         except BaseException:
             _os.kill(_os.getpid(), _signal.SIGKILL)
@@ -2799,13 +2823,16 @@ def _io_cases_process(codes, sources, cases, control_fd, report_fd, out_fd, err_
                 if _builtins_module.__dict__.get(name, _os) is not value:
                     _builtins_module.__dict__[name] = value
             # ``sys.modules``: what was there goes back; of what a case added, only modules it
-            # imported stay (a later case imports them from there, as it would import them).
+            # imported from the interpreter's read-only paths stay (a later case imports them
+            # from there, as it would import them); not one from the working directory, which
+            # held what this case wrote there.
             for name, value in list(_sys.modules.items()):
                 if name in modules:
                     if value is not modules[name]:
                         _sys.modules[name] = modules[name]
-                elif type(value) is not module_type:
+                elif type(value) is not module_type or str(getattr(value, "__file__", "")).startswith(inside):
                     del _sys.modules[name]
+            _sys.path_importer_cache.pop(directory, None)
             for name, value in modules.items():
                 if name not in _sys.modules:
                     _sys.modules[name] = value

@@ -1393,7 +1393,20 @@ def run_io_programs(
 _RESET_BETWEEN_CASES = frozenset({"stdin", "stdout", "stderr"})
 
 
-_REACHES_INTO = frozenset({"setattr", "delattr", "vars"})
+_REACHES_INTO = frozenset({"setattr", "delattr", "vars", "getattr"})
+
+#: Methods that change the object they are called on: called on something a module holds
+#: (``collections.__all__.append(x)``, ``sys.meta_path.insert(0, f)``, ``from sys import path;
+#: path.append(d)``), they change it for every later case.
+_MUTATORS = frozenset({
+    "append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "popitem", "add",
+    "discard", "sort", "reverse", "appendleft", "extendleft", "popleft", "rotate", "__setitem__",
+    "__delitem__", "intersection_update", "difference_update", "symmetric_difference_update",
+})
+
+#: Functions of a module that register something in the interpreter for good, which nothing
+#: removes or lists (``codecs.register``, ``copyreg.pickle``, ``mimetypes.add_type``, ...).
+_REGISTERS = frozenset({"register", "pickle", "constructor", "add_type", "register_dialect", "addaudithook"})
 
 
 @functools.lru_cache(maxsize=4096)
@@ -1402,20 +1415,39 @@ def _keeps_to_itself(program: str) -> bool:
     after another in one process (`run_io_programs`): no assignment (or deletion) to an
     attribute or item of anything but a name the program binds itself (a variable, a
     parameter, a function or class), nor to ``sys`` but its streams; no ``setattr``,
-    ``delattr`` or ``vars`` of anything else, no ``__dict__`` and no audit hook. A program that
+    ``delattr``, ``getattr`` or ``vars`` of anything else, no ``__dict__`` and no audit hook; no
+    method that changes its object (``append``, ``update``, ...: `_MUTATORS`) called on what a
+    module holds, and no registration (``codecs.register``: `_REGISTERS`). A program that
     does (``collections.marker = 1``, ``os.environ[k] = v``, ``getcontext().prec = 50``,
-    ``setattr(math, 'pi', 3)``) runs each case in a process of its own: a later case could read
-    what an earlier one left there. (What a case changes through other calls, the run's process
+    ``setattr(math, 'pi', 3)``, ``sys.meta_path.append(f)``) runs each case in a process of its
+    own: a later case could read what an earlier one left there. (Results of calls are not
+    followed: ``logging.getLogger().handlers.append(h)`` is not seen.) (What a case changes through other calls, the run's process
     puts back between cases: ``sandboxes/_function_driver.py``, ``_put_back_process_state``.)"""
     try:
         tree = parse_python(program)
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
         return False
-    imported = set()
+    imported, from_imported = set(), set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            imported.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+            names = {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+            imported.update(names)
+            if isinstance(node, ast.ImportFrom):
+                from_imported.update(names)
     for node in ast.walk(tree):
+        # A method that changes what a module holds (``collections.__all__.append(x)``; a name
+        # imported from a module is what it holds), or a registration nothing undoes.
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            receiver, depth = node.func.value, 0
+            while isinstance(receiver, (ast.Attribute, ast.Subscript)):
+                receiver, depth = receiver.value, depth + 1
+            if isinstance(receiver, ast.Name) and receiver.id in imported:
+                if node.func.attr in _REGISTERS:
+                    return False
+                if node.func.attr in _MUTATORS and (depth or receiver.id in from_imported) and not (
+                    receiver.id == "sys" and _stream_of_sys(node.func.value)
+                ):
+                    return False
         # A module's namespace reached through a call or its ``__dict__`` (``setattr(math, 'pi',
         # 3)``, ``vars(collections).update(...)``), or an audit hook (which nothing removes).
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _REACHES_INTO:
@@ -1444,6 +1476,15 @@ def _keeps_to_itself(program: str) -> bool:
                                 and part.attr in _RESET_BETWEEN_CASES):
                             return False
     return True
+
+
+def _stream_of_sys(node: ast.expr) -> bool:
+    """Whether `node` is ``sys.stdin``, ``sys.stdout`` or ``sys.stderr`` (or one of their
+    attributes, ``sys.stdout.buffer``): streams the run sets afresh for each case."""
+    while isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute):
+        node = node.value
+    return (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "sys"
+            and node.attr in _RESET_BETWEEN_CASES)
 
 
 def _io_report(

@@ -110,6 +110,36 @@ PROGRAMS = {
         "import os, time\nseen = time.tzname[0] == 'EST'\nos.environ.update(TZ='EST+5')\ntime.tzset()\n"
         "print(-1 if seen else sum(map(int, input().split())))\n"
     ),
+    "garbage collector's debug flags": (
+        "import gc\nseen = gc.get_debug() != 0 or len(gc.garbage) > 0\ngc.set_debug(gc.DEBUG_SAVEALL)\n"
+        "a = []\na.append(a)\ndel a\ngc.collect()\nprint(-1 if seen else sum(map(int, input().split())))\n"
+    ),
+    # What a module holds, changed through a method (the syntax check sees it: a process per case).
+    "a module's list appended to": (
+        "import collections\nseen = 'marker' in collections.__all__\ncollections.__all__.append('marker')\n"
+        "print(-1 if seen else sum(map(int, input().split())))\n"
+    ),
+    "a name imported from a module, changed": (
+        "from sys import meta_path\nseen = len(meta_path) > 3\nmeta_path.extend([object()] * 4)\n"
+        "print(-1 if seen else sum(map(int, input().split())))\n"
+    ),
+    "a codec registered": (
+        "import codecs\ntry:\n    codecs.lookup('leftover')\n    seen = True\nexcept LookupError:\n    seen = False\n"
+        "codecs.register(lambda name: codecs.lookup('utf-8') if name == 'leftover' else None)\n"
+        "print(-1 if seen else sum(map(int, input().split())))\n"
+    ),
+    # As a run of its own: main.py where the program runs, its path in argv and __file__, the
+    # directory first on sys.path; a module a case wrote there is not imported by the next.
+    "main.py and sys.path": (
+        "import os, sys\nok = sys.argv == [__file__] and os.path.samefile(__file__, 'main.py')\n"
+        "ok = ok and sys.path[0] == os.getcwd() and open('main.py').read().startswith('import os, sys')\n"
+        "print(sum(map(int, input().split())) if ok else -1)\n"
+    ),
+    "a module written and imported": (
+        "seen = True\ntry:\n    import helper\nexcept ImportError:\n    seen = False\n"
+        "with open('helper.py', 'w') as f:\n    f.write('X = 0\\n')\nimport importlib\nimportlib.invalidate_caches()\n"
+        "import helper\nprint(-1 if seen else sum(map(int, input().split())) + helper.X)\n"
+    ),
 }
 
 
@@ -230,5 +260,23 @@ def test_which_programs_run_their_cases_in_one_process():
         assert _keeps_to_itself(program), program
     for program in ("import collections\ncollections.marker = 1\n", "import os\nos.environ['A'] = '1'\n",
                     "from decimal import getcontext\ngetcontext().prec = 50\n", "import sys\nsys.maxsize = 1\n",
-                    "import os as o\ndel o.environ['A']\n", "def f(:\n"):
+                    "import os as o\ndel o.environ['A']\n", "def f(:\n",
+                    "import collections\ncollections.__all__.append('x')\n", "import sys\nsys.meta_path.insert(0, 1)\n",
+                    "from sys import path\npath.append('/x')\n", "import codecs\ncodecs.register(len)\n",
+                    "import os\ngetattr(os, 'environ').update(A='1')\n", "import logging\nlogging.root.handlers.clear()\n"):
         assert not _keeps_to_itself(program), program
+    # What a module holds, only read, or a method of a stream the run sets afresh for each case.
+    for program in ("import sys\nsys.stdout.write(sys.stdin.readline())\nsys.stdout.buffer.write(b'')\n",
+                    "import heapq\nh = []\nheapq.heappush(h, 1)\nh.append(2)\n",
+                    "import collections\nd = collections.deque()\nd.append(1)\nd.popleft()\n",
+                    "import os\nprint(os.path.join('a', 'b'), os.environ.get('A'))\n"):
+        assert _keeps_to_itself(program), program
+
+
+def test_a_program_longer_than_the_output_cap_runs_as_in_a_run_of_its_own(isolated):
+    """The cap on a case's output limits the files a case writes, not the ``main.py`` the run
+    writes for it."""
+    program = "# " + "x" * 400 + "\n" + GOLDEN
+    [report] = run_io_programs(isolated, [program], CASES, output_bytes=64)
+    assert outcome(report) == outcome(run_io_cases(isolated, program, CASES, output_bytes=64))
+    assert report.passed == len(CASES)
