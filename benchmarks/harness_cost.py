@@ -38,10 +38,11 @@ core.
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -62,24 +63,38 @@ BASELINE_COMMIT = "f321432"
 GOAL_RATIO = 1.2
 
 
-def _import_from_commit(commit: str, names: tuple[str, ...], module_name: str):
-    """``sandboxes/harness.py`` of `commit` (with the sibling files `names` it imports), imported
-    from a temporary copy as `module_name` (relative imports of the package point at today's
-    `sandboxes.core`, which every version shares)."""
-    directory = Path(tempfile.mkdtemp(prefix="harness-" + module_name + "-"))
-    for name in names:
-        text = subprocess.run(
-            ["git", "-C", str(ROOT), "show", f"{commit}:sandboxes/{name}"],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
-        (directory / name).write_text(text.replace("from .core import", "from sandboxes.core import"), encoding="utf-8")
-    spec = importlib.util.spec_from_file_location(module_name, directory / "harness.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+def _import_from_commit(commit: str, names: tuple[str, ...], module_name: str, optional: tuple[str, ...] = ()):
+    """``sandboxes/harness.py`` of `commit` (with the sibling files `names` it imports, and those
+    of `optional` that exist at `commit`), imported from a temporary package as
+    ``<module_name>.harness``. A relative import of a file not copied points at today's
+    ``sandboxes`` (``core``, which every version shares)."""
+    package = re.sub(r"\W", "_", module_name)
+    directory = Path(tempfile.mkdtemp(prefix="harness-" + package + "-"))
+    (directory / package).mkdir()
+    (directory / package / "__init__.py").write_text("", encoding="utf-8")
+    texts = {}
+    for name in (*names, *optional):
+        shown = subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{commit}:sandboxes/{name}"], capture_output=True, text=True
+        )
+        if shown.returncode != 0 and name in optional:
+            continue
+        shown.check_returncode()
+        texts[name] = shown.stdout
+    copied = {name.removesuffix(".py") for name in texts}
+    for name, text in texts.items():
+        text = re.sub(
+            r"^from \.(\w+) import",
+            lambda match: match.group(0) if match.group(1) in copied else f"from sandboxes.{match.group(1)} import",
+            text,
+            flags=re.MULTILINE,
+        )
+        (directory / package / name).write_text(text, encoding="utf-8")
+    sys.path.insert(0, str(directory))
+    try:
+        return importlib.import_module(f"{package}.harness")
+    finally:
+        sys.path.remove(str(directory))
 
 
 def load_baseline_harness(commit: str = BASELINE_COMMIT):
@@ -90,7 +105,12 @@ def load_baseline_harness(commit: str = BASELINE_COMMIT):
 def load_driver_harness(commit: str):
     """The data-only harness (``sandboxes/harness.py`` with its driver and codec) of `commit`, to
     grade side by side with this tree's."""
-    return _import_from_commit(commit, ("harness.py", "_crossing.py", "_function_driver.py"), f"driver_harness_{commit}")
+    return _import_from_commit(
+        commit,
+        ("harness.py", "_crossing.py", "_function_driver.py"),
+        f"driver_harness_{commit}",
+        optional=("_case_state.py", "_parse.py"),
+    )
 
 
 _TICK = os.sysconf("SC_CLK_TCK")

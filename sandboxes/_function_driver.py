@@ -2521,7 +2521,7 @@ _ITIMERS = ("ITIMER_REAL", "ITIMER_VIRTUAL", "ITIMER_PROF")
 
 def _process_state():
     """What a case of `_io_cases_process` could change in the process through a call the host's
-    syntax check does not see (``harness._keeps_to_itself`` sees assignments), read before the
+    syntax check does not see (``_case_state.keeps_to_itself`` sees assignments), read before the
     first case: the signal handlers and mask, the garbage collector's switch, thresholds and
     debug flags, the umask, the resource limits (the CPU limit is set per case), the priority, the C locale
     and the warning filters. `_put_back_process_state` puts it back after each case."""

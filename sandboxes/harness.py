@@ -30,30 +30,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ._case_state import keeps_to_itself
+from ._parse import parse_python
 from .core import SHARED_CODE_MAGIC, Job, Limits, RunResult, Sandbox, shared_code_file
 
 #: Captured stdout per function test, in characters (the rest is dropped).
 _TEST_STDOUT_CHARS = 2000
-
-# CPython 3.11 can raise a spurious "SystemError: AST constructor recursion depth mismatch" from
-# `ast.parse` when threads parse concurrently (python/cpython#106905). Environments grade from many
-# threads, so every parse in this project goes through `parse_python`: one at a time, and retried
-# once if it happens anyway (a third-party library may be parsing without the lock).
-_AST_LOCK = threading.Lock()
-
-
-def parse_python(source: str) -> ast.Module:
-    """``ast.parse(source)``, safe to call from many threads at once (see the comment above).
-
-    Raises what ``ast.parse`` raises for text that is not a program (``SyntaxError``,
-    ``ValueError``, ``RecursionError``, ``MemoryError``).
-    """
-    with _AST_LOCK:
-        try:
-            return ast.parse(source)
-        except SystemError:
-            return ast.parse(source)
-
 
 @dataclasses.dataclass(frozen=True)
 class TestResult:
@@ -1300,7 +1282,7 @@ def run_io_programs(
     random seed. A case that leaves a thread running ends the process (the next
     case gets a new one), and so does a case past `time_s` (killed with its process group). A
     program that assigns to anything it did not make itself (a module's attribute or item,
-    ``os.environ``, ``getcontext().prec``: `_keeps_to_itself`) runs each case in a process of its
+    ``os.environ``, ``getcontext().prec``: `_case_state.keeps_to_itself`) runs each case in a process of its
     own, so that no case reads what an earlier one left in a module. The process may grow its
     address space by `memory_mb` (a program that needs more meets ``MemoryError``: ``exit status
     1``, where a run of its own reports ``out of memory``; neither passes nor is a wrong
@@ -1343,7 +1325,7 @@ def run_io_programs(
         golden = None
     payload = {
         "programs": [programs[index] for index in runnable],
-        "fresh": [not _keeps_to_itself(programs[index]) for index in runnable],
+        "fresh": [not keeps_to_itself(programs[index]) for index in runnable],
         "cases": [list(case) for case in cases],
         "time_s": float(time_s),
         "output_bytes": int(output_bytes),
@@ -1386,105 +1368,6 @@ def run_io_programs(
     for at, index in enumerate(runnable):
         results[index] = reports[at]
     return results
-
-
-#: What a program may rebind on ``sys`` and still run its cases in one process: the run puts
-#: each back before the next case.
-_RESET_BETWEEN_CASES = frozenset({"stdin", "stdout", "stderr"})
-
-
-_REACHES_INTO = frozenset({"setattr", "delattr", "vars", "getattr"})
-
-#: Methods that change the object they are called on: called on something a module holds
-#: (``collections.__all__.append(x)``, ``sys.meta_path.insert(0, f)``, ``from sys import path;
-#: path.append(d)``), they change it for every later case.
-_MUTATORS = frozenset({
-    "append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "popitem", "add",
-    "discard", "sort", "reverse", "appendleft", "extendleft", "popleft", "rotate", "__setitem__",
-    "__delitem__", "intersection_update", "difference_update", "symmetric_difference_update",
-})
-
-#: Functions of a module that register something in the interpreter for good, which nothing
-#: removes or lists (``codecs.register``, ``copyreg.pickle``, ``mimetypes.add_type``, ...).
-_REGISTERS = frozenset({"register", "pickle", "constructor", "add_type", "register_dialect", "addaudithook"})
-
-
-@functools.lru_cache(maxsize=4096)
-def _keeps_to_itself(program: str) -> bool:
-    """Whether `program` assigns only to what it made itself, so that its cases may run one
-    after another in one process (`run_io_programs`): no assignment (or deletion) to an
-    attribute or item of anything but a name the program binds itself (a variable, a
-    parameter, a function or class), nor to ``sys`` but its streams; no ``setattr``,
-    ``delattr``, ``getattr`` or ``vars`` of anything else, no ``__dict__`` and no audit hook; no
-    method that changes its object (``append``, ``update``, ...: `_MUTATORS`) called on what a
-    module holds, and no registration (``codecs.register``: `_REGISTERS`). A program that
-    does (``collections.marker = 1``, ``os.environ[k] = v``, ``getcontext().prec = 50``,
-    ``setattr(math, 'pi', 3)``, ``sys.meta_path.append(f)``) runs each case in a process of its
-    own: a later case could read what an earlier one left there. (Results of calls are not
-    followed: ``logging.getLogger().handlers.append(h)`` is not seen.) (What a case changes through other calls, the run's process
-    puts back between cases: ``sandboxes/_function_driver.py``, ``_put_back_process_state``.)"""
-    try:
-        tree = parse_python(program)
-    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
-        return False
-    imported, from_imported = set(), set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names = {(alias.asname or alias.name).split(".")[0] for alias in node.names}
-            imported.update(names)
-            if isinstance(node, ast.ImportFrom):
-                from_imported.update(names)
-    for node in ast.walk(tree):
-        # A method that changes what a module holds (``collections.__all__.append(x)``; a name
-        # imported from a module is what it holds), or a registration nothing undoes.
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            receiver, depth = node.func.value, 0
-            while isinstance(receiver, (ast.Attribute, ast.Subscript)):
-                receiver, depth = receiver.value, depth + 1
-            if isinstance(receiver, ast.Name) and receiver.id in imported:
-                if node.func.attr in _REGISTERS:
-                    return False
-                if node.func.attr in _MUTATORS and (depth or receiver.id in from_imported) and not (
-                    receiver.id == "sys" and _stream_of_sys(node.func.value)
-                ):
-                    return False
-        # A module's namespace reached through a call or its ``__dict__`` (``setattr(math, 'pi',
-        # 3)``, ``vars(collections).update(...)``), or an audit hook (which nothing removes).
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _REACHES_INTO:
-            root = node.args[0] if node.args else None
-            while isinstance(root, (ast.Attribute, ast.Subscript)):
-                root = root.value
-            if not isinstance(root, ast.Name) or root.id in imported:
-                return False
-        if isinstance(node, ast.Attribute) and node.attr in ("__dict__", "addaudithook"):
-            return False
-        if isinstance(node, ast.Name) and node.id == "addaudithook":
-            return False
-        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
-            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
-            for target in targets:
-                for part in ast.walk(target):
-                    if not isinstance(part, (ast.Attribute, ast.Subscript)):
-                        continue
-                    root = part.value
-                    while isinstance(root, (ast.Attribute, ast.Subscript)):
-                        root = root.value
-                    if not isinstance(root, ast.Name):
-                        return False
-                    if root.id in imported:
-                        if not (root.id == "sys" and isinstance(part, ast.Attribute) and part.value is root
-                                and part.attr in _RESET_BETWEEN_CASES):
-                            return False
-    return True
-
-
-def _stream_of_sys(node: ast.expr) -> bool:
-    """Whether `node` is ``sys.stdin``, ``sys.stdout`` or ``sys.stderr`` (or one of their
-    attributes, ``sys.stdout.buffer``): streams the run sets afresh for each case."""
-    while isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute):
-        node = node.value
-    return (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "sys"
-            and node.attr in _RESET_BETWEEN_CASES)
 
 
 def _io_report(

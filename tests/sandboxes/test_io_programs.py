@@ -128,6 +128,38 @@ PROGRAMS = {
         "codecs.register(lambda name: codecs.lookup('utf-8') if name == 'leftover' else None)\n"
         "print(-1 if seen else sum(map(int, input().split())))\n"
     ),
+    # The same through a name the program binds to it, what a call returns, a method taken as a
+    # value, or a function of the program given it (the check follows them: a process per case).
+    "a module's list through an alias": (
+        "import collections\nnames = collections.__all__\nseen = 'marker' in names\nnames.append('marker')\n"
+        "print(-1 if seen else sum(map(int, input().split())))\n"
+    ),
+    "a module through an alias": (
+        "import collections\nm = collections\nseen = hasattr(m, 'marker')\nm.marker = 1\n"
+        "print(-1 if seen else sum(map(int, input().split())))\n"
+    ),
+    "what a call returns, changed": (
+        "import logging\nseen = len(logging.getLogger().handlers) > 0\n"
+        "logging.getLogger().handlers.append(logging.NullHandler())\n"
+        "print(-1 if seen else sum(map(int, input().split())))\n"
+    ),
+    "a module's method taken as a value": (
+        "import collections\nadd = collections.__all__.append\nseen = 'marker' in collections.__all__\nadd('marker')\n"
+        "print(-1 if seen else sum(map(int, input().split())))\n"
+    ),
+    "a module's list given to a function": (
+        "import collections\ndef mark(names):\n    names.append('marker')\n"
+        "seen = 'marker' in collections.__all__\nmark(collections.__all__)\n"
+        "print(-1 if seen else sum(map(int, input().split())))\n"
+    ),
+    "a module's list changed in place through a name": (
+        "from collections import __all__ as names\nseen = 'marker' in names\nnames += ['marker']\n"
+        "print(-1 if seen else sum(map(int, input().split())))\n"
+    ),
+    "a module's list given to a module's function": (
+        "import collections, heapq\nseen = 'marker' in collections.__all__\nheapq.heappush(collections.__all__, 'marker')\n"
+        "print(-1 if seen else sum(map(int, input().split())))\n"
+    ),
     # As a run of its own: main.py where the program runs, its path in argv and __file__, the
     # directory first on sys.path; a module a case wrote there is not imported by the next.
     "main.py and sys.path": (
@@ -252,25 +284,50 @@ def test_bad_arguments_are_refused(isolated):
 
 
 def test_which_programs_run_their_cases_in_one_process():
-    from sandboxes.harness import _keeps_to_itself
+    from sandboxes._case_state import keeps_to_itself
 
     for program in (GOLDEN, PROGRAMS["thread"], PROGRAMS["recursion limit"],
                     "import sys\ninput = sys.stdin.readline\nsys.stdout = open(1, 'w')\nxs = [0]\nxs[0] = 1\n",
                     "class A:\n    def __init__(self):\n        self.x = 1\na = A()\na.x = 2\n"):
-        assert _keeps_to_itself(program), program
+        assert keeps_to_itself(program), program
     for program in ("import collections\ncollections.marker = 1\n", "import os\nos.environ['A'] = '1'\n",
                     "from decimal import getcontext\ngetcontext().prec = 50\n", "import sys\nsys.maxsize = 1\n",
                     "import os as o\ndel o.environ['A']\n", "def f(:\n",
                     "import collections\ncollections.__all__.append('x')\n", "import sys\nsys.meta_path.insert(0, 1)\n",
                     "from sys import path\npath.append('/x')\n", "import codecs\ncodecs.register(len)\n",
-                    "import os\ngetattr(os, 'environ').update(A='1')\n", "import logging\nlogging.root.handlers.clear()\n"):
-        assert not _keeps_to_itself(program), program
+                    "import os\ngetattr(os, 'environ').update(A='1')\n", "import logging\nlogging.root.handlers.clear()\n",
+                    # through a name bound to it, what a call returns, a method taken as a value, a
+                    # function or method given it, a parameter's default, a star import
+                    "import sys\np = sys.path\nq = p\nq.append('/x')\n", "import collections as c\nm = c\nm.marker = 1\n",
+                    "import os\nfor e in [os.environ]:\n    e['A'] = '1'\n", "m = __import__('math')\nm.pi = 3\n",
+                    "import importlib\nimportlib.import_module('math').pi = 3\n",
+                    "import logging\nlogging.getLogger().handlers.append(1)\n",
+                    "import logging\nlog = logging.getLogger()\nlog.level = 5\n",
+                    "import sys\nadd = sys.path.append\nadd('/x')\n", "import sys\nlist(map(sys.path.append, 'ab'))\n",
+                    "import sys\ndef f(p):\n    p.append(1)\nf(sys.path)\n", "import sys\nlist.append(sys.path, '/x')\n",
+                    "import sys\ndef f(p=sys.path):\n    p.append(1)\nf()\n", "from sys import *\npath.append('/x')\n",
+                    "import os\nx = (os.environ if True else {})\nx['A'] = '1'\n", "class A:\n    pass\nA().x = 1\n",
+                    "import sys\n[sys.path][0].append('/x')\n", "import sys\n(sys.path or []).append('/x')\n",
+                    "a = eval(input())\n", "exec('import sys; sys.path.append(1)')\n",
+                    "from sys import path as p\np += ['/x']\n", "import sys\nsys.path.__iadd__(['/x'])\n",
+                    "import sys\nobject.__setattr__(sys, 'x', 1)\n", "import heapq, sys\nheapq.heapify(sys.path)\n",
+                    "import operator, os\noperator.setitem(os.environ, 'A', '1')\n",
+                    "import random, sys\nrandom.shuffle(sys.path)\n", "import sys\n(p := sys.path).append(1)\n"):
+        assert not keeps_to_itself(program), program
     # What a module holds, only read, or a method of a stream the run sets afresh for each case.
     for program in ("import sys\nsys.stdout.write(sys.stdin.readline())\nsys.stdout.buffer.write(b'')\n",
                     "import heapq\nh = []\nheapq.heappush(h, 1)\nh.append(2)\n",
                     "import collections\nd = collections.deque()\nd.append(1)\nd.popleft()\n",
-                    "import os\nprint(os.path.join('a', 'b'), os.environ.get('A'))\n"):
-        assert _keeps_to_itself(program), program
+                    "import os\nprint(os.path.join('a', 'b'), os.environ.get('A'))\n",
+                    # fresh objects a module's function returned, changed; what the program made
+                    "from collections import defaultdict, deque\nd = defaultdict(list)\nd['a'].append(1)\nd['b'] = [2]\n"
+                    "q = deque()\nq.append(1)\nfor k, v in d.items():\n    v.sort()\n",
+                    "import sys\nlines = sys.stdin.read().split()\nlines.pop()\ndata = list(map(int, lines))\ndata.sort()\n",
+                    "import sys\nfor line in sys.stdin:\n    line.strip()\nout = sys.stdout\nout.write('x')\n",
+                    "import numpy as np\na = np.zeros(3)\na[0] = 1\na.sort()\n",
+                    "import heapq, math\nh = []\nheapq.heappush(h, (math.inf, 0))\nbest = min(math.inf, 1)\n",
+                    "import math\ndef solve(n, k=math.pi):\n    memo = {}\n    memo[n] = k\n    return memo\nprint(solve(3), math.pi)\n"):
+        assert keeps_to_itself(program), program
 
 
 def test_a_program_longer_than_the_output_cap_runs_as_in_a_run_of_its_own(isolated):

@@ -620,7 +620,7 @@ def _code_version() -> str:
         here,
         *(
             Path(sandboxes.__file__).with_name(n)
-            for n in ("_function_driver.py", "_crossing.py", "harness.py")
+            for n in ("_function_driver.py", "_crossing.py", "harness.py", "_case_state.py")
         ),
     ):
         try:

@@ -1,0 +1,283 @@
+"""Which stdin/stdout programs may run their cases one after another in one process.
+
+`keeps_to_itself` reads a program's syntax (it runs nothing) and says whether the program changes
+only what it made itself. `harness.run_io_programs` runs the cases of such a program in one
+process, which puts back between cases what a program changes through calls
+(``sandboxes/_function_driver.py``, ``_put_back_process_state``); any other program runs each
+case in a process of its own, as a run of its own would (docs/sandboxes.md, "stdin/stdout
+programs in one run").
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+
+from ._parse import parse_python
+
+#: What a program may rebind on ``sys`` and still run its cases in one process: the run sets each
+#: afresh for every case.
+RESET_BETWEEN_CASES = frozenset({"stdin", "stdout", "stderr"})
+
+#: Builtins that reach into an object's namespace: given a module (or what it holds), they change
+#: or hand out what every later case would see.
+_REACHES_INTO = frozenset({"setattr", "delattr", "vars", "getattr"})
+
+#: Builtins that run text as code: what it does, the syntax does not show.
+_RUNS_TEXT = frozenset({"exec", "eval", "compile"})
+
+#: Methods that change the object they belong to: taken from something a module holds
+#: (``collections.__all__.append(x)``, ``sys.meta_path.insert(0, f)``, ``add =
+#: sys.path.append``), they change it for every later case.
+_MUTATORS = frozenset({
+    "append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "popitem", "add",
+    "discard", "sort", "reverse", "appendleft", "extendleft", "popleft", "rotate", "__setitem__",
+    "__delitem__", "intersection_update", "difference_update", "symmetric_difference_update",
+    "__setattr__", "__delattr__", "__iadd__", "__isub__", "__imul__", "__ior__", "__iand__", "__ixor__",
+})
+
+#: Functions of a module that register something in the interpreter for good, which nothing
+#: removes or lists (``codecs.register``, ``copyreg.pickle``, ``mimetypes.add_type``, ...).
+_REGISTERS = frozenset({"register", "pickle", "constructor", "add_type", "register_dialect", "addaudithook"})
+
+# What an expression stands for, as far as the syntax tells:
+#: something the program made itself (a literal, a local variable, an instance of its own class);
+_LOCAL = 0
+#: what a call on a module's function returned: fresh (``collections.deque()``) or held by the
+#: module (``logging.getLogger()``); its items are taken as fresh, its attributes as held;
+_RETURNED = 1
+#: a module, or what a module holds (``collections.__all__``, a name imported from a module).
+_HELD = 2
+
+
+#: Passes over a program's bindings before the check gives up (and runs each case on its own).
+_MOST_PASSES = 64
+
+
+class _TooTangled(Exception):
+    """Names bound to one another in more passes than `_MOST_PASSES`."""
+
+
+def _chain(node: ast.expr) -> tuple[ast.expr, list[ast.expr]]:
+    """The root of ``node``'s chain of attributes, items and calls (``a`` in ``a.b[0]().c``) and
+    the links from the root outward (the Attribute, Subscript and Call nodes)."""
+    links = []
+    while True:
+        if isinstance(node, (ast.Attribute, ast.Subscript)):
+            links.append(node)
+            node = node.value
+        elif isinstance(node, ast.Call):
+            links.append(node)
+            node = node.func
+        else:
+            return node, links[::-1]
+
+
+class _Reach:
+    """What the names of one program stand for (:data:`_HELD`, :data:`_RETURNED`, else local)."""
+
+    def __init__(self, nodes: list[ast.AST]) -> None:
+        self.names: dict[str, int] = {"__import__": _HELD}
+        self.from_imported: set[str] = set()
+        for node in nodes:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    self.names[(alias.asname or alias.name).split(".")[0]] = _HELD
+                    if isinstance(node, ast.ImportFrom):
+                        self.from_imported.add(alias.asname or alias.name)
+        # A name bound to what a module holds stands for it (``names = collections.__all__``,
+        # ``m = collections``, ``log = logging.getLogger()``), also through another such name:
+        # repeat until nothing changes (each pass only raises what a name stands for).
+        bindings = [(target, value) for node in nodes for target, value in _bindings(node)]
+        changed, passes = True, 0
+        while changed:
+            changed, passes = False, passes + 1
+            if passes > _MOST_PASSES:
+                raise _TooTangled
+            for target, value in bindings:
+                reach = self.of(value)
+                for name in _bound_names(target):
+                    if reach > self.names.get(name.id, _LOCAL):
+                        self.names[name.id] = reach
+                        changed = True
+
+    def of(self, node: ast.expr) -> int:
+        """What ``node`` stands for: a module's attribute or item is held, a call on what a module
+        holds returned, an attribute of what a call returned held, an item of it returned; the
+        streams of ``sys`` are local (the run sets them afresh for each case)."""
+        if isinstance(node, (ast.BoolOp, ast.IfExp, ast.Tuple, ast.List, ast.Starred, ast.NamedExpr)):
+            parts = {
+                ast.BoolOp: lambda n: n.values, ast.IfExp: lambda n: [n.body, n.orelse],
+                ast.Tuple: lambda n: n.elts, ast.List: lambda n: n.elts,
+                ast.Starred: lambda n: [n.value], ast.NamedExpr: lambda n: [n.value],
+            }[type(node)](node)
+            return max((self.of(part) for part in parts), default=_LOCAL)
+        root, links = _chain(node)
+        if isinstance(root, ast.Name):
+            reach = self.names.get(root.id, _LOCAL)
+        elif links and root is not node:  # (``[sys.path][0]``, ``(sys.path or [])``)
+            reach = self.of(root)
+        else:
+            return _LOCAL
+        for at, link in enumerate(links):
+            if reach == _LOCAL:
+                return _LOCAL
+            if at == 0 and isinstance(root, ast.Name) and root.id == "sys" and isinstance(link, ast.Attribute) and link.attr in RESET_BETWEEN_CASES:
+                return _LOCAL
+            if isinstance(link, ast.Call):
+                reach = _RETURNED
+            elif isinstance(link, ast.Attribute):
+                reach = _HELD
+            # (an item keeps what its container stands for: ``d[k]`` of ``d = defaultdict(list)``)
+        return reach
+
+
+def _bound_names(target: ast.expr) -> list[ast.Name]:
+    """The names a binding to ``target`` binds: ``a`` and ``b`` of ``a, *b = ...``, none of
+    ``memo[n] = ...`` (what is stored in a container or an object the program made is not
+    followed)."""
+    if isinstance(target, ast.Name):
+        return [target]
+    if isinstance(target, ast.Starred):
+        return _bound_names(target.value)
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [name for element in target.elts for name in _bound_names(element)]
+    return []
+
+
+def _bindings(node: ast.AST) -> list[tuple[ast.expr, ast.expr]]:
+    """``(target, value)`` of each name binding ``node`` makes with a value: assignments, the
+    walrus, a ``for`` loop's target (bound to the items of what it iterates), ``with ... as``, a
+    parameter's default."""
+    if isinstance(node, ast.Assign):
+        return [(target, node.value) for target in node.targets]
+    if isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+        return [(node.target, node.value)]
+    if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+        return [(node.target, node.iter)]
+    if isinstance(node, (ast.With, ast.AsyncWith)):
+        return [(item.optional_vars, item.context_expr) for item in node.items if item.optional_vars is not None]
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):  # (a parameter's default)
+        arguments = node.args
+        positional = [*arguments.posonlyargs, *arguments.args]
+        pairs = list(zip(positional[len(positional) - len(arguments.defaults):], arguments.defaults))
+        pairs += [(arg, default) for arg, default in zip(arguments.kwonlyargs, arguments.kw_defaults) if default is not None]
+        return [(ast.Name(id=arg.arg, ctx=ast.Store()), default) for arg, default in pairs]
+    return []
+
+
+@functools.lru_cache(maxsize=4096)
+def keeps_to_itself(program: str) -> bool:
+    """Whether `program` changes only what it made itself, so that its cases may run one after
+    another in one process (`harness.run_io_programs`). It does not where it
+
+    * assigns to (or deletes) an attribute or item of a module or of what a module holds
+      (``collections.marker = 1``, ``os.environ[k] = v``; ``sys``'s streams excepted), or an
+      attribute of what a module's function returned (``getcontext().prec = 50``);
+    * takes a method that changes its object (``append``, ``update``, ...: `_MUTATORS`) from what
+      a module holds, called or not (``sys.meta_path.insert(0, f)``, ``from sys import path;
+      path.append(d)``, ``logging.getLogger().handlers.append(h)``, ``add = sys.path.append``);
+    * registers something nothing can remove or list (``codecs.register``: `_REGISTERS`);
+    * gives a module or what it holds to ``setattr``, ``delattr``, ``getattr`` or ``vars``, to a
+      function or class of its own (whose body could change it), to a changing method
+      (``list.append(sys.path, d)``), or as the first argument to a module's function
+      (``heapq.heapify(sys.path)``, ``operator.setitem(os.environ, k, v)``); changes it in place
+      through a name (``from sys import path; path += [d]``); touches ``__dict__`` or an audit
+      hook;
+    * runs text as code (``exec``, ``eval``, ``compile``: what it does, the syntax does not
+      show), imports ``*`` (names the check cannot see), or does not parse.
+
+    Names follow what they are bound to: ``names = collections.__all__; names.append(x)`` and ``m
+    = collections; m.marker = 1`` are seen. What a function of the program returns is taken as
+    its own (``def f(): return sys.path`` then ``f().append(d)`` is not seen); the programs this
+    runs are a task's golden solution and mutants of it. A program that does any of this runs
+    each case in a process of its own: a later case could read what an earlier one left."""
+    try:
+        tree = parse_python(program)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+        return False
+    try:
+        return _keeps_to_itself(tree)
+    except (RecursionError, _TooTangled):
+        return False
+
+
+def _keeps_to_itself(tree: ast.Module) -> bool:
+    nodes = list(ast.walk(tree))
+    reach = _Reach(nodes)
+    if "*" in reach.from_imported:
+        return False
+    own_callables = {
+        node.name for node in nodes if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    } | {
+        name.id
+        for node in nodes
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda)
+        for target in node.targets
+        for name in _bound_names(target)
+    }
+    for node in nodes:
+        if isinstance(node, ast.Attribute):
+            if node.attr in ("__dict__", "addaudithook"):
+                return False
+            # A changing method of what a module holds (a name imported from a module is what
+            # it holds), or a registration nothing undoes.
+            owner = reach.of(node.value)
+            if node.attr in _REGISTERS and owner == _HELD:
+                return False
+            if node.attr in _MUTATORS and owner == _HELD:
+                return False
+        if isinstance(node, ast.Name) and node.id == "addaudithook":
+            return False
+        if isinstance(node, ast.Call):
+            given = [*node.args, *(keyword.value for keyword in node.keywords)]
+            held = any(reach.of(arg) == _HELD for arg in given)
+            func = node.func
+            # A module's namespace reached through a builtin (``setattr(math, 'pi', 3)``,
+            # ``vars(collections).update(...)``): any first argument but the program's own.
+            if isinstance(func, ast.Name) and func.id in _RUNS_TEXT:
+                return False
+            if isinstance(func, ast.Name) and func.id in _REACHES_INTO:
+                first = node.args[0] if node.args else None
+                root = _chain(first)[0] if first is not None else None
+                if not isinstance(root, ast.Name) or reach.of(first) != _LOCAL:
+                    return False
+            if held and isinstance(func, ast.Name) and func.id in own_callables:
+                return False
+            if held and isinstance(func, ast.Attribute) and func.attr in _MUTATORS:
+                return False
+            # A module's function given what a module holds first (``heapq.heapify(sys.path)``,
+            # ``operator.setitem(os.environ, k, v)``, ``random.shuffle(sys.path)``).
+            if node.args and reach.of(node.args[0]) == _HELD and reach.of(func) != _LOCAL:
+                return False
+        # ``p += [...]`` changes in place what ``p`` stands for (``from sys import path as p``).
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) and reach.of(node.target) == _HELD:
+            return False
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            for target in targets:
+                for part in ast.walk(target):
+                    if isinstance(part, (ast.Attribute, ast.Subscript)) and not _assignable(part, reach):
+                        return False
+    return True
+
+
+def _assignable(part: ast.Attribute | ast.Subscript, reach: _Reach) -> bool:
+    """Whether a case may assign to (or delete) ``part`` and leave nothing for a later case: an
+    attribute or item of what the program made itself, an item of what a call returned
+    (``d[k]`` of ``d = collections.defaultdict(list)``), or a stream of ``sys``."""
+    root, links = _chain(part.value)
+    if not isinstance(root, ast.Name):
+        return False
+    if any(isinstance(link, ast.Call) for link in links) and reach.names.get(root.id, _LOCAL) == _LOCAL:
+        # (what a call on the program's own name returns, assigned into: ``f().x = 1``)
+        return isinstance(part, ast.Subscript)
+    owner = reach.of(part.value)
+    if owner == _LOCAL:
+        return True
+    if owner == _RETURNED:
+        return isinstance(part, ast.Subscript)
+    return (
+        isinstance(part, ast.Attribute) and isinstance(part.value, ast.Name) and part.value.id == "sys"
+        and part.attr in RESET_BETWEEN_CASES
+    )
