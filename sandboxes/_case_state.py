@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 
 from ._parse import parse_python
 
@@ -22,6 +23,33 @@ RESET_BETWEEN_CASES = frozenset({"stdin", "stdout", "stderr"})
 #: Builtins that reach into an object's namespace: given a module (or what it holds), they change
 #: or hand out what every later case would see.
 _REACHES_INTO = frozenset({"setattr", "delattr", "vars", "getattr"})
+
+#: Modules whose state a program changes through calls the check cannot tell apart from reading
+#: it (``logging.basicConfig()``, ``logging.getLogger().addHandler(h)``, an event loop left in
+#: ``asyncio``'s policy, ``ctypes`` writing anywhere): a program importing one runs each case in
+#: a process of its own.
+_KEEPS_STATE = frozenset({"asyncio", "concurrent", "ctypes", "logging", "multiprocessing", "unittest"})
+
+#: A module's function whose name says it sets, registers, installs, switches on or off, or
+#: seeds something (``numpy.set_printoptions``, ``os.sched_setaffinity``, ``copyreg.add_extension``,
+#: ``torch.manual_seed``), or one of a few others that change what later cases see: its module
+#: keeps what it set for every later case ...
+_SETS_STATE = re.compile(
+    r"(^|_)(set|seed)|^(register|add_|install|enable|disable)|^(basicConfig|field_size_limit|putenv|unsetenv)$"
+)
+
+#: ... except these, which the case process puts back before every case
+#: (``sandboxes/_function_driver.py``, ``_put_back_process_state`` and the case's setup); a
+#: module named here (``gc``) is put back whole.
+_PUT_BACK = frozenset({
+    "sys.setrecursionlimit", "sys.set_int_max_str_digits", "sys.setswitchinterval", "sys.settrace",
+    "sys.setprofile", "threading.settrace", "threading.setprofile", "gc", "signal.setitimer",
+    "resource.setrlimit", "locale.setlocale", "socket.setdefaulttimeout", "decimal.setcontext",
+    "random.seed", "random.setstate", "numpy.random.seed", "faulthandler.enable", "faulthandler.disable",
+})
+
+#: Functions whose names look like `_SETS_STATE` and that set nothing (set operations).
+_SETS_NOTHING = frozenset({"numpy.setdiff1d", "numpy.setxor1d"})
 
 #: Builtins that run text as code: what it does, the syntax does not show.
 _RUNS_TEXT = frozenset({"exec", "eval", "compile"})
@@ -79,12 +107,26 @@ class _Reach:
     def __init__(self, nodes: list[ast.AST]) -> None:
         self.names: dict[str, int] = {"__import__": _HELD}
         self.from_imported: set[str] = set()
+        #: The modules the program imports (dotted), and the dotted name each imported name is
+        #: (``np`` of ``import numpy as np`` is ``numpy``; ``path`` of ``from sys import path``
+        #: ``sys.path``).
+        self.modules: set[str] = set()
+        self.dotted: dict[str, str] = {}
         for node in nodes:
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
+            if isinstance(node, ast.Import):
                 for alias in node.names:
-                    self.names[(alias.asname or alias.name).split(".")[0]] = _HELD
-                    if isinstance(node, ast.ImportFrom):
-                        self.from_imported.add(alias.asname or alias.name)
+                    self.modules.add(alias.name)
+                    name = alias.asname or alias.name.split(".")[0]
+                    self.names[name] = _HELD
+                    self.dotted[name] = alias.name if alias.asname else name
+            elif isinstance(node, ast.ImportFrom):
+                module = "." * node.level + (node.module or "")
+                self.modules.add(module)
+                for alias in node.names:
+                    name = alias.asname or alias.name
+                    self.names[name] = _HELD
+                    self.from_imported.add(name)
+                    self.dotted[name] = f"{module}.{alias.name}"
         # A name bound to what a module holds stands for it (``names = collections.__all__``,
         # ``m = collections``, ``log = logging.getLogger()``), also through another such name:
         # repeat until nothing changes (each pass only raises what a name stands for).
@@ -100,6 +142,16 @@ class _Reach:
                     if reach > self.names.get(name.id, _LOCAL):
                         self.names[name.id] = reach
                         changed = True
+
+    def dotted_name(self, node: ast.expr) -> str | None:
+        """``node``'s dotted name where it is an imported name or an attribute of one
+        (``numpy.random.seed`` for ``np.random.seed``), else ``None``."""
+        if isinstance(node, ast.Name):
+            return self.dotted.get(node.id)
+        if isinstance(node, ast.Attribute):
+            owner = self.dotted_name(node.value)
+            return None if owner is None else f"{owner}.{node.attr}"
+        return None
 
     def of(self, node: ast.expr) -> int:
         """What ``node`` stands for: a module's attribute or item is held, a call on what a module
@@ -184,6 +236,10 @@ def keeps_to_itself(program: str) -> bool:
       (``heapq.heapify(sys.path)``, ``operator.setitem(os.environ, k, v)``); changes it in place
       through a name (``from sys import path; path += [d]``); touches ``__dict__`` or an audit
       hook;
+    * uses a module's function that sets state the case process does not put back
+      (``numpy.set_printoptions``, ``os.putenv``, ``csv.field_size_limit``: `_SETS_STATE`, less
+      `_PUT_BACK`), called or not, or imports a module whose state it cannot follow
+      (``logging``, ``asyncio``, ``ctypes``: `_KEEPS_STATE`);
     * runs text as code (``exec``, ``eval``, ``compile``: what it does, the syntax does not
       show), imports ``*`` (names the check cannot see), or does not parse.
 
@@ -216,7 +272,17 @@ def _keeps_to_itself(tree: ast.Module) -> bool:
         for target in node.targets
         for name in _bound_names(target)
     }
+    if any(module.split(".")[0] in _KEEPS_STATE for module in reach.modules):
+        return False
     for node in nodes:
+        # A module's function that sets state (`_SETS_STATE`) and that the case process does not
+        # put back (`_PUT_BACK`), taken from the module or imported by name, called or not.
+        named = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+        if named is not None and _SETS_STATE.search(named):
+            held = reach.of(node.value) == _HELD if isinstance(node, ast.Attribute) else named in reach.from_imported
+            dotted = reach.dotted_name(node)
+            if held and not (dotted in _PUT_BACK or dotted in _SETS_NOTHING or (dotted or "").split(".")[0] in _PUT_BACK):
+                return False
         if isinstance(node, ast.Attribute):
             if node.attr in ("__dict__", "addaudithook"):
                 return False

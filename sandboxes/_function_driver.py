@@ -2685,7 +2685,7 @@ def _io_cases_process(codes, sources, cases, control_fd, report_fd, out_fd, err_
     import types
 
     try:
-        _os.setpgid(0, 0)
+        _os.setsid()  # (a session and process group of its own, as a run of its own has)
         _os.chdir(directory)
         _close_other_descriptors(control_fd, report_fd, out_fd, err_fd)
         # This process's own descriptors go to the top of the range, so that a case's first

@@ -160,6 +160,47 @@ PROGRAMS = {
         "import collections, heapq\nseen = 'marker' in collections.__all__\nheapq.heappush(collections.__all__, 'marker')\n"
         "print(-1 if seen else sum(map(int, input().split())))\n"
     ),
+    # A module's state set through one of its functions (`_case_state._SETS_STATE`) or held by a
+    # module whose state the check cannot follow (`_KEEPS_STATE`): a process per case.
+    "logging configured": (
+        "import logging\nseen = bool(logging.root.handlers)\nlogging.basicConfig()\n"
+        "print(-1 if seen else sum(map(int, input().split())))\n"
+    ),
+    "numpy's print options": (
+        "import numpy as np\nseen = np.get_printoptions()['precision'] == 3\nnp.set_printoptions(precision=3)\n"
+        "print(-1 if seen else sum(map(int, input().split())))\n"
+    ),
+    "csv's field size limit": (
+        "from csv import field_size_limit\nseen = field_size_limit() == 77\nfield_size_limit(77)\n"
+        "print(-1 if seen else sum(map(int, input().split())))\n"
+    ),
+    "the C environment": (
+        "import os, time\nseen = time.tzname[0] == 'EST'\nos.putenv('TZ', 'EST+5')\ntime.tzset()\n"
+        "print(-1 if seen else sum(map(int, input().split())))\n"
+    ),
+    "an event loop policy": (
+        "import asyncio\nseen = type(asyncio.get_event_loop_policy()).__name__ == 'P'\n"
+        "class P(asyncio.DefaultEventLoopPolicy):\n    pass\nasyncio.set_event_loop_policy(P())\n"
+        "print(-1 if seen else sum(map(int, input().split())))\n"
+    ),
+    "interpreter hooks and flags": (
+        "import sys\nseen = sys.get_coroutine_origin_tracking_depth() == 5 or sys.getdlopenflags() == 3\n"
+        "seen = seen or sys.get_asyncgen_hooks().firstiter is not None\nsys.set_coroutine_origin_tracking_depth(5)\n"
+        "sys.setdlopenflags(3)\nsys.set_asyncgen_hooks(firstiter=lambda g: None)\n"
+        "print(-1 if seen else sum(map(int, input().split())))\n"
+    ),
+    "CPU affinity": (
+        "import os\nseen = len(os.sched_getaffinity(0)) == 1 and len(os.sched_getaffinity(0)) < os.cpu_count()\n"
+        "os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\nprint(-1 if seen else sum(map(int, input().split())))\n"
+    ),
+    "copyreg's extension registry": (
+        "import copyreg\nseen = ('m', 'n') in copyreg._extension_registry\ncopyreg.add_extension('m', 'n', 12345)\n"
+        "print(-1 if seen else sum(map(int, input().split())))\n"
+    ),
+    "a session of its own": (  # (a run of its own leads its session, so cannot move its group)
+        "import os\ntry:\n    os.setpgid(0, 0)\n    moved = True\nexcept PermissionError:\n    moved = False\n"
+        "print(-1 if moved or os.getsid(0) != os.getpid() else sum(map(int, input().split())))\n"
+    ),
     # As a run of its own: main.py where the program runs, its path in argv and __file__, the
     # directory first on sys.path; a module a case wrote there is not imported by the next.
     "main.py and sys.path": (
@@ -312,7 +353,15 @@ def test_which_programs_run_their_cases_in_one_process():
                     "from sys import path as p\np += ['/x']\n", "import sys\nsys.path.__iadd__(['/x'])\n",
                     "import sys\nobject.__setattr__(sys, 'x', 1)\n", "import heapq, sys\nheapq.heapify(sys.path)\n",
                     "import operator, os\noperator.setitem(os.environ, 'A', '1')\n",
-                    "import random, sys\nrandom.shuffle(sys.path)\n", "import sys\n(p := sys.path).append(1)\n"):
+                    "import random, sys\nrandom.shuffle(sys.path)\n", "import sys\n(p := sys.path).append(1)\n",
+                    # a module's function that sets what later cases see, called or not; a module
+                    # whose state the check cannot follow
+                    "import numpy as np\nnp.set_printoptions(precision=3)\n", "import numpy\nnumpy.seterr(all='ignore')\n",
+                    "from os import putenv\nputenv('A', '1')\n", "import os\nf = os.sched_setaffinity\n",
+                    "import csv\ncsv.field_size_limit(10)\n", "import torch\ntorch.manual_seed(0)\n",
+                    "import copyreg\ncopyreg.add_extension('m', 'n', 1)\n", "import logging\n",
+                    "import asyncio\n", "import ctypes\n", "from unittest import mock\n",
+                    "from concurrent.futures import ThreadPoolExecutor\n", "import multiprocessing as mp\n"):
         assert not keeps_to_itself(program), program
     # What a module holds, only read, or a method of a stream the run sets afresh for each case.
     for program in ("import sys\nsys.stdout.write(sys.stdin.readline())\nsys.stdout.buffer.write(b'')\n",
@@ -326,8 +375,22 @@ def test_which_programs_run_their_cases_in_one_process():
                     "import sys\nfor line in sys.stdin:\n    line.strip()\nout = sys.stdout\nout.write('x')\n",
                     "import numpy as np\na = np.zeros(3)\na[0] = 1\na.sort()\n",
                     "import heapq, math\nh = []\nheapq.heappush(h, (math.inf, 0))\nbest = min(math.inf, 1)\n",
+                    # what the case process puts back before every case; set operations
+                    "import sys, gc, random, decimal\nfrom sys import setrecursionlimit\nsetrecursionlimit(10**6)\n"
+                    "sys.set_int_max_str_digits(0)\ngc.disable()\nrandom.seed(1)\ndecimal.setcontext(decimal.Context())\n",
+                    "import numpy as np\nnp.random.seed(0)\nprint(np.setdiff1d([1, 2], [2]))\n",
+                    "class S:\n    def set_value(self, v):\n        self.v = v\nS().set_value(1)\nd = {}\nd.setdefault(1, 2)\n",
                     "import math\ndef solve(n, k=math.pi):\n    memo = {}\n    memo[n] = k\n    return memo\nprint(solve(3), math.pi)\n"):
         assert keeps_to_itself(program), program
+
+
+def test_the_cases_of_a_program_share_one_process_that_leads_its_session(isolated):
+    """What the one-run path is for: a program the check lets share a process runs all its cases
+    in one (had the process failed to set up, every case would have run in a run of its own)."""
+    program = "import os\nprint(os.getpid(), os.getsid(0) == os.getpid(), os.getpgid(0) == os.getpid())\n"
+    [report] = run_io_programs(isolated, [program], [("", "")] * 3)
+    printed = {result.stdout for result in report.results}
+    assert len(report.results) == 3 and len(printed) == 1 and printed.pop().split()[1:] == ["True", "True"]
 
 
 def test_a_program_longer_than_the_output_cap_runs_as_in_a_run_of_its_own(isolated):
