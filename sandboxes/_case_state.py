@@ -4,8 +4,8 @@
 only what it made itself. `harness.run_io_programs` runs the cases of such a program in one
 process, which puts back between cases what a program changes through calls
 (``sandboxes/_function_driver.py``, ``_put_back_process_state``); any other program runs each
-case in a process of its own, as a run of its own would (docs/sandboxes.md, "stdin/stdout
-programs in one run").
+case in a process of its own, as a run of its own would (docs/sandboxes.md, "Trusted
+stdin/stdout programs in one run").
 """
 
 from __future__ import annotations
