@@ -51,6 +51,35 @@ _PUT_BACK = frozenset({
 #: Functions whose names look like `_SETS_STATE` and that set nothing (set operations).
 _SETS_NOTHING = frozenset({"numpy.setdiff1d", "numpy.setxor1d"})
 
+#: What a module holds that shows what earlier cases did, read or not: the modules imported so
+#: far (a module a case imported stays in the process), caches a module fills as it is used
+#: (``linecache.cache``), counts of the interpreter's objects and allocations. Matched as a whole
+#: dotted name or its end (``os.sys.modules``).
+_SHOWS_HISTORY = frozenset({
+    "sys.modules", "sys.path_importer_cache", "sys.getallocatedblocks", "sys.getrefcount",
+    "linecache.cache", "gc.get_objects", "gc.get_referrers", "gc.get_referents", "gc.get_stats",
+    "gc.get_count", "gc.get_freeze_count",
+})
+
+#: A module's private names (``re._cache``, ``sys._getframe``) are its internals, caches among
+#: them: a program that reads one runs each case in a process of its own. These are not.
+_PRIVATE_BUT_PLAIN = frozenset({"os._exit"})
+
+#: Attributes that lead from an object of the program's own to what is not its own: a class's
+#: bases (``class F(json.JSONEncoder)``, then ``F.__bases__[0].x = 1``), a function's globals.
+_LEADS_OUT = frozenset({"__bases__", "__base__", "__mro__", "mro", "__subclasses__", "__globals__", "__builtins__"})
+
+#: Values a module holds that cannot be changed in place (numbers and strings): stored or bound,
+#: they are the program's own (``dist[v] = math.inf``, ``INF = sys.maxsize``).
+_VALUES = frozenset({
+    *(f"{module}.{name}" for module in ("math", "cmath", "numpy") for name in ("inf", "nan", "pi", "e", "tau")),
+    "sys.maxsize", "sys.maxunicode", "sys.byteorder", "sys.platform", "sys.version", "sys.hexversion",
+    *(f"string.{name}" for name in (
+        "ascii_letters", "ascii_lowercase", "ascii_uppercase", "digits", "hexdigits", "octdigits",
+        "punctuation", "printable", "whitespace",
+    )),
+})
+
 #: Builtins that run text as code: what it does, the syntax does not show.
 _RUNS_TEXT = frozenset({"exec", "eval", "compile"})
 
@@ -127,9 +156,14 @@ class _Reach:
                     self.names[name] = _HELD
                     self.from_imported.add(name)
                     self.dotted[name] = f"{module}.{alias.name}"
+        #: What a call on a function or method of the program's own (by its name) gives: the
+        #: most of what it returns or yields (``def f(): return sys.path`` then ``f().append(d)``).
+        self.returns: dict[str, int] = {}
+        given = _own_results(nodes)
         # A name bound to what a module holds stands for it (``names = collections.__all__``,
-        # ``m = collections``, ``log = logging.getLogger()``), also through another such name:
-        # repeat until nothing changes (each pass only raises what a name stands for).
+        # ``m = collections``, ``log = logging.getLogger()``), also through another such name or
+        # a function of the program's own: repeat until nothing changes (each pass only raises
+        # what a name stands for).
         bindings = [(target, value) for node in nodes for target, value in _bindings(node)]
         changed, passes = True, 0
         while changed:
@@ -142,6 +176,11 @@ class _Reach:
                     if reach > self.names.get(name.id, _LOCAL):
                         self.names[name.id] = reach
                         changed = True
+            for name, values in given.items():
+                reach = max((self.of(value) for value in values), default=_LOCAL)
+                if reach > self.returns.get(name, _LOCAL):
+                    self.returns[name] = reach
+                    changed = True
 
     def dotted_name(self, node: ast.expr) -> str | None:
         """``node``'s dotted name where it is an imported name or an attribute of one
@@ -157,13 +196,11 @@ class _Reach:
         """What ``node`` stands for: a module's attribute or item is held, a call on what a module
         holds returned, an attribute of what a call returned held, an item of it returned; the
         streams of ``sys`` are local (the run sets them afresh for each case)."""
-        if isinstance(node, (ast.BoolOp, ast.IfExp, ast.Tuple, ast.List, ast.Starred, ast.NamedExpr)):
-            parts = {
-                ast.BoolOp: lambda n: n.values, ast.IfExp: lambda n: [n.body, n.orelse],
-                ast.Tuple: lambda n: n.elts, ast.List: lambda n: n.elts,
-                ast.Starred: lambda n: [n.value], ast.NamedExpr: lambda n: [n.value],
-            }[type(node)](node)
-            return max((self.of(part) for part in parts), default=_LOCAL)
+        parts = _PARTS.get(type(node))
+        if parts is not None:
+            return max((self.of(part) for part in parts(node) if part is not None), default=_LOCAL)
+        if self.dotted_name(node) in _VALUES:
+            return _LOCAL
         root, links = _chain(node)
         if isinstance(root, ast.Name):
             reach = self.names.get(root.id, _LOCAL)
@@ -172,16 +209,50 @@ class _Reach:
         else:
             return _LOCAL
         for at, link in enumerate(links):
-            if reach == _LOCAL:
-                return _LOCAL
             if at == 0 and isinstance(root, ast.Name) and root.id == "sys" and isinstance(link, ast.Attribute) and link.attr in RESET_BETWEEN_CASES:
                 return _LOCAL
             if isinstance(link, ast.Call):
-                reach = _RETURNED
+                func = link.func
+                callee = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+                returned = _RETURNED if reach != _LOCAL else _LOCAL
+                if callee == "type" and at == 0 and isinstance(root, ast.Name) and link.args:  # (a module's class)
+                    returned = _HELD if self.of(link.args[0]) != _LOCAL else _LOCAL
+                reach = max(returned, self.returns.get(callee, _LOCAL))
             elif isinstance(link, ast.Attribute):
-                reach = _HELD
+                reach = _HELD if reach != _LOCAL or link.attr in _LEADS_OUT else _LOCAL
             # (an item keeps what its container stands for: ``d[k]`` of ``d = defaultdict(list)``)
         return reach
+
+
+#: The parts of a compound expression whose most is what it stands for.
+_PARTS = {
+    ast.BoolOp: lambda n: n.values, ast.IfExp: lambda n: [n.body, n.orelse],
+    ast.Tuple: lambda n: n.elts, ast.List: lambda n: n.elts, ast.Set: lambda n: n.elts,
+    ast.Dict: lambda n: [*n.keys, *n.values], ast.Starred: lambda n: [n.value],
+    ast.NamedExpr: lambda n: [n.value],
+}
+
+
+def _own_results(nodes: list[ast.AST]) -> dict[str, list[ast.expr]]:
+    """What each function, method or lambda of the program's own returns or yields, by its name
+    (a nested function's results count for the one around it too)."""
+    results: dict[str, list[ast.expr]] = {}
+    for node in nodes:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names, body = [node.name], node
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda):
+            names = [name.id for target in node.targets for name in _bound_names(target)]
+            body = node.value
+        else:
+            continue
+        values = [node.value.body] if isinstance(node, ast.Assign) else []
+        values += [
+            part.value for part in ast.walk(body)
+            if isinstance(part, (ast.Return, ast.Yield, ast.YieldFrom)) and part.value is not None
+        ]
+        for name in names:
+            results.setdefault(name, []).extend(values)
+    return results
 
 
 def _bound_names(target: ast.expr) -> list[ast.Name]:
@@ -240,14 +311,22 @@ def keeps_to_itself(program: str) -> bool:
       (``numpy.set_printoptions``, ``os.putenv``, ``csv.field_size_limit``: `_SETS_STATE`, less
       `_PUT_BACK`), called or not, or imports a module whose state it cannot follow
       (``logging``, ``asyncio``, ``ctypes``: `_KEEPS_STATE`);
+    * reads what shows what earlier cases did: a module's private name (``re._cache``), the
+      modules imported so far (``sys.modules``), a cache a module fills as it is used, object
+      counts (`_SHOWS_HISTORY`);
+    * stores what a module holds in a container or object of its own (``memo[k] = sys.path``),
+      or reaches a module's class through ``type(...)`` of what a module made or through a
+      class's ``__bases__`` (`_LEADS_OUT`);
     * runs text as code (``exec``, ``eval``, ``compile``: what it does, the syntax does not
       show), imports ``*`` (names the check cannot see), or does not parse.
 
     Names follow what they are bound to: ``names = collections.__all__; names.append(x)`` and ``m
-    = collections; m.marker = 1`` are seen. What a function of the program returns is taken as
-    its own (``def f(): return sys.path`` then ``f().append(d)`` is not seen); the programs this
-    runs are a task's golden solution and mutants of it. A program that does any of this runs
-    each case in a process of its own: a later case could read what an earlier one left."""
+    = collections; m.marker = 1`` are seen, and so is what a function, method or lambda of the
+    program's own returns or yields (``def f(): return sys.path`` then ``f().append(d)``). A
+    module's numbers and strings (`_VALUES`) are values, its own to store anywhere. What the
+    syntax hides (``next(iter([sys.path]))``) is not followed; the programs this runs are a
+    task's golden solution and mutants of it. A program that does any of this runs each case in
+    a process of its own: a later case could read what an earlier one left."""
     try:
         tree = parse_python(program)
     except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
@@ -262,6 +341,8 @@ def _keeps_to_itself(tree: ast.Module) -> bool:
     nodes = list(ast.walk(tree))
     reach = _Reach(nodes)
     if "*" in reach.from_imported:
+        return False
+    if any(_shows_history(reach.dotted[name]) for name in reach.from_imported):  # (``from re import _cache``)
         return False
     own_callables = {
         node.name for node in nodes if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
@@ -283,6 +364,8 @@ def _keeps_to_itself(tree: ast.Module) -> bool:
             dotted = reach.dotted_name(node)
             if held and not (dotted in _PUT_BACK or dotted in _SETS_NOTHING or (dotted or "").split(".")[0] in _PUT_BACK):
                 return False
+        if isinstance(node, ast.Attribute) and _shows_history(reach.dotted_name(node)):
+            return False
         if isinstance(node, ast.Attribute):
             if node.attr in ("__dict__", "addaudithook"):
                 return False
@@ -321,11 +404,30 @@ def _keeps_to_itself(tree: ast.Module) -> bool:
             return False
         if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
             targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+            # What a module holds, stored in the program's own container or object (``memo[k] =
+            # sys.path``, ``self.p = collections.__all__``): the check does not follow it there.
+            value = getattr(node, "value", None)
+            if value is not None and reach.of(value) == _HELD and any(
+                isinstance(part, (ast.Attribute, ast.Subscript)) for target in targets for part in ast.walk(target)
+            ):
+                return False
             for target in targets:
                 for part in ast.walk(target):
                     if isinstance(part, (ast.Attribute, ast.Subscript)) and not _assignable(part, reach):
                         return False
     return True
+
+
+def _shows_history(dotted: str | None) -> bool:
+    """Whether the dotted name of something a module holds (``re._cache``) shows what earlier
+    cases did (`_SHOWS_HISTORY`) or is a module's private name (`_PRIVATE_BUT_PLAIN` aside)."""
+    if dotted is None or "." not in dotted:
+        return False
+    if any(dotted == shown or dotted.endswith("." + shown) for shown in _SHOWS_HISTORY):
+        return True
+    last = dotted.rsplit(".", 1)[-1]
+    private = last.startswith("_") and not (last.startswith("__") and last.endswith("__"))
+    return private and dotted not in _PRIVATE_BUT_PLAIN
 
 
 def _assignable(part: ast.Attribute | ast.Subscript, reach: _Reach) -> bool:

@@ -2659,7 +2659,46 @@ def _flush_streams(status):
     return status
 
 
-def _io_cases_process(codes, sources, cases, control_fd, report_fd, out_fd, err_fd, address_space, cpu_s, cap, directory):
+#: Directories outside its own a case may write, as a run of its own may (each run of its own
+#: finds them as the sandbox's worker left them: wiped).
+_IO_SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def _scratch_entries(directories):
+    """``{directory: names}``: what each of `directories` that exists and can be listed holds."""
+    found = {}
+    for directory in directories:
+        try:
+            found[directory] = frozenset(_os.listdir(directory))
+        except OSError:
+            pass
+    return found
+
+
+def _sweep_scratch(found, also_kept=()):
+    """Remove from each directory of `found` (`_scratch_entries`) what it did not hold then,
+    but `also_kept` (paths): what a case left there for a later case or program."""
+    for directory, kept in found.items():
+        try:
+            names = _os.listdir(directory)
+        except OSError:
+            continue
+        for name in names:
+            path = _os.path.join(directory, name)
+            if name in kept or path in also_kept:
+                continue
+            if _os.path.isdir(path) and not _os.path.islink(path):
+                _remove_tree(path)
+            else:
+                try:
+                    _os.unlink(path)
+                except OSError:
+                    pass
+
+
+def _io_cases_process(
+    codes, sources, cases, control_fd, report_fd, out_fd, err_fd, address_space, cpu_s, cap, directory, scratch
+):
     """The process that runs cases (never returns): it reads ``"<program> <case>\n"`` on
     `control_fd` (``"end\n"``: it exits), runs that case of that program as the sandbox's worker
     runs ``python main.py`` (sandboxes/_worker_main.py, ``_run_program``: a fresh ``__main__``,
@@ -2675,7 +2714,9 @@ def _io_cases_process(codes, sources, cases, control_fd, report_fd, out_fd, err_
     directory leaves ``sys.modules`` with the case), ``sys.argv`` and ``main.py`` (written into the
     directory for each case, as a run of its own has it there),
     ``sys``'s streams, the exit handlers, the random seed, the files in the working
-    `directory`, and the process's state of `_put_back_process_state` (signals, timers, the
+    `directory` (also ``HOME`` and ``TMPDIR`` here, as a run of its own has its directory), what
+    a case added to the directories of `scratch` (`_scratch_entries`: ``/tmp``, ``/dev/shm``, the
+    job's directory, as they were before the first case), and the process's state of `_put_back_process_state` (signals, timers, the
     garbage collector, umask, resource limits, locale, warning filters, trace functions). A case
     that leaves a thread running, or a limit or priority that cannot be put back, ends the
     process after its report (``leaving`` 1; the run's process starts a new one). Anything it
@@ -2705,6 +2746,7 @@ def _io_cases_process(codes, sources, cases, control_fd, report_fd, out_fd, err_
             resource.setrlimit(resource.RLIMIT_AS, address_space)
         soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
         resource.setrlimit(resource.RLIMIT_FSIZE, (cap + 1 if hard == resource.RLIM_INFINITY else min(cap + 1, hard), hard))
+        _os.environ["HOME"] = _os.environ["TMPDIR"] = directory
         state = _process_state()
         path = [entry for entry in _sys.path if entry and not _os.access(entry, _os.W_OK)]
         main_path = _os.path.join(directory, "main.py")
@@ -2858,6 +2900,7 @@ def _io_cases_process(codes, sources, cases, control_fd, report_fd, out_fd, err_
                 _os.chdir(directory)
             for name in _os.listdir("."):
                 _remove_tree(name) if _os.path.isdir(name) and not _os.path.islink(name) else _os.unlink(name)
+            _sweep_scratch(scratch, also_kept=(directory,))
             threading = _sys.modules.get("threading")
             leaving = not intact or not (threading is None or threading.active_count() == 1)
             _os.write(report_fd, b"%d %d\n" % (status, leaving))
@@ -2902,6 +2945,7 @@ def _io_main():
     codes = [code if code is not None else _compiled_quietly(source, "main.py") for code, source in zip(codes, programs)]
     inputs = [stdin for stdin, _expected in cases]
     home = _os.getcwd()
+    scratch = _scratch_entries((*_IO_SCRATCH, home))
     cpu_s = int(time_s) + 2  # a backstop per case: the deadline below ends a case first
     address_space = _address_space_for(payload.get("memory_mb"))
 
@@ -2996,7 +3040,8 @@ def _io_main():
         pid = _os.fork()
         if pid == 0:
             _io_cases_process(
-                codes, programs, inputs, control_r, report_w, out_fd, err_fd, address_space, cpu_s, cap, directory
+                codes, programs, inputs, control_r, report_w, out_fd, err_fd, address_space, cpu_s, cap, directory,
+                scratch,
             )
         _os.close(control_r)
         _os.close(report_w)
@@ -3019,6 +3064,7 @@ def _io_main():
             except OSError:
                 pass
         _remove_tree(worker["directory"])
+        _sweep_scratch(scratch)  # (a killed case could not sweep up after itself)
 
     worker = None
     while True:

@@ -17,6 +17,9 @@ from sandboxes.harness import run_io_cases, run_io_programs
 GOLDEN = "a, b = map(int, input().split())\nprint(a + b)\n"
 CASES = [("1 2\n", "3\n"), ("5 5\n", "10\n"), ("0 0\n", "0\n")]
 
+# The end of a program that passes a case only where it saw nothing an earlier case left.
+_ANSWER = "print(-1 if seen else sum(map(int, input().split())))\n"
+
 # Programs of every ending a run of its own distinguishes, each reading its input its own way.
 PROGRAMS = {
     "golden": GOLDEN,
@@ -201,6 +204,45 @@ PROGRAMS = {
         "import os\ntry:\n    os.setpgid(0, 0)\n    moved = True\nexcept PermissionError:\n    moved = False\n"
         "print(-1 if moved or os.getsid(0) != os.getpid() else sum(map(int, input().split())))\n"
     ),
+    # What shows what an earlier case did without changing a module through its names: a
+    # module's private cache, the modules imported so far, a cache a module fills as it is used,
+    # a module's class reached through type() or a subclass's bases, what a function of the
+    # program's own returns, what a module holds stored in the program's own container.
+    "a module's private cache": (
+        "import re\nseen = len(re._cache) > 50\nfor i in range(60):\n    re.compile('a%d' % i)\n" + _ANSWER
+    ),
+    "modules imported so far": "import sys\nseen = 'fractions' in sys.modules\nimport fractions\n" + _ANSWER,
+    "a cache filled by use": (
+        "import linecache\nseen = len(linecache.cache) > 0\nlinecache.getline('main.py', 1)\n" + _ANSWER
+    ),
+    "a module's class through type()": (
+        "import fractions\ncls = type(fractions.Fraction(1))\nseen = hasattr(cls, 'marker')\ncls.marker = 1\n" + _ANSWER
+    ),
+    "a module's class through a subclass's bases": (
+        "import json\nclass E(json.JSONEncoder):\n    pass\nseen = hasattr(json.JSONEncoder, 'marker')\n"
+        "E.__bases__[0].marker = 1\n" + _ANSWER
+    ),
+    "what a function of its own returns": (
+        "import collections\ndef names():\n    return collections.__all__\nseen = 'x' in collections.__all__\n"
+        "names().append('x')\n" + _ANSWER
+    ),
+    "stored in a container of its own": (
+        "import collections\nmemo = {}\nmemo['names'] = collections.__all__\nseen = 'x' in collections.__all__\n"
+        "memo['names'].append('x')\n" + _ANSWER
+    ),
+    # Files a case writes outside its directory: a run of its own finds /tmp, /dev/shm, HOME and
+    # TMPDIR as the sandbox left them (emptied).
+    "files in /tmp and /dev/shm": (
+        "import os\nseen = os.path.exists('/tmp/left') or os.path.exists('/dev/shm/left')\n"
+        "open('/tmp/left', 'w').close()\ntry:\n    open('/dev/shm/left', 'w').close()\nexcept OSError:\n    pass\n"
+        + _ANSWER
+    ),
+    "files in HOME and TMPDIR": (
+        "import os\nhome, tmp = os.environ['HOME'], os.environ['TMPDIR']\n"
+        "seen = os.path.exists(os.path.join(home, 'left')) or os.path.exists(os.path.join(tmp, 'left2'))\n"
+        "seen = seen or not (home == tmp == os.getcwd())\n"
+        "open(os.path.join(home, 'left'), 'w').close()\nopen(os.path.join(tmp, 'left2'), 'w').close()\n" + _ANSWER
+    ),
     # As a run of its own: main.py where the program runs, its path in argv and __file__, the
     # directory first on sys.path; a module a case wrote there is not imported by the next.
     "main.py and sys.path": (
@@ -361,7 +403,25 @@ def test_which_programs_run_their_cases_in_one_process():
                     "import csv\ncsv.field_size_limit(10)\n", "import torch\ntorch.manual_seed(0)\n",
                     "import copyreg\ncopyreg.add_extension('m', 'n', 1)\n", "import logging\n",
                     "import asyncio\n", "import ctypes\n", "from unittest import mock\n",
-                    "from concurrent.futures import ThreadPoolExecutor\n", "import multiprocessing as mp\n"):
+                    "from concurrent.futures import ThreadPoolExecutor\n", "import multiprocessing as mp\n",
+                    # what shows earlier cases: private names, the modules imported, caches, counts
+                    "import re\nprint(len(re._cache))\n", "from re import _cache\n", "import sys\nsys._getframe()\n",
+                    "import sys\nprint('json' in sys.modules)\n", "from sys import modules\n",
+                    "import os\nprint(len(os.sys.modules))\n", "import traceback\nprint(traceback.linecache.cache)\n",
+                    "import gc\nprint(len(gc.get_objects()))\n", "import sys\nprint(sys.getrefcount(sys))\n",
+                    # what a module holds reached through the program's own functions, containers,
+                    # objects, type() or a class's bases
+                    "import sys\ndef f():\n    return sys.path\nf().append('/x')\n",
+                    "import sys\nf = lambda: sys.path\nf().append('/x')\n",
+                    "import sys\nclass A:\n    def p(self):\n        return sys.path\nA().p().append('/x')\n",
+                    "import sys\ndef g():\n    yield sys.path\nfor p in g():\n    p.append('/x')\n",
+                    "import sys\ndef f():\n    return g()\ndef g():\n    return sys.path\nf().append('/x')\n",
+                    "import sys\nmemo = {}\nmemo['p'] = sys.path\n", "import sys\nclass A:\n    pass\nA.p = sys.path\n",
+                    "import sys\nd = {'p': sys.path}\nd['p'].append('/x')\n",
+                    "import os\nd = {'e': os.environ}\nd['e']['A'] = '1'\n",
+                    "import fractions\nt = type(fractions.Fraction(1))\nt.marker = 1\n",
+                    "import json\nclass E(json.JSONEncoder):\n    pass\nE.__bases__[0].marker = 1\n",
+                    "import json\nclass E(json.JSONEncoder):\n    pass\nb = E.__mro__\nb[1].marker = 1\n"):
         assert not keeps_to_itself(program), program
     # What a module holds, only read, or a method of a stream the run sets afresh for each case.
     for program in ("import sys\nsys.stdout.write(sys.stdin.readline())\nsys.stdout.buffer.write(b'')\n",
@@ -380,7 +440,16 @@ def test_which_programs_run_their_cases_in_one_process():
                     "sys.set_int_max_str_digits(0)\ngc.disable()\nrandom.seed(1)\ndecimal.setcontext(decimal.Context())\n",
                     "import numpy as np\nnp.random.seed(0)\nprint(np.setdiff1d([1, 2], [2]))\n",
                     "class S:\n    def set_value(self, v):\n        self.v = v\nS().set_value(1)\nd = {}\nd.setdefault(1, 2)\n",
-                    "import math\ndef solve(n, k=math.pi):\n    memo = {}\n    memo[n] = k\n    return memo\nprint(solve(3), math.pi)\n"):
+                    "import math\ndef solve(n, k=math.pi):\n    memo = {}\n    memo[n] = k\n    return memo\nprint(solve(3), math.pi)\n",
+                    # numbers and strings a module holds, stored in the program's own containers;
+                    # os._exit; the program's own functions returning what it made
+                    "import math, sys\nfrom math import inf\nINF = sys.maxsize\ndist = [inf] * 3\ndist[0] = math.inf\n"
+                    "best = {}\nbest[1] = INF\n",
+                    "import string\nletters = {}\nletters['a'] = string.ascii_lowercase\n",
+                    "import os, sys\nprint(sum(map(int, sys.stdin.read().split())))\nos._exit(0)\n",
+                    "import sys\ndef read():\n    return list(map(int, sys.stdin.readline().split()))\nxs = read()\n"
+                    "xs.append(1)\n",
+                    "from collections import deque\ndef make():\n    return deque()\nq = make()\nq.append(1)\n"):
         assert keeps_to_itself(program), program
 
 
