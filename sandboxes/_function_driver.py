@@ -1809,6 +1809,9 @@ def _slots_main():
     early_stop = programs.get("early_stop") is True
     slot_time_s = float(programs["slot_time_s"])
     golden_passed = None  # the tests the golden slot passed, once it has ended
+    # What a slot's program leaves where the next slot's would find it (the job's directory,
+    # /tmp, /dev/shm), which a run of its own would not: removed once the slot has ended.
+    scratch = _scratch_entries((*_SCRATCH_DIRS, _os.getcwd())) if payload.get("scratch") is True else {}
     for k in range(count):
         mine, _theirs, read_end, _write_end = links[k]
         slot_started = _time.monotonic()
@@ -1874,6 +1877,7 @@ def _slots_main():
                     _os.close(fd) if type(fd) is int else fd.close()
                 except OSError:
                     pass
+            _sweep_scratch(scratch)
         emit(
             {
                 "kind": "slot",
@@ -2270,6 +2274,57 @@ def _address_space_for(memory_mb):
     return (limit, hard)
 
 
+#: Directories outside its own that a program in a run of many may write, as a run of its own
+#: may (each run of its own finds them as the sandbox's worker left them: wiped); with the job's
+#: directory, where the next program would find what it left. Watched and swept only where the
+#: host says the sandbox wipes them between runs (the payload's ``scratch``; not the unsafe
+#: backend, whose /tmp is the host's).
+_SCRATCH_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def _scratch_entries(directories):
+    """``{directory: names}``: what each of `directories` that exists and can be listed holds."""
+    found = {}
+    for directory in directories:
+        try:
+            found[directory] = frozenset(_os.listdir(directory))
+        except OSError:
+            pass
+    return found
+
+
+def _scratch_changed(found):
+    """Whether a directory of `found` (`_scratch_entries`) holds anything it did not hold then."""
+    for directory, kept in found.items():
+        try:
+            if not kept.issuperset(_os.listdir(directory)):
+                return True
+        except OSError:
+            pass
+    return False
+
+
+def _sweep_scratch(found, also_kept=()):
+    """Remove from each directory of `found` (`_scratch_entries`) what it did not hold then,
+    but `also_kept` (paths): what a case left there for a later case or program."""
+    for directory, kept in found.items():
+        try:
+            names = _os.listdir(directory)
+        except OSError:
+            continue
+        for name in names:
+            path = _os.path.join(directory, name)
+            if name in kept or path in also_kept:
+                continue
+            if _os.path.isdir(path) and not _os.path.islink(path):
+                _remove_tree(path)
+            else:
+                try:
+                    _os.unlink(path)
+                except OSError:
+                    pass
+
+
 def _calls_main():
     """A run of many programs graded by value: each program in a process of its own, forked from
     this one (at most ``parallel`` at a time), ended and reaped with its whole process group when
@@ -2360,6 +2415,13 @@ def _calls_main():
         golden_code = (payload["setup"], setup_code, golden_source, golden_compiled, golden_namespace)
 
     address_space = _address_space_for(payload.get("memory_mb"))
+    # A program that leaves a file where another can read it (the job's directory, /tmp,
+    # /dev/shm), which a run of its own would not find: every program alive since the last time
+    # nothing was left there could have read it, so none of them is established (the host grades
+    # each in a run of its own). Checked as each program ends; what was left is removed.
+    scratch = _scratch_entries((*_SCRATCH_DIRS, _os.getcwd())) if payload.get("scratch") is True else {}
+    exposed = set()  # programs alive since the scratch directories were last found as they were
+    left_files = set()  # programs not established for that
 
     # This process never starts a thread; the check guards the bare fork all the same.
     fork = (_bare_fork() if _only_thread() else None) or _os.fork
@@ -2399,6 +2461,7 @@ def _calls_main():
         _os.close(write_end)
         _os.close(progress_write)
         running[read_end] = [index, pid, _time.monotonic() + budget, [], progress_read]
+        exposed.add(index)
 
     def end(read_end, finished):
         index, pid, _deadline, chunks, progress_read = running.pop(read_end)
@@ -2418,16 +2481,22 @@ def _calls_main():
             # check): that check timed out, after the outcomes it wrote as they came.
             chunks[:] = [_timed_out_report(progress_read)]
         _os.close(progress_read)
+        if _scratch_changed(scratch):
+            if exposed != {index}:  # (a program alone since the last check read only its own)
+                left_files.update(exposed)
+            _sweep_scratch(scratch)
+        exposed.clear()
+        exposed.update(entry[0] for entry in running.values())
         # Only the golden's report is read now (its passes let the next programs stop early),
         # and, with `enough`, every report (whether to start the next program); the others once
         # every program has ended.
         ended.append((index, finished, chunks))
         if enough is not None:
-            wrong[index] = _wrong_program(_reported(finished, chunks), len(checks))
+            wrong[index] = index not in left_files and _wrong_program(_reported(finished, chunks), len(checks))
             if sum(wrong.values()) >= enough:
                 skipped.extend(waiting)
                 del waiting[:]
-        if index == golden:
+        if index == golden and index not in left_files:
             reported = _reported(finished, chunks)
             if reported is not None and reported.get("ran") is True and not reported.get("harness") and type(reported.get("outcomes")) is list:
                 golden_passed[0] = {i for i, outcome in enumerate(reported["outcomes"]) if outcome == "pass"}
@@ -2455,7 +2524,9 @@ def _calls_main():
     for index, finished, chunks in ended:
         record = {"kind": "calls", "program": index}
         reported = _reported(finished, chunks)
-        if reported is not None:
+        if index in left_files:
+            record["left_files"] = True
+        elif reported is not None:
             record.update(
                 ran=reported.get("ran"),
                 error=reported.get("error"),
@@ -2657,43 +2728,6 @@ def _flush_streams(status):
             except BaseException:
                 pass
     return status
-
-
-#: Directories outside its own a case may write, as a run of its own may (each run of its own
-#: finds them as the sandbox's worker left them: wiped).
-_IO_SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
-
-
-def _scratch_entries(directories):
-    """``{directory: names}``: what each of `directories` that exists and can be listed holds."""
-    found = {}
-    for directory in directories:
-        try:
-            found[directory] = frozenset(_os.listdir(directory))
-        except OSError:
-            pass
-    return found
-
-
-def _sweep_scratch(found, also_kept=()):
-    """Remove from each directory of `found` (`_scratch_entries`) what it did not hold then,
-    but `also_kept` (paths): what a case left there for a later case or program."""
-    for directory, kept in found.items():
-        try:
-            names = _os.listdir(directory)
-        except OSError:
-            continue
-        for name in names:
-            path = _os.path.join(directory, name)
-            if name in kept or path in also_kept:
-                continue
-            if _os.path.isdir(path) and not _os.path.islink(path):
-                _remove_tree(path)
-            else:
-                try:
-                    _os.unlink(path)
-                except OSError:
-                    pass
 
 
 def _io_cases_process(
@@ -2945,7 +2979,7 @@ def _io_main():
     codes = [code if code is not None else _compiled_quietly(source, "main.py") for code, source in zip(codes, programs)]
     inputs = [stdin for stdin, _expected in cases]
     home = _os.getcwd()
-    scratch = _scratch_entries((*_IO_SCRATCH, home))
+    scratch = _scratch_entries((*_SCRATCH_DIRS, home)) if payload.get("scratch") is True else {}
     cpu_s = int(time_s) + 2  # a backstop per case: the deadline below ends a case first
     address_space = _address_space_for(payload.get("memory_mb"))
 

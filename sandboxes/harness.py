@@ -214,6 +214,14 @@ else:
 _TESTS_FILE = "harness_tests.json"
 
 
+def _wipes_scratch(sandbox: Sandbox) -> bool:
+    """Whether each run of `sandbox` finds the directories a program may write outside its own
+    (``/tmp``, ``/dev/shm``) as the sandbox left them, private to it: then a run of many programs
+    also finds what one program left there and removes it (sandboxes/_function_driver.py,
+    ``_sweep_scratch``). Not on the unsafe backend, whose ``/tmp`` is the host's."""
+    return getattr(sandbox, "strength", 0) > 0
+
+
 def _run_driver(sandbox: Sandbox, stdin: str, job_files: dict[str, str | bytes], limits: Limits) -> RunResult:
     """One run of the harness driver with `job_files`; again with the driver's source where the
     sandbox's interpreter turned out to need it (see `_NEEDS_SOURCE`)."""
@@ -516,7 +524,9 @@ def run_function_tests_slots(
     common = {"entry_point": entry_point, "time_s": float(time_s), "stdout_chars": _TEST_STDOUT_CHARS}
     # The time of one program's run of its own, per slot (what run_function_tests allows).
     slot_time_s = float(time_s) * (len(tests) + 3) + 2.0
-    tests_payload = dict(common, setup=setup, tests=list(tests), slots=count, filter=_test_process_filter())
+    tests_payload = dict(
+        common, setup=setup, tests=list(tests), slots=count, filter=_test_process_filter(), scratch=_wipes_scratch(sandbox)
+    )
     programs_payload = {
         "slots": [
             dict(common, setup=setup, solution=solutions[index], record_secret=ledger_secrets[position])
@@ -759,6 +769,7 @@ def run_value_checks(
         "reference": reference,
         "enough": enough,
         "memory_mb": int(memory_mb),
+        "scratch": _wipes_scratch(sandbox),
     }
     program_time_s = float(time_s) * (len(checks) + 2) + 1.0
     limits = Limits(
@@ -790,7 +801,7 @@ def run_value_checks(
                 ran=False, outcomes=(), error="not run: enough programs before it were wrong", skipped=True
             )
             continue
-        if record.get("killed") or record.get("harness") or type(record.get("ran")) is not bool:
+        if record.get("killed") or record.get("left_files") or record.get("harness") or type(record.get("ran")) is not bool:
             continue
         outcomes = record.get("outcomes")
         if (
@@ -1333,6 +1344,7 @@ def run_io_programs(
         "golden": runnable.index(golden) if golden is not None else None,
         "enough": enough,
         "stop_at_timeout": bool(stop_at_timeout),
+        "scratch": _wipes_scratch(sandbox),
     }
     limits = Limits(
         time_s=(float(time_s) + 0.5) * len(runnable) * len(cases) + 2.0,  # (one case at a time)

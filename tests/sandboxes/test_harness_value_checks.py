@@ -82,6 +82,43 @@ def test_the_calls_of_a_program_share_its_state_and_programs_share_nothing(isola
         assert [r.outcomes for r in results] == [("pass", "pass")] * 3
 
 
+# A program that leaves a file where the next program would find it, and one that passes only
+# where it finds none (as in a run of its own, where the sandbox wiped those directories).
+_LEAVES = {
+    "the job's directory": "'left'",
+    "/tmp": "'/tmp/left'",
+    "HOME": "os.path.join(os.environ['HOME'], 'left')",
+    "/dev/shm": "'/dev/shm/left'",
+}
+
+
+@pytest.mark.parametrize("where", sorted(_LEAVES))
+def test_a_file_one_program_leaves_reaches_no_other(isolated, where):
+    path = _LEAVES[where]
+    writer = f"import os\ndef f(x):\n    try:\n        open({path}, 'w').close()\n    except OSError:\n        pass\n    return x + 1\n"
+    # (the reader waits a little for the file: beside the writer, it finds it)
+    reader = (
+        f"import os, time\ndef f(x):\n    end = time.monotonic() + 0.2\n"
+        f"    while not os.path.exists({path}) and time.monotonic() < end:\n        time.sleep(0.01)\n"
+        f"    return x + 1 + os.path.exists({path})\n"
+    )
+    tests = ["assert f(1) == 2", "assert f(2) == 3"]
+    checks = checks_of(tests)
+    for program in (writer, reader):  # each passes in a run of its own
+        assert as_run_of_its_own(run_function_tests(isolated, program, tests, entry_point="f")) == ["pass", "pass"]
+    # One after another: the writer read only its own file, and what it left was removed before
+    # the reader started.
+    results = run_value_checks(isolated, [writer, reader, reader], checks, entry_point="f", parallel=1)
+    assert [r.outcomes for r in results] == [("pass", "pass")] * 3
+    # Side by side, and with the writer as the golden: whatever was alive beside the writer could
+    # have read its file, so it is not established (the host grades it in a run of its own);
+    # nothing is ever a fail there.
+    for parallel, golden in ((2, None), (2, 0), (3, None)):
+        results = run_value_checks(isolated, [writer, reader, reader], checks, entry_point="f", parallel=parallel, golden=golden)
+        assert all(r is None or r.outcomes == ("pass", "pass") for r in results), (parallel, golden, results)
+        assert results[0] is None and results[1] is None and (parallel == 2 or results[2] is None)
+
+
 def test_a_harness_event_ends_the_checks_of_that_program_only(isolated):
     programs = [
         "def f(x):\n    while True:\n        pass\n",  # its timer fires
