@@ -83,6 +83,19 @@ def test_a_test_process_can_leave_nothing_behind_for_a_later_slot(isolated):
         assert results[-1].passed  # the run goes on after every refusal
 
 
+@pytest.mark.parametrize("path", ["'/tmp/left'", "'left'", "os.path.join(os.environ['HOME'], 'left')", "'/dev/shm/left'"])
+def test_a_file_a_program_leaves_reaches_no_later_slot(isolated, path):
+    """The programs are trusted, not filtered: what one leaves where the next slot's would find
+    it is removed when its slot ends, as a run of its own finds those directories wiped."""
+    writer = f"import os\ndef f(x):\n    open({path}, 'w').close()\n    return x + 1\n"
+    reader = f"import os\ndef f(x):\n    return x + 1 + os.path.exists({path})\n"
+    tests = ["assert f(1) == 2", "assert f(2) == 3"]
+    assert run_function_tests(isolated, reader, tests, entry_point="f").all_passed
+    # (the order is drawn per run: with two writers and three readers, a reader follows a writer 9 times in 10)
+    slots = run_function_tests_slots(isolated, [writer, reader, writer, reader, reader], tests, entry_point="f", early_stop=False)
+    assert all(slot.complete and slot.report.all_passed for slot in slots), [outcomes(s.report) for s in slots]
+
+
 def test_no_process_of_a_slot_outlives_it_and_the_order_is_drawn_per_run(isolated):
     # Counts the run's live processes: the slot's test process and zygote, the test processes
     # still waiting for their turn, and no process of an earlier slot (each is killed and reaped
