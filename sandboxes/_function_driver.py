@@ -2305,8 +2305,9 @@ def _scratch_changed(found):
 
 
 def _sweep_scratch(found, also_kept=()):
-    """Remove from each directory of `found` (`_scratch_entries`) what it did not hold then,
-    but `also_kept` (paths): what a case left there for a later case or program."""
+    """Remove what a program or case left in the directories of `found` (`_scratch_entries`):
+    every entry each did not hold then, but the paths in `also_kept` (the case process's own
+    directory). A file that was there and was only changed is not seen."""
     for directory, kept in found.items():
         try:
             names = _os.listdir(directory)
@@ -2329,8 +2330,9 @@ def _calls_main():
     """A run of many programs graded by value: each program in a process of its own, forked from
     this one (at most ``parallel`` at a time), ended and reaped with its whole process group when
     it is done or out of time; one record per program (``{"kind": "calls", "program": i, ...}``,
-    ``"killed": true`` where it did not finish within its time, ``"skipped": true`` where it did
-    not start: ``enough``) and a final ``{"kind": "done"}``. Only trusted programs run here
+    ``"killed": true`` where it did not finish within its time, ``"left_files": true`` where it
+    ran beside a program that left a file in the job's directory, /tmp or /dev/shm, ``"skipped":
+    true`` where it did not start: ``enough``) and a final ``{"kind": "done"}``. Only trusted programs run here
     (the caller's own mutants), and only checks that reach nothing but the values of their
     calls (``sandboxes.harness.ValueCheck``)."""
     import resource
@@ -2750,8 +2752,9 @@ def _io_cases_process(
     ``sys``'s streams, the exit handlers, the random seed, the files in the working
     `directory` (also ``HOME`` and ``TMPDIR`` here, as a run of its own has its directory), what
     a case added to the directories of `scratch` (`_scratch_entries`: ``/tmp``, ``/dev/shm``, the
-    job's directory, as they were before the first case), and the process's state of `_put_back_process_state` (signals, timers, the
-    garbage collector, umask, resource limits, locale, warning filters, trace functions). A case
+    job's directory, as they were before the first case; empty on the unsafe backend), and the
+    process's state of `_put_back_process_state` (signals, timers, the garbage collector, umask,
+    resource limits, locale, warning filters, trace functions). A case
     that leaves a thread running, or a limit or priority that cannot be put back, ends the
     process after its report (``leaving`` 1; the run's process starts a new one). Anything it
     cannot set up ends it with ``SIGKILL`` (the case is then not established)."""

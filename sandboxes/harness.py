@@ -694,8 +694,10 @@ def run_value_checks(
     enough: int | None = None,
 ) -> list[ValueCheckResult | None]:
     """Run every check on each of `programs` in **one** sandbox run; a `ValueCheckResult` per
-    program, in order (``None`` where the run did not establish it: the run failed, or that
-    program's process did not finish within its time).
+    program, in order (``None`` where the run did not establish it: the run failed, that
+    program's process did not finish within its time, or it ran beside a program that left a
+    file in the job's directory, ``/tmp`` or ``/dev/shm``, where a run of its own would find
+    none; those are removed as each program ends, except on the unsafe backend).
 
     For trusted programs only (the Coder–Tester's mutants), with tests that are `ValueCheck`
     values: each program runs in a process of its own, forked from the run's process (which

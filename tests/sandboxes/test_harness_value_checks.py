@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from llm_envs.verifiers.code import value_check
-from sandboxes.harness import ValueCheck, run_function_tests, run_value_checks
+from sandboxes.harness import ValueCheck, run_function_tests, run_function_tests_slots, run_value_checks
 
 GOLDEN = "def f(x):\n    return x + 1\n"
 PROGRAMS = [
@@ -117,6 +117,32 @@ def test_a_file_one_program_leaves_reaches_no_other(isolated, where):
         results = run_value_checks(isolated, [writer, reader, reader], checks, entry_point="f", parallel=parallel, golden=golden)
         assert all(r is None or r.outcomes == ("pass", "pass") for r in results), (parallel, golden, results)
         assert results[0] is None and results[1] is None and (parallel == 2 or results[2] is None)
+
+
+def test_on_the_unsafe_backend_nothing_in_the_hosts_tmp_is_removed(tmp_path):
+    """The unsafe backend's /tmp is the host's: a file created there during the run (by any
+    process of the host) stays, and no program is marked for it."""
+    import os
+    import uuid
+
+    import sandboxes
+
+    path = f"/tmp/llm-envs-unsafe-{uuid.uuid4().hex}"
+    writer = f"def f(x):\n    open({path!r}, 'w').close()\n    return x + 1\n"
+    try:
+        with sandboxes.make_sandbox("unsafe", allow_unsafe=True, pool_size=1, preload=[]) as sandbox:
+            for run in (run_value_checks, run_function_tests_slots):
+                results = (
+                    run(sandbox, [writer, GOLDEN], checks_of(["assert f(1) == 2"]), entry_point="f", parallel=2)
+                    if run is run_value_checks
+                    else run(sandbox, [writer, GOLDEN], ["assert f(1) == 2"], entry_point="f")
+                )
+                assert all(r is not None for r in results)
+                assert os.path.exists(path), run.__name__
+                os.unlink(path)
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
 
 
 def test_a_harness_event_ends_the_checks_of_that_program_only(isolated):
