@@ -71,8 +71,10 @@ $(VLLM_STAMP): $(STAMP)
 test-vllm: $(VLLM_STAMP)
 	$(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider --timeout 2400 --durations=15 tests/vllm
 
-# Only the real-model training runs too long for `make test` (marked long_training): SmolLM2 on
-# two-turn ReasonerTool, two agents with an adapter each (9-13 minutes on 2 idle cores).
+# Only the real-model training runs too long for `make test` (marked long_training): SmolLM2
+# warm-started then trained with AT-GRPO on two-turn ReasonerTool (two agents, an adapter each)
+# and on Plan-Path's plan agent, each asserting the held-out gain over its warm start (~16
+# minutes together on 2 idle cores, ~55 on a slow day).
 test-learning: $(VLLM_STAMP)
 	$(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider --timeout 3600 --durations=15 -m long_training tests/vllm
 
@@ -86,7 +88,7 @@ demo: $(STAMP)
 # The real-vLLM tests run first, in .venv-vllm (they skip in .venv, which has no vLLM). Not
 # beside the main suite: tried on 2026-11-29, both slowed by ~3x (the training tests' two torch
 # threads and the main suite's two workers on two cores), which cost more than it saved.
-# The tests marked long_training are left out (`make test-learning`): with both SmolLM2 seed-task
+# The tests marked long_training are left out (`make test-learning`): with the SmolLM2 seed-task
 # trainings the suite took 80-118 minutes on a slow day and CI timed out (README, "Tests").
 test: $(STAMP) $(VF_STAMP) $(VLLM_STAMP)
 	$(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider --timeout 2400 --durations=15 -m "not long_training" tests/vllm

