@@ -1,6 +1,6 @@
 # Two commands do all set-up on a fresh clone:
 #   make demo   - every registered environment played by reference and random agents, a table
-#   make test   - the whole test suite (CPU, offline)
+#   make test   - the test suite (CPU, offline; the long trainings apart: make test-learning)
 # Each creates the virtual environment .venv on first use.
 
 PYTHON ?= python3
