@@ -1,9 +1,10 @@
 """What a fork costs here, by the size of the process that forks: the floor under every
 program's process of a sandbox run (issue 35, items 1 and 2).
 
-A process of ``python -I -S`` holding ``--sizes`` MiB of written anonymous memory (a bytearray,
-every page touched) forks ``--forks`` children that exit at once (``os._exit``), and waits for
-each. Side by side in one run: CPython's ``os.fork`` (its at-fork work included) and libc's
+A process of ``python -I -S`` holding ``--sizes`` MiB of written anonymous memory (an anonymous
+mapping, every page touched; with ``--pages huge`` advised as transparent huge pages) forks
+``--forks`` children that exit at once (``os._exit``; with ``--touch N`` after writing N pages
+spread over it), and waits for each. Side by side in one run: CPython's ``os.fork`` (its at-fork work included) and libc's
 ``fork`` called through ``ctypes`` (what the by-value run's process uses,
 ``sandboxes._function_driver._bare_fork``), each size in its own fresh interpreter, sizes
 interleaved. The CPU is the parent's and the children's (``getrusage``), per fork; the faults
@@ -12,6 +13,7 @@ are the children's minor faults. A sandbox's run process holds ~12 MiB of anonym
 
     python benchmarks/fork_floor.py                 # 0, 4, 8, 16, 32 MiB, 1000 forks each
     python benchmarks/fork_floor.py --sizes 0 12 --forks 1000
+    python benchmarks/fork_floor.py --sizes 12 --pages 4k huge --touch 300   # the zygote's huge pages
 
 Prints a table and writes benchmarks/results/fork_floor.json.
 """
@@ -30,15 +32,19 @@ RESULTS = Path(__file__).resolve().parent / "results" / "fork_floor.json"
 
 # Run in a fresh `python -I -S` per measurement: nothing of this script's own imports is held.
 _CHILD = r"""
-import ctypes, json, os, resource, sys
-size_mib, forks, how = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-ballast = bytearray(size_mib << 20)
+import ctypes, json, mmap, os, resource, sys
+size_mib, forks, how, pages, touch = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
+# 2 MiB more than asked, so that the aligned 2 MiB stretches inside hold `size_mib` MiB.
+ballast = mmap.mmap(-1, (size_mib + 2) << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+if pages == "huge":
+    ballast.madvise(mmap.MADV_HUGEPAGE)
 for i in range(0, len(ballast), 4096):
     ballast[i] = 1
 fork = ctypes.PyDLL(None, use_errno=True).fork if how == "libc" else os.fork
-def anonymous_kib():
+stride = max(1, (len(ballast) >> 12) // touch) if touch else 0
+def memory_kib(field):
     for line in open("/proc/self/smaps_rollup"):
-        if line.startswith("Anonymous:"):
+        if line.startswith(field + ":"):
             return int(line.split()[1])
 def cpu(who):
     r = resource.getrusage(who)
@@ -48,19 +54,22 @@ children0, faults0 = cpu(resource.RUSAGE_CHILDREN)
 for _ in range(forks):
     pid = fork()
     if pid == 0:
+        if touch:
+            for page in range(0, len(ballast) >> 12, stride)[:touch]:
+                ballast[page << 12] = 2
         os._exit(0)
     os.waitpid(pid, 0)
 self1, _ = cpu(resource.RUSAGE_SELF)
 children1, faults1 = cpu(resource.RUSAGE_CHILDREN)
-print(json.dumps({"anonymous_kib": anonymous_kib(),
+print(json.dumps({"anonymous_kib": memory_kib("Anonymous"), "huge_kib": memory_kib("AnonHugePages"),
                   "ms_per_fork": (self1 - self0 + children1 - children0) / forks * 1000,
                   "child_faults": (faults1 - faults0) / forks}))
 """
 
 
-def measure(size_mib: int, forks: int, how: str) -> dict:
+def measure(size_mib: int, forks: int, how: str, pages: str = "4k", touch: int = 0) -> dict:
     out = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", _CHILD, str(size_mib), str(forks), how],
+        [sys.executable, "-I", "-S", "-c", _CHILD, str(size_mib), str(forks), how, pages, str(touch)],
         capture_output=True, text=True, check=True,
     ).stdout
     return json.loads(out)
@@ -70,17 +79,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[0, 4, 8, 16, 32], help="MiB of written ballast")
     parser.add_argument("--forks", type=int, default=1000, help="forks per measurement")
+    parser.add_argument("--pages", nargs="+", choices=("4k", "huge"), default=["4k"],
+                        help="the ballast in 4 KiB pages, or advised as transparent huge pages (MADV_HUGEPAGE)")
+    parser.add_argument("--touch", type=int, default=0, help="pages each child writes before it exits, spread over the ballast")
     args = parser.parse_args()
     rows = []
-    print(f"{'ballast MiB':>12}{'anon MiB':>10}{'os.fork ms':>12}{'faults':>8}{'libc fork ms':>14}{'faults':>8}"
-          f"{'libc/os':>9}")
+    print(f"{'ballast MiB':>12}{'pages':>6}{'anon MiB':>10}{'huge MiB':>10}{'os.fork ms':>12}{'faults':>8}"
+          f"{'libc fork ms':>14}{'faults':>8}{'libc/os':>9}")
     for size in args.sizes:
-        os_fork = measure(size, args.forks, "os")
-        libc = measure(size, args.forks, "libc")
-        ratio = libc["ms_per_fork"] / os_fork["ms_per_fork"] if os_fork["ms_per_fork"] > 0 else float("nan")
-        rows.append({"ballast_mib": size, "os_fork": os_fork, "libc_fork": libc, "libc_over_os": ratio})
-        print(f"{size:>12}{libc['anonymous_kib'] / 1024:>10.1f}{os_fork['ms_per_fork']:>12.3f}"
-              f"{os_fork['child_faults']:>8.0f}{libc['ms_per_fork']:>14.3f}{libc['child_faults']:>8.0f}{ratio:>8.2f}x")
+        for pages in args.pages:
+            os_fork = measure(size, args.forks, "os", pages, args.touch)
+            libc = measure(size, args.forks, "libc", pages, args.touch)
+            ratio = libc["ms_per_fork"] / os_fork["ms_per_fork"] if os_fork["ms_per_fork"] > 0 else float("nan")
+            rows.append({"ballast_mib": size, "pages": pages, "touch": args.touch, "os_fork": os_fork,
+                         "libc_fork": libc, "libc_over_os": ratio})
+            print(f"{size:>12}{pages:>6}{libc['anonymous_kib'] / 1024:>10.1f}{libc['huge_kib'] / 1024:>10.1f}"
+                  f"{os_fork['ms_per_fork']:>12.3f}{os_fork['child_faults']:>8.0f}{libc['ms_per_fork']:>14.3f}"
+                  f"{libc['child_faults']:>8.0f}{ratio:>8.2f}x")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({"forks": args.forks, "rows": rows, "load_average_1min": os.getloadavg()[0],
                                    "machine": platform.platform(), "cpus": os.cpu_count()}, indent=2))
