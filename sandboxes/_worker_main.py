@@ -745,10 +745,10 @@ class Worker:
         pid, status = _ZYGOTE_REPORT.unpack(data)
         return pid, (None if status == -1 else status)
 
-    def _measure_zygote(self):
+    def _measure_zygote(self, now=False):
         """The zygote's address space and anonymous memory: what every job starts from. They
-        barely move, so they are read again only every 32 jobs."""
-        if self.zygote_vm and self.job_counter % 32:
+        barely move, so they are read again only every 32 jobs (`now`: this time too)."""
+        if self.zygote_vm and self.job_counter % 32 and not now:
             return
         sizes = _memory_status(self.zygote_pid)
         if sizes is None:
@@ -1040,6 +1040,10 @@ class Worker:
             if pid <= 0:
                 raise ZygoteLost("the zygote could not fork")
             taken = pid
+            if self.job_counter == 1:
+                # Read before the zygote may have finished setting up (its huge pages fill the
+                # holes of the stretches it collapses); it has by the time it forks.
+                self._measure_zygote(now=True)
             try:
                 exit_fd = os.pidfd_open(pid)  # readable when the job process has exited
             except ProcessLookupError:
