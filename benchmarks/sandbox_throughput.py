@@ -129,10 +129,13 @@ def children_cpu() -> tuple[object, float]:
 
 def sandbox_cpu(sandbox) -> CpuProbe:
     """A probe of the CPU seconds used so far by every process of the sandbox's workers, with
-    the set of workers it covered (a chunk whose workers changed gets no CPU figure)."""
+    the set of workers it covered (a chunk whose workers changed gets no CPU figure, nor does one
+    of a sandbox whose workers have no host pid, such as docker's containers)."""
 
     def probe() -> tuple[object, float]:
         tops = frozenset(sandbox.worker_pids())
+        if not tops:  # containers: no host pid to read (the chunk gets no CPU figure, not 0)
+            return object(), 0.0
         children: dict[int, list[int]] = {}
         for name in os.listdir("/proc"):
             if name.isdigit():
