@@ -433,8 +433,9 @@ def _collapse_to_huge_pages():
     and the child's exit tears them down again: for a zygote of ~12 MiB that is most of the
     fork's cost. A huge page costs one entry, shared until a process writes to it (the writer
     then gets 4 KiB entries for that stretch again), so the stretches a job does not write cost
-    it almost nothing (~12 % less CPU per trivial run on bwrap, docs/benchmarks.md). Best
-    effort: on a kernel without ``MADV_COLLAPSE`` or with huge pages off, nothing changes.
+    it almost nothing (measured side by side: 1–15 % less CPU per trivial run, ~23 % less per
+    run of a numpy worker; docs/benchmarks.md, "Sixteenth pass"). Best effort: on a kernel
+    without ``MADV_COLLAPSE``, with huge pages off or none free, nothing changes.
     """
     try:
         with open("/proc/self/maps") as maps:
