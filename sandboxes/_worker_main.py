@@ -423,6 +423,24 @@ def _remove_tree(top):
 
 _HUGE_PAGE = 2 << 20
 _MADV_COLLAPSE = 25  # Linux 6.1+
+_THP_SETTING = "/sys/kernel/mm/transparent_hugepage/enabled"
+
+
+def _huge_pages_wanted(host_allows):
+    """Whether the zygote may map its memory in huge pages (`_collapse_to_huge_pages`).
+
+    ``MADV_COLLAPSE`` ignores the machine's transparent huge page setting, so the zygote honours
+    it here: not where it is ``never`` (an administrator turned huge pages off), read from this
+    process's ``/sys`` where it is visible (a container) and otherwise as the host read it:
+    `host_allows` is False where the host saw ``never`` or the user set ``SANDBOX_HUGE_PAGES=off``
+    (``sandboxes.pool.huge_pages_allowed``)."""
+    if host_allows is False:
+        return False
+    try:
+        with open(_THP_SETTING) as setting:
+            return "[never]" not in setting.read()
+    except OSError:
+        return True
 
 
 def _collapse_to_huge_pages():
@@ -435,7 +453,9 @@ def _collapse_to_huge_pages():
     then gets 4 KiB entries for that stretch again), so the stretches a job does not write cost
     it almost nothing (measured side by side: 1–15 % less CPU per trivial run, ~23 % less per
     run of a numpy worker; docs/benchmarks.md, "Sixteenth pass"). Best effort: on a kernel
-    without ``MADV_COLLAPSE``, with huge pages off or none free, nothing changes.
+    without ``MADV_COLLAPSE`` or transparent huge pages, or with none free, nothing changes.
+    ``MADV_COLLAPSE`` ignores the machine's setting (``never`` included): the zygote calls this
+    only where `_huge_pages_wanted`.
     """
     try:
         with open("/proc/self/maps") as maps:
@@ -457,8 +477,9 @@ def _collapse_to_huge_pages():
     return collapsed
 
 
-def _zygote(sock, worker_pid, worker_group, job_filter):
-    """Fork one job process per request from the worker; never returns.
+def _zygote(sock, worker_pid, worker_group, job_filter, huge_pages=True):
+    """Fork one job process per request from the worker; never returns. `huge_pages`: whether it
+    may collapse its memory into huge pages once it has built everything (`_huge_pages_wanted`).
 
     Requests carry only paths, limits and three descriptors (stdin, stdout, stderr), so nothing
     of any program, input or output ever enters this process's memory. The job process starts
@@ -497,7 +518,8 @@ def _zygote(sock, worker_pid, worker_group, job_filter):
     signal.signal(signal.SIGINT, signal.default_int_handler)
     gc.collect()
     gc.freeze()  # keep inherited objects' pages shared after each fork
-    _collapse_to_huge_pages()  # after the zygote's last big writes: cheaper forks
+    if huge_pages:
+        _collapse_to_huge_pages()  # after the zygote's last big writes: cheaper forks
     pack_report, waitpid, fork, close = _ZYGOTE_REPORT.pack, os.waitpid, os.fork, os.close
     recvmsg, fds_space, request_size = sock.recvmsg, socket.CMSG_SPACE(3 * 4), _JOB_REQUEST.size
     while True:
@@ -725,7 +747,7 @@ class Worker:
                 ours.close()
                 for fd in (self.in_fd, self.out_fd):
                     os.close(fd)
-                _zygote(theirs, self.pid, self.group, job_filter)
+                _zygote(theirs, self.pid, self.group, job_filter, _huge_pages_wanted(self.config.get("huge_pages")))
             finally:
                 os._exit(70)
         theirs.close()

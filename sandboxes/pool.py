@@ -194,10 +194,31 @@ class WorkerSpec:
 
 def with_job_filter(config: dict[str, Any]) -> dict[str, Any]:
     """The worker config with the per-job seccomp filter added wherever the worker filter is on
-    (every backend that loads one gets both, whoever wrote its config)."""
+    (every backend that loads one gets both, whoever wrote its config), and whether its zygote
+    may use huge pages (:func:`huge_pages_allowed`)."""
     if config.get("seccomp_bpf") and "job_seccomp_bpf" not in config and seccomp.supported():
         config = dict(config, job_seccomp_bpf=seccomp.build_job_filter().hex())
+    if "huge_pages" not in config:
+        config = dict(config, huge_pages=huge_pages_allowed())
     return config
+
+
+#: Set to ``off`` (or ``0``, ``false``, ``no``) to keep every worker's zygote in 4 KiB pages.
+HUGE_PAGES_ENV = "SANDBOX_HUGE_PAGES"
+_THP_SETTING = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+
+
+def huge_pages_allowed() -> bool:
+    """Whether a worker's zygote may map its memory in transparent huge pages once it has built
+    everything (cheaper forks; docs/sandboxes.md, "What a run costs"): not where
+    ``SANDBOX_HUGE_PAGES`` is ``off``, nor where this machine's transparent huge pages are set
+    to ``never``. (``MADV_COLLAPSE`` itself ignores that setting; the worker honours it.)"""
+    if os.environ.get(HUGE_PAGES_ENV, "").strip().lower() in ("off", "0", "false", "no"):
+        return False
+    try:
+        return "[never]" not in _THP_SETTING.read_text()
+    except OSError:
+        return True
 
 
 class Worker:

@@ -169,15 +169,14 @@ print(json.dumps(out))
 
 
 def _huge_pages_can_be_collapsed() -> str | None:
-    """Why ``MADV_COLLAPSE`` cannot work on this machine, or None where it can."""
+    """Why ``MADV_COLLAPSE`` cannot work on this machine, or None where it can. (It ignores the
+    machine's setting, ``never`` included: the sandbox honours that one itself.)"""
     import platform
 
     try:
-        mode = open("/sys/kernel/mm/transparent_hugepage/enabled").read()
+        open("/sys/kernel/mm/transparent_hugepage/enabled").read()
     except OSError:
         return "this kernel has no transparent huge pages"
-    if "[never]" in mode:
-        return "transparent huge pages are off on this machine ([never])"
     major, minor = (int(part) for part in platform.release().split(".")[:2])
     if (major, minor) < (6, 1):
         return f"MADV_COLLAPSE needs Linux 6.1+, this is {platform.release()}"
@@ -213,6 +212,91 @@ print(json.dumps({"before": before, "collapsed": collapsed, "after": huge_bytes(
         pytest.skip(why_not)
     assert report["collapsed"] >= 4 << 20, report  # ~12 MiB of heap holds at least two stretches
     assert report["after"] >= report["before"] + (4 << 20), report
+
+
+def _zygote_huge_kib(sandbox: Sandbox) -> int:
+    """The zygote's memory in huge pages (kB), read from the host's ``/proc``: the process at
+    the end of the worker's line of single children between runs (bwrap, worker, zygote)."""
+    import os
+
+    (top,) = sandbox.worker_pids()
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                stat = open(f"/proc/{name}/stat", "rb").read()
+            except OSError:
+                continue
+            children.setdefault(int(stat[stat.rfind(b")") + 2 :].split()[1]), []).append(int(name))
+    pid = top
+    while len(children.get(pid, ())) == 1:
+        pid = children[pid][0]
+    assert pid != top, "the worker has no zygote"
+    try:
+        rollup = open(f"/proc/{pid}/smaps_rollup").read()
+    except PermissionError:
+        pytest.skip("reading another user's /proc/<pid>/smaps_rollup needs root")
+    return next(int(line.split()[1]) for line in rollup.splitlines() if line.startswith("AnonHugePages:"))
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "process"])
+@pytest.mark.parametrize("setting", [None, "off"])
+def test_sandbox_huge_pages_off_keeps_the_zygote_in_small_pages(backend, setting, monkeypatch):
+    # The zygote's huge pages are the machine's and the user's to refuse: SANDBOX_HUGE_PAGES=off
+    # (and a machine set to `never`, below) leaves it in 4 KiB pages. (Local backends: a
+    # container's processes have no host pid to read.)
+    if setting is None:
+        monkeypatch.delenv("SANDBOX_HUGE_PAGES", raising=False)
+    else:
+        monkeypatch.setenv("SANDBOX_HUGE_PAGES", setting)
+    # numpy preloaded: a zygote of ~30 MiB, whose heap holds several aligned 2 MiB stretches
+    # wherever address randomisation puts it (the light zygote's ~6 MiB heap holds one or two,
+    # and a run may split one back into small pages).
+    sandbox = make(backend, pool_size=1, preload=("numpy",))
+    try:
+        assert sandbox.run("print(sum(range(10)))").stdout == "45\n"
+        huge = _zygote_huge_kib(sandbox)
+    finally:
+        sandbox.close()
+    if setting == "off":
+        assert huge == 0
+        return
+    why_not = _huge_pages_can_be_collapsed()
+    if why_not is None and "[never]" in open("/sys/kernel/mm/transparent_hugepage/enabled").read():
+        why_not = "transparent huge pages are set to never on this machine"
+    if why_not is not None:
+        assert huge == 0
+        pytest.skip(why_not)
+    assert huge >= 2048
+
+
+def test_the_machines_never_and_the_users_off_are_honoured(tmp_path, monkeypatch):
+    from sandboxes import _worker_main as worker
+    from sandboxes import pool
+
+    setting = tmp_path / "enabled"
+    monkeypatch.setattr(pool, "_THP_SETTING", setting)
+    monkeypatch.setattr(worker, "_THP_SETTING", str(setting))
+    monkeypatch.delenv("SANDBOX_HUGE_PAGES", raising=False)
+    # No setting to read (no THP in this kernel, or /sys not mounted inside the sandbox): the
+    # host's word stands, and MADV_COLLAPSE itself reports what it cannot do.
+    assert pool.huge_pages_allowed() is True
+    assert worker._huge_pages_wanted(True) is True
+    assert worker._huge_pages_wanted(None) is True  # a config written without the host's helper
+    assert worker._huge_pages_wanted(False) is False
+    for mode, allowed in (("always [madvise] never\n", True), ("[always] madvise never\n", True), ("always madvise [never]\n", False)):
+        setting.write_text(mode)
+        assert pool.huge_pages_allowed() is allowed, mode
+        assert worker._huge_pages_wanted(True) is allowed, mode  # read inside a container
+        assert worker._huge_pages_wanted(False) is False, mode
+    setting.write_text("always [madvise] never\n")
+    for off in ("off", "0", "false", "NO", " off "):
+        monkeypatch.setenv("SANDBOX_HUGE_PAGES", off)
+        assert pool.huge_pages_allowed() is False, off
+    monkeypatch.setenv("SANDBOX_HUGE_PAGES", "on")
+    assert pool.huge_pages_allowed() is True
+    assert pool.with_job_filter({})["huge_pages"] is True
+    assert pool.with_job_filter({"huge_pages": False})["huge_pages"] is False  # a backend's own word
 
 
 def test_what_a_run_writes_into_memory_it_inherited_never_reaches_the_next_run(solo):
