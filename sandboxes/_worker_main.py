@@ -520,7 +520,7 @@ def _zygote(sock, worker_pid, worker_group, job_filter, huge_pages=True):
     gc.freeze()  # keep inherited objects' pages shared after each fork
     if huge_pages:
         _collapse_to_huge_pages()  # after the zygote's last big writes: cheaper forks
-    pack_report, waitpid, fork, close = _ZYGOTE_REPORT.pack, os.waitpid, os.fork, os.close
+    pack_report, waitpid, fork, close = _ZYGOTE_REPORT.pack, os.waitpid, _job_fork(), os.close
     recvmsg, fds_space, request_size = sock.recvmsg, socket.CMSG_SPACE(3 * 4), _JOB_REQUEST.size
     while True:
         try:
@@ -536,6 +536,7 @@ def _zygote(sock, worker_pid, worker_group, job_filter, huge_pages=True):
         if len(fds) == 1 and message[:1] == _HOLD_CODE:
             held_now = _hold_code(fds[0], message[1:], held)
             close(fds[0])
+            fork = _job_fork()
             gc.freeze()  # the new objects too: a job's collections must not write their pages
             sock.sendall(pack_report(0, 0 if held_now else 1))
             continue
@@ -562,6 +563,38 @@ def _zygote(sock, worker_pid, worker_group, job_filter, huge_pages=True):
             except ChildProcessError:
                 break
         sock.sendall(pack_report(pid, status))
+
+
+def _job_fork():
+    """How the zygote forks a job: libc's ``fork`` called with the GIL held, or ``os.fork``
+    where libc cannot be loaded so or the zygote has more than one thread.
+
+    ``os.fork`` also runs CPython's work around a fork: the at-fork hooks (``random`` reseeds
+    itself, ``threading`` and ``logging`` make their locks anew) and the re-initialisation of
+    the runtime's locks and of the thread states other threads may have held. The zygote has
+    one thread (a fork copies only the thread that forks, and the zygote starts none) and holds
+    no lock between forks, so all of that finds nothing to repair; the job seeds ``random`` (and
+    numpy's) itself (`_run_program`). Skipping it saves every job ~8 of its ~300 copy-on-write
+    faults (docs/benchmarks.md, "Seventeenth pass"). libc's own at-fork handlers (C libraries'
+    locks, OpenSSL's random state) run either way. Checked again after the zygote runs shared
+    code (`_hold_code`), the one other thing it runs."""
+    try:
+        if len(os.listdir("/proc/self/task")) != 1:
+            return os.fork
+        bare = ctypes.PyDLL(None, use_errno=True).fork
+    except (AttributeError, OSError):
+        return os.fork
+    bare.restype = ctypes.c_int
+    bare.argtypes = []
+
+    def fork():
+        pid = bare()
+        if pid < 0:
+            errno = ctypes.get_errno()
+            raise OSError(errno, os.strerror(errno))
+        return pid
+
+    return fork
 
 
 def _hold_code(fd, file_id, held):

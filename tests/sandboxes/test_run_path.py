@@ -168,6 +168,61 @@ print(json.dumps(out))
         assert report["filters"] == [] or int(report["filters"][0]) >= 2, report
 
 
+@pytest.mark.parametrize("backend", ISOLATED_BACKENDS)
+def test_threads_signals_and_forks_behave_as_in_a_fresh_interpreter(backend):
+    # The zygote forks a job with libc's fork, without CPython's work around a fork (its at-fork
+    # hooks, the re-initialisation of the runtime's locks and thread states): in a zygote with
+    # one thread that holds no lock, nothing of that is needed, and a job must see no difference.
+    program = r"""
+import os, random, signal, sys, threading, time
+report = {
+    "main": threading.current_thread() is threading.main_thread(),
+    "threads": threading.active_count(),
+    "ident": threading.get_ident() == threading.main_thread().ident,
+}
+def late():
+    time.sleep(0.8)
+    print("thread ran to its end", flush=True)
+threading.Thread(target=late).start()  # not a daemon: the exit waits for it
+fired = []
+signal.signal(signal.SIGALRM, lambda *_: fired.append(1))
+signal.setitimer(signal.ITIMER_REAL, 0.05)
+time.sleep(0.3)
+report["alarm"] = fired == [1]
+try:
+    signal.raise_signal(signal.SIGINT)
+    time.sleep(0.1)
+    report["sigint"] = "none"
+except KeyboardInterrupt:
+    report["sigint"] = "KeyboardInterrupt"
+read_end, write_end = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.write(write_end, str(random.getrandbits(64)).encode())
+    os._exit(0)
+os.close(write_end)
+child = os.read(read_end, 100).decode()
+os.waitpid(pid, 0)
+report["forked"] = child.isdigit() and child != str(random.getrandbits(64))
+print(sorted(report.items()), random.getrandbits(64), flush=True)
+"""
+    # `random` and `threading` preloaded, so that the zygote's own state is what a job inherits.
+    solo = make(backend, pool_size=1, preload=("random", "threading"))
+    try:
+        first = solo.run(program, limits=Limits(time_s=10))
+        second = solo.run(program, limits=Limits(time_s=10))
+    finally:
+        solo.close()
+    expected = "[('alarm', True), ('forked', True), ('ident', True), ('main', True), ('sigint', 'KeyboardInterrupt'), ('threads', 1)]"
+    for res in (first, second):
+        assert res.ok, res
+        lines = res.stdout.splitlines()
+        assert lines[0].rpartition(" ")[0] == expected, res.stdout
+        assert lines[1:] == ["thread ran to its end"], res.stdout
+    # each run seeds its own random state, as a fresh interpreter does
+    assert first.stdout.split("\n")[0].split()[-1] != second.stdout.split("\n")[0].split()[-1], (first, second)
+
+
 def _huge_pages_can_be_collapsed() -> str | None:
     """Why ``MADV_COLLAPSE`` cannot work on this machine, or None where it can. (It ignores the
     machine's setting, ``never`` included: the sandbox honours that one itself.)"""
