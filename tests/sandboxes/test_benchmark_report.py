@@ -97,3 +97,16 @@ def test_the_fork_floor_script_measures_what_it_says():
     assert large["anonymous_kib"] - small["anonymous_kib"] >= 8 * 1024 - 256
     for row in (small, large):
         assert row["ms_per_fork"] > 0 and row["child_faults"] > 0
+
+
+def test_run_faults_sorts_a_fault_by_the_mapping_it_falls_in():
+    faults = load_script("benchmarks/run_faults.py")
+    libpython = "/usr/lib/libpython3.11.so.1.0"
+    assert faults._kind("r-xp", libpython, 7, 7) == "code: libpython (instruction fetch)"
+    assert faults._kind("r-xp", libpython, 7, 9) == "code: libpython (data read)"
+    assert faults._kind("rw-p", libpython, 7, 9) == "writable data: libpython"
+    assert faults._kind("r--p", "/usr/lib/x86_64-linux-gnu/libc.so.6", 7, 9) == "read-only data: other files"
+    assert faults._kind("rw-p", "[heap]", 7, 9) == "heap"
+    assert faults._kind("rw-p", "[stack]", 7, 9) == "stack"
+    assert faults._kind("rw-p", "", 7, 9) == "anonymous (object arenas, other mmaps)"
+    assert faults._kind("r-xp", "[vdso]", 7, 7) == "other ([vdso])"
