@@ -567,7 +567,8 @@ def _zygote(sock, worker_pid, worker_group, job_filter, huge_pages=True):
 
 def _job_fork():
     """How the zygote forks a job: libc's ``fork`` called with the GIL held, or ``os.fork``
-    where libc cannot be loaded so or the zygote has more than one thread.
+    where libc cannot be loaded so, the zygote has more than one thread, or the interpreter
+    runs without a GIL.
 
     ``os.fork`` also runs CPython's work around a fork: the at-fork hooks (``random`` reseeds
     itself, ``threading`` and ``logging`` make their locks anew) and the re-initialisation of
@@ -578,6 +579,8 @@ def _job_fork():
     faults (docs/benchmarks.md, "Seventeenth pass"). libc's own at-fork handlers (C libraries'
     locks, OpenSSL's random state) run either way. Checked again after the zygote runs shared
     code (`_hold_code`), the one other thing it runs."""
+    if not getattr(sys, "_is_gil_enabled", lambda: True)():
+        return os.fork  # a free-threaded build: its runtime's own after-fork work is not skipped
     try:
         if len(os.listdir("/proc/self/task")) != 1:
             return os.fork

@@ -223,6 +223,30 @@ print(sorted(report.items()), random.getrandbits(64), flush=True)
     assert first.stdout.split("\n")[0].split()[-1] != second.stdout.split("\n")[0].split()[-1], (first, second)
 
 
+def test_the_zygote_forks_with_os_fork_once_it_has_a_second_thread():
+    # libc's bare fork is only for a process with one thread: with another thread alive (which
+    # could hold a lock CPython's after-fork work would repair), the zygote falls back to os.fork.
+    import subprocess
+    import sys
+
+    code = r"""
+import os, threading, time
+import sandboxes._worker_main as worker
+alone = worker._job_fork()
+pid = alone()
+if pid == 0:
+    os._exit(7)
+status = os.waitpid(pid, 0)[1]
+stop = threading.Event()
+threading.Thread(target=stop.wait).start()
+with_thread = worker._job_fork()
+stop.set()
+print(alone is not os.fork, os.waitstatus_to_exitcode(status), with_thread is os.fork)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.split() == ["True", "7", "True"], out
+
+
 def _huge_pages_can_be_collapsed() -> str | None:
     """Why ``MADV_COLLAPSE`` cannot work on this machine, or None where it can. (It ignores the
     machine's setting, ``never`` included: the sandbox honours that one itself.)"""
