@@ -55,6 +55,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _proc import cpu_seconds, process_tree  # noqa: E402
+
 import sandboxes  # noqa: E402
 from sandboxes import harness as new_harness  # noqa: E402
 
@@ -113,7 +117,6 @@ def load_driver_harness(commit: str):
     )
 
 
-_TICK = os.sysconf("SC_CLK_TCK")
 
 
 def _tree_cpu(sandbox, host_first: bool = False) -> tuple[frozenset[int], float]:
@@ -125,28 +128,8 @@ def _tree_cpu(sandbox, host_first: bool = False) -> tuple[frozenset[int], float]
     this process's CPU, is in no interval (it was in every one, the same for both harnesses)."""
     host = time.process_time() if host_first else None
     tops = frozenset(sandbox.worker_pids())
-    children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                stat = Path(f"/proc/{name}/stat").read_bytes()
-            except OSError:
-                continue
-            parent = int(stat[stat.rfind(b")") + 2 :].split()[1])
-            children.setdefault(parent, []).append(int(name))
-    pids, frontier = [], list(tops)
-    while frontier:
-        pid = frontier.pop()
-        pids.append(pid)
-        frontier.extend(children.get(pid, ()))
-    total = 0
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime
-    return tops, total / _TICK + (host if host is not None else time.process_time())
+    sandbox_seconds = cpu_seconds(process_tree(tops))
+    return tops, sandbox_seconds + (host if host is not None else time.process_time())
 
 
 def grade(harness, sandbox, problem: dict) -> tuple[float, float | None, int, list[str]]:

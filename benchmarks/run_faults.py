@@ -31,6 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _proc import children_by_parent  # noqa: E402
 from _results import write_results  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "run_faults.json"
@@ -41,14 +42,7 @@ def _worker_line(sandbox) -> list[int]:
     """The pids from the worker's top process down its line of single children (bwrap, worker,
     zygote; the zygote last), read between runs."""
     (top,) = sandbox.worker_pids()
-    children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                stat = Path(f"/proc/{name}/stat").read_bytes()
-            except OSError:
-                continue
-            children.setdefault(int(stat[stat.rfind(b")") + 2 :].split()[1]), []).append(int(name))
+    children = children_by_parent()
     line = [top]
     while len(children.get(line[-1], ())) == 1:
         line.append(children[line[-1]][0])

@@ -44,6 +44,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _proc import cpu_seconds, process_tree
 
 import sandboxes
 from sandboxes import Limits, SandboxUnavailable
@@ -116,7 +119,6 @@ def sandbox_runner(sandbox) -> Callable[[str], Outcome]:
     return run
 
 
-_TICK = os.sysconf("SC_CLK_TCK")
 
 CpuProbe = Callable[[], tuple[object, float]]  # () -> (what was measured, CPU seconds so far)
 
@@ -136,24 +138,7 @@ def sandbox_cpu(sandbox) -> CpuProbe:
         tops = frozenset(sandbox.worker_pids())
         if not tops:  # containers: no host pid to read (the chunk gets no CPU figure, not 0)
             return object(), 0.0
-        children: dict[int, list[int]] = {}
-        for name in os.listdir("/proc"):
-            if name.isdigit():
-                try:
-                    stat = Path(f"/proc/{name}/stat").read_bytes()
-                except OSError:
-                    continue
-                children.setdefault(int(stat[stat.rfind(b")") + 2 :].split()[1]), []).append(int(name))
-        total, frontier = 0, list(tops)
-        while frontier:
-            pid = frontier.pop()
-            frontier.extend(children.get(pid, ()))
-            try:
-                fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()
-            except OSError:
-                continue
-            total += sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime
-        return tops, total / _TICK
+        return tops, cpu_seconds(process_tree(tops))
 
     return probe
 
