@@ -192,10 +192,10 @@ class WorkerSpec:
     hold_fds: list[int] = dataclasses.field(default_factory=list)
 
 
-def with_job_filter(config: dict[str, Any]) -> dict[str, Any]:
-    """The worker config with the per-job seccomp filter added wherever the worker filter is on
-    (every backend that loads one gets both, whoever wrote its config), and whether its zygote
-    may use huge pages (:func:`huge_pages_allowed`)."""
+def with_host_settings(config: dict[str, Any]) -> dict[str, Any]:
+    """The worker config with what the host decides for every backend, whoever wrote the
+    config: the per-job seccomp filter wherever the worker filter is on (a backend that loads
+    one gets both), and whether the zygote may use huge pages (:func:`huge_pages_allowed`)."""
     if config.get("seccomp_bpf") and "job_seccomp_bpf" not in config and seccomp.supported():
         config = dict(config, job_seccomp_bpf=seccomp.build_job_filter().hex())
     if "huge_pages" not in config:
@@ -250,7 +250,7 @@ class Worker:
             self._release_held()
             raise
         try:
-            self._send(with_job_filter(spec.config))
+            self._send(with_host_settings(spec.config))
             deadline = time.monotonic() + spec.startup_timeout_s
             if spec.expects_launcher_frame:
                 frame = self._recv(deadline)

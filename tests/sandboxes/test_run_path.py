@@ -377,8 +377,8 @@ def test_the_machines_never_and_the_users_off_are_honoured(tmp_path, monkeypatch
         assert pool.huge_pages_allowed() is False, off
     monkeypatch.setenv("SANDBOX_HUGE_PAGES", "on")
     assert pool.huge_pages_allowed() is True
-    assert pool.with_job_filter({})["huge_pages"] is True
-    assert pool.with_job_filter({"huge_pages": False})["huge_pages"] is False  # a backend's own word
+    assert pool.with_host_settings({})["huge_pages"] is True
+    assert pool.with_host_settings({"huge_pages": False})["huge_pages"] is False  # a backend's own word
 
 
 def test_what_a_run_writes_into_memory_it_inherited_never_reaches_the_next_run(solo):
