@@ -14,8 +14,16 @@ are the children's minor faults. A sandbox's run process holds ~12 MiB of anonym
     python benchmarks/fork_floor.py                 # 0, 4, 8, 16, 32 MiB, 1000 forks each
     python benchmarks/fork_floor.py --sizes 0 12 --forks 1000
     python benchmarks/fork_floor.py --sizes 12 --pages 4k huge --touch 300   # the zygote's huge pages
+    python benchmarks/fork_floor.py --write-faults   # a write after a fork: child against parent
 
-Prints a table and writes benchmarks/results/fork_floor.json.
+``--write-faults`` measures instead what one write to a page costs after a fork, per page of
+``--pages-written`` (2000) written pages of an anonymous mapping: in the child while it shares
+the page (a copy-on-write fault: a new page, a copy), and in the parent once the child has
+exited (the page is the parent's alone again: a fault that only makes it writable; what the
+zygote pays for setting up a job before it forks it), beside a write with no fault at all.
+
+Prints a table and writes benchmarks/results/fork_floor.json (``--write-faults``:
+benchmarks/results/fork_floor_write_faults.json).
 """
 
 from __future__ import annotations
@@ -67,6 +75,51 @@ print(json.dumps({"anonymous_kib": memory_kib("Anonymous"), "huge_kib": memory_k
 """
 
 
+# One write per page, timed in the child while it shares the pages and in the parent after
+# the child exits, `rounds` times; prints microseconds per page (medians).
+_WRITE_FAULTS = r"""
+import json, mmap, os, statistics, sys, time
+pages, rounds = int(sys.argv[1]), int(sys.argv[2])
+memory = mmap.mmap(-1, pages << 12, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+def write_all(value):
+    start = time.perf_counter()
+    for page in range(pages):
+        memory[page << 12] = value
+    return (time.perf_counter() - start) / pages * 1e6
+write_all(1)
+no_fault = statistics.median(write_all(2) for _ in range(rounds))
+in_child, in_parent = [], []
+for _ in range(rounds):
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.write(write, repr(write_all(3)).encode())
+        os._exit(0)
+    os.waitpid(pid, 0)
+    in_child.append(float(os.read(read, 64)))
+    os.close(read)
+    os.close(write)
+    in_parent.append(write_all(4))
+print(json.dumps({"no_fault_us": no_fault, "child_copy_us": statistics.median(in_child),
+                  "parent_after_exit_us": statistics.median(in_parent)}))
+"""
+
+
+def write_faults(pages: int, rounds: int) -> None:
+    out = subprocess.run([sys.executable, "-I", "-S", "-c", _WRITE_FAULTS, str(pages), str(rounds)],
+                         capture_output=True, text=True, check=True).stdout
+    row = json.loads(out)
+    print(f"{'microseconds per written page':<52}{'':>8}")
+    print(f"{'no fault (the page is writable)':<52}{row['no_fault_us']:>8.2f}")
+    print(f"{'in the child, sharing it (copy-on-write: a copy)':<52}{row['child_copy_us']:>8.2f}")
+    print(f"{'in the parent after the child exited (no copy)':<52}{row['parent_after_exit_us']:>8.2f}")
+    path = RESULTS.with_name("fork_floor_write_faults.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"pages": pages, "rounds": rounds, **row, "load_average_1min": os.getloadavg()[0],
+                                "machine": platform.platform(), "cpus": os.cpu_count()}, indent=2))
+    print(f"wrote {path}")
+
+
 def measure(size_mib: int, forks: int, how: str, pages: str = "4k", touch: int = 0) -> dict:
     out = subprocess.run(
         [sys.executable, "-I", "-S", "-c", _CHILD, str(size_mib), str(forks), how, pages, str(touch)],
@@ -82,7 +135,14 @@ def main() -> None:
     parser.add_argument("--pages", nargs="+", choices=("4k", "huge"), default=["4k"],
                         help="the ballast in 4 KiB pages, or advised as transparent huge pages (MADV_HUGEPAGE)")
     parser.add_argument("--touch", type=int, default=0, help="pages each child writes before it exits, spread over the ballast")
+    parser.add_argument("--write-faults", action="store_true",
+                        help="measure one write to a page after a fork, in the child and in the parent")
+    parser.add_argument("--pages-written", type=int, default=2000, help="pages written per round (--write-faults)")
+    parser.add_argument("--rounds", type=int, default=20, help="rounds (--write-faults)")
     args = parser.parse_args()
+    if args.write_faults:
+        write_faults(args.pages_written, args.rounds)
+        return
     rows = []
     print(f"{'ballast MiB':>12}{'pages':>6}{'anon MiB':>10}{'huge MiB':>10}{'os.fork ms':>12}{'faults':>8}"
           f"{'libc fork ms':>14}{'faults':>8}{'libc/os':>9}")

@@ -29,6 +29,7 @@ that the issue-35 target (>= 5x on the trivial program) is judged on.
 from __future__ import annotations
 
 import argparse
+import ast
 import concurrent.futures
 import json
 import os
@@ -262,6 +263,22 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
+def _worker_env_at(rev: str) -> dict[str, str]:
+    """The environment the local backends started their workers with at commit `rev`
+    (``_SCRUBBED_ENV`` of its ``sandboxes/local.py``)."""
+    source = subprocess.run(
+        ["git", "show", f"{rev}:sandboxes/local.py"],
+        cwd=Path(__file__).resolve().parents[1],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "_SCRUBBED_ENV" for t in node.targets):
+            return ast.literal_eval(node.value)
+    raise SystemExit(f"no _SCRUBBED_ENV in sandboxes/local.py at {rev}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="few runs: a smoke test of the script")
@@ -310,6 +327,7 @@ def main() -> None:
             ).stdout
             baseline = sandboxes.make_sandbox(backend, pool_size=args.concurrency)
             baseline.worker_source = old_source  # this instance's workers run the old worker
+            baseline.worker_env = _worker_env_at(args.baseline_worker)  # started as it was then
             baseline.warm()
             opened.append(baseline)
             mode = f"{backend}@{args.baseline_worker}"

@@ -34,14 +34,16 @@ the worker's and its own pid patched in) that every job process inherits.
 Per job:
     1. the worker writes ``main.py`` and the job's files into a fresh directory with an
        unguessable name, owned by the job's uid;
-    2. the zygote forks the job process, which starts a new session, takes the job's
-       stdin/stdout/stderr, drops to the job's uid, sets rlimits (address space on top of the
-       zygote's own, CPU, processes, file size, open files, no core files) and executes the
-       source as a fresh ``__main__``;
+    2. the zygote sets what the job starts from and depends only on its directory (``HOME``,
+       ``TMPDIR``, ``sys.argv``, ``sys.path[0]``, ``__main__.__file__``, fresh seeds) and forks
+       the job process, which starts a new session, takes the job's stdin/stdout/stderr, drops
+       to the job's uid, sets rlimits (address space on top of the zygote's own, CPU,
+       processes, file size, open files, no core files) and executes the source in its copy of
+       the zygote's pristine ``__main__``;
     3. the worker reads stdout/stderr up to the cap, enforces the wall-clock deadline and the
        run's memory budget (all its processes plus the bytes it stores in the sandbox's
-       private file systems), and on exit, timeout, overflow or overspend kills *every* process
-       the run left behind;
+       private file systems) until the zygote reports it has reaped the job process, and on
+       exit, timeout, overflow or overspend kills *every* process the run left behind;
     4. the worker removes the job directory and wipes ``/tmp``, ``/dev/shm`` and the rest of the
        work area, so nothing a run wrote is seen by the next.
 """
@@ -66,10 +68,10 @@ import traceback
 import types
 
 _HEADER = struct.Struct(">I")
-# What the zygote tells the worker about a job process: (pid, wait status or -1). Sent twice per
-# job: at the fork (status -1) and once it has reaped the process. A fixed binary record rather
-# than JSON: the zygote writes to as few of its pages as it can between forks (after each fork
-# every page it writes costs it a copy-on-write fault).
+# What the zygote tells the worker: (pid, wait status) of a job process once it has reaped it
+# (-1, -1 for a request it refused), and (0, 0) when it is ready and after it holds shared code
+# ((0, 1): it could not). A fixed binary record rather than JSON: the zygote writes to as few of
+# its pages as it can (while a job lives, every page it writes costs it a copy-on-write fault).
 _ZYGOTE_REPORT = struct.Struct("=ii")
 # What the worker asks the zygote for: the job's uid (-1: keep the zygote's), its rlimits in the
 # order of `_JOB_RLIMITS`, then the job directory's path; with the job's stdin, stdout and stderr
@@ -516,12 +518,21 @@ def _zygote(sock, worker_pid, worker_group, job_filter, huge_pages=True):
     for number in _IGNORED_NUMBERS:
         signal.signal(number, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    # What `_prepare_job` points at each job: its directory's slot in the import path (a path no
+    # directory has until then), its ``sys.argv`` and its ``__main__``. One module serves every
+    # job: each writes to its own copy of it, and the zygote sets only its ``__file__``.
+    sys.path.insert(0, os.devnull)
+    sys.argv[:] = [os.devnull]
+    main_module = types.ModuleType("__main__")
+    main_module.__builtins__ = __builtins__
+    sys.modules["__main__"] = main_module
     gc.collect()
     gc.freeze()  # keep inherited objects' pages shared after each fork
     if huge_pages:
         _collapse_to_huge_pages()  # after the zygote's last big writes: cheaper forks
     pack_report, waitpid, fork, close = _ZYGOTE_REPORT.pack, os.waitpid, _job_fork(), os.close
     recvmsg, fds_space, request_size = sock.recvmsg, socket.CMSG_SPACE(3 * 4), _JOB_REQUEST.size
+    sock.sendall(pack_report(0, 0))  # ready: the worker measures what every job starts from
     while True:
         try:
             message, ancillary, _flags, _addr = recvmsg(_REQUEST_BYTES, fds_space)
@@ -545,14 +556,15 @@ def _zygote(sock, worker_pid, worker_group, job_filter, huge_pages=True):
                 close(fd)
             sock.sendall(pack_report(-1, -1))  # the worker gives up on this zygote
             continue
+        job = _prepare_job(message, held, shared.modules, main_module)
         pid = fork()
         if pid == 0:
             # The zygote's socket is closed with every other inherited descriptor in the job.
-            _job_process(message, fds, capable, streams, held, shared.modules)
+            _job_process(job, fds, capable, streams)
             del replaced  # never reached (the job exits); keeps `replaced` alive until here
-        for fd in fds:
-            close(fd)
-        sock.sendall(pack_report(pid, -1))
+        # Nothing but the wait until the job has exited: while it lives, every page this process
+        # writes costs it a copy. The worker learns of the exit from the report (it needs no pid
+        # before: it kills a run by its processes, all of them but this one).
         status = -1
         while True:
             try:
@@ -562,6 +574,8 @@ def _zygote(sock, worker_pid, worker_group, job_filter, huge_pages=True):
                 continue
             except ChildProcessError:
                 break
+        for fd in fds:
+            close(fd)
         sock.sendall(pack_report(pid, status))
 
 
@@ -574,9 +588,9 @@ def _job_fork():
     itself, ``threading`` and ``logging`` make their locks anew) and the re-initialisation of
     the runtime's locks and of the thread states other threads may have held. The zygote has
     one thread (a fork copies only the thread that forks, and the zygote starts none) and holds
-    no lock between forks, so all of that finds nothing to repair; the job seeds ``random`` (and
-    numpy's) itself (`_run_program`). Skipping it saves every job ~8 of its ~300 copy-on-write
-    faults (docs/benchmarks.md, "Seventeenth pass"). libc's own at-fork handlers (C libraries'
+    no lock between forks, so all of that finds nothing to repair; the zygote seeds ``random``
+    (and numpy's) afresh for every job (`_prepare_job`). Skipping it saves every job ~8 of its
+    ~300 copy-on-write faults (docs/benchmarks.md, "Seventeenth pass"). libc's own at-fork handlers (C libraries'
     locks, OpenSSL's random state) run either way. Checked again after the zygote runs shared
     code (`_hold_code`), the one other thing it runs."""
     if not getattr(sys, "_is_gil_enabled", lambda: True)():
@@ -658,28 +672,64 @@ def _job_streams():
     return streams
 
 
-def _job_process(request, fds, capable, streams, held, shared_modules):
-    """The forked job: take the job's descriptors, identity and limits, then run it; never returns.
+def _prepare_job(request, held, shared_modules, main_module):
+    """In the zygote, before it forks a job: set up what the job's process starts from and that
+    depends only on its request (not on its program, input or output, which never enter the
+    zygote), and return (uid, rlimits, job directory, path of ``main.py``).
+
+    ``HOME`` and ``TMPDIR``, ``sys.argv``, ``sys.path[0]``, ``__main__.__file__`` (`main_module`,
+    the zygote's one ``__main__``: each job runs in its own copy), the shared code modules the
+    job was given, and fresh seeds for ``random`` and numpy's generator. The previous job has
+    been reaped by now, so the zygote's pages are its own again: writing them costs it a fault
+    that only makes the page writable, where the same writes in the forked job cost a fault that
+    copies the page, and the job's exit frees the copy (docs/benchmarks.md, "Eighteenth pass").
     `request`: a `_JOB_REQUEST` record, the job directory and, after a NUL, NUL-separated pairs
-    of file name and id of the shared code files this job was given; `streams`: the program's
-    stdin, stdout and stderr, built by the zygote (`_job_streams`); `held`: the shared code the
-    zygote holds (id -> module), of which the job's own go into `shared_modules` (name ->
-    module)."""
+    of file name and id of the shared code files this job was given; `held`: the shared code
+    the zygote holds (id -> module), of which this job's go into `shared_modules` (name ->
+    module), and only they."""
+    uid, *rlimits = _JOB_REQUEST.unpack_from(request)
+    job_dir, _, given = request[_JOB_REQUEST.size:].partition(b"\0")
+    job_dir = job_dir.decode("utf-8", "surrogateescape")
+    main_path = job_dir + "/main.py"
+    shared_modules.clear()
+    if given:
+        pairs = given.split(b"\0")
+        for name, file_id in zip(pairs[0::2], pairs[1::2]):
+            module = held.get(file_id)
+            if module is not None:
+                shared_modules[name.decode("utf-8", "surrogateescape")] = module
+    if atexit._ncallbacks():
+        atexit._clear()  # the worker's exit handlers, or shared code's, are not the program's
+    os.environ["HOME"] = job_dir
+    os.environ["TMPDIR"] = job_dir
+    main_module.__file__ = main_path
+    sys.argv[0] = main_path
+    sys.path[0] = job_dir
+    # A fresh interpreter seeds its generators from the OS; every job gets its own seeds here,
+    # so that no two forks of this zygote share them.
+    if "random" in sys.modules:
+        sys.modules["random"].seed()
+    numpy_random = sys.modules.get("numpy.random")  # only if loaded: importing it costs ~20 ms
+    if numpy_random is not None:
+        try:
+            # An explicit seed: numpy's own entropy gathering costs ~30 ms on first use.
+            numpy_random.seed(int.from_bytes(os.urandom(4), "little"))
+        except Exception:
+            pass
+    return uid, rlimits, job_dir, main_path
+
+
+def _job_process(job, fds, capable, streams):
+    """The forked job: take the job's descriptors, identity and limits, then run it; never returns.
+    `job`: what `_prepare_job` returned for it; `streams`: the program's stdin, stdout and
+    stderr, built by the zygote (`_job_streams`)."""
     status = 1
     try:
         os.setsid()
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
         os.closerange(3, 1 << 20)  # nothing of the worker's: protocol pipes, zygote socket
-        uid, *rlimits = _JOB_REQUEST.unpack_from(request)
-        job_dir, _, given = request[_JOB_REQUEST.size:].partition(b"\0")
-        job_dir = job_dir.decode("utf-8", "surrogateescape")
-        if given:
-            pairs = given.split(b"\0")
-            for name, file_id in zip(pairs[0::2], pairs[1::2]):
-                module = held.get(file_id)
-                if module is not None:
-                    shared_modules[name.decode("utf-8", "surrogateescape")] = module
+        uid, rlimits, job_dir, main_path = job
         if uid >= 0:
             os.setresgid(uid, uid, uid)
             os.setresuid(uid, uid, uid)  # clears every capability that could be used
@@ -691,7 +741,6 @@ def _job_process(request, fds, capable, streams, held, shared_modules):
         os.chdir(job_dir)
         for which, value in zip(_JOB_RLIMITS, rlimits):
             resource.setrlimit(which, (value, value))
-        main_path = job_dir + "/main.py"
         # Read as ``python main.py`` would see it (UTF-8, universal newlines), without the
         # three-layer file object ``open`` builds: every object the job creates or touches
         # before the program costs it copy-on-write faults.
@@ -709,10 +758,8 @@ def _job_process(request, fds, capable, streams, held, shared_modules):
         finally:
             os.close(fd)
         source = b"".join(chunks).decode("utf-8", "surrogatepass").replace("\r\n", "\n").replace("\r", "\n")
-        os.environ["HOME"] = job_dir
-        os.environ["TMPDIR"] = job_dir
         sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams
-        status = _run_program(source, main_path, job_dir)
+        status = _run_program(source, main_path)
     except BaseException:  # the child must never fall back into the zygote loop
         try:
             os.write(2, b"sandbox: failed to start the program\n")
@@ -790,11 +837,18 @@ class Worker:
         self.zygote_pid = pid
         self.zygote_pid_bytes = str(pid).encode()
         self.zygote_sock = ours
+        try:
+            if self._zygote_report(60.0) != (0, 0):
+                raise ZygoteLost("the zygote sent a report before it was ready")
+            # Once it has built everything (its huge pages fill the holes of what it collapsed).
+            self._measure_zygote(now=True)
+        except ZygoteLost as exc:
+            self.broken = str(exc)  # the first job reports it
 
-    def _zygote_report(self, timeout_s):
-        """The zygote's next report: (pid, wait status, or None while the process runs)."""
-        ready, _, _ = select.select([self.zygote_sock], [], [], timeout_s)
-        if not ready:
+    def _zygote_report(self, timeout_s=None):
+        """The zygote's next report (`_ZYGOTE_REPORT`): (pid, wait status, or None where it could
+        not wait for the process). `timeout_s`: how long to wait for it (None: it is there)."""
+        if timeout_s is not None and not select.select([self.zygote_sock], [], [], timeout_s)[0]:
             raise ZygoteLost("the zygote did not answer within %gs" % timeout_s)
         data = self.zygote_sock.recv(64)
         if not data:
@@ -1042,7 +1096,8 @@ class Worker:
         if self.broken:
             return {"worker_error": self.broken}
         limits = job["limits"]
-        taken = None  # the job process this job was given, once it is
+        sent = False  # whether the zygote was asked to start it
+        report = None  # the zygote's report on its job process, once it has reaped it
         uid = self._next_uid()
         # Unguessable (os.urandom rather than the secrets module, which would bring hashlib and
         # OpenSSL into every worker's memory, and so into the pages every fork copies).
@@ -1091,27 +1146,12 @@ class Worker:
             tmpfs_base = self.idle_tmpfs + job_bytes
             start = time.monotonic()
             socket.send_fds(self.zygote_sock, [request], [stdin_fd, out_w, err_w])
+            sent = True
             os.close(out_w)
             os.close(err_w)
             os.close(stdin_fd)
             stdin_fd = None
-            pid = self._zygote_report(10.0)[0]
-            if pid <= 0:
-                raise ZygoteLost("the zygote could not fork")
-            taken = pid
-            if self.job_counter == 1:
-                # Read before the zygote may have finished setting up (its huge pages fill the
-                # holes of the stretches it collapses); it has by the time it forks.
-                self._measure_zygote(now=True)
-            try:
-                exit_fd = os.pidfd_open(pid)  # readable when the job process has exited
-            except ProcessLookupError:
-                exit_fd = None  # already exited, and reaped by the zygote
-            try:
-                result = self._supervise(start, out_r, err_r, limits, tmpfs_base, exit_fd)
-            finally:
-                if exit_fd is not None:
-                    os.close(exit_fd)
+            result, report = self._supervise(start, out_r, err_r, limits, tmpfs_base)
         except ZygoteLost as exc:
             self.broken = str(exc)
             result = {"worker_error": self.broken}
@@ -1124,23 +1164,20 @@ class Worker:
                         os.close(fd)
                     except OSError:
                         pass
+        if sent and report is None and not self.broken:
+            # Supervising it failed: end the run, and take the zygote's report on it, which the
+            # next job must not read as its own.
+            try:
+                self._kill_run()
+                report = self._zygote_report(10.0)
+            except ZygoteLost as exc:
+                self.broken = str(exc)
         killed, clean = self.kill_leftovers()
         result["leftover_processes"] = killed
         tidy = self.wipe()  # the job directory is an entry of the work root: removed with the rest
-        if taken is not None and not self.broken:
-            # The job's exit status, from the zygote that reaped it: it woke up when we did, at
-            # the job's exit, and has had our whole clean-up to send it.
-            try:
-                reported, status = self._zygote_report(10.0)
-                if reported != taken:
-                    raise ZygoteLost("the zygote reported on another process")
-                if "worker_error" not in result:
-                    exited = result.pop("exited")
-                    result.update(_exit_fields(status if exited else None, result))
-            except (ZygoteLost, OSError, ValueError) as exc:
-                self.broken = str(exc)
-        elif taken is not None:
-            self.broken = self.broken or "the job could not be started"
+        if report is not None and "worker_error" not in result:
+            exited = result.pop("exited")
+            result.update(_exit_fields(report[1] if exited else None, result))
         result.pop("exited", None)
         if self.broken and "worker_error" not in result:
             result["worker_error"] = self.broken
@@ -1188,9 +1225,10 @@ class Worker:
                 return tidy
         return _remove(path)
 
-    def _supervise(self, start, out_r, err_r, limits, tmpfs_base, exit_fd):
-        """Read the job's output up to the cap until it exits (`exit_fd`, its pidfd, turns
-        readable; None: it is gone already), enforcing the deadline and the memory budget."""
+    def _supervise(self, start, out_r, err_r, limits, tmpfs_base):
+        """Read the job's output up to the cap until it exits (the zygote reports it has reaped
+        the job process), enforcing the deadline and the memory budget. Returns the result and
+        the zygote's report (`_zygote_report`)."""
         cap = limits["output_bytes"]
         deadline = start + limits["time_s"]
         budget = limits["memory_mb"] * _MIB
@@ -1199,8 +1237,9 @@ class Worker:
         truncated = {out_r: False, err_r: False}
         open_fds = [out_r, err_r]
         timed_out = overflow = overspent = False
-        exited = exit_fd is None
-        while not exited:
+        zygote = self.zygote_sock.fileno()
+        report = None
+        while report is None:
             now = time.monotonic()
             if now >= deadline:
                 timed_out = True
@@ -1210,9 +1249,9 @@ class Worker:
                     overspent = True
                     break
                 next_poll = now + _MEMORY_POLL_S
-            readable, _, _ = select.select(open_fds + [exit_fd], [], [], max(0.0, min(deadline, next_poll) - now))
+            readable, _, _ = select.select(open_fds + [zygote], [], [], max(0.0, min(deadline, next_poll) - now))
             for fd in readable:
-                if fd == exit_fd:
+                if fd == zygote:
                     continue
                 chunk = os.read(fd, 65536)
                 if not chunk:
@@ -1224,7 +1263,11 @@ class Worker:
                     overflow = True
             if overflow:
                 break
-            exited = exit_fd in readable
+            if zygote in readable:
+                report = self._zygote_report()
+                if report[0] <= 0:
+                    raise ZygoteLost("the zygote could not start the job")
+        exited = report is not None
         if exited:
             # Take what is already in the pipes, but do not wait for EOF: a background child may
             # hold them open.
@@ -1243,13 +1286,10 @@ class Worker:
         if not exited:
             # Time limit, output overflow or memory overspent: kill every process of the run,
             # the job process with them.
-            for pid in self.run_pids():
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            if not select.select([exit_fd], [], [], 10.0)[0]:
+            self._kill_run()
+            if not select.select([zygote], [], [], 10.0)[0]:
                 raise ZygoteLost("a job process outlived SIGKILL for 10 s")
+            report = self._zygote_report()
         stdout = bytes(buffers[out_r][:cap])
         stderr = bytes(buffers[err_r][:cap])
         return {
@@ -1261,7 +1301,15 @@ class Worker:
             "timed_out": timed_out,
             "oom": overspent,
             "duration_s": duration,
-        }
+        }, report
+
+    def _kill_run(self):
+        """SIGKILL every process of the current run."""
+        for pid in self.run_pids():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
 
     def serve(self):
         while True:
@@ -1305,25 +1353,10 @@ def _exit_status_of(exc):
     return 1
 
 
-def _run_program(source, main_path, job_dir):
-    """Execute the program as a fresh ``__main__`` and return its exit status, like ``python main.py``."""
-    atexit._clear()  # the worker's exit handlers are not the program's
-    # A fresh interpreter seeds its RNGs from the OS; forks of one worker would otherwise share them.
-    if "random" in sys.modules:
-        sys.modules["random"].seed()
-    numpy_random = sys.modules.get("numpy.random")  # only if loaded: importing it costs ~20 ms
-    if numpy_random is not None:
-        try:
-            # An explicit seed: numpy's own entropy gathering costs ~30 ms on first use.
-            numpy_random.seed(int.from_bytes(os.urandom(4), "little"))
-        except Exception:
-            pass
-    module = types.ModuleType("__main__")
-    module.__file__ = main_path
-    module.__builtins__ = __builtins__
-    sys.modules["__main__"] = module
-    sys.argv[:] = [main_path]
-    sys.path.insert(0, job_dir)
+def _run_program(source, main_path):
+    """Execute the program in ``__main__`` (fresh, `_prepare_job`) and return its exit status, like
+    ``python main.py``."""
+    module = sys.modules["__main__"]
     status = 0
     try:
         code = compile(source, main_path, "exec", dont_inherit=True)
@@ -1380,6 +1413,8 @@ def _flush_streams(status):
 
 
 def main():
+    # The host sets it for this interpreter's start (sandboxes/local.py), not for programs.
+    os.environ.pop("LD_BIND_NOW", None)
     # Move the protocol channel away from 0/1 so nothing else writes into it by accident.
     in_fd = os.dup(0)
     out_fd = os.dup(1)

@@ -95,6 +95,11 @@ _SCRUBBED_ENV = {
     "OMP_NUM_THREADS": "1",
     "MKL_NUM_THREADS": "1",
     "NUMEXPR_NUM_THREADS": "1",
+    # For the worker's interpreter only (its main() takes it out of the environment before any
+    # job): the loader binds every symbol when the interpreter starts, so that no forked job
+    # binds one on its first call (writing the library's table of addresses, a copy-on-write
+    # fault, after searching the symbol tables): ~11 faults per trivial run (docs/benchmarks.md).
+    "LD_BIND_NOW": "1",
 }
 
 
@@ -333,6 +338,9 @@ class LocalSandbox(PooledSandbox):
     #: on one instance, to measure another version of the worker side by side
     #: (``benchmarks/sandbox_throughput.py --baseline-worker``).
     worker_source: str = WORKER_SOURCE
+    #: The environment its workers start with (`_SCRUBBED_ENV`); likewise replaced only by a
+    #: benchmark, to start an older worker as its own commit did.
+    worker_env: dict[str, str] = _SCRUBBED_ENV
 
     def __init__(
         self,
@@ -617,7 +625,7 @@ class BwrapSandbox(LocalSandbox):
         # Nothing else is writable: a file left anywhere but the wiped tmpfs would reach the next run.
         argv += ["--remount-ro", "/dev", "--remount-ro", "/"]
         argv += ["--chdir", SANDBOX_WORK_DIR, "--clearenv"]
-        for key, value in _SCRUBBED_ENV.items():
+        for key, value in self.worker_env.items():
             argv += ["--setenv", key, value]
         argv += ["--setenv", "HOME", SANDBOX_WORK_DIR, "--"]
         return argv + list(command)
@@ -659,7 +667,7 @@ class BwrapSandbox(LocalSandbox):
         if via_launcher:
             config["run_uids"] = list(RUN_UIDS)
         return WorkerSpec(
-            argv=argv, config=config, env=dict(_SCRUBBED_ENV), expects_launcher_frame=via_launcher, hold_fds=held
+            argv=argv, config=config, env=dict(self.worker_env), expects_launcher_frame=via_launcher, hold_fds=held
         )
 
     def check_worker(self, worker: Worker) -> None:
@@ -670,7 +678,7 @@ class BwrapSandbox(LocalSandbox):
         """Start a throwaway sandbox; raise `SandboxUnavailable` with the reason if it fails."""
         argv, via_launcher, held = self._launch_spec([self.python, "-I", "-S", "-c", "print('sandbox-ok')"])
         try:
-            proc = subprocess.run(argv, capture_output=True, timeout=60, env=dict(_SCRUBBED_ENV), stdin=subprocess.DEVNULL)
+            proc = subprocess.run(argv, capture_output=True, timeout=60, env=dict(self.worker_env), stdin=subprocess.DEVNULL)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise SandboxUnavailable(f"bubblewrap at {self.bwrap} could not start: {exc}") from None
         finally:
@@ -787,7 +795,7 @@ class ProcessSandbox(LocalSandbox):
             # The interpreter and import path where they live under a private directory.
             "private_view": private_view,
             "argv": command,
-            "env": dict(_SCRUBBED_ENV),
+            "env": dict(self.worker_env),
         }
         held: list[int] = []
         if root:
@@ -805,7 +813,7 @@ class ProcessSandbox(LocalSandbox):
         return WorkerSpec(
             argv=argv,
             config=config,
-            env=dict(_SCRUBBED_ENV),
+            env=dict(self.worker_env),
             expects_launcher_frame=True,
             work_dir_on_host=None,
             hold_fds=held,
@@ -904,7 +912,7 @@ class UnsafeSandbox(LocalSandbox):
         return WorkerSpec(
             argv=[self.python, "-I", "-S", "-B", "-c", self.worker_source],
             config=config,
-            env=dict(_SCRUBBED_ENV),
+            env=dict(self.worker_env),
             work_dir_on_host=True,
         )
 

@@ -12,6 +12,7 @@ zygote loads it after building the streams) still binds every run. No timing is 
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from collections.abc import Iterator
 
@@ -398,3 +399,88 @@ print(seen)
         res = solo.run(program)
         assert res.ok, res
         assert res.stdout == "{'marked': False, 'json_dumps': 'dumps'}\n", res
+
+
+def test_each_run_starts_from_its_own_main_paths_and_environment(solo):
+    # The zygote sets a job's HOME, TMPDIR, sys.argv, sys.path[0] and __main__.__file__ before
+    # it forks it, and one __main__ serves every job: each run must find its own, and nothing a
+    # previous run did to them.
+    program = """
+import atexit, json, os, subprocess, sys
+here = os.getcwd()
+child = subprocess.run([sys.executable, "-c", "import os; print(os.environ.get('HOME'), os.environ.get('LD_BIND_NOW'))"],
+                       capture_output=True, text=True).stdout.split()
+print(json.dumps({
+    "own": [__file__, sys.argv, sys.path[0], os.environ["HOME"], os.environ["TMPDIR"], child[0]]
+    == [here + "/main.py", [here + "/main.py"], here, here, here, here],
+    "main": sys.modules["__main__"].__dict__ is globals(),
+    "names": sorted(globals()),
+    "left": [p for p in sys.path if p.startswith("/left")],
+    "bind_now": [os.environ.get("LD_BIND_NOW"), child[1]],
+}))
+left_behind = 1
+sys.modules["__main__"].also_left = 2
+sys.argv.append("left")
+sys.path.insert(0, "/left")
+os.environ["HOME"] = os.environ["TMPDIR"] = "/left"
+atexit.register(print, "an exit handler of the previous run")
+"""
+    reports = []
+    for _ in range(3):
+        res = solo.run(program)
+        assert res.ok, res
+        line, *rest = res.stdout.splitlines()
+        assert rest == ["an exit handler of the previous run"], res  # its own, once
+        reports.append(json.loads(line))
+    for report in reports:
+        assert report["own"] and report["main"] and report["left"] == [], report
+        assert report["bind_now"] == [None, "None"], report  # the worker's, never a program's
+        assert "left_behind" not in report["names"] and "also_left" not in report["names"], report
+    assert reports[0]["names"] == reports[1]["names"] == reports[2]["names"]
+
+
+@pytest.mark.parametrize(
+    "ending",
+    [
+        pytest.param("import sys\nsys.stdout.write('x' * 200_000)\n", id="output past the cap"),
+        pytest.param("import os, time\nif os.fork() == 0:\n    time.sleep(60)\nos._exit(4)\n", id="a child left behind"),
+        pytest.param("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", id="killed by a signal"),
+    ],
+)
+def test_the_zygotes_report_on_one_run_is_never_read_as_the_nexts(solo, ending):
+    # The zygote reports a job once it has reaped it; a run the worker ends itself (output past
+    # the cap) or that ends oddly must not leave a report behind for the next run to read.
+    first = solo.run(ending, limits=Limits(output_bytes=100_000))
+    assert not first.ok, first
+    for code in (3, 0, 5):
+        res = solo.run(f"import sys\nprint('run', {code})\nsys.exit({code})\n")
+        assert (res.exit_code, res.stdout) == (code, f"run {code}\n"), res
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "process"])  # (a container's processes are not ours to read)
+def test_the_worker_interpreter_binds_its_symbols_at_start(backend):
+    # LD_BIND_NOW reaches the worker's interpreter (so no forked job binds a symbol lazily,
+    # which would copy a page of the library's address table), and the worker removes it from
+    # the environment before any job (the test before this one).
+    from sandboxes.local import WORKER_SOURCE
+
+    sandbox = make(backend, pool_size=1)
+    try:
+        assert sandbox.run("pass").ok
+        found = []
+        frontier = list(sandbox.worker_pids())
+        while frontier:
+            pid = frontier.pop()
+            try:
+                environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+                command = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+                children = open(f"/proc/{pid}/task/{pid}/children").read().split()
+            except OSError:
+                continue
+            # The worker and its zygote (bwrap's command line ends with the worker's too).
+            if command[-2:] == [WORKER_SOURCE.encode(), b""] and os.path.basename(os.readlink(f"/proc/{pid}/exe")).startswith("python"):
+                found.append(b"LD_BIND_NOW=1" in environ)
+            frontier += [int(child) for child in children]
+        assert found and all(found), found
+    finally:
+        sandbox.close()
