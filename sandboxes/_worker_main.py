@@ -590,8 +590,8 @@ def _job_fork():
     one thread (a fork copies only the thread that forks, and the zygote starts none) and holds
     no lock between forks, so all of that finds nothing to repair; the zygote seeds ``random``
     (and numpy's) afresh for every job (`_prepare_job`). Skipping it saves every job ~8 of its
-    ~300 copy-on-write faults (docs/benchmarks.md, "Seventeenth pass"). libc's own at-fork handlers (C libraries'
-    locks, OpenSSL's random state) run either way. Checked again after the zygote runs shared
+    ~300 copy-on-write faults (docs/benchmarks.md, "Seventeenth pass"). libc's own at-fork
+    handlers (C libraries' locks, OpenSSL's random state) run either way. Checked again after the zygote runs shared
     code (`_hold_code`), the one other thing it runs."""
     if not getattr(sys, "_is_gil_enabled", lambda: True)():
         return os.fork  # a free-threaded build: its runtime's own after-fork work is not skipped
@@ -1170,7 +1170,7 @@ class Worker:
             try:
                 self._kill_run()
                 report = self._zygote_report(10.0)
-            except ZygoteLost as exc:
+            except (ZygoteLost, OSError) as exc:
                 self.broken = str(exc)
         killed, clean = self.kill_leftovers()
         result["leftover_processes"] = killed
