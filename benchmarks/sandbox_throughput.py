@@ -263,16 +263,21 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-def _worker_env_at(rev: str) -> dict[str, str]:
-    """The environment the local backends started their workers with at commit `rev`
-    (``_SCRUBBED_ENV`` of its ``sandboxes/local.py``)."""
-    source = subprocess.run(
-        ["git", "show", f"{rev}:sandboxes/local.py"],
+def _source_at(rev: str, path: str) -> str:
+    """The text of the repository's file `path` at commit `rev`."""
+    return subprocess.run(
+        ["git", "show", f"{rev}:{path}"],
         cwd=Path(__file__).resolve().parents[1],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
+
+
+def _worker_env_at(rev: str) -> dict[str, str]:
+    """The environment the local backends started their workers with at commit `rev`
+    (``_SCRUBBED_ENV`` of its ``sandboxes/local.py``)."""
+    source = _source_at(rev, "sandboxes/local.py")
     for node in ast.parse(source).body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "_SCRUBBED_ENV" for t in node.targets):
             return ast.literal_eval(node.value)
@@ -318,13 +323,7 @@ def main() -> None:
         probes[backend] = sandbox_cpu(sandbox)
         descriptions[backend] = sandbox.describe()
         if args.baseline_worker and hasattr(sandbox, "worker_source"):
-            old_source = subprocess.run(
-                ["git", "show", f"{args.baseline_worker}:sandboxes/_worker_main.py"],
-                cwd=Path(__file__).resolve().parents[1],
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout
+            old_source = _source_at(args.baseline_worker, "sandboxes/_worker_main.py")
             baseline = sandboxes.make_sandbox(backend, pool_size=args.concurrency)
             baseline.worker_source = old_source  # this instance's workers run the old worker
             baseline.worker_env = _worker_env_at(args.baseline_worker)  # started as it was then
