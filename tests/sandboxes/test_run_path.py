@@ -297,9 +297,9 @@ print(json.dumps({"before": before, "collapsed": collapsed, "after": huge_bytes(
     assert report["after"] >= report["before"] + (4 << 20), report
 
 
-def _zygote_huge_kib(sandbox: Sandbox) -> int:
-    """The zygote's memory in huge pages (kB), read from the host's ``/proc``: the process at
-    the end of the worker's line of single children between runs (bwrap, worker, zygote)."""
+def _zygote_pid(sandbox: Sandbox) -> int:
+    """The zygote's pid, read from the host's ``/proc``: the process at the end of the worker's
+    line of single children between runs (bwrap, worker, zygote)."""
     import os
 
     (top,) = sandbox.worker_pids()
@@ -315,6 +315,12 @@ def _zygote_huge_kib(sandbox: Sandbox) -> int:
     while len(children.get(pid, ())) == 1:
         pid = children[pid][0]
     assert pid != top, "the worker has no zygote"
+    return pid
+
+
+def _zygote_huge_kib(sandbox: Sandbox) -> int:
+    """The zygote's memory in huge pages (kB), read from the host's ``/proc``."""
+    pid = _zygote_pid(sandbox)
     try:
         rollup = open(f"/proc/{pid}/smaps_rollup").read()
     except PermissionError:
@@ -437,6 +443,79 @@ atexit.register(print, "an exit handler of the previous run")
         assert report["bind_now"] == [None, "None"], report  # the worker's, never a program's
         assert "left_behind" not in report["names"] and "also_left" not in report["names"], report
     assert reports[0]["names"] == reports[1]["names"] == reports[2]["names"]
+
+
+def test_a_subprocess_and_every_view_of_the_environment_see_the_runs_own_home(solo):
+    # The zygote writes each job's HOME and TMPDIR into buffers C's environment points at, and
+    # into os.environ's mapping: every way a program reads them must agree, in the run and in a
+    # subprocess, whatever the previous run did to them.
+    program = """
+import os, subprocess, sys
+here = os.getcwd().encode()
+child = subprocess.run([sys.executable, "-c", "import os; print(os.environ['HOME'], os.environ['TMPDIR'])"],
+                       capture_output=True).stdout.split()
+shell = subprocess.run(["/bin/sh", "-c", 'echo "$HOME" "$TMPDIR"'], capture_output=True).stdout.split()
+views = [os.environb[b"HOME"], os.environb[b"TMPDIR"], os.getenvb(b"HOME"), os.fsencode(os.getenv("TMPDIR"))]
+print(views == [here] * 4 and child == [here] * 2 and shell == [here] * 2, views, child, shell)
+del os.environ["HOME"]
+os.environ["TMPDIR"] = "/x" * 3000  # longer than a value the zygote writes in place
+os.unsetenv("TMPDIR")
+"""
+    for _ in range(3):
+        res = solo.run(program)
+        assert res.ok, res
+        assert res.stdout.startswith("True "), res
+
+
+def test_the_job_environment_agrees_with_c_and_falls_back_to_setenv_for_good():
+    # In a process of its own: it changes the environment of the process it runs in.
+    program = """
+import ctypes, os, subprocess, sys
+import sandboxes._worker_main as worker
+getenv = ctypes.CDLL(None).getenv
+getenv.restype = ctypes.c_char_p
+environment = worker._JobEnvironment()
+seen = []
+for value in [b"/one", b"/two/" + b"x" * 100, b"/x" * 2049, b"/three"]:
+    environment.set(value)
+    shell = subprocess.run(["/bin/sh", "-c", 'printf %s "$HOME"'], capture_output=True).stdout
+    seen.append([getenv(b"HOME") == getenv(b"TMPDIR") == os.environb[b"HOME"] == os.environb[b"TMPDIR"] == shell,
+                 environment.in_place, shell[:20]])
+print(seen)
+"""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    seen = eval(result.stdout)  # noqa: S307 - our own program's repr of lists of bools and bytes
+    assert [row[0] for row in seen] == [True] * 4, seen
+    assert [row[1] for row in seen] == [True, True, False, False], seen  # in place until a fallback
+    assert [row[2] for row in seen] == [b"/one", b"/two/xxxxxxxxxxxxxxx", b"/x/x/x/x/x/x/x/x/x/x", b"/three"], seen
+
+
+@pytest.mark.parametrize("backend", ["bwrap", "process"])
+def test_the_zygote_does_not_grow_with_the_jobs_it_forks(backend):
+    # C's setenv keeps every value it is ever given: when the zygote set each job's HOME and
+    # TMPDIR with it, its heap grew by ~160 bytes a job (~130 KiB per 1,000 runs) for as long
+    # as a worker lived.
+    sandbox = make(backend, pool_size=1, max_jobs_per_worker=5000)
+    try:
+        for _ in range(50):
+            assert sandbox.run("pass\n").ok
+        pid = _zygote_pid(sandbox)
+
+        def data_kib() -> int:
+            status = open(f"/proc/{pid}/status").read()
+            return next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmData:"))
+
+        before = data_kib()
+        for _ in range(1200):
+            assert sandbox.run("pass\n").ok
+        assert _zygote_pid(sandbox) == pid  # the same zygote throughout
+        assert data_kib() - before < 64, (before, data_kib())
+    finally:
+        sandbox.close()
 
 
 @pytest.mark.parametrize(
