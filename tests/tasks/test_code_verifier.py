@@ -134,6 +134,29 @@ if __name__ == "__main__":
     assert all(ran_to_completion(r, io_style=False) for r in bad.results)
 
 
+def test_a_test_is_shown_as_written_and_run_instrumented():
+    # The equality asserts of a test are rewritten in place to explain themselves: what the
+    # tester is shown must be the test as written, in every shape that is rewritten so.
+    reply = """```python
+def check(candidate):
+    for x in range(2):
+        assert candidate(x) == x
+def test_one():
+    assert f(1) == 1
+for y in range(2):
+    if y:
+        assert f(y) == y
+```"""
+    parsed = parse_function_tests(reply, "f")
+    assert parsed.shown == (
+        "for x in range(2):\n    assert candidate(x) == x",
+        "def test_one():\n    assert f(1) == 1",
+        "for y in range(2):\n    if y:\n        assert f(y) == y",
+    )
+    assert all("__llm_envs_actual" not in label for label in parsed.shown)
+    assert all("__llm_envs_actual = " in test for test in parsed.tests)
+
+
 def test_function_tests_survive_a_broken_block_and_are_capped():
     reply = "```python\nassert f(1) == 1\nthis is not (python\nassert f(2) == 4\n```"
     parsed = parse_function_tests(reply, "f")
