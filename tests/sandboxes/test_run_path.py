@@ -483,12 +483,13 @@ for value in [b"/one", b"/two/" + b"x" * 100, b"/x" * 2049, b"/three"]:
                  environment.in_place, shell[:20]])
 print(seen)
 """
+    import ast
     import subprocess
     import sys
 
     result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
-    seen = eval(result.stdout)  # noqa: S307 - our own program's repr of lists of bools and bytes
+    seen = ast.literal_eval(result.stdout)  # lists of bools and bytes
     assert [row[0] for row in seen] == [True] * 4, seen
     assert [row[1] for row in seen] == [True, True, False, False], seen  # in place until a fallback
     assert [row[2] for row in seen] == [b"/one", b"/two/xxxxxxxxxxxxxxx", b"/x/x/x/x/x/x/x/x/x/x", b"/three"], seen
