@@ -27,6 +27,9 @@ golden solution), and reports the wall time of the tester's step and the sandbox
   warm.
 
 Modes alternate problem by problem on one warm sandbox, so load changes hit all of them alike.
+Every step grades the tester's reply as new (as in training, where each is): nothing made from
+its tests is cached (``llm_envs.verifiers.code.value_check``); and every step but a warm one
+finds no program compiled (``sandboxes.harness``), as in a new process.
 Besides the wall time of the step, the CPU it cost over every process of the sandbox's workers
 and this one (``harness_cost._tree_cpu``; none where a worker was replaced meanwhile), as the
 median step and as the mean over the problems (the workers' CPU comes in 10 ms clock ticks, so a
@@ -209,7 +212,16 @@ def main() -> None:
     loads = [os.getloadavg()[0]]
     breakdown: list[dict[str, float]] = []
 
+    from llm_envs.verifiers import code as code_verifier
+    from sandboxes import harness
+
     def sample(mode: str, env: Any, index: int) -> dict[str, Any]:
+        # Every step of a training run grades a new reply of the tester's: nothing made from its
+        # tests is cached (the reference tester's reply is the same at every step here). The
+        # first step of a problem in a process (all but warm) finds no program compiled either.
+        code_verifier.value_check.cache_clear()
+        if not mode.endswith("warm"):
+            harness._compiled_once.cache_clear()
         seconds, runs, info, cpu = tester_step(env, index)
         samples[mode].append((seconds, runs, cpu))
         return info

@@ -127,6 +127,26 @@ def test_value_check_refuses_builtins_the_setup_binds():
     assert value_check(snippet, "add", setup="from typing import List\n") is not None
 
 
+def test_value_check_takes_the_message_helper_only_as_the_harness_writes_it():
+    # The helper is recognized by its lines where they are the harness's own, else by its tree:
+    # the same tree in other text is still the helper; any other function of its name is not.
+    snippet = code_verifier.parse_function_tests(written_tests("assert add(1, 2) == 3"), "add").tests[0]
+    last = "    return text if len(text) <= 300 else text[:297] + '...'"
+    assert "def __llm_envs_show(value):" in snippet and last in snippet
+    assert value_check(snippet, "add") is not None
+    assert value_check(snippet.replace("\n", "\r\n"), "add") is not None
+    assert value_check(snippet.replace("(value):\n", "(value):  # the same tree\n", 1), "add") is not None
+    for changed in (
+        snippet.replace("text[:297]", "text[:298]"),
+        snippet.replace(last, last + "; add(9, 9)"),
+        snippet.replace(last, last + "\n    add(9, 9)"),
+        snippet.replace("def __llm_envs_show", "@print\ndef __llm_envs_show"),
+        snippet.replace("\n", "\r\n").replace("text[:297]", "text[:298]"),
+    ):
+        assert changed != snippet
+        assert value_check(changed, "add") is None, changed
+
+
 @pytest.mark.parametrize(
     "test, source",
     [
