@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from llm_envs.core.writing import json_text
+
 if TYPE_CHECKING:
     from llm_envs.agents.base import AgentError
 
@@ -220,7 +222,7 @@ def _digest(data: bytes) -> str:
 def encode_episode_line(result: EpisodeResult) -> str:
     """One results-file line (format 2): the episode, its ``format_version`` and a checksum of
     the line's own bytes (SHA-256 of the line without the checksum field), newline-terminated."""
-    body = json.dumps({**result.to_dict(), "format_version": EPISODES_FORMAT_VERSION}, ensure_ascii=False)
+    body = json_text({**result.to_dict(), "format_version": EPISODES_FORMAT_VERSION})
     return body[:-1] + f', "checksum": "sha256:{_digest(body.encode("utf-8"))}"}}\n'
 
 

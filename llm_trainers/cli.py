@@ -166,6 +166,9 @@ def _command(args: argparse.Namespace, *extra: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from llm_envs.core.writing import escape_unencodable_output
+
+    escape_unencodable_output()  # it prints transcripts and samples of what the model wrote
     # Intermixed, so that overrides may also follow a flag: `llm-train cfg --resume run.steps=300`.
     args = _parser().parse_intermixed_args(argv)
     from llm_trainers.config import config_hardware, config_to_dict, load_config

@@ -33,6 +33,8 @@ from typing import Any
 
 import numpy as np
 
+from llm_envs.core.writing import json_text
+
 __all__ = [
     "DEMONSTRATION_STREAM",
     "demonstration_seeds",
@@ -219,7 +221,7 @@ def write_jsonl(examples: Iterable[Mapping[str, Any]], path: str | Path) -> int:
     n = 0
     with path.open("w", encoding="utf-8") as fh:
         for ex in examples:
-            fh.write(json.dumps(ex, ensure_ascii=False) + "\n")
+            fh.write(json_text(ex) + "\n")
             n += 1
     return n
 

@@ -22,6 +22,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from llm_envs.core.writing import json_text
+
 __all__ = ["ResponseCache", "cache_key"]
 
 
@@ -36,7 +38,7 @@ def cache_key(
         "decision": decision,
         "agent": agent,
     }
-    canonical = json.dumps(parts, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    canonical = json_text(parts, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
@@ -81,7 +83,7 @@ class ResponseCache:
         return value
 
     def put(self, key: str, response: dict[str, Any]) -> None:
-        data = json.dumps(response, ensure_ascii=False)
+        data = json_text(response)
         with self._lock:
             self._db.execute("INSERT OR REPLACE INTO responses (key, response) VALUES (?, ?)", (key, data))
 

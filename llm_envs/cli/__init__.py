@@ -45,6 +45,7 @@ import sys
 from collections.abc import Sequence
 
 from llm_envs.agents.spec import AgentSpecError
+from llm_envs.core.writing import escape_unencodable_output
 
 from . import arena, audit, demo, envs, evaluate, prepare, report, serve, show
 from ._common import EXIT_INCOMPLETE, EXIT_USAGE, CLIError
@@ -68,6 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
+    escape_unencodable_output()
     parser = build_parser()
     args = parser.parse_args(argv)
     from llm_envs.episodes import RunnerError

@@ -18,6 +18,7 @@ full; the pure helpers are in :mod:`llm_envs.envs.puzzle_rules` and the interop 
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -50,6 +51,8 @@ REFERENCE_SOLVERS = ("program", "plan")
 # Tracebacks name the sandbox's temporary file; prompts show a stable name instead, so that the
 # same program gives the same observation in every run.
 _TRACEBACK_PATH = re.compile(r'File "[^"\n]*main\.py"')
+
+log = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------------------------- config
@@ -326,6 +329,9 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
             return self.rules.parse_plan(self.state, answer), None
         except PlanFormatError as error:
             return None, str(error)
+        except Exception as error:  # a parser that should have refused the text: unread, unpaid
+            log.warning("%s could not parse an answer (%s: %s)", type(self).__name__, type(error).__name__, error)
+            return None, f"the answer could not be read ({type(error).__name__})"
 
     def _plan_from_program(self, run: ProgramRun, log: TurnLog) -> Any:
         """Parse the plan a program printed; fills ``log`` and returns the plan or ``None``."""

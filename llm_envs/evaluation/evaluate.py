@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_envs.agents.base import Agent
+from llm_envs.core.writing import json_text
 from llm_envs.episodes import EpisodeResult, IncompleteRunError, RunnerError
 from llm_envs.evaluation.plot import PLOT_MISSING, plot_available, plot_summary
 from llm_envs.evaluation.stats import Interval
@@ -88,7 +89,7 @@ def resolve_split(env_id: str, split: str | None, env_kwargs: Mapping[str, Any])
 
 def _write_json_atomically(path: Path, data: Any) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=repr) + "\n", encoding="utf-8")
+    tmp.write_text(json_text(data, indent=2, default=repr) + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 
@@ -131,7 +132,7 @@ def _type_name(value: Any) -> str:
 
 
 def settings_fingerprint(settings: Mapping[str, Any]) -> str:
-    canonical = json.dumps(settings, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=repr)
+    canonical = json_text(settings, sort_keys=True, separators=(",", ":"), default=repr)
     return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_envs.agents.base import Agent
+from llm_envs.core.writing import json_text
 from llm_envs.episodes import EpisodeResult, RunnerError, load_episodes
 from llm_envs.games.ratings import Contest, RatingRow, rate_contests
 from llm_envs.runner import Runner
@@ -128,7 +129,7 @@ def game_line(match: Match, rotation: int, games: int, seats: Sequence[str], res
 
 def _write_json(path: Path, data: Any) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=repr) + "\n", encoding="utf-8")
+    tmp.write_text(json_text(data, indent=2, default=repr) + "\n", encoding="utf-8")
     os.replace(tmp, path)
 
 
@@ -136,7 +137,7 @@ def _write_lines(path: Path, lines: Sequence[dict[str, Any]]) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         for line in lines:
-            f.write(json.dumps(line, ensure_ascii=False) + "\n")
+            f.write(json_text(line) + "\n")
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
@@ -149,7 +150,7 @@ class _GamesLog:
         self._file = open(path, "a", encoding="utf-8")
 
     def write(self, line: dict[str, Any]) -> None:
-        self._file.write(json.dumps(line, ensure_ascii=False) + "\n")
+        self._file.write(json_text(line) + "\n")
         self._file.flush()
 
     def close(self) -> None:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from llm_envs.core.writing import json_text
 from llm_envs.episodes import EpisodeResult
 from llm_envs.report import svg
 from llm_envs.report.episodes import dataset, episodes_html
@@ -34,7 +34,7 @@ def run_facts(summary: Mapping[str, Any], run_path: Any) -> str:
         ("resumed episodes", summary.get("episodes_resumed") or None),
     ]
     body = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows if v not in (None, "", {}))
-    whole = json.dumps(summary, indent=1, ensure_ascii=False, default=repr)
+    whole = json_text(summary, indent=1, default=repr)
     return (f'<table class="facts">{body}</table>'
             f"<details><summary>the whole summary.json</summary><pre>{esc(whole)}</pre></details>")
 

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import base64
 import gzip
-import json
 import math
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from html import escape
 from importlib import resources
 from typing import Any
+
+from llm_envs.core.writing import json_text
 
 __all__ = ["esc", "fmt", "fmt_interval", "notes_html", "pack", "render_page", "table", "to_float", "to_json"]
 
@@ -86,7 +87,7 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], *, cls: str = ""
 
 def to_json(data: Any) -> str:
     """Compact JSON (values JSON cannot hold become their ``repr``)."""
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=repr)
+    return json_text(data, separators=(",", ":"), default=repr)
 
 
 def pack(data: Any = None, *, text: str | None = None) -> str:
@@ -103,7 +104,7 @@ def _asset(name: str) -> str:
 def _json_for_script(data: Any) -> str:
     # Inside <script>, only "</script" or "<!--" could end the block early; escaping every "<"
     # rules both out, whatever text the runs contain.
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=repr, allow_nan=False)
+    text = json_text(data, separators=(",", ":"), default=repr, allow_nan=False)
     return text.replace("<", "\\u003c")
 
 

@@ -186,3 +186,33 @@ def test_closed_input_stops_an_eval_with_a_human_at_once(capsys, tmp_path, monke
     )
     assert status == 1 and "the input ended" in capsys.readouterr().err
     assert load_episodes(tmp_path / "episodes.jsonl") == []
+
+
+class SurrogateModel(Agent):
+    """Answers right, with a lone surrogate in its text (what a model API sends as the invalid
+    escape "\\ud800"): text UTF-8 cannot encode as it is."""
+
+    name = "surrogates"
+
+    def act_batch(self, requests: list[ActRequest]) -> list[AgentOutput]:
+        return [AgentOutput(text="\ud800 " + r.env.reference_action(r.agent) + " \udfff") for r in requests]
+
+
+def test_text_utf8_cannot_encode_is_kept_in_every_file_of_a_run(tmp_path, sums_env_id, capsys):
+    from llm_envs.agents.cache import cache_key
+    from llm_envs.report import write_report
+
+    summary = evaluate(sums_env_id, SurrogateModel(), episodes=3, out_dir=tmp_path, progress=False, plot=False)
+    assert summary["episodes"] == 3
+    episodes = load_episodes(tmp_path / "episodes.jsonl")
+    texts = [record["action"] for episode in episodes for record in episode.records]
+    assert texts and all(text.startswith("\ud800 ") and text.endswith(" \udfff") for text in texts)
+    for name in ("episodes.jsonl", "summary.json", "run.json"):
+        (tmp_path / name).read_bytes().decode("utf-8")  # strict UTF-8 throughout
+    write_report([tmp_path], tmp_path / "report.html").read_bytes().decode("utf-8")
+    capsys.readouterr()
+    assert main(["show", str(tmp_path), "--limit", "1"]) == 0
+    assert "\\ud800 " in capsys.readouterr().out  # printed as its escape
+    # A request holding such text has a cache key of its own, as any other request.
+    keys = {cache_key("http://x", {"messages": [{"content": t}]}, 0, 0, "a") for t in ("\ud800", "\udfff", "?")}
+    assert len(keys) == 3

@@ -466,6 +466,7 @@ def parse_puzzle_text(text: str) -> Puzzle:
 
 
 _BLANKS = {".", "_", "0"}
+_CELL_NUMBER = re.compile(r"[0-9]{1,3}")
 _ROW_GROUP = re.compile(r"\[([^\[\]]*)\]")
 
 
@@ -482,7 +483,9 @@ def parse_grid(text: str, size: int, answer_format: str = "lenient") -> Grid:
         token = token.strip().strip("'\"")
         if token in _BLANKS:
             return 0
-        if not token.isdigit() or not 1 <= int(token) <= size:
+        # ASCII digits only: ``str.isdigit`` also admits "²" and other digits ``int`` refuses,
+        # and a cell of thousands of digits is past ``int``'s limit on a string's length.
+        if not _CELL_NUMBER.fullmatch(token) or not 1 <= int(token) <= size:
             raise PlanFormatError(f"cell {token[:10]!r} is not a number from 1 to {size}")
         return int(token)
 

@@ -171,6 +171,28 @@ def test_format_penalties_and_no_sandbox_for_what_cannot_run(sandbox):
     assert env.rules.puzzle_text(env.state) == HAND
 
 
+def test_answers_a_parser_cannot_read_earn_the_format_penalty(sandbox, monkeypatch, caplog):
+    # "²" passes str.isdigit() and makes int() raise: a format error, from every role
+    env = SudokuEnv(sandbox=sandbox)
+    env.reset(seed=0)
+    env.step(printing("1\u00b234 3412 2143 4321"))
+    env.step("#### [[1,\u00b2,3,4],[3,4,1,2],[2,1,4,3],[4,3,2,1]]")
+    tool, plan = env.records
+    assert tool.parsed.get("program_status") == "ok" and not tool.format_ok
+    assert not plan.format_ok and plan.reward_components["local"] < 0
+    # Whatever else a rules module raises while reading an answer is not a crash either.
+    env.reset(seed=0)
+    env.step("no program")
+
+    def broken(self, state, text):
+        raise IndexError("a parser bug")
+
+    monkeypatch.setattr(type(env.rules), "parse_plan", broken)
+    env.step("#### 1234 3412 2143 4321")
+    assert not env.records[-1].format_ok and env.records[-1].reward_components["local"] < 0
+    assert "could not parse an answer (IndexError" in caplog.text
+
+
 def test_programs_that_fail_in_the_sandbox(sandbox):
     env = PlanPathEnv(sandbox=sandbox, program_time_s=0.5)
     env.reset(options={"puzzle": HAND})

@@ -106,6 +106,11 @@ def test_parse_grid_blanks():
         "print(1) [[1,2,3,4],[3,4,1,2],[2,1,4,3],[4,3,2,1]]",
         "__import__('os').system('x')",
         "1234 3412 2143",
+        # digits that str.isdigit() admits and int() refuses, and a cell past int()'s limit
+        "1\u00b234 3412 2143 4321",
+        "[[1,\u00b2,3,4],[3,4,1,2],[2,1,4,3],[4,3,2,1]]",
+        "[[1,\u0662,3,4],[3,4,1,2],[2,1,4,3],[4,3,2,1]]",
+        "[[" + "1" * 5000 + ",2,3,4],[3,4,1,2],[2,1,4,3],[4,3,2,1]]",
     ],
 )
 def test_parse_grid_rejects(text):

@@ -1,0 +1,44 @@
+"""Writing out text that agents and models wrote, whatever it holds: JSON that a UTF-8 file can
+always hold (every file and key this project writes), and terminals that print anything."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from typing import Any
+
+# A Python string may hold a lone surrogate (U+D800-U+DFFF), which UTF-8 cannot encode: text from
+# a model API that sent an invalid escape such as "\ud800", or bytes decoded with
+# "surrogateescape". ``json.dumps(..., ensure_ascii=False)`` leaves it as it is.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return "\\u%04x" % ord(match.group())
+
+
+def json_text(data: Any, **options: Any) -> str:
+    """``json.dumps(data, ensure_ascii=False, **options)``, with every lone surrogate written as
+    its JSON escape (``\\ud800``), so that the text always encodes as UTF-8.
+
+    A surrogate can only stand inside a JSON string, where the escape is valid JSON that reads
+    back (``json.loads``) as the same character: the data round-trips exactly. All other text,
+    non-ASCII included, is written as itself.
+    """
+    text = json.dumps(data, ensure_ascii=False, **options)
+    return _LONE_SURROGATE.sub(_escaped, text)
+
+
+def escape_unencodable_output() -> None:
+    """Make this process's stdout and stderr write what their encoding cannot hold as a
+    backslash escape (``\\ud800``) instead of raising. The command lines call it first: they
+    print text that agents and models wrote (``llm-envs show``), which may hold a lone surrogate
+    or characters a terminal's encoding lacks."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # closed, or not a text stream after all
+                pass
