@@ -286,13 +286,18 @@ def extract_label(text: str, labels: Sequence[str]) -> str | None:
     boxed = extract_boxed(text)
     if boxed is not None:
         return by_fold.get(boxed.strip(" \t\n'\"`.!").casefold())
-    pattern = (
-        r"\b("
-        + "|".join(re.escape(label) for label in sorted(labels, key=len, reverse=True))
-        + r")\b"
-    )
+    longest_first = sorted(labels, key=len, reverse=True)
+    pattern = r"\b(" + "|".join(re.escape(label) for label in longest_first) + r")\b"
     matches = re.findall(pattern, text, flags=re.IGNORECASE)
-    return by_fold[matches[-1].casefold()] if matches else None
+    if not matches:
+        return None
+    # The regex folds case as Unicode does, casefold() not always alike ("posıtıve", a dotless
+    # i, matches "positive" but casefolds to itself): the label is the one the word matched.
+    word = matches[-1]
+    found = by_fold.get(word.casefold())
+    if found is None:
+        found = next(label for label in longest_first if re.fullmatch(re.escape(label), word, flags=re.IGNORECASE))
+    return found
 
 
 _BUCKETS = (

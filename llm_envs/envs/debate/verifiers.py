@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from llm_envs.envs.debate import rules
-from llm_envs.envs.forum.rules import clip_text, neutralise_tags, own_tag_contents
+from llm_envs.envs.forum.rules import clip_text, own_tag_contents, shown_to_reader
 from llm_envs.tasks import Problem
 from llm_envs.verifiers.math import check_answer, extract_boxed
 
@@ -89,7 +89,7 @@ class AgentVerifier:
             "instruction": self.INSTRUCTION,
             "prompt": (
                 f"Problem:\n{problem.prompt}\n\nProposed solution:\n"
-                f"{clip_text(neutralise_tags(response, ('score',)), self.max_chars)}\n\n"
+                f"{clip_text(shown_to_reader(response, ('score',)), self.max_chars)}\n\n"
                 "Give the probability that the final answer is correct in <score></score>."
             ),
         }

@@ -500,9 +500,10 @@ class ForumEnv(TextEnv):
 
 
 def _shown(text: str) -> str:
-    """An agent's text as another agent sees it: its score and verdict tags rewritten, so no
-    agent can write a tag that a scorer or an evaluator quoting it would be paid by."""
-    return rules.neutralise_tags(text, PAYING_TAGS)
+    """An agent's text as another agent sees it (:func:`rules.shown_to_reader`): its score and
+    verdict tags rewritten and its fences and quote marks broken up, so no agent can write a tag
+    that a scorer or an evaluator quoting it would be paid by, nor make their own look quoted."""
+    return rules.shown_to_reader(text, PAYING_TAGS)
 
 
 def _round_accuracy(solutions: dict[tuple[int, int], _Solution], round_index: int) -> float:

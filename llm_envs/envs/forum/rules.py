@@ -45,7 +45,10 @@ StepKind = Literal["solve", "evaluate", "score"]
 def _tag_pairs(text: str, tag: str, case_sensitive: bool = False) -> list[tuple[int, int, str]]:
     """(start of the opening tag, end of the closing tag, content) of every complete
     ``<tag>...</tag>`` pair of ``text``, in order (see :func:`tag_contents`)."""
-    flags = 0 if case_sensitive else re.IGNORECASE
+    # ASCII case only: Unicode case-insensitive matching would read "<ſcore>" (long s) or
+    # "<\u212a...>" (Kelvin sign) as the tag, spellings no rewrite of tag names
+    # (:func:`neutralise_tags`) can be trusted to cover.
+    flags = re.ASCII if case_sensitive else re.IGNORECASE | re.ASCII
     opening = re.compile(rf"<{re.escape(tag)}>", flags)
     closing = re.compile(rf"</{re.escape(tag)}>", flags)
     pairs: list[tuple[int, int, str]] = []
@@ -122,6 +125,26 @@ def neutralise_tags(text: str, tags: Sequence[str]) -> str:
     return _ANY_TAG.sub(rewrite, text)
 
 
+_FENCE_MARK = re.compile(r"`{3,}|~{3,}")
+_QUOTE_MARK = re.compile(r"^([ \t]*)>", re.MULTILINE)
+
+
+def shown_to_reader(text: str, tags: Sequence[str]) -> str:
+    """An agent's text as an agent that rates it (a judge, a scorer, a verifier) is shown it:
+    its tags of ``tags`` rewritten (:func:`neutralise_tags`), and its fence marks
+    (runs of three or more ````` ` ````` or ``~``) and line-opening ``>`` broken up (into pairs
+    with a space between: ```` `` ` ````; a zero-width space before the ``>``).
+
+    Whatever the text holds, and wherever the reader quotes it, it can then neither be read as
+    the reader's score, nor open a quotation (:func:`quoted_spans`) that would make the score
+    the reader writes after the quote look quoted (and so lost: the reading falls back to the
+    unparsed value, which may pay a wrong answer more than the reader's rating would).
+    """
+    text = neutralise_tags(text, tags)
+    text = _FENCE_MARK.sub(lambda run: " ".join(run.group()[i : i + 2] for i in range(0, len(run.group()), 2)), text)
+    return _QUOTE_MARK.sub("\\1\u200b>", text)
+
+
 def parse_score(text: str) -> int | None:
     """The scorer's score τ̂ ∈ {1, 2, 3}, or ``None`` when the output has no valid score.
 
@@ -140,7 +163,7 @@ def parse_score(text: str) -> int | None:
     return int(content) if content in {"1", "2", "3"} else None
 
 
-_RELEASED_SCORE_TAG = re.compile(r"<\s*score\s*>\s*([0-9]+)\s*<\s*/\s*score\s*>", re.IGNORECASE)
+_RELEASED_SCORE_TAG = re.compile(r"<\s*score\s*>\s*([0-9]+)\s*<\s*/\s*score\s*>", re.IGNORECASE | re.ASCII)
 _RELEASED_SCORE_DIGIT = re.compile(r"\b([1-3])\b")
 
 

@@ -30,6 +30,7 @@ from llm_envs.envs.forum.rules import (
     clip_text,
     neutralise_tags,
     own_tag_contents,
+    shown_to_reader,
     tag_contents,
     wrong_answer,
 )
@@ -37,6 +38,7 @@ from llm_envs.envs.forum.rules import (
 __all__ = [
     "clip_text",
     "neutralise_tags",
+    "shown_to_reader",
     "tag_contents",
     "wrong_answer",
 ]
@@ -64,9 +66,10 @@ def last_tag(text: str, tag: str, case_sensitive: bool = True) -> tuple[str | No
 
 
 def shown_to_judge(text: str) -> str:
-    """An agent's text as the judge is shown it: its ``<score>`` tags rewritten as
-    ``[score]`` (:func:`neutralise_tags`), so quoting it cannot hand the judge a score."""
-    return neutralise_tags(text, ("score",))
+    """An agent's text as the judge is shown it (:func:`shown_to_reader`): its ``<score>`` tags
+    rewritten as ``[score]`` and its fences and quote marks broken up, so quoting it can neither
+    hand the judge a score nor make the judge's own score look quoted."""
+    return shown_to_reader(text, ("score",))
 
 
 def _plain_number(content: str) -> float | None:

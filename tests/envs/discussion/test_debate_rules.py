@@ -117,6 +117,10 @@ def test_extract_label():
     assert rules.extract_label("not entailment but contradiction.", labels) == "contradiction"
     assert rules.extract_label("\\boxed{maybe}", labels) is None
     assert rules.extract_label("no label here", labels) is None
+    # A word the regex matches by Unicode case folding that casefold() does not map back (a
+    # dotless i, a long s): the label it matched, never a KeyError.
+    assert rules.extract_label("I say posıtıve", ["positive", "negative"]) == "positive"
+    assert rules.extract_label("ſo: NEUTRAL, not contradictıon", labels) == "contradiction"
     assert rules.extract_label("entailments", labels) is None  # whole words only
 
 
