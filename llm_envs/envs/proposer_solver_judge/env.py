@@ -85,8 +85,8 @@ class ProposerSolverJudgeConfig:
             in the reply). ``"released"`` lets text the judge quotes from the proposer or the
             solver decide the score, so it needs ``allow_reward_holes=True``.
         pay_pooled_questions: ``False`` (default): a proposed question that is already in the
-            pool (the reference shown, a seed question, an earlier admitted one; compared
-            whitespace-insensitively) is no new task: its quality counts as 0, it is not
+            pool (the reference shown, a seed question, an earlier admitted one; compared by
+            :func:`~llm_envs.envs.proposer_solver_judge.pool.question_key`) is no new task: its quality counts as 0, it is not
             admitted and earns no difficulty term, so copying the reference earns what a
             rejected question earns. ``True``: the judge's rating of it is paid as for a new
             question (the paper and the released code: a copy of the shown reference earned as

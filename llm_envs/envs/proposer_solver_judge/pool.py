@@ -29,6 +29,7 @@ import json
 import os
 import tempfile
 import threading
+import unicodedata
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -42,8 +43,15 @@ DEFAULT_MIN_QUALITY = 0.7
 
 
 def question_key(question: str) -> str:
-    """Identity of a question: a hash of its text with whitespace runs collapsed."""
-    canonical = " ".join(question.split())
+    """Identity of a question: a hash of its text with what does not change what it asks taken
+    out: compatibility forms unified (NFKC: a full-width "１" is "1"), invisible format
+    characters dropped (zero-width spaces and joiners, soft hyphens, direction marks: Unicode
+    category Cf), case folded, whitespace runs collapsed. A copy of a pooled question that
+    differs from it only so is the same question (a proposer cannot make the shown reference
+    "new" with a zero-width space); any visible edit makes another question."""
+    text = unicodedata.normalize("NFKC", question)
+    text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf").casefold()
+    canonical = " ".join(text.split())
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 

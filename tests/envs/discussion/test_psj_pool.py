@@ -110,9 +110,14 @@ def test_copies_and_pickles_get_their_own_lock():
         assert twin._lock is not pool._lock
 
 
-def test_question_key_ignores_whitespace_only():
+def test_question_key_ignores_only_what_does_not_change_the_question():
     assert question_key("a  b\n c") == question_key(" a b c ")
-    assert question_key("a b c") != question_key("A b c")
+    # invisible characters, compatibility forms and case: the same question
+    for same in ("a \u200bb c", "a b\u200d c\u00ad", "\u202aA B C", "ａ ｂ ｃ", "A b C", "a\u00a0b c"):
+        assert question_key(same) == question_key("a b c"), same
+    # any visible edit: another question
+    for other in ("a b c!", "a b d", "a-b c", "ab c"):
+        assert question_key(other) != question_key("a b c"), other
 
 
 def test_checkpointed_pool_state_restores_exactly_and_rewrites_its_file(tmp_path):
