@@ -105,7 +105,9 @@ class TextEnv(AECEnv[str, Observation, str]):
             raise TypeError(
                 f"unknown option(s) {unknown} for {cls.__name__}; valid options: {sorted(valid)}"
             )
-        return dataclasses.replace(base, **overrides)
+        built = dataclasses.replace(base, **overrides)
+        _check_numbers(built)
+        return built
 
     # ------------------------------------------------------------------ spaces
     def observation_space(self, agent: str) -> spaces.Space:
@@ -430,3 +432,28 @@ def render_transcript(env: Any) -> str | None:
         print(text)
         return None
     return text
+
+
+def _check_numbers(config: Any, prefix: str = "") -> None:
+    """Refuse a config (or a dataclass it holds, such as its reward weights) with a number that
+    every check of the environment's own would let through: a float that is not finite (NaN
+    fails every comparison, so ``alpha=nan`` passed ``alpha >= 0`` and made every reward NaN;
+    ``inf`` time limits reached ``select`` mid-episode), or a float where the field is an
+    ``int`` (``max_turns=2.5``)."""
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        name = prefix + field.name
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
+        if isinstance(value, float) and _annotated_int(field.type):
+            raise TypeError(f"{name} must be an integer, got {value!r}")
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            _check_numbers(value, name + ".")
+
+
+def _annotated_int(annotation: Any) -> bool:
+    """Whether a dataclass field's annotation (a string under ``from __future__ import
+    annotations``) is ``int`` or ``int | None``."""
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+    parts = {part.strip() for part in text.replace("Optional[", "").rstrip("]").split("|")}
+    return "int" in parts and parts <= {"int", "None"}

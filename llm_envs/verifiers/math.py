@@ -272,7 +272,8 @@ class _Worker:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError("math-verify check overran its deadline")
-            readable, _, _ = select.select([fd], [], [], remaining)
+            # (at most a minute a wait: a deadline far off, or infinite, is still a deadline)
+            readable, _, _ = select.select([fd], [], [], min(remaining, 60.0))
             if not readable:
                 continue
             chunk = os.read(fd, 65536)
@@ -344,6 +345,9 @@ class _WorkerPool:
                     truth[:80],
                 )
                 return False
+            except BaseException:
+                worker.kill()  # in an unknown state: never back to the idle workers, nor leaked
+                raise
             with self._lock:
                 self._idle.append(worker)
             return equal

@@ -175,3 +175,43 @@ def test_fuzzed_actions_never_raise(env_id):
         assert all(isinstance(r.reward, float) for r in env.records)
 
     run()
+
+
+def _env_classes():
+    classes = {}
+    for env_id in ENV_IDS:
+        try:
+            cls = llm_envs.registry.entry(env_id).load()
+        except ImportError:  # an optional backend (the games) not installed
+            continue
+        if getattr(cls, "config_class", None) is not None:
+            classes[cls.__name__] = cls
+    return sorted(classes.items())
+
+
+@pytest.mark.parametrize(("name", "cls"), _env_classes())
+def test_every_number_of_a_config_is_checked_for_what_no_comparison_catches(name, cls):
+    # NaN passes every `x < 0` check and inf every `x <= 0`: each float option refuses both, and
+    # an int option refuses a float (max_turns=2.5), before anything is built.
+    import dataclasses
+
+    fields = dataclasses.fields(cls.config_class)
+    floats = [f.name for f in fields if type(getattr(cls.config_class(), f.name)) is float]
+    ints = [f.name for f in fields if type(getattr(cls.config_class(), f.name)) is int]
+    for field in floats:
+        for bad in (float("nan"), float("inf"), -float("inf")):
+            with pytest.raises(ValueError, match=field):
+                cls._build_config(None, {field: bad})
+    for field in ints:
+        with pytest.raises(TypeError, match=field):
+            cls._build_config(None, {field: 2.5})
+    assert floats or ints or name in ("TextArenaEnv",), name  # every config has numbers to check
+
+
+def test_a_non_finite_option_is_refused_by_make():
+    with pytest.raises(ValueError, match="alpha must be a finite number"):
+        make("llm/ReasonerTool-v0", alpha=float("nan"))
+    with pytest.raises(ValueError, match="program_time_s"):
+        make("llm/ReasonerTool-v0", program_time_s=float("nan"))
+    with pytest.raises(TypeError, match="num_solver_samples must be an integer"):
+        make("llm/ProposerSolverJudge-v0", num_solver_samples=2.5)

@@ -130,6 +130,13 @@ def test_an_overrunning_check_is_incorrect_within_our_deadline_and_the_next_chec
     assert check_answer("x^2 - 1", "(x-1)(x+1)", timeout_s=30)
 
 
+def test_a_deadline_of_any_size_is_a_deadline():
+    # (an infinite one reached select() as is and raised OverflowError, leaking the worker)
+    assert check_answer("x^2 - 1", "(x-1)(x+1)", timeout_s=float("inf"))
+    assert not check_answer("x^2 - 1", "(x-1)(x+2)", timeout_s=1e12)
+    assert check_answer("x^2 - 1", "(x-1)(x+1)", timeout_s=30)
+
+
 def test_an_overrun_in_a_worker_thread_is_bounded_too():
     outcome: list[tuple[bool, float]] = []
 

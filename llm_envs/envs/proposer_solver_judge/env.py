@@ -21,7 +21,7 @@ import numpy as np
 from llm_envs.core.bounds import unit_weights
 from llm_envs.core.env import TextEnv
 from llm_envs.core.records import ActionRecord
-from llm_envs.envs._common import resolve_task_source
+from llm_envs.envs._common import check_reward_holes, resolve_task_source, wrong_sign_holes
 from llm_envs.envs.proposer_solver_judge import rules
 from llm_envs.envs.proposer_solver_judge.pool import (
     DEFAULT_MIN_QUALITY,
@@ -204,6 +204,12 @@ class ProposerSolverJudgeEnv(TextEnv):
                 "rating of a question that was admitted before, as much as for an original one, "
                 "for no work; set allow_reward_holes=True to accept this"
             )
+        if cfg.pool_seed_size < 0:
+            raise ValueError(f"pool_seed_size must be >= 0, got {cfg.pool_seed_size}")
+        if cfg.max_shown_chars < 1:
+            raise ValueError(f"max_shown_chars must be >= 1, got {cfg.max_shown_chars}")
+        weights = ("quality_weight", "difficulty_weight", "format_weight", "solver_judge_weight", "solver_format_weight")
+        check_reward_holes(cfg, wrong_sign_holes(cfg, gains=weights))
         self.sandbox = sandbox
         self.task_source = resolve_task_source(cfg, task_source)
         if pool is None:

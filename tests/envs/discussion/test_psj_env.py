@@ -529,3 +529,19 @@ def test_the_judge_is_shown_the_answer_content_as_in_the_released_code(math_sour
     assert "Reasoning: 6 * 7. <answer>42</answer>" in judge_prompt(judge_sees="reply")
     with pytest.raises(ValueError, match="judge_sees"):
         make_env(math_source, judge_sees="all")
+
+
+@pytest.mark.parametrize(
+    "weight", ["quality_weight", "difficulty_weight", "format_weight", "solver_judge_weight", "solver_format_weight"]
+)
+def test_negative_weights_are_refused_they_paid_wrong_answers_and_junk(math_source, weight):
+    with pytest.raises(ValueError, match=f"{weight}=-0.5 is negative"):
+        make_env(math_source, **{weight: -0.5})
+    # With the hole accepted, a negative judge weight pays wrong answers over right ones.
+    if weight == "solver_judge_weight":
+        env = make_env(math_source, solver_judge_weight=-0.5, allow_reward_holes=True)
+        wrong = {"proposer": scripted(), "solver": _injecting_solver, "judge": _quoting_judge}
+        play(env, wrong, seed=0)
+        right = make_env(math_source, solver_judge_weight=-0.5, allow_reward_holes=True)
+        play(right, {"proposer": scripted(), "solver": lambda e, a: e.reference_action(a), "judge": _quoting_judge}, seed=0)
+        assert sum(rewards_of(env, "solver")) > sum(rewards_of(right, "solver"))
