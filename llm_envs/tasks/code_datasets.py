@@ -36,6 +36,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from llm_envs.tasks.base import Problem, register_task_source
+from llm_envs.tasks.golden_tests import checking_tests
 from llm_envs.tasks.hub import HubSpec, Row, hub_factory
 from sandboxes import parse_python
 
@@ -318,6 +319,9 @@ def _mbpp_convert(
 ) -> Problem:
     tests = tuple(str(t) for t in row["test_list"])
     entry_point = called_function(tests[0]) or defined_function(str(row["code"]))
+    # (none of MBPP's tests compares the program with itself; a local file's may, and then
+    # every other test still checks it; a problem whose every test does keeps them)
+    tests = checking_tests(tests, entry_point) or tests
     setup = row.get("test_setup_code")
     if not setup and row.get("test_imports"):
         setup = "\n".join(str(line) for line in row["test_imports"])

@@ -95,3 +95,24 @@ def test_a_solution_returning_none_fails_every_problem(benchmark):
 
 def test_problems_are_loaded_once():
     assert load_humaneval_problems() is load_humaneval_problems()
+
+
+def test_no_golden_test_compares_the_program_with_itself():
+    from llm_envs.tasks.golden_tests import compares_the_program_with_itself as itself
+
+    problems = load_humaneval_problems()
+    assert not [p.id for p in problems for t in p.tests if itself(t, p.entry_point)]
+    # HumanEval/33's check compared sort_third with candidate three times: those are gone, and
+    # a program that returns its argument, or nothing, passes no test left.
+    sort_third = problems[33]
+    assert len(sort_third.tests) == 4
+    sandbox = sandboxes.shared_sandbox("auto")
+    wrong = [(sort_third, "def sort_third(l):\n    return list(l)\n"), (sort_third, "def sort_third(l):\n    return []\n")]
+    assert [rep.pass_rate for rep in judge_many(sandbox, wrong)] == [0.0, 0.0]
+    assert itself("candidate = f\nassert tuple(candidate(1)) == tuple(f(1))", "f")
+    assert itself("g = f\nassert g(2) == f(2) <= 3", "f") and itself("assert f(1) is f(1)", "f")
+    # checks, kept: a value, a property of the program, another argument, an ordering
+    assert not itself("candidate = f\nassert candidate(1) == 2", "f")
+    assert not itself("assert f(1) == sorted(f(1))", "f") and not itself("assert f(1) <= f(2)", "f")
+    assert not itself("assert f(1) < f(1)", "f") and not itself("assert len([1]) == len([1])", "f")
+    assert not itself("assert f(1) == f(1)", None)
