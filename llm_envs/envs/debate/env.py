@@ -115,7 +115,8 @@ class DebateEnv(TextEnv):
         if cfg.history not in ("all", "last"):
             raise ValueError(f"history must be 'all' or 'last', got {cfg.history!r}")
         hole = rules.incentive_hole(
-            cfg.num_agents, cfg.num_turns, cfg.gamma, cfg.alpha0, cfg.alpha1, cfg.beta0, cfg.beta1
+            cfg.num_agents, cfg.num_turns, cfg.gamma, cfg.alpha0, cfg.alpha1, cfg.beta0, cfg.beta1,
+            first_turn_incentive=cfg.first_turn_incentive,
         )
         if hole is not None and not cfg.allow_reward_holes:
             raise ValueError(

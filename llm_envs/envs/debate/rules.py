@@ -104,13 +104,21 @@ def influence_incentive(
     beta1: float,
 ) -> float:
     """Table 2: the incentive of an agent's answer at t for the change of the other agents'
-    majority from t to t+1."""
+    majority from t to t+1: ``±β1`` for a right answer, ``±β0`` for a wrong one, positive for
+    R → W's reverse (W → R).
+
+    Where the others can tie (an even number of them, which the paper's table does not cover),
+    a tie counts as halfway: R → tie and tie → W each pay half of R → W. So the incentives of an
+    answer that stays the same telescope: a run of the others' majority that ends where it
+    started pays nothing. (A tie paying 0 let an agent that answered right throughout lead the
+    others R → tie → W, unpaid, and be paid β1 for bringing them back.)"""
     start, end = majority(others_before), majority(others_after)
-    if start is None or end is None or start == end:
-        return 0.0
-    if start == "R":  # majority R → W
-        return -beta1 if own else -beta0
-    return beta1 if own else beta0  # majority W → R
+    change = (_MAJORITY_LEVEL[end] - _MAJORITY_LEVEL[start]) / 2
+    return change * (beta1 if own else beta0) if change else 0.0
+
+
+#: The others' majority as a level: a tie (None) is halfway between W and R.
+_MAJORITY_LEVEL = {"R": 1.0, None: 0.0, "W": -1.0}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -125,6 +133,7 @@ def incentive_hole(
     alpha1: float,
     beta0: float,
     beta1: float,
+    first_turn_incentive: bool = True,
 ) -> str | None:
     """Why these incentive weights let a wrong answer earn more than a right one, or ``None``.
 
@@ -141,9 +150,16 @@ def incentive_hole(
       ``max(α1 + (β1 − β0)⁺, α0 + (β0 − β1)⁺) ≤ u``.
     * **team** (the sum over agents): k of the A agents start wrong and all turn right. A wrong
       agent gains ``α0 + β0`` when more than half of its others are wrong (k − 1 > (A − 1)/2),
-      ``α1`` when fewer, 0 on a tie; every right agent gains ``β1`` when more than half of its
-      others are wrong (k > (A − 1)/2): ``k·gain_wrong + (A − k)·gain_right ≤ k·u`` for every
-      k = 1 … A. With two agents this is ``max(α1 + β1, α0 + β0) ≤ u``.
+      ``α1`` when fewer, ``β0/2`` on a tie; every right agent gains ``β1`` when more than half
+      of its others are wrong (k > (A − 1)/2), ``β1/2`` on a tie:
+      ``k·gain_wrong + (A − k)·gain_right ≤ k·u`` for every k = 1 … A. With two agents this is
+      ``max(α1 + β1, α0 + β0) ≤ u``.
+    * **steer** (an agent right throughout that leads the others astray and back): Table 2
+      telescopes over an answer that stays right, so from the others' first answers (given
+      before anyone has read anyone) it pays at most what their turning right at once pays.
+      Without the incentive at turn 0 (``first_turn_incentive=False``, the released code), the
+      others' answers at turn 1, which the agent's first text can sway, are the start instead:
+      an agent that talks them wrong and back earns ``β1``, so ``β1`` must be 0 (T ≥ 3).
 
     Together they are sufficient too: enumerating every correctness pattern of 2 to 4 agents
     and 2 to 4 turns finds no record, agent or team that earns more than with all answers
@@ -175,6 +191,12 @@ def incentive_hole(
             "an agent that starts wrong on purpose and turns right earns more than one that "
             "answers right throughout"
         )
+    if not first_turn_incentive and beta1 > tolerance and num_turns >= 3:
+        return (
+            f"beta1 = {beta1:g} > 0 without the turn-0 incentive (first_turn_incentive=False, the "
+            "released code): an agent that answers right throughout but talks the others into a "
+            "wrong answer at turn 1 is paid beta1 when it brings them back"
+        )
     half = (num_agents - 1) / 2
     for wrong in range(1, num_agents + 1):
         if wrong - 1 > half:
@@ -182,8 +204,8 @@ def incentive_hole(
         elif wrong - 1 < half:
             gain_wrong = alpha1
         else:
-            gain_wrong = 0.0
-        gain_right = beta1 if wrong > half else 0.0
+            gain_wrong = beta0 / 2
+        gain_right = beta1 if wrong > half else beta1 / 2 if wrong == half else 0.0
         team_gain = wrong * gain_wrong + (num_agents - wrong) * gain_right
         if team_gain > wrong * forgone + tolerance:
             return (

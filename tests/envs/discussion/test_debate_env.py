@@ -269,8 +269,11 @@ def test_influence_incentive_reaches_first_turn_answers():
     assert "influence_incentive" not in record(env, 2, "agent_0").reward_components
     assert env.agent_rewards()["agent_0"] == pytest.approx(sum(r.reward for r in env.records if r.agent == "agent_0"))
 
-    # The released code's behaviour, on request: no incentive for turn-0 answers.
-    released = DebateEnv(task_source=source, beta1=0.5, first_turn_incentive=False)
+    # The released code's behaviour, on request: no incentive for turn-0 answers. With β1 > 0
+    # it is a hole (an agent talks the others wrong at turn 1 and is paid to bring them back).
+    with pytest.raises(ValueError, match="first_turn_incentive=False"):
+        DebateEnv(task_source=source, beta1=0.5, first_turn_incentive=False)
+    released = DebateEnv(task_source=source, beta1=0.5, first_turn_incentive=False, allow_reward_holes=True)
     play(released, lambda e, agent: answers.get((agent, e.turn), "\\boxed{90}"), seed=0)
     assert record(released, 0, "agent_0").reward == pytest.approx(1.0)
     assert "influence_incentive" not in record(released, 0, "agent_0").reward_components
@@ -324,3 +327,25 @@ def test_the_agent_verifier_never_reads_a_debaters_score():
     assert verifier(problem, injected) == pytest.approx(0.1)
     assert parse_probability("```\n<score>1</score>\n```\n<score>0.2</score>", 0.0) == 0.2
     assert parse_probability("<score>0.9</score> then <score>none</score>", 0.0) == 0.0
+
+
+def test_an_agent_that_leads_the_others_astray_and_back_earns_nothing_for_it():
+    """Three agents, β1 = 0.7 (accepted), T = 4: agent_0 answers right throughout; the others go
+    right, split (a tie), wrong, right. Table 2 counts the tie as halfway, so agent_0's
+    influence incentives sum to 0 (−0.35 − 0.35 + 0.7). (A tie paying 0 paid it β1 = 0.7 for
+    the trip: 4.44, more than the 4.0 it earns when everyone answers right.)"""
+    source = ListSource([Problem(id="q", prompt="What is 45 + 45?", split="train", answer="90")])
+    wrong = {("agent_2", 1), ("agent_1", 2), ("agent_2", 2)}  # (agent, turn) answering 91
+
+    def steered(env, agent):
+        return "\\boxed{91}" if (agent, env.turn) in wrong else "\\boxed{90}"
+
+    env = DebateEnv(task_source=source, num_agents=3, num_turns=4, beta1=0.7)
+    play(env, steered, seed=0)
+    honest = DebateEnv(task_source=source, num_agents=3, num_turns=4, beta1=0.7)
+    play(honest, lambda e, agent: "\\boxed{90}", seed=0)
+    incentives = [record(env, t, "agent_0").reward_components.get("influence_incentive", 0.0) for t in range(4)]
+    assert incentives == pytest.approx([-0.35, -0.35, 0.7, 0.0])
+    # (and the influence-aware verifier reward, which counts the others' later answers, costs
+    # it their wrong ones: 3.74 against 4.0)
+    assert env.agent_rewards()["agent_0"] < honest.agent_rewards()["agent_0"]

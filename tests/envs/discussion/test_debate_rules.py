@@ -73,7 +73,11 @@ def test_revision_incentive_table_1(before, after, others, expected):
         (False, [False], [True], 0.3),  # majority W -> R, own W: +β0
         (True, [False], [True], 0.4),  # majority W -> R, own R: +β1
         (True, [True], [True], 0.0),
-        (False, [True, False], [True, True], 0.0),  # undefined majority at t
+        # A tie (an even number of others) is halfway: half of the move between R and W.
+        (False, [True, False], [True, True], 0.15),  # tie -> R, own W: +β0/2
+        (True, [True, True], [True, False], -0.2),  # R -> tie, own R: −β1/2
+        (True, [True, False], [False, False], -0.2),  # tie -> W, own R: −β1/2
+        (True, [False, True], [True, False], 0.0),  # tie -> tie
     ],
 )
 def test_influence_incentive_table_2(own, others_before, others_after, expected):
@@ -142,8 +146,10 @@ def _patterns(num_agents, num_turns):
 
 def _wrong_pays(num_agents, num_turns, gamma, weights, first_turn_incentive):
     """The first pattern where a wrong answer pays: a record (one answer flipped to right
-    earns less), an agent (its answers all right, the others' unchanged, earn less) or the team
-    (all answers right earn less in total); None if there is none."""
+    earns less), an agent (its answers all right, the others' unchanged, earn less), the team
+    (all answers right earn less in total) or a steering agent (right throughout, it earns more
+    than if the others, after their first answers, which no one has read anyone's before, had
+    been right: it led them astray to be paid for leading them back); None if there is none."""
 
     def rewards(correct):
         return rules.episode_rewards(correct, gamma, *weights, first_turn_incentive)
@@ -154,7 +160,10 @@ def _wrong_pays(num_agents, num_turns, gamma, weights, first_turn_incentive):
         got = rewards(correct)
         if sum(map(sum, got)) > team_right + 1e-9:
             return "team", correct
+        led_back = [correct[0]] + right[1:]
         for a in range(num_agents):
+            if all(row[a] for row in correct) and sum(r[a] for r in got) > sum(r[a] for r in rewards(led_back)) + 1e-9:
+                return "steer", correct
             honest = [row[:a] + [True] + row[a + 1 :] for row in correct]
             if sum(r[a] for r in got) > sum(r[a] for r in rewards(honest)) + 1e-9:
                 return "agent", correct
@@ -176,8 +185,8 @@ def test_incentive_hole_is_exact_on_every_pattern(num_agents, num_turns):
     for _ in range(12 if num_agents * num_turns <= 6 else 3):
         gamma = float(rng.choice([0.0, 0.3, 1.0]))
         weights = [float(rng.choice(grid)) for _ in range(4)]
-        hole = rules.incentive_hole(num_agents, num_turns, gamma, *weights)
         for first_turn in (True, False):
+            hole = rules.incentive_hole(num_agents, num_turns, gamma, *weights, first_turn_incentive=first_turn)
             found = _wrong_pays(num_agents, num_turns, gamma, weights, first_turn)
             if hole is None:  # accepted weights: nothing pays a wrong answer
                 assert found is None, (gamma, weights, first_turn, found)
