@@ -42,8 +42,25 @@ def test_config_validation():
         SignallingConfig(rounds=0)
     with pytest.raises(ValueError):
         SignallingConfig(format_penalty=0.5)
+    # A negative weight pays a wrong answer (alpha=-1: the listener missing the target).
+    for name in ("alpha", "speaker_local_weight", "listener_local_weight"):
+        with pytest.raises(ValueError, match=name):
+            SignallingConfig(**{name: -1.0})
     with pytest.raises(TypeError, match="valid options"):
         SignallingEnv(colour="red")
+
+
+def test_the_symbol_is_read_from_the_message_the_listener_sees():
+    # A word cut at the clip ("red" + "dish") is what the listener reads: the speaker is paid,
+    # and the state shows, that symbol, not one read from text the listener never sees.
+    env = SignallingEnv(speaker_local_weight=1.0, alpha=0.0)
+    env.reset(seed=0)
+    target = env._targets[0]
+    other = next(s for s in env.config.symbols if s != target and not target.startswith(s))
+    message = "x" * (rules.MAX_MESSAGE_CHARS - len(other) - 1) + " " + other + "dish, I mean " + target
+    env.step(message)
+    assert rules.clip_message(message).endswith(" " + other)
+    assert env.records[-1].parsed["symbol"] == other and env.records[-1].reward == 0.0
 
 
 def _play(env, actions):

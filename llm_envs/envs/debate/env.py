@@ -13,6 +13,8 @@ are in docs/envs/debate.md, their one place (tests/envs/test_env_docs.py).
 
 from __future__ import annotations
 
+import logging
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +28,8 @@ from llm_envs.envs.debate import rules
 from llm_envs.envs.debate.verifiers import GroundTruthVerifier, Verifier, labels_of
 from llm_envs.envs.forum.rules import clip_text, wrong_answer
 from llm_envs.tasks import Problem, TaskSource
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -158,7 +162,7 @@ class DebateEnv(TextEnv):
         if self.verifier is None:
             score = float(bool(correct))
         else:
-            score = float(np.clip(float(self.verifier(self.problem, action)), 0.0, 1.0))
+            score = _verifier_score(self.verifier(self.problem, action))
         record = self._add_record(
             agent,
             action,
@@ -335,3 +339,17 @@ class DebateEnv(TextEnv):
         alpha = max(abs(cfg.alpha0), abs(cfg.alpha1))
         beta = max(abs(cfg.beta0), abs(cfg.beta1))
         return summed((0.0, 1.0), (-alpha, alpha), (-beta, beta))
+
+
+def _verifier_score(value: Any) -> float:
+    """A custom verifier's score, clipped to [0, 1]. A number it could not give (NaN, or
+    infinity) scores 0: what the verifier cannot check is not paid, and a NaN would spread
+    through the influence-aware rewards of every earlier answer. Anything but a real number
+    (``None``, a string) is a bug of the verifier: a ``TypeError`` that says so."""
+    if not isinstance(value, (int, float, np.integer, np.floating, np.bool_)):  # (bool is an int)
+        raise TypeError(f"a debate verifier must return a number in [0, 1], got {type(value).__name__}: {value!r}")
+    value = float(value)
+    if not math.isfinite(value):
+        log.warning("the debate verifier returned %r: scored 0", value)
+        return 0.0
+    return min(1.0, max(0.0, value))

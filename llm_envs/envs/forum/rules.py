@@ -26,6 +26,7 @@ Parsing is strict (no fallback score), so the −1 penalty is reachable.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -96,12 +97,23 @@ def quoted_spans(text: str) -> list[tuple[int, int]]:
 def own_tag_contents(text: str, tag: str, case_sensitive: bool = False) -> list[str]:
     """:func:`tag_contents` without the pairs that start inside quoted text
     (:func:`quoted_spans`): what a judge wrote itself, not what it quoted from another agent."""
-    quoted = quoted_spans(text)
-    return [
-        content
-        for start, _, content in _tag_pairs(text, tag, case_sensitive)
-        if not any(q_start <= start < q_end for q_start, q_end in quoted)
-    ]
+    # The quoted spans merged into disjoint sorted ones, each pair's start looked up by
+    # bisection: checking every pair against every span was quadratic (a 420 kB reply of
+    # fenced tags took 12 s).
+    starts: list[int] = []
+    ends: list[int] = []
+    for q_start, q_end in sorted(quoted_spans(text)):
+        if ends and q_start <= ends[-1]:
+            ends[-1] = max(ends[-1], q_end)
+        else:
+            starts.append(q_start)
+            ends.append(q_end)
+    own = []
+    for start, _, content in _tag_pairs(text, tag, case_sensitive):
+        k = bisect.bisect_right(starts, start) - 1
+        if k < 0 or start >= ends[k]:
+            own.append(content)
+    return own
 
 
 _ANY_TAG = re.compile(r"<\s*(/?)\s*([A-Za-z_]+)\s*>")

@@ -58,7 +58,9 @@ class SignallingEnv(TextEnv):
         cfg = self.config
         target = self._targets[self.turn]
         if agent == SPEAKER:
-            symbol = rules.parse_symbol(action, cfg.symbols)
+            # Read from the message as the listener sees it (clipped), so that the symbol the
+            # speaker is paid for, and the state shows, is the one the listener can read.
+            symbol = rules.parse_symbol(rules.clip_message(action), cfg.symbols)
             record = self._add_record(agent, action, parsed={"symbol": symbol, "target": target},
                                       format_ok=symbol is not None)
             self._credit(record, "local", cfg.speaker_local_weight * rules.speaker_local_reward(symbol, target))

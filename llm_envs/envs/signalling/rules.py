@@ -55,6 +55,9 @@ class SignallingConfig:
             raise ValueError(f"rounds must be >= 1, got {self.rounds}")
         if self.format_penalty > 0:
             raise ValueError("format_penalty is a penalty: it must be <= 0")
+        for name in ("alpha", "speaker_local_weight", "listener_local_weight"):
+            if not getattr(self, name) >= 0:  # (also NaN)
+                raise ValueError(f"{name} must be >= 0 (a negative weight pays a wrong answer), got {getattr(self, name)}")
 
 
 def sample_targets(rng: np.random.Generator, symbols: tuple[str, ...], rounds: int) -> list[str]:

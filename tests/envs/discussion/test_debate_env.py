@@ -208,6 +208,26 @@ def test_verifier_scores_are_clipped(one_problem_source):
     assert [r.reward for r in env.records] == [1.0, 1.0]
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+def test_a_score_the_verifier_could_not_give_pays_nothing(one_problem_source, value):
+    # (a NaN spread through the influence-aware reward of every earlier answer)
+    env = DebateEnv(task_source=one_problem_source, verifier=lambda p, r: value)
+    play(env, lambda e, a: "\\boxed{42}", seed=0)
+    assert [r.reward for r in env.records] == [0.0] * len(env.records)
+
+
+@pytest.mark.parametrize("value", [None, "0.9", [1.0]])
+def test_a_verifier_that_returns_no_number_is_a_clear_error(one_problem_source, value):
+    env = DebateEnv(task_source=one_problem_source, verifier=lambda p, r: value)
+    env.reset(seed=0)
+    with pytest.raises(TypeError, match="must return a number"):
+        env.step("\\boxed{42}")
+    assert env.records == []
+    verdicts = DebateEnv(task_source=one_problem_source, num_turns=1, verifier=lambda p, r: True)
+    play(verdicts, lambda e, a: "\\boxed{42}", seed=0)  # a bool is a number: 1.0
+    assert [r.reward for r in verdicts.records] == [1.0, 1.0]
+
+
 def test_reference_and_random_agents(math_source):
     env = DebateEnv(task_source=math_source)
     for seed in range(3):

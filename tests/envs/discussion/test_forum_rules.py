@@ -6,6 +6,8 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from llm_envs.envs.forum import rules
 
@@ -281,3 +283,15 @@ def test_tags_are_read_in_ascii_case_only():
     assert rules.tag_contents("<ſcore>1</ſcore> <\u212a>2</\u212a>", "score") == []
     assert rules.tag_contents("<\u212a>2</\u212a>", "k") == []
     assert rules.parse_score_released("<ſcore>3</ſcore> and 1") == 1  # the digit fallback, not the tag
+
+
+@given(st.lists(st.sampled_from(["<score>1</score>", "<score>", "</score>", "\n```\n", "\n> q ", "\n", "x ", "~~~"]), max_size=30))
+def test_own_tag_contents_are_the_pairs_outside_every_quoted_span(parts):
+    text = "".join(parts)
+    quoted = rules.quoted_spans(text)
+    expected = [
+        content
+        for start, _, content in rules._tag_pairs(text, "score")
+        if not any(q_start <= start < q_end for q_start, q_end in quoted)
+    ]
+    assert rules.own_tag_contents(text, "score") == expected
