@@ -75,10 +75,12 @@ class TextEnvServer(HTTPEnvServer):
 
 
 class MessageSizeGuard:
-    """An ASGI wrapper around the WebSocket connections.
+    """An ASGI wrapper around the WebSocket connections and the HTTP requests.
 
     * A message over ``max_bytes`` (or a binary frame) gets an error frame and is never passed
-      on: the session and its episode stay as they were.
+      on: the session and its episode stay as they were. An HTTP request whose body is over
+      ``max_bytes`` (by its ``Content-Length``, or as it streams in) gets a 413 and is not read
+      further.
     * A connection silent for ``idle_timeout_s`` gets an error frame saying its session expired
       and is closed (the session with it), so idle clients hold neither a session nor a socket.
     """
@@ -88,7 +90,42 @@ class MessageSizeGuard:
         self.max_bytes = max_bytes
         self.idle_timeout_s = idle_timeout_s
 
+    async def _http(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        """Read the request's body (at most ``max_bytes`` of it) before the app sees it: a 413 for
+        a larger one, by its ``Content-Length`` or as it streams in, never read further."""
+        too_large = JSONResponse(
+            status_code=413, content={"detail": f"request body over this server's limit of {self.max_bytes} bytes; it was not read"}
+        )
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length" and value.strip().isdigit() and int(value) > self.max_bytes:
+                await too_large(scope, receive, send)
+                return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            body += message.get("body", b"")
+            if len(body) > self.max_bytes:
+                await too_large(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+        replayed = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": bytes(body), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            await self._http(scope, receive, send)
+            return
         if scope["type"] != "websocket":
             await self.app(scope, receive, send)
             return

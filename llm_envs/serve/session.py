@@ -69,9 +69,16 @@ class TextState(State):
     reference_action: str | None = None
 
 
-#: Options a client may not set: they name files, the sandbox or output on the server machine
-#: (a client could otherwise read a server file as a task source or pick a weaker sandbox).
-SERVER_ONLY_OPTIONS = ("sandbox", "task_path", "task_kwargs", "pool_path", "path", "render_mode")
+#: Options a client may not set: they name files, the game, the sandbox or its limits, or output
+#: on the server machine. A client could otherwise read a server file as a task source (or as
+#: an OpenSpiel game: ``efg_game(filename=/etc/passwd)`` quoted its lines back in the error),
+#: crash the whole server (OpenSpiel's C++ segfaults on ``connect_four(rows=0)``, which no
+#: Python code can catch), or run programs under limits the server did not choose.
+SERVER_ONLY_OPTIONS = (
+    "sandbox", "task_path", "task_kwargs", "pool_path", "path", "render_mode",
+    "game", "params", "game_kwargs", "reference_options",
+    "program_time_s", "program_memory_mb", "answer_timeout_s", "test_time_s", "mutant_test_time_s",
+)  # fmt: skip
 
 
 class SessionError(ValueError):
@@ -122,7 +129,7 @@ class TextEnvSession(Environment[TextAction, TextObservation, TextState]):
             raise SessionError(f"reset 'seed' must be >= 0, got {seed}")
         refused = sorted(set(kwargs) & set(SERVER_ONLY_OPTIONS)) if self.client_options else sorted(kwargs)
         if refused:
-            why = ("they name files, the sandbox or output on the server machine" if self.client_options
+            why = ("they name files, the game, the sandbox or its limits on the server machine" if self.client_options
                    else "this server fixes every option")
             raise SessionError(f"option(s) {refused} can only be set by the server (--env-arg): {why}")
         options = {**self.base_options, **kwargs}
@@ -132,10 +139,17 @@ class TextEnvSession(Environment[TextAction, TextObservation, TextState]):
                 env = llm_envs.make(self.env_id, **options)
             except TypeError as exc:  # an unknown option: the message lists the valid ones
                 raise SessionError(f"unknown or invalid option(s) {sorted(kwargs)} for {self.env_id}: {exc}") from exc
+            except (ValueError, KeyError) as exc:  # a value the environment refuses: say which
+                raise SessionError(f"option(s) {sorted(kwargs)} refused by {self.env_id}: {exc}") from exc
         else:
             env = env.clone()  # a reset that fails (a bad reset option) leaves the episode as it was
         with self._lock:
-            env.reset(seed=seed, options=reset_options)
+            try:
+                env.reset(seed=seed, options=reset_options)
+            except (ValueError, KeyError, TypeError) as exc:  # a reset option it refuses
+                if env is not self._env:
+                    env.close()
+                raise SessionError(f"reset refused by {self.env_id}: {exc}") from exc
             if env is not self._env and self._env is not None:
                 self._env.close()
             self._env, self._options, self._steps = env, options, 0

@@ -253,3 +253,46 @@ def test_stateless_http_step_is_refused_with_a_hint():
         assert response.status_code == 409 and "WebSocket" in response.json()["detail"]
         reset = httpx.post(f"{url}/reset", json={"seed": 0})
         assert reset.status_code == 200 and reset.json()["observation"]["agent"] == "speaker"
+
+
+def test_a_client_cannot_pick_the_game_its_files_or_the_sandbox_limits():
+    # efg_game(filename=...) read any server file and quoted its lines in the error; OpenSpiel's
+    # C++ segfaults on connect_four(rows=0), taking every session of the server with it.
+    from llm_envs.serve.session import SERVER_ONLY_OPTIONS
+
+    for name in ("game", "params", "game_kwargs", "reference_options", "program_time_s", "program_memory_mb"):
+        assert name in SERVER_ONLY_OPTIONS
+    with in_process_server("llm/Signalling-v0") as url, GenericEnvClient(base_url=url).sync() as client:
+        client.reset(seed=0)
+        for options in ({"game": "efg_game(filename=/etc/passwd)"}, {"params": {"rows": 0}}, {"program_time_s": 600}):
+            with pytest.raises(RuntimeError, match="can only be set by the server") as caught:
+                client.reset(seed=0, **options)
+            assert "root:" not in str(caught.value)
+        assert client.reset(seed=0).observation["agent"] == "speaker"
+
+
+def test_an_option_value_the_environment_refuses_is_a_clear_error_over_http_and_websocket():
+    with in_process_server("llm/Sudoku-v0") as url:
+        reset = httpx.post(f"{url}/reset", json={"seed": 0, "max_turns": 0})
+        assert reset.status_code == 409 and "max_turns" in reset.json()["detail"]
+        with GenericEnvClient(base_url=url).sync() as client:
+            with pytest.raises(RuntimeError, match="refused by llm/Sudoku-v0"):
+                client.reset(seed=0, max_turns=0)
+            assert client.reset(seed=0).observation["agent"]
+
+
+def test_an_http_body_over_the_limit_is_refused_unread():
+    with in_process_server("llm/Signalling-v0", max_message_bytes=4096) as url:
+        big = {"seed": 0, "pad": "x" * 100_000}
+        response = httpx.post(f"{url}/reset", json=big)
+        assert response.status_code == 413 and "4096 bytes" in response.json()["detail"]
+
+        def chunks():  # no Content-Length: counted as it streams in
+            yield b'{"seed": 0, "pad": "'
+            for _ in range(50):
+                yield b"x" * 4096
+            yield b'"}'
+
+        streamed = httpx.post(f"{url}/reset", content=chunks(), headers={"content-type": "application/json"})
+        assert streamed.status_code == 413
+        assert httpx.post(f"{url}/reset", json={"seed": 0}).status_code == 200
