@@ -118,6 +118,7 @@ class TextArenaEnv(TextEnv):
         self._last_record: dict[int, ActionRecord] = {}
         self._invalid = 0
         self._lost_by_invalid = False
+        self._eliminated: set[int] = set()  # players the game flagged for invalid moves
         self._failure: str | None = None
         self._final: dict[int, float] = {}
 
@@ -145,6 +146,7 @@ class TextArenaEnv(TextEnv):
         self._last_record = {}
         self._invalid = 0
         self._lost_by_invalid = False
+        self._eliminated = set()
         self._failure = None
         self._final = {}
         return self.possible_agents[self._current_player()]
@@ -170,8 +172,16 @@ class TextArenaEnv(TextEnv):
             self._failure = failure
             record.info["error"] = failure
             return self._finish(truncated=True)
+        if lost:
+            self._eliminated.add(player)
         if done:
             return self._finish()
+        if self._current_player() in self._eliminated:
+            # TextArena flags a player that ran out of invalid moves and leaves the rest to the
+            # game: several (MarketEntryGame, PublicGoodsGame, Taboo in 0.7.4) then ask that
+            # player again forever, so replying nonsense ran the episode to max_turns, truncated
+            # at 0 for everyone: a losing player's way out of its -1. It loses here instead.
+            return self._finish(forfeited=self._current_player())
         if self.config.max_turns is not None and self.turn >= self.config.max_turns:
             return self._finish(truncated=True)
         return self.possible_agents[self._current_player()]
@@ -200,9 +210,34 @@ class TextArenaEnv(TextEnv):
                 return str(message)[:500]
         return ""
 
-    def _finish(self, truncated: bool = False) -> None:
+    def _forfeit_rewards(self, offender: int) -> dict[int, float]:
+        """The rewards of a game that ``offender`` lost by invalid moves and the game itself did
+        not end: -1 for the offender and its team (a game's ``_get_team_members``, as Taboo's);
+        +1 for the other side where there is exactly one (two players, or two teams), as a
+        two-player TextArena game's own forfeit pays; 0 for everyone else, so that no seat gains
+        by another's forfeit in a game of more sides."""
+        players = range(self._num_players)
+        members = getattr(self._game, "_get_team_members", None)
+
+        def team(p: int) -> set[int]:
+            try:
+                return {int(q) for q in members(p)} | {p} if callable(members) else {p}
+            except Exception:  # noqa: BLE001 - a game's helper failing: the player alone
+                return {p}
+
+        losing = team(offender)
+        others = [p for p in players if p not in losing]
+        one_side = bool(others) and set(others) <= team(others[0])
+        return {p: -1.0 if p in losing else (1.0 if one_side else 0.0) for p in players}
+
+    def _finish(self, truncated: bool = False, forfeited: int | None = None) -> None:
         rewards: dict[int, float] = {}
-        if not truncated:
+        if forfeited is not None:
+            rewards = self._forfeit_rewards(forfeited)
+        elif truncated:
+            # Cut off by max_turns: a player the game flagged for invalid moves still loses.
+            rewards = {p: -1.0 for p in self._eliminated}
+        else:
             with _episode_globals(self._rng):
                 try:
                     result = self._game.close()

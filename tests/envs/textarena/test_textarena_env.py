@@ -91,6 +91,27 @@ def test_a_game_where_invalid_moves_eliminate_everyone_ends_instead_of_hanging(g
     assert all(isinstance(r.reward, float) for r in env.records)
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("game", sorted(REGISTERED))
+def test_replying_nonsense_never_earns_a_player_more_than_losing(game):
+    # Several games (MarketEntryGame, PublicGoodsGame, Taboo in 0.7.4) flag a player out of
+    # invalid moves and then ask it again forever: the episode ran to max_turns and was
+    # truncated at 0 for everyone, a losing player's way out of its -1.
+    env = llm_envs.make(f"textarena/{game}")
+    env.reset(seed=0)
+    spammer = env.agent_selection
+    rng = np.random.default_rng(0)
+    while not env.episode_over:
+        agent = env.agent_selection
+        env.step("no move here" if agent == spammer else env.random_action(agent, rng))
+    rewards = env.agent_rewards()
+    # Never cut off at max_turns, and never ahead of every other player (a team game may still
+    # be won by the spammer's team: SecretMafia's village can lose without its vote).
+    assert not env.truncations[spammer], rewards
+    others = [r for a, r in rewards.items() if a != spammer]
+    assert rewards[spammer] <= (max(others) if others else 0.0), rewards  # (one player: no gain)
+
+
 @pytest.mark.timeout(60)
 def test_a_runaway_reply_is_cut_to_its_tail_before_the_game_sees_it():
     from llm_envs.envs.textarena.env import MAX_ACTION_CHARS
