@@ -47,7 +47,9 @@ class OpenSpielConfig:
         game: An OpenSpiel game string: a short name (``"kuhn_poker"``) or a name with
             parameters (``"kuhn_poker(players=3)"``).
         params: Game parameters (only with a bare short name in ``game``).
-        invalid_move: ``"forfeit"`` or ``"random"`` (see the module docstring).
+        invalid_move: ``"forfeit"``, ``"random"`` or ``"auto"`` (``"forfeit"`` for two players or a
+            team sharing one utility, else ``"random"``; ``"forfeit"`` is refused there: see the
+            module docstring).
         forfeit_return: The offender's return on a forfeit (None: the game's minimum utility).
         format_penalty: Reward (≤ 0) added to the record of an invalid move.
         reference: The reference agent: ``"auto"`` (the curated game's solver; otherwise
@@ -62,7 +64,7 @@ class OpenSpielConfig:
 
     game: str = "tic_tac_toe"
     params: dict[str, Any] = field(default_factory=dict)
-    invalid_move: str = "forfeit"
+    invalid_move: str = "auto"
     forfeit_return: float | None = None
     format_penalty: float = 0.0
     reference: str = "auto"
@@ -333,6 +335,23 @@ class OpenSpielEnv(TextEnv):
             pyspiel.GameType.Utility.CONSTANT_SUM: "constant_sum",
             pyspiel.GameType.Utility.IDENTICAL: "identical",
         }.get(game_type.utility, "general_sum")
+        # A forfeit ends the game at fixed returns for everyone. With two players (or a team
+        # sharing one utility) the offender's side loses; with more sides it would replace the
+        # others' actual outcome, so a seat that has lost anyway could forfeit to lift a partner
+        # from a losing showdown (3-player Kuhn: its partner -2 -> +1): there an invalid move
+        # is replaced by a random legal one (charged the format penalty) by default, and
+        # "forfeit" is refused.
+        many_sides = self._num_players > 2 and self._utility != "identical"
+        if self.config.invalid_move == "auto":
+            self._invalid_move = "random" if many_sides else "forfeit"
+        elif self.config.invalid_move == "forfeit" and many_sides:
+            raise ValueError(
+                f"invalid_move='forfeit' in {self._short_name} ({self._num_players} players, {self._utility}) lets a "
+                "seat that has lost anyway forfeit to lift another's result: a forfeit ends the game at fixed "
+                "returns for everyone; use invalid_move='random' (the default for such games)"
+            )
+        else:
+            self._invalid_move = self.config.invalid_move
         self._seed_param = _seed_path(self._template) if self._sampled else None
         if self._sampled and self._seed_param is None:
             raise ValueError(f"{self._short_name} samples chance internally and has no seed parameter: "
@@ -500,7 +519,7 @@ class OpenSpielEnv(TextEnv):
             self._invalid += 1
             if self.config.format_penalty:
                 self._credit(record, "format", self.config.format_penalty)
-            if self.config.invalid_move == "forfeit":
+            if self._invalid_move == "forfeit":
                 record.parsed["forfeit"] = True
                 return self._forfeit_game(player)
             chosen = ids[int(self.np_random.integers(0, len(ids)))]
@@ -574,7 +593,7 @@ class OpenSpielEnv(TextEnv):
                       "of all players, so you gain exactly what the others lose.")
         policy = (
             "A reply that names no legal move forfeits the game."
-            if self.config.invalid_move == "forfeit"
+            if self._invalid_move == "forfeit"
             else "A reply that names no legal move is replaced by a random legal move."
         )
         return (

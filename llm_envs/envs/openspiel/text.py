@@ -28,7 +28,7 @@ __all__ = [
 
 #: ``forfeit``: the offender loses the game at once (see :func:`forfeit_returns`);
 #: ``random``: a uniformly random legal move is played for the offender.
-INVALID_MOVE_POLICIES = ("forfeit", "random")
+INVALID_MOVE_POLICIES = ("auto", "forfeit", "random")
 
 _SPACES = re.compile(r"\s+")
 # A space next to anything that is not a letter, digit or underscore is noise.

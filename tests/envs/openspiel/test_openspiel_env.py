@@ -30,6 +30,23 @@ def test_a_reply_that_names_no_legal_move_forfeits():
     assert "forfeit by player_1" in env.observe("player_0")["prompt"]
 
 
+def test_a_forfeit_cannot_lift_a_partner_in_a_game_of_more_sides():
+    # 3-player Kuhn, seed 0 (cards 2, 0, 1): player_0 bets, player_1 calls, and player_2 has
+    # lost anyway. A forfeit gave the others an equal share of its loss (player_1 -2 -> +1); an
+    # invalid reply is a random legal move there instead, and "forfeit" is refused.
+    with pytest.raises(ValueError, match="lift another's result"):
+        llm_envs.openspiel("kuhn_poker(players=3)", invalid_move="forfeit")
+    env = llm_envs.openspiel("kuhn_poker(players=3)")
+    env.reset(seed=0)
+    env.step("Bet")
+    env.step("Bet")
+    env.step("I forfeit")
+    assert env.records[-1].parsed.get("forfeit") is None and "played" in env.records[-1].parsed
+    assert env.episode_over and env.agent_rewards()["player_1"] == -2.0
+    # Two players, or one shared utility: a forfeit still ends the game, its side losing.
+    assert llm_envs.openspiel("kuhn_poker")._invalid_move == "forfeit"
+
+
 def test_a_forfeit_before_the_opponent_moved_leaves_a_passive_record():
     env = llm_envs.make("llm/KuhnPoker-v0")
     totals = play(env, {"player_0": lambda e, a: "fold!", "player_1": lambda e, a: "Bet"}, seed=3)
@@ -195,7 +212,7 @@ def test_random_play_never_raises_on_any_openspiel_game(game):
         with pytest.raises(ValueError, match="not supported"):
             llm_envs.openspiel(game)
         return
-    for seed, policy in ((0, "forfeit"), (1, "random")):
+    for seed, policy in ((0, "auto"), (1, "random")):
         env = llm_envs.openspiel(game, max_moves=MAX_MOVES.get(game, 40), invalid_move=policy)
         rng = np.random.default_rng(seed)
         env.reset(seed=seed)
