@@ -231,6 +231,11 @@ class TextEnv(AECEnv[str, Observation, str]):
         memo = {id(resource): resource for resource in shared}
         return copy.deepcopy(self, memo)
 
+    def _shown_records(self) -> list[ActionRecord]:
+        """The records a transcript shows now: all of them, unless an environment must still
+        hide some (moves of a simultaneous turn that not every player has chosen)."""
+        return self.records
+
     def transcript(self, prompts: bool = False) -> str:
         """The episode so far as readable text: the task, then every action with its reward.
 
@@ -238,7 +243,7 @@ class TextEnv(AECEnv[str, Observation, str]):
         """
         return format_transcript(
             f"{self.metadata['name']} | episode {self.episode_id}",
-            self.records,
+            self._shown_records(),
             description=self._describe_episode() or None,
             metrics=self.episode_metrics() if self._episode_over else None,
             prompts=prompts,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import functools
 import os
 import zlib
@@ -422,6 +423,16 @@ class OpenSpielEnv(TextEnv):
             probs = np.array([p for _, p in outcomes], dtype=float)
             probs = probs / probs.sum()
             state.apply_action(int(actions[int(self.np_random.choice(len(actions), p=probs))]))
+
+    def _shown_records(self) -> list[ActionRecord]:
+        """Every record, but the moves of a simultaneous turn stay hidden until every player has
+        chosen: the transcript (and ``render``) would otherwise show a bid to the player still
+        choosing its own."""
+        if not self._joint:
+            return self.records
+        chosen = {id(self._last_record[p]) for p in self._joint if p in self._last_record}
+        hidden = "(chosen; shown once every player has chosen)"
+        return [dataclasses.replace(r, action=hidden, parsed={}) if id(r) in chosen else r for r in self.records]
 
     def _acting_players(self) -> list[int]:
         """Players who still owe a move at this node (in order)."""

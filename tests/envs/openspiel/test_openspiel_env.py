@@ -135,6 +135,10 @@ def test_simultaneous_games_play_in_cycles_and_have_a_parallel_form():
     env.step(env.legal_actions("player_0")[0])
     assert env.observe("player_1") == before  # nobody sees a same-cycle move
     assert env.agent_selection == "player_1" and env.state.move_number() == 0
+    bid = env.records[-1].action
+    assert bid not in env.transcript() and "shown once every player has chosen" in env.transcript()
+    env.step(env.legal_actions("player_1")[0])
+    assert bid in env.transcript()  # (the render too: it is the transcript)
     par = SimultaneousParallelEnv(llm_envs.openspiel("goofspiel(num_cards=4)"))
     par.reset(seed=1)
     rng = np.random.default_rng(0)
