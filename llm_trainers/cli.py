@@ -229,10 +229,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"llm-train: {what} {args.config}: {cfg.env.id}, level {cfg.model.level}, model {cfg.model.path}, "
           f"{cfg.run.steps} steps, on {config_hardware(cfg)}; writing to {cfg.output_dir}", file=sys.stderr)
     from llm_envs.core.errors import InfrastructureError
+    from llm_envs.tasks.base import DatasetUnavailableError
+    from sandboxes import SandboxUnavailable
 
     try:
         trainer = make_trainer(cfg, resume=args.resume)
     except ImportError as exc:  # e.g. a resources section without Ray installed
+        return _error(str(exc))
+    except (DatasetUnavailableError, SandboxUnavailable) as exc:  # data or a backend this machine lacks
         return _error(str(exc))
     except OSError as exc:  # a model or tokenizer that cannot be loaded (hub, files)
         return _error(f"cannot load the model: {exc}")

@@ -73,10 +73,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     from llm_envs.episodes import RunnerError
+    from llm_envs.tasks.base import DatasetUnavailableError
+    from sandboxes import SandboxUnavailable
 
     try:
         return int(args.func(args) or 0)
     except (CLIError, AgentSpecError, RunnerError, ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except (DatasetUnavailableError, SandboxUnavailable) as exc:  # data or a backend this machine lacks
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:

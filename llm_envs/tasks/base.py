@@ -16,6 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 
+class UnknownTaskSourceError(KeyError, ValueError):
+    """No task source is registered under the name asked for (a ``KeyError``, as a lookup, and a
+    ``ValueError``, as a bad option value: the command lines report it in one line)."""
+
+    def __str__(self) -> str:  # the message as written, not a KeyError's repr of it
+        return str(self.args[0]) if self.args else ""
+
+
 class DatasetUnavailableError(RuntimeError):
     """A task source's data cannot be found or read; the message says how to get it."""
 
@@ -104,5 +112,5 @@ def task_source_names() -> list[str]:
 def load_task_source(name: str, split: str = "train", **kwargs: Any) -> TaskSource:
     """Create the task source registered as ``name`` for ``split``."""
     if name not in _SOURCES:
-        raise KeyError(f"unknown task source {name!r}; known: {', '.join(task_source_names())}")
+        raise UnknownTaskSourceError(f"unknown task source {name!r}; known: {', '.join(task_source_names())}")
     return _SOURCES[name](split=split, **kwargs)

@@ -109,7 +109,7 @@ class HubSpec:
         return (
             "Get it on a machine with internet access, then copy the file(s) here:\n"
             + fetch
-            + "and pass path='<the file or its directory>' (task_path= in an environment config). "
+            + "and pass path='<the file or its directory>' (task_path= in an environment config; --env-arg task_path=... on the command line). "
             f"Alternatively pass repo='<directory>' with a copy of the whole hub repository "
             f"(huggingface-cli download {self.repo} --repo-type dataset --local-dir <directory>), "
             f"or point HF_HOME at a Hugging Face cache that already holds {self.repo}. "

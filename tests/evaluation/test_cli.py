@@ -344,3 +344,13 @@ def test_play_alone_says_there_is_no_partner(capsys, monkeypatch):
     status, out, _ = _run(capsys, "play", "llm/PlanPath-v0", "--env-arg", "agents=single")
     assert status == 0
     assert "you play solver, the only agent of this environment (no partner or opponent" in out
+
+
+def test_data_this_machine_lacks_and_unknown_task_sources_are_one_line_errors(capsys, tmp_path):
+    # (they ended in a traceback of 8-23 frames with exit status 1)
+    status = main(["eval", "llm/ReasonerTool-v0", "--env-arg", "task=gsm9k", "--episodes", "1", "--out", str(tmp_path / "a")])
+    err = capsys.readouterr().err
+    assert status == 2 and "unknown task source 'gsm9k'" in err and "Traceback" not in err
+    status = main(["prepare", "llm/CoderTester-v0", "--env-arg", "task=mbpp"])  # offline: not on this machine
+    err = capsys.readouterr().err
+    assert status == 2 and err.startswith("error: mbpp") and "Traceback" not in err and "--env-arg task_path" in err
