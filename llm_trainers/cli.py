@@ -238,6 +238,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _error(str(exc))
     except (DatasetUnavailableError, SandboxUnavailable) as exc:  # data or a backend this machine lacks
         return _error(str(exc))
+    except ValueError as exc:  # e.g. --resume with other settings than the run's
+        return _error(str(exc))
     except OSError as exc:  # a model or tokenizer that cannot be loaded (hub, files)
         return _error(f"cannot load the model: {exc}")
     except InfrastructureError as exc:  # env.url: no server there (a wrong URL)

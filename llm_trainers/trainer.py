@@ -128,6 +128,17 @@ class Trainer:
             import shutil  # a fresh run starts a fresh warm start
 
             shutil.rmtree(self.out / "sft")
+        if resume:
+            changed = resume_changes(self.out / "config.yaml", cfg)
+            if changed:
+                raise ValueError(
+                    f"--resume: the run in {self.out} was made with other settings, which a resume would "
+                    "apply from the middle of the run (or, for the optimizer's, not at all, while the "
+                    f"run's config.yaml said they had been): {'; '.join(changed)}. Resume with the run's "
+                    "own settings (only those in llm_trainers.trainer.RESUMABLE_CHANGES may change: the steps, "
+                    "evaluation, checkpoints, logging, threads and resources), or start a new run (--overwrite "
+                    "or another output_dir)"
+                )
         (self.out / "config.yaml").write_text(_to_yaml(config_to_dict(cfg)))
 
         first = self._make_env(self._env_kwargs(self._training_env_kwargs()))
@@ -781,6 +792,46 @@ def _postfix(metrics: dict[str, float], last_eval: dict[str, float]) -> dict[str
     if "eval/success" in last_eval:
         post["eval"] = f"{last_eval['eval/success']:.2f}"
     return post
+
+
+#: What a resume may change: how long the run (and its warm start) goes on, how it is
+#: evaluated, checkpointed and logged, where its parts run, and whether rollouts are produced
+#: ahead (docs/training.md: a synchronous checkpoint resumes asynchronously). Everything else
+#: shapes the updates themselves.
+RESUMABLE_CHANGES = (
+    "run.name", "run.output_dir", "run.steps", "run.eval_every", "run.eval_episodes", "run.eval_at_start",
+    "run.save_every", "run.keep_checkpoints", "run.tensorboard", "run.wandb", "run.wandb_project",
+    "run.progress", "run.export_final", "run.threads", "sft.steps", "sft.save_every",
+    "rollout.max_batch_size", "rollout.env_workers", "rollout.asynchronous", "rollout.vllm", "resources",
+)  # fmt: skip
+
+
+def resume_changes(saved_config: Path, cfg: Config) -> list[str]:
+    """``"key: saved -> now"`` for every setting of ``cfg`` that differs from the run's saved
+    ``config.yaml`` (none if there is no such file) outside :data:`RESUMABLE_CHANGES`."""
+    if not saved_config.is_file():
+        return []
+    import yaml
+
+    saved = yaml.safe_load(saved_config.read_text()) or {}
+    now = json.loads(json.dumps(config_to_dict(cfg), default=str))  # as config.yaml holds it
+
+    def flat(data: Any, prefix: str = "") -> dict[str, Any]:
+        if isinstance(data, dict) and data:
+            out: dict[str, Any] = {}
+            for key, value in data.items():
+                out.update(flat(value, f"{prefix}{key}."))
+            return out
+        return {prefix[:-1]: data}
+
+    before, after = flat(saved), flat(now)
+    changes = []
+    for key in sorted(set(before) | set(after)):
+        if any(key == allowed or key.startswith(allowed + ".") for allowed in RESUMABLE_CHANGES):
+            continue
+        if before.get(key) != after.get(key):
+            changes.append(f"{key}: {before.get(key)!r} -> {after.get(key)!r}")
+    return changes
 
 
 def _to_yaml(data: dict[str, Any]) -> str:

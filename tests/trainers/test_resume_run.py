@@ -79,6 +79,22 @@ def test_resume_without_checkpoint_is_an_error(tmp_path):
         Trainer(load_config(None, [*BASE, f"run.output_dir={tmp_path}"]), resume=True)
 
 
+def test_resume_refuses_settings_other_than_the_runs_and_keeps_its_config(tmp_path):
+    # (a resume applied k and the estimator from the middle of the run, ignored a new lr, and
+    # rewrote config.yaml with all three, exiting 0)
+    out = [f"run.output_dir={tmp_path}", "run.steps=1"]
+    first = Trainer(load_config(None, [*BASE, *out]))
+    first.train()
+    saved = (tmp_path / "config.yaml").read_text()
+    with pytest.raises(ValueError, match=r"rollout.k: 4 -> 2; train.lr: 0.005 -> 0.5") as caught:
+        Trainer(load_config(None, [*BASE, *out, "train.lr=0.5", "rollout.k=2"]), resume=True)
+    assert "run.steps:" not in str(caught.value)
+    assert (tmp_path / "config.yaml").read_text() == saved
+    # How long it goes on, and how it is evaluated and logged, may change.
+    resumed = Trainer(load_config(None, [*BASE, *out, "run.steps=2", "run.eval_every=1"]), resume=True)
+    assert resumed.step == 1
+
+
 def test_without_optimizer_state_the_run_diverges(tmp_path):
     """The resume test can fail: dropping the optimizer state changes step 3."""
     full = Trainer(load_config(None, [*BASE, f"run.output_dir={tmp_path / 'a'}"]))
