@@ -5,7 +5,7 @@ that opens from disk in any browser, with no server and no network: the styles, 
 the charts (inline SVG, :mod:`llm_envs.report.svg`) and the data are all inside it.
 
 ===============  =========================================================================
-one evaluation   summary with intervals, per-agent rewards, format and call-error rates,
+one evaluation   summary with intervals, per-agent rewards, format-error rates, failed calls,
                  turns and tokens; reward distributions; success by turn; every episode,
                  filterable, opened as a conversation (:mod:`~llm_envs.report.evaluation`)
 several          the same seeds paired, the episodes where the runs differ first

@@ -87,27 +87,29 @@ def summary_tables(summary: Mapping[str, Any]) -> str:
     ]
     for name, data in (summary.get("metrics") or {}).items():
         rows.append([name, fmt_interval(data)])
+    infrastructure = summary.get("infrastructure") or {}
+    if infrastructure.get("calls"):
+        # Failed model calls are infrastructure, never a model's error: their episodes are not
+        # scored (and the run is incomplete where they kept one from finishing).
+        rows.append(["failed model calls (infrastructure)",
+                     f"{infrastructure.get('failed_calls', 0)} of {infrastructure['calls']}"])
     run_table = table(["metric", f"value [{conf}% CI]"], rows, cls="summary")
     players = summary.get("agents") or {}
     agent_rows = []
     rewards = summary.get("rewards") or {}
     format_errors = summary.get("format_error_rate") or {}
-    call_errors = summary.get("call_error_rate") or {}
     by_agent_tokens = tokens.get("by_agent") or {}
     for agent in rewards:
         fe = format_errors.get(agent) or {}
-        ce = call_errors.get(agent) or {}
         agent_rows.append([
             agent,
             str(players.get(agent, "-")),
             fmt_interval(rewards.get(agent)),
             f"{fmt_interval(fe)} ({fe.get('errors', '-')}/{fe.get('n', '-')})" if fe else "-",
-            f"{fmt_interval(ce)} ({ce.get('errors', '-')}/{ce.get('n', '-')})" if ce else "-",
             fmt_interval(by_agent_tokens.get(agent), 1),
         ])
     agent_table = table(
-        ["agent", "played by", f"reward / episode [{conf}% CI]", "format-error rate", "call-error rate",
-         "tokens / episode"],
+        ["agent", "played by", f"reward / episode [{conf}% CI]", "format-error rate", "tokens / episode"],
         agent_rows, cls="summary agents", numeric_from=2,
     )
     return (f'<div class="tables">{run_table}<div class="side-charts">{interval_charts(summary)}</div></div>'

@@ -151,7 +151,30 @@ def _load_evaluation(path: Path) -> EvalRun:
             f"{SUMMARY_FILE} counts {summary.get('episodes')} episodes but {EPISODES_FILE} holds "
             f"{len(episodes)}: the numbers below are from {SUMMARY_FILE}, the episode list from the file"
         )
+    if isinstance(summary, dict):
+        notes[:0] = incomplete_notes(summary)
     return EvalRun(path, summary, episodes, notes=notes)
+
+
+def incomplete_notes(summary: dict[str, Any]) -> list[str]:
+    """What a page must say first about a run that did not play every episode it was asked for
+    (``"status": "incomplete"``: infrastructure failures stopped some): how many, why, and that
+    the numbers cover only the episodes that finished."""
+    requested = summary.get("episodes_requested")
+    finished = summary.get("episodes")
+    if summary.get("status") != "incomplete" and not (
+        isinstance(requested, int) and isinstance(finished, int) and finished < requested
+    ):
+        return []
+    incomplete = summary.get("incomplete") or {}
+    reasons = incomplete.get("reasons") or {}
+    why = "; ".join(f"{reason} ({count})" for reason, count in reasons.items()) if isinstance(reasons, dict) else str(reasons)
+    missing = incomplete.get("episodes", (requested - finished) if isinstance(requested, int) and isinstance(finished, int) else "some")
+    return [
+        f"INCOMPLETE RUN: {missing} of the {requested if requested is not None else '?'} episodes asked for did not "
+        f"finish{f' ({why})' if why else ''}. Every number on this page covers only the {finished} that did; "
+        "run the same eval command with --resume to play the rest."
+    ]
 
 
 # ---------------------------------------------------------------------------- training

@@ -58,6 +58,13 @@ def test_failed_calls_leave_episodes_incomplete_and_are_never_format_errors(tmp_
     assert summary["infrastructure"]["failed_calls"] == len(error.failures) > 0
     assert json.loads((tmp_path / "summary.json").read_text())["status"] == "incomplete"
     assert "INCOMPLETE: " in format_summary(summary)
+    # The page people share says so first, with the failed calls (it showed the numbers alone).
+    from llm_envs.report import build_report
+
+    page = build_report([tmp_path])
+    banner = f"INCOMPLETE RUN: {9 - len(finished)} of the 9 episodes asked for did not finish"
+    assert banner in page and page.index(banner) < page.index("success rate")
+    assert f"{summary['infrastructure']['failed_calls']} of {summary['infrastructure']['calls']}" in page
 
     flaky.broken = False  # the server is back
     healthy = _evaluate_sums(tmp_path, {"alice": flaky, "bob": ReferenceAgent()}, resume=True)
@@ -67,6 +74,7 @@ def test_failed_calls_leave_episodes_incomplete_and_are_never_format_errors(tmp_
     assert healthy["infrastructure"]["failed_calls"] == 0
     assert healthy["episodes_resumed"] == len(finished)
     assert [c["status"] for c in healthy["commands"]] == ["incomplete", "complete"]
+    assert "INCOMPLETE RUN" not in build_report([tmp_path])
 
 
 def _evaluate_sums(out_dir, agents, **kwargs):
