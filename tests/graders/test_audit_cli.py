@@ -110,3 +110,22 @@ def test_audit_import_registers_a_third_party_environment_first(capsys):
         sys.modules.pop("tests.graders.lenient_plugin", None)
     status, _, err = _run(capsys, "audit", env_id, "--import", "tests.graders.no_such_plugin")
     assert status == 2 and "--import tests.graders.no_such_plugin" in err
+
+
+def test_eval_imports_a_third_partys_module_too(capsys, tmp_path):
+    import sys
+
+    from pettingzoo.env_registry.registration import aec_registry
+
+    import llm_envs.registry as registry
+
+    env_id = "llm/TestLenientPlugin-v0"
+    try:
+        status, _, err = _run(capsys, "eval", env_id, "--import", "tests.graders.lenient_plugin", "--agent", "reference",
+                              "--episodes", "2", "--out", str(tmp_path / "run"), "--no-progress")
+        assert status == 0, err
+        assert (tmp_path / "run" / "episodes.jsonl").read_text().count("\n") == 2
+    finally:
+        registry._ENTRIES.pop(env_id, None)
+        aec_registry.pop(env_id, None)
+        sys.modules.pop("tests.graders.lenient_plugin", None)
