@@ -316,6 +316,7 @@ def _construct(
             raise AgentSpecError(
                 f"unknown option(s) {unknown} for {spec.kind} agents; valid options: {valid}"
             )
+        _check_option_types(spec, options, {n: (p.default, p.annotation) for n, p in parameters.items()})
     try:
         return factory(*args, **options)
     except AgentSpecError:
@@ -496,15 +497,64 @@ def _build_torch_agent(spec: AgentSpec, options: dict[str, Any]) -> Agent:
             raise AgentSpecError(
                 f"unknown option(s) {unknown} for {spec.kind} agents; valid options: {sorted(accepted)}"
             )
+    kinds = {n: (p.default, p.annotation) for n, p in inspect.signature(factory).parameters.items()}
     if sampling_cls is not None:
-        sampling_fields = {f.name for f in dataclasses.fields(sampling_cls)}
-        sampling = {k: options.pop(k) for k in list(options) if k in sampling_fields}
-        if sampling:
-            options["sampling"] = sampling_cls(**sampling)
+        kinds.update({f.name: (f.default, f.type) for f in dataclasses.fields(sampling_cls)})
+    _check_option_types(spec, options, kinds)
     try:
+        if sampling_cls is not None:
+            sampling_fields = {f.name for f in dataclasses.fields(sampling_cls)}
+            sampling = {k: options.pop(k) for k in list(options) if k in sampling_fields}
+            if sampling:
+                options["sampling"] = sampling_cls(**sampling)
         return factory(spec.target, **options)
     except (TypeError, ValueError, OSError) as exc:
         raise AgentSpecError(f"cannot build agent {spec}: {exc}") from exc
+
+
+def _check_option_types(spec: AgentSpec, options: Mapping[str, Any], parameters: Mapping[str, tuple[Any, Any]]) -> None:
+    """Refuse an option whose value is not of the kind its parameter takes (a number, a whole
+    number, true or false), read from the parameter's annotation (``float | None``) or default:
+    ``temperature: hot`` from an agents file went to the server as it was, or ended in a
+    traceback. ``parameters``: name -> (default, annotation); an option of any other kind, or
+    ``None`` where the parameter allows it, is not checked here."""
+    for name, value in options.items():
+        default, annotation = parameters.get(name, (None, None))
+        kind = _number_kind(default, annotation)
+        if kind is None or (value is None and _allows_none(annotation)):
+            continue
+        if kind == "bool":
+            if not isinstance(value, bool):
+                raise AgentSpecError(f"{spec}: option {name} must be true or false, got {value!r}")
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise AgentSpecError(f"{spec}: option {name} must be a number, got {value!r}")
+        if kind == "int" and isinstance(value, float) and not value.is_integer():
+            raise AgentSpecError(f"{spec}: option {name} must be a whole number, got {value!r}")
+
+
+def _annotation_parts(annotation: Any) -> set[str]:
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+    return {part.strip() for part in text.replace("Optional[", "").rstrip("]").split("|") if part.strip()}
+
+
+def _allows_none(annotation: Any) -> bool:
+    return "None" in _annotation_parts(annotation)
+
+
+def _number_kind(default: Any, annotation: Any) -> str | None:
+    """``"bool"``, ``"int"`` or ``"float"`` where the parameter takes only that (and ``None``)."""
+    parts = _annotation_parts(annotation) - {"None"}
+    if parts in ({"bool"}, {"int"}, {"float"}):
+        return parts.pop()
+    if not parts:
+        if isinstance(default, bool):
+            return "bool"
+        if isinstance(default, int):
+            return "int"
+        if isinstance(default, float):
+            return "float"
+    return None
 
 
 def _defaults_for(kind: str, model_defaults: Mapping[str, Any]) -> dict[str, Any]:

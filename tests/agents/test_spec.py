@@ -288,3 +288,19 @@ def test_hf_model_typos_are_user_errors_before_anything_loads(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(AgentSpecError, match="neither a local model nor in the Hugging Face cache"):
         build_agent("hf:no-such-org/no-such-model-here")
+
+
+@pytest.mark.parametrize(
+    ("spec", "options", "message"),
+    [
+        ("openai:http://127.0.0.1:9/v1@m", {"temperature": "hot"}, "option temperature must be a number, got 'hot'"),
+        ("openai:http://127.0.0.1:9/v1@m", {"max_tokens": 2.5}, "option max_tokens must be a whole number"),
+        ("openai:http://127.0.0.1:9/v1@m", {"logprobs": "yes"}, "option logprobs must be true or false"),
+        ("random:1", {"per_decision_seed": 1}, "option per_decision_seed must be true or false"),
+    ],
+)
+def test_an_option_of_the_wrong_kind_is_refused_before_anything_is_sent(spec, options, message):
+    # (an agents file's `temperature: hot` went to the server as it was)
+    with pytest.raises(AgentSpecError, match=message):
+        build_agent(parse_agent_spec(spec).with_options(options))
+    build_agent(parse_agent_spec("openai:http://127.0.0.1:9/v1@m").with_options({"temperature": None, "max_tokens": 64.0}))
