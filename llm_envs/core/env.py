@@ -105,6 +105,9 @@ class TextEnv(AECEnv[str, Observation, str]):
             raise TypeError(
                 f"unknown option(s) {unknown} for {cls.__name__}; valid options: {sorted(valid)}"
             )
+        fields = {f.name: f for f in dataclasses.fields(base)}
+        for name, value in overrides.items():  # before the config's own checks, which compare
+            _check_number(name, value, fields[name].type)
         built = dataclasses.replace(base, **overrides)
         _check_numbers(built)
         return built
@@ -443,17 +446,31 @@ def _check_numbers(config: Any, prefix: str = "") -> None:
     """Refuse a config (or a dataclass it holds, such as its reward weights) with a number that
     every check of the environment's own would let through: a float that is not finite (NaN
     fails every comparison, so ``alpha=nan`` passed ``alpha >= 0`` and made every reward NaN;
-    ``inf`` time limits reached ``select`` mid-episode), or a float where the field is an
-    ``int`` (``max_turns=2.5``)."""
+    ``inf`` time limits reached ``select`` mid-episode), a float where the field is an ``int``
+    (``max_turns=2.5``), or text where it is a number (``--env-arg obstacle_density=abc``)."""
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
         name = prefix + field.name
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ValueError(f"{name} must be a finite number, got {value!r}")
-        if isinstance(value, float) and _annotated_int(field.type):
-            raise TypeError(f"{name} must be an integer, got {value!r}")
+        _check_number(name, value, field.type)
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             _check_numbers(value, name + ".")
+
+
+def _check_number(name: str, value: Any, annotation: Any) -> None:
+    """The checks of :func:`_check_numbers` on one value of a field annotated ``annotation``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if isinstance(value, float) and _annotated_int(annotation):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    if isinstance(value, (str, bytes)) and _annotated_number(annotation):
+        raise TypeError(f"{name} must be a number, got {value!r}")
+
+
+def _annotated_number(annotation: Any) -> bool:
+    """Whether a dataclass field's annotation is ``int`` or ``float`` (or either with ``None``)."""
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+    parts = {part.strip() for part in text.replace("Optional[", "").rstrip("]").split("|")}
+    return bool(parts & {"int", "float"}) and parts <= {"int", "float", "None"}
 
 
 def _annotated_int(annotation: Any) -> bool:

@@ -202,6 +202,8 @@ def test_every_number_of_a_config_is_checked_for_what_no_comparison_catches(name
         for bad in (float("nan"), float("inf"), -float("inf")):
             with pytest.raises(ValueError, match=field):
                 cls._build_config(None, {field: bad})
+        with pytest.raises(TypeError, match=f"{field} must be a number, got 'abc'"):
+            cls._build_config(None, {field: "abc"})  # (an --env-arg that is not a number)
     for field in ints:
         with pytest.raises(TypeError, match=field):
             cls._build_config(None, {field: 2.5})
