@@ -614,6 +614,13 @@ def _compiled_once(source: str, filename: str) -> Any:
         return None
 
 
+def compiles(source: str) -> bool:
+    """Whether `source` compiles as the driver compiles a program of `run_value_checks`; the
+    code is kept (`_compiled_once`) for the run that sends it, so a caller that checks its
+    programs before a run does not compile them twice."""
+    return _compiled_once(source, "solution.py") is not None
+
+
 def _value_checks_code(setup: str, epilogue: str, programs: Sequence[str], filename: str = "solution.py") -> bytes:
     """The content of the driver's `_CALLS_CODE_FILE`: the run's setup, epilogue and programs
     compiled here, once per distinct program, for this interpreter (a sandbox whose

@@ -508,22 +508,28 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             return ()
         io_style, solution = problem.style == "io", problem.solution
         in_one_run = io_style and io_runs.enabled(self)
-        by_value = not self._grades_in_one_run() and self._value_checks(self.golden_tests) is not None
+
+        def judge(programs: list[str], needed: int | None = None) -> list[Any]:
+            # Decided here, when candidates are judged: a step whose choice is cached (in
+            # memory, on disk or shipped) does not make the golden tests' value checks.
+            if in_one_run:
+                return io_runs.judge_candidates(self, programs, needed)
+            if self._grades_in_one_run():
+                return self._judge_on_golden_in_one_run(programs)
+            if self._value_checks(self.golden_tests) is not None:
+                return self._judge_on_golden_by_value(programs, needed)
+            return self._judge_candidates([self._as_wrong_program(p) for p in programs])
+
         return mutants.select_mutants(
             self._mutants_key(),
             lambda: mutants.MutantSource(
                 solution, functions_only=not io_style, key=str(problem.id), limit=cfg.max_mutant_candidates
             ),
-            (lambda programs, needed: io_runs.judge_candidates(self, programs, needed))
-            if in_one_run
-            else self._judge_on_golden_in_one_run
-            if self._grades_in_one_run()
-            else self._judge_on_golden_by_value
-            if by_value
-            else lambda programs: self._judge_candidates([self._as_wrong_program(p) for p in programs]),
+            judge,
             io_style=io_style,
             max_mutants=cfg.max_mutants,
-            judge_stops_early=by_value or in_one_run,
+            # (a judge that judges every candidate of a wave is one that stops early nowhere)
+            judge_stops_early=True,
         )
 
     def _mutants_key(self) -> str:

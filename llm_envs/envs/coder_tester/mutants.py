@@ -35,7 +35,6 @@ import random
 import re
 import tempfile
 import threading
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +42,7 @@ from typing import Any
 
 from llm_envs.envs.coder_tester import shipped
 from sandboxes import parse_python
+from sandboxes.harness import compiles
 
 #: Mutants kept per problem by default (each costs one sandbox run per tester step).
 DEFAULT_MAX_MUTANTS = 8
@@ -183,68 +183,97 @@ def _sites(tree: ast.Module, functions_only: bool) -> list[_Site]:
     return sites
 
 
-def _apply(source: str, site: _Site) -> ast.Module:
-    """The tree of ``source`` (which parses), mutated at ``site``, for ``ast.unparse`` (the new
-    nodes have no source locations: the mutant is compiled from its text). (A fresh parse: half
-    the cost of a deep copy of the tree, which is the same tree.)"""
-    mutated = parse_python(source)
-    node = next(n for i, n in enumerate(ast.walk(mutated)) if i == site.index)
-    if site.operator == "compare":
-        node.ops[site.variant] = _COMPARE_SWAPS[type(node.ops[site.variant])]()
-    elif site.operator == "arith":
-        node.op = _ARITH_SWAPS[type(node.op)]()
-    elif site.operator == "constant":
-        if isinstance(node.value, str):
-            node.value = node.value + "x" if node.value else " "
-        else:
-            node.value = node.value + (1 if site.variant == 0 else -1)
-    elif site.operator == "call":
-        name = _swapped_name(node.func)
-        if isinstance(node.func, ast.Name):
-            node.func.id = name
-        else:
-            node.func.attr = name
-    elif site.operator == "negate":
-        if isinstance(node, ast.comprehension):
-            node.ifs[site.variant] = ast.UnaryOp(op=ast.Not(), operand=node.ifs[site.variant])
-        elif isinstance(node, ast.UnaryOp):
-            replacement = node.operand
-            _replace_child(mutated, node, replacement)
-        else:
-            node.test = ast.UnaryOp(op=ast.Not(), operand=node.test)
-    elif site.operator == "boolop":
-        node.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
-    elif site.operator == "return":
-        value = node.value
-        if site.variant == 0:  # the empty value of the same type
-            node.value = ast.Call(
-                func=ast.Call(func=ast.Name("type", ast.Load()), args=[value], keywords=[]),
-                args=[],
-                keywords=[],
-            )
-        elif site.variant == 1:  # doubled: 2x, "abab", [a, b, a, b]
-            node.value = ast.BinOp(left=value, op=ast.Add(), right=copy.deepcopy(value))
-        else:  # without its first element
-            node.value = ast.Subscript(value=value, slice=ast.Slice(lower=ast.Constant(1)), ctx=ast.Load())
-    elif site.operator == "drop":
-        field_name = ("body", "orelse", "finalbody")[site.variant // 100_000]
-        getattr(node, field_name)[site.variant % 100_000] = ast.Pass()
-    # (No ast.fix_missing_locations: unparsing never reads a location, and it walked the
-    # whole tree of every candidate, ~30% of making them.)
-    return mutated
+class _Mutator:
+    """The mutants of one parsed solution, each made in place on its one tree and undone after
+    it is unparsed (parsing the solution again for every mutant, or copying its tree, cost about
+    half of making one). A mutation changes one field of one node, or one item of a node's list
+    of children, so undoing it is putting that one value back."""
 
+    def __init__(self, tree: ast.Module) -> None:
+        self.tree = tree
+        self.nodes = list(ast.walk(tree))
+        self._parents: dict[int, tuple[Any, str | int]] | None = None
 
-def _replace_child(tree: ast.AST, old: ast.AST, new: ast.AST) -> None:
-    for parent in ast.walk(tree):
-        for field_name, value in ast.iter_fields(parent):
-            if value is old:
-                setattr(parent, field_name, new)
-                return
-            if isinstance(value, list):
-                for i, item in enumerate(value):
-                    if item is old:
-                        value[i] = new
-                        return
+    def text(self, site: _Site) -> str | None:
+        """The mutant at ``site`` as text, or ``None`` where it does not compile; the tree is as
+        it was afterwards."""
+        undo: list[tuple[Any, str | int, Any]] = []
+        try:
+            self._mutate(site, undo)
+            text = ast.unparse(self.tree)
+        except (SyntaxError, ValueError, RecursionError, MemoryError, TypeError):
+            return None
+        finally:
+            for holder, key, value in reversed(undo):
+                if isinstance(key, int):
+                    holder[key] = value
+                else:
+                    setattr(holder, key, value)
+        # Compiled as the sandbox's driver compiles a program, and kept for the run that judges
+        # or grades it (each was compiled twice).
+        return text if compiles(text) else None
+
+    def _where(self, node: ast.AST) -> tuple[Any, str | int]:
+        """The field (or list and index) of the parent that holds ``node``."""
+        if self._parents is None:
+            self._parents = {}
+            for parent in self.nodes:
+                for field_name, value in ast.iter_fields(parent):
+                    if isinstance(value, ast.AST):
+                        self._parents.setdefault(id(value), (parent, field_name))
+                    elif isinstance(value, list):
+                        for i, item in enumerate(value):
+                            if isinstance(item, ast.AST):
+                                self._parents.setdefault(id(item), (value, i))
+        return self._parents[id(node)]
+
+    def _mutate(self, site: _Site, undo: list[tuple[Any, str | int, Any]]) -> None:
+        def put(holder: Any, key: str | int, value: Any) -> None:
+            undo.append((holder, key, holder[key] if isinstance(key, int) else getattr(holder, key)))
+            if isinstance(key, int):
+                holder[key] = value
+            else:
+                setattr(holder, key, value)
+
+        node: Any = self.nodes[site.index]
+        if site.operator == "compare":
+            put(node.ops, site.variant, _COMPARE_SWAPS[type(node.ops[site.variant])]())
+        elif site.operator == "arith":
+            put(node, "op", _ARITH_SWAPS[type(node.op)]())
+        elif site.operator == "constant":
+            if isinstance(node.value, str):
+                put(node, "value", node.value + "x" if node.value else " ")
+            else:
+                put(node, "value", node.value + (1 if site.variant == 0 else -1))
+        elif site.operator == "call":
+            name = _swapped_name(node.func)
+            put(node.func, "id" if isinstance(node.func, ast.Name) else "attr", name)
+        elif site.operator == "negate":
+            if isinstance(node, ast.comprehension):
+                put(node.ifs, site.variant, ast.UnaryOp(op=ast.Not(), operand=node.ifs[site.variant]))
+            elif isinstance(node, ast.UnaryOp):
+                put(*self._where(node), node.operand)
+            else:
+                put(node, "test", ast.UnaryOp(op=ast.Not(), operand=node.test))
+        elif site.operator == "boolop":
+            put(node, "op", ast.Or() if isinstance(node.op, ast.And) else ast.And())
+        elif site.operator == "return":
+            value = node.value
+            if site.variant == 0:  # the empty value of the same type
+                put(node, "value", ast.Call(
+                    func=ast.Call(func=ast.Name("type", ast.Load()), args=[value], keywords=[]),
+                    args=[],
+                    keywords=[],
+                ))
+            elif site.variant == 1:  # doubled: 2x, "abab", [a, b, a, b]
+                put(node, "value", ast.BinOp(left=value, op=ast.Add(), right=copy.deepcopy(value)))
+            else:  # without its first element
+                put(node, "value", ast.Subscript(value=value, slice=ast.Slice(lower=ast.Constant(1)), ctx=ast.Load()))
+        elif site.operator == "drop":
+            field_name = ("body", "orelse", "finalbody")[site.variant // 100_000]
+            put(getattr(node, field_name), site.variant % 100_000, ast.Pass())
+        # (No ast.fix_missing_locations: unparsing never reads a location, and it walked the
+        # whole tree of every candidate, ~30% of making them.)
 
 
 def _seed(*parts: str) -> int:
@@ -273,9 +302,9 @@ def iter_mutant_candidates(
     return iter(MutantSource(solution, functions_only=functions_only, key=key, limit=limit))
 
 
-def _shuffled_sites(solution: str, functions_only: bool, key: str) -> tuple[str, list[_Site]] | None:
-    """``(the solution unparsed, its mutation sites in the seeded order)``, or ``None`` where the
-    solution does not parse."""
+def _shuffled_sites(solution: str, functions_only: bool, key: str) -> tuple[str, list[_Site], _Mutator] | None:
+    """``(the solution unparsed, its mutation sites in the seeded order, the mutator of its
+    tree)``, or ``None`` where the solution does not parse."""
     try:
         tree = parse_python(solution)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
@@ -283,19 +312,7 @@ def _shuffled_sites(solution: str, functions_only: bool, key: str) -> tuple[str,
     original = ast.unparse(tree)
     sites = _sites(tree, functions_only)
     random.Random(_seed(key, solution)).shuffle(sites)
-    return original, sites
-
-
-def _mutant_text(solution: str, site: _Site) -> str | None:
-    """The mutant of ``solution`` at ``site`` as text, or ``None`` where it does not compile."""
-    try:
-        text = ast.unparse(_apply(solution, site))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # SyntaxWarning: "'int' object is not callable"...
-            compile(text, "<mutant>", "exec")
-    except (SyntaxError, ValueError, RecursionError, MemoryError, TypeError):
-        return None
-    return text
+    return original, sites, _Mutator(tree)
 
 
 class MutantSource:
@@ -320,13 +337,13 @@ class MutantSource:
         shuffled = _shuffled_sites(self.solution, self.functions_only, self.key)
         if shuffled is None:
             return
-        original, sites = shuffled
+        original, sites, mutator = shuffled
         seen = {original}
         found = 0
         for position, site in enumerate(sites):
             if self.limit is not None and found >= self.limit:
                 return
-            text = _mutant_text(self.solution, site)
+            text = mutator.text(site)
             if text is None or text in seen:
                 continue
             seen.add(text)
@@ -340,10 +357,10 @@ class MutantSource:
         shuffled = _shuffled_sites(self.solution, self.functions_only, self.key)
         if shuffled is None:
             return [None] * len(positions)
-        original, sites = shuffled
+        original, sites, mutator = shuffled
         made: list[str | None] = []
         for position in positions:
-            text = _mutant_text(self.solution, sites[position]) if 0 <= position < len(sites) else None
+            text = mutator.text(sites[position]) if 0 <= position < len(sites) else None
             made.append(None if text == original else text)
         return made
 

@@ -531,6 +531,49 @@ def test_each_candidate_is_the_mutant_made_at_its_position_alone():
     assert source.at([-1, 10**6]) == [None, None]
 
 
+# A solution with a site of every operator (compare, arith, constant, call, negate in its three
+# forms, boolop, return, drop).
+_EVERY_OPERATOR = """
+def f(xs, k):
+    total = 0
+    for x in xs:
+        if x > k and not x % 2 == 0:
+            total += x * 2
+        while total > 100 or total < -100:
+            total //= 2
+    picked = [x for x in xs if x != k]
+    label = "big" if total >= 10 else "small"
+    return max(picked + [total]), label, min(xs)
+"""
+
+
+@pytest.mark.parametrize("solution", [_EVERY_OPERATOR, *(p.solution for p in load_humaneval_problems()[:60:6])])
+def test_mutants_made_one_after_another_on_one_tree_are_those_made_from_a_fresh_parse(solution):
+    # The mutants are made in place on one tree and undone: a mutation left behind would show in
+    # every mutant made after it.
+    source = mutants.MutantSource(solution, functions_only=True, key="k")
+    made = list(source)
+    positions = [source.positions[text] for text in made]
+    alone = [mutants.MutantSource(solution, functions_only=True, key="k").at([p])[0] for p in positions]
+    backwards = mutants.MutantSource(solution, functions_only=True, key="k").at(positions[::-1])[::-1]
+    assert made == alone == backwards
+    if solution is _EVERY_OPERATOR:
+        operators = {site.operator for site in mutants._shuffled_sites(solution, True, "k")[1]}
+        assert operators == {"compare", "arith", "constant", "call", "negate", "boolop", "return", "drop"}
+        assert len(made) > 30
+
+
+def test_a_mutant_checked_to_compile_is_not_compiled_again_for_its_run():
+    from sandboxes import harness
+
+    problem = load_humaneval_problems()[3]
+    harness._compiled_once.cache_clear()
+    made = mutants.mutant_candidates(problem.solution, functions_only=True, key=str(problem.id), limit=8)
+    misses = harness._compiled_once.cache_info().misses
+    harness._value_checks_code(problem.setup or "", "", made)
+    assert harness._compiled_once.cache_info().misses == misses + 1  # the setup only
+
+
 def test_the_disk_cache_checks_a_mutant_source_by_the_stored_positions(tmp_path, monkeypatch):
     monkeypatch.setenv("LLM_ENVS_MUTANT_CACHE", str(tmp_path))
     mutants.clear_cache()
