@@ -646,14 +646,16 @@ class Trainer:
         self.step = int(state["step"])
         self.engine.load_state_dict(state["engine"])
         self.engine.sync(self.policies.names())
-        if state.get("env") is not None:
-            self._load_env_state(state["env"])
         self.last_eval = dict(state.get("last_eval") or {})
         curriculum = state.get("curriculum") or {}
         self.curriculum_index = int(curriculum.get("index", 0))
         self.curriculum_streak = int(curriculum.get("streak", 0))
         if self.curriculum_index and self.cfg.env.curriculum is not None:
             self._rebuild_training_envs()
+        # (after the rebuild for the curriculum's level, which makes new instances: the state
+        # saved, a question pool for one, goes into the instances that will train)
+        if state.get("env") is not None:
+            self._load_env_state(state["env"])
         # ("role_baselines": the name of rae's state in checkpoints written before the registry)
         self.estimator_state = dict(state.get("estimator_state", state.get("role_baselines")) or {})
         return int(state.get("metrics_lines", 0))

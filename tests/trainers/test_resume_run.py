@@ -171,3 +171,43 @@ def test_ctrl_c_during_a_checkpoint_save_is_raised_after_the_save(tmp_path, monk
     assert latest is not None and latest.name == "step_00000003"
     loaded = checkpoint.load_checkpoint(latest)
     assert torch.equal(loaded["a"]["x"], torch.ones(4)) and loaded["b"] == [1, 2]
+
+
+def test_resume_after_a_curriculum_move_keeps_the_environments_state(tmp_path):
+    """The question pool saved at step 2, after the curriculum moved at step 1, is the pool of
+    the resumed run (the envs rebuilt for the level used to replace the one it was loaded into)."""
+    cfg = [
+        "env.id=llm/ProposerSolverJudge-v0",
+        "env.kwargs={task: arithmetic, num_solver_samples: 1, task_kwargs: {level: 1}}",
+        "env.curriculum={option: task_kwargs.level, levels: [1, 2], metric: record_reward, threshold: -1000, patience: 1}",
+        "env.num_envs=1",
+        "env.max_decisions=8",
+        "model.path=tiny:llm/ProposerSolverJudge-v0",
+        "model.device=cpu",
+        "model.level=L1",
+        "rollout.tree=false",
+        "rollout.max_new_tokens=2",
+        "algorithm.estimator=task_relative_reinforce_pp",
+        "run.steps=3",
+        "run.save_every=1",
+        "run.eval_every=-1",
+        "run.progress=false",
+        "run.tensorboard=false",
+        "run.export_final=false",
+        f"run.output_dir={tmp_path}",
+    ]
+    question = "What is 1234 + 4321 ?"
+    trainer = Trainer(load_config(None, cfg))
+    trainer.train(until_step=1)
+    assert trainer.curriculum_index == 1
+    trainer.envs[0].unwrapped.pool.add(question, 1.0, answer="5555")  # as if accepted
+    trainer.train(until_step=2)
+    pool = len(trainer.envs[0].unwrapped.pool)
+    trainer.close()
+    resumed = Trainer(load_config(None, cfg), resume=True)
+    try:
+        assert resumed.curriculum_index == 1
+        assert question in resumed.envs[0].unwrapped.pool
+        assert len(resumed.envs[0].unwrapped.pool) == pool
+    finally:
+        resumed.close()
