@@ -405,6 +405,10 @@ class EstimatorInfo:
             otherwise a KL penalty belongs in the loss (``train.kl_loss_coef``).
         uses: The ``algorithm.*`` fields it reads.
         options: Its own options with their defaults, set in ``algorithm.estimator_options``.
+        needs_groups: Compares each record with the others of its group (``group_keys``), so a
+            group of one gives it nothing to learn from: the config must sample several records
+            per group (``rollout.k >= 2`` under tree sampling, ``env.samples_per_problem >= 2``
+            under flat sampling).
     """
 
     name: str
@@ -417,6 +421,7 @@ class EstimatorInfo:
     kl_in_reward: bool = False
     uses: tuple[str, ...] = ()
     options: Mapping[str, Any] = field(default_factory=dict)
+    needs_groups: bool = False
 
     def resolve_options(self, given: Mapping[str, Any] | None) -> dict[str, Any]:
         """Its options: the defaults, overridden by ``given`` (unknown names are an error)."""
@@ -446,6 +451,7 @@ def register_estimator(
     kl_in_reward: bool = False,
     uses: Sequence[str] = (),
     options: Mapping[str, Any] | None = None,
+    needs_groups: bool = False,
 ) -> Callable[[Estimator], Estimator]:
     """Register the decorated function as the advantage estimator ``name`` (see
     :class:`EstimatorInfo` for the metadata). The function is returned unchanged.
@@ -466,7 +472,7 @@ def register_estimator(
             raise ValueError(f"an advantage estimator named {name!r} is already registered")
         ESTIMATOR_REGISTRY[name] = EstimatorInfo(
             name, fn, sampling, sampling_reason, stateful, whitens, role_key, kl_in_reward, tuple(uses),
-            MappingProxyType(dict(options or {})),
+            MappingProxyType(dict(options or {})), needs_groups,
         )
         return fn
 
@@ -504,6 +510,17 @@ def estimator_config_problems(cfg: Any) -> list[str]:
     if info.sampling == "flat" and cfg.rollout.tree:
         reason = info.sampling_reason or "needs flat sampling"
         problems.append(f"{name} {reason}: set rollout.tree: false")
+    if info.needs_groups:
+        # (every record alone in its group: the group mean is its own reward, every advantage 0)
+        if cfg.rollout.tree and cfg.rollout.k < 2:
+            problems.append(f"{name} compares the records of a group, and rollout.k = {cfg.rollout.k} makes groups "
+                            "of one: set rollout.k >= 2")
+        if not cfg.rollout.tree and cfg.env.samples_per_problem < 2:
+            problems.append(f"{name} compares the episodes of one problem, and env.samples_per_problem = "
+                            f"{cfg.env.samples_per_problem} plays each problem once: set env.samples_per_problem >= 2")
+    if cfg.algorithm.kl_coef > 0 and not info.kl_in_reward:
+        problems.append(f"algorithm.kl_coef is the KL penalty in the reward, which {name} does not read: "
+                        "set it to 0 and put the penalty in the loss (train.kl_loss_coef)")
     try:
         info.resolve_options(cfg.algorithm.estimator_options)
     except ValueError as exc:
@@ -534,7 +551,8 @@ def reinforce_pp(batch: AdvantageBatch, cfg: Any, options: Mapping[str, Any]) ->
                                    reward_clip=cfg.reward_clip)
 
 
-@register_estimator("reinforce_pp_baseline", whitens="batch", kl_in_reward=True, uses=_REINFORCE_PP_USES)
+@register_estimator("reinforce_pp_baseline", whitens="batch", kl_in_reward=True, uses=_REINFORCE_PP_USES,
+                    needs_groups=True)
 def reinforce_pp_baseline(batch: AdvantageBatch, cfg: Any, options: Mapping[str, Any]) -> Tensor:
     """The group mean subtracted first, then as ``reinforce_pp``."""
     gids = group_ids_from_keys(batch.group_keys)
