@@ -367,3 +367,20 @@ def test_the_adversary_regain_and_connective_strategies_hold(env_id):
     env = llm_envs.make(env_id)
     outcomes = check_contract(env, seeds=(0,), strategies=strategies_for(env, ["regain-after-loss", "hedge-connective"]))
     assert outcomes and all(o.verdict in ("held", "n/a") for o in outcomes), [o.detail for o in outcomes if o.verdict != "held"]
+
+
+@pytest.mark.parametrize("evaluations", [2, 3])
+def test_forum_scoring_every_solution_1_does_not_raise_the_team_return_with_several_evaluations(evaluations):
+    """Attack (harsh scoring): every scorer gives 1. With n evaluations per solution each scoring
+    paid its evaluator the full (3 − τ̂)/2 = 1 and the solver 0: the team earned n per solution
+    (16 against the reference's 8 at n = 2). Each scoring pays both 1/n in all now."""
+
+    def harsh(env, agent):
+        if env.current_step.kind == "score":
+            return "The critique is right, fatal. <score>1</score>"
+        return env.scripted_action(agent, critic="harsh")
+
+    honest = play(ForumEnv(num_evaluations=evaluations), lambda e, a: e.reference_action(a), seed=0)
+    scored_low = play(ForumEnv(num_evaluations=evaluations), harsh, seed=0)
+    assert sum(scored_low.values()) <= sum(honest.values()) + 1e-9
+    assert sum(honest.values()) == pytest.approx(8.0)

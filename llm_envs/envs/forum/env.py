@@ -287,12 +287,15 @@ class ForumEnv(TextEnv):
         key = (step.round, step.slot, step.evaluation)
         self.scores[key] = score
         self._credit(record, "format", rules.scorer_reward(score))
-        # The solution earns the mean over its n scorings, so its reward stays in [0, 1].
+        # The solution earns the mean over its n scorings, so its reward stays in [0, 1]; each
+        # evaluator earns its scoring's (3 − τ̂)/2 with the same share, so that every scoring
+        # pays the team 1/n whatever it scores (with the evaluator's full (3 − τ̂)/2, scoring
+        # every solution 1 paid the team n per solution: twice the reference's return at n = 2).
         solution = self.solutions[(step.round, step.slot)]
         share = 1.0 / self.config.num_evaluations
         self._credit(solution.record, "score", share * rules.solver_reward(score))
         if self.config.evaluation:
-            self._credit(self.evaluations[key].record, "score", rules.evaluator_reward(score))
+            self._credit(self.evaluations[key].record, "score", share * rules.evaluator_reward(score))
 
     # ------------------------------------------------------------------ helpers
     def _agent_of(self, step: rules.Step) -> str:
@@ -493,7 +496,7 @@ class ForumEnv(TextEnv):
 
     def reward_bounds(self, agent: str) -> tuple[float, float]:
         """A solution earns the mean of its scorings' ``(τ̂ − 1)/2`` (or the vote's approval
-        share), an evaluation ``(3 − τ̂)/2`` (or its consistency, −1 without a judgment), a
+        share), an evaluation ``(3 − τ̂)/(2n)`` (or its consistency, −1 without a judgment), a
         scoring 0 or the −1 format penalty: every action's reward lies in [−1, 1].
         docs/envs/forum.md states the same bounds."""
         return (-1.0, 1.0)

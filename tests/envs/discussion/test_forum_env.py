@@ -77,15 +77,16 @@ def test_two_evaluations_per_solution_hand_computed(one_problem_source):
         ("ev", 1),
         ("sc", 2),
     ]
+    # Each scoring pays the solver (τ − 1)/(2n) and the evaluator (3 − τ)/(2n), n = 2.
     # Round 0 (agent_2 wrong): τ = 1 (agent_1 honest), τ = 2 (agent_0 lenient):
-    #   solver (0 + 0.5)/2 = 0.25; evaluators agent_1 1, agent_0 0.5.
+    #   solver (0 + 0.5)/2 = 0.25; evaluators agent_1 1/2, agent_0 0.5/2.
     # Round 1 (agent_0 right): τ = 2 (agent_0 lenient), τ = None (agent_2 garbage):
-    #   solver (0.5 + 0)/2 = 0.25; evaluators agent_0 0.5 and 0; scorer agent_2 −1.
+    #   solver (0.5 + 0)/2 = 0.25; evaluators agent_0 0.5/2 and 0; scorer agent_2 −1.
     # Round 2 (agent_1 right): τ = 3 (agent_1 honest), τ = None (agent_2 garbage):
     #   solver (1 + 0)/2 = 0.5; evaluators agent_2 0, agent_1 0; scorer agent_2 −1.
     solutions = by_role(env, "solver")
     assert [r.reward for r in solutions] == [0.25, 0.25, 0.5]
-    assert totals == pytest.approx({"agent_0": 1.25, "agent_1": 1.5, "agent_2": -1.75})
+    assert totals == pytest.approx({"agent_0": 0.75, "agent_1": 1.0, "agent_2": -1.75})
     assert env.agent_rewards() == pytest.approx(totals)
 
 
