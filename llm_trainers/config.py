@@ -429,8 +429,10 @@ class TrainConfig:
     Attributes:
         lr: Peak learning rate. lr_per_policy: policy → learning rate override.
         betas, weight_decay, adam_eps: AdamW.
-        schedule: ``constant``, ``linear`` or ``cosine`` (after ``warmup_steps``), decaying to
-            ``min_lr_ratio·lr`` at the last step.
+        schedule: ``constant``, ``linear`` or ``cosine`` (after ``warmup_steps``), decaying
+            towards ``min_lr_ratio·lr``, which it reaches at step ``run.steps``: one past the
+            last iteration, as in Hugging Face's schedules (4 steps of ``linear`` to 0: 1, 0.75,
+            0.5, 0.25 of ``lr``).
         max_grad_norm: Gradient-norm clip per policy (null = off).
         micro_batch_size: Samples per forward/backward.
         mini_batch_size: Samples per optimizer step (null = all of a policy's samples: one step

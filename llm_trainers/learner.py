@@ -228,8 +228,7 @@ class Learner:
                 raise ValueError(f"off-policy correction {self.off_policy.correction!r} needs behaviour_logprobs "
                                  "on every sample")
         if any(s.old_logprobs is None for s in samples):
-            mini = self._mini_size(len(samples))
-            if cfg.epochs != 1 or (mini and 0 < mini < len(samples)) or any(s.old_logprobs is not None for s in samples):
+            if cfg.epochs != 1 or len(self._mini_batches(samples)) > 1 or any(s.old_logprobs is not None for s in samples):
                 raise ValueError("samples without old_logprobs take log π_old from the update's forward pass: that "
                                  "needs one optimizer step (epochs 1, one mini-batch) and no sample with them")
         if not samples:
@@ -248,7 +247,7 @@ class Learner:
             with pol.activated() as model:
                 for _ in range(self.cfg.epochs):
                     order = torch.randperm(len(samples), generator=self.generators[policy]).tolist()
-                    for mini in _chunks([samples[i] for i in order], self._mini_size(len(samples))):
+                    for mini in self._mini_batches([samples[i] for i in order]):
                         n_tokens = sum(len(s.completion_ids) for s in mini)
                         if n_tokens == 0:
                             continue
@@ -296,10 +295,21 @@ class Learner:
             warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)`")
             self.schedulers[policy].step()
 
-    def _mini_size(self, n: int) -> int | None:
-        if self.cfg.num_mini_batches:
-            return max(1, math.ceil(n / self.cfg.num_mini_batches))
-        return self.cfg.mini_batch_size
+    def _mini_batches(self, items: Sequence[Any]) -> list[Sequence[Any]]:
+        """``items`` cut into the mini-batches of one epoch (one optimizer step each):
+        ``num_mini_batches`` of them (or one per item, if fewer) whose sizes differ by at most
+        one, else chunks of ``mini_batch_size`` (all of them where it is null)."""
+        wanted = self.cfg.num_mini_batches
+        if not wanted:
+            return list(_chunks(items, self.cfg.mini_batch_size))
+        count = min(len(items), wanted)
+        if count == 0:
+            return []
+        size, extra = divmod(len(items), count)
+        cuts = [0]
+        for i in range(count):
+            cuts.append(cuts[-1] + size + (1 if i < extra else 0))
+        return [items[a:b] for a, b in zip(cuts, cuts[1:])]
 
     def _micro_batches(self, policy: str, mini: Sequence[UpdateSample]) -> Iterator[tuple[Sequence[UpdateSample], float]]:
         """The micro-batches of one optimizer step, each with the factor its loss is multiplied by

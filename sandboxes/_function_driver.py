@@ -1255,6 +1255,27 @@ def _compile_tests(tests):
     return codes
 
 
+#: The seed of the tests' ``random`` (and numpy's, where loaded) in every run.
+TEST_RANDOM_SEED = 0
+
+
+def _seed_test_randomness():
+    """Seed the test process's random numbers alike in every run (the worker seeds each job
+    afresh, as a fresh interpreter would): tests that draw random inputs then draw the same ones
+    for every program, and a test whose verdict comes from ``random`` rather than from the
+    program gives the same verdict on all of them (the Coder–Tester pays a catch only for a
+    verdict that the program decides)."""
+    import random
+
+    random.seed(TEST_RANDOM_SEED)
+    numpy_random = _sys.modules.get("numpy.random")  # (only if loaded: importing it costs ~20 ms)
+    if numpy_random is not None:
+        try:
+            numpy_random.seed(TEST_RANDOM_SEED)
+        except Exception:
+            pass
+
+
 def _run_tests(control, emit, finish, payload, codes=None, verdict=None, setup_code=None, connection=None):
     """T after its set-up: wait for the solution's reports on `control`, run every test, report
     each with `emit`, end with `finish`. `codes`: the tests already compiled (else compiled here,
@@ -1278,6 +1299,7 @@ def _run_tests(control, emit, finish, payload, codes=None, verdict=None, setup_c
         # here too (trusted, so the tests see its own helpers, never the solution's versions of
         # them), and the tests are compiled.
         base = {"__name__": "__main__", "__builtins__": __builtins__}
+        _seed_test_randomness()
         try:
             if setup_code is None:
                 setup_code = compile(payload["setup"], "setup.py", "exec", dont_inherit=True)

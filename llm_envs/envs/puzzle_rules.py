@@ -157,8 +157,9 @@ _ONE_LINE_PYTHON = re.compile(r"[ \t]*(python3?|py)[ \t]+(\S.*)", re.IGNORECASE 
 
 
 def extract_program(text: str) -> str | None:
-    """The program in a reply: the last ```` ```python ```` block, else the last ```` ``` ````
-    block, else an unterminated ```` ```python ```` block running to the end; ``None`` if none.
+    """The program in a reply: the last closed ```` ```python ```` block, else an unterminated
+    ```` ```python ```` block running to the end, else the last closed ```` ``` ```` block (any
+    other tag, or none); ``None`` if none.
 
     Linear in the length of ``text`` (a plain split on fences; no backtracking regex).
     """

@@ -51,6 +51,25 @@ def test_per_test_time_limit_and_isolation_between_tests(sandbox):
     assert report.results[0].timed_out and "timed out" in report.results[0].error
 
 
+def test_the_tests_random_numbers_are_the_same_in_every_run(sandbox):
+    # Seeded alike in every run (tests that draw random inputs draw the same for every program;
+    # a verdict drawn from `random` is the same on all of them), in one run of many programs too.
+    import random
+
+    from sandboxes.harness import run_function_tests_slots
+
+    drawn = random.Random(0)
+    first, second = drawn.random(), drawn.randrange(10**9)
+    tests = [
+        f"import random\nassert random.random() == {first!r}",
+        f"from random import randrange\nassert randrange(10**9) == {second}",
+    ]
+    for _ in range(3):
+        assert run_function_tests(sandbox, ADD, tests, entry_point="add").passed == 2
+    slots = run_function_tests_slots(sandbox, [ADD, ADD], tests, entry_point="add", golden=None)
+    assert [slot.report.passed for slot in slots] == [2, 2]
+
+
 def test_candidate_alias_setup_and_captured_stdout(sandbox):
     report = run_function_tests(
         sandbox,

@@ -130,6 +130,23 @@ def test_scheduler_steps_once_per_update(policies):
     assert lrs == pytest.approx([1.0, 0.75, 0.5])
 
 
+@pytest.mark.parametrize(("samples", "wanted", "sizes"),
+                         [(9, 4, [3, 2, 2, 2]), (5, 4, [2, 1, 1, 1]), (10, 4, [3, 3, 2, 2]), (3, 4, [1, 1, 1])])
+def test_num_mini_batches_makes_that_many_optimizer_steps_of_even_sizes(policies, samples, wanted, sizes):
+    # (cutting chunks of ceil(n / k) gave 3 steps of [3, 3, 3] for 9 samples and k = 4)
+    learner = Learner(policies, TrainConfig(lr=1e-3, num_mini_batches=wanted, micro_batch_size=16), total_steps=4)
+    batch = _fill_old(learner, "shared", _samples(policies["shared"].tokenizer, [2] * samples))
+    seen: list[int] = []
+    cut = learner._micro_batches
+    learner._micro_batches = lambda policy, mini: (seen.append(len(mini)), cut(policy, mini))[1]
+    steps = []
+    optimizer = learner.optimizers["shared"]
+    step = optimizer.step
+    optimizer.step = lambda *a, **k: (steps.append(1), step(*a, **k))[1]
+    learner.update("shared", batch)
+    assert sorted(seen, reverse=True) == sizes and len(steps) == len(sizes)
+
+
 def test_schedule_counts_iterations_for_a_policy_without_samples(tiny_model_dir):
     """The schedule runs on training iterations: a policy that gets no samples in an iteration
     (e.g. ``drop_uniform_groups`` removed all its records) still moves along it, so at

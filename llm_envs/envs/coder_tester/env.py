@@ -347,6 +347,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         # Judged before any state changes (see _coder_step).
         reports: list[Any] = []
         by_value = None
+        control_report = None
         catching = self._pays_for_catches()
         wrong_jobs: list[tuple[str, Any, int]] = []
         one_run: tuple[Any, int, int] | None = None  # (golden report, caught, wrong programs)
@@ -373,13 +374,18 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
                 jobs.append((self._code, parsed.tests))
             if catching and by_value is None:
                 wrong_jobs = self._wrong_program_jobs(parsed.tests)
+            # The control: the golden's run again, alone, as every wrong program runs (see
+            # _count_caught); function style only (stdin/stdout tests are data; graded by value,
+            # the tests are asserts on values).
+            controls = [jobs[0]] if wrong_jobs and problem.solution is not None and problem.style == "function" else []
             gradings = [
                 Grading.tests_of(problem, c, t, time_s=cfg.test_time_s)
-                for c, t in jobs + [(c, t) for c, t, _ in wrong_jobs]
+                for c, t in jobs + [(c, t) for c, t, _ in wrong_jobs] + controls
             ]
             with self._waiting_for_sandbox():
                 reports = self._grade(gradings + ([by_value] if by_value is not None else []))
             value_results = reports.pop() if by_value is not None else None
+            control_report = reports.pop() if controls else None
             if by_value is not None:
                 reports.insert(0, self._golden_report_by_value(value_results[0], parsed.tests))
         record = self._add_record(
@@ -407,7 +413,9 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
                     golden_report, by_value, value_results, parsed.tests
                 )
             elif catching and golden_report is not None:
-                caught, wrong_programs = self._count_caught(golden_report, wrong_jobs, reports)
+                caught, wrong_programs = self._count_caught(golden_report, wrong_jobs, reports, control_report)
+                record.info["tests_reproducible"] = caught is not None
+                caught = caught or 0
             if code_report is not None:
                 passed = code_report.passed
                 for result, shown in zip(code_report.results, parsed.shown):
@@ -784,12 +792,21 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         golden_report: Any,
         wrong_jobs: list[tuple[str, Any, int]],
         wrong_reports: list[Any],
-    ) -> tuple[int, int]:
+        control_report: Any = None,
+    ) -> tuple[int | None, int]:
         """``(caught, wrong programs)``: how many wrong programs at least one of the tester's
         golden-passing tests catches by its own assertion about a value
-        (:func:`mutants.killed_by`; a harness failure is never a catch)."""
+        (:func:`mutants.killed_by`; a harness failure is never a catch).
+
+        ``caught`` is ``None`` (nothing is paid) where ``control_report``, the golden's guarded
+        run made again as every wrong program's run is made, is itself caught: then the tests'
+        verdicts do not follow from the program (a test that asserts on ``random``, the clock,
+        ``os.urandom`` or ``hash`` passes the golden in one run and fails a wrong program in
+        another), so no catch of theirs says the program was wrong."""
         io_style = self.problem is not None and self.problem.style == "io"
         golden_passing = [i for i, r in enumerate(golden_report.results) if r.passed]
+        if control_report is not None and mutants.killed_by(control_report, io_style, among=golden_passing):
+            return None, len(wrong_jobs)
         caught = wrong = 0
         for (_, _, golden_count), report in zip(wrong_jobs, wrong_reports):
             wrong += 1

@@ -504,6 +504,8 @@ class PlanPathRules:
         state = from_text(text)
         if state.grid.dist(state.position) < 0:
             raise ValueError("the goal cannot be reached from the start")
+        if self.is_solved(state):  # (any plan would be paid the goal without a move)
+            raise ValueError("the puzzle is already solved: the start is the goal")
         return state
 
     def puzzle_text(self, state: PathState) -> str:

@@ -119,6 +119,6 @@ class SudokuEnv(PuzzleEnv):
     def _potential_shortfall_bound(self) -> float:
         """An unsolved board's potential lies in ``[−conflict_penalty, progress_weight]`` (the
         signs the config accepts), so it falls at most their spread below the best reached:
-        3.0 with the defaults."""
+        1.0 with the defaults (0.5 and 0.5)."""
         low, high = unit_weights([self.config.rewards.progress_weight, -self.config.rewards.conflict_penalty])
         return high - low

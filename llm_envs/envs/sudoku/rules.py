@@ -459,6 +459,8 @@ def parse_puzzle_text(text: str) -> Puzzle:
         raise ValueError("cells must be integers") from error
     if any(not 0 <= v <= size for v in clues):
         raise ValueError(f"cells must be in 0..{size}")
+    if 0 not in clues:  # (nothing to solve: any answer would be paid the solved grid)
+        raise ValueError("the puzzle has no empty cell (0): it is already solved")
     found = _search(clues, size, 2, None)
     if len(found) != 1:
         raise ValueError(f"the puzzle must have exactly one solution, it has {len(found)}+")
@@ -490,7 +492,8 @@ def parse_grid(text: str, size: int, answer_format: str = "lenient") -> Grid:
         return int(token)
 
     groups = _ROW_GROUP.findall(text)
-    if answer_format == "list" and not (groups and text.strip().startswith("[[")):
+    # (a nested list as Python writes or reads it: "[[1, 2], ...]" or "[ [1, 2], ... ]")
+    if answer_format == "list" and not (groups and re.match(r"\[\s*\[", text.strip())):
         raise PlanFormatError(f"expected the grid as a list of {size} rows, e.g. [[1,2,...], ...]")
     if groups:
         if _ROW_GROUP.sub("", text).strip(" [],\t") != "":

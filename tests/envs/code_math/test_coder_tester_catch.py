@@ -136,6 +136,43 @@ def test_vacuous_tests_earn_what_a_plain_wrong_test_earns_on_humaneval(sandbox, 
     assert record.reward_components["local"] == pytest.approx(wrong.reward_components["local"])
 
 
+def test_tests_whose_verdict_comes_from_random_earn_what_a_test_that_catches_nothing_earns(sandbox):
+    # Passing at random, such tests passed the golden in its run and failed wrong programs in
+    # theirs: paid ~0.8 of the golden tests' 1.0 while never calling the program.
+    env = humaneval_env(sandbox)
+    env.reset(seed=0, options={"problem_index": 0})
+    coder = env.reference_action("coder")
+    drawn = written_tests(*[f"import random\nassert random.random() < 0.85  # {i}" for i in range(16)])
+    for _ in range(3):
+        record = play_turn(env, coder, drawn, 0)
+        assert record.info["wrong_programs"] >= 3 and record.info["wrong_programs_caught"] == 0
+        assert record.reward_components["local"] == pytest.approx(0.2)
+
+
+def test_no_catch_is_paid_where_the_golden_run_again_is_caught(sandbox):
+    # The control: the golden's guarded run made again as the wrong programs' runs are made. A
+    # golden-passing test that fails it decides nothing about a program (its verdict came from
+    # the clock, os.urandom, hash seeds...), so no catch is paid, however many it made.
+    env = humaneval_env(sandbox)
+    env.reset(seed=0, options={"problem_index": 2})
+    problem = env.problem
+    tests = tuple(problem.tests)
+    golden = env._as_wrong_program(problem.solution)
+    wrong = [(env._as_wrong_program(m), tests, 0) for m in env._mutants()]
+    golden_report, *reports = env._judge_all([(golden, tests)] + [(p, t) for p, t, _ in wrong])
+    assert env._count_caught(golden_report, wrong, reports) == (len(wrong), len(wrong))
+    assert env._count_caught(golden_report, wrong, reports, golden_report) == (len(wrong), len(wrong))
+    caught_control = reports[0]  # (a report that fails a golden-passing test by an assertion)
+    assert env._count_caught(golden_report, wrong, reports, caught_control) == (None, len(wrong))
+    # In an episode: a test that reads the clock pays no catch where the control catches it.
+    clock = written_tests("import time\nassert (time.time_ns() // 1000) % 100 < 67")
+    for _ in range(4):
+        record = play_turn(env, env.reference_action("coder"), clock, 2)
+        if not record.info["tests_reproducible"]:
+            assert record.info["wrong_programs_caught"] == 0
+            assert record.reward_components["local"] == pytest.approx(0.2)
+
+
 @pytest.mark.parametrize("index", range(0, 164, 8))
 def test_humanevals_own_tests_earn_the_full_tester_reward(sandbox, index):
     env = humaneval_env(sandbox)

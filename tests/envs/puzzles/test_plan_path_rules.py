@@ -52,6 +52,12 @@ def test_unreachable_goal_cannot_be_loaded():
         RULES.load("2 3\nS#G\n.#.")
 
 
+def test_a_grid_whose_start_is_the_goal_cannot_be_loaded():
+    # (a grid without "S" starts on the goal: any plan would be paid the goal)
+    with pytest.raises(ValueError, match="already solved"):
+        RULES.load("2 2\nG.\n..")
+
+
 @pytest.mark.parametrize(
     ("text", "moves"),
     [

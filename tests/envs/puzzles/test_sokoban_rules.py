@@ -85,6 +85,12 @@ def test_solver_finds_shortest_solutions_and_detects_dead_ends():
     assert solve(from_text("3 4\n####\n#@*#\n####")) == ()
 
 
+def test_a_level_already_solved_cannot_be_loaded():
+    # (any plan would be paid the solved reward without a push)
+    with pytest.raises(ValueError, match="already solved"):
+        SokobanRules().load("3 4\n####\n#@*#\n####")
+
+
 def test_rewards_hand_computed_single_push_onto_target():
     outcome = apply_moves(from_text(ONE_PUSH), ("R",), SokobanRewards())
     # valid -0.01, box onto target +1, shaping 0.1 * (distance 1 -> 0), solved +10.

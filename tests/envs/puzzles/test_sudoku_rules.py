@@ -89,6 +89,22 @@ def test_parse_grid_formats(text):
     assert parse_grid(text, 4) == SOLUTION
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["[ [1,2,3,4],[3,4,1,2],[2,1,4,3],[4,3,2,1] ]", "[\t[1, 2, 3, 4], [3, 4, 1, 2], [2, 1, 4, 3], [4, 3, 2, 1]]"],
+)
+def test_the_list_format_takes_a_nested_list_with_space_inside_its_brackets(text):
+    # (as Python's literal reader, the released code's, takes it)
+    assert parse_grid(text, 4, answer_format="list") == SOLUTION
+    with pytest.raises(PlanFormatError):
+        parse_grid("1234 3412 2143 4321", 4, answer_format="list")
+
+
+def test_a_puzzle_without_an_empty_cell_is_refused():
+    with pytest.raises(ValueError, match="no empty cell"):
+        parse_puzzle_text("4\n1 2 3 4\n3 4 1 2\n2 1 4 3\n4 3 2 1")
+
+
 def test_parse_grid_blanks():
     assert parse_grid("[[1,.,_,4],[0,0,0,0],[0,0,0,0],[0,3,2,0]]", 4) == parse_puzzle_text(
         PUZZLE_TEXT
