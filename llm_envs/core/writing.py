@@ -30,6 +30,19 @@ def json_text(data: Any, **options: Any) -> str:
     return _LONE_SURROGATE.sub(_escaped, text)
 
 
+def without_lone_surrogates(data: Any) -> Any:
+    """``data`` (strings, and lists, tuples and dicts of them, keys included) with every lone
+    surrogate replaced by U+FFFD, for a writer that cannot escape one (pydantic's JSON, which
+    ``llm-envs serve`` replies with); everything else as it is."""
+    if isinstance(data, str):
+        return _LONE_SURROGATE.sub("\ufffd", data) if _LONE_SURROGATE.search(data) else data
+    if isinstance(data, dict):
+        return {without_lone_surrogates(k): without_lone_surrogates(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return type(data)(without_lone_surrogates(v) for v in data)
+    return data
+
+
 def escape_unencodable_output() -> None:
     """Make this process's stdout and stderr write what their encoding cannot hold as a
     backslash escape (``\\ud800``) instead of raising. The command lines call it first: they

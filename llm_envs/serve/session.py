@@ -21,6 +21,7 @@ from pydantic import Field
 import llm_envs
 from llm_envs.core.errors import InfrastructureError
 from llm_envs.core.records import _jsonable
+from llm_envs.core.writing import without_lone_surrogates
 
 from .protocol import EXPIRED_PREFIX, INFRASTRUCTURE_PREFIX
 
@@ -186,7 +187,7 @@ class TextEnvSession(Environment[TextAction, TextObservation, TextState]):
         if env is None:
             return TextState(env_id=self.env_id, options=_jsonable(self.base_options))
         with self._lock:
-            return TextState(
+            return TextState(**_replyable(
                 episode_id=env.episode_id,
                 step_count=self._steps,
                 env_id=self.env_id,
@@ -201,7 +202,7 @@ class TextEnvSession(Environment[TextAction, TextObservation, TextState]):
                 metrics=env.episode_metrics() if env.episode_over else {},
                 agent_rewards=env.agent_rewards(),
                 reference_action=self._reference,
-            )
+            ))
 
     def get_metadata(self) -> EnvironmentMetadata:
         entry = llm_envs.entry(self.env_id)
@@ -250,7 +251,7 @@ class TextEnvSession(Environment[TextAction, TextObservation, TextState]):
         agent = env.agent_selection if env.agents else ""
         observation = env.observe(agent) if agent else {"instruction": "", "prompt": ""}
         rewards = {a: float(r) for a, r in env.rewards.items()}
-        return TextObservation(
+        return TextObservation(**_replyable(
             done=bool(env.episode_over),
             reward=rewards.get(acted, 0.0) if acted is not None else None,
             agent=agent,
@@ -268,5 +269,12 @@ class TextEnvSession(Environment[TextAction, TextObservation, TextState]):
             episode_id=env.episode_id,
             metrics=env.episode_metrics() if env.episode_over else {},
             num_records=len(env.records),
-        )
+        ))
 
+
+
+def _replyable(**fields: Any) -> dict[str, Any]:
+    """A reply's fields with each lone surrogate (text a model wrote, played as it came) as
+    U+FFFD: the server's JSON cannot carry one, and a reply that failed to encode left the
+    step played and the client told it had failed. The episode keeps the text as it was."""
+    return without_lone_surrogates(fields)

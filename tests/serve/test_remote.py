@@ -86,6 +86,20 @@ def test_remote_matches_the_local_environment_step_for_step(servers):
     env.close()
 
 
+def test_a_lone_surrogate_in_an_action_is_played_and_the_session_goes_on(servers):
+    # The step was played, then its reply failed to encode (pydantic's JSON cannot carry a lone
+    # surrogate): the client was told it failed, and every later reply of the session failed.
+    local, env = llm_envs.make("llm/Debate-v0"), llm_envs.remote(servers["llm/Debate-v0"])
+    for e in (local, env):
+        e.reset(seed=0)
+        e.step("my answer \ud800 is 4")
+        e.step("#### 4")
+    assert env.agent_selection == local.agent_selection
+    assert env.records[0].action == "my answer \ufffd is 4"  # (the server's episode keeps it as sent)
+    assert env.agent_rewards() == local.agent_rewards()
+    env.close()
+
+
 def test_remote_errors_are_exceptions_and_change_nothing():
     gen = toy_envs.register()
     toy_id = next(gen)

@@ -169,9 +169,12 @@ class TextArenaEnv(TextEnv):
         self._lost_by_invalid |= lost
         self.turn += 1
         if failure is not None:
+            # The game raised on this player's text (an integer of 5,000 digits makes several
+            # games' int() raise): it loses, as by invalid moves. Ending it truncated at 0 for
+            # everyone was a losing player's way out of its -1.
             self._failure = failure
             record.info["error"] = failure
-            return self._finish(truncated=True)
+            return self._finish(forfeited=player)
         if lost:
             self._eliminated.add(player)
         if done:

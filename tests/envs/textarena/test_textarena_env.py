@@ -112,6 +112,19 @@ def test_replying_nonsense_never_earns_a_player_more_than_losing(game):
     assert rewards[spammer] <= (max(others) if others else 0.0), rewards  # (one player: no gain)
 
 
+def test_text_that_makes_the_game_raise_loses_the_game_for_its_sender():
+    # TicTacToe's int() raises on 5,000 digits: the episode ended truncated at 0 for both, so
+    # the player in a lost position escaped its -1 by sending them.
+    env = llm_envs.make("textarena/TicTacToe-v0")
+    env.reset(seed=0)
+    for move in ["[0]", "[1]", "[4]", "[8]", "[6]"]:  # player_0 threatens two lines
+        env.step(move)
+    env.step("[" + "9" * 5000 + "]")
+    assert env.episode_over and "TextArena raised" in env.records[-1].info["error"]
+    assert env.agent_rewards() == {"player_0": 1.0, "player_1": -1.0}
+    assert not env.truncations["player_1"]
+
+
 @pytest.mark.timeout(60)
 def test_a_runaway_reply_is_cut_to_its_tail_before_the_game_sees_it():
     from llm_envs.envs.textarena.env import MAX_ACTION_CHARS
