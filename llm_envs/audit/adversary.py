@@ -313,7 +313,7 @@ def sokoban_shuttle_plan(state: Any, cycles: int = 100, max_states: int = 20_000
 
 
 def _sokoban_shuttle(env: Any, agent: str, rng: np.random.Generator) -> Policy | None:
-    state = getattr(env, "state", None)
+    state = getattr(env, "puzzle_state", None)
     if state is None or agent not in ("plan", "tool", "solver"):
         return None
     plan = sokoban_shuttle_plan(state)

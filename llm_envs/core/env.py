@@ -205,6 +205,17 @@ class TextEnv(AECEnv[str, Observation, str]):
             self.infos = {a: self._step_info(a) for a in self.agents}
         self._accumulate_rewards()
 
+    def last(self, observe: bool = True) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """PettingZoo's ``last``; before ``reset``, an :class:`EnvStateError` (not PettingZoo's
+        ``AttributeError`` for an agent selection that does not exist yet)."""
+        self._require_reset()
+        return super().last(observe)
+
+    def agent_iter(self, max_iter: int = 2**63) -> Any:
+        """PettingZoo's ``agent_iter``; before ``reset``, an :class:`EnvStateError`."""
+        self._require_reset()
+        return super().agent_iter(max_iter)
+
     def observe(self, agent: str) -> Observation:
         """The observation of ``agent`` now; valid for every possible agent after ``reset``."""
         self._require_reset()
@@ -437,7 +448,8 @@ def render_transcript(env: Any) -> str | None:
         return None
     text = env.transcript() if env._has_reset else ""
     if env.render_mode == "human":
-        print(text)
+        # (a lone surrogate, text a model wrote, as its escape: a terminal cannot print it)
+        print(text.encode("utf-8", "backslashreplace").decode("utf-8"))
         return None
     return text
 

@@ -255,7 +255,7 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
         agents = ["tool", "plan"] if self.config.agents == "multi" else ["solver"]
         super().__init__(agents, render_mode=render_mode)
         self.initial_state: Any = None
-        self.state: Any = None
+        self.puzzle_state: Any = None
         self.history: list[TurnLog] = []
         self._pending_tool_record = None
         self._stats = _Stats()
@@ -296,7 +296,7 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
         )
         # A sandbox failure raises SandboxFailure here (after a retry), before any state changes:
         # it is not the program's outcome, so it is never scored.
-        stdin = self.rules.puzzle_text(self.state) + "\n"
+        stdin = self.rules.puzzle_text(self.puzzle_state) + "\n"
         result = self._grade([Grading.run(program, stdin=stdin, limits=limits)])[0]
         if result.timed_out:
             status, detail = "timeout", f"time limit of {self.config.program_time_s:g} s exceeded"
@@ -326,7 +326,7 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
         if len(answer) > self.config.max_answer_chars:
             return None, f"answer longer than {self.config.max_answer_chars} characters"
         try:
-            return self.rules.parse_plan(self.state, answer), None
+            return self.rules.parse_plan(self.puzzle_state, answer), None
         except PlanFormatError as error:
             return None, str(error)
         except Exception as error:  # a parser that should have refused the text: unread, unpaid
@@ -386,7 +386,7 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
             index = self._last_seed if self._episode_count == 1 else None
             state = self.rules.generate(self.np_random, self.config.split, index)
         self.initial_state = state
-        self.state = state
+        self.puzzle_state = state
         self.history = []
         self._pending_tool_record = None
         self._stats = _Stats()
@@ -406,7 +406,7 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
         log = TurnLog(turn=self.turn)
         run = self._run_program(action)
         plan = self._plan_from_program(run, log)
-        outcome = self.rules.apply_plan(self.state, plan) if plan is not None else None
+        outcome = self.rules.apply_plan(self.puzzle_state, plan) if plan is not None else None
         if outcome is not None:
             log.program_summary = outcome.summary
         self._stats.tool_turns += 1
@@ -503,9 +503,9 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
             log.result_summary = f"no valid plan ({error}); the puzzle did not change"
             return self._format_penalty(), 0.0
         self._stats.answers_ok += 1
-        before = self.state
+        before = self.puzzle_state
         outcome = self.rules.apply_plan(before, plan)
-        self.state = outcome.state
+        self.puzzle_state = outcome.state
         log.result_summary = outcome.summary
         payment = self._real_transition_payment(self._transition_reward(outcome), before, outcome.state)
         return payment, payment
@@ -536,9 +536,9 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
         real states reached: what the next real transition's payment is less than its shaped
         reward (0 unless ``progress_reference="best"`` applies: dense mode, ``"potential"``
         shaping)."""
-        if not self._pays_against_best_potential() or self.state is None:
+        if not self._pays_against_best_potential() or self.puzzle_state is None:
             return 0.0
-        return self._best_potential - self.rules.potential(self.state)
+        return self._best_potential - self.rules.potential(self.puzzle_state)
 
     def _pays_against_best_potential(self) -> bool:
         c = self.config
@@ -549,7 +549,7 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
         )
 
     def _finish_turn(self, log: TurnLog) -> str | None:
-        log.solved = self.rules.is_solved(self.state)
+        log.solved = self.rules.is_solved(self.puzzle_state)
         return end_turn(self, log.solved, self.possible_agents[0])
 
     # ------------------------------------------------------------------ text
@@ -585,7 +585,7 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
         )
 
     def _prompt(self, agent: str) -> str:
-        if self.state is None:
+        if self.puzzle_state is None:
             return ""
         config = self.config
         parts = [
@@ -593,9 +593,9 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
             f"{config.max_turns}",
             self.rules.rules_text(),
             "Current puzzle (exactly the text a program receives on standard input):",
-            "```\n" + self.rules.puzzle_text(self.state) + "\n```",
+            "```\n" + self.rules.puzzle_text(self.puzzle_state) + "\n```",
         ]
-        status = self.rules.status_text(self.state)
+        status = self.rules.status_text(self.puzzle_state)
         if status:
             parts.append(status)
         # The log of the turn in progress (the tool has acted, the plan agent has not) is shown
@@ -679,20 +679,20 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
         log = self.history[-1] if self.history else None
         if log is not None and log.program_plan is not None:
             plan, _ = self._parse_answer_text(log.program_plan)
-            if plan is not None and self.rules.apply_plan(self.state, plan).solved:
+            if plan is not None and self.rules.apply_plan(self.puzzle_state, plan).solved:
                 return f"The program's plan solves the puzzle.\n{ANSWER_MARKER} {log.program_plan}"
         return self._host_solver_answer()
 
     def _host_solver_answer(self) -> str:
         """The final answer line with the host solver's plan from the current state."""
-        plan = self.rules.solve(self.state)
+        plan = self.rules.solve(self.puzzle_state)
         if plan is None:  # unreachable for generated puzzles: they are solvable and never stuck
             return f"{ANSWER_MARKER} "
         return f"{ANSWER_MARKER} {self.rules.format_plan(plan)}"
 
     def random_action(self, agent: str, rng: np.random.Generator) -> str:
         """A random well-formed action: a random plan (as a printing program for the tool)."""
-        plan_text = self.rules.format_plan(self.rules.random_plan(self.state, rng))
+        plan_text = self.rules.format_plan(self.rules.random_plan(self.puzzle_state, rng))
         if agent == "tool":
             return f"```python\nprint({(ANSWER_MARKER + ' ' + plan_text)!r})\n```"
         return f"{ANSWER_MARKER} {plan_text}"
@@ -700,7 +700,7 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
     # ------------------------------------------------------------------ metrics and text
     def _episode_metrics(self) -> dict[str, float]:
         stats = self._stats
-        solved = bool(self.state is not None and self.rules.is_solved(self.state))
+        solved = bool(self.puzzle_state is not None and self.rules.is_solved(self.puzzle_state))
         metrics = {
             "success": float(solved),
             "answer_format_ok": stats.answers_ok / stats.answers if stats.answers else 0.0,

@@ -56,9 +56,9 @@ class PuzzleHooks:
         Empty before the first reset, after the episode and for an agent that is not to act now.
         A one-move plan per turn needs more turns than the paper's T = 4: raise ``max_turns``.
         """
-        if self.state is None or self.episode_over or agent != self.agent_selection:
+        if self.puzzle_state is None or self.episode_over or agent != self.agent_selection:
             return []
-        return [self._move_text(agent, plan) for plan in self.rules.legal_plans(self.state)]
+        return [self._move_text(agent, plan) for plan in self.rules.legal_plans(self.puzzle_state)]
 
     def _move_text(self, agent: str, plan: Any) -> str:
         """The complete action that plays ``plan``: ``#### <plan>``, or for the tool agent a
@@ -84,10 +84,10 @@ class PuzzleHooks:
         if agent not in self.possible_agents:
             raise KeyError(f"unknown agent {agent!r}; possible agents: {self.possible_agents}")
         mask = np.zeros(len(self._catalog()), dtype=np.int8)
-        if self.state is None or self.episode_over or agent != self.agent_selection:
+        if self.puzzle_state is None or self.episode_over or agent != self.agent_selection:
             return mask
-        for plan in self.rules.legal_plans(self.state):
-            mask[self._catalog_index(self.state, plan)] = 1
+        for plan in self.rules.legal_plans(self.puzzle_state):
+            mask[self._catalog_index(self.puzzle_state, plan)] = 1
         return mask
 
     def catalog_action(self, agent: str, index: int) -> str:
@@ -95,9 +95,9 @@ class PuzzleHooks:
         same text :meth:`legal_actions` lists for that move when it is legal)."""
         if not 0 <= index < len(self._catalog()):
             raise IndexError(f"catalog index {index} outside [0, {len(self._catalog())})")
-        if self.state is None:
+        if self.puzzle_state is None:
             raise EnvStateError("call reset() before using the environment")
-        return self._move_text(agent, self._catalog_plan(self.state, index))
+        return self._move_text(agent, self._catalog_plan(self.puzzle_state, index))
 
     def _catalog(self) -> tuple[str, ...]:
         names = self.__dict__.get("_catalog_cache")
@@ -131,18 +131,18 @@ class PuzzleHooks:
         """The current puzzle as ``float32`` one-hot planes (zeros before the first reset)."""
         if agent not in self.possible_agents:
             raise KeyError(f"unknown agent {agent!r}; possible agents: {self.possible_agents}")
-        if self.state is None:
+        if self.puzzle_state is None:
             return np.zeros(self._state_shape(), dtype=np.float32)
-        return self._state_planes(self.state)
+        return self._state_planes(self.puzzle_state)
 
     def state_text(self, agent: str) -> str:
         """The part of the prompt that holds the state: the turn, the puzzle text and the
         game's status line (Sudoku: the board of the last accepted answer)."""
-        if self.state is None:
+        if self.puzzle_state is None:
             return ""
         turn = min(self.turn, self.config.max_turns - 1) + 1
-        parts = [f"{self.rules.game_name} | turn {turn} of {self.config.max_turns}", self.rules.puzzle_text(self.state)]
-        status = self.rules.status_text(self.state)
+        parts = [f"{self.rules.game_name} | turn {turn} of {self.config.max_turns}", self.rules.puzzle_text(self.puzzle_state)]
+        status = self.rules.status_text(self.puzzle_state)
         if status:
             parts.append(status)
         return "\n".join(parts)

@@ -132,6 +132,17 @@ class RemoteEnv(AECEnv[str, dict[str, str], str]):
                 raise TypeError(f"actions are text: expected str, got {type(action).__name__}")
         self._apply(self._request({"type": "step", "data": {"agent": agent, "text": action}}))
 
+    def last(self, observe: bool = True) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """PettingZoo's ``last``; before ``reset``, a :class:`RemoteEnvError` (not an
+        ``AttributeError``)."""
+        self._require_reset()
+        return super().last(observe)
+
+    def agent_iter(self, max_iter: int = 2**63) -> Any:
+        """PettingZoo's ``agent_iter``; before ``reset``, a :class:`RemoteEnvError`."""
+        self._require_reset()
+        return super().agent_iter(max_iter)
+
     def observe(self, agent: str) -> dict[str, str]:
         self._require_reset()
         if agent not in self.possible_agents:

@@ -60,6 +60,24 @@ def test_pettingzoo_render_test(env_id):
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
+def test_last_before_reset_is_a_clear_error_and_state_is_pettingzoos(env_id):
+    from llm_envs.core.env import EnvStateError
+
+    env = make(env_id)
+    with pytest.raises(EnvStateError):
+        env.last()
+    with pytest.raises(EnvStateError):
+        env.agent_iter()
+    env.reset(seed=0)
+    # PettingZoo's state(): a global view, or NotImplementedError where there is none (an
+    # attribute of the environment's own called `state` made it "not callable").
+    try:
+        env.state()
+    except NotImplementedError:
+        pass
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
 def test_observations_are_valid_for_every_agent_at_any_time(env_id):
     env = make(env_id)
     env.reset(seed=0)
@@ -217,3 +235,11 @@ def test_a_non_finite_option_is_refused_by_make():
         make("llm/ReasonerTool-v0", program_time_s=float("nan"))
     with pytest.raises(TypeError, match="num_solver_samples must be an integer"):
         make("llm/ProposerSolverJudge-v0", num_solver_samples=2.5)
+
+
+def test_human_rendering_prints_a_lone_surrogate_as_its_escape(capsys):
+    env = make("llm/Debate-v0", render_mode="human")
+    env.reset(seed=0)
+    env.step("my answer \ud800 is 4")
+    env.render()
+    assert "\\ud800" in capsys.readouterr().out

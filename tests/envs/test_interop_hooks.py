@@ -102,14 +102,14 @@ def test_catalog_indices_keep_their_meaning():
         if not mask.any():
             break
         index = int(rng.choice(np.flatnonzero(mask)))
-        before = sudoku.state.board
+        before = sudoku.puzzle_state.board
         sudoku.step(sudoku.catalog_action("solver", index))
         if index < n**3:
             cell, digit = divmod(index, n)
             assert sudoku.action_catalog()[index] == f"r{cell // n + 1}c{cell % n + 1}={digit + 1}"
-            assert sudoku.state.board == before[:cell] + (digit + 1,) + before[cell + 1 :]
+            assert sudoku.puzzle_state.board == before[:cell] + (digit + 1,) + before[cell + 1 :]
         else:
-            assert sudoku.state.board == sudoku.state.puzzle.clues
+            assert sudoku.puzzle_state.board == sudoku.puzzle_state.puzzle.clues
 
 
 def test_catalog_moves_play_through_the_real_parser_and_sandbox():
@@ -160,26 +160,26 @@ def decode_sokoban(planes: np.ndarray) -> str:
 
 
 def check_planes_decode_to_the_state(env):
-    if env.state is None:
+    if env.puzzle_state is None:
         return
     for agent in env.possible_agents:
         planes = env.state_tensor(agent)
         assert planes.dtype == np.float32 and env.state_space().contains(planes)
         game = env.rules.game_name
         if game == "Plan-Path":
-            assert decode_plan_path(planes) == path_rules.to_text(env.state)
+            assert decode_plan_path(planes) == path_rules.to_text(env.puzzle_state)
         elif game == "Sokoban":
-            assert decode_sokoban(planes) == sokoban_rules.to_text(env.state)
+            assert decode_sokoban(planes) == sokoban_rules.to_text(env.puzzle_state)
         else:
             n = env.config.size
             digits = planes[:n]
             assert digits.sum(axis=0).max() <= 1  # one digit per cell at most
             filled = digits.sum(axis=0) > 0
             board = tuple(int(v) for v in np.where(filled, np.argmax(digits, axis=0) + 1, 0).flat)
-            assert board == env.state.board
-            assert tuple(planes[n].astype(int).flat) == tuple(int(v > 0) for v in env.state.puzzle.clues)
-        assert env.rules.puzzle_text(env.state) in env.state_text(agent)
-        assert env.rules.puzzle_text(env.state) in env.observe(agent)["prompt"]
+            assert board == env.puzzle_state.board
+            assert tuple(planes[n].astype(int).flat) == tuple(int(v > 0) for v in env.puzzle_state.puzzle.clues)
+        assert env.rules.puzzle_text(env.puzzle_state) in env.state_text(agent)
+        assert env.rules.puzzle_text(env.puzzle_state) in env.observe(agent)["prompt"]
 
 
 @pytest.mark.parametrize("name", [n for n in sorted(HOOKED) if n != "signalling"])

@@ -90,7 +90,7 @@ def plan_path(sandbox, **options) -> PlanPathEnv:
 
 def at_once_on(sandbox, puzzle: str, **options) -> dict[str, float]:
     def policy(env, agent):
-        plan = " ".join(env.rules.solve(env.state))
+        plan = " ".join(env.rules.solve(env.puzzle_state))
         return printing(plan) if agent == "tool" else "#### " + plan
 
     return play(plan_path(sandbox, **options), policy, options={"puzzle": puzzle})
@@ -116,7 +116,7 @@ def test_puzzle_lose_then_regain_does_not_pay_the_regained_level_again(sandbox):
 
     def attack(env, agent):
         if agent == "tool":
-            return printing(" ".join(env.rules.solve(env.state)))
+            return printing(" ".join(env.rules.solve(env.puzzle_state)))
         return by_turn(replies)(env, agent)
 
     at_once = at_once_on(sandbox, HAND)
@@ -251,7 +251,7 @@ def test_puzzle_stall_with_extreme_alpha_earns_no_more_than_solving(sandbox, alp
 
     def stall(env, agent):
         if agent == "tool":
-            return printing(" ".join(env.rules.solve(env.state)))
+            return printing(" ".join(env.rules.solve(env.puzzle_state)))
         return "#### " + (SHORTEST if env.turn == 3 else "D U")
 
     at_once = at_once_on(sandbox, HAND, alpha=alpha)
@@ -304,7 +304,7 @@ def test_sudoku_grid_changing_clues_is_rejected_every_turn_and_never_pays():
     """
     env = SudokuEnv(agents="single")
     env.reset(options={"puzzle": SUDOKU})
-    solution = env.state.puzzle.solution
+    solution = env.puzzle_state.puzzle.solution
     solved_text = env.rules.format_plan(solution)
     forged = env.rules.format_plan((2,) + solution[1:])
     attacked = play(
@@ -393,9 +393,9 @@ def test_sudoku_negative_clue_penalty_is_refused_it_paid_every_turn():
     ``format_penalty=+1`` paid a malformed reply +1 a turn (local only): 3 + 4.98 = 7.98."""
     env = SudokuEnv(agents="single", rewards=SudokuRewards(clue_penalty=-1.0), allow_reward_holes=True)
     env.reset(options={"puzzle": SUDOKU})
-    solution = env.state.puzzle.solution
+    solution = env.puzzle_state.puzzle.solution
     solved_text = env.rules.format_plan(solution)
-    clues = env.state.puzzle.clue_cells
+    clues = env.puzzle_state.puzzle.clue_cells
     forged = env.rules.format_plan(
         tuple(solution[i] % 4 + 1 if i in clues else solution[i] for i in range(16))
     )

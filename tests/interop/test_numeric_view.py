@@ -380,7 +380,7 @@ def test_keeping_the_end_loses_the_grid_which_is_why_it_is_not_the_default():
     base = llm_envs.make("llm/PlanPath-v0", agents="single", max_turns=30)
     view = NumericView(base, obs_length=256, encoder=encoder, keep="end")
     view.reset(seed=5)
-    grid = base.rules.puzzle_text(base.state)
+    grid = base.rules.puzzle_text(base.puzzle_state)
     assert grid not in encoder.decode(view.observe("solver")["observation"])
 
 

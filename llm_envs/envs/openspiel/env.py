@@ -387,8 +387,10 @@ class OpenSpielEnv(TextEnv):
         return self._position.game if self._position is not None else self._template
 
     @property
-    def state(self) -> Any:
-        """The live pyspiel state (read it, do not step it: the environment must do that)."""
+    def spiel_state(self) -> Any:
+        """The live pyspiel state (read it, do not step it: the environment must do that). (Not
+        ``state``: that is PettingZoo's ``state()`` method, a global view this environment does
+        not offer.)"""
         self._require_reset()
         return self._position.state
 

@@ -63,7 +63,7 @@ def test_random_policy_plays_a_legal_move_and_charges_the_format_penalty():
     assert not record.format_ok and record.reward == -0.5
     assert record.parsed["played"] in [f"x({r},{c})" for r in range(3) for c in range(3)]
     assert env.agent_selection == "player_1" and not env.episode_over
-    assert env.state.move_number() == 1
+    assert env.spiel_state.move_number() == 1
 
 
 def test_terminal_returns_land_on_the_last_move_of_every_player():
@@ -79,7 +79,7 @@ def test_chance_comes_from_the_seed():
     def deal(seed):
         env = llm_envs.make("llm/KuhnPoker-v0")
         env.reset(seed=seed)
-        return env.state.history()[:2]
+        return env.spiel_state.history()[:2]
 
     assert deal(5) == deal(5)
     assert len({tuple(deal(seed)) for seed in range(12)}) > 2
@@ -88,14 +88,14 @@ def test_chance_comes_from_the_seed():
 def test_players_see_their_own_card_only():
     env = llm_envs.make("llm/LeducPoker-v0")
     env.reset(seed=4)
-    cards = env.state.history()[:2]
+    cards = env.spiel_state.history()[:2]
     for player, card in enumerate(cards):
         prompt = env.observe(f"player_{player}")["prompt"]
         assert f"Your private card: {'JQK'[card // 2]}." in prompt
         assert "Public card: not dealt yet" in prompt
     kuhn = llm_envs.make("llm/KuhnPoker-v0")
     kuhn.reset(seed=2)
-    c0, c1 = kuhn.state.history()[:2]
+    c0, c1 = kuhn.spiel_state.history()[:2]
     assert f"Your card: {'JQK'[c0]}" in kuhn.observe("player_0")["prompt"]
     assert f"Your card: {'JQK'[c1]}" in kuhn.observe("player_1")["prompt"]
     assert f"Your card: {'JQK'[c0]}" not in kuhn.observe("player_1")["prompt"]
@@ -134,7 +134,7 @@ def test_simultaneous_games_play_in_cycles_and_have_a_parallel_form():
     before = env.observe("player_1")
     env.step(env.legal_actions("player_0")[0])
     assert env.observe("player_1") == before  # nobody sees a same-cycle move
-    assert env.agent_selection == "player_1" and env.state.move_number() == 0
+    assert env.agent_selection == "player_1" and env.spiel_state.move_number() == 0
     bid = env.records[-1].action
     assert bid not in env.transcript() and "shown once every player has chosen" in env.transcript()
     env.step(env.legal_actions("player_1")[0])

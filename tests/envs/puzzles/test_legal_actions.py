@@ -161,7 +161,7 @@ def check_every_listed_action(env, agent: str) -> list[str]:
     assert len(set(texts)) == len(texts)
     for text in texts:
         clone = env.clone()
-        before = clone.state
+        before = clone.puzzle_state
         clone.step(text)
         record = clone.records[-1]
         assert record.format_ok, (text, record.parsed)
@@ -197,17 +197,17 @@ def test_legal_moves_suffice_to_solve(cls):
         env.reset(seed=seed)
         while not env.episode_over:
             if cls is SudokuEnv:
-                solution = env.rules.solve(env.state)
+                solution = env.rules.solve(env.puzzle_state)
                 good = [
                     text
                     for text in env.legal_actions("solver")
                     if all(
                         value in (0, right)
-                        for value, right in zip(env.rules.parse_plan(env.state, text[5:]), solution)
+                        for value, right in zip(env.rules.parse_plan(env.puzzle_state, text[5:]), solution)
                     )
                 ]
             else:
-                first = env.rules.solve(env.state)[0]
+                first = env.rules.solve(env.puzzle_state)[0]
                 good = [t for t in env.legal_actions("solver") if t == f"{ANSWER_MARKER} {first}"]
             assert good
             env.step(good[0])
@@ -217,13 +217,13 @@ def test_legal_moves_suffice_to_solve(cls):
 def test_sudoku_dead_end_offers_only_a_restart_that_is_well_formed():
     env = SudokuEnv(agents="single", max_turns=10)
     env.reset(options={"puzzle": SUDOKU_HAND})
-    clues = env.state.puzzle.clues
+    clues = env.puzzle_state.puzzle.clues
     env.step("#### [[1,2,3,4],[1,2,3,4],[1,2,3,4],[1,3,2,4]]")  # clues kept, full, wrong
-    assert env.records[-1].format_ok and env.state.board != clues
+    assert env.records[-1].format_ok and env.puzzle_state.board != clues
     restart = check_every_listed_action(env, "solver")
     assert restart == [f"{ANSWER_MARKER} {env.rules.format_plan(clues)}"]
     env.step(restart[0])
-    assert env.state.board == clues
+    assert env.puzzle_state.board == clues
 
 
 def test_max_legal_actions_follows_the_config():
@@ -248,7 +248,7 @@ def test_tool_and_plan_moves_are_well_formed(cls, sandbox):
     assert env.legal_actions("plan") == []  # not its turn
     tool_texts = env.legal_actions("tool")
     assert 1 <= len(tool_texts) <= env.max_legal_actions
-    plans = env.rules.legal_plans(env.state)
+    plans = env.rules.legal_plans(env.puzzle_state)
     plan_texts = [f"{ANSWER_MARKER} {env.rules.format_plan(plan)}" for plan in plans]
     # Every tool move is a program that runs in the sandbox and prints a well-formed plan.
     for text, answer in zip(tool_texts, plan_texts, strict=True):

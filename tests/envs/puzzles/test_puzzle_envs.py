@@ -113,7 +113,7 @@ def test_dense_rewards_hand_computed(sandbox):
     assert tool.reward_components == pytest.approx({"local": PARTIAL})
     assert env.rewards["tool"] == pytest.approx(PARTIAL)
     # The tool's plan was simulated: the real state did not move.
-    assert env.rules.puzzle_text(env.state) == HAND
+    assert env.rules.puzzle_text(env.puzzle_state) == HAND
     env.step("Checked.\n#### D D R R R U")
     plan = env.records[1]
     assert plan.reward_components == pytest.approx({"local": SHORTEST, "team": SHORTEST})
@@ -168,7 +168,7 @@ def test_format_penalties_and_no_sandbox_for_what_cannot_run(sandbox):
     for record in env.records:
         assert record.reward_components["local"] == -2.0 and not record.format_ok
     # The real puzzle never changed.
-    assert env.rules.puzzle_text(env.state) == HAND
+    assert env.rules.puzzle_text(env.puzzle_state) == HAND
 
 
 def test_answers_a_parser_cannot_read_earn_the_format_penalty(sandbox, monkeypatch, caplog):
@@ -210,7 +210,7 @@ def test_programs_that_fail_in_the_sandbox(sandbox):
 def test_the_program_reads_the_puzzle_on_stdin(sandbox):
     env = SokobanEnv(sandbox=sandbox)
     env.reset(seed=3)
-    puzzle = env.rules.puzzle_text(env.state)
+    puzzle = env.rules.puzzle_text(env.puzzle_state)
     env.step(program("import sys\ntext = sys.stdin.read()\nprint(text)\nprint('#### U')"))
     assert sandbox.runs == [puzzle + "\n"]
     prompt = env.observe("plan")["prompt"]
@@ -240,7 +240,7 @@ def test_sudoku_answers_must_keep_the_clues(sandbox):
     env = SudokuEnv(sandbox=sandbox)
     # A puzzle whose clues contradict the example grid of the released code's prompts.
     env.reset(options={"puzzle": "4\n2 0 0 4\n0 0 0 0\n0 0 0 0\n0 3 1 0"})
-    solution = env.rules.format_plan(env.rules.solve(env.state))
+    solution = env.rules.format_plan(env.rules.solve(env.puzzle_state))
     env.step(printing("[[1,2,3,4],[3,4,1,2],[2,1,4,3],[4,3,2,1]]"))
     env.step("#### [[1,2,3,4],[3,4,1,2],[2,1,4,3],[4,3,2,1]]")
     assert not env.episode_over
@@ -307,7 +307,7 @@ def test_compact_plan_path_program_prints_a_shortest_plan_as_the_full_one(sandbo
     assert len(compact.reference_action("tool")) < 0.7 * len(full.reference_action("tool"))
     for seed in range(8):
         compact.reset(seed=seed)
-        shortest = len(compact.rules.solve(compact.state))
+        shortest = len(compact.rules.solve(compact.puzzle_state))
         compact.step(compact.reference_action("tool"))
         assert len(compact.history[-1].program_plan.split()) == shortest
     blocked = sandboxes.shared_sandbox("auto").run(
@@ -348,7 +348,7 @@ def test_unsolvable_given_puzzles_are_refused(sandbox):
 def test_observations_carry_what_an_llm_needs(cls, sandbox):
     env = cls(sandbox=sandbox)
     env.reset(seed=0)
-    puzzle = env.rules.puzzle_text(env.state)
+    puzzle = env.rules.puzzle_text(env.puzzle_state)
     tool = env.observe("tool")
     assert "####" in tool["instruction"] and "```python" in tool["instruction"]
     assert puzzle in tool["prompt"] and "Input format" in tool["prompt"]
@@ -368,7 +368,7 @@ def test_clone_after_the_tool_acted(cls, sandbox):
     assert twin.rules is env.rules and twin.sandbox is env.sandbox  # shared, not copied
     twin.step(twin.reference_action("plan"))
     assert twin.episode_metrics()["success"] == 1.0
-    assert env.agent_selection == "plan" and not env.rules.is_solved(env.state)
+    assert env.agent_selection == "plan" and not env.rules.is_solved(env.puzzle_state)
     assert len(env.records) == 1 and env.records[0].reward == twin.records[0].reward - twin.records[
         0
     ].reward_components["team"]

@@ -169,7 +169,7 @@ def test_a_solving_tool_plan_reposted_every_turn_and_never_played_is_paid_once(s
 
 def test_two_agents_walking_one_step_a_turn_earn_what_solving_at_once_earns(sandbox):
     def walk(env, agent):
-        rest = env.rules.solve(env.state)
+        rest = env.rules.solve(env.puzzle_state)
         if agent == "tool":
             return printing(moves_text(rest))  # the full solution from here, every turn
         return "#### " + (rest[0] if env.turn < 3 else moves_text(rest))
@@ -191,7 +191,7 @@ def test_the_two_agent_stall_of_issue_30_earns_less_than_solving_at_once(sandbox
 
     def stall(env, agent):
         if agent == "tool":
-            return printing(moves_text(env.rules.solve(env.state)))
+            return printing(moves_text(env.rules.solve(env.puzzle_state)))
         return "#### " + (moves_text(SHORTEST) if env.turn == 3 else "D U")
 
     # Potential: the tool's first copy 7.44, then nothing (8 moves would be played: no bonus,
@@ -210,8 +210,8 @@ def test_the_two_agent_stall_of_issue_30_earns_less_than_solving_at_once(sandbox
 def test_a_near_miss_held_for_three_turns_then_solved_earns_less_than_solving_at_once():
     env = SudokuEnv(agents="single")
     env.reset(options={"puzzle": SUDOKU})
-    solution = env.rules.format_plan(env.rules.solve(env.state))
-    near_miss = env.rules.format_plan((env.state.puzzle.solution[0], 0) + env.state.puzzle.solution[2:])
+    solution = env.rules.format_plan(env.rules.solve(env.puzzle_state))
+    near_miss = env.rules.format_plan((env.puzzle_state.puzzle.solution[0], 0) + env.puzzle_state.puzzle.solution[2:])
 
     def near_then_solve(env, agent):
         return "#### " + (near_miss if env.turn < 3 else solution)
@@ -240,8 +240,8 @@ def test_sudoku_cells_lost_then_put_back_are_not_paid_again_in_any_turn():
     """
     env = SudokuEnv(agents="single")
     env.reset(options={"puzzle": SUDOKU})
-    solution = env.state.puzzle.solution
-    empty = [i for i, clue in enumerate(env.state.puzzle.clues) if not clue]
+    solution = env.puzzle_state.puzzle.solution
+    empty = [i for i, clue in enumerate(env.puzzle_state.puzzle.clues) if not clue]
     eleven = tuple(0 if i == empty[-1] else v for i, v in enumerate(solution))
     ten = tuple(0 if i in empty[-2:] else v for i, v in enumerate(solution))
     answers = [eleven, ten, solution]
@@ -462,7 +462,7 @@ def test_a_nested_sudoku_grid_after_the_legacy_marker_is_read_in_full(sandbox):
     ]
     env = SudokuEnv(sandbox=sandbox)
     env.reset(options={"puzzle": SUDOKU})
-    solution = env.rules.format_plan(env.rules.solve(env.state))
+    solution = env.rules.format_plan(env.rules.solve(env.puzzle_state))
     env.step(f"```python\nprint('**Actions List**: {solution}')\n```")
     assert env.records[0].parsed["plan"] == solution and env.records[0].parsed["simulated_solved"]
 
