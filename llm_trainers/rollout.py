@@ -446,13 +446,26 @@ class LocalEnvGroup(EnvGroup):
                 jobs += [(env.clone(), text) for text in move.texts]
             else:
                 jobs.append((env, move.texts[0]))
-        if self.batch_grading:
-            from llm_envs.envs import grading
+        # An instance that adds to a shared pool at its episode's end (the Proposer–Solver–
+        # Judge's questions) commits below, in slot order, not inside its step: from worker
+        # threads the pool took them in the order the steps finished, so the next step's draws
+        # depended on thread timing.
+        deferred = {id(env) for env, _ in jobs if getattr(env, "commits_to_pool", False)}
+        for env, _ in jobs:
+            if id(env) in deferred:
+                env.commits_to_pool = False
+        try:
+            if self.batch_grading:
+                from llm_envs.envs import grading
 
-            with grading.ahead(jobs):  # the steps are played while their programs are graded
+                with grading.ahead(jobs):  # the steps are played while their programs are graded
+                    failures = _step_all(jobs, self.env_workers)
+            else:
                 failures = _step_all(jobs, self.env_workers)
-        else:
-            failures = _step_all(jobs, self.env_workers)
+        finally:
+            for env, _ in jobs:
+                if id(env) in deferred:
+                    env.commits_to_pool = True
         out: list[Played] = []
         cursor = 0
         for move, index in zip(moves, before):
@@ -471,6 +484,8 @@ class LocalEnvGroup(EnvGroup):
             best = int(np.argmax([s.reward for s in scored])) if move.tree else 0
             if move.tree:
                 self.envs[self._local[move.slot]] = _promote(stepped[best], env)
+            elif id(env) in deferred and env.episode_over:
+                env.commit_pool_additions()
             out.append(Played(index, scored, best, self._view(move.slot)))
         return out
 
@@ -571,4 +586,8 @@ def _promote(branch: TextEnv, original: TextEnv) -> TextEnv:
     """
     if hasattr(original, "commits_to_pool") and hasattr(branch, "commits_to_pool"):
         branch.commits_to_pool = original.commits_to_pool
+        # The step that ended the episode ran on the branch, which did not commit then: the
+        # chosen one commits now, as the episode would have (tree sampling grew no pool).
+        if branch.commits_to_pool and branch.episode_over:
+            branch.commit_pool_additions()
     return branch

@@ -804,8 +804,10 @@ RESUMABLE_CHANGES = (
     "run.name", "run.output_dir", "run.steps", "run.eval_every", "run.eval_episodes", "run.eval_at_start",
     "run.save_every", "run.keep_checkpoints", "run.tensorboard", "run.wandb", "run.wandb_project",
     "run.progress", "run.export_final", "run.threads", "sft.steps", "sft.save_every",
-    "rollout.max_batch_size", "rollout.env_workers", "rollout.asynchronous", "rollout.vllm", "resources",
+    "rollout.env_workers", "rollout.asynchronous", "rollout.vllm", "resources",
 )  # fmt: skip
+# (Not rollout.max_batch_size: the HF engine samples a batch's rows from one generator, so the
+# tokens sampled for a prompt depend on the batch it is decoded in.)
 
 
 def resume_changes(saved_config: Path, cfg: Config) -> list[str]:

@@ -253,8 +253,9 @@ class HFEngine:
         """Continuous batching: at most ``max_batch_size`` sequences decode together; a sequence
         leaves the batch the step it ends (its rows are cut out of the KV cache), and waiting
         prompts take the freed slots (prefilled, then joined to the cache with left padding).
-        One step's logits exist at a time; a sequence's tokens and log-probs do not depend on
-        which others share its batch (up to float rounding)."""
+        One step's logits exist at a time; a sequence's log-probs (given its tokens) and its
+        greedy tokens do not depend on which others share its batch (up to float rounding), its
+        sampled tokens do: one generator draws for all the rows of a step."""
         stop = set(self._stop_ids(pol, params))
         device = pol.device
         pad = pol.tokenizer.pad_token_id

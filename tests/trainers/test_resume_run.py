@@ -211,3 +211,16 @@ def test_resume_after_a_curriculum_move_keeps_the_environments_state(tmp_path):
         assert len(resumed.envs[0].unwrapped.pool) == pool
     finally:
         resumed.close()
+
+
+def test_resume_refuses_another_batch_size_of_the_engine(tmp_path):
+    # The HF engine samples a step's rows from one generator: another max_batch_size samples
+    # other tokens, so the resumed run would not be the run it continues.
+    from llm_trainers.trainer import RESUMABLE_CHANGES, resume_changes
+
+    assert "rollout.max_batch_size" not in RESUMABLE_CHANGES
+    cfg = [*BASE, f"run.output_dir={tmp_path}", "run.steps=1", "run.eval_every=-1"]
+    trainer = Trainer(load_config(None, cfg))
+    trainer.close()
+    changed = resume_changes(tmp_path / "config.yaml", load_config(None, [*cfg, "rollout.max_batch_size=2"]))
+    assert any(change.startswith("rollout.max_batch_size") for change in changed)

@@ -119,6 +119,60 @@ def test_spawned_instances_share_resources_and_keep_committing():
     assert _promote(sig.clone(), sig) is not None
 
 
+_NUMBERS = iter(range(100, 10**6))
+
+
+def _psj_questions(policy, obs, count, numbers=_NUMBERS):
+    number = next(numbers)  # a new question at every request
+    return {"proposer": f"<question>What is {number} + 3?</question>", "judge": "<score>10</score>",
+            "solver": f"<answer>{number + 3}</answer>"}[policy]
+
+
+@pytest.mark.parametrize(("tree", "k"), [(False, 1), (True, 2)])
+def test_every_episodes_admitted_question_joins_the_pool_under_either_sampling(tree, k):
+    # The step that ends an episode ran on a tree branch, which does not commit, and the
+    # chosen branch was promoted after it: tree sampling (the default) grew no pool.
+    from llm_trainers.rollout import spawn_envs
+    from llm_trainers.scripted import ScriptedEngine
+
+    first = llm_envs.make("llm/ProposerSolverJudge-v0", reference_probability=0.0)
+    envs = spawn_envs(first, 4)
+    before = len(first.pool)
+    res = collect(envs, [1, 2, 3, 4], ScriptedEngine(_psj_questions), lambda a: a, k=k, tree=tree)
+    assert all(e.episode_over and e.quality == 1.0 for e in res.envs)
+    assert len(first.pool) == before + 4 and not any(e.staged for e in res.envs)
+
+
+def test_the_pool_grows_in_slot_order_whatever_the_env_threads(monkeypatch):
+    # From worker threads the questions joined in the order the steps finished: the pool's order,
+    # and so the next step's draws, depended on thread timing.
+    import time
+    import zlib
+
+    from llm_envs.envs.proposer_solver_judge.env import ProposerSolverJudgeEnv
+    from llm_trainers.rollout import spawn_envs
+    from llm_trainers.scripted import ScriptedEngine
+
+    commit = ProposerSolverJudgeEnv.commit_pool_additions
+
+    def uneven(self):  # steps that take uneven times, as checking answers does
+        time.sleep((zlib.crc32((self.question or "").encode()) % 7) * 0.003)
+        return commit(self)
+
+    monkeypatch.setattr(ProposerSolverJudgeEnv, "commit_pool_additions", uneven)
+
+    def pool_after(workers):
+        numbers = iter(range(100, 10**6))
+        first = llm_envs.make("llm/ProposerSolverJudge-v0", reference_probability=1.0, num_solver_samples=1,
+                              pool_seed_size=4)
+        envs = spawn_envs(first, 16)
+        collect(envs, list(range(16)), ScriptedEngine(lambda p, o, c: _psj_questions(p, o, c, numbers)),
+                lambda a: a, env_workers=workers)
+        return [e.question for e in first.pool.entries()]
+
+    assert pool_after(8) == pool_after(1)
+
+
 @pytest.mark.parametrize("tree", [True, False])
 def test_threaded_env_stepping_gives_the_same_records(engine, tree):
     def run(workers):
