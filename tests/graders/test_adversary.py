@@ -114,9 +114,9 @@ def test_sokoban_shuttle_farms_a_two_box_level():
 
     env = llm_envs.make("llm/Sokoban-v0", num_boxes=2)
     env.reset(seed=0)
-    plan = sokoban_shuttle_plan(env.state, cycles=3)
+    plan = sokoban_shuttle_plan(env.puzzle_state, cycles=3)
     assert plan is not None
-    state, ons, offs = env.state, 0, 0
+    state, ons, offs = env.puzzle_state, 0, 0
     for direction in plan:
         state, _, pushed = rules.move(state, direction)
         if pushed:
@@ -126,7 +126,7 @@ def test_sokoban_shuttle_farms_a_two_box_level():
     assert ons >= 3 and offs >= 3
     one_box = llm_envs.make("llm/Sokoban-v0")
     one_box.reset(seed=0)
-    assert sokoban_shuttle_plan(one_box.state) is None  # a box on the target solves the level
+    assert sokoban_shuttle_plan(one_box.puzzle_state) is None  # a box on the target solves the level
 
 
 def test_catalogue_of_strategies_is_well_formed():

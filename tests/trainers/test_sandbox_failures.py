@@ -46,7 +46,7 @@ def test_flat_rollout_drops_every_record_of_an_episode_whose_later_step_failed(r
     seeds = [11, 12, 13]
     twin = llm_envs.make("llm/PlanPath-v0", sandbox=real_sandbox)
     twin.reset(seed=12)
-    puzzle = twin.rules.puzzle_text(twin.state) + "\n"
+    puzzle = twin.rules.puzzle_text(twin.puzzle_state) + "\n"
     seen: Counter[str] = Counter()
 
     def second_turn_of_slot_1(source, stdin):
