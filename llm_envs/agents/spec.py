@@ -177,10 +177,36 @@ def parse_assignments(texts: Iterable[str]) -> dict[str | None, AgentSpec]:
     return assignments
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a mapping that names a key twice (YAML keeps the last one:
+    an agents file that gave ``speaker`` twice ran the second without a word)."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                duplicate = key in seen
+            except TypeError:  # (an unhashable key: YAML's own error follows)
+                break
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} is given twice", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_yaml_file(path: str | os.PathLike[str]) -> Any:
+    """A YAML file read with the safe loader, a key given twice in one mapping refused
+    (``yaml.YAMLError``); ``OSError`` where it cannot be read."""
+    return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # noqa: S506 - safe
+
+
 def load_agents_config(path: str | os.PathLike[str]) -> dict[str | None, AgentSpec]:
     """Read a YAML agents file (format in the module docstring)."""
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        data = load_yaml_file(path)
     except OSError as exc:
         raise AgentSpecError(f"cannot read agents file {str(path)!r}: {exc}") from exc
     except yaml.YAMLError as exc:

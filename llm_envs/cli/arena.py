@@ -33,7 +33,7 @@ from ._common import (
 
 def _competitors(args: argparse.Namespace) -> dict[str, Any]:
     """Agent name → parsed spec, from --agents-file then --agent (in order)."""
-    from llm_envs.agents.spec import AgentSpecError, parse_agent_spec, parse_assignment
+    from llm_envs.agents.spec import AgentSpecError, load_yaml_file, parse_agent_spec, parse_assignment
 
     specs: dict[str, Any] = {}
 
@@ -44,7 +44,7 @@ def _competitors(args: argparse.Namespace) -> dict[str, Any]:
 
     if args.agents_file:
         try:
-            data = yaml.safe_load(Path(args.agents_file).read_text(encoding="utf-8"))
+            data = load_yaml_file(args.agents_file)
         except (OSError, yaml.YAMLError) as exc:
             raise CLIError(f"cannot read agents file {args.agents_file!r}: {exc}") from exc
         if isinstance(data, dict) and set(data) == {"agents"}:

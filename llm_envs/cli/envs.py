@@ -39,8 +39,10 @@ def sandbox_isolation(backend: str) -> dict[str, Any]:
 
     try:
         sandbox = sandboxes.make_sandbox(backend)
-    except (sandboxes.SandboxError, ValueError) as exc:
+    except sandboxes.SandboxError as exc:  # (a backend that cannot run here: said in the table)
         return {"backend": backend, "available": False, "error": str(exc).splitlines()[0]}
+    except ValueError as exc:  # (no such backend: the table would have named it all the same)
+        raise CLIError(f"--backend: {str(exc).splitlines()[0]}") from exc
     try:
         describe = getattr(sandbox, "isolation", None)
         if callable(describe):

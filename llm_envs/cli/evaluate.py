@@ -270,14 +270,15 @@ def _eval_suite(args: argparse.Namespace, env_ids: Sequence[str]) -> int:
 
                 write_report_safely(env_out, log=log)
             rows.append(suite_row(entry.id, env_out, summary, status, note))
-            write_suite(out, record)  # after every environment: a stopped suite shows what it has
+            write_suite(out, record, report=not args.no_report)  # after every environment: a stopped suite shows what it has
             if status_code == EXIT_USAGE:
                 break
     finally:
         for agent in {id(a): a for a in cache.values()}.values():
             agent.close()
     print(table(table_rows(rows), TABLE_HEADER))
-    print(f"\nwrote {out}/suite.json, {out}/report.html and one directory per environment")
+    print(f"\nwrote {out}/suite.json" + ("" if args.no_report else f", {out}/report.html")
+          + " and one directory per environment")
     if status_code == EXIT_INCOMPLETE:
         print("error: some environments are incomplete; `--resume` with the same command plays what they lack",
               file=sys.stderr)

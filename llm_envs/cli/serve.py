@@ -24,6 +24,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if args.max_sessions < 1:
         raise CLIError(f"--max-sessions must be >= 1, got {args.max_sessions}")
+    if not 0 <= args.port <= 65535:
+        raise CLIError(f"--port must be from 0 to 65535, got {args.port}")
     idle = args.idle_timeout if args.idle_timeout > 0 else None
     try:
         serve(

@@ -108,6 +108,10 @@ class TextEnv(AECEnv[str, Observation, str]):
         fields = {f.name: f for f in dataclasses.fields(base)}
         for name, value in overrides.items():  # before the config's own checks, which compare
             _check_number(name, value, fields[name].type)
+            current = getattr(base, name)
+            if dataclasses.is_dataclass(current) and not isinstance(value, type(current)):
+                # (``--env-arg rewards=foo`` failed mid-episode: "'str' object has no attribute")
+                raise TypeError(f"{name} must be a {type(current).__name__}, got {type(value).__name__} {value!r:.80}")
         built = dataclasses.replace(base, **overrides)
         _check_numbers(built)
         return built
@@ -459,7 +463,8 @@ def _check_numbers(config: Any, prefix: str = "") -> None:
     every check of the environment's own would let through: a float that is not finite (NaN
     fails every comparison, so ``alpha=nan`` passed ``alpha >= 0`` and made every reward NaN;
     ``inf`` time limits reached ``select`` mid-episode), a float where the field is an ``int``
-    (``max_turns=2.5``), or text where it is a number (``--env-arg obstacle_density=abc``)."""
+    (``max_turns=2.5``), or text or a bool where it is a number (``--env-arg
+    obstacle_density=abc``, ``rows=true``)."""
     for field in dataclasses.fields(config):
         value = getattr(config, field.name)
         name = prefix + field.name
@@ -474,7 +479,8 @@ def _check_number(name: str, value: Any, annotation: Any) -> None:
         raise ValueError(f"{name} must be a finite number, got {value!r}")
     if isinstance(value, float) and _annotated_int(annotation):
         raise TypeError(f"{name} must be an integer, got {value!r}")
-    if isinstance(value, (str, bytes)) and _annotated_number(annotation):
+    if isinstance(value, (str, bytes, bool)) and _annotated_number(annotation):
+        # (a bool is an int to Python: ``rows=true`` reached numpy as True)
         raise TypeError(f"{name} must be a number, got {value!r}")
 
 

@@ -14,6 +14,7 @@ directory).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_envs.episodes import EpisodeResult, load_episodes
-from llm_envs.evaluation.evaluate import EPISODES_FILE, SUMMARY_FILE
+from llm_envs.evaluation.evaluate import EPISODES_FILE, RUN_FILE, SUMMARY_FILE
 from llm_envs.evaluation.stats import PairedResult, paired_comparison
 from llm_envs.evaluation.summary import _table, compare_summaries, load_summary, summarize
 
@@ -72,9 +73,25 @@ def load_run(path: str | os.PathLike[str]) -> RunData:
     except FileNotFoundError:
         summary = summarize(episodes)
         notes.append(f"{run_dir}: no {SUMMARY_FILE} (the run never ended); summarised from its episodes")
+        # What the episodes do not say, from the run's settings: which split and options they
+        # were played on (without it two unfinished runs on different splits were paired).
+        settings = _run_settings(run_dir)
+        for key in ("env_id", "split", "env_kwargs"):
+            if key in settings and summary.get(key) is None:
+                summary[key] = settings[key]
     if "rows" in summary and "env_id" not in summary:
         raise CompareError(f"{run_dir} is a demo table, not one run; name one of the runs below it")
     return RunData(run_dir, summary, episodes, notes)
+
+
+def _run_settings(run_dir: Path) -> dict[str, Any]:
+    """The settings ``run.json`` records (empty where it is missing or unreadable)."""
+    try:
+        stored = json.loads((run_dir / RUN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    settings = stored.get("settings") if isinstance(stored, dict) else None
+    return settings if isinstance(settings, dict) else {}
 
 
 @dataclass

@@ -34,7 +34,7 @@ from typing import Any
 
 from llm_envs.agents.base import Agent
 from llm_envs.core.writing import json_text
-from llm_envs.episodes import EpisodeResult, IncompleteRunError, RunnerError
+from llm_envs.episodes import EpisodeResult, IncompleteRunError, RunnerError, load_episodes
 from llm_envs.evaluation.plot import PLOT_MISSING, plot_available, plot_summary
 from llm_envs.evaluation.stats import Interval
 from llm_envs.evaluation.summary import summarize
@@ -170,6 +170,8 @@ def _open_run(
             previous = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
             raise RunnerError(f"cannot read {path}: {exc}; restore it, or start another run with --out") from exc
+        if not isinstance(previous, dict):
+            raise RunnerError(f"cannot read {path}: it holds no JSON object; restore it, or start another run with --out")
     entry: dict[str, Any] = {"command": command, "started_at": _now(), "resume": bool(resume)}
     mixed = bool(previous and previous.get("mixed_settings"))
     episodes_path = out / EPISODES_FILE
@@ -325,6 +327,15 @@ def evaluate(
             f"it, or choose another --out"
         )
     env_kwargs = resolve_split(env_id, split, env_kwargs or {})
+    if resume and episodes_path.exists():
+        # A run is extended by resuming, never cut: its summary would count the first
+        # ``episodes`` and say nothing of the rest, which --compare and the report still read.
+        beyond = {e.index for e in load_episodes(episodes_path, problems=[]) if e.index >= episodes}
+        if beyond:
+            raise RunnerError(
+                f"{out} holds episodes up to index {max(beyond)} ({len(beyond)} past the {episodes} asked for): "
+                f"resume with --episodes {max(beyond) + 1} or more, or start another run with --out"
+            )
     extra_settings = dict(settings or {})
     command = str(extra_settings.pop("command", "") or "python: llm_envs.evaluation.evaluate()")
 

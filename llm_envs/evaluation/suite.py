@@ -83,13 +83,15 @@ def table_rows(rows: Sequence[Mapping[str, Any]]) -> list[list[str]]:
 TABLE_HEADER = ["environment", "status", "episodes", "success [95% CI]", "mean reward per agent", "note"]
 
 
-def write_suite(out: Path, data: Mapping[str, Any]) -> None:
-    """``suite.json`` (atomically) and ``report.html``: the table, a link to each environment's
-    report."""
+def write_suite(out: Path, data: Mapping[str, Any], *, report: bool = True) -> None:
+    """``suite.json`` (atomically) and, with ``report``, ``report.html``: the table, a link to
+    each environment's report (``--no-report`` writes none of them, so no page links to one)."""
     out.mkdir(parents=True, exist_ok=True)
     tmp = out / (SUITE_FILE + ".tmp")
     tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
     os.replace(tmp, out / SUITE_FILE)
+    if not report:
+        return
     rows = data.get("rows", [])
     cells = []
     for row, texts in zip(rows, table_rows(rows)):

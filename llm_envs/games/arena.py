@@ -211,6 +211,8 @@ def run_arena(
         raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
     if rounds < 1 or games < 1:
         raise ValueError("rounds and games must be >= 1")
+    if not 0 < confidence < 1:  # (checked before any game is played, not after all of them)
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     names = list(agents)
     if len(set(names)) != len(names):
         raise ValueError(f"agent names must be unique: {names}")
@@ -395,7 +397,8 @@ def _play_match(
     for rotation in range(len(match.agents)):
         order = seat_order(match, rotation)
         path = out / MATCHES_DIR / f"match{match.index:05d}-rotation{rotation}.jsonl"
-        before = {e.index for e in load_episodes(path)} if path.exists() else set()
+        # (bad lines skipped here: the runner's resume moves them to .rejected and plays them)
+        before = {e.index for e in load_episodes(path, problems=[])} if path.exists() else set()
 
         def on_episode(result: EpisodeResult, rotation: int = rotation) -> None:
             games_log.write(game_line(match, rotation, games, seat_ids, result))

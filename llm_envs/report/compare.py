@@ -9,6 +9,7 @@ is sharper than comparing the two runs' own intervals.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -51,6 +52,16 @@ def pair_episodes(runs: Sequence[EvalRun]) -> tuple[list[dict[str, Any]], int]:
     pairs.sort(key=lambda p: (rank[p["differs"]], -p["spread"], p["seed"]))
     unpaired = sum(len(run.episodes) for run in runs) - len(pairs) * len(runs)
     return pairs, unpaired
+
+
+def _played_on(run: EvalRun) -> tuple[str, str]:
+    """``(split, options)`` a run was played on, from its summary, else its ``run.json``."""
+    from llm_envs.evaluation.compare import _run_settings
+
+    settings = _run_settings(run.path) if "split" not in run.summary else {}
+    split = run.summary.get("split", settings.get("split"))
+    options = run.summary.get("env_kwargs", settings.get("env_kwargs")) or {}
+    return str(split), json.dumps(options, sort_keys=True, default=repr)
 
 
 def _paired_rows(runs: Sequence[EvalRun], pairs: Sequence[dict[str, Any]]) -> list[list[str]]:
@@ -97,7 +108,12 @@ def sections(runs: Sequence[EvalRun]) -> tuple[list[Section], dict[str, Any], di
         key: dataset(run.episodes, label=run.label, agents=list(run.summary.get("rewards") or {}) or None)
         for key, run in zip(keys, runs)
     }
-    pairs, unpaired = pair_episodes(runs)
+    played_on = [_played_on(run) for run in runs]
+    if len(set(played_on)) > 1:
+        # Seeds of different splits (or options) are different problems: nothing pairs.
+        pairs, unpaired = [], sum(len(run.episodes) for run in runs)
+    else:
+        pairs, unpaired = pair_episodes(runs)
 
     header = ["", *[run.label for run in runs]]
     agents = list(dict.fromkeys(a for run in runs for a in (run.summary.get("rewards") or {})))
@@ -120,7 +136,11 @@ def sections(runs: Sequence[EvalRun]) -> tuple[list[Section], dict[str, Any], di
     paired_html = (
         f"<h3>Paired differences on the {len(pairs)} shared seeds (mean, 95% t interval)</h3>"
         + table(["runs", "quantity", "mean difference", "per seed"], paired, cls="summary", numeric_from=2)
-        if paired else '<p class="note">No seed was played by every run: the runs cannot be paired.</p>'
+        if paired else '<p class="note">The runs were played on different data splits or environment options ('
+        + esc("; ".join(f"{run.label}: split {split}, options {options}" for run, (split, options) in zip(runs, played_on)))
+        + '): the same seed is not the same problem, so the runs are not paired.</p>'
+        if len(set(played_on)) > 1
+        else '<p class="note">No seed was played by every run: the runs cannot be paired.</p>'
     )
     chart = svg.interval_chart(
         [(run.label, to_float((run.summary.get("success") or {}).get("value")),

@@ -71,6 +71,15 @@ def gsm8k_final_answer(answer_field: str) -> str:
     return match.group(1).strip().replace(",", "")
 
 
+def _has_final_answer(row: Row) -> bool:
+    """Whether a GSM8K row's answer ends in ``#### <answer>`` with an answer (``"#### "`` is a
+    problem nobody can be paid for solving)."""
+    try:
+        return bool(gsm8k_final_answer(str(row.get("answer", ""))))
+    except ValueError:
+        return False
+
+
 def _gsm8k_convert(
     row: Row, split: str, index: int, options: Mapping[str, Any]
 ) -> Problem:
@@ -102,7 +111,7 @@ GSM8K = HubSpec(
     schema="{'question': str, 'answer': str ending in '#### <final answer>'}",
     convert=_gsm8k_convert,
     key=lambda row: str(row["question"]),
-    keep=lambda row, options: "####" in str(row.get("answer", "")),
+    keep=lambda row, options: _has_final_answer(row),
     default_options={"config": "main"},
     scan_fields=("question", "answer"),
 )

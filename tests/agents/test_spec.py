@@ -162,6 +162,13 @@ def test_yaml_file_with_options(tmp_path):
     path.write_text("alice: [1, 2]\n")
     with pytest.raises(AgentSpecError, match="must be a spec string"):
         load_agents_config(path)
+    # A key given twice: YAML kept the last one, and the run played it without a word.
+    path.write_text("speaker: random\nspeaker: reference\n")
+    with pytest.raises(AgentSpecError, match="'speaker' is given twice"):
+        load_agents_config(path)
+    path.write_text("alice:\n  spec: random\n  temperature: 0.1\n  temperature: 0.2\n")
+    with pytest.raises(AgentSpecError, match="'temperature' is given twice"):
+        load_agents_config(path)
 
 
 class EchoAgent(ReferenceAgent):

@@ -237,6 +237,16 @@ def test_a_non_finite_option_is_refused_by_make():
         make("llm/ProposerSolverJudge-v0", num_solver_samples=2.5)
 
 
+def test_a_bool_for_a_number_and_text_for_a_group_of_options_are_refused_by_make():
+    # (``--env-arg rows=true`` reached numpy as True; ``rewards=foo`` failed mid-episode)
+    with pytest.raises(TypeError, match="rows must be a number"):
+        make("llm/PlanPath-v0", rows=True)
+    with pytest.raises(TypeError, match="max_turns must be a number"):
+        make("llm/Sudoku-v0", max_turns=True)
+    with pytest.raises(TypeError, match="rewards must be a PathRewards"):
+        make("llm/PlanPath-v0", rewards="foo")
+
+
 def test_human_rendering_prints_a_lone_surrogate_as_its_escape(capsys):
     env = make("llm/Debate-v0", render_mode="human")
     env.reset(seed=0)

@@ -192,6 +192,61 @@ def test_eval_refuses_to_overwrite_then_resumes_and_compares(capsys, tmp_path, s
     assert status == 2 and "missing does not exist" in err
 
 
+def test_compare_refuses_unfinished_runs_on_different_splits(capsys, tmp_path):
+    # Without summary.json (a run that never ended) the split came from nowhere: None against
+    # None, and seeds of different problems were paired.
+    runs = {}
+    for split in ("train", "test"):
+        runs[split] = tmp_path / split
+        status, _, _ = _run(capsys, "eval", "llm/PlanPath-v0", "--agent", "random", "--episodes", "2",
+                            "--split", split, "--out", str(runs[split]), "--no-progress", "--no-plot", "--no-report")
+        assert status == 0
+        (runs[split] / "summary.json").unlink()
+    status, _, err = _run(capsys, "eval", "--compare", str(runs["train"]), str(runs["test"]))
+    assert status == 2 and "different data splits (train and test)" in err
+
+
+def test_resume_refuses_fewer_episodes_than_the_run_holds(capsys, tmp_path):
+    # (it summarised the first 2 of 6 episodes and said nothing of the other 4)
+    out = tmp_path / "run"
+    argv = ["eval", "llm/Signalling-v0", "--agent", "random", "--out", str(out), "--no-progress", "--no-plot",
+            "--no-report"]
+    assert _run(capsys, *argv, "--episodes", "6")[0] == 0
+    status, _, err = _run(capsys, *argv, "--episodes", "2", "--resume")
+    assert status == 2 and "resume with --episodes 6 or more" in err
+    assert json.loads((out / "summary.json").read_text())["episodes"] == 6
+
+
+def test_a_suite_with_no_report_writes_no_page(capsys, tmp_path):
+    # (its report.html linked to environment reports that --no-report had not written)
+    out = tmp_path / "suite"
+    status, _, _ = _run(capsys, "eval", "--envs", "llm/Signalling-v0,llm/PlanPath-v0", "--agent", "random",
+                        "--episodes", "1", "--out", str(out), "--no-progress", "--no-plot", "--no-report")
+    assert status == 0 and (out / "suite.json").exists()
+    assert not list(out.rglob("report.html"))
+
+
+def test_an_unknown_backend_or_port_is_a_usage_error(capsys):
+    # (list printed "sandbox (nope)" for every code environment and exited 0; serve raised
+    # OverflowError from the socket)
+    status, _, err = _run(capsys, "list", "--isolation", "--backend", "nope")
+    assert status == 2 and "unknown sandbox backend 'nope'" in err
+    pytest.importorskip("openenv.core", reason="the serve extra (openenv-core) is not installed")
+    for port in ("99999", "-1"):
+        status, _, err = _run(capsys, "serve", "llm/PlanPath-v0", "--port", port)
+        assert status == 2 and "--port must be from 0 to 65535" in err
+
+
+def test_resume_refuses_a_run_json_that_holds_no_object(capsys, tmp_path):
+    out = tmp_path / "run"
+    argv = ["eval", "llm/Signalling-v0", "--agent", "random", "--episodes", "2", "--out", str(out),
+            "--no-progress", "--no-plot", "--no-report"]
+    assert _run(capsys, *argv)[0] == 0
+    (out / "run.json").write_text("[]")
+    status, _, err = _run(capsys, *argv, "--resume")
+    assert status == 2 and "holds no JSON object" in err
+
+
 def test_eval_with_an_openai_compatible_server(capsys, tmp_path, sums_env_id, chat_server):
     out_dir = tmp_path / "http"
     status, out, _ = _run(

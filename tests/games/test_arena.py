@@ -121,6 +121,27 @@ def test_an_interrupted_tournament_resumes_to_the_same_result(tmp_path):
     assert outcomes(parts) == outcomes(whole)
 
 
+def test_a_bad_confidence_is_refused_before_any_game_is_played(tmp_path):
+    with pytest.raises(ValueError, match="confidence"):
+        run_arena("llm/KuhnPoker-v0", players(), out_dir=tmp_path / "a", confidence=1.5, progress=False, plot=False)
+    assert not (tmp_path / "a" / "games.jsonl").exists()
+
+
+def test_resuming_a_tournament_with_a_damaged_match_file_moves_the_bad_line_aside(tmp_path):
+    # It stopped with an error that advised --resume, which is what it was doing.
+    kwargs = dict(rounds=1, games=3, progress=False, plot=False)
+    expected = run_arena("llm/KuhnPoker-v0", players(), out_dir=tmp_path / "whole", **kwargs)
+    out = tmp_path / "damaged"
+    run_arena("llm/KuhnPoker-v0", players(), out_dir=out, **kwargs)
+    match = sorted((out / "matches").glob("*.jsonl"))[0]
+    lines = match.read_text().splitlines(keepends=True)
+    lines[0] = lines[0].replace('"seed"', '"seeds"', 1)  # (its checksum no longer matches)
+    match.write_text("".join(lines))
+    resumed = run_arena("llm/KuhnPoker-v0", players(), out_dir=out, resume=True, **kwargs)
+    assert resumed["ratings"] == expected["ratings"]
+    assert match.with_name(match.name + ".rejected").exists()
+
+
 def test_swiss_rounds_pair_new_opponents_and_give_byes(tmp_path):
     agents = {"reference": ReferenceAgent(), **{f"random{i}": RandomAgent(i, per_decision_seed=True) for i in range(4)}}
     summary = run_arena("llm/TicTacToe-v0", agents, out_dir=tmp_path, fmt="swiss", rounds=3, games=1,
@@ -197,3 +218,12 @@ def test_cli_arena_an_infrastructure_failure_leaves_the_tournament_incomplete_an
     resumed, expected = (json.loads((d / "summary.json").read_text()) for d in (out, clean))
     assert resumed["ratings"] == expected["ratings"] and resumed["head_to_head"] == expected["head_to_head"]
     assert outcomes(out) == outcomes(clean)
+
+
+def test_cli_arena_refuses_an_agents_file_that_names_a_competitor_twice(tmp_path, capsys):
+    # (YAML kept the last "a": one competitor was dropped without a word)
+    agents = tmp_path / "agents.yaml"
+    agents.write_text("a: random\nb: reference\na: random:7\n")
+    status = main(["arena", "llm/KuhnPoker-v0", "--agents-file", str(agents), "--out", str(tmp_path / "out"),
+                   "--no-progress", "--no-plot"])
+    assert status == 2 and "'a' is given twice" in capsys.readouterr().err

@@ -276,3 +276,19 @@ def test_training_charts_format_errors_as_errors_and_hide_all_zero_panels(tmp_pa
     assert points and all(abs(float(p) - 0.1) < 1e-6 for p in points)
     assert "KL divergence to the reference" not in html.split("Not drawn")[0]
     assert re.search(r"Not drawn, 0 at every step: [^<]*KL divergence to the reference", html)
+
+
+def test_runs_on_different_splits_are_not_paired(tmp_path):
+    # The same seed of another split is another problem: the report paired them without a word.
+    runs = []
+    for split in ("train", "test"):
+        out = tmp_path / split
+        assert llm_envs_main(["eval", "llm/PlanPath-v0", "--agent", "random", "--episodes", "3", "--split", split,
+                              "--out", str(out), "--no-progress", "--no-plot", "--no-report"]) == 0
+        runs.append(out)
+    html = build_report(runs)
+    assert "Paired differences" not in html and "different data splits" in html
+    (runs[0] / "summary.json").unlink()  # (an unfinished run: its split from run.json)
+    assert "different data splits" in build_report(runs)
+    same = build_report([runs[1], runs[1]])
+    assert "Paired differences on the 3 shared seeds" in same

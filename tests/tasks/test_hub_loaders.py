@@ -77,6 +77,14 @@ def test_gsm8k_official_splits_from_a_directory(tmp_path):
         load_task_source("gsm8k", split="validation", path=tmp_path / "gsm8k")
 
 
+def test_gsm8k_rows_without_a_final_answer_are_skipped(tmp_path):
+    # ("#### " was served as a problem nobody could be paid for solving; "####" alone raised)
+    rows = gsm8k_rows(0, 3) + [{"question": "q1", "answer": "work\n#### "}, {"question": "q2", "answer": "work ####"}]
+    write_jsonl(tmp_path / "gsm8k" / "test.jsonl", rows)
+    source = load_task_source("gsm8k", split="test", path=tmp_path / "gsm8k")
+    assert len(source) == 3 and all(source.get(i).answer for i in range(3))
+
+
 def test_gsm8k_hash_policy_pools_and_partitions_all_rows(tmp_path):
     write_jsonl(tmp_path / "train.jsonl", gsm8k_rows(0, 120))
     write_jsonl(tmp_path / "test.jsonl", gsm8k_rows(500, 40))
