@@ -97,6 +97,22 @@ def test_config_validation_reads_the_registry(registry_scope):
         register_estimator("test_bad", sampling="trees")
 
 
+def test_config_refuses_groups_of_one_and_a_kl_coef_nobody_reads():
+    # reinforce_pp_baseline subtracts each group's mean: with one record per group every
+    # advantage was 0 and nothing trained, without a word.
+    with pytest.raises(ValueError, match="env.samples_per_problem >= 2"):
+        load_config(None, ["algorithm.estimator=reinforce_pp_baseline", "rollout.tree=false"])
+    with pytest.raises(ValueError, match="rollout.k >= 2"):
+        load_config(None, ["algorithm.estimator=reinforce_pp_baseline", "rollout.tree=true", "rollout.k=1"])
+    assert load_config(None, ["algorithm.estimator=reinforce_pp_baseline", "rollout.tree=false",
+                              "env.samples_per_problem=4"]).algorithm.estimator == "reinforce_pp_baseline"
+    # kl_coef is the KL in the reward, which at_grpo does not read: a reference model was built
+    # and every record scored by it, and the weights were those of kl_coef = 0.
+    with pytest.raises(ValueError, match="train.kl_loss_coef"):
+        load_config(None, ["algorithm.estimator=at_grpo", "algorithm.kl_coef=0.1"])
+    assert load_config(None, ["algorithm.estimator=reinforce_pp", "algorithm.kl_coef=0.1"]).algorithm.kl_coef == 0.1
+
+
 def test_the_builtin_estimators_declare_what_the_trainer_and_the_config_read():
     info = ESTIMATOR_REGISTRY
     assert set(info) >= {"at_grpo", "reinforce_pp", "reinforce_pp_baseline", "task_relative_reinforce_pp",
