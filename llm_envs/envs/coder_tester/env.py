@@ -36,7 +36,7 @@ from llm_envs.envs._common import (
     resolve_task_source,
     wrong_sign_holes,
 )
-from llm_envs.envs.coder_tester import io_runs, mutants, rules
+from llm_envs.envs.coder_tester import by_value_results, io_runs, mutants, rules
 from llm_envs.envs.grading import Grading
 from llm_envs.tasks import Problem, TaskSource
 from llm_envs.verifiers import code as code_verifier
@@ -387,7 +387,7 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             value_results = reports.pop() if by_value is not None else None
             control_report = reports.pop() if controls else None
             if by_value is not None:
-                reports.insert(0, self._golden_report_by_value(value_results[0], parsed.tests))
+                reports.insert(0, by_value_results.golden_report(self, value_results[0], parsed.tests))
         record = self._add_record(
             "tester",
             action,
@@ -409,8 +409,8 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             if one_run is not None:
                 caught, wrong_programs = one_run[1], one_run[2]
             elif by_value is not None and golden_report is not None:
-                caught, wrong_programs = self._count_caught_by_value(
-                    golden_report, by_value, value_results, parsed.tests
+                caught, wrong_programs = by_value_results.count_caught(
+                    self, golden_report, by_value, value_results, parsed.tests
                 )
             elif catching and golden_report is not None:
                 caught, wrong_programs = self._count_caught(golden_report, wrong_jobs, reports, control_report)
@@ -639,47 +639,6 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
             golden=0,
             epilogue=self._guard(),
         )
-
-    def _golden_report_by_value(self, result: Any, tests: tuple[Any, ...]) -> Any:
-        """The golden solution's report on the tester's ``tests`` from its by-value outcomes
-        (a pass is a pass of a run of its own: the same asserts on the same values), or, where
-        they do not establish every test (a time-out or a value that cannot cross ends them, and
-        a run of its own would go on with a fresh process), from a run of its own."""
-        from sandboxes import TestReport, TestResult
-
-        ending = ("timeout", "uncrossable", "unestablished")
-        if result is None or not result.ran or len(result.outcomes) != len(tests) or any(o in ending for o in result.outcomes):
-            problem = self.problem
-            assert problem is not None
-            return self._judge_all([(problem.solution, tests)])[0]
-        return TestReport(
-            results=[
-                TestResult(index=i, name=f"test {i}", passed=outcome == "pass", error=None if outcome == "pass" else f"graded by value: {outcome}")
-                for i, outcome in enumerate(result.outcomes)
-            ],
-            compiled=True,
-            ran=True,
-        )
-
-    def _count_caught_by_value(
-        self, golden_report: Any, grading: Grading, results: Any, tests: tuple[Any, ...]
-    ) -> tuple[int, int]:
-        """``(caught, wrong programs)`` of a by-value grading (:func:`mutants.caught_by_values`),
-        the same counts as :meth:`_count_caught` on runs of their own; a program whose outcome
-        the grading did not establish is graded in a run of its own."""
-        golden_passing = [i for i, r in enumerate(golden_report.results) if r.passed]
-        caught, again = 0, []
-        # (the first program of the grading is the golden solution)
-        for program, result in zip(grading.programs[1:], results[1:]):
-            verdict = mutants.caught_by_values(result, golden_passing, len(grading.tests))
-            if verdict is None:
-                again.append(self._as_wrong_program(program))
-            else:
-                caught += verdict
-        if again:
-            reports = self._judge_all([(program, tests) for program in again])
-            caught += sum(mutants.killed_by(r, False, among=golden_passing) for r in reports)
-        return caught, len(grading.programs) - 1
 
     def _choice_grading_by_value(self, programs: Sequence[str], needed: int | None = None) -> Grading:
         """The run that judges mutant candidates ``programs`` by value on the golden tests (all
