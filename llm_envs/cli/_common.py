@@ -23,6 +23,18 @@ class CLIError(Exception):
     """A user error: printed as ``error: ...`` with exit status 2."""
 
 
+def seed_value(text: str) -> int:
+    """An argparse ``type`` for ``--seed``: an integer >= 0 (numpy's and Python's generators
+    refuse a negative seed, which would otherwise fail after the run's directory is made)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
+    return value
+
+
 def env_kwargs(pairs: Sequence[str] | None) -> dict[str, Any]:
     """``--env-arg key=value`` pairs as keyword arguments (values parsed as YAML scalars)."""
     kwargs: dict[str, Any] = {}

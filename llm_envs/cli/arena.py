@@ -27,6 +27,7 @@ from ._common import (
     add_model_options,
     env_kwargs,
     model_defaults,
+    seed_value,
     slug,
 )
 
@@ -164,7 +165,7 @@ def add_parsers(sub: Any) -> None:
                    help="round-robin: matches per set of agents; swiss: rounds (default 1)")
     p.add_argument("--games", type=int, default=1,
                    help="seeds per match; each is played in every seat rotation (default 1)")
-    p.add_argument("--seed", type=int, default=0, help="round r plays seeds SEED + r*GAMES ...")
+    p.add_argument("--seed", type=seed_value, default=0, help="round r plays seeds SEED + r*GAMES ...")
     p.add_argument("--concurrency", type=int, default=8, help="games in play at once within a match")
     p.add_argument("--env-arg", action="append", metavar="KEY=VALUE", help="environment option (repeatable)")
     p.add_argument("--env-url", metavar="URL",

@@ -6,7 +6,7 @@ import argparse
 import time
 from typing import Any
 
-from ._common import CLIError, resolve_env, table
+from ._common import CLIError, resolve_env, seed_value, table
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -42,7 +42,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument(
         "--concurrency", type=int, default=4, help="environment instances in play at once (default 4)"
     )
-    p.add_argument("--seed", type=int, default=0, help="episode i is played from seed SEED+i (default 0)")
+    p.add_argument("--seed", type=seed_value, default=0, help="episode i is played from seed SEED+i (default 0)")
     p.add_argument("--out", default="runs/demo", help="results directory (default: runs/demo)")
     p.add_argument("--env", action="append", metavar="ENV", help="only these environments (repeatable)")
     p.set_defaults(func=cmd_demo)

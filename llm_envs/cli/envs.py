@@ -7,7 +7,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ._common import CLIError, env_kwargs, resolve_env, table
+from ._common import CLIError, env_kwargs, resolve_env, seed_value, table
 
 
 def env_isolation(entry: Any) -> dict[str, Any]:
@@ -233,7 +233,7 @@ def add_parsers(sub: Any) -> None:
 
     p = sub.add_parser("play", help="play one agent yourself against reference agents")
     p.add_argument("env_id", help="environment id, e.g. llm/PlanPath-v0")
-    p.add_argument("--seed", type=int, default=0, help="the episode's seed (default 0)")
+    p.add_argument("--seed", type=seed_value, default=0, help="the episode's seed (default 0)")
     p.add_argument("--as", dest="as_agent", metavar="AGENT", help="the agent you play (default: the first)")
     p.add_argument(
         "--others",

@@ -22,6 +22,7 @@ from ._common import (
     import_modules,
     model_defaults,
     resolve_env,
+    seed_value,
     slug,
     table,
 )
@@ -345,7 +346,7 @@ def add_parsers(sub: Any) -> None:
         choices=("train", "validation", "test"),
         help="data split (default: test, where the env has splits)",
     )
-    p.add_argument("--seed", type=int, default=0, help="episode i is played from seed SEED+i (default 0)")
+    p.add_argument("--seed", type=seed_value, default=0, help="episode i is played from seed SEED+i (default 0)")
     p.add_argument(
         "--concurrency", type=int, default=8, help="environment instances in play at once (default 8)"
     )

@@ -237,6 +237,23 @@ def test_an_unknown_backend_or_port_is_a_usage_error(capsys):
         assert status == 2 and "--port must be from 0 to 65535" in err
 
 
+@pytest.mark.parametrize("command", [
+    ["eval", "llm/Signalling-v0", "--agent", "random"],
+    ["arena", "llm/TicTacToe-v0", "--agent", "a=random", "--agent", "b=random"],
+    ["demo"],
+    ["play", "llm/Signalling-v0"],
+])
+def test_a_negative_seed_is_refused_before_anything_is_played(capsys, tmp_path, monkeypatch, command):
+    # (eval made its run directory, played, and failed with "expected non-negative integer",
+    # naming no flag)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        main([*command, "--seed", "-5"])
+    assert exit_.value.code == 2
+    assert "argument --seed: expected an integer >= 0, got -5" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
 def test_resume_refuses_a_run_json_that_holds_no_object(capsys, tmp_path):
     out = tmp_path / "run"
     argv = ["eval", "llm/Signalling-v0", "--agent", "random", "--episodes", "2", "--out", str(out),
