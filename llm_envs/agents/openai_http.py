@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import math
 import os
 import random
 import time
@@ -408,7 +409,10 @@ class OpenAIHTTPAgent(Agent):
         except (KeyError, IndexError, TypeError, AttributeError):
             raise malformed(f"no choices[0].message: {_snippet(json.dumps(data))!r}") from None
         if isinstance(content, list):  # content given as parts: keep the text parts
-            content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+            texts = [part.get("text") for part in content if isinstance(part, dict)]
+            if any(text is not None and not isinstance(text, str) for text in texts):
+                raise malformed("a part of the message content has a text that is not text")
+            content = "".join(text for text in texts if text is not None)
         if content is None:
             # The model wrote no visible text (e.g. a reasoning model cut off by max_tokens, or a
             # tool call): that is the model's answer, an empty one, not a failure.
@@ -441,10 +445,13 @@ def _output(reply: dict[str, Any], meta: dict[str, Any]) -> AgentOutput:
 
 
 def _as_int(value: Any) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
+    """A token count from a reply's ``usage``: 0 for anything but a whole number from 0 to 2**53
+    (a missing count, text, a negative or non-finite number, or one no reply could hold)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return 0
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        return 0
+    return int(value) if 0 <= value < 2**53 else 0
 
 
 def _snippet(text: str, limit: int = 300) -> str:

@@ -93,7 +93,8 @@ def add_parsers(sub: Any) -> None:
         "--fixed-options",
         action="store_true",
         help="refuse every option a client sends with reset (by default clients may set any option "
-        "but sandbox, task_path, task_kwargs, pool_path, path and render_mode)",
+        "but those naming files, the game, the sandbox or its limits, and render_mode: the list is "
+        "in docs/interop.md)",
     )
     p.add_argument("--log-level", default="warning", choices=("critical", "error", "warning", "info", "debug"),
                    help="uvicorn's log level (default warning; info logs every connection)")

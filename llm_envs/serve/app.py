@@ -74,6 +74,18 @@ class TextEnvServer(HTTPEnvServer):
             await self._destroy_session(sid)
 
 
+def _json_but_not_an_object(text: str) -> str | None:
+    """The JSON type's name where ``text`` is valid JSON whose value is not an object, else
+    ``None`` (text that is not JSON at all is left to OpenEnv's handler: ``INVALID_JSON``)."""
+    if text.lstrip(" \t\r\n")[:1] == "{":
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
+
+
 class MessageSizeGuard:
     """An ASGI wrapper around the WebSocket connections and the HTTP requests.
 
@@ -148,6 +160,13 @@ class MessageSizeGuard:
                 elif len(text) > self.max_bytes // 4 and len(text.encode("utf-8", "surrogatepass")) > self.max_bytes:
                     size = len(text.encode("utf-8", "surrogatepass"))
                     problem = f"message of {size} bytes is over this server's limit of {self.max_bytes} bytes"
+                elif (kind := _json_but_not_an_object(text)) is not None:
+                    # (OpenEnv's handler calls .get on it outside its own error handling, and the
+                    # session, with its episode, was closed)
+                    error = {"type": "error", "data": {"message": f"a message is a JSON object with a \"type\", "
+                             f"got {kind}; it changed nothing", "code": "VALIDATION_ERROR"}}
+                    await send({"type": "websocket.send", "text": json.dumps(error)})
+                    continue
                 else:
                     return message
                 error = {"type": "error", "data": {"message": f"{problem}; it was not read", "code": MESSAGE_TOO_LARGE}}

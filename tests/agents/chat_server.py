@@ -198,6 +198,8 @@ class ChatServer:
             self._send_raw(handler, 200, b"<html>502 Bad Gateway</html>", "text/html")
         elif kind == "no-choices":
             self._send(handler, 200, {"id": "x", "object": "chat.completion", "choices": []})
+        elif kind == "body":  # a 200 whose body is the text after "body:", as written
+            self._send_raw(handler, 200, arg.encode(), "application/json")
         elif kind == "null-content":
             self._send(handler, 200, {"choices": [{"message": {"role": "assistant", "content": None}}]})
         else:

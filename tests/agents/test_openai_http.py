@@ -192,6 +192,27 @@ def test_malformed_responses_give_an_error_output_without_retrying(chat_server, 
     assert len(chat_server.requests) == 1
 
 
+def test_content_parts_and_usage_counts_that_no_reply_can_mean(chat_server):
+    # (a part whose text was null raised TypeError and a count of 1e400 OverflowError: the
+    # episode failed as an agent error instead of a malformed response; -5 and 1e30 were kept)
+    parts = '{"choices": [{"message": {"content": [{"type": "text", "text": null}, {"type": "text", "text": "hi"}]}}]}'
+    [output] = _played(chat_server, "body:" + parts)
+    assert output.error is None and output.text == "hi"
+    bad_part = '{"choices": [{"message": {"content": [{"type": "text", "text": 7}]}}]}'
+    [output] = _played(chat_server, "body:" + bad_part)
+    assert output.meta["error_kind"] == "malformed_response" and "not text" in output.error
+    for count in ("1e400", "-5", "1e30", "2.5", "true", "\"12\""):
+        usage = '{"choices": [{"message": {"content": "ok"}}], "usage": {"prompt_tokens": %s, "completion_tokens": 3}}'
+        [output] = _played(chat_server, "body:" + usage % count)
+        assert output.error is None and output.text == "ok", count
+        assert (output.prompt_tokens, output.completion_tokens) == (0, 3), count
+
+
+def _played(chat_server, action):
+    chat_server.plan = lambda number, body: action
+    return _agent(chat_server, max_retries=0).act_batch(_requests(1))
+
+
 def test_null_content_is_the_models_empty_answer_not_a_failure(chat_server):
     """A reasoning model cut off by max_tokens (or a tool call) has no visible content: that
     is what the model wrote, judged by the environment like any other answer."""

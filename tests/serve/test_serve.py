@@ -126,6 +126,11 @@ def test_every_bad_input_gets_an_error_frame_and_changes_nothing(toy_id):
                 "server-only option": ({"type": "reset", "data": {"task_path": "/etc/passwd"}}, "EXECUTION_ERROR", "only be set by the server"),
                 "oversized message": ({"type": "step", "data": {"agent": "a", "text": "x" * 10_000}}, "MESSAGE_TOO_LARGE", "over this server's limit"),
                 "binary frame": (b"\x00\x01", "MESSAGE_TOO_LARGE", "binary frames"),
+                # JSON that is not an object (the session and its episode were closed)
+                "an array": ("[]", "VALIDATION_ERROR", "got an array"),
+                "null": (" null", "VALIDATION_ERROR", "got null"),
+                "a number": ("1", "VALIDATION_ERROR", "got a number"),
+                "a string": ('"state"', "VALIDATION_ERROR", "got a string"),
             }
             for name, (message, code, words) in bad_inputs.items():
                 reply = send(ws, message)
