@@ -6,7 +6,8 @@ with the agent that plays the acting agent id: an agent that serves each request
 (``act_async``, the HTTP agent) gets it at once; a batching agent (a local model) gets all its
 pending requests in one ``act_batch`` call whenever every instance is waiting
 (:mod:`llm_envs._dispatch`). Episode ``i`` is always played from seed ``seed + i`` by a freshly
-reset instance, so results do not depend on concurrency or order.
+reset instance whose state between episodes is frozen (``freeze_cross_episode_state``: an
+evaluation grows no Proposer–Solver–Judge pool), so results do not depend on concurrency or order.
 
 An infrastructure failure (an agent that produced no action, a step ``env.step`` could not judge)
 is never a result: the episode is recorded as an :class:`~llm_envs.episodes.EpisodeFailure`, not
@@ -252,6 +253,11 @@ class Runner:
     async def arun(self) -> list[EpisodeResult]:
         """The coroutine form of :meth:`run`."""
         first_env = self._make_env()
+        # Episodes must not change what later ones see (PSJ's pool grows as episodes end): with
+        # it, results depended on which instance played an earlier episode, and when.
+        freeze = getattr(first_env, "freeze_cross_episode_state", None)
+        if callable(freeze):
+            freeze()
         env_id = self.env_label or self._env_id(first_env)
         agents = self._agent_map(first_env)
 

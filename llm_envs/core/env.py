@@ -235,6 +235,13 @@ class TextEnv(AECEnv[str, Observation, str]):
         """Release nothing by default: shared resources (sandboxes) are owned by their creator."""
 
     # ------------------------------------------------------------------ conveniences
+    def freeze_cross_episode_state(self) -> None:
+        """Make every later episode of this instance (and of its clones) independent of the
+        episodes played before it: state an environment carries from one episode to the next
+        (Proposer–Solver–Judge's question pool) stops changing. The evaluation runner calls it,
+        so that an evaluation's results do not depend on its concurrency, order or resumes.
+        Nothing to do by default: most environments carry no state between episodes."""
+
     def clone(self) -> TextEnv:
         """An independent copy of the whole episode state, RNG included.
 

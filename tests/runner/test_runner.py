@@ -463,3 +463,25 @@ def test_a_failed_chunk_of_a_batch_fails_only_its_own_requests(tmp_path):
         run_episodes(SumsEnv, SecondChunkFails(), 4, concurrency=4, max_batch_size=2, out_path=path)
     # The first call served episodes 0 and 1, the second (failed) episodes 2 and 3.
     assert info.value.missing == [2, 3] and sorted(e.index for e in load_episodes(path)) == [0, 1]
+
+
+def test_an_evaluation_of_proposer_solver_judge_does_not_depend_on_concurrency_or_resume(tmp_path):
+    # (only the first instance committed its accepted questions to the shared pool, so what an
+    # episode's proposer and solver were shown depended on which instance played the earlier
+    # episodes: at concurrency 8, 5 of 16 episodes differed from concurrency 1)
+    import llm_envs
+
+    def play(concurrency, out_path=None, n=16, resume=False):
+        return outcomes(run_episodes("llm/ProposerSolverJudge-v0", ReferenceAgent(), n, seed=0,
+                                     concurrency=concurrency, out_path=out_path, resume=resume))
+
+    baseline = play(1)
+    assert play(8) == baseline
+    out = tmp_path / "episodes.jsonl"
+    play(4, out, n=8)
+    assert play(4, out, resume=True) == baseline
+    assert sum(e["metrics"].get("question_accepted", 0) for e in baseline) > 0  # questions were admitted
+    env = llm_envs.make("llm/ProposerSolverJudge-v0")
+    before = len(env.pool)
+    run_episodes(lambda: env, ReferenceAgent(), 4, concurrency=1)
+    assert len(env.pool) == before  # an evaluation grows no pool

@@ -270,6 +270,12 @@ class ProposerSolverJudgeEnv(TextEnv):
         twin.commits_to_pool = commits_to_pool
         return twin
 
+    def freeze_cross_episode_state(self) -> None:
+        """Commit no more questions to the pool (its clones never do): every later episode sees
+        the pool as it is now. Called by the evaluation runner: which instance played which
+        earlier episode, and when, must not change what an episode's proposer and solver see."""
+        self.commits_to_pool = False
+
     def state_dict(self) -> dict[str, Any]:
         """Cross-episode state a training checkpoint must keep: the question pool."""
         return {"pool": self.pool.state_dict()}
