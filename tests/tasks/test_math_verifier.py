@@ -159,6 +159,19 @@ def test_answers_too_long_for_a_final_answer_are_not_parsed():
     assert not check_answer("x" * (math_verifier.MAX_ANSWER_CHARS + 1), "x")
 
 
+def test_answers_of_any_exponent_or_length_are_graded_not_raised():
+    # A 5,000-digit exponent raised ValueError (int() refuses over 4,300 digits) out of
+    # check_answer, which ended the whole run; a run of 200,000 digits and a letter held the
+    # decimal pattern's backtracking for ~36 minutes with the GIL (20,000 took 21 s): the
+    # suite's per-test timeout fails this test long before that.
+    assert check_answer("\\boxed{1e" + "0" * 5000 + "1}", "10") is False
+    assert check_answer("\\boxed{1e-" + "9" * 5000 + "}", "0") is False
+    assert check_answer("1" * 200_000 + "x", "1") is False
+    assert check_answer("2" + "0" * 200_000 + ".5e3x", "1") is False
+    assert math_verifier.parse_number("1e0003") == (Fraction(1000), False)
+    assert math_verifier.parse_number("1e1001") is None
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.text(max_size=60), st.text(max_size=20))
 def test_check_answer_never_raises(predicted, truth):

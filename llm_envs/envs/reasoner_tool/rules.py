@@ -79,7 +79,7 @@ def reasoner_answer(text: str) -> str | None:
 def tool_answer(stdout: str) -> str | None:
     """The answer a program printed: its last ``\\boxed{}``, else its last non-empty line
     without a ``####`` / ``Answer:`` / ``The (final) answer is`` prefix. ``None`` if it printed
-    nothing usable.
+    nothing usable (an answer over :data:`MAX_TOOL_ANSWER_CHARS` included).
 
     The line is read as a whole (``3*sqrt(2)`` stays 3·√2); the released code ran
     math-verify's free-text extraction over the whole output instead, which reads the last
@@ -89,7 +89,7 @@ def tool_answer(stdout: str) -> str | None:
         return None
     boxed = extract_boxed(stdout)
     if boxed is not None:
-        return boxed
+        return boxed if len(boxed) <= MAX_TOOL_ANSWER_CHARS else None
     lines = [line.strip() for line in stdout.splitlines() if line.strip()]
     if not lines:
         return None
@@ -131,6 +131,13 @@ def clip_middle(text: str, head: int, tail: int) -> str:
     if len(text) <= head + tail:
         return text
     return f"{text[:head]}\n... [{len(text) - head - tail} characters cut] ...\n{text[-tail:]}"
+
+
+def _answer_line(answer: str, head: int, tail: int) -> str:
+    """An extracted answer as the history shows it: clipped like the text around it, and on the
+    line of its label (a box may hold newlines: it could otherwise start lines that read as the
+    history's own, a made-up turn or harness line, outside every fence)."""
+    return " ".join(clip_middle(answer, head, tail).splitlines())
 
 
 def _fenced(text: str, lang: str = "") -> str:
@@ -178,7 +185,9 @@ def history_section(
                 + _fenced(clip_middle(entry.text, head, tail))
             )
             shown = (
-                entry.answer if entry.answer is not None else "(no \\boxed{} answer)"
+                _answer_line(entry.answer, head // 2, tail // 2)
+                if entry.answer is not None
+                else "(no \\boxed{} answer)"
             )
             parts.append(f"Reasoning agent's answer: {shown}")
         if turn < len(tool_history):
@@ -196,7 +205,8 @@ def history_section(
                 )
             )
             parts.append(
-                f"Tool agent's answer: {tool.answer if tool.answer is not None else '(none)'}"
+                "Tool agent's answer: "
+                + (_answer_line(tool.answer, head // 2, tail // 2) if tool.answer is not None else "(none)")
             )
     return "\n".join(parts)
 
