@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -499,8 +500,15 @@ class Trainer:
         if info.kl_in_reward and a.kl_coef > 0 and ref is not None:
             kl = kl_estimate(pad_right([o.tolist() for o in old]), pad_right([x.tolist() for x in ref]), a.kl_estimator)
         game_roles = info.role_key == "game_role"  # baselines per (game, role): the game is the env id
+        rewards = torch.tensor([r.reward for r in records], dtype=torch.float32)
+        if not torch.isfinite(rewards).all():
+            # Refused before any estimator reads it: one NaN made a whitened batch's every
+            # advantage NaN, and the update wrote NaN into every weight.
+            bad = next(r for r, value in zip(records, rewards.tolist()) if not math.isfinite(value))
+            raise ValueError(f"{self.cfg.env.id}: {bad.agent!r}'s record (episode {bad.episode_id}, role {bad.role!r}) "
+                             f"has the reward {bad.reward}; rewards must be finite numbers")
         batch = AdvantageBatch(
-            rewards=torch.tensor([r.reward for r in records], dtype=torch.float32),
+            rewards=rewards,
             mask=mask,
             group_keys=[r.group for r in records],
             roles=[f"{self.cfg.env.id}|{r.role}" if game_roles else r.role for r in records],
@@ -512,9 +520,11 @@ class Trainer:
         adv = estimate_advantages(a, batch)
         keep = list(range(len(records)))
         if a.drop_uniform_groups:
+            # Uniform as the estimator sees the rewards (float32): rewards that differ by a
+            # rounding only (credits summed in another order) give zero advantages too.
             spread: dict[Any, set[float]] = defaultdict(set)
-            for r in records:
-                spread[r.group].add(r.reward)
+            for r, value in zip(records, rewards.tolist()):
+                spread[r.group].add(value)
             keep = [i for i, r in enumerate(records) if len(spread[r.group]) > 1]
         return [adv[i, : len(r.completion_ids)].clone() for i, r in enumerate(records)], keep
 

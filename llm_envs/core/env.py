@@ -400,6 +400,11 @@ class TextEnv(AECEnv[str, Observation, str]):
         step that ends the episode).
         """
         amount = float(amount)
+        if not math.isfinite(amount):
+            # (one NaN reward made every advantage of a whitened batch NaN, and one update wrote
+            # NaN into every weight of the policy)
+            raise ValueError(f"{type(self).__name__} credited {amount} to record {record.index} ({record.agent!r}, "
+                             f"{component!r}): a reward must be a finite number")
         if record.final:
             raise EnvStateError(f"record {record.index} is final; no more credit can arrive")
         if record.agent not in self.rewards:

@@ -78,6 +78,17 @@ def test_misuse_gives_clear_errors():
         GuessEnv(render_mode="rgb_array")
 
 
+def test_a_credit_that_is_not_a_finite_number_is_refused():
+    # (a NaN reward reached the trainer, where one update wrote NaN into every weight)
+    env = GuessEnv()
+    env.reset(seed=0)
+    env.step("1")
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        with pytest.raises(ValueError, match="must be a finite number"):
+            env._credit(env.records[-1], "check", bad)
+    assert env.records[-1].reward == 0.0 and env.rewards == {agent: 0.0 for agent in env.agents}
+
+
 def test_config_overrides_and_instances():
     assert GuessEnv(GuessConfig(upper=3), max_turns=7).config == GuessConfig(max_turns=7, upper=3)
 

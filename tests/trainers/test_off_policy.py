@@ -179,3 +179,34 @@ def test_the_engines_logprobs_reach_the_trainers_loss_as_the_behaviour_policy(tm
         trainer.close()
     assert row["train/shared/is_ratio_mean"] == pytest.approx(float(weights.mean()), rel=1e-4)
     assert row["train/shared/is_ratio_max"] == pytest.approx(float(weights.max()), rel=1e-4)
+
+
+def test_a_reward_that_is_not_a_finite_number_is_refused_before_any_update(tmp_path):
+    """One NaN reward made every advantage of a whitened batch NaN and the update wrote NaN into
+    every weight (the loss logged as null, the run dying later in sampling); and
+    ``drop_uniform_groups`` kept groups whose rewards differed by a float rounding only, which
+    the estimator (float32) gives zero advantages."""
+    import dataclasses
+    import math
+
+    from llm_trainers.config import load_config
+    from llm_trainers.trainer import Trainer
+
+    trainer = Trainer(load_config(None, [
+        "model.path=tiny:llm/Signalling-v0", "model.device=cpu", "rollout.max_new_tokens=1", "rollout.k=2",
+        "env.num_envs=2", "run.steps=1", "run.eval_every=-1", "run.eval_at_start=false", "run.save_every=-1",
+        "run.progress=false", "run.tensorboard=false", "run.export_final=false", "algorithm.estimator=reinforce_pp",
+        "algorithm.drop_uniform_groups=true", f"run.output_dir={tmp_path}",
+    ]))
+    try:
+        records = [r for r in trainer._collect(trainer.train_seeds(0)).records if r.completion_ids][:2]
+        assert len(records) == 2
+        pair = [dataclasses.replace(records[0], group="g", reward=0.1 + 0.2), dataclasses.replace(records[1], group="g", reward=0.3)]
+        advantages, keep = trainer._advantages(pair, [], None)
+        assert keep == [] and all(float(a.abs().sum()) == 0.0 for a in advantages)
+        for bad in (math.nan, math.inf):
+            poisoned = [dataclasses.replace(records[0], reward=bad), records[1]]
+            with pytest.raises(ValueError, match="rewards must be finite numbers"):
+                trainer._advantages(poisoned, [], None)
+    finally:
+        trainer.close()
