@@ -26,7 +26,7 @@ from llm_envs.core.records import ActionRecord
 from llm_envs.envs._common import resolve_task_source
 from llm_envs.envs.debate import rules
 from llm_envs.envs.debate.verifiers import GroundTruthVerifier, Verifier, labels_of
-from llm_envs.envs.forum.rules import clip_text, wrong_answer
+from llm_envs.envs.forum.rules import clip_text, shown_to_reader, wrong_answer
 from llm_envs.tasks import Problem, TaskSource
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,9 @@ class DebateConfig:
         first_turn_incentive: Whether turn-0 answers earn Table 2's influence incentive (the
             paper: yes; ``False`` reproduces the released code, whose incentives start at the
             second turn). Table 1 never applies to turn 0 (it needs a previous answer).
-        show_verifier_scores: Show verifier scores next to earlier answers in prompts.
+        show_verifier_scores: Show verifier scores next to earlier answers in prompts (MAPoRL's
+            trained verifier's). Refused without a ``verifier`` unless ``allow_reward_holes``:
+            the ground truth's scores are the answer key.
         history: ``"all"`` (every earlier turn, the paper's formulation) or ``"last"``.
         task: Name of the task source; its problems need ground-truth answers unless a custom
             verifier is given and all incentives are 0.
@@ -54,7 +56,8 @@ class DebateConfig:
         task_kwargs: Extra keyword arguments for the task source.
         max_shown_chars: Longest stretch of one answer echoed into a prompt.
         allow_reward_holes: Accept incentive weights under which a wrong answer earns more
-            than a right one (:func:`rules.incentive_hole`: refused unless this is set).
+            than a right one (:func:`rules.incentive_hole`: refused unless this is set), and
+            ground-truth scores in the prompts (``show_verifier_scores`` without a verifier).
     """
 
     num_agents: int = 2
@@ -125,6 +128,16 @@ class DebateEnv(TextEnv):
         if hole is not None and not cfg.allow_reward_holes:
             raise ValueError(
                 f"these incentive weights open a reward hole: {hole}; lower them or set "
+                "allow_reward_holes=True to accept this"
+            )
+        if cfg.show_verifier_scores and verifier is None and not cfg.allow_reward_holes:
+            # Without a verifier of its own the scores are ground-truth correctness: 1.000 or
+            # 0.000 next to every earlier answer is the answer key (a policy that never read the
+            # questions reached success 1.0 on a 3-label task by copying the answer marked 1.000).
+            raise ValueError(
+                "show_verifier_scores shows the verifier's scores, and without a verifier (e.g. "
+                "AgentVerifier, a trained verifier model) they are the ground truth's: each earlier "
+                "answer's correctness, the answer key. Pass verifier=..., or set "
                 "allow_reward_holes=True to accept this"
             )
         self.sandbox = sandbox
@@ -240,12 +253,13 @@ class DebateEnv(TextEnv):
         for turn in range(first, self.turn):
             for j, entry in enumerate(self.answers[turn]):
                 score = entry.score if show else None
+                # Its fence marks broken up: an answer cannot close the fence it is shown in and
+                # write lines in the prompt's own format (a verifier's score, another turn).
+                shown = clip_text(shown_to_reader(entry.text, ()), limit)
                 if j == index:
-                    own.append((turn, clip_text(entry.text, limit), score))
+                    own.append((turn, shown, score))
                 else:
-                    others.append(
-                        (self.possible_agents[j], turn, clip_text(entry.text, limit), score)
-                    )
+                    others.append((self.possible_agents[j], turn, shown, score))
         return rules.later_turn_prompt(self.problem.prompt, own, others, labels)
 
     # ------------------------------------------------------------------ scripted play
