@@ -110,6 +110,13 @@ class ActRequest:
     decision: int | None = None
 
 
+#: ``meta["finish_reason"]`` of an empty answer given because the prompt (with the room asked
+#: for the completion) does not fit the model's context. It is the model's answer, not an
+#: infrastructure failure: the same prompt never fits, so retrying or resuming cannot help, and
+#: leaving such episodes out would bias a summary towards short episodes.
+CONTEXT_EXCEEDED = "context_length"
+
+
 @dataclass
 class AgentOutput:
     """One action, with what a trainer or an evaluation needs to know about how it was made.

@@ -23,7 +23,10 @@ nothing else:
 * every failure that remains (after retries) is an infrastructure failure, raised as
   :class:`~llm_envs.agents.AgentError` with its kind (``connection``, ``timeout``,
   ``server_error``, ``rate_limited``, ``client_error``, ``malformed_response``); in the batch
-  forms it becomes an output with ``error`` set. It is never an (empty) action;
+  forms it becomes an output with ``error`` set. It is never an (empty) action. The exception
+  is an HTTP 400/413/422 saying the prompt passes the model's context: the same prompt never
+  fits, so it is the model's empty answer (``meta["finish_reason"]`` ``"context_length"``,
+  :data:`~llm_envs.agents.base.CONTEXT_EXCEEDED`), never re-sent;
 * token usage (``usage.prompt_tokens`` / ``usage.completion_tokens``) is recorded in each
   :class:`AgentOutput`, and per-token log-probabilities too when ``logprobs=True``;
 * with ``cache=PATH`` successful responses are stored in a :class:`~llm_envs.agents.cache.
@@ -43,6 +46,7 @@ import json
 import math
 import os
 import random
+import re
 import time
 import weakref
 from collections.abc import Sequence
@@ -51,7 +55,7 @@ from typing import Any
 
 import httpx
 
-from llm_envs.agents.base import ActRequest, Agent, AgentError, AgentOutput, run_blocking
+from llm_envs.agents.base import CONTEXT_EXCEEDED, ActRequest, Agent, AgentError, AgentOutput, run_blocking
 from llm_envs.agents.cache import ResponseCache, cache_key
 from llm_envs.core.messages import to_chat_messages
 
@@ -360,6 +364,12 @@ class OpenAIHTTPAgent(Agent):
                     meta = {"attempts": attempt + 1, "latency_s": time.perf_counter() - started}
                     return self._parse(response, meta), meta
                 detail = f"HTTP {status}: {_error_detail(response)}"
+                if status in (400, 413, 422) and _CONTEXT_OVERFLOW.search(response.text[:4000]):
+                    # The model's answer, an empty one: this prompt never fits (see CONTEXT_EXCEEDED).
+                    meta = {"attempts": attempt + 1, "latency_s": time.perf_counter() - started}
+                    reply = {"text": "", "prompt_tokens": 0, "completion_tokens": 0, "logprobs": None,
+                             "finish_reason": CONTEXT_EXCEEDED, "model": None, "server_said": detail}
+                    return reply, meta
                 retry_kind = _retry_kind(status)
                 if retry_kind is None:
                     raise AgentError(
@@ -433,6 +443,8 @@ class OpenAIHTTPAgent(Agent):
 
 def _output(reply: dict[str, Any], meta: dict[str, Any]) -> AgentOutput:
     meta = {**meta, "finish_reason": reply.get("finish_reason")}
+    if reply.get("server_said"):
+        meta["server_said"] = reply["server_said"]
     if reply.get("model"):
         meta["model"] = reply["model"]
     return AgentOutput(
@@ -452,6 +464,18 @@ def _as_int(value: Any) -> int:
     if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
         return 0
     return int(value) if 0 <= value < 2**53 else 0
+
+
+# What servers say when a prompt (with the completion's room) passes the model's context: OpenAI
+# and vLLM ("maximum context length", code context_length_exceeded; "longer than the maximum
+# model length"), SGLang ("the model's context length"), llama.cpp ("exceeds the available
+# context size"), TGI ("tokens + `max_new_tokens` must be <= N"), Anthropic-style gateways
+# ("prompt is too long").
+_CONTEXT_OVERFLOW = re.compile(
+    r"context[ _]length|maximum model length|context size|context window|prompt is too long"
+    r"|max_new_tokens`? must be <=",
+    re.IGNORECASE,
+)
 
 
 def _snippet(text: str, limit: int = 300) -> str:

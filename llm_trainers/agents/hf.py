@@ -18,7 +18,9 @@ protocol, with :meth:`HFAgent.sample` for ``n`` candidates per request (tree sam
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -27,13 +29,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from llm_envs.agents.base import ActRequest, Agent, AgentOutput
+from llm_envs.agents.base import CONTEXT_EXCEEDED, ActRequest, Agent, AgentOutput
 from llm_envs.core.messages import to_chat_messages
 from llm_trainers.batching import _accepts_logits_to_keep
 from llm_trainers.policies import Policy, PolicySet, build_policies
 from llm_trainers.sampling import DEFAULT_SAMPLING_SEED, SamplingParams, sampling_record
 
 __all__ = ["Generation", "HFAgent", "HFEngine", "SamplingParams", "encode_observation", "resolve_adapter_path"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -44,7 +48,9 @@ class Generation:
         token_ids: Sampled tokens, including the stop token if one was sampled.
         logprobs: ``log π(token)`` for each sampled token under the sampling distribution.
         text: Decoded text without special tokens.
-        finish_reason: ``"stop"`` (a stop token was sampled) or ``"length"``.
+        finish_reason: ``"stop"`` (a stop token was sampled), ``"length"`` (the completion limit,
+            or the model's context, reached) or ``"context_length"`` (the prompt left no room
+            in the context: nothing sampled, :data:`~llm_envs.agents.base.CONTEXT_EXCEEDED`).
     """
 
     token_ids: list[int]
@@ -146,13 +152,18 @@ class HFEngine:
         params = sampling or self.sampling
         pol = self.policies[policy]
         flat = [list(p) for p in prompts for _ in range(n)]
-        results: list[Generation] = []
+        context = context_length(pol.model)
+        fits = [i for i, p in enumerate(flat) if fits_context(p, context)]
+        budgets = [min(params.max_new_tokens, context - len(flat[i])) if context else params.max_new_tokens for i in fits]
+        sampled: list[Generation] = []
         if self.batching == "continuous":
-            results = self._generate_continuous(pol, flat, params)
+            sampled = self._generate_continuous(pol, [flat[i] for i in fits], params, budgets)
         else:
             step = max(1, self.max_batch_size)
-            for start in range(0, len(flat), step):
-                results.extend(self._generate_chunk(pol, flat[start : start + step], params))
+            for start in range(0, len(fits), step):
+                chunk = [flat[i] for i in fits[start : start + step]]
+                sampled.extend(self._generate_chunk(pol, chunk, params, budgets[start : start + step]))
+        results = outside_context(len(flat), fits, sampled, context, pol.name)
         return [results[i * n : (i + 1) * n] for i in range(len(prompts))]
 
     def generate_multi(
@@ -198,8 +209,9 @@ class HFEngine:
             "eos_token_id": stop_ids,
             "pad_token_id": pol.tokenizer.pad_token_id,
             "return_dict_in_generate": True,
-            # Every knob that a model's own generation_config could set is pinned here, so the
-            # sampled distribution is exactly the one the trainer scores.
+            # Pinned here as well as by `_model_defaults_off` (which hides the model's own
+            # generation_config during the call, so that none of its other knobs, min_p,
+            # suppress_tokens, no_repeat_ngram_size, min_new_tokens..., reaches the sampler).
             "repetition_penalty": 1.0,
             "num_beams": 1,
             "bos_token_id": None,
@@ -220,7 +232,8 @@ class HFEngine:
             stack.enter_context(torch.autocast(device_type=device.type, dtype=torch.bfloat16))
         return stack
 
-    def _finish(self, pol: Policy, ids: list[int], lps: list[float], stop: set[int]) -> Generation:
+    def _finish(self, pol: Policy, ids: list[int], lps: list[float], stop: set[int], budget: int) -> Generation:
+        ids, lps = ids[:budget], lps[:budget]  # (a static batch decodes to its longest budget)
         length, reason = len(ids), "length"
         for j, t in enumerate(ids):
             if t in stop:
@@ -230,7 +243,8 @@ class HFEngine:
         return Generation(ids[:length], lps[:length], pol.tokenizer.decode(ids[:length], skip_special_tokens=True), reason)
 
     @torch.no_grad()
-    def _generate_chunk(self, pol: Policy, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
+    def _generate_chunk(self, pol: Policy, prompts: list[list[int]], params: SamplingParams,
+                        budgets: list[int]) -> list[Generation]:
         """Static batching: one ``model.generate`` call for the whole chunk (it lasts as long as
         its longest completion). Log-probs come from :class:`SampledLogprobs`, one step at a time."""
         from transformers import LogitsProcessorList
@@ -238,18 +252,19 @@ class HFEngine:
         input_ids, attention = _left_pad(prompts, pol.tokenizer.pad_token_id)
         width = input_ids.shape[1]
         stop_ids = self._stop_ids(pol, params)
-        config = self._generation_config(pol, params, stop_ids)
+        config = self._generation_config(pol, dataclasses.replace(params, max_new_tokens=max(budgets)), stop_ids)
         recorder = SampledLogprobs(params.temperature)
-        with pol.activated() as model, self._sampling_context(pol):
+        with pol.activated() as model, self._sampling_context(pol), _model_defaults_off(model):
             out = model.generate(input_ids=input_ids.to(pol.device), attention_mask=attention.to(pol.device),
                                  generation_config=config, logits_processor=LogitsProcessorList([recorder]))
         new_tokens = out.sequences[:, width:]
         picked = recorder.finish(new_tokens).cpu()
         stop = set(stop_ids)
-        return [self._finish(pol, new_tokens[i].tolist(), picked[i].tolist(), stop) for i in range(len(prompts))]
+        return [self._finish(pol, new_tokens[i].tolist(), picked[i].tolist(), stop, budgets[i]) for i in range(len(prompts))]
 
     @torch.no_grad()
-    def _generate_continuous(self, pol: Policy, prompts: list[list[int]], params: SamplingParams) -> list[Generation]:
+    def _generate_continuous(self, pol: Policy, prompts: list[list[int]], params: SamplingParams,
+                             budgets: list[int]) -> list[Generation]:
         """Continuous batching: at most ``max_batch_size`` sequences decode together; a sequence
         leaves the batch the step it ends (its rows are cut out of the KV cache), and waiting
         prompts take the freed slots (prefilled, then joined to the cache with left padding).
@@ -277,10 +292,10 @@ class HFEngine:
                         batch = joined if batch is None else batch.merge(joined)
                 assert batch is not None
                 tokens, logps = _sample_step(batch.next_logits, params)
-                done = batch.append(tokens, logps, stop, params.max_new_tokens)
+                done = batch.append(tokens, logps, stop, budgets)
                 for row in done:
                     i = batch.request[row]
-                    results[i] = self._finish(pol, batch.tokens[row], batch.logps[row], stop)
+                    results[i] = self._finish(pol, batch.tokens[row], batch.logps[row], stop, budgets[i])
                 batch = batch.keep([r for r in range(batch.size) if r not in set(done)])
                 if batch is not None:
                     batch.forward(model, logits_to_keep)
@@ -392,6 +407,59 @@ class HFAgent(Agent):
 
 
 # ---------------------------------------------------------------------------- sampling helpers
+def context_length(model: Any) -> int | None:
+    """The most tokens ``model`` has positions for (its config's ``max_position_embeddings``,
+    ``n_positions`` or ``max_sequence_length``), or ``None`` where its config names none."""
+    config = getattr(model, "config", None)
+    for name in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+def fits_context(prompt: Sequence[int], context: int | None) -> bool:
+    """Whether ``prompt`` leaves room for at least one new token in a context of ``context``
+    tokens (``None``: no limit known)."""
+    return context is None or len(prompt) < context
+
+
+def outside_context(count: int, fits: Sequence[int], sampled: Sequence[Generation], context: int | None,
+                    policy: str) -> list[Generation]:
+    """All ``count`` generations in order: ``sampled`` at the indices ``fits``, and an empty one
+    (finish reason :data:`~llm_envs.agents.base.CONTEXT_EXCEEDED`) for every prompt that left no
+    room in the context. Beyond its context a model with rotary positions extrapolates (one with
+    learned positions fails), and what it sampled there would be trained on as the policy's;
+    an empty answer is the environment's to judge, and a trainer has no token of it to train."""
+    results: list[Generation] = [Generation([], [], "", CONTEXT_EXCEEDED) for _ in range(count)]
+    for i, generation in zip(fits, sampled):
+        results[i] = generation
+    if len(fits) < count:
+        log.warning("%d prompt(s) of policy %r left no room in its context of %s tokens: answered empty "
+                    "(finish_reason %r)", count - len(fits), policy, context, CONTEXT_EXCEEDED)
+    return results
+
+
+@contextlib.contextmanager
+def _model_defaults_off(model: Any) -> Any:
+    """Hide the generation_config that every module of ``model`` carries (a PEFT wrapper's and
+    the model's under it) for one ``generate`` call: transformers fills each field the call's
+    config leaves unset from it, so a checkpoint's ``min_p``, ``suppress_tokens``,
+    ``no_repeat_ngram_size`` or ``min_new_tokens`` reshaped what static batching sampled while
+    the engine reported, and the trainer scored, the plain softmax."""
+    from transformers import GenerationConfig
+
+    hidden = [m for m in model.modules() if isinstance(getattr(m, "generation_config", None), GenerationConfig)]
+    saved = [m.generation_config for m in hidden]
+    try:
+        for m in hidden:
+            m.generation_config = GenerationConfig()
+        yield
+    finally:
+        for m, config in zip(hidden, saved):
+            m.generation_config = config
+
+
 def _left_pad(prompts: Sequence[Sequence[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``(input_ids, attention_mask)`` of prompts left-padded to the longest."""
     width = max(len(p) for p in prompts)
@@ -510,14 +578,15 @@ class _DecodeBatch:
         return cls(_output_cache(out), attention.to(device), attention.sum(-1).to(device),
                    out.logits[:, -1, :].float(), list(request))
 
-    def append(self, tokens: torch.Tensor, logps: torch.Tensor, stop: set[int], max_new_tokens: int) -> list[int]:
-        """Record this step's samples; return the rows that are finished."""
+    def append(self, tokens: torch.Tensor, logps: torch.Tensor, stop: set[int], budgets: Sequence[int]) -> list[int]:
+        """Record this step's samples; return the rows that are finished (a stop token, or the
+        request's budget of new tokens, ``budgets[request]``, reached)."""
         self.last = tokens
         done = []
         for row, (t, lp) in enumerate(zip(tokens.tolist(), logps.tolist())):
             self.tokens[row].append(t)
             self.logps[row].append(lp)
-            if t in stop or len(self.tokens[row]) >= max_new_tokens:
+            if t in stop or len(self.tokens[row]) >= budgets[self.request[row]]:
                 done.append(row)
         return done
 

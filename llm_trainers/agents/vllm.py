@@ -71,7 +71,13 @@ import numpy as np
 import torch
 
 from llm_envs.agents.base import ActRequest, Agent, AgentOutput
-from llm_trainers.agents.hf import Generation, SamplingParams, encode_observation
+from llm_trainers.agents.hf import (
+    Generation,
+    SamplingParams,
+    encode_observation,
+    fits_context,
+    outside_context,
+)
 from llm_trainers.policies import PolicySet
 
 __all__ = ["BASE_SUFFIX", "WORKER_EXTENSION", "VLLMAgent", "VLLMEngine", "merged_weights", "vllm_available",
@@ -447,8 +453,16 @@ class VLLMEngine:
             served = self.served[policy]
             calls.setdefault((served.engine_key, served.adapter is not None and not served.merged), []).append(i)
         out: list[list[Generation]] = [[] for _ in requests]
-        for (key, with_adapters), idx in calls.items():
+        context = int(self.settings.max_model_len)
+        for (key, with_adapters), asked in calls.items():
             llm = self.engines[key]
+            # A prompt that leaves no room in max_model_len is answered empty here (vLLM would
+            # raise for the whole call): as the HF engine does (hf.outside_context).
+            idx = [i for i in asked if fits_context(requests[i][1], context)]
+            for i in sorted(set(asked) - set(idx)):
+                out[i] = outside_context(n, [], [], context, requests[i][0])
+            if not idx:
+                continue
             prompts = [{"prompt_token_ids": list(requests[i][1])} for i in idx]
             # one seed per request (children of an n > 1 request get seed + 0..n-1): disjoint streams
             base = int(self.rng.integers(0, 2**31 - 1))

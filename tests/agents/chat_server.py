@@ -46,6 +46,7 @@ class ChatServer:
         self.delay_s = delay_s
         self.model = model
         self.plan: Callable[[int, dict[str, Any]], str] = lambda number, body: "ok"
+        self.status_body: tuple[int, Any] = (400, {})  # what the "body-status" action sends
         self.delay_of: Callable[[int, dict[str, Any]], float] | None = None
         self.lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
@@ -198,6 +199,9 @@ class ChatServer:
             self._send_raw(handler, 200, b"<html>502 Bad Gateway</html>", "text/html")
         elif kind == "no-choices":
             self._send(handler, 200, {"id": "x", "object": "chat.completion", "choices": []})
+        elif kind == "body-status":  # the status and JSON body in self.status_body
+            status, payload = self.status_body
+            self._send(handler, status, payload)
         elif kind == "body":  # a 200 whose body is the text after "body:", as written
             self._send_raw(handler, 200, arg.encode(), "application/json")
         elif kind == "null-content":

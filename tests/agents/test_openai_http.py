@@ -213,6 +213,34 @@ def _played(chat_server, action):
     return _agent(chat_server, max_retries=0).act_batch(_requests(1))
 
 
+@pytest.mark.parametrize("status, body", [
+    (400, {"error": {"message": "This model's maximum context length is 2048 tokens. However, you requested 2100 "
+                                "tokens (2000 in the messages, 100 in the completion).", "code": 400}}),
+    (400, {"error": {"message": "Request too large", "code": "context_length_exceeded"}}),
+    (400, {"error": {"message": "The decoder prompt (length 2049) is longer than the maximum model length of 2048."}}),
+    (400, {"error": {"message": "the request exceeds the available context size, try increasing it",
+                     "type": "exceed_context_size_error"}}),
+    (422, {"error": "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. Given: 4000"}),
+])
+def test_a_prompt_past_the_context_is_the_models_empty_answer(chat_server, status, body):
+    """A prompt the model's context cannot take was a client error: its episodes were never
+    scored (a resumed run called it a configuration error), so a summary left out exactly the
+    long episodes. It is the model's empty answer, said so in its meta, and never re-sent."""
+    chat_server.plan = lambda number, request: "body-status"
+    chat_server.status_body = (status, body)
+    [output] = _agent(chat_server, max_retries=3).act_batch(_requests(1))
+    assert output.error is None and output.text == ""
+    assert output.meta["finish_reason"] == "context_length" and "HTTP" in output.meta["server_said"]
+    assert len(chat_server.requests) == 1
+
+
+def test_a_client_error_that_is_not_about_the_context_is_still_a_failure(chat_server):
+    chat_server.plan = lambda number, request: "body-status"
+    chat_server.status_body = (400, {"error": {"message": "The model `m` does not exist.", "code": 400}})
+    [output] = _agent(chat_server, max_retries=3).act_batch(_requests(1))
+    assert output.meta["error_kind"] == "client_error"
+
+
 def test_null_content_is_the_models_empty_answer_not_a_failure(chat_server):
     """A reasoning model cut off by max_tokens (or a tool call) has no visible content: that
     is what the model wrote, judged by the environment like any other answer."""
@@ -358,3 +386,20 @@ def test_runner_never_plays_a_malformed_response_and_resume_completes(chat_serve
     resumed = run_episodes(SumsEnv, agent, num_episodes=8, seed=0, concurrency=8, out_path=path, resume=True)
     assert [e.index for e in resumed] == list(range(8)) and all(e.success == 1.0 for e in resumed)
     assert len(chat_server.requests) - sent == 4  # one episode, four decisions
+
+
+def test_episodes_whose_prompts_pass_the_context_are_scored_not_left_out(chat_server, tmp_path):
+    """The first request of a run (or of a resumed run) answered with a context overflow made
+    the runner call it a configuration error (exit 2, nothing resumable); later ones left their
+    episodes unscored. Every episode is now played and scored, the overflowed decisions with
+    the model's empty answer."""
+    chat_server.status_body = (400, {"error": {"message": "This model's maximum context length is 64 tokens.",
+                                               "code": "context_length_exceeded"}})
+    chat_server.plan = lambda number, body: "body-status" if number % 3 == 0 else "ok"
+    results = run_episodes(SumsEnv, _agent(chat_server), num_episodes=6, seed=0, concurrency=2,
+                           out_path=tmp_path / "e.jsonl")
+    assert [e.index for e in results] == list(range(6))
+    steps = [s for e in results for s in e.steps]
+    overflowed = [s for s in steps if s["meta"].get("finish_reason") == "context_length"]
+    assert overflowed and all(s["error"] is None for s in steps)
+    assert any(e.success < 1.0 for e in results)  # an empty answer is judged as one

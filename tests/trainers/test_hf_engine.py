@@ -91,6 +91,50 @@ def test_model_generation_config_cannot_change_the_sampler(tiny_model_dir):
     assert len(set(first)) > 5  # top_k=1 would give one token
 
 
+@pytest.mark.parametrize("batching", ["continuous", "static"])
+def test_no_knob_of_the_models_generation_config_reaches_the_sampler(tiny_model_dir, batching):
+    """transformers fills every field the call's config leaves unset from the model's own
+    generation_config: static batching sampled under a checkpoint's suppress_tokens, min_p or
+    no_repeat_ngram_size while reporting the plain softmax's log-probs."""
+    ps = build_policies("L1", ["a"], tiny_model_dir, device="cpu")
+
+    def sample():
+        engine = HFEngine(ps, SamplingParams(temperature=1.0, max_new_tokens=3), seed=0, batching=batching, max_batch_size=256)
+        return engine.generate("shared", [engine.encode("shared", OBS[0])], n=200)[0]
+
+    plain = sample()
+    top = torch.bincount(torch.tensor([g.token_ids[0] for g in plain])).argmax().item()
+    config = ps["shared"].model.generation_config
+    config.suppress_tokens, config.min_p, config.no_repeat_ngram_size = [top], 0.9, 1
+    knobs = sample()
+    assert [g.token_ids for g in knobs] == [g.token_ids for g in plain]
+    assert ps["shared"].model.generation_config.min_p == 0.9  # the model's own config is left as it was
+
+
+@pytest.mark.parametrize("batching", ["continuous", "static"])
+def test_a_prompt_past_the_models_context_is_answered_empty_and_a_completion_stops_at_it(tiny_model_dir, batching):
+    """Nothing checked a prompt against the model's context: past it a rotary model
+    extrapolates and the trainer trained on what it sampled there. Now a prompt that leaves no
+    room gets an empty answer ("context_length"), one near the end stops there ("length"), as
+    vLLM does at max_model_len, and the batch's other prompts are sampled as usual."""
+    from llm_trainers.agents.hf import context_length
+
+    ps = build_policies("L1", ["a"], tiny_model_dir, device="cpu")
+    context = context_length(ps["shared"].model)
+    engine = HFEngine(ps, SamplingParams(temperature=1.0, max_new_tokens=6, stop_token_ids=[]), seed=0, batching=batching)
+    short = engine.encode("shared", OBS[0])
+    pad = short[:1]
+    rows = engine.generate("shared", [pad * context, short, pad * (context - 2), pad * (context + 50)], n=2)
+    assert [[g.finish_reason for g in row] for row in (rows[0], rows[3])] == [["context_length"] * 2] * 2
+    assert all(g.token_ids == [] and g.text == "" for g in rows[0] + rows[3])
+    assert all(len(g.token_ids) <= 2 for g in rows[2])  # two positions were left
+    assert any(len(g.token_ids) == 2 and g.finish_reason == "length" for g in rows[2])
+    assert all(g.token_ids and g.finish_reason in ("stop", "length") for g in rows[1])
+    agent = HFAgent(engine, "shared")
+    [output] = agent.act_batch([ActRequest({"instruction": "x " * context, "prompt": "y"}, "speaker")])
+    assert output.error is None and output.text == "" and output.meta["finish_reason"] == "context_length"
+
+
 def test_first_token_frequencies_follow_the_softmax(policies):
     engine = HFEngine(policies, SamplingParams(temperature=1.0, max_new_tokens=1), seed=11, max_batch_size=512)
     prompt = engine.encode("shared", OBS[0])

@@ -119,6 +119,13 @@ def test_a_batch_larger_than_one_step_of_prefill_is_sampled_whole(tmp_path):
     rows = engine.generate("shared", prompts, n=2)
     assert len(rows) == 40 and all(len(row) == 2 and all(g.token_ids for g in row) for row in rows)
     assert not config.enable_chunked_prefill
+    # A prompt that leaves no room in max_model_len is answered empty (vLLM raised for the whole
+    # call); the call's other prompts are sampled.
+    too_long = engine.encode("shared", {"instruction": "word " * 2100, "prompt": "problem"})
+    assert len(too_long) >= 2048
+    rows = engine.generate("shared", [too_long, prompts[0]], n=2)
+    assert [(g.token_ids, g.finish_reason) for g in rows[0]] == [([], "context_length")] * 2
+    assert all(g.token_ids for g in rows[1])
     engine.close()
 
 
