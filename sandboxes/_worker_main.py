@@ -119,6 +119,31 @@ _INODE_BYTES = 1024
 _PIPE_BYTES = 65536
 
 
+def _output_channel():
+    """A run's stdout or stderr: ``(the worker's end, the run's end)`` of a Unix stream socket
+    pair, as descriptors. Not a pipe: a run that shares the worker's uid (a sandbox started
+    without root) could open ``/proc/self/fd/1`` for reading and take out of the pipe what the
+    run's other processes wrote before the worker read it (the function harness's records, and
+    with them their secret, then write its own); ``/proc`` cannot reopen a socket (ENXIO), and
+    what one end writes only the other end reads. The run's end may hold at most its send
+    buffer, set here at a pipe's capacity (the job filter keeps a run from changing it); one
+    ``write()`` under PIPE_BUF still reaches the worker whole, as on a pipe. The worker's end
+    never writes (the run reads EOF from its stdout)."""
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    theirs.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _PIPE_BYTES)
+    ours.shutdown(socket.SHUT_WR)
+    return ours.detach(), theirs.detach()
+
+
+def _send_buffer(fd):
+    """What the run's end ``fd`` of an output channel can hold (the kernel doubles the size set)."""
+    probe = socket.socket(fileno=os.dup(fd))
+    try:
+        return probe.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+    finally:
+        probe.close()
+
+
 def _socket_bytes():
     total = 0
     for name in ("wmem_default", "rmem_default"):
@@ -644,17 +669,17 @@ def _job_streams():
 
     Building them in each job cost it ~100 copy-on-write faults (the codec machinery and the
     three buffers touched for the first time after the fork), a fifth of a trivial run's. They
-    are built on descriptors of the kinds a job gets (a memfd for stdin, pipes for stdout and
-    stderr), so what they cache about their descriptor (seekable or not, position, block size)
+    are built on descriptors of the kinds a job gets (a memfd for stdin, sockets for stdout and
+    stderr: :func:`_output_channel`), so what they cache about their descriptor (seekable or not, position, block size)
     is what a job's own would have; the zygote then points 0, 1 and 2 back at /dev/null and never
     reads or writes through them. Nothing of a program ever enters them in the zygote."""
     null = os.open(os.devnull, os.O_RDWR)
     stdin_fd = os.memfd_create("stdin", 0)
-    pipe_r, pipe_w = os.pipe()
+    out_r, out_w = _output_channel()
     try:
         os.dup2(stdin_fd, 0)
-        os.dup2(pipe_w, 1)
-        os.dup2(pipe_w, 2)
+        os.dup2(out_w, 1)
+        os.dup2(out_w, 2)
         streams = (
             io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)), encoding="utf-8", errors="strict"),
             io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)), encoding="utf-8", errors="strict"),
@@ -668,7 +693,7 @@ def _job_streams():
     finally:
         for target in (0, 1, 2):
             os.dup2(null, target)
-        for fd in (null, stdin_fd, pipe_r, pipe_w):
+        for fd in (null, stdin_fd, out_r, out_w):
             os.close(fd)
     return streams
 
@@ -867,6 +892,7 @@ class Worker:
         self.shm_device = _in_memory_device()
         self.socket_bytes = _socket_bytes()
         self.job_input_inode = None  # the job's stdin memfd: the caller's input, not the run's memory
+        self.job_output_bytes = {}  # (device, inode) of the job's stdout and stderr -> what each can hold
         self.stored_files = {}  # file id -> content the host asked us to keep ("keep_files")
         self.held_code = set()  # ids of the stored files the zygote holds (run as modules)
         self.idle_tmpfs = None
@@ -1041,7 +1067,8 @@ class Worker:
                     continue
                 kind = stat.S_IFMT(st.st_mode)
                 if kind == stat.S_IFSOCK:
-                    held[(st.st_dev, st.st_ino)] = self.socket_bytes
+                    key = (st.st_dev, st.st_ino)
+                    held[key] = self.job_output_bytes.get(key, self.socket_bytes)
                 elif kind == stat.S_IFIFO:
                     held[(st.st_dev, st.st_ino)] = _PIPE_BYTES
                 elif st.st_dev == self.shm_device and st.st_ino != self.job_input_inode:
@@ -1164,8 +1191,11 @@ class Worker:
             os.lseek(stdin_fd, 0, os.SEEK_SET)
             self.job_input_inode = os.fstat(stdin_fd).st_ino
             del stdin_data, view
-            out_r, out_w = os.pipe()
-            err_r, err_w = os.pipe()
+            out_r, out_w = _output_channel()
+            err_r, err_w = _output_channel()
+            # Charged at what they can hold (the accounting charges other sockets at the host's
+            # default buffers): doubled by the kernel from what _output_channel set.
+            self.job_output_bytes = {(os.fstat(fd).st_dev, os.fstat(fd).st_ino): _send_buffer(fd) for fd in (out_w, err_w)}
             self._measure_zygote()
             if uid is not None:
                 process_budget = limits["max_processes"]  # a fresh uid: only the run's processes count

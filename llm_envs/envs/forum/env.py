@@ -341,9 +341,12 @@ class ForumEnv(TextEnv):
     # ------------------------------------------------------------------ observations
     def _step_info(self, agent: str) -> dict[str, Any]:
         info = super()._step_info(agent)
-        # Ground truth for metrics only (never reward): the latest solution's correctness.
-        latest = max(self.solutions.values(), key=lambda s: s.record.index, default=None)
-        info["last_solution_correct"] = None if latest is None else latest.correct
+        # Ground truth for metrics only (never reward): the latest solution's correctness, once
+        # the episode is over. During play ``last()`` hands every agent its ``infos``, and a
+        # trainer that shows them to its policy would have shown scorers the answer key.
+        if self._episode_over:
+            latest = max(self.solutions.values(), key=lambda s: s.record.index, default=None)
+            info["last_solution_correct"] = None if latest is None else latest.correct
         return info
 
     def _role(self, agent: str) -> str:

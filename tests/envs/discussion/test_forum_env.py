@@ -260,6 +260,8 @@ def test_success_is_the_final_solution(one_problem_source):
     env.reset(seed=1)  # agent_0 solves round 0, agent_1 round 1
     policies = {"agent_0": scripted(solver="wrong"), "agent_1": scripted()}
     while not env.episode_over:
+        # (ground truth in the infos during play was an answer key for whoever reads them)
+        assert all("last_solution_correct" not in info for info in env.infos.values())
         env.step(policies[env.agent_selection](env, env.agent_selection))
     assert env.episode_metrics()["success"] == 1.0
     assert env.episode_metrics()["first_round_accuracy"] == 0.0
