@@ -247,6 +247,43 @@ def test_signal_redirection_cannot_reach_the_worker(solo):
     _healthy(solo, started)
 
 
+def test_a_run_cannot_read_back_its_own_output(solo):
+    # A run whose uid owned its stdout pipe (the docker worker's, and every run without root)
+    # reopened /proc/self/fd/1 for reading and took out of the pipe what its other processes
+    # wrote before the worker read it: the function harness's records and their secret, to forge
+    # passes. A child writes; the parent tries every way back to the bytes.
+    program = r"""
+import json, os, time
+got = []
+child = os.fork()
+if child == 0:
+    os.write(1, b"SECRET-RECORD\n")
+    os._exit(0)
+os.waitpid(child, 0)
+time.sleep(0.2)
+for fd in (1, 2):
+    for how in (os.O_RDONLY, os.O_RDWR):
+        try:
+            reopened = os.open("/proc/self/fd/%d" % fd, how | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            got.append(os.read(reopened, 100).decode())
+        except OSError:
+            got.append("reopened %d" % fd)
+    try:
+        os.set_blocking(fd, False)
+        got.append(os.read(fd, 100).decode())
+    except OSError:
+        pass
+print(json.dumps({"got": [g for g in got if g]}))
+"""
+    started = solo.workers_started
+    res = solo.run(program)
+    assert "SECRET-RECORD" in res.stdout and _report(res)["got"] == [], res
+    _healthy(solo, started)
+
+
 def test_worker_limits_priority_and_cpus_cannot_be_changed(solo):
     # prlimit, setpriority and sched_setaffinity need only the same uid (no ptrace access): a
     # run could have starved or crippled every later run of its worker.
