@@ -337,9 +337,12 @@ class TextArenaEnv(TextEnv):
 
     # ------------------------------------------------------------------ scripted agents
     def _candidates(self, player: int) -> list[str]:
-        """Moves worth trying, most promising first: bracketed moves of the latest messages, then
-        of the whole history, then templates filled with small numbers, then plain words."""
-        messages = [m for _, m, _ in self._state().observations.get(player, [])]
+        """Moves worth trying, most promising first: bracketed moves of the game's latest
+        messages, then of the whole history, then templates filled with small numbers, then plain
+        words. Only the game's own messages: the other players' text could otherwise name the
+        move the reference and random agents play (a bid of 40 sixes, an ``[Accept]``), so a
+        policy earned more against them by writing it than by playing."""
+        messages = [m for sender, m, _ in self._state().observations.get(player, []) if sender == _GAME_ID]
         seen: dict[str, None] = {}
         for message in reversed(messages):
             for token in _BRACKETS.findall(str(message)):

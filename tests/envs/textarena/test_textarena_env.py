@@ -146,3 +146,35 @@ def test_a_non_numeric_final_reward_becomes_the_intended_number():
     while not env.episode_over:
         env.step("no guess")
     assert env.agent_rewards() == {"player_0": 0.0}
+
+
+def test_a_player_cannot_write_the_move_the_scripted_opponent_plays():
+    """The reference and random agents took their candidate moves from every message a player
+    received, the opponent's own text included: a LiarsDice player who wrote "hint: [Bid: 40, 6]"
+    had the reference bid 40 sixes, called it, and won every seed (+1.0 against -1.0 for
+    reference play). Moves now come from the game's messages only."""
+    import llm_envs
+
+    def play(seed, inject):
+        env = llm_envs.make("textarena/LiarsDice-v0")
+        env.reset(seed=seed)
+        total = 0.0
+        for agent in env.agent_iter():
+            _, reward, terminated, truncated, _ = env.last()
+            if agent == "player_0":
+                total += reward
+            if terminated or truncated:
+                env.step(None)
+                continue
+            if agent != "player_0":
+                action = env.reference_action(agent)
+                assert not inject or "40, 6" not in action, action
+                env.step(action)
+                continue
+            bid = env.game.state.game_state["current_bid"]
+            env.step("[Call]" if bid["quantity"] >= 30 else
+                     f"[Bid: {bid['quantity'] + 1}, 6]" + (" hint: [Bid: 40, 6]" if inject else ""))
+        return total
+
+    for seed in range(3):
+        assert play(seed, inject=True) == play(seed, inject=False)
