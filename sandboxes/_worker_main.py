@@ -128,11 +128,24 @@ def _output_channel():
     what one end writes only the other end reads. The run's end may hold at most its send
     buffer, set here at a pipe's capacity (the job filter keeps a run from changing it); one
     ``write()`` under PIPE_BUF still reaches the worker whole, as on a pipe. The worker's end
-    never writes (the run reads EOF from its stdout)."""
+    never writes (the run reads EOF from its stdout), is non-blocking, and reads out-of-band data
+    inline: a ``MSG_OOB`` byte made ``select`` say readable while a plain ``read`` skipped it and
+    waited, and the worker stopped enforcing the run's time and memory limits."""
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     theirs.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, _PIPE_BYTES)
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_OOBINLINE, 1)
     ours.shutdown(socket.SHUT_WR)
+    ours.setblocking(False)
     return ours.detach(), theirs.detach()
+
+
+def _read_available(fd):
+    """What the run's output channel ``fd`` holds now (``b""`` at its end, ``None`` when nothing
+    is there yet): the worker's end is non-blocking, so no read can stall the supervision."""
+    try:
+        return os.read(fd, 65536)
+    except BlockingIOError:
+        return None
 
 
 def _send_buffer(fd):
@@ -1334,7 +1347,9 @@ class Worker:
             for fd in readable:
                 if fd == zygote:
                     continue
-                chunk = os.read(fd, 65536)
+                chunk = _read_available(fd)
+                if chunk is None:
+                    continue
                 if not chunk:
                     open_fds.remove(fd)
                     continue
@@ -1357,7 +1372,7 @@ class Worker:
                     ready, _, _ = select.select([fd], [], [], 0)
                     if not ready:
                         break
-                    chunk = os.read(fd, 65536)
+                    chunk = _read_available(fd)
                     if not chunk:
                         break
                     buffers[fd] += chunk

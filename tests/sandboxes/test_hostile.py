@@ -284,6 +284,30 @@ print(json.dumps({"got": [g for g in got if g]}))
     _healthy(solo, started)
 
 
+def test_out_of_band_bytes_on_the_output_cannot_stall_the_worker(solo):
+    # One MSG_OOB byte on the run's stdout socket made select() say readable while a plain read
+    # skipped it and blocked: the worker stopped enforcing the time and memory limits, and the
+    # run ended as a sandbox failure (an unscored episode on demand) after the host's grace.
+    send_oob = (
+        "import os, socket, time\n"
+        "for fd in (1, 2):\n"
+        "    s = socket.socket(fileno=os.dup(fd))\n"
+        "    s.send(b'!', socket.MSG_OOB)\n"
+        "    s.detach()\n"
+    )
+    started = solo.workers_started
+    res = solo.run(send_oob + "print('done')")
+    assert res.ok and res.stdout.endswith("done\n") and res.sandbox_error is None, res  # the byte reads inline
+    _healthy(solo, started)
+    # (a run that reaches its time or memory limit costs its worker, as any such run does)
+    slow = solo.run(send_oob + "time.sleep(30)", limits=Limits(time_s=1))
+    assert slow.timed_out and slow.sandbox_error is None and slow.duration_s < 10, slow
+    hungry = solo.run(send_oob + "x = bytearray(256 << 20)\nx[::4096] = b'x' * len(x[::4096])\ntime.sleep(30)",
+                      limits=Limits(memory_mb=64, time_s=10))
+    assert hungry.oom and hungry.sandbox_error is None, hungry
+    assert solo.run("print(6 * 7)").stdout == "42\n"
+
+
 def test_worker_limits_priority_and_cpus_cannot_be_changed(solo):
     # prlimit, setpriority and sched_setaffinity need only the same uid (no ptrace access): a
     # run could have starved or crippled every later run of its worker.
