@@ -728,7 +728,10 @@ def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str,
         if "=" not in item:
             raise ValueError(f"override {item!r} is not key=value")
         key, raw = item.split("=", 1)
-        value = yaml.safe_load(raw) if raw != "" else ""
+        try:
+            value = yaml.safe_load(raw) if raw != "" else ""
+        except yaml.YAMLError as exc:
+            raise ValueError(f"override {item!r}: the value is not valid YAML ({_one_line(exc)})") from None
         parts = key.strip().split(".")
         node = data
         for p in parts[:-1]:
@@ -774,9 +777,10 @@ def merge_config_data(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> di
     return out
 
 
-def _find_config(ref: str | Path, relative_to: Path | None) -> Path:
-    """A config file: ``ref`` as a path (relative to ``relative_to``, the directory of the file
+def _find_config(ref: str | Path, named_by: Path | None) -> Path:
+    """A config file: ``ref`` as a path (relative to the directory of ``named_by``, the file
     that names it, if any), else the shipped config of that name."""
+    relative_to = named_by.parent if named_by is not None else None
     p = Path(ref)
     candidate = (relative_to / p) if relative_to is not None and not p.is_absolute() else p
     if candidate.is_file():
@@ -787,7 +791,7 @@ def _find_config(ref: str | Path, relative_to: Path | None) -> Path:
         return shipped[name].resolve()
     import difflib
 
-    where = f" (named by {relative_to})" if relative_to is not None else ""
+    where = f" (named by {named_by})" if named_by is not None else ""
     close = difflib.get_close_matches(name, list(shipped), n=3, cutoff=0.6)
     hint = f"did you mean {' or '.join(close)}? " if close else ""
     raise FileNotFoundError(
@@ -799,7 +803,13 @@ def _read_with_bases(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
     if path in chain:
         loop = " -> ".join(str(p) for p in (*chain[chain.index(path):], path))
         raise ValueError(f"config base chain comes back to a file it started from: {loop}")
-    data = yaml.safe_load(path.read_text()) or {}
+    from llm_envs.agents.spec import load_yaml_file  # (here: importing llm_envs takes ~0.3 s)
+
+    try:
+        # (a key given twice is refused: YAML would keep the last one without a word)
+        data = load_yaml_file(path) or {}
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path} is not valid YAML: {_one_line(exc)}") from None
     if not isinstance(data, dict):
         raise TypeError(f"{path}: a config must be a mapping of sections, got {type(data).__name__}")
     ref = data.pop(BASE_KEY, None)
@@ -807,8 +817,12 @@ def _read_with_bases(path: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
         return data
     if not isinstance(ref, str) or not ref:
         raise TypeError(f"{path}: {BASE_KEY!r} must name one config (a path or a shipped name), got {ref!r}")
-    base = _read_with_bases(_find_config(ref, path.parent), (*chain, path))
+    base = _read_with_bases(_find_config(ref, path), (*chain, path))
     return merge_config_data(base, data)
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
 
 
 def shipped_configs() -> dict[str, Path]:

@@ -268,6 +268,26 @@ def test_cli_errors_say_what_to_do_at_once(capsys, tmp_path, monkeypatch):
     assert not (tmp_path / "run" / "checkpoints").exists()  # nothing was started
 
 
+def test_a_config_that_is_not_valid_yaml_is_one_line_and_exit_2(capsys, tmp_path):
+    # (a YAML syntax error in the file or in an override ended in a 30-line traceback, exit 1; a
+    # missing base named the folder; a section given twice kept the last one without a word)
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("run:\n  steps: [1\n")
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("run:\n  steps: 2\nrun:\n  steps: 3\n")
+    orphan = tmp_path / "orphan.yaml"
+    orphan.write_text("base: nosuchbase\n")
+    for argv, words in (
+        ([str(broken)], f"{broken} is not valid YAML"),
+        (["signalling_at_grpo_l1", "run.steps=[1"], "override 'run.steps=[1': the value is not valid YAML"),
+        ([str(twice)], "the key 'run' is given twice"),
+        ([str(orphan)], f"no config file nosuchbase (named by {orphan})"),
+    ):
+        assert main([*argv, "--print-config"]) == 2, argv
+        err = capsys.readouterr().err
+        assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
 def test_ctrl_c_exits_with_the_resume_command(tmp_path):
     """SIGINT during training: exit 130 and the command that continues the run."""
     import os
