@@ -7,7 +7,7 @@ import difflib
 import hashlib
 import importlib
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,15 @@ def seed_value(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
     return value
+
+
+def refuse_unexposed_reference(url: str, reference_exposed: bool, specs: Iterable[Any]) -> None:
+    """A user error where a ``reference`` agent would play on the server at ``url`` and the
+    server does not expose reference actions: every episode would otherwise fail as an
+    infrastructure failure (exit 3) and a resume fail alike."""
+    if not reference_exposed and any(getattr(spec, "kind", None) == "reference" for spec in specs):
+        raise CLIError(f"the server at {url} does not expose reference actions: start it with "
+                       "`llm-envs serve ... --expose-reference`, or evaluate another agent")
 
 
 def env_kwargs(pairs: Sequence[str] | None) -> dict[str, Any]:

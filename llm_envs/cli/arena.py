@@ -27,6 +27,7 @@ from ._common import (
     add_model_options,
     env_kwargs,
     model_defaults,
+    refuse_unexposed_reference,
     seed_value,
     slug,
 )
@@ -89,15 +90,17 @@ def cmd_arena(args: argparse.Namespace) -> int:
         raise CLIError(f"cannot create {env_entry.id}: {exc}") from exc
     if args.env_url:  # every game on the server at --env-url: it must serve this game
         from llm_envs.core.errors import InfrastructureError
-        from llm_envs.interop.remote import served_env_id
+        from llm_envs.interop.remote import served_info
 
         try:
-            served = served_env_id(args.env_url)
+            info = served_info(args.env_url)
         except InfrastructureError as exc:
             raise CLIError(str(exc)) from exc
-        if served != env_entry.id:
-            raise CLIError(f"--env-url {args.env_url} serves {served}, not {env_entry.id}")
+        if info["env_id"] != env_entry.id:
+            raise CLIError(f"--env-url {args.env_url} serves {info['env_id']}, not {env_entry.id}")
     specs = _competitors(args)
+    if args.env_url:
+        refuse_unexposed_reference(args.env_url, bool(info.get("expose_reference")), specs.values())
     defaults = model_defaults(args)
     agents = {}
     for name, spec in specs.items():

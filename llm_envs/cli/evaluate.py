@@ -21,6 +21,7 @@ from ._common import (
     env_kwargs,
     import_modules,
     model_defaults,
+    refuse_unexposed_reference,
     resolve_env,
     seed_value,
     slug,
@@ -101,9 +102,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
         except (TypeError, ValueError, ImportError) as exc:
             raise CLIError(f"cannot create {env_entry.id}: {exc}") from exc
     possible_agents = list(probe.possible_agents)
+    reference_available = getattr(probe, "reference_exposed", True)
     probe.close()
     log = lambda message: print(message, file=sys.stderr)  # noqa: E731
     resolved, specs = _eval_specs(args, possible_agents)
+    if args.env_url:
+        refuse_unexposed_reference(args.env_url, reference_available, resolved.values())
     runner = None
     if args.env_url:
         if args.ray is not None:

@@ -382,8 +382,9 @@ def remote_runner(url: str, **client_options: Any) -> Any:
     return build
 
 
-def served_env_id(url: str, timeout_s: float = 30.0) -> str:
-    """The id of the environment the server at ``url`` serves (its ``/info``)."""
+def served_info(url: str, timeout_s: float = 30.0) -> dict[str, Any]:
+    """What the server at ``url`` says of itself (its ``/info``: ``env_id``, ``possible_agents``,
+    ``expose_reference``...)."""
     import httpx
 
     base = url.rstrip("/")
@@ -392,6 +393,13 @@ def served_env_id(url: str, timeout_s: float = 30.0) -> str:
     try:
         response = httpx.get(f"{base}/info", timeout=timeout_s)
         response.raise_for_status()
-        return str(response.json()["env_id"])
-    except (httpx.HTTPError, KeyError, ValueError) as exc:
+        info = response.json()
+        str(info["env_id"])
+        return info
+    except (httpx.HTTPError, KeyError, ValueError, TypeError) as exc:
         raise RemoteConnectionError(f"no llm-envs server at {url}: {exc}") from exc
+
+
+def served_env_id(url: str, timeout_s: float = 30.0) -> str:
+    """The id of the environment the server at ``url`` serves (its ``/info``)."""
+    return str(served_info(url, timeout_s)["env_id"])

@@ -196,6 +196,24 @@ def test_arena_with_env_url_equals_a_local_arena(tmp_path, servers):
     assert main(["arena", "llm/KuhnPoker-v0", "--env-url", url, "--out", str(tmp_path / "x"), *common]) == 2
 
 
+def test_reference_agents_on_a_server_that_does_not_expose_them_are_a_usage_error(tmp_path, capsys):
+    # (every episode failed as an infrastructure failure, exit 3 with advice to --resume, which
+    # failed the same way)
+    from llm_envs.cli import main
+
+    common = ["--no-plot", "--no-progress", "--no-report"]
+    with in_process_server("llm/TicTacToe-v0") as url:
+        assert main(["eval", "--env-url", url, "--agent", "reference", "--episodes", "2",
+                     "--out", str(tmp_path / "eval"), *common]) == 2
+        assert "does not expose reference actions" in capsys.readouterr().err
+        assert main(["arena", "llm/TicTacToe-v0", "--env-url", url, "--agent", "a=reference", "--agent", "b=random",
+                     "--out", str(tmp_path / "arena"), *common]) == 2
+        assert "does not expose reference actions" in capsys.readouterr().err
+        assert main(["eval", "--env-url", url, "--agent", "random", "--episodes", "2",
+                     "--out", str(tmp_path / "random"), *common]) == 0
+    assert not (tmp_path / "eval").exists() and not (tmp_path / "arena").exists()
+
+
 def test_an_eval_whose_server_goes_away_is_incomplete_and_resumes(tmp_path):
     import json
     import time
