@@ -67,11 +67,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _refuse_unknown_arguments(parser: argparse.ArgumentParser, command: str, unknown: Sequence[str]) -> None:
+    """Exit 2 with the subcommand's own usage (not the top level's) and, for a mistyped flag, the
+    flags it may have meant."""
+    import difflib
+
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
+    command_parser = subparsers.choices[command]
+    flags = [flag for action in command_parser._actions for flag in action.option_strings]  # noqa: SLF001
+    hints = []
+    for argument in unknown:
+        if argument.startswith("--"):
+            close = difflib.get_close_matches(argument.split("=", 1)[0], flags, n=2, cutoff=0.6)
+            if close:
+                hints.append(f"{argument.split('=', 1)[0]}: did you mean {' or '.join(close)}?")
+    command_parser.error(f"unrecognized arguments: {' '.join(unknown)}" + ("; " + "; ".join(hints) if hints else ""))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     escape_unencodable_output()
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        _refuse_unknown_arguments(parser, args.command, unknown)
     from llm_envs.episodes import RunnerError
     from llm_envs.tasks.base import DatasetUnavailableError
     from sandboxes import SandboxUnavailable

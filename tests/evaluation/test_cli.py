@@ -254,6 +254,15 @@ def test_a_negative_seed_is_refused_before_anything_is_played(capsys, tmp_path, 
     assert not any(tmp_path.iterdir())
 
 
+def test_a_mistyped_flag_gets_the_subcommands_usage_and_a_suggestion(capsys):
+    # (the top-level usage, "llm-envs [-h] COMMAND ...", and no hint)
+    with pytest.raises(SystemExit) as exit_:
+        main(["eval", "llm/PlanPath-v0", "--agnet", "reference"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: llm-envs eval") and "did you mean --agent" in err
+
+
 def test_resume_refuses_a_run_json_that_holds_no_object(capsys, tmp_path):
     out = tmp_path / "run"
     argv = ["eval", "llm/Signalling-v0", "--agent", "random", "--episodes", "2", "--out", str(out),
