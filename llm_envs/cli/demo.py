@@ -19,7 +19,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     env_ids = [resolve_env(env_id).id for env_id in args.env] if args.env else None
     started = time.perf_counter()
     print(
-        f"demo: every environment, {args.episodes} episodes each with its reference agents and "
+        f"demo: {'every environment' if env_ids is None else ', '.join(env_ids)}, {args.episodes} episodes "
+        "each with its reference agents and "
         f"with the random agent (seed {args.seed})"
     )
     rows = run_demo(
