@@ -138,6 +138,13 @@ class TextEnvSession(Environment[TextAction, TextObservation, TextState]):
         if env is None or options != self._options:
             try:
                 env = llm_envs.make(self.env_id, **options)
+                # Every episode of a session starts from what the environment was made with (a
+                # Proposer-Solver-Judge pool): the session's later resets play clones, which
+                # never commit, and its first episode committed, so an evaluation through the
+                # server depended on which session played which episode.
+                freeze = getattr(env, "freeze_cross_episode_state", None)
+                if callable(freeze):
+                    freeze()
             except TypeError as exc:  # an unknown option: the message lists the valid ones
                 raise SessionError(f"unknown or invalid option(s) {sorted(kwargs)} for {self.env_id}: {exc}") from exc
             except (ValueError, KeyError) as exc:  # a value the environment refuses: say which

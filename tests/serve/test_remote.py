@@ -196,6 +196,26 @@ def test_arena_with_env_url_equals_a_local_arena(tmp_path, servers):
     assert main(["arena", "llm/KuhnPoker-v0", "--env-url", url, "--out", str(tmp_path / "x"), *common]) == 2
 
 
+def test_a_proposer_solver_judge_eval_through_a_server_equals_a_local_one(tmp_path):
+    # (a session's first episode committed its question to the session's pool, later ones did
+    # not: what an episode was shown depended on which session played which episode)
+    import json
+
+    from llm_envs.cli import main
+
+    common = ["--agent", "reference", "--episodes", "16", "--no-plot", "--no-progress", "--no-report"]
+    with in_process_server("llm/ProposerSolverJudge-v0", expose_reference=True) as url:
+        assert main(["eval", "--env-url", url, "--concurrency", "4", "--out", str(tmp_path / "remote"), *common]) == 0
+    assert main(["eval", "llm/ProposerSolverJudge-v0", "--concurrency", "1", "--out", str(tmp_path / "local"), *common]) == 0
+
+    def episodes(run):
+        rows = [json.loads(line) for line in (tmp_path / run / "episodes.jsonl").read_text().splitlines()]
+        return sorted((row["seed"], json.dumps(row["metrics"], sort_keys=True), json.dumps(row["records"], sort_keys=True))
+                      for row in rows)
+
+    assert episodes("remote") == episodes("local") and len(episodes("local")) == 16
+
+
 def test_reference_agents_on_a_server_that_does_not_expose_them_are_a_usage_error(tmp_path, capsys):
     # (every episode failed as an infrastructure failure, exit 3 with advice to --resume, which
     # failed the same way)
