@@ -311,7 +311,13 @@ def _int_keys(value: Any) -> Any:
 
 
 def _mbpp_text(row: Row) -> str:
-    return str(row.get("text") or row.get("prompt") or "").strip()
+    text = row.get("text") or row.get("prompt") or ""
+    return text.strip() if isinstance(text, str) else ""
+
+
+def _is_list_of_text(value: Any) -> bool:
+    """A non-empty list whose items are all text."""
+    return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(item, str) for item in value)
 
 
 def _mbpp_convert(
@@ -355,7 +361,8 @@ MBPP = HubSpec(
     screens_memorisable=True,
     convert=_mbpp_convert,
     key=_mbpp_text,
-    keep=lambda row, options: bool(row.get("test_list")) and bool(_mbpp_text(row)),
+    # (a test_list given as one string was read one character a test)
+    keep=lambda row, options: _is_list_of_text(row.get("test_list")) and bool(_mbpp_text(row)),
     default_options={"config": "full"},
 )
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,8 @@ from typing import Any
 from llm_envs.core.splits import check_split, split_of
 from llm_envs.tasks.base import DatasetUnavailableError, Problem, TaskSource
 from llm_envs.tasks.memorisable import exclude_by_default, is_memorisable
+
+log = logging.getLogger(__name__)
 
 SPLIT_POLICIES = ("official", "hash", "benchmark")
 _DATA_SUFFIXES = (".jsonl", ".json", ".parquet")
@@ -344,7 +347,13 @@ class HubTaskSource(TaskSource):
                 self._tables[hub_split] = local[hub_split]
             else:
                 self._tables[hub_split] = load_hub_split(spec, hub_split, self.options, repo=repo)
+        #: Rows of the tables read that ``spec.keep`` left out (a field missing, empty or not of
+        #: its type: no usable question, answer or tests); logged as a warning when there are any.
+        self.rows_left_out = 0
         self._index: list[tuple[str, int]] = self._select_rows()
+        if self.rows_left_out:
+            log.warning("%s: %d row(s) of %s left out (a field missing, empty or not of its type; schema: %s)",
+                        spec.name, self.rows_left_out, path or repo or spec.repo, spec.schema)
         #: Ids of the memorisable problems left out of this split (docs/tasks.md).
         self.memorisable_excluded: list[str] = []
         if spec.screens_memorisable and exclude_by_default(self.split, keep_memorisable):
@@ -390,6 +399,7 @@ class HubTaskSource(TaskSource):
             for row_index in range(len(scan)):
                 row = scan[row_index]
                 if keep is not None and not keep(row, self.options):
+                    self.rows_left_out += 1
                     continue
                 if (
                     self.split_policy == "hash"

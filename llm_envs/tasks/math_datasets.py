@@ -34,10 +34,12 @@ from llm_envs.tasks.hub import HubSpec, Row, hub_factory
 
 
 def _text(row: Row, *names: str) -> str:
-    """The first present, non-empty field among ``names`` (datasets differ in capitalisation)."""
+    """The first present, non-empty field among ``names`` (datasets differ in capitalisation)
+    that is text or a number; a list, a mapping or a boolean is no field's value here (a list
+    answer ``["2", "3"]`` became the answer key ``"['2', '3']"``, which no answer matches)."""
     for name in names:
         value = row.get(name)
-        if value is not None and str(value).strip():
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value).strip():
             return str(value)
     return ""
 
@@ -72,10 +74,13 @@ def gsm8k_final_answer(answer_field: str) -> str:
 
 
 def _has_final_answer(row: Row) -> bool:
-    """Whether a GSM8K row's answer ends in ``#### <answer>`` with an answer (``"#### "`` is a
-    problem nobody can be paid for solving)."""
+    """Whether a GSM8K row has a question and an answer that ends in ``#### <answer>`` with an
+    answer (``"#### "`` is a problem nobody can be paid for solving; a row without a question
+    failed mid-episode with ``KeyError``)."""
+    if not isinstance(row.get("answer"), str) or not _text(row, "question"):
+        return False
     try:
-        return bool(gsm8k_final_answer(str(row.get("answer", ""))))
+        return bool(gsm8k_final_answer(row["answer"]))
     except ValueError:
         return False
 
@@ -110,7 +115,7 @@ GSM8K = HubSpec(
     official_splits={"train": "train", "test": "test"},
     schema="{'question': str, 'answer': str ending in '#### <final answer>'}",
     convert=_gsm8k_convert,
-    key=lambda row: str(row["question"]),
+    key=lambda row: _text(row, "question"),
     keep=lambda row, options: _has_final_answer(row),
     default_options={"config": "main"},
     scan_fields=("question", "answer"),
@@ -148,7 +153,7 @@ MATH500 = HubSpec(
     official_splits={},
     schema="{'problem': str, 'solution': str, 'answer': str, 'subject': str, 'level': int, 'unique_id': str}",
     convert=_math500_convert,
-    key=lambda row: str(row["problem"]),
+    key=lambda row: _text(row, "problem"),
     keep=lambda row, options: (
         bool(_text(row, "problem")) and bool(_text(row, "answer"))
     ),

@@ -85,6 +85,29 @@ def test_gsm8k_rows_without_a_final_answer_are_skipped(tmp_path):
     assert len(source) == 3 and all(source.get(i).answer for i in range(3))
 
 
+def test_rows_whose_fields_are_missing_or_of_another_type_are_left_out_and_counted(tmp_path, caplog):
+    # A GSM8K row without a question failed mid-episode (KeyError) or at load under the hash
+    # policy; a MATH-500 answer given as a list became the answer key "['2', '3']", which no
+    # answer matches; an MBPP test_list given as one string was one test per character.
+    gsm = gsm8k_rows(0, 2) + [{"answer": "work\n#### 3"}, {"question": None, "answer": "#### 3"}, {"question": "q", "answer": 42}]
+    write_jsonl(tmp_path / "gsm8k" / "test.jsonl", gsm)
+    with caplog.at_level("WARNING", logger="llm_envs.tasks.hub"):
+        source = load_task_source("gsm8k", split="test", path=tmp_path / "gsm8k")
+    assert len(source) == 2 and source.rows_left_out == 3
+    assert "3 row(s) of" in caplog.text and "left out" in caplog.text
+    math = [{"problem": "1+1?", "answer": "2", "unique_id": "a"}, {"problem": "roots?", "answer": ["2", "3"], "unique_id": "b"},
+            {"problem": "p", "answer": {"value": 3}, "unique_id": "c"}, {"problem": "q", "answer": True, "unique_id": "d"},
+            {"problem": "r", "answer": 1.5, "unique_id": "e"}]
+    write_jsonl(tmp_path / "math500" / "test.jsonl", math)
+    source = load_task_source("math500", split="test", path=tmp_path / "math500", split_policy="benchmark")
+    assert sorted(p.answer for p in source) == ["1.5", "2"] and source.rows_left_out == 3
+    mbpp = [{"task_id": 1, "text": "Add.", "code": "def f(a):\n    return a + 1", "test_list": ["assert f(1) == 2"]},
+            {"task_id": 2, "text": "Add.", "code": "def g(a):\n    return a + 1", "test_list": "assert g(1) == 2"}]
+    write_jsonl(tmp_path / "mbpp" / "test.jsonl", mbpp)
+    source = load_task_source("mbpp", split="test", path=tmp_path / "mbpp", keep_memorisable=True)
+    assert [p.id for p in source] == ["mbpp/1"] and source.get(0).tests == ("assert f(1) == 2",)
+
+
 def test_gsm8k_hash_policy_pools_and_partitions_all_rows(tmp_path):
     write_jsonl(tmp_path / "train.jsonl", gsm8k_rows(0, 120))
     write_jsonl(tmp_path / "test.jsonl", gsm8k_rows(500, 40))
