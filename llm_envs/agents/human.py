@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from llm_envs.agents.base import ActRequest, Agent, AgentOutput
+from llm_envs.core.writing import for_terminal
 
 _FENCE = "```"
 
@@ -78,9 +79,11 @@ class HumanAgent(Agent):
         if instruction and (
             self.show_instruction == "always" or self._last_instruction.get(request.agent) != instruction
         ):
-            out.write(f"[instruction]\n{instruction}\n")
+            out.write(f"[instruction]\n{for_terminal(instruction)}\n")
             self._last_instruction[request.agent] = instruction
-        out.write(f"[prompt]\n{observation.get('prompt', '')}\n")
+        # (a prompt quotes what other agents, models among them, wrote: their escape sequences
+        # are shown as escapes, never acted on by this terminal)
+        out.write(f"[prompt]\n{for_terminal(observation.get('prompt', ''))}\n")
         out.write(
             f"[your action: end with an empty line or a line '{self.end_marker}'; "
             f"blank lines inside ``` fences are kept]\n> "

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from llm_envs.core.writing import for_terminal
+
 from ._common import (
     EXIT_INCOMPLETE,
     EXIT_USAGE,
@@ -141,7 +143,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     )
     if out.exists() and not out.is_dir():
         raise CLIError(f"--out {out} is a file, not a directory")
-    print(f"evaluating {env_entry.id}: {who}; {args.episodes} episodes, {where}; writing to {out}", file=sys.stderr)
+    print(for_terminal(f"evaluating {env_entry.id}: {who}; {args.episodes} episodes, {where}; writing to {out}"),
+          file=sys.stderr)
     files = f"{out}/summary.json, {out}/episodes.jsonl" + ("" if args.no_plot else f", {out}/plot.png")
     try:
         summary = evaluate(
@@ -166,7 +169,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     except IncompleteRunError as exc:
         summary = getattr(exc, "summary", None)
         if summary is not None and summary.get("episodes"):
-            print(format_summary(summary))
+            print(for_terminal(format_summary(summary)))
             print(f"\nwrote {files} (status: incomplete)")
             if not args.no_report:
                 from llm_envs.report import write_report_safely
@@ -180,7 +183,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if args.ray is None:
             for agent in {id(a): a for a in agents.values()}.values():
                 agent.close()
-    print(format_summary(summary))
+    print(for_terminal(format_summary(summary)))
     print(f"\nwrote {files}")
     if not args.no_report:
         from llm_envs.report import write_report_safely

@@ -11,6 +11,7 @@ from ._common import CLIError
 
 
 def cmd_show(args: argparse.Namespace) -> int:
+    from llm_envs.core.writing import for_terminal
     from llm_envs.evaluation.transcripts import (
         TranscriptError,
         episode_transcript,
@@ -24,13 +25,14 @@ def cmd_show(args: argparse.Namespace) -> int:
     except TranscriptError as exc:
         raise CLIError(str(exc)) from None
     for problem in problems:  # a garbled or duplicated line: shown, never silently used
-        print(f"warning: skipped {problem}", file=sys.stderr)
+        print(f"warning: skipped {for_terminal(problem)}", file=sys.stderr)
     outcome = "failed" if args.failed else "succeeded" if args.succeeded else None
     chosen = select_episodes(episodes, indices=args.episode, outcome=outcome, agent=args.agent)
     if not chosen:
         raise CLIError(f"no episode under {args.run} matches (of {len(episodes)} saved)")
     shown = chosen if args.limit <= 0 else chosen[: args.limit]
-    print("\n\n".join(episode_transcript(e, prompts=args.prompts) for e in shown))
+    # (what models wrote, escape sequences included: printed as escapes, never acted on)
+    print(for_terminal("\n\n".join(episode_transcript(e, prompts=args.prompts) for e in shown)))
     if len(shown) < len(chosen):
         print(f"\n({len(chosen) - len(shown)} more matching episodes; use --limit 0 to show all)")
     return 0

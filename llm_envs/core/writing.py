@@ -43,6 +43,21 @@ def without_lone_surrogates(data: Any) -> Any:
     return data
 
 
+# What a terminal acts on instead of printing: C0 controls but tab and newline (ESC starts the
+# sequences that clear the screen, move the cursor, set the title or plant a hyperlink), DEL, C1
+# controls, and the bidirectional overrides and isolates that reorder what is shown.
+_TERMINAL_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def for_terminal(text: str) -> str:
+    """``text`` with every character a terminal would act on written as its escape (``\x1b``,
+    ``\u202e``): text that a model wrote, printed by ``llm-envs show`` or to a person playing,
+    can then neither repaint the reader's screen (hiding or faking lines), set its title nor plant
+    a link. Tabs and newlines stay."""
+    return _TERMINAL_CONTROLS.sub(lambda m: "\\x%02x" % ord(m.group()) if ord(m.group()) < 0x100
+                                  else "\\u%04x" % ord(m.group()), text)
+
+
 def escape_unencodable_output() -> None:
     """Make this process's stdout and stderr write what their encoding cannot hold as a
     backslash escape (``\\ud800``) instead of raising. The command lines call it first: they

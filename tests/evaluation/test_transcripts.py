@@ -130,6 +130,25 @@ def test_show_command(saved_run, capsys, tmp_path):
     assert "no episode" in capsys.readouterr().err
 
 
+class Hostile(Agent):
+    """Writes what a terminal acts on: clear the screen, set the title, plant a link, reorder."""
+
+    def act_batch(self, requests):
+        text = "\x1b[2J\x1b[H success 1.0 \x1b]0;PWNED\x07 \x1b]8;;http://evil.example/\x1b\\click\x1b]8;;\x1b\\ \u202edcba\r\x00"
+        return [AgentOutput(text=text) for _ in requests]
+
+
+def test_show_prints_what_a_terminal_would_act_on_as_escapes(tmp_path, capsys):
+    # (a model's escape sequences reached the reviewer's terminal: it could repaint the screen,
+    # hiding or faking lines, set the title and plant links)
+    path = tmp_path / "run" / "episodes.jsonl"
+    run_episodes(SumsEnv, Hostile(), 1, out_path=path, env_kwargs={"rounds": 1})
+    assert main(["show", str(path.parent), "--prompts"]) == 0
+    out = capsys.readouterr().out
+    assert not any(c in out for c in "\x1b\x07\x00\r\u202e"), repr(out)
+    assert "\\x1b[2J" in out and "\\u202e" in out
+
+
 def test_show_reads_a_whole_demo_directory(tmp_path, capsys):
     env_id = llm_envs.env_ids()[0]
     assert main(["demo", "--episodes", "1", "--env", env_id, "--out", str(tmp_path)]) == 0
