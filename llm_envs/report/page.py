@@ -85,9 +85,23 @@ def table(header: Sequence[str], rows: Sequence[Sequence[str]], *, cls: str = ""
     return f'<table class="{esc(cls)}"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
+def _finite(data: Any) -> Any:
+    """``data`` with every float that is not finite (NaN, infinity) as ``None``: JSON has no
+    such number, and one ``-Infinity`` in a chunk made the browser's ``JSON.parse`` refuse all of
+    its episodes (and ``allow_nan=False`` refuse the whole page)."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {key: _finite(value) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [_finite(value) for value in data]
+    return data
+
+
 def to_json(data: Any) -> str:
-    """Compact JSON (values JSON cannot hold become their ``repr``)."""
-    return json_text(data, separators=(",", ":"), default=repr)
+    """Compact JSON (numbers that are not finite become ``null``; other values JSON cannot hold
+    become their ``repr``)."""
+    return json_text(_finite(data), separators=(",", ":"), default=repr)
 
 
 def pack(data: Any = None, *, text: str | None = None) -> str:
@@ -104,7 +118,7 @@ def _asset(name: str) -> str:
 def _json_for_script(data: Any) -> str:
     # Inside <script>, only "</script" or "<!--" could end the block early; escaping every "<"
     # rules both out, whatever text the runs contain.
-    text = json_text(data, separators=(",", ":"), default=repr, allow_nan=False)
+    text = json_text(_finite(data), separators=(",", ":"), default=repr, allow_nan=False)
     return text.replace("<", "\\u003c")
 
 

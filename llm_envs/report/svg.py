@@ -330,8 +330,9 @@ def histograms(values_by_group: Mapping[str, Sequence[float]], *, title: str, x_
     if means:
         for g in groups:
             if g in means:
-                x_low = min(x_low, *(v for v in means[g][1:] if _finite(v)))
-                x_high = max(x_high, *(v for v in means[g][1:] if _finite(v)))
+                shown = [v for v in means[g][1:] if _finite(v)]
+                x_low = min([x_low, *shown])
+                x_high = max([x_high, *shown])
     row_height = 58
     height = MARGIN_TOP + MARGIN_BOTTOM + row_height * len(groups)
     frame = _Frame((x_low, x_high), (0.0, 1.0), height=height)

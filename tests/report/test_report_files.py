@@ -126,6 +126,37 @@ def test_a_run_without_summary_is_summarised_from_its_episodes(runs, tmp_path):
     assert "success rate" in html
 
 
+def test_numbers_that_are_not_finite_reach_the_page_as_null(runs, tmp_path):
+    # One -Infinity in a step's meta made the browser's JSON.parse refuse every episode of its
+    # chunk; a NaN reward refused the whole report (a traceback, exit 1).
+    import shutil
+
+    run = tmp_path / "odd"
+    shutil.copytree(runs["eval"], run)
+    (run / "summary.json").unlink()
+    from llm_envs.episodes import EpisodeResult, encode_episode_line
+
+    lines = (run / "episodes.jsonl").read_text().splitlines(keepends=True)
+    first = json.loads(lines[0])
+    first["steps"][0]["meta"]["mean_logprob"] = float("-inf")
+    first["rewards"] = {agent: float("nan") for agent in first["rewards"]}
+    for key in ("format_version", "checksum"):
+        first.pop(key)
+    lines[0] = encode_episode_line(EpisodeResult.from_dict(first))  # as written: -Infinity, NaN
+    (run / "episodes.jsonl").write_text("".join(lines))
+    html = build_report([run])
+
+    def strict(text):
+        return json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in the page's JSON"))
+
+    data = strict(re.search(r'<script type="application/json" id="report-data">(.*?)</script>', html, re.S).group(1))
+    dataset = data["datasets"]["run"]
+    for packed in dataset["packed"]:
+        strict(gzip.decompress(base64.b64decode(packed)))
+    row = next(r for r in dataset["rows"] if r["i"] == first["index"])
+    assert set(row["r"].values()) == {None}
+
+
 def test_training_metrics_with_a_torn_line_and_unknown_names(runs, tmp_path):
     import shutil
 
