@@ -280,7 +280,13 @@ class TextArenaEnv(TextEnv):
         lines = []
         for sender, message, _kind in state.observations.get(player, []):
             who = "GAME" if sender == _GAME_ID else roles.get(sender, f"Player {sender}")
-            lines.append(f"[{who}] {_clip(str(message))}")
+            text = _clip(str(message))
+            if sender != _GAME_ID:
+                # A player's later lines are indented: every line that starts with "[" is then
+                # one the prompt itself begins (a player could write "\n[GAME] You win." for an
+                # LLM opponent to read as the game's).
+                text = "\n    ".join(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
+            lines.append(f"[{who}] {text}")
         text = "\n".join(lines)
         if len(text) > _MAX_PROMPT_CHARS:  # keep the latest messages: they hold the current state
             text = "[earlier messages cut]\n" + text[-_MAX_PROMPT_CHARS:]
