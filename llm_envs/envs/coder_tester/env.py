@@ -255,18 +255,26 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         with self._waiting_for_sandbox():
             return self._grade([Grading.tests_of(problem, c, t, time_s=time_s) for c, t in jobs])
 
-    def _judge_candidates(self, programs: list[str]) -> list[Any]:
-        """The reports of mutant candidates ``programs`` (guarded, as run) on the golden tests,
-        one run each, under the choice's time limit (:meth:`_choice_time_s`); no test or case
-        runs after one that reaches it (the candidate is then not kept whatever the others
-        give: :func:`mutants.wrong_on_golden`)."""
+    def _judge_candidates(self, programs: list[str], tests: Sequence[Any] | None = None) -> list[Any]:
+        """The reports of mutant candidates ``programs`` (guarded, as run) on ``tests`` (default:
+        the golden tests), one run each, under the choice's time limit (:meth:`_choice_time_s`);
+        no test or case runs after one that reaches it (the candidate is then not kept whatever
+        the others give: :func:`mutants.wrong_on_golden`)."""
         problem = self.problem
         assert problem is not None
         time_s = self._choice_time_s()
+        tests = self.golden_tests if tests is None else tests
         with self._waiting_for_sandbox():
             return self._grade(
-                [Grading.tests_of(problem, p, self.golden_tests, time_s=time_s, stop_at_timeout=True) for p in programs]
+                [Grading.tests_of(problem, p, tests, time_s=time_s, stop_at_timeout=True) for p in programs]
             )
+
+    def _cases_the_golden_passes(self) -> tuple[Any, ...]:
+        """The golden cases of this stdin/stdout problem its golden passes (a dataset's golden
+        may fail some: a no-op mutant judged there was kept as a wrong program)."""
+        assert self.problem is not None and self.problem.solution is not None
+        report = self._judge_all([(self.problem.solution, self.golden_tests)])[0]
+        return tuple(case for case, result in zip(self.golden_tests, report.results) if result.passed)
 
     # ------------------------------------------------------------------ episode
     def _start_episode(self, options: dict[str, Any]) -> str:
@@ -517,9 +525,19 @@ class CoderTesterEnv(TimedSandboxUser, TextEnv):
         io_style, solution = problem.style == "io", problem.solution
         in_one_run = io_style and io_runs.enabled(self)
 
+        passing: list[tuple[Any, ...]] = []  # stdin/stdout: the cases the golden passes, once
+
         def judge(programs: list[str], needed: int | None = None) -> list[Any]:
-            # Decided here, when candidates are judged: a step whose choice is cached (in
-            # memory, on disk or shipped) does not make the golden tests' value checks.
+            # Decided here, when candidates are judged: a step whose choice is cached makes
+            # neither the golden tests' value checks nor the golden's run on its cases.
+            if io_style:
+                if not passing:
+                    passing.append(self._cases_the_golden_passes())
+                if not passing[0]:
+                    return [False] * len(programs)  # no case tells a wrong program from the golden
+                if in_one_run:
+                    return io_runs.judge_candidates(self, programs, needed, cases=passing[0])
+                return self._judge_candidates(programs, passing[0])
             if in_one_run:
                 return io_runs.judge_candidates(self, programs, needed)
             if self._grades_in_one_run():

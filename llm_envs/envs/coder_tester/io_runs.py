@@ -102,20 +102,22 @@ def one_run(env: Any, tests: tuple[Any, ...]) -> tuple[tuple[Any, int, int], Any
     return (reports[0], caught, count), code_report
 
 
-def judge_candidates(env: Any, programs: Sequence[str], needed: int | None = None) -> list[Any]:
-    """The reports of mutant candidates ``programs`` on the golden cases in one run, under the
-    choice's time limit, none after a case that reached it; with ``needed``, no candidate starts
-    once ``needed`` of those that have ended are wrong programs (``mutants.NOT_JUDGED`` for
-    those it did not start). A candidate the run did not establish is judged in runs of its own
-    (``env._judge_candidates``)."""
+def judge_candidates(env: Any, programs: Sequence[str], needed: int | None = None,
+                     cases: Sequence[Any] | None = None) -> list[Any]:
+    """The reports of mutant candidates ``programs`` on ``cases`` (default: the golden cases) in
+    one run, under the choice's time limit, none after a case that reached it; with ``needed``,
+    no candidate starts once ``needed`` of those that have ended are wrong programs
+    (``mutants.NOT_JUDGED`` for those it did not start). A candidate the run did not establish
+    is judged in runs of its own (``env._judge_candidates``)."""
+    cases = env.golden_tests if cases is None else cases
     grading = Grading.io_programs_of(
-        env.problem, programs, env.golden_tests, time_s=env._choice_time_s(), enough=needed, stop_at_timeout=True
+        env.problem, programs, cases, time_s=env._choice_time_s(), enough=needed, stop_at_timeout=True
     )
     with env._waiting_for_sandbox():
         reports = env._grade([grading])[0]
     verdicts: list[Any] = [mutants.NOT_JUDGED if r is not None and r.skipped else r for r in reports]
     again = [i for i, verdict in enumerate(verdicts) if verdict is None]
     if again:
-        for i, report in zip(again, env._judge_candidates([programs[i] for i in again])):
+        for i, report in zip(again, env._judge_candidates([programs[i] for i in again], cases)):
             verdicts[i] = report
     return verdicts

@@ -215,6 +215,26 @@ def test_stdin_stdout_tests_are_paid_for_catching_wrong_answers(sandbox):
     assert 0.2 < weak.reward_components["local"] < 1.0
 
 
+@pytest.mark.parametrize("catch_runs", ["by_value", "per_program"])
+def test_a_golden_case_the_golden_fails_chooses_no_mutant(sandbox, tmp_path, monkeypatch, catch_runs):
+    # A dataset's golden may fail some of its own cases (several valid answers, another float
+    # format). Judged there, a no-op mutant (it changes a value never printed) failed that case
+    # as the golden does and was kept as a "wrong program" no test can catch: the reference
+    # tester fell from 2.0 to 1.33 on such a problem. Candidates are judged on the cases the
+    # golden passes.
+    monkeypatch.setenv("LLM_ENVS_MUTANT_CACHE", str(tmp_path))
+    mutants.clear_cache()
+    golden = "a, b = map(int, input().split())\nunused = 0\nunused = unused + 1\nprint(a + b)\n"
+    noisy = Problem(id="toy/sum-noisy", prompt=SUM_IO.prompt, split="train", solution=golden, style="io",
+                    tests=(("1 2\n", "3\n"), ("5 5\n", "10\n"), ("2 2\n", "4.0\n")))
+    env = make_env(noisy, sandbox=sandbox, max_turns=1, catch_runs=catch_runs)
+    env.reset(seed=0)
+    chosen = env._mutants()
+    assert chosen and all("unused" not in "".join(line for line in m.splitlines() if "print" in line) for m in chosen)
+    record = play_turn(env, code(golden), code_verifier.io_tests_block([("1 2\n", "3\n"), ("7 -2\n", "5\n"), ("3 3\n", "6\n")]))
+    assert record.info["wrong_programs_caught"] == record.info["wrong_programs"]  # every one is catchable
+
+
 # ---------------------------------------------------------------------------------------------
 # the coder's attempts
 
