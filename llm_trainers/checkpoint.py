@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import threading
@@ -20,7 +21,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["latest_checkpoint", "load_checkpoint", "prune_checkpoints", "save_checkpoint"]
+__all__ = ["CheckpointError", "checkpoints_in", "latest_checkpoint", "load_checkpoint", "prune_checkpoints", "save_checkpoint"]
 
 
 def _fsync_dir(path: Path) -> None:
@@ -97,19 +98,64 @@ def _save_checkpoint(root: Path, step: int, parts: dict[str, Any]) -> Path:
     return final
 
 
+class CheckpointError(ValueError):
+    """A checkpoint directory that cannot be resumed from as it is: ``latest`` naming no
+    checkpoint, a checkpoint missing a part, or a part that cannot be read. The message names
+    what is wrong and the checkpoints still there."""
+
+
+_CHECKPOINT_NAME = re.compile(r"step_\d{8}")
+
+
+def checkpoints_in(root: str | os.PathLike[str]) -> list[Path]:
+    """The checkpoint directories under ``root``, oldest first."""
+    return sorted(p for p in Path(root).glob("step_*") if p.is_dir() and _CHECKPOINT_NAME.fullmatch(p.name))
+
+
 def latest_checkpoint(root: str | os.PathLike[str]) -> Path | None:
-    """The checkpoint ``latest`` points to (None if there is none)."""
-    pointer = Path(root) / "latest"
+    """The checkpoint ``latest`` points to; ``None`` where there is no ``latest`` and no
+    checkpoint. Raises :class:`CheckpointError` where ``latest`` names no checkpoint directory
+    of ``root`` (a step directory removed by hand, a partial copy, an empty or garbled file) or
+    is missing beside checkpoints: a run is there, and starting afresh would overwrite it."""
+    root = Path(root)
+    pointer = root / "latest"
+    left = checkpoints_in(root)
     if not pointer.exists():
+        if left:
+            raise CheckpointError(f"{root} holds checkpoints ({', '.join(p.name for p in left)}) but no 'latest' "
+                                  "pointer: write the one to resume from into it, or pass --overwrite")
         return None
-    path = Path(root) / pointer.read_text().strip()
-    return path if path.is_dir() else None
+    name = pointer.read_text(errors="replace").strip()
+    path = root / name
+    if _CHECKPOINT_NAME.fullmatch(name) and path.is_dir():
+        return path
+    there = f"the checkpoints left are {', '.join(p.name for p in left)}" if left else "no checkpoint is left"
+    raise CheckpointError(f"{pointer} names {name!r}, which is not a checkpoint directory there; {there}. "
+                          "Write the one to resume from into it, or pass --overwrite to start afresh")
 
 
-def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Load every ``<name>.pt`` of a checkpoint directory into ``{name: object}``."""
+def load_checkpoint(path: str | os.PathLike[str], required: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Load every ``<name>.pt`` of a checkpoint directory into ``{name: object}``. Raises
+    :class:`CheckpointError` naming the file where one of ``required`` is missing or a file
+    cannot be read (a truncated write: the earlier checkpoints are named)."""
     path = Path(path)
-    return {p.stem: torch.load(p, map_location="cpu", weights_only=False) for p in sorted(path.glob("*.pt"))}
+    missing = [name for name in required if not (path / f"{name}.pt").is_file()]
+    if missing:
+        raise CheckpointError(f"checkpoint {path} lacks {', '.join(m + '.pt' for m in missing)}; "
+                              f"{_earlier(path)}")
+    loaded = {}
+    for part in sorted(path.glob("*.pt")):
+        try:
+            loaded[part.stem] = torch.load(part, map_location="cpu", weights_only=False)
+        except Exception as exc:  # torch raises RuntimeError, EOFError, pickle errors... for a damaged file
+            raise CheckpointError(f"cannot read {part} ({type(exc).__name__}: {exc}); {_earlier(path)}") from None
+    return loaded
+
+
+def _earlier(path: Path) -> str:
+    earlier = [p.name for p in checkpoints_in(path.parent) if p.name < path.name]
+    return (f"the earlier checkpoints are {', '.join(earlier)} (write one into {path.parent / 'latest'} to resume "
+            "from it)" if earlier else "no earlier checkpoint is left")
 
 
 def prune_checkpoints(root: str | os.PathLike[str], keep: int) -> None:

@@ -204,14 +204,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     from transformers.utils import logging as transformers_logging
 
     from llm_trainers import make_trainer
-    from llm_trainers.checkpoint import latest_checkpoint
+    from llm_trainers.checkpoint import CheckpointError, latest_checkpoint
     from llm_trainers.trainer import has_warm_start_state
 
     # transformers' own bars (loading, writing shards) would cut through the run's progress bar.
     transformers_logging.disable_progress_bar()
 
     ckpts = cfg.output_dir / "checkpoints"
-    holds_run = latest_checkpoint(ckpts) is not None or has_warm_start_state(cfg.output_dir)
+    try:
+        holds_run = latest_checkpoint(ckpts) is not None or has_warm_start_state(cfg.output_dir)
+    except CheckpointError as exc:  # a run is there, its pointer damaged: never overwritten unasked
+        if not args.overwrite or args.resume:
+            return _error(str(exc))
+        holds_run = True
     if not args.resume and holds_run and not args.overwrite:
         return _error(f"{cfg.output_dir} already holds a run; pass --resume to continue it or --overwrite to start afresh")
     if args.sft_only and cfg.sft.steps <= 0:

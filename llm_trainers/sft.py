@@ -273,7 +273,7 @@ class WarmStart:
         if resume:
             ckpt = latest_checkpoint(self.dir / "checkpoints")
             if ckpt is not None:
-                self._restore(load_checkpoint(ckpt))
+                self._restore(load_checkpoint(ckpt, required=("policies", "optimizers", "state")))
         logger = MetricsLogger(self.dir / "metrics.jsonl", keep_lines=self.step if resume else 0)
         metrics: dict[str, float] = {}
         try:

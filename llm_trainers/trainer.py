@@ -124,7 +124,7 @@ class Trainer:
             if ckpt is None and not has_warm_start_state(self.out):
                 raise FileNotFoundError(f"--resume: no checkpoint under {self.out / 'checkpoints'}")
             if ckpt is not None:
-                self._resume_state = load_checkpoint(ckpt)
+                self._resume_state = load_checkpoint(ckpt, required=("policies", "learner", "state"))
         elif (self.out / "sft").exists() and type(self) is Trainer:
             import shutil  # a fresh run starts a fresh warm start
 

@@ -346,3 +346,42 @@ def test_config_description_is_the_first_sentence_never_cut_mid_phrase_silently(
     assert cut == "word word word word word ..." and len(cut) <= 30
     path.write_text("run: {}\n# a comment after the start is not a description\n")
     assert config_description(path) == ""
+
+
+def test_a_damaged_checkpoint_is_never_taken_for_no_run_nor_loaded_half(capsys, tmp_path):
+    """``checkpoints/latest`` naming a removed step made the directory look empty: a new run
+    (neither --resume nor --overwrite) cut the old run's metrics and replaced its checkpoints;
+    an empty pointer resolved to the checkpoints directory itself (KeyError: 'policies'); a
+    checkpoint missing a part, or with a truncated one, failed with a bare traceback."""
+    import shutil
+
+    from llm_trainers import checkpoint
+
+    out = tmp_path / "run"
+    ckpts = out / "checkpoints"
+    parts = {"policies": {"shared": {}}, "learner": {}, "state": {"step": 0}}
+    for step in (2, 4):
+        checkpoint.save_checkpoint(ckpts, step, parts)
+    shutil.rmtree(ckpts / "step_00000004")  # `latest` still names it
+    base = ["signalling_at_grpo_l1", f"run.output_dir={out}", "model.path=tiny:llm/Signalling-v0"]
+    for argv in (base, [*base, "--resume"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "names 'step_00000004'" in err and "the checkpoints left are step_00000002" in err, err
+    assert (ckpts / "step_00000002").is_dir()  # nothing was touched
+    for garbage in ("", "..", "step_00000004/../step_00000002"):
+        (ckpts / "latest").write_text(garbage)
+        with pytest.raises(checkpoint.CheckpointError, match="not a checkpoint directory"):
+            checkpoint.latest_checkpoint(ckpts)
+    (ckpts / "latest").unlink()
+    with pytest.raises(checkpoint.CheckpointError, match="no 'latest' pointer"):
+        checkpoint.latest_checkpoint(ckpts)
+    assert checkpoint.latest_checkpoint(tmp_path / "nothing") is None
+    checkpoint.save_checkpoint(ckpts, 6, parts)
+    (ckpts / "step_00000006" / "policies.pt").unlink()
+    with pytest.raises(checkpoint.CheckpointError, match="lacks policies.pt; the earlier checkpoints are step_00000002"):
+        checkpoint.load_checkpoint(checkpoint.latest_checkpoint(ckpts), required=("policies", "learner", "state"))
+    state = ckpts / "step_00000006" / "state.pt"
+    state.write_bytes(state.read_bytes()[:20])
+    with pytest.raises(checkpoint.CheckpointError, match=f"cannot read {state}"):
+        checkpoint.load_checkpoint(ckpts / "step_00000006")
