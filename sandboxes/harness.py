@@ -1309,10 +1309,12 @@ def run_io_programs(
     answer); a case's stdout is cut at `output_bytes` (a write past it fails: ``output limit
     exceeded``).
 
-    `golden`: the index of the golden program; its cases start first, and a program stops at a
-    case where it printed a wrong answer and the golden passed (the cases after it are ``not run:
-    the program was stopped after case i caught it``); a stop that the golden's own report does
-    not bear out is not established. `stop_at_timeout`: a program runs no case after one that
+    `golden`: the index of the golden program; its cases start first, no other program runs a
+    case the golden did not pass (``not run: the golden did not pass case i``: no answer there
+    can tell a wrong program), and a program stops at a case where it printed a wrong answer and
+    the golden passed (the cases after it are ``not run: the program was stopped after case i
+    caught it``); a stop, or a case left out, that the golden's own report does not bear out is
+    not established. `stop_at_timeout`: a program runs no case after one that
     timed out (``not run: case i reached its time limit``). `enough` (without a `golden`): no
     program starts once `enough` of those that have ended are wrong programs (compiled, no case
     timed out, a wrong answer): the others are reported ``skipped`` with no results.
@@ -1378,9 +1380,18 @@ def run_io_programs(
             outcome_of[(at, record["case"])] = record
         elif record.get("kind") == "io_program":
             program_of[at] = record
-    reports = [_io_report(at, cases, outcome_of, program_of.get(at), time_s) for at in range(len(runnable))]
+    reference = None
+    golden_failed: frozenset[int] = frozenset()
+    if golden is not None:
+        reference = _io_report(payload["golden"], cases, outcome_of, program_of.get(payload["golden"]), time_s)
+        if reference is not None:
+            golden_failed = frozenset(result.index for result in reference.results if not result.passed)
+    reports = [
+        reference if at == payload["golden"] and golden is not None
+        else _io_report(at, cases, outcome_of, program_of.get(at), time_s, golden_failed)
+        for at in range(len(runnable))
+    ]
     # A stop stands only on a case the golden passed, by the golden's own report.
-    reference = reports[payload["golden"]] if golden is not None else None
     for at, report in enumerate(reports):
         stop = (program_of.get(at) or {}).get("stopped")
         if report is not None and stop is not None:
@@ -1392,10 +1403,16 @@ def run_io_programs(
 
 
 def _io_report(
-    at: int, cases: list[tuple[str, str]], outcome_of: dict[tuple[int, int], dict], program: dict | None, time_s: float
+    at: int,
+    cases: list[tuple[str, str]],
+    outcome_of: dict[tuple[int, int], dict],
+    program: dict | None,
+    time_s: float,
+    golden_failed: frozenset[int] = frozenset(),
 ) -> TestReport | None:
     """Program `at`'s `TestReport` from the records of a run of `run_io_programs`, or ``None``
-    where they do not establish it."""
+    where they do not establish it. `golden_failed`: the cases the golden's own report does not
+    pass, which a program other than the golden does not run."""
     if program is None:
         return None
     if program.get("skipped") is True:
@@ -1409,8 +1426,10 @@ def _io_report(
     for index, (_stdin, expected) in enumerate(cases):
         record = outcome_of.get((at, index))
         if record is None:
-            if stopped is not None and index != stopped:
+            if stopped is not None and index > stopped:
                 why = f"not run: the program was stopped after case {stopped} caught it"
+            elif index in golden_failed:
+                why = f"not run: the golden did not pass case {index}"
             elif timeout_stop is not None and index != timeout_stop:
                 why = f"not run: case {timeout_stop} reached its time limit"
             else:

@@ -291,9 +291,26 @@ def test_a_wrong_program_stops_at_its_first_wrong_answer_where_the_golden_passed
     assert [r.passed for r in golden.results] == [True, True, False, True]
     assert wrong.results[0].error == "wrong answer"
     assert all(r.error == "not run: the program was stopped after case 0 caught it" for r in wrong.results[1:])
-    assert [r.error for r in late.results] == [None, None, "wrong answer", "wrong answer"]
-    # a wrong answer where the golden failed too is no stop: every case ran
-    assert [r.error for r in unpaid.results] == [None, None, "wrong answer", None]
+    assert [r.error for r in late.results] == [None, None, "not run: the golden did not pass case 2", "wrong answer"]
+    # a case the golden failed is no stop, and is not run: no answer there can catch a program
+    assert [r.error for r in unpaid.results] == [None, None, "not run: the golden did not pass case 2", None]
+
+
+def test_no_program_runs_a_case_where_the_golden_timed_out_or_failed(isolated):
+    # Case 1 makes the golden run past its limit, and case 2 makes it exit with an error: the
+    # other programs would spend the time limit there too, for nothing any answer could earn.
+    golden = "a, b = map(int, input().split())\nwhile a == 5:\n    pass\nassert a != 7\nprint(a + b)\n"
+    slow_mutant = "a, b = map(int, input().split())\nwhile a == 5:\n    pass\nprint(a * b)\n"
+    cases = [("2 2\n", "4\n"), ("5 5\n", "10\n"), ("7 1\n", "8\n"), ("1 2\n", "3\n")]
+    reference, mutant = run_io_programs(isolated, [golden, slow_mutant], cases, time_s=0.5, golden=0)
+    assert reference.results[1].timed_out and reference.results[2].error.startswith("exit status 1")
+    assert [r.error for r in mutant.results] == [
+        None,
+        "not run: the golden did not pass case 1",
+        "not run: the golden did not pass case 2",
+        "wrong answer",
+    ]
+    assert not any(r.timed_out for r in mutant.results)
 
 
 def test_the_choice_stops_at_a_timeout_and_after_enough_wrong_programs(isolated):

@@ -5,7 +5,8 @@ mutants) on a tester's cases cost ~3.5× the CPU of the paper's reward per step,
 mutants ~8× on a problem's first step (docs/benchmarks.md, "stdin/stdout problems"). Here they
 run in one run: ``sandboxes.run_io_programs`` runs the cases one after another in a process
 forked inside the run (what a case could leave to the next put back between them), compares the
-output there, and stops a wrong program at its first wrong answer on a case the golden passed. Only trusted programs run that way (the golden solution
+output there, stops a wrong program at its first wrong answer on a case the golden passed, and
+runs no wrong program on a case the golden did not pass. Only trusted programs run that way (the golden solution
 and mutants the harness made of it); the tester's cases are data, and the coder's code keeps
 its runs of its own. What the run does not establish (a case's process ended by a signal the
 run did not send, a run that failed) is graded as before, one run per program, so the counts
