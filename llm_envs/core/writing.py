@@ -1,5 +1,6 @@
 """Writing out text that agents and models wrote, whatever it holds: JSON that a UTF-8 file can
-always hold (every file and key this project writes), and terminals that print anything."""
+always hold (every file and key this project writes), terminals that print anything, and fenced
+blocks in a prompt that the text cannot close."""
 
 from __future__ import annotations
 
@@ -47,6 +48,18 @@ def without_lone_surrogates(data: Any) -> Any:
 # sequences that clear the screen, move the cursor, set the title or plant a hyperlink), DEL, C1
 # controls, and the bidirectional overrides and isolates that reorder what is shown.
 _TERMINAL_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+_BACKTICK_RUN = re.compile(r"`{3,}")
+
+
+def fenced(text: str, language: str = "") -> str:
+    """``text`` in a ```` ``` ```` block of a prompt (````` ```language `````), with every run of
+    three or more backticks in it broken up (```` `` ` ````): whatever a program printed or an
+    agent wrote, it cannot close the block and write lines at the top level of the prompt that
+    read as the environment's own."""
+    body = _BACKTICK_RUN.sub(lambda run: " ".join(run.group()[i : i + 2] for i in range(0, len(run.group()), 2)), text)
+    return f"```{language}\n{body.rstrip(chr(10))}\n```"
 
 
 def for_terminal(text: str) -> str:

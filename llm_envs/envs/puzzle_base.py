@@ -28,6 +28,7 @@ import numpy as np
 from llm_envs.core.bounds import UNBOUNDED, either, scaled, summed
 from llm_envs.core.env import TextEnv
 from llm_envs.core.splits import check_split
+from llm_envs.core.writing import fenced
 from llm_envs.envs._common import SandboxUser, check_team_options, end_turn
 from llm_envs.envs.grading import Grading
 from llm_envs.envs.puzzle_rules import (
@@ -628,14 +629,14 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
             return "The tool agent gave no program this turn."
         lines = [
             "The tool agent's program:",
-            "```python\n" + truncate_middle(run.program, self.config.shown_chars) + "\n```",
+            fenced(truncate_middle(run.program, self.config.shown_chars), "python"),
         ]
         if run.status in ("too_long", "syntax_error"):
             lines.append(f"It was not run: {run.detail}.")
             return "\n".join(lines)
         status = "it ran successfully" if run.ran_ok else f"it failed: {run.status}, {run.detail}"
         lines.append(f"Its output ({status}):")
-        lines.append("```\n" + truncate_middle(run.stdout, self.config.shown_chars // 2) + "\n```")
+        lines.append(fenced(truncate_middle(run.stdout, self.config.shown_chars // 2)))
         if log.program_plan is not None:
             lines.append(f"Plan read from the output: {log.program_plan}")
         else:
@@ -654,10 +655,10 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
                 lines.append(f"- program: {log.program_plan_error}")
             if run.stdout.strip():
                 shown = truncate_middle(run.stdout.strip(), 500)
-                lines.append(f"- program output:\n```\n{shown}\n```")
+                lines.append("- program output:\n" + fenced(shown))
             if run.status != "ok" and run.stderr.strip():
                 tail = truncate_middle(run.stderr.strip(), 600)
-                lines.append(f"- program error output:\n```\n{tail}\n```")
+                lines.append("- program error output:\n" + fenced(tail))
         elif self.config.agents == "multi":
             lines.append("- the tool agent gave no program")
         if log.answer is not None or log.answer_error is not None:

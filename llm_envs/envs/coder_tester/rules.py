@@ -27,6 +27,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from llm_envs.core.writing import fenced
 from llm_envs.envs._common import AGENT_MODES, REWARD_MODES  # noqa: F401  (re-exported)
 from llm_envs.tasks import Problem
 from llm_envs.verifiers.code import function_tests_block, io_tests_block
@@ -205,32 +206,27 @@ def format_mismatches(
     for number, mismatch in enumerate(mismatches[:limit], start=1):
         lines.append(f"\nFailed test {number}:")
         if mismatch.expected is None:
-            lines.append(_fenced(clip(mismatch.test, field_chars * 2)))
+            lines.append(fenced(clip(mismatch.test, field_chars * 2)))
             lines.append(f"Result: {clip(mismatch.error or 'failed', field_chars)}")
         else:
             lines.append("Input:")
-            lines.append(_fenced(clip(mismatch.test, field_chars)))
+            lines.append(fenced(clip(mismatch.test, field_chars)))
             lines.append("Expected output (from the tester):")
-            lines.append(_fenced(clip(mismatch.expected, field_chars)))
+            lines.append(fenced(clip(mismatch.expected, field_chars)))
             if mismatch.error == "wrong answer":
                 lines.append("Actual output (from the code):")
-                lines.append(_fenced(clip(mismatch.actual or "", field_chars)))
+                lines.append(fenced(clip(mismatch.actual or "", field_chars)))
             else:
                 lines.append(f"The code failed: {clip(mismatch.error or 'failed', field_chars)}")
                 if mismatch.actual:
                     lines.append("Output before it failed:")
-                    lines.append(_fenced(clip(mismatch.actual, field_chars)))
+                    lines.append(fenced(clip(mismatch.actual, field_chars)))
     if len(mismatches) > limit:
         lines.append(f"\n({len(mismatches) - limit} more failed tests not shown.)")
     return "\n".join(lines)
 
 
 _FENCE = "```"
-
-
-def _fenced(text: str) -> str:
-    # A body containing a fence would end the block early: break such fences apart.
-    return "```\n" + text.replace("```", "`` `").rstrip("\n") + "\n```"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -344,7 +340,7 @@ def tester_prompt(
         return "\n\n".join(parts)
     parts.append(
         "Your previous tests:\n"
-        + (_fenced(clip(previous_tests, shown_chars)) if previous_tests else "(none)")
+        + (fenced(clip(previous_tests, shown_chars)) if previous_tests else "(none)")
     )
     parts.append("The coder's code:\n" + _code_or_none(coder_code, shown_chars))
     if feedback:
@@ -359,7 +355,7 @@ def tester_prompt(
 def _code_or_none(code: str | None, shown_chars: int) -> str:
     if code is None:
         return "(no code block was found in that reply)"
-    return "```python\n" + clip(code.replace("```", "`` `"), shown_chars).rstrip("\n") + "\n```"
+    return fenced(clip(code, shown_chars), "python")
 
 
 # ---------------------------------------------------------------------------------------------

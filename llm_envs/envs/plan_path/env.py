@@ -71,10 +71,13 @@ class PlanPathEnv(SingleStepCatalog, PuzzleEnv):
         return (3, self.config.rows, self.config.cols)
 
     def _state_planes(self, state: PathState) -> np.ndarray:
-        """Plane 0: obstacles; 1: the current position; 2: the goal."""
+        """Plane 0: obstacles; 1: the current position; 2: the goal. A grid smaller than the
+        configured one fills the top-left corner, the cells beyond it obstacles."""
         grid = state.grid
         planes = np.zeros(self._state_shape(), dtype=np.float32)
-        planes[0] = np.array([[cell == "#" for cell in row] for row in grid.cells], dtype=np.float32)
+        planes[0] = 1.0
+        obstacles = np.array([[cell == "#" for cell in row] for row in grid.cells], dtype=np.float32)
+        planes[0][: obstacles.shape[0], : obstacles.shape[1]] = obstacles
         planes[1][state.position] = 1.0
         planes[2][grid.goal] = 1.0
         return planes

@@ -321,6 +321,20 @@ class PathRewards:
         return holes
 
 
+def solving_pays_most(state: PathState, rewards: PathRewards) -> bool:
+    """Whether solving ``state`` by a shortest path earns more than any play that does not
+    reach the goal. With the BFS potential each step along a shortest path gains
+    ``shaping_scale + valid_move`` (``PathRewards.reward_holes`` checks its sign); with the
+    Manhattan potential a detour around obstacles gains nothing, so the path's move costs,
+    ``-valid_move * d0``, must stay within what reaching the goal gains over the best cell short
+    of it, ``goal_reward + optimal_bonus + shaping_scale`` (Ψ ≤ −shaping_scale off the goal)."""
+    cost = -rewards.valid_move
+    if rewards.potential_distance != "manhattan" or cost <= 0:
+        return True
+    margin = rewards.goal_reward + rewards.optimal_bonus + rewards.shaping_scale
+    return cost * state.grid.dist(state.position) <= margin
+
+
 def shaping_distance(grid: Grid, cell: tuple[int, int], rewards: PathRewards) -> int:
     """The distance the shaping uses: BFS around obstacles, or Manhattan (the released code's)."""
     if rewards.potential_distance == "manhattan":
@@ -477,6 +491,12 @@ class PlanPathRules:
             raise ValueError("obstacle_density must be in [0, 1)")
         if self.min_distance > self.rows * self.cols - 1:
             raise ValueError("min_distance is longer than any path on this grid")
+        cost, margin = -self.rewards.valid_move, self.rewards.goal_reward + self.rewards.optimal_bonus + self.rewards.shaping_scale
+        if self.rewards.potential_distance == "manhattan" and cost > 0 and cost * self.min_distance > margin:
+            raise ValueError(
+                f"with the Manhattan potential a path of min_distance={self.min_distance} moves costs more "
+                "than reaching the goal gains (see solving_pays_most): no grid would pay solving most"
+            )
         if self.reference_program_style not in REFERENCE_PROGRAM_STYLES:
             raise ValueError(
                 f"reference_program must be one of {REFERENCE_PROGRAM_STYLES}, got "
@@ -495,6 +515,7 @@ class PlanPathRules:
             lambda r: generate_grid(r, self.rows, self.cols, self.obstacle_density, self.min_distance),
             split_key,
             split,
+            accept=lambda state: solving_pays_most(state, self.rewards),
         )
 
     def split_key(self, state: PathState) -> str:
@@ -502,10 +523,25 @@ class PlanPathRules:
 
     def load(self, text: str) -> PathState:
         state = from_text(text)
+        # The reward bounds and the state tensor are those of the configured grid, which holds
+        # every grid that fits in it.
+        rows, cols = len(state.grid.cells), len(state.grid.cells[0])
+        if rows > self.rows or cols > self.cols:
+            raise ValueError(
+                f"the grid is {rows}x{cols}; these rules hold grids of at most rows={self.rows}, "
+                f"cols={self.cols} (make the environment with the grid's size)"
+            )
         if state.grid.dist(state.position) < 0:
             raise ValueError("the goal cannot be reached from the start")
         if self.is_solved(state):  # (any plan would be paid the goal without a move)
             raise ValueError("the puzzle is already solved: the start is the goal")
+        if not solving_pays_most(state, self.rewards):
+            raise ValueError(
+                f"with the Manhattan potential and valid_move={self.rewards.valid_move:g}, this "
+                f"grid's shortest path ({state.grid.dist(state.position)} moves) costs more than "
+                "reaching the goal gains (goal_reward + optimal_bonus + shaping_scale), so not "
+                "solving would earn more: use the BFS potential or lower the move cost"
+            )
         return state
 
     def puzzle_text(self, state: PathState) -> str:

@@ -75,8 +75,11 @@ class SokobanEnv(SingleStepCatalog, PuzzleEnv):
         return (4, self.config.rows, self.config.cols)
 
     def _state_planes(self, state: SokobanState) -> np.ndarray:
-        """Plane 0: walls; 1: targets; 2: boxes; 3: the player (as gym-sokoban's layers)."""
+        """Plane 0: walls; 1: targets; 2: boxes; 3: the player (as gym-sokoban's layers). A room
+        smaller than the configured one fills the top-left corner, the cells beyond it walls."""
         planes = np.zeros(self._state_shape(), dtype=np.float32)
+        planes[0] = 1.0
+        planes[0][: state.room.rows, : state.room.cols] = 0.0
         for plane, cells in enumerate((state.room.walls, state.room.targets, state.boxes, (state.player,))):
             for cell in cells:
                 planes[plane][cell] = 1.0

@@ -731,6 +731,15 @@ class SokobanRules:
 
     def load(self, text: str) -> SokobanState:
         state = from_text(text)
+        # The reward bounds and the state tensor are those of the configured room and box
+        # count, which hold every level that fits in them.
+        rows, cols, boxes = state.room.rows, state.room.cols, len(state.boxes)
+        if rows > self.rows or cols > self.cols or boxes > self.num_boxes:
+            raise ValueError(
+                f"the level is {rows}x{cols} with {boxes} box(es); these rules hold levels of at "
+                f"most rows={self.rows}, cols={self.cols}, num_boxes={self.num_boxes} (make the "
+                "environment with the level's size)"
+            )
         if is_solved(state):  # (any plan would be paid the solved reward without a push)
             raise ValueError("the level is already solved: every box is on a goal")
         if solve(state, self.max_solver_states) is None:

@@ -15,6 +15,7 @@ from llm_envs.envs.plan_path.rules import (
     generate_grid,
     parse_moves,
     shortest_path,
+    solving_pays_most,
     to_text,
 )
 from llm_envs.envs.puzzle_rules import PlanFormatError
@@ -50,6 +51,39 @@ def test_malformed_text_is_rejected(bad):
 def test_unreachable_goal_cannot_be_loaded():
     with pytest.raises(ValueError, match="cannot be reached"):
         RULES.load("2 3\nS#G\n.#.")
+
+
+MANHATTAN = PathRewards(potential_distance="manhattan")
+
+
+def test_with_the_manhattan_potential_a_grid_where_stalling_pays_more_is_refused():
+    # S and G two cells apart, 400 moves around the wall: the path costs 4.0 and reaching the
+    # goal gains at most 2.5 over a cell next to it, so answering nothing paid both agents more.
+    far = "3 200\nS" + "." * 199 + "\n" + "#" * 199 + ".\nG" + "." * 199
+    rules = PlanPathRules(rows=3, cols=200, rewards=MANHATTAN)
+    assert from_text(far).grid.dist((0, 0)) == 400
+    with pytest.raises(ValueError, match="costs more than reaching the goal gains"):
+        rules.load(far)
+    PlanPathRules(rows=3, cols=200).load(far)  # the BFS potential pays every step of it
+    near = "3 20\nS" + "." * 19 + "\n" + "#" * 19 + ".\nG" + "." * 19
+    assert solving_pays_most(rules.load(near), MANHATTAN)
+
+
+def test_with_the_manhattan_potential_generated_grids_pay_solving_most():
+    # A 1x400 corridor: start and goal up to 399 moves apart, of which only those within
+    # (1 + 0.5 + 1) / 0.01 = 250 moves pay solving most.
+    rules = PlanPathRules(rows=1, cols=400, obstacle_density=0.0, rewards=MANHATTAN)
+    states = [rules.generate(np.random.default_rng(seed), "train") for seed in range(30)]
+    distances = [state.grid.dist(state.position) for state in states]
+    assert max(distances) <= 250 and min(distances) >= 1
+    with pytest.raises(ValueError, match="min_distance"):
+        PlanPathRules(rows=1, cols=400, min_distance=300, rewards=MANHATTAN)
+
+
+def test_a_grid_larger_than_the_rules_cannot_be_loaded():
+    with pytest.raises(ValueError, match="at most rows=10, cols=10"):
+        RULES.load("2 11\nS.........G\n...........")
+    RULES.load("2 10\nS........G\n..........")
 
 
 def test_a_grid_whose_start_is_the_goal_cannot_be_loaded():

@@ -308,10 +308,11 @@ def test_the_shuttle_plan_earns_no_more_than_a_plain_wrong_answer(sandbox):
         return printing("U") if agent == "tool" else "#### U"
 
     options = {"puzzle": SHUTTLE_LEVEL}
-    farmed = play(paper(SokobanEnv, sandbox=sandbox, max_turns=1), shuttling, options=options)
+    size = {"rows": 6, "cols": 7, "num_boxes": 2}  # the level's
+    farmed = play(paper(SokobanEnv, sandbox=sandbox, max_turns=1, **size), shuttling, options=options)
     assert farmed == pytest.approx({"tool": 2 * 704.0, "plan": 2 * 704.0})
-    held = play(SokobanEnv(sandbox=sandbox, max_turns=1), shuttling, options=options)
-    plain = play(SokobanEnv(sandbox=sandbox, max_turns=1), wrong, options=options)
+    held = play(SokobanEnv(sandbox=sandbox, max_turns=1, **size), shuttling, options=options)
+    plain = play(SokobanEnv(sandbox=sandbox, max_turns=1, **size), wrong, options=options)
     # The tool's copy is worth less than the start: no credit; the team pays the costs.
     assert held == pytest.approx({"tool": -96.0, "plan": -192.0})
     assert plain == pytest.approx({"tool": -0.05, "plan": -0.1})
