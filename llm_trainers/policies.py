@@ -303,7 +303,8 @@ class Policy:
         model: The module whose forward pass computes this policy (a ``PeftModel`` under LoRA).
         tokenizer: Its tokenizer.
         adapter: The peft adapter this policy owns, or None for full fine-tuning.
-        ref_model: Frozen copy of the initial weights (full fine-tuning with a KL term only).
+        ref_model: Frozen copy of the weights RL starts from: the model's, or the warm start's
+            once it is loaded (:meth:`reset_reference`); full fine-tuning with a KL term only.
         source: Path or hub id the weights came from.
     """
 
@@ -350,6 +351,21 @@ class Policy:
             for p in self.trainable_parameters():
                 p.requires_grad_(True)
         yield self.model
+
+    def reset_reference(self) -> None:
+        """Make the frozen reference (full fine-tuning with a KL term) the current weights: a
+        warm start's weights, loaded or trained, are where RL starts, and the KL term holds the
+        policy to them (as the reference of verl and OpenRLHF is the SFT model). Under LoRA the
+        reference stays the base model with the adapters off."""
+        if self.ref_model is None:
+            return
+        with torch.no_grad():
+            target = dict(self.ref_model.named_parameters())
+            source = dict(self.model.named_parameters())
+            if set(target) != set(source):
+                raise RuntimeError(f"policy {self.name!r}: the reference's weights are not the model's")
+            for name, param in source.items():
+                target[name].copy_(param)
 
     @contextlib.contextmanager
     def reference(self) -> Iterator[nn.Module]:

@@ -113,7 +113,8 @@ def example_stream(cfg: Any, skip: int = 0) -> Iterator[dict[str, Any]]:
 
 
 def load_warm_start_weights(policies: PolicySet, path: str | Path) -> Path:
-    """Load an earlier warm start's weights (``sft.init_from``: its directory or weights file)."""
+    """Load an earlier warm start's weights (``sft.init_from``: its directory or weights file),
+    and make them each policy's frozen KL reference (:meth:`Policy.reset_reference`)."""
     file = Path(path)
     if file.is_dir():
         file = file / "weights.pt"
@@ -126,6 +127,7 @@ def load_warm_start_weights(policies: PolicySet, path: str | Path) -> Path:
         raise ValueError(f"sft.init_from: {file} has no weights for policies {missing} (it has {sorted(state)})")
     for name in policies.names():
         policies[name].load_trainable_state_dict(state[name])
+        policies[name].reset_reference()
     return file
 
 

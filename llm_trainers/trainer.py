@@ -156,14 +156,17 @@ class Trainer:
         self.estimator_state: dict[Any, Any] = {}
         self.model_path = self._model_path()
         self.policies: PolicySet = self._build_policies()
-        if cfg.sft.init_from and self._resume_state is None:
+        # The warm start's weights, where RL starts from them: loaded (and made the KL
+        # reference) on a resume too, where the checkpoint's weights then replace the policy's.
+        warm_start = None
+        if cfg.sft.init_from:
+            warm_start = self._env_kwargs({"p": cfg.sft.init_from})["p"]
+        elif resume and (self.out / "sft" / "done").is_file():
+            warm_start = self.out / "sft"
+        if warm_start is not None:
             from llm_trainers.sft import load_warm_start_weights
 
-            load_warm_start_weights(self.policies, self._env_kwargs({"p": cfg.sft.init_from})["p"])
-        elif resume and self._resume_state is None and (self.out / "sft" / "done").is_file():
-            from llm_trainers.sft import load_warm_start_weights  # resumed after the warm start, before RL
-
-            load_warm_start_weights(self.policies, self.out / "sft")
+            load_warm_start_weights(self.policies, warm_start)
         device = next(iter(self.policies)).device
         bf16 = cfg.train.bf16
         if bf16 == "auto":
@@ -173,6 +176,9 @@ class Trainer:
         r = cfg.rollout
         self.sampling = SamplingParams(r.temperature, r.top_p, r.top_k, r.max_new_tokens)
         self.engine = self._build_engine()
+        if warm_start is not None:
+            # (an engine elsewhere — Ray's actors — builds the model's own weights)
+            self.engine.sync(self.policies.names())
         self.envs = self._spawn_envs(first)
         self.last_eval: dict[str, float] = {}
         keep_lines = 0  # a fresh run starts a fresh metrics file
@@ -261,6 +267,8 @@ class Trainer:
         else:
             metrics = stage.run(resume=self._resumed,
                                 log=lambda step, m: log.info("sft step %d: %s", step, _sft_summary(m)))
+            for policy in self.policies:
+                policy.reset_reference()
         self.engine.sync(self.policies.names())
         return metrics
 

@@ -243,6 +243,20 @@ class ShardedLearner(Learner):
         for n, p in params.items():
             p.copy_(_shard_like(state[n], p))
 
+    @torch.no_grad()
+    def load_reference(self, policy: str, state: Mapping[str, Tensor]) -> None:
+        """Make ``state`` (a fully fine-tuned policy's weights) its frozen KL reference; nothing
+        under LoRA, whose reference is the base model with the adapters off."""
+        ref = self.policies[policy].ref_model
+        if ref is None or self.policies[policy].adapter is not None:
+            return
+        params = dict(ref.named_parameters())
+        missing = set(params) - set(state)
+        if missing:
+            raise KeyError(f"reference weights of policy {policy!r} lack {sorted(missing)[:5]}")
+        for n, p in params.items():
+            p.copy_(_shard_like(state[n], p))
+
     def state_dict(self) -> dict[str, Any]:
         """The single-process format: AdamW states as full tensors keyed by parameter index."""
         optimizers = {}
@@ -390,11 +404,16 @@ class LearnerRank:
             out[policy] = (metrics, state if first else None, learner.trained_tokens - before)
         return out
 
-    def load(self, weights: Mapping[str, Mapping[str, Tensor]], learner_state: Mapping[str, Any] | None) -> None:
+    def load(self, weights: Mapping[str, Mapping[str, Tensor]], learner_state: Mapping[str, Any] | None,
+             as_reference: bool = False) -> None:
+        """Load trainable weights (and with ``as_reference`` make them the frozen KL reference
+        of a fully fine-tuned policy: the weights RL starts from) and the learner's state."""
         learner = self._learner()
         for policy, state in weights.items():
             if policy in learner.groups:
                 learner.load_trainable(policy, state)
+                if as_reference:
+                    learner.load_reference(policy, state)
         if learner_state is not None:
             learner.load_state_dict({
                 "optimizers": {k: v for k, v in learner_state["optimizers"].items() if k in learner.groups},
@@ -487,12 +506,12 @@ class LearnerGroup:
         group = cls(actors, rank_sets, mirror)
         group.infos = group._gather([a.info.remote() for a in actors], "start")
         group._gather([a.build.remote(cfg, list(agents), model_path, rank_sets, order) for a in actors], "build")
-        # Identical arguments build identical weights, except LoRA initialisations drawn on a rank
-        # holding a subset of the policies: the mirror's adapters are the run's.
-        adapters = [p for p in order if mirror[p].adapter is not None]
-        if adapters:
-            weights = group.ray.put({p: mirror[p].trainable_state_dict() for p in adapters})
-            group._gather([a.load.remote(weights, None) for a in actors], "initial weights")
+        # The ranks build the model's own weights (and draw their own LoRA initialisations where a
+        # rank holds a subset of the policies): the mirror's are the run's, a warm start's
+        # included, and they are where RL starts, so the KL reference too (a checkpoint's, on a
+        # resume, come after: load_state_dict).
+        weights = group.ray.put({p: mirror[p].trainable_state_dict() for p in order})
+        group._gather([a.load.remote(weights, None, True) for a in actors], "initial weights")
         return group
 
     @classmethod

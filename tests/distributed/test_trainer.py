@@ -136,3 +136,45 @@ def test_a_lost_environment_worker_is_replaced_and_the_step_replayed_exactly(loc
     for k in expected:
         assert torch.equal(got[k], expected[k]), k
     _same_rows(_rows(tmp_path / "a"), _rows(tmp_path / "c"))
+
+
+def test_a_warm_start_from_init_from_reaches_the_engines_the_learner_ranks_and_their_kl_reference(
+    local_ray, tiny_signalling_model, tmp_path
+):
+    # The engine actors and the learner ranks build the model's own weights: they sampled and
+    # trained from the weights before the warm start (and after one update the run had lost it).
+    from llm_trainers.batching import completion_logprobs, pack_sequences
+
+    base = [*SMALL, f"model.path={tiny_signalling_model}", "run.threads=1", "train.kl_loss_coef=0.1"]
+    local = make_trainer(load_config(None, [*base, f"run.output_dir={tmp_path / 'local'}"]))
+    try:
+        generator = torch.Generator().manual_seed(0)
+        warm = {p.name: {k: v + 0.3 * torch.randn(v.shape, generator=generator) for k, v in p.trainable_state_dict().items()}
+                for p in local.policies}
+        (tmp_path / "warm").mkdir()
+        torch.save(warm, tmp_path / "warm" / "weights.pt")
+        policy = local.policies.names()[0]
+        prompt = local.engine.encode(policy, {"instruction": "You are the speaker.", "prompt": "Round 1 of 2. Target: red"})
+    finally:
+        local.close()
+    resources = ("resources={engines: 1, gpus_per_engine: 0, cpus_per_engine: 0.5, learner_world_size: 2, "
+                 "gpus_per_learner: 0, cpus_per_learner: 0.5}")
+    trainer = make_trainer(load_config(None, [*base, f"run.output_dir={tmp_path / 'ray'}", f"sft.init_from={tmp_path / 'warm'}",
+                                              resources]))
+    try:
+        mirror = trainer.policies[policy]
+        assert all(torch.equal(v, warm[policy][k]) for k, v in mirror.trainable_state_dict().items())
+        samples = trainer.engine.generate_multi([(policy, prompt)], n=4)[0]
+        completions = [s.token_ids for s in samples]
+        batch = pack_sequences([prompt] * len(samples), completions, mirror.tokenizer.pad_token_id)
+        with torch.no_grad(), mirror.activated() as model:
+            expected, _ = completion_logprobs(model, batch)
+        learner = trainer.learner.logprobs(policy, [prompt] * len(samples), completions)
+        reference = trainer.learner.logprobs(policy, [prompt] * len(samples), completions, reference=True)
+        for i, sample in enumerate(samples):
+            n = len(sample.token_ids)
+            torch.testing.assert_close(torch.tensor(sample.logprobs), expected[i, :n], atol=1e-4, rtol=1e-4)
+            torch.testing.assert_close(learner[i], expected[i, :n], atol=1e-4, rtol=1e-4)
+            torch.testing.assert_close(reference[i], expected[i, :n], atol=1e-4, rtol=1e-4)
+    finally:
+        trainer.close()

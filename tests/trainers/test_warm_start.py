@@ -299,6 +299,51 @@ def test_rl_continues_from_the_warm_start_in_the_run_and_from_its_output(tmp_pat
         _trainer(tmp_path, f"sft.init_from={tmp_path / 'nowhere'}", name="bad")
 
 
+def _fake_warm_start(trainer, path):
+    """A warm start's weights file: the trainer's weights moved well away from them."""
+    generator = torch.Generator().manual_seed(0)
+    state = {p.name: {k: v + 0.05 * torch.randn(v.shape, generator=generator) for k, v in p.trainable_state_dict().items()}
+             for p in trainer.policies}
+    path.mkdir(parents=True)
+    torch.save(state, path / "weights.pt")
+    return state
+
+
+def _reference_weights(trainer, name="shared"):
+    return {k: v.detach() for k, v in trainer.policies[name].ref_model.named_parameters()}
+
+
+def test_under_full_fine_tuning_the_kl_reference_is_the_warm_start(tmp_path):
+    # The KL term holds the policy to where RL starts (verl's and OpenRLHF's reference is the SFT
+    # model); it held it to the weights before the warm start, pulling the warm start back out.
+    kl = ["train.kl_loss_coef=0.1", "run.save_every=1", "run.eval_every=-1", "run.eval_at_start=false"]
+    base = _trainer(tmp_path, *kl, name="base")
+    warm = _fake_warm_start(base, tmp_path / "warm")["shared"]
+    base.close()
+    run = _trainer(tmp_path, *kl, f"sft.init_from={tmp_path / 'warm'}", name="rl")
+    reference = _reference_weights(run)
+    assert all(torch.equal(reference[k], warm[k]) for k in warm)
+    prompts, completions = [[3, 5, 7, 9]], [[12, 13, 2]]
+    policy_lp = run.learner.logprobs("shared", prompts, completions)[0]
+    assert torch.equal(run.learner.logprobs("shared", prompts, completions, reference=True)[0], policy_lp)
+    run.train()  # one step, checkpointed
+    assert not all(torch.equal(v, warm[k]) for k, v in run.policies["shared"].trainable_state_dict().items())
+    run.close()
+    # resumed, the policy is the checkpoint's and the reference still the warm start
+    resumed = _trainer(tmp_path, *kl, f"sft.init_from={tmp_path / 'warm'}", "run.steps=2", name="rl", resume=True)
+    assert resumed.step == 1
+    reference = _reference_weights(resumed)
+    assert all(torch.equal(reference[k], warm[k]) for k in warm)
+    assert not all(torch.equal(v, warm[k]) for k, v in resumed.policies["shared"].trainable_state_dict().items())
+    resumed.close()
+    # a warm start trained in the run: the reference is its result
+    trained = _trainer(tmp_path, *kl, "sft.steps=2", name="sft")
+    trained.warm_start()
+    reference = _reference_weights(trained)
+    assert all(torch.equal(reference[k], v) for k, v in trained.policies["shared"].trainable_state_dict().items())
+    trained.close()
+
+
 def test_a_users_jsonl_trains_the_policy(tmp_path):
     path = tmp_path / "mine.jsonl"
     examples = [{"messages": [{"role": "user", "content": "Round 1 of 1. Target: red"},
