@@ -391,8 +391,10 @@ class AlgorithmConfig:
         estimator_options: The estimator's own options (those it registered, with defaults).
         eps: ε of AT-GRPO's ``(r − mean)/(std + ε)``.
         unbiased_std: Bessel-corrected group std (verl) instead of the population std.
-        drop_uniform_groups: Leave groups whose rewards are all equal out of the update
-            (DAPO-style dynamic filtering; their advantages are 0 anyway).
+        drop_uniform_groups: Leave groups whose rewards are all equal out of the update and out
+            of the estimator's statistics (DAPO-style dynamic filtering, before the advantages;
+            only for an estimator comparing the records of a group, which gives them zero
+            advantages: ``at_grpo``, ``reinforce_pp_baseline``).
         gamma: Discount of the return-to-go over tokens (REINFORCE++: 1).
         kl_coef: β of the KL penalty in the reward (REINFORCE++; 0 = off).
         kl_estimator: Estimator for the in-reward KL (``k1`` recommended).

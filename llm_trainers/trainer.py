@@ -503,11 +503,6 @@ class Trainer:
         if not records:
             return [], []
         info = estimator_info(a.estimator)
-        mask = pad_right([[1.0] * len(r.completion_ids) for r in records])
-        kl = None
-        if info.kl_in_reward and a.kl_coef > 0 and ref is not None:
-            kl = kl_estimate(pad_right([o.tolist() for o in old]), pad_right([x.tolist() for x in ref]), a.kl_estimator)
-        game_roles = info.role_key == "game_role"  # baselines per (game, role): the game is the env id
         rewards = torch.tensor([r.reward for r in records], dtype=torch.float32)
         if not torch.isfinite(rewards).all():
             # Refused before any estimator reads it: one NaN made a whitened batch's every
@@ -515,26 +510,40 @@ class Trainer:
             bad = next(r for r, value in zip(records, rewards.tolist()) if not math.isfinite(value))
             raise ValueError(f"{self.cfg.env.id}: {bad.agent!r}'s record (episode {bad.episode_id}, role {bad.role!r}) "
                              f"has the reward {bad.reward}; rewards must be finite numbers")
-        batch = AdvantageBatch(
-            rewards=rewards,
-            mask=mask,
-            group_keys=[r.group for r in records],
-            roles=[f"{self.cfg.env.id}|{r.role}" if game_roles else r.role for r in records],
-            agents=[r.agent for r in records],
-            trajectories=[(r.slot, r.episode_id, r.agent) for r in records],
-            kl=kl,
-            state=self.estimator_state,
-        )
-        adv = estimate_advantages(a, batch)
         keep = list(range(len(records)))
         if a.drop_uniform_groups:
-            # Uniform as the estimator sees the rewards (float32): rewards that differ by a
-            # rounding only (credits summed in another order) give zero advantages too.
+            # DAPO's dynamic filtering, before the estimator: the batch statistics (REINFORCE++'s
+            # whitening) are then those of the records trained on. Uniform as the estimator sees
+            # the rewards (float32): rewards that differ by a rounding only (credits summed in
+            # another order) give zero advantages too.
             spread: dict[Any, set[float]] = defaultdict(set)
             for r, value in zip(records, rewards.tolist()):
                 spread[r.group].add(value)
             keep = [i for i, r in enumerate(records) if len(spread[r.group]) > 1]
-        return [adv[i, : len(r.completion_ids)].clone() for i, r in enumerate(records)], keep
+        advantages = [torch.zeros(len(r.completion_ids)) for r in records]
+        if not keep:
+            return advantages, []
+        kept = [records[i] for i in keep]
+        mask = pad_right([[1.0] * len(r.completion_ids) for r in kept])
+        kl = None
+        if info.kl_in_reward and a.kl_coef > 0 and ref is not None:
+            kl = kl_estimate(pad_right([old[i].tolist() for i in keep]), pad_right([ref[i].tolist() for i in keep]),
+                             a.kl_estimator)
+        game_roles = info.role_key == "game_role"  # baselines per (game, role): the game is the env id
+        batch = AdvantageBatch(
+            rewards=rewards[keep],
+            mask=mask,
+            group_keys=[r.group for r in kept],
+            roles=[f"{self.cfg.env.id}|{r.role}" if game_roles else r.role for r in kept],
+            agents=[r.agent for r in kept],
+            trajectories=[(r.slot, r.episode_id, r.agent) for r in kept],
+            kl=kl,
+            state=self.estimator_state,
+        )
+        adv = estimate_advantages(a, batch)
+        for row, i in enumerate(keep):
+            advantages[i] = adv[row, : len(records[i].completion_ids)].clone()
+        return advantages, keep
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, episodes: int | None = None) -> dict[str, float]:

@@ -518,6 +518,13 @@ def estimator_config_problems(cfg: Any) -> list[str]:
         if not cfg.rollout.tree and cfg.env.samples_per_problem < 2:
             problems.append(f"{name} compares the episodes of one problem, and env.samples_per_problem = "
                             f"{cfg.env.samples_per_problem} plays each problem once: set env.samples_per_problem >= 2")
+    if cfg.algorithm.drop_uniform_groups and info.whitens != "group" and not info.needs_groups:
+        # (a uniform group's advantage is 0 only where the estimator compares the records of a
+        # group; reinforce_pp whitens over the batch, and under flat sampling every group is one
+        # record: every record was dropped, and the run trained on nothing)
+        problems.append(f"algorithm.drop_uniform_groups leaves out groups whose rewards are all equal, which only an "
+                        f"estimator comparing the records of a group gives zero advantages (at_grpo, "
+                        f"reinforce_pp_baseline); {name}'s are not zero there: set it to false")
     if cfg.algorithm.kl_coef > 0 and not info.kl_in_reward:
         problems.append(f"algorithm.kl_coef is the KL penalty in the reward, which {name} does not read: "
                         "set it to 0 and put the penalty in the loss (train.kl_loss_coef)")

@@ -195,8 +195,8 @@ def test_a_reward_that_is_not_a_finite_number_is_refused_before_any_update(tmp_p
     trainer = Trainer(load_config(None, [
         "model.path=tiny:llm/Signalling-v0", "model.device=cpu", "rollout.max_new_tokens=1", "rollout.k=2",
         "env.num_envs=2", "run.steps=1", "run.eval_every=-1", "run.eval_at_start=false", "run.save_every=-1",
-        "run.progress=false", "run.tensorboard=false", "run.export_final=false", "algorithm.estimator=reinforce_pp",
-        "algorithm.drop_uniform_groups=true", f"run.output_dir={tmp_path}",
+        "run.progress=false", "run.tensorboard=false", "run.export_final=false",
+        "algorithm.estimator=reinforce_pp_baseline", "algorithm.drop_uniform_groups=true", f"run.output_dir={tmp_path}",
     ]))
     try:
         records = [r for r in trainer._collect(trainer.train_seeds(0)).records if r.completion_ids][:2]
@@ -208,5 +208,25 @@ def test_a_reward_that_is_not_a_finite_number_is_refused_before_any_update(tmp_p
             poisoned = [dataclasses.replace(records[0], reward=bad), records[1]]
             with pytest.raises(ValueError, match="rewards must be finite numbers"):
                 trainer._advantages(poisoned, [], None)
+        # The uniform groups are filtered before the estimator: the batch whitening is over the
+        # records trained on (it counted the dropped groups' zeros: the kept advantages were
+        # +-1.73, not +-1).
+        one = dataclasses.replace(records[0], completion_ids=records[0].completion_ids[:1])
+        groups = [("a", 1.0), ("a", 0.0), ("b", 1.0), ("b", 1.0), ("c", 0.0), ("c", 0.0)]
+        batch = [dataclasses.replace(one, group=g, reward=r) for g, r in groups]
+        advantages, keep = trainer._advantages(batch, [], None)
+        assert keep == [0, 1]
+        assert [float(a[0]) for a in advantages] == pytest.approx([1.0, -1.0, 0.0, 0.0, 0.0, 0.0], abs=1e-5)
     finally:
         trainer.close()
+
+
+@pytest.mark.parametrize("estimator", ["reinforce_pp", "task_relative_reinforce_pp", "per_agent_reinforce_pp", "rae"])
+def test_dropping_uniform_groups_is_refused_for_an_estimator_that_does_not_compare_within_groups(estimator):
+    # (reinforce_pp whitens over the batch: a uniform group's advantage is not 0, and under flat
+    # sampling every group is one record: every record was dropped, the run trained on nothing)
+    from llm_trainers.config import load_config
+
+    with pytest.raises(ValueError, match="drop_uniform_groups"):
+        load_config(None, ["model.path=tiny:llm/Signalling-v0", f"algorithm.estimator={estimator}",
+                           "rollout.tree=false", "algorithm.drop_uniform_groups=true"])
