@@ -586,6 +586,7 @@ class Config:
         if self.run.wandb not in (None, "offline", "online"):
             problems.append(f"run.wandb must be null, offline or online, got {self.run.wandb!r}")
         problems += warm_start_problems(self)
+        problems += evaluation_split_problems(self)
         if self.run.threads is not None and self.run.threads < 1:
             problems.append("run.threads must be >= 1 (or null: the CPUs this process may use)")
         if self.resources.distributed:
@@ -595,6 +596,35 @@ class Config:
         if problems:
             raise ValueError("invalid config:\n  - " + "\n  - ".join(problems))
         return self
+
+
+def evaluation_split_problems(cfg: Config) -> list[str]:
+    """What is wrong with the task splits the training and evaluation environments draw from,
+    found before any episode: a split the dataset lacks (shipped configs evaluated GSM8K on a
+    validation split it does not have, failing at the first evaluation, hours in), and an
+    evaluation that splits the training task another way (a ``split_policy: hash`` validation
+    split pools every hub split: 723 of its 846 GSM8K problems were official training rows)."""
+    from llm_envs.tasks import split_problem
+
+    out = []
+    training = dict(cfg.env.kwargs)
+    evaluation = {**training, **cfg.env.eval_kwargs}
+
+    def policy(kwargs: dict[str, Any]) -> Any:
+        options = kwargs.get("task_kwargs") or {}
+        return options.get("split_policy") if isinstance(options, dict) else None
+
+    for what, kwargs in (("env.kwargs", training), ("env.eval_kwargs", evaluation)):
+        task, split = kwargs.get("task"), kwargs.get("split")
+        if isinstance(task, str) and isinstance(split, str) and not kwargs.get("task_path"):
+            problem = split_problem(task, split, policy(kwargs))
+            if problem:
+                out.append(f"{what}: {problem}")
+    if training.get("task") == evaluation.get("task") and policy(training) != policy(evaluation):
+        out.append(f"env.eval_kwargs splits the task {training.get('task')!r} with split_policy "
+                   f"{policy(evaluation)!r} and training with {policy(training)!r}: its evaluation split "
+                   "would hold training problems; give both the same split_policy (in env.kwargs.task_kwargs)")
+    return out
 
 
 def warm_start_problems(cfg: Config) -> list[str]:

@@ -12,6 +12,7 @@ from llm_envs.tasks.base import (
     TaskSource,
     load_task_source,
     register_task_source,
+    split_problem,
     task_source_names,
 )
 
@@ -27,5 +28,6 @@ __all__ = [
     "TaskSource",
     "load_task_source",
     "register_task_source",
+    "split_problem",
     "task_source_names",
 ]

@@ -368,25 +368,7 @@ class HubTaskSource(TaskSource):
         self._convert_cached = functools.lru_cache(maxsize=256)(self._convert)
 
     def _hub_splits_needed(self) -> tuple[str, ...]:
-        if self.split_policy == "official":
-            if not self.spec.official_splits:
-                raise ValueError(
-                    f"{self.spec.name} has a single split; use split_policy='hash' (disjoint "
-                    f"train/validation/test by content hash) or 'benchmark' (everything is test)"
-                )
-            if self.split not in self.spec.official_splits:
-                raise ValueError(
-                    f"{self.spec.name} has no official {self.split!r} split (it has "
-                    f"{', '.join(self.spec.official_splits)}); use split_policy='hash' to carve "
-                    f"disjoint train/validation/test splits out of all its rows"
-                )
-            return (self.spec.official_splits[self.split],)
-        if self.split_policy == "benchmark" and self.split != "test":
-            raise ValueError(
-                f"split_policy='benchmark' makes all of {self.spec.name} the test split; "
-                f"asked for {self.split!r}. Use split_policy='hash' for train/validation splits"
-            )
-        return self.spec.hub_splits
+        return hub_splits_for(self.spec, self.split, self.split_policy)
 
     def _select_rows(self) -> list[tuple[str, int]]:
         selected = []
@@ -446,11 +428,44 @@ class HubTaskSource(TaskSource):
         self._convert_cached = functools.lru_cache(maxsize=256)(self._convert)
 
 
+def hub_splits_for(spec: HubSpec, split: str, split_policy: str | None = None) -> tuple[str, ...]:
+    """The hub splits ``split`` of ``spec`` is drawn from under ``split_policy`` (default: the
+    dataset's), without loading anything.
+
+    Raises:
+        ValueError: the dataset has no such split under that policy (GSM8K has no official
+            validation split).
+    """
+    policy = split_policy or spec.default_policy
+    if policy == "official":
+        if not spec.official_splits:
+            raise ValueError(
+                f"{spec.name} has a single split; use split_policy='hash' (disjoint "
+                f"train/validation/test by content hash) or 'benchmark' (everything is test)"
+            )
+        if split not in spec.official_splits:
+            raise ValueError(
+                f"{spec.name} has no official {split!r} split (it has "
+                f"{', '.join(spec.official_splits)}); use split_policy='hash' to carve "
+                f"disjoint train/validation/test splits out of all its rows"
+            )
+        return (spec.official_splits[split],)
+    if policy == "benchmark" and split != "test":
+        raise ValueError(
+            f"split_policy='benchmark' makes all of {spec.name} the test split; "
+            f"asked for {split!r}. Use split_policy='hash' for train/validation splits"
+        )
+    return spec.hub_splits
+
+
 def hub_factory(spec: HubSpec) -> Callable[..., HubTaskSource]:
-    """The registry factory of ``spec``: ``factory(split=..., path=..., **options)``."""
+    """The registry factory of ``spec``: ``factory(split=..., path=..., **options)``; its
+    ``spec`` attribute is ``spec`` (what :func:`llm_envs.tasks.split_problem` reads)."""
 
     def factory(split: str = "train", **kwargs: Any) -> HubTaskSource:
         return HubTaskSource(spec, split, **kwargs)
+
+    factory.spec = spec  # type: ignore[attr-defined]
 
     factory.__name__ = f"load_{spec.name}"
     factory.__doc__ = f"Load {spec.name} ({spec.repo}). Schema: {spec.schema}"

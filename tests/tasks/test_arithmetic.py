@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 
 import pytest
 
 import sandboxes
 from llm_envs.core.splits import split_of
-from llm_envs.tasks import load_task_source
+from llm_envs.tasks import arithmetic, load_task_source
 from llm_envs.tasks.arithmetic import LEVELS, ArithmeticSource, format_answer
 from llm_envs.verifiers.math import check_answer, extract_boxed
 
@@ -20,16 +21,39 @@ def test_problem_i_is_a_pure_function_of_split_and_index():
     assert len({p.prompt for p in first}) > 15  # not one problem repeated
 
 
-def test_splits_never_share_a_question_and_follow_the_content_hash():
+def test_splits_never_share_a_problem_and_follow_the_content_hash():
     questions = {}
     for split in ("train", "validation", "test"):
         source = load_task_source("arithmetic", split=split)
         problems = [source.get(i) for i in range(700)]
-        assert all(p.split == split and split_of(p.prompt) == split for p in problems)
+        assert all(p.split == split for p in problems)
+        assert all(split_of(f"{p.metadata['kind']}\n{p.metadata['program']}") == split for p in problems)
         questions[split] = {p.prompt for p in problems}
     assert not questions["train"] & questions["test"]
     assert not questions["train"] & questions["validation"]
     assert not questions["validation"] & questions["test"]
+
+
+_WORDINGS = re.compile(r"^(?:What is |Compute |Calculate )(.*?)[?.]$")
+
+
+def test_no_held_out_problem_is_a_training_problem_reworded_or_renamed():
+    # The split was drawn from the question's text: "What is 4 + 5?" (test) was "Calculate
+    # 4 + 5." in train, 290 of 300 level-0 test questions; a level-4 word problem came back
+    # with another name in it.
+    def asked(problem):
+        match = _WORDINGS.match(problem.prompt)
+        return match.group(1) if match else problem.prompt
+
+    train = {asked(p) for p in (ArithmeticSource("train", level=0).get(i) for i in range(3000))}
+    for split in ("validation", "test"):
+        held_out = {asked(p) for p in (ArithmeticSource(split, level=0).get(i) for i in range(200))}
+        assert len(train) > 100 and len(held_out) > 20
+        assert not train & held_out, sorted(train & held_out)[:5]
+    names = re.compile(r"\b(" + "|".join(arithmetic._NAMES) + r")\b")
+    train_word = {names.sub("NAME", p.prompt) for p in (ArithmeticSource("train", level=4).get(i) for i in range(3000))}
+    test_word = {names.sub("NAME", p.prompt) for p in (ArithmeticSource("test", level=4).get(i) for i in range(300))}
+    assert not train_word & test_word, sorted(train_word & test_word)[:3]
 
 
 @pytest.mark.parametrize("level", LEVELS)

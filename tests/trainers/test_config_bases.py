@@ -119,3 +119,17 @@ def test_bad_bases_are_clear_errors(tmp_path, capsys):
         load_config(tmp_path / "scalar.yaml")
     assert main([str(tmp_path / "missing.yaml"), "--print-config"]) == 2
     assert "nowhere.yaml" in capsys.readouterr().err
+
+
+def test_an_evaluation_split_the_dataset_lacks_or_splits_another_way_is_refused_at_load():
+    # Ten shipped configs evaluated GSM8K and APPS on a validation split they do not have: the
+    # run failed at its first evaluation. A hash validation split beside official training
+    # pooled the official training rows into it.
+    with pytest.raises(ValueError, match="env.eval_kwargs: gsm8k has no official 'validation' split"):
+        load_config("debate_reinforce_pp", ["env.eval_kwargs={split: validation}"])
+    with pytest.raises(ValueError, match="env.kwargs: apps has no official 'validation' split"):
+        load_config("code_at_grpo_l1", ["env.kwargs={task: apps, split: validation}"])
+    with pytest.raises(ValueError, match="split_policy 'hash' and training with None"):
+        load_config("debate_reinforce_pp", ["env.eval_kwargs={split: validation, task_kwargs: {split_policy: hash}}"])
+    both = "{num_agents: 2, task: gsm8k, split: train, task_kwargs: {split_policy: hash}}"
+    load_config("debate_reinforce_pp", [f"env.kwargs={both}", "env.eval_kwargs={split: validation}"])

@@ -158,9 +158,27 @@ class QuestionPool:
         min_quality: float = DEFAULT_MIN_QUALITY,
     ) -> QuestionPool:
         """The pool stored at ``path`` if the file exists; otherwise a new pool of ``seed``,
-        saved there. Either way later additions are appended to ``path``."""
+        saved there. Either way later additions are appended to ``path``.
+
+        Raises:
+            ValueError: the file's seed questions are not ``seed`` (it was seeded from another
+                task, split or ``pool_seed_size``): an evaluation given a training run's pool
+                answered its training questions. An empty ``seed`` takes the file as it is.
+        """
+        seed = list(seed)
         if Path(path).exists():
-            return cls.load(path, min_quality=min_quality, append=True)
+            pool = cls.load(path, min_quality=min_quality, append=True)
+            stored = {entry.key for entry in pool if entry.quality is None}  # (seeds: no judge's quality)
+            wanted = {entry.key for entry in seed}
+            if wanted and stored != wanted:  # (no seed asked for: the file's pool as it is)
+                example = next((e for e in pool if e.quality is None and e.key not in wanted), None)
+                raise ValueError(
+                    f"the question pool at {path} was seeded from other problems than this environment's "
+                    f"task and split ({len(stored)} seed questions there, {len(wanted)} here"
+                    + (f"; e.g. {example.question[:60]!r} ({example.source})" if example is not None else "")
+                    + "): give this environment a pool_path of its own (or none)"
+                )
+            return pool
         pool = cls(seed, min_quality=min_quality)
         pool.save(path)
         pool.path = Path(path)

@@ -75,10 +75,20 @@ def test_open_appends_accepted_questions_across_runs(tmp_path):
     first_run = QuestionPool.open(path, [PoolEntry("seed")])
     first_run.add("accepted", 0.9)
     first_run.add("rejected", 0.1)
-    second_run = QuestionPool.open(path, [PoolEntry("a different seed is ignored")])
+    second_run = QuestionPool.open(path, [PoolEntry("seed")])
     assert [e.question for e in second_run] == ["seed", "accepted"]
     second_run.add("more", 0.75)
     assert [e.question for e in QuestionPool.load(path)] == ["seed", "accepted", "more"]
+
+
+def test_a_pool_seeded_from_other_problems_is_refused(tmp_path):
+    # An evaluation env (split=validation) given the training run's pool file answered the
+    # training split's questions and the proposer's: the file's seeds must be this env's.
+    path = tmp_path / "pool.jsonl"
+    QuestionPool.open(path, [PoolEntry("Compute 41 - 29.", "12", None, "seed:arithmetic/train/105")]).add("proposed", 0.9)
+    with pytest.raises(ValueError, match=r"seeded from other problems.*arithmetic/train/105.*pool_path of its own"):
+        QuestionPool.open(path, [PoolEntry("What is 3 + 4?", "7", None, "seed:arithmetic/validation/0")])
+    assert len(QuestionPool.load(path)) == 2  # the file is untouched
 
 
 def test_concurrent_additions_are_safe(tmp_path):
