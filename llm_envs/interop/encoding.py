@@ -4,9 +4,10 @@ An *encoder* maps text to a list of integer ids in ``[0, vocab_size)`` and back.
 pads short texts to a fixed length and is skipped when decoding. Three encoders ship here:
 
 =======================  ======================================================================
-:class:`CharEncoder`      one id per character of a given ordered charset (default: printable
-                          ASCII); any other character maps to one "unknown" id. ``vocab_size``
-                          is ``len(charset) + 2``.
+:class:`CharEncoder`      one id per character of a given ordered charset (default:
+                          :data:`DEFAULT_CHARSET`, printable ASCII and the symbols the
+                          registered environments write); any other character maps to one
+                          "unknown" id. ``vocab_size`` is ``len(charset) + 2``.
 :class:`ByteEncoder`      one id per UTF-8 byte (lossless for any text); ``vocab_size`` 257.
 :class:`TokenizerEncoder` any tokenizer given as callables (``encode``, ``decode``) plus its
                           vocabulary size; :meth:`TokenizerEncoder.from_hf` adapts a Hugging
@@ -27,6 +28,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 __all__ = [
+    "DEFAULT_CHARSET",
     "ByteEncoder",
     "CharEncoder",
     "TextEncoder",
@@ -34,6 +36,13 @@ __all__ = [
     "encode_fixed",
     "encode_head_and_tail",
 ]
+
+
+#: :class:`CharEncoder`'s default charset: printable ASCII, then the symbols the registered
+#: environments write (the task text's operators ``× ÷ −``, Negotiation's ``≤``, the TextArena
+#: games' arrows, bullets, box drawing and card suits). With ASCII alone these all became the
+#: one unknown id: "Compute 2/7 − 3/2" and "Compute 2/7 ÷ 3/2" were the same observation.
+DEFAULT_CHARSET = string.printable + "×÷−±≤≥≠≈√π°·…–—‘’“”→←↑↓➜➞•─│┌┐└┘├┤┬┴┼♠♥♦♣"
 
 
 @runtime_checkable
@@ -69,7 +78,7 @@ class CharEncoder:
 
     pad_id = 0
 
-    def __init__(self, charset: str = string.printable, *, unknown: str = "\N{REPLACEMENT CHARACTER}"):
+    def __init__(self, charset: str = DEFAULT_CHARSET, *, unknown: str = "\N{REPLACEMENT CHARACTER}"):
         if not isinstance(charset, str):
             raise TypeError(f"charset must be an ordered str, got {type(charset).__name__}")
         if not charset or len(set(charset)) != len(charset):
@@ -84,6 +93,10 @@ class CharEncoder:
         ids = self._ids
         unknown_id = self.unknown_id
         return [ids.get(char, unknown_id) for char in text]
+
+    def unknown_characters(self, text: str) -> set[str]:
+        """The characters of ``text`` that all encode to the unknown id."""
+        return {char for char in text if char not in self._ids}
 
     def decode(self, ids: Iterable[int]) -> str:
         chars = []

@@ -22,6 +22,7 @@ Examples::
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -42,6 +43,8 @@ from llm_envs.interop.hooks import (
     is_simultaneous,
     state_text,
 )
+
+log = logging.getLogger(__name__)
 
 __all__ = ["ACTION_MODES", "KEEP_MODES", "OBSERVATION_MODES", "NumericView", "default_text"]
 
@@ -68,7 +71,8 @@ class NumericView(BaseWrapper):
         observation: ``"text"`` (default), ``"state"`` or ``"both"`` (see the module
             docstring); ``"state"`` and ``"both"`` need the environment's state-tensor hook.
         encoder: Text ↔ ids; default :class:`~llm_envs.interop.encoding.CharEncoder` (printable
-            ASCII).
+            ASCII and the registered environments' symbols; a view whose observations hold a
+            character outside the charset logs a warning once).
         obs_length: Ids per text observation.
         action_length: Ids per text action (``actions="text"``).
         num_actions: ``n`` of ``Discrete(n)``. Default: the catalog's length (``"fixed"``), the
@@ -135,6 +139,13 @@ class NumericView(BaseWrapper):
         self.obs_dtype = np.dtype(obs_dtype)
         if self.obs_dtype.kind not in "iuf":
             raise ValueError(f"obs_dtype must be an integer or float dtype, got {self.obs_dtype}")
+        if self.obs_dtype.kind == "f" and self.encoder.vocab_size - 1 > 2 ** (np.finfo(self.obs_dtype).nmant + 1):
+            # (float16 holds every integer only up to 2048: ids 40001 and 40002 were both 40000)
+            raise ValueError(
+                f"obs_dtype {self.obs_dtype} cannot hold every id below vocab_size {self.encoder.vocab_size} "
+                "exactly (distinct texts would give one observation): use float32 or an integer dtype"
+            )
+        self._warned_unknown = False
         self._text_of = text_of or default_text
 
         self._catalog: Catalog | None = None
@@ -291,6 +302,16 @@ class NumericView(BaseWrapper):
                     f"[{i}] {_one_line(move, MENU_ENTRY_CHARS)}" for i, move in shown
                 )
         head = state_text(self.env, agent) if self.keep == "state" else None
+        if not self._warned_unknown and hasattr(self.encoder, "unknown_characters"):
+            unknown = self.encoder.unknown_characters(text + (head or ""))
+            if unknown:
+                self._warned_unknown = True
+                log.warning(
+                    "%s: the encoder has one id for every character outside its charset, and the observations "
+                    "hold such characters (%s): texts that differ only in them encode alike. Give "
+                    "CharEncoder(charset) these characters, or use ByteEncoder() (lossless).",
+                    type(self.env.unwrapped).__name__, " ".join(sorted(unknown)[:20]),
+                )
         if head is not None:
             tokens = encode_head_and_tail(self.encoder, head, text, self.obs_length)
         else:

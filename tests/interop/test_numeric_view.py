@@ -16,6 +16,7 @@ from llm_envs.interop import (
     find_moves,
     has_state_tensor,
 )
+from llm_envs.interop.encoding import TokenizerEncoder
 from tests.interop.toy_envs import CorridorEnv, GuessEnv, LockEnv, SumsTaskSource
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning:pettingzoo.test.api_test")
@@ -413,3 +414,31 @@ def test_registered_environments_pass_the_api_test_as_a_numeric_view(env_id, mas
     if env_id in ("llm/PlanPath-v0", "llm/Sokoban-v0", "llm/Sudoku-v0", "llm/Signalling-v0"):
         assert view.actions == "fixed" and view.observation == "both"
     api_test(view, num_cycles=20)
+
+
+def test_two_debate_questions_that_differ_in_their_operator_are_two_observations(caplog):
+    # Seeds 1233 and 1323: "Compute 2/7 − 3/2" and "Compute 2/7 ÷ 3/2" (answers -17/14, 4/21)
+    # were one array with the default encoder; no numeric policy could tell them apart.
+    view = NumericView(llm_envs.make("llm/Debate-v0"), actions="text")
+    observations = []
+    for seed in (1233, 1323):
+        view.reset(seed=seed)
+        observations.append(view.observe(view.agent_selection).copy())
+    assert not np.array_equal(observations[0], observations[1])
+    # A character outside the charset is reported once, naming it.
+    emoji = NumericView(llm_envs.make("llm/Debate-v0"), actions="text", encoder=CharEncoder("abc"))
+    with caplog.at_level("WARNING", logger="llm_envs.interop.numeric"):
+        emoji.reset(seed=0)
+        emoji.observe(emoji.agent_selection)
+        emoji.observe(emoji.agent_selection)
+    warnings = [r for r in caplog.records if "outside its charset" in r.getMessage()]
+    assert len(warnings) == 1 and "ByteEncoder" in warnings[0].getMessage()
+
+
+def test_a_float_dtype_that_cannot_hold_every_id_is_refused():
+    # float16 is exact only up to 2048: with a 50k vocabulary ids 40001 and 40002 were both 40000.
+    big = TokenizerEncoder(lambda text: [40001] * len(text), 50_000, decode=lambda ids: "")
+    with pytest.raises(ValueError, match="cannot hold every id"):
+        NumericView(llm_envs.make("llm/Signalling-v0"), encoder=big, obs_dtype=np.float16)
+    NumericView(llm_envs.make("llm/Signalling-v0"), encoder=big, obs_dtype=np.float32)
+    NumericView(llm_envs.make("llm/Signalling-v0"), obs_dtype=np.float16)  # the charset's ids fit
