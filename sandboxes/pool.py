@@ -576,6 +576,7 @@ class WarmPool:
             except BaseException as exc:  # noqa: BLE001 - reported below
                 with self._lock:
                     self._live -= 1
+                self._idle.put(None)  # a slot freed up: wake a caller waiting for a worker
                 errors.append(exc)
 
         threads = [threading.Thread(target=start_one, daemon=True) for _ in range(max(0, missing))]
@@ -593,17 +594,22 @@ class WarmPool:
             except queue.Empty:
                 worker = None
                 with self._lock:
-                    if self._closed:
-                        raise SandboxError(f"{self.backend} sandbox is closed") from None
-                    may_start = self._live < self.size
+                    closed = self._closed
+                    may_start = not closed and self._live < self.size
                     if may_start:
                         self._live += 1
+                if closed:
+                    self._idle.put(None)  # pass the wake-up on: every waiting caller learns it
+                    raise SandboxError(f"{self.backend} sandbox is closed") from None
                 if may_start:
                     try:
                         return self._start_worker()
                     except BaseException:
                         with self._lock:
                             self._live -= 1
+                        # A slot freed up: wake a caller waiting for a worker (it was left
+                        # waiting on a pool with no worker, live or starting, for ever).
+                        self._idle.put(None)
                         raise
                 worker = self._idle.get()
             if worker is None:
@@ -647,6 +653,7 @@ class WarmPool:
             with self._lock:
                 self._all.discard(worker)
                 self._live -= 1
+            self._idle.put(None)  # a caller waiting for this worker learns that the pool closed
             return
         if recycle or worker.jobs_done >= self.max_jobs_per_worker or not worker.alive():
             self._discard(worker, replace=True)
@@ -669,7 +676,9 @@ class WarmPool:
                 with self._lock:
                     self._all.discard(worker)
                     self._live -= 1
-        # Busy workers are stopped by _release when their job returns.
+        # Busy workers are stopped by _release when their job returns. Callers waiting for a
+        # worker are woken (each passes the wake-up on) and raise "closed".
+        self._idle.put(None)
 
     # -- running -----------------------------------------------------------------------------
     def run(self, source: str, stdin: str, files: dict[str, bytes], limits: Limits) -> RunResult:

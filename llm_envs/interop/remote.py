@@ -23,8 +23,9 @@ and trainers drop it; the next ``reset()`` reconnects.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 import numpy as np
 from gymnasium import spaces
@@ -253,9 +254,15 @@ class RemoteEnv(AECEnv[str, dict[str, str], str]):
             raise RemoteConnectionError(f"not connected to {self.url}: the connection was lost; call reset()")
         try:
             self._ws.send(json.dumps(message))
-            reply = json.loads(self._ws.recv(timeout=self.timeout_s))
+            text = self._ws.recv(timeout=self.timeout_s)
         except (ConnectionClosed, OSError, TimeoutError) as exc:
             self._lost(exc, self._parting_error())
+        try:
+            reply = json.loads(text)
+        except (ValueError, TypeError) as exc:  # a proxy's error page, a binary frame
+            self._malformed(f"a frame that is not JSON ({str(text)[:80]!r})", exc)
+        if not isinstance(reply, dict) or not isinstance(reply.get("data", {}), dict):
+            self._malformed(f"a frame that is not an object with an object of data ({str(text)[:80]!r})")
         if reply.get("type") == "error":
             data = reply.get("data", {})
             text = f"{data.get('message', 'unknown error')} (code {data.get('code', '?')})"
@@ -301,8 +308,29 @@ class RemoteEnv(AECEnv[str, dict[str, str], str]):
             "lost: reset() reconnects and starts a new one"
         ) from exc
 
+    def _malformed(self, what: str, exc: Exception | None = None) -> NoReturn:
+        """The server answered with ``what``: nothing of the episode can be trusted any more
+        (a protocol mismatch, a proxy in the way), so the connection is dropped and the episode
+        lost, as when the connection is lost (:class:`RemoteConnectionError`)."""
+        ws, self._ws = self._ws, None
+        try:
+            if ws is not None:
+                ws.close()
+        except Exception:
+            pass
+        self._has_reset = False
+        raise RemoteConnectionError(
+            f"the server {self.url} sent {what}; the episode is lost: reset() reconnects and starts a new one"
+        ) from exc
+
     def _apply(self, reply: dict[str, Any]) -> None:
-        """Mirror the server's AEC state from an observation frame."""
+        """Mirror the server's AEC state from an observation frame, checked first: a frame that
+        does not hold a consistent AEC state (an agent the environment does not have, a flag
+        or reward missing for a live agent, a reward that is not a finite number) is refused
+        (:meth:`_malformed`), never copied in."""
+        problem = _frame_problem(reply, self.possible_agents)
+        if problem is not None:
+            self._malformed(f"an observation frame that is not a consistent AEC state ({problem})")
         payload = reply["data"]
         frame = dict(payload["observation"])
         frame["done"], frame["reward"] = payload.get("done", False), payload.get("reward")
@@ -310,8 +338,8 @@ class RemoteEnv(AECEnv[str, dict[str, str], str]):
         self.agents = list(frame["agents"])
         if frame["agent"]:
             self.agent_selection = frame["agent"]
-        self.rewards = dict(frame["rewards"])
-        self._cumulative_rewards = dict(frame["cumulative_rewards"])
+        self.rewards = {a: float(r) for a, r in frame["rewards"].items()}
+        self._cumulative_rewards = {a: float(r) for a, r in frame["cumulative_rewards"].items()}
         self.terminations = dict(frame["terminations"])
         self.truncations = dict(frame["truncations"])
         self.infos = {a: dict(i) for a, i in frame["infos"].items()}
@@ -321,6 +349,43 @@ class RemoteEnv(AECEnv[str, dict[str, str], str]):
     def _require_reset(self) -> None:
         if not self._has_reset:
             raise RemoteEnvError("call reset() first (a new connection, or the last one was lost)")
+
+
+def _frame_problem(reply: Any, possible_agents: Sequence[str]) -> str | None:
+    """What makes ``reply`` no observation frame of an environment with ``possible_agents``
+    (``None`` when it is one)."""
+    if reply.get("type") != "observation":
+        return f"type {reply.get('type')!r}, where an observation was expected"
+    payload = reply.get("data")
+    frame = payload.get("observation") if isinstance(payload, dict) else None
+    if not isinstance(frame, dict):
+        return "no observation object"
+    agents = frame.get("agents")
+    if not isinstance(agents, list) or not all(isinstance(a, str) and a in possible_agents for a in agents):
+        return f"agents {str(agents)[:80]} are not a list of the environment's agents {list(possible_agents)}"
+    agent = frame.get("agent")
+    if agent not in (None, "") and agent not in agents:
+        return f"the agent to act {str(agent)[:40]!r} is not among the live agents {agents}"
+    for key in ("rewards", "cumulative_rewards", "terminations", "truncations", "infos"):
+        table = frame.get(key)
+        if not isinstance(table, dict) or not set(agents) <= set(table):
+            return f"{key} does not cover the live agents {agents}"
+        if not set(table) <= set(possible_agents):
+            return f"{key} names agents the environment does not have"
+    for key in ("rewards", "cumulative_rewards"):
+        for value in frame[key].values():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                return f"{key} holds {str(value)[:20]}, not a finite number"
+    for key in ("terminations", "truncations"):
+        if not all(isinstance(value, bool) for value in frame[key].values()):
+            return f"{key} holds a value that is not true or false"
+    if not all(isinstance(info, dict) for info in frame["infos"].values()):
+        return "infos holds a value that is not an object"
+    if isinstance(frame.get("turn"), bool) or not isinstance(frame.get("turn"), int):
+        return f"turn {str(frame.get('turn'))[:20]} is not an integer"
+    if not isinstance(frame.get("instruction", ""), str) or not isinstance(frame.get("prompt", ""), str):
+        return "the observation's text is not text"
+    return None
 
 
 class _RemoteRecords(Sequence):

@@ -47,6 +47,9 @@ def honest(job):
             "exit_code": 0, "timed_out": False, "oom": False, "duration_s": 0.01, "worker_clean": True, "leftover_processes": 0}
 
 recv()  # config
+if MODE == "dies_starting":  # (killed while it starts: the OOM killer, an operator)
+    time.sleep(0.5)
+    sys.exit(3)
 send({"ready": True, "pid": os.getpid(), "uid": os.getuid(), "work_dir": "/nonexistent"})
 first = recv()
 send({"accepted": first["id"]})
@@ -167,3 +170,70 @@ def test_harness_reports_a_sandbox_failure_as_such():
         assert cases.sandbox_error and "sandbox failed" in cases.results[0].error
     finally:
         sandbox.close()
+
+
+def test_a_worker_that_fails_to_start_wakes_the_callers_waiting_for_one():
+    # Caller A's worker dies while it starts; B, waiting for the pool's one slot, was never
+    # woken (no worker live or starting, nothing queued): a rollout wave hung for ever.
+    import threading
+
+    modes = iter(["dies_starting", "honest"])
+
+    def spawn() -> Worker:
+        spec = WorkerSpec(argv=[sys.executable, "-I", "-S", "-c", HOSTILE_WORKER, next(modes)], config={}, env={},
+                          startup_timeout_s=30)
+        return Worker(spec, "hostile")
+
+    pool = WarmPool(spawn, size=1, max_jobs_per_worker=100, backend="hostile")
+    outcome: dict[str, object] = {}
+
+    def call(name: str) -> None:
+        try:
+            outcome[name] = pool.run("print(1)", "", {}, LIMITS).stdout
+        except Exception as exc:  # noqa: BLE001 - what the caller meets is the point
+            outcome[name] = exc
+
+    first = threading.Thread(target=call, args=("A",), daemon=True)
+    first.start()
+    time.sleep(0.2)  # A is starting its worker; B finds the pool full and waits
+    second = threading.Thread(target=call, args=("B",), daemon=True)
+    second.start()
+    first.join(30)
+    second.join(30)
+    try:
+        assert not second.is_alive(), "a caller waiting for a worker was never woken"
+        assert outcome["B"] == "honest\n"
+    finally:
+        pool.close()
+
+
+def test_closing_the_pool_wakes_the_callers_waiting_for_a_worker():
+    # close() queued no wake-up, nor did the busy worker's release on a closed pool: callers
+    # waiting for the one worker hung instead of meeting "closed".
+    import threading
+
+    import sandboxes
+    from sandboxes import SandboxError
+
+    sandbox = sandboxes.make_sandbox("process", pool_size=1)
+    outcome: dict[str, object] = {}
+
+    def call(name: str, source: str) -> None:
+        try:
+            outcome[name] = sandbox.run(source).stdout
+        except Exception as exc:  # noqa: BLE001 - what the caller meets is the point
+            outcome[name] = exc
+
+    busy = threading.Thread(target=call, args=("A", "import time; time.sleep(2); print('a')"), daemon=True)
+    busy.start()
+    time.sleep(0.8)  # A holds the one worker
+    waiting = [threading.Thread(target=call, args=(name, "print(1)"), daemon=True) for name in ("B", "C")]
+    for thread in waiting:
+        thread.start()
+    time.sleep(0.3)
+    sandbox.close()
+    busy.join(30)
+    for thread in waiting:
+        thread.join(30)
+        assert not thread.is_alive(), "a caller waiting for a worker hung after close()"
+    assert all(isinstance(outcome[name], SandboxError) and "closed" in str(outcome[name]) for name in ("B", "C")), outcome

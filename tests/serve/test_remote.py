@@ -287,3 +287,84 @@ def test_an_eval_whose_server_goes_away_is_incomplete_and_resumes(tmp_path):
         return sorted((row["seed"], json.dumps(row["records"], sort_keys=True)) for row in rows)
 
     assert records(out) == records(tmp_path / "local")  # each episode once, as a local run plays it
+
+
+# A broken peer: /info is right, and the WebSocket answers every message with one chosen frame.
+_GOOD = {"agent": "speaker", "instruction": "i", "prompt": "p", "role": "speaker", "turn": 0,
+         "agents": ["speaker", "listener"], "possible_agents": ["speaker", "listener"],
+         "rewards": {"speaker": 0.0, "listener": 0.0}, "cumulative_rewards": {"speaker": 0.0, "listener": 0.0},
+         "terminations": {"speaker": False, "listener": False}, "truncations": {"speaker": False, "listener": False},
+         "infos": {"speaker": {}, "listener": {}}, "episode_id": "e", "metrics": None, "num_records": 0}
+
+
+def _observation(**changes):
+    import json
+
+    return json.dumps({"type": "observation", "data": {"observation": {**_GOOD, **changes}, "reward": None, "done": False}})
+
+
+_BROKEN_FRAMES = {
+    "a proxy's error page": "<html><body>502 Bad Gateway</body></html>",
+    "a JSON array": "[1, 2]",
+    "an observation without data": '{"type": "observation"}',
+    "an observation missing its fields": '{"type": "observation", "data": {"observation": {"agent": "speaker"}}}',
+    "an error whose data is text": '{"type": "error", "data": "boom"}',
+    "an agent the environment does not have": _observation(agent="mallory", agents=["mallory"]),
+    "a NaN reward": _observation(rewards={"speaker": float("nan"), "listener": 0.0}),
+    "flags missing for live agents": _observation(terminations={}, truncations={}),
+    "a state frame for a step": '{"type": "state", "data": {}}',
+}
+
+
+@pytest.fixture(scope="module")
+def broken_server():
+    import json
+    import threading
+
+    from websockets.datastructures import Headers
+    from websockets.http11 import Response
+    from websockets.sync.server import serve
+
+    current = {"frame": ""}
+
+    def handler(ws):
+        with contextlib.suppress(Exception):
+            for message in ws:
+                if json.loads(message).get("type") == "close":
+                    return
+                ws.send(current["frame"])
+
+    def process_request(connection, request):
+        if request.path != "/info":
+            return None
+        body = json.dumps({"env_id": "llm/Signalling-v0", "possible_agents": ["speaker", "listener"]}).encode()
+        return Response(200, "OK", Headers([("Content-Type", "application/json"), ("Content-Length", str(len(body)))]), body)
+
+    server = serve(handler, "127.0.0.1", 0, process_request=process_request)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield current, f"http://127.0.0.1:{server.socket.getsockname()[1]}"
+    server.shutdown()
+
+
+@pytest.mark.parametrize("what", list(_BROKEN_FRAMES))
+def test_a_malformed_server_frame_is_a_lost_episode_never_a_crash_or_a_state(broken_server, what):
+    # They came out as JSONDecodeError, AttributeError or KeyError (which the runner does not
+    # catch: a proxy's error page crashed an evaluation), or were copied into the AEC state (an
+    # agent the environment does not have, a NaN reward).
+    current, url = broken_server
+    current["frame"] = _BROKEN_FRAMES[what]
+    env = RemoteEnv(url, timeout_s=10)
+    try:
+        with pytest.raises(RemoteConnectionError, match="the episode is lost"):
+            env.reset(seed=0)
+        with pytest.raises(RemoteEnvError, match="call reset"):
+            env.last()
+    finally:
+        env.close()
+    current["frame"] = _observation()
+    healthy = RemoteEnv(url, timeout_s=10)
+    try:
+        healthy.reset(seed=0)
+        assert healthy.agent_selection == "speaker" and healthy.last()[1] == 0.0
+    finally:
+        healthy.close()
