@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -55,6 +56,11 @@ class RandomAgent(Agent):
         self.rng = np.random.default_rng(seed)
         # Without a seed, per-decision generators still need one fixed key for the run.
         self._key_seed = int(seed) if seed is not None else int(np.random.SeedSequence().entropy % 2**63)
+
+    def settings(self) -> dict[str, Any]:
+        """The base settings with the seed and how it is drawn from (they decide every action:
+        a resumed tournament with another seed mixed two agents' games under one name)."""
+        return {**super().settings(), "seed": self.seed, "per_decision_seed": self.per_decision_seed}
 
     def _generator_for(self, request: ActRequest) -> np.random.Generator:
         if not self.per_decision_seed:

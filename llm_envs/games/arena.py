@@ -235,6 +235,9 @@ def run_arena(
         "env_id": env_id,
         "env_kwargs": env_kwargs,
         "agents": {n: (specs or {}).get(n, n) for n in names},
+        # What each agent plays with (its sampling options, its file's entries): a resume with
+        # other ones mixed two agents' games under one name.
+        "agent_settings": {n: agents[n].settings() if hasattr(agents[n], "settings") else None for n in names},
         "format": fmt,
         "rounds": rounds,
         "games_per_match": games,
@@ -321,11 +324,15 @@ def _prepare_directory(out: Path, run_settings: dict[str, Any], *, resume: bool,
                 previous = json.loads(settings_path.read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
                 raise RunnerError(f"{out} holds no readable {SETTINGS_FILE}: cannot resume ({exc})") from exc
+            from llm_envs.evaluation.evaluate import settings_diff
+
             previous_cmp = json.loads(json.dumps(previous, default=repr))
             current_cmp = json.loads(json.dumps(run_settings, default=repr))
+            if "agent_settings" not in previous_cmp:  # (written before they were recorded)
+                current_cmp.pop("agent_settings", None)
             if previous_cmp != current_cmp:
-                changed = sorted(k for k in set(previous_cmp) | set(current_cmp) if previous_cmp.get(k) != current_cmp.get(k))
-                raise RunnerError(f"{out} holds a tournament with other settings ({', '.join(changed)}); "
+                changed = settings_diff(previous_cmp, current_cmp)
+                raise RunnerError(f"{out} holds a tournament with other settings ({'; '.join(changed[:8])}); "
                                   "resume it with the same ones, or choose another --out")
             return
         if not overwrite:

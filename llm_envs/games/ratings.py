@@ -84,7 +84,8 @@ def rate_contests(
 
     Wins, draws and losses count contests: against each other participant, an agent wins when
     it scored more, draws when equal (a contest of two agents is one win, draw or loss; with
-    more, the agent's result is the majority of its pairwise results, ties counting as draws).
+    more, the agent's result is the majority — more than half — of its pairwise results, a
+    draw where neither wins nor losses are the majority).
     """
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
@@ -101,9 +102,13 @@ def rate_contests(
         for a, team in zip(names, updated):
             ratings[a] = team[0]
         for a in names:
-            better = sum(1 for b in names if b != a and contest.scores[b] < contest.scores[a])
-            worse = sum(1 for b in names if b != a and contest.scores[b] > contest.scores[a])
-            tally[a][0 if better > worse else 2 if worse > better else 1] += 1
+            # The majority of the agent's pairwise results (more than half of them): a win, a
+            # loss, or else a draw. (Comparing the wins with the losses alone made three
+            # co-leaders each win a match in which they beat one agent and drew two.)
+            others = len(names) - 1
+            beat = sum(1 for b in names if b != a and contest.scores[b] < contest.scores[a])
+            beaten = sum(1 for b in names if b != a and contest.scores[b] > contest.scores[a])
+            tally[a][0 if 2 * beat > others else 2 if 2 * beaten > others else 1] += 1
     rows = []
     for a in agents:
         r = ratings[a]

@@ -96,6 +96,9 @@ class Flaky(Agent):
             raise KeyboardInterrupt("simulated interruption")
         return self.inner.act_batch(requests)
 
+    def settings(self):
+        return self.inner.settings()  # (it plays as ``inner`` does)
+
 
 def outcomes(path):
     lines = [json.loads(x) for x in (path / "games.jsonl").read_text().splitlines()]
@@ -115,6 +118,11 @@ def test_an_interrupted_tournament_resumes_to_the_same_result(tmp_path):
         run_arena("llm/KuhnPoker-v0", players(), out_dir=parts, **kwargs)
     with pytest.raises(RunnerError, match="other settings"):
         run_arena("llm/KuhnPoker-v0", players(), out_dir=parts, resume=True, **{**kwargs, "games": 4})
+    # another agent under the same name (a resume with other sampling settings mixed two agents'
+    # games under one name: only the names were compared)
+    reseeded = {**players(), "random": RandomAgent(1, per_decision_seed=True)}
+    with pytest.raises(RunnerError, match=r"other settings \(agent_settings\.random\.seed: 0 -> 1\)"):
+        run_arena("llm/KuhnPoker-v0", reseeded, out_dir=parts, resume=True, **kwargs)
     resumed = run_arena("llm/KuhnPoker-v0", players(), out_dir=parts, resume=True, **kwargs)
     assert resumed["settings"]["games_resumed"] > 0
     assert resumed["ratings"] == expected["ratings"] and resumed["head_to_head"] == expected["head_to_head"]
@@ -171,6 +179,12 @@ def test_ratings_arithmetic():
     assert x.score == pytest.approx(5.5 / 6) and y.score == pytest.approx(0.5 / 6)
     assert x.mu > 25 > y.mu and x.sigma < 25 / 3
     assert rate_contests(["x", "y"], [])[0].mu == 25.0
+    # More than two seats: the majority of the pairwise results. Three co-leaders each beat one
+    # agent and drew two (a draw each, not three wins); b lost to a and drew c (a draw).
+    rows = {r.agent: (r.wins, r.draws, r.losses) for r in rate_contests("abcd", [Contest({"a": 1, "b": 1, "c": 1, "d": 0})])}
+    assert rows == {"a": (0, 1, 0), "b": (0, 1, 0), "c": (0, 1, 0), "d": (0, 0, 1)}
+    rows = {r.agent: (r.wins, r.draws, r.losses) for r in rate_contests("abc", [Contest({"a": 2, "b": 1, "c": 1})])}
+    assert rows == {"a": (1, 0, 0), "b": (0, 1, 0), "c": (0, 1, 0)}
     with pytest.raises(ValueError, match="unknown rating model"):
         rate_contests(["x"], [], model="elo")
 
