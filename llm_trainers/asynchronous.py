@@ -190,6 +190,9 @@ class AsyncRollout:
         self.stopping = False
         self.waiting = False  # the producer waits for the staleness bound
         self.error: BaseException | None = None
+        #: The engine's sampling state at the start of the rollout in progress: what a
+        #: checkpoint holds when that rollout fails, so that a resume makes it again exactly.
+        self.engine_before_rollout: Any = None
         self.produced = 0
         #: In-flight rollouts of a checkpoint dropped at resume (a smaller max_staleness).
         self.dropped = 0
@@ -230,6 +233,9 @@ class AsyncRollout:
                     with self.cond:
                         self.state.loaded.update({n: versions[n] for n in changed})
                     loaded = dict(self.state.loaded)
+                    before = self.engine_state[0]()
+                    with self.cond:
+                        self.engine_before_rollout = before
                     result = self.collect(step)
                 for rec in result.records:
                     rec.policy_version = loaded[rec.policy]
@@ -246,16 +252,18 @@ class AsyncRollout:
 
     # ------------------------------------------------------------------ the learner's side
     def take(self, step: int) -> tuple[VersionedRollout, float]:
-        """The rollout of ``step`` (waiting for it) and the seconds waited."""
+        """The rollout of ``step`` (waiting for it) and the seconds waited. A rollout made before
+        the producer failed is still taken: the learner trains (and checkpoints) every step it
+        can before the failure stops it."""
         self.start()
         t0 = time.perf_counter()
         with self.cond:
             self.cond.wait_for(lambda: self.error is not None or any(r.step == step for r in self.state.queue)
                                or (self.thread is not None and not self.thread.is_alive()))
-            if self.error is not None:
-                raise RuntimeError(f"the rollout producer failed: {type(self.error).__name__}: {self.error}") \
-                    from self.error
             found = [r for r in self.state.queue if r.step == step]
+            if not found and self.error is not None:
+                raise ProducerFailed(f"the rollout producer failed: {type(self.error).__name__}: {self.error}") \
+                    from self.error
             if not found:
                 raise RuntimeError(f"the rollout producer stopped before step {step} (end {self.end_step})")
             item = found[0]
@@ -277,13 +285,11 @@ class AsyncRollout:
 
     def quiesce(self) -> None:
         """Wait until the producer has made every rollout the bound allows now (it is then
-        blocked until the next publication, or finished)."""
+        blocked until the next publication, or finished), or has failed."""
         with self.cond:
             self.cond.wait_for(lambda: self.error is not None or self.thread is None or not self.thread.is_alive()
                                or (self.waiting and not self._allowed(self.state.next_step))
                                or self.state.next_step >= self.end_step)
-            if self.error is not None:
-                raise RuntimeError(f"the rollout producer failed: {self.error}") from self.error
 
     @contextlib.contextmanager
     def engine_exclusive(self) -> Iterator[None]:
@@ -306,16 +312,19 @@ class AsyncRollout:
     # ------------------------------------------------------------------ checkpoints
     def state_dict(self) -> dict[str, Any]:
         """The in-flight rollouts with their versions, the producer's position and its engine's
-        sampling state (call :meth:`quiesce` first)."""
+        sampling state. After the producer failed: the rollouts it finished, its position at
+        the rollout that failed, and the engine's state from before that rollout (a resume makes
+        it again exactly; the checkpoint of a step the learner finished was lost before)."""
         self.quiesce()
         with self.cond:
+            failed = self.error is not None
             return {
                 "max_staleness": self.k,
                 "next_step": self.state.next_step,
                 "loaded": dict(self.state.loaded),
                 "policy_versions": dict(self.weights.policy_versions),
                 "queue": [r.to_state() for r in self.state.queue],
-                "engine": self.engine_state[0](),
+                "engine": self.engine_before_rollout if failed else self.engine_state[0](),
             }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> int:
@@ -350,6 +359,11 @@ class AsyncRollout:
             self.cond.notify_all()
         if self.thread is not None:
             self.thread.join()
+
+
+class ProducerFailed(RuntimeError):
+    """The rollout producer failed making a rollout the learner needs (the learner trained and
+    checkpointed every step before it)."""
 
 
 # ---------------------------------------------------------------------------- the trainer's side
@@ -395,7 +409,8 @@ def build_async_rollout(trainer: Any, saved: Mapping[str, Any] | None = None) ->
             return engine.sync(list(states))
 
     def collect(step: int) -> RolloutResult:
-        res = trainer._collect(trainer.train_seeds(step), engine=None if trainer.async_shares_engine else engine)
+        res = trainer._collect(trainer.train_seeds(step), engine=None if trainer.async_shares_engine else engine,
+                               step=step)
         trainer.envs = res.envs  # the producer is the only user of the instances while it runs
         res.envs = None
         return res

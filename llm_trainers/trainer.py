@@ -319,8 +319,9 @@ class Trainer:
 
         return partial(RemoteEnv, self.cfg.env.url)
 
-    def _collect(self, seeds: list[int], engine: Any = None) -> RolloutResult:
-        """One rollout of the training instances (with ``engine``, default the trainer's)."""
+    def _collect(self, seeds: list[int], engine: Any = None, step: int | None = None) -> RolloutResult:
+        """One rollout of the training instances (with ``engine``, default the trainer's), for
+        training step ``step`` (default the next one: an asynchronous producer runs ahead)."""
         cfg = self.cfg
         return collect(
             self.envs, seeds, engine or self.engine, self.policies.agent_to_policy,
@@ -364,7 +365,13 @@ class Trainer:
             if offload is not None:  # vLLM sleep mode: give the GPU memory to the learner
                 offload()
         else:  # generated ahead by the producer, at most max_staleness versions old
-            res, async_metrics = asynchronous.take_rollout(self.async_rollout, self.step)
+            try:
+                res, async_metrics = asynchronous.take_rollout(self.async_rollout, self.step)
+            except asynchronous.ProducerFailed as exc:
+                last = latest_checkpoint(self.out / "checkpoints")
+                where = (f"the last checkpoint is {last.name}: continue with llm-train <config> --resume" if last
+                         else "no checkpoint was written: start the run again")
+                raise RuntimeError(f"{exc}. Training step {self.step + 1} has no rollout; {where}") from exc
             metrics.update(async_metrics)
         metrics.update(_rollout_metrics(res.records, res.episodes, "rollout"))
         metrics["rollout/infra_failed_episodes"] = float(len(res.infra_failures))

@@ -111,33 +111,36 @@ class DistributedTrainer(Trainer):
                            r.env_workers, cpus_per_worker=r.cpus_per_env_worker, threads=self.cfg.rollout.env_workers)
 
     # ------------------------------------------------------------------ rollouts that survive a lost worker
-    def _collect(self, seeds: list[int], engine: Any = None) -> RolloutResult:
+    def _collect(self, seeds: list[int], engine: Any = None, step: int | None = None) -> RolloutResult:
         from llm_trainers.checkpoint import latest_checkpoint
         from llm_trainers.distributed.env_workers import EnvWorkerLost, RayEnvGroup
 
         if not isinstance(self.envs, RayEnvGroup):
-            return super()._collect(seeds, engine)
+            return super()._collect(seeds, engine, step)
         engine = engine or self.engine
         snapshot = engine.state_dict()  # the sampling state at the start of the step
+        number = self.step + 1 if step is None else step + 1  # (an asynchronous producer runs ahead)
         attempt = 0
         while True:
             try:
-                return super()._collect(seeds, engine)
+                return super()._collect(seeds, engine, step)
             except EnvWorkerLost as exc:
                 limit = self.cfg.resources.max_step_retries
                 if attempt >= limit or self.envs.stateful:
                     why = ("its environment keeps cross-episode state that died with the worker" if self.envs.stateful
                            else f"resources.max_step_retries ({limit}) replays used")
+                    if step is not None:  # the learner says where to continue from when it stops
+                        raise RuntimeError(f"training step {number}: {exc}; not replayed: {why}") from exc
                     last = latest_checkpoint(self.out / "checkpoints")
-                    where = f"the last checkpoint is {last.name}" if last else "no checkpoint was written yet"
+                    where = (f"the last checkpoint is {last.name}. Continue with: llm-train <config> --resume" if last
+                             else "no checkpoint was written yet: start the run again")
                     raise RuntimeError(
-                        f"training step {self.step + 1}: {exc}; not replayed: {why}. No record of this step was "
-                        f"used; {where}. Continue with: llm-train <config> --resume"
+                        f"training step {number}: {exc}; not replayed: {why}. No record of this step was used; {where}"
                     ) from exc
                 attempt += 1
                 self.replays += 1
                 replaced = self.envs.recover()
-                print(f"llm-train: step {self.step + 1}: {exc}; replaced worker(s) {replaced}, replaying the step "
+                print(f"llm-train: step {number}: {exc}; replaced worker(s) {replaced}, replaying the step "
                       f"({attempt}/{limit})", file=sys.stderr)
                 engine.load_state_dict(snapshot)
 
@@ -145,7 +148,9 @@ class DistributedTrainer(Trainer):
         from llm_trainers.distributed.env_workers import RayEnvGroup
 
         if isinstance(self.envs, RayEnvGroup):
-            return self.envs.state_dict()
+            # (none to keep without cross-episode state: a checkpoint after a lost worker is
+            # then written without asking it)
+            return self.envs.state_dict() if self.envs.stateful else None
         return super()._env_state()
 
     def _load_env_state(self, state: dict[str, Any]) -> None:

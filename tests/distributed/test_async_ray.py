@@ -86,3 +86,61 @@ def test_async_ray_layout_trains_evaluates_and_resumes(local_ray, tiny_signallin
         for key in a:
             if key.startswith(("rollout/", "train/", "async/version", "async/staleness")):
                 assert b[key] == pytest.approx(a[key], abs=1e-5, rel=1e-5), key
+
+
+@pytest.mark.slow
+def test_a_lost_environment_worker_keeps_every_finished_steps_checkpoint_and_the_run_resumes(
+    local_ray, tiny_signalling_model, tmp_path
+):
+    # The producer's failure was re-raised by the checkpoint of a step the learner had finished:
+    # no checkpoint was written, and the advice (--resume, for "step 2" while the producer made
+    # step 3's rollout) met "no checkpoint". Now every finished step is checkpointed, with the
+    # producer's position and its sampling state from before the failed rollout.
+    import os
+    import signal
+
+    ray = local_ray
+    base = [*SMALL, f"model.path={tiny_signalling_model}", "train.lr=1e-2", "run.eval_every=-1",
+            "resources={engines: 1, gpus_per_engine: 0, cpus_per_engine: 0.5, env_workers: 2, cpus_per_env_worker: 0.5}"]
+    clean = make_trainer(load_config(None, [*base, f"run.output_dir={tmp_path / 'clean'}"]))
+    try:
+        clean.train()
+    finally:
+        clean.close()
+
+    hit = make_trainer(load_config(None, [*base, f"run.output_dir={tmp_path / 'hit'}", "resources.max_step_retries=0"]))
+    inner, calls = hit.engine.generate_multi, {"n": 0}
+    pid = int(ray.get(hit.envs.actors[1].info.remote())["pid"])
+
+    def generate_multi(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 10:  # in step 3's rollout (4 waves a step), made while the learner trains
+            os.kill(pid, signal.SIGKILL)
+        return inner(*args, **kwargs)
+
+    hit.engine.generate_multi = generate_multi
+    try:
+        with pytest.raises(RuntimeError, match=r"(?s)training step 3: .*worker 1 .*step_0000000(1|2): continue with"):
+            hit.train()
+    finally:
+        hit.close()
+    steps = [r["step"] for r in _rows(tmp_path / "hit")]
+    latest = (tmp_path / "hit" / "checkpoints" / "latest").read_text().strip()
+    assert steps and latest == f"step_{steps[-1]:08d}"  # every finished step has its checkpoint
+
+    # The resume trains the steps left; the steps before the failure are the clean run's. (The
+    # failed rollout began at version 1, before the checkpoint of step 2: it is made again with
+    # step 2's weights, within the staleness bound, so the runs part from there.)
+    resumed = make_trainer(load_config(None, [*base, f"run.output_dir={tmp_path / 'hit'}"]), resume=True)
+    try:
+        assert resumed.step == steps[-1]
+        resumed.train()
+    finally:
+        resumed.close()
+    clean_rows, hit_rows = _rows(tmp_path / "clean"), _rows(tmp_path / "hit")
+    assert [r["step"] for r in hit_rows] == [1, 2, 3]
+    for a, b in zip(clean_rows[: len(steps)], hit_rows):
+        for key in a:
+            if key.startswith(("rollout/", "train/", "async/version", "async/staleness")):
+                assert b[key] == pytest.approx(a[key], abs=1e-6, rel=1e-6), key
+    assert all(r["async/staleness_max"] <= 1 for r in hit_rows)

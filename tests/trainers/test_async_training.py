@@ -251,8 +251,8 @@ def test_async_run_records_versions_and_keeps_groups_whole(tmp_path, k):
                                          f"run.output_dir={tmp_path}"]))
     original = trainer._collect
 
-    def spy(seeds, engine=None):
-        res = original(seeds, engine)
+    def spy(seeds, engine=None, step=None):
+        res = original(seeds, engine, step)
         assert threading.current_thread().name == "async-rollout"  # generated off the learner's thread
         return res
 
