@@ -411,6 +411,10 @@ class VLLMEngine:
             top_k=off if (greedy or params.top_k <= 0) else params.top_k,
             max_tokens=params.max_new_tokens,
             stop_token_ids=list(params.stop_token_ids) or None,
+            # The text is the decoding of every sampled id, the stop token's included (vLLM
+            # leaves it out by default): the environment reads what the learner trains on, and
+            # what the HF engine gives ("Paris." with "." as a stop token, not "Paris").
+            include_stop_str_in_output=True,
             logprobs=0,
             seed=seed,
             skip_special_tokens=True,

@@ -103,6 +103,25 @@ def test_sampled_token_logprobs_are_the_learners(tmp_path):
     engine.close()
 
 
+def test_a_stop_token_is_in_the_text_as_in_the_hf_engine(tmp_path):
+    # vLLM left a stop token's characters out of the text while keeping its id: with "." as a
+    # stop token the environment read "... is Paris" where the HF engine gave "... is Paris."
+    from llm_trainers.agents.hf import HFEngine
+    from llm_trainers.policies import build_policies
+
+    ps = build_policies("L1", ["a"], MODEL, device="cpu", dtype="float32")
+    dot = ps["shared"].tokenizer.encode(".", add_special_tokens=False)[-1]
+    params = SamplingParams(temperature=0.0, max_new_tokens=16, stop_token_ids=[dot])
+    hf = HFEngine(ps, params, seed=0)
+    prompt = hf.encode("shared", {"instruction": "", "prompt": "What is the capital of France? Answer with one short sentence."})
+    expected = hf.generate("shared", [prompt], n=1)[0][0]
+    engine = VLLMEngine(ps, params, seed=0, settings=settings(tmp_path))
+    got = engine.generate("shared", [prompt], n=1)[0][0]
+    engine.close()
+    assert got.token_ids == expected.token_ids and got.token_ids[-1] == dot
+    assert got.text == expected.text and got.text.endswith(".")
+
+
 def test_a_batch_larger_than_one_step_of_prefill_is_sampled_whole(tmp_path):
     """Seeded requests whose prompts exceed the CPU build's token budget for one step: with
     chunked prefill vLLM 0.32 prefilled one in part and then failed rewinding its CPU generator
