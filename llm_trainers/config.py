@@ -604,7 +604,7 @@ def evaluation_split_problems(cfg: Config) -> list[str]:
     validation split it does not have, failing at the first evaluation, hours in), and an
     evaluation that splits the training task another way (a ``split_policy: hash`` validation
     split pools every hub split: 723 of its 846 GSM8K problems were official training rows)."""
-    from llm_envs.tasks import split_problem
+    from llm_envs.tasks import split_policy_of, split_problem
 
     out = []
     training = dict(cfg.env.kwargs)
@@ -620,10 +620,18 @@ def evaluation_split_problems(cfg: Config) -> list[str]:
             problem = split_problem(task, split, policy(kwargs))
             if problem:
                 out.append(f"{what}: {problem}")
-    if training.get("task") == evaluation.get("task") and policy(training) != policy(evaluation):
-        out.append(f"env.eval_kwargs splits the task {training.get('task')!r} with split_policy "
-                   f"{policy(evaluation)!r} and training with {policy(training)!r}: its evaluation split "
-                   "would hold training problems; give both the same split_policy (in env.kwargs.task_kwargs)")
+    task = training.get("task")
+    if isinstance(task, str) and task == evaluation.get("task") and not training.get("task_path"):
+        # (the policy that applies: a policy left unset is the dataset's default)
+        trained, evaluated = split_policy_of(task, policy(training)), split_policy_of(task, policy(evaluation))
+        if trained != evaluated:
+            out.append(f"env.eval_kwargs splits the task {task!r} with split_policy {evaluated!r} and training "
+                       f"with {trained!r}: its evaluation split would hold training problems; give both the same "
+                       "split_policy (env.eval_kwargs.task_kwargs replaces env.kwargs.task_kwargs: set it in both)")
+    pool = training.get("pool_path")
+    if pool is not None and evaluation.get("pool_path") == pool and evaluation.get("split") != training.get("split"):
+        out.append(f"env.eval_kwargs keeps the training pool_path {pool!r} for another split: evaluation would answer "
+                   "the training run's questions; set env.eval_kwargs.pool_path: null (or a file of its own)")
     return out
 
 

@@ -643,7 +643,9 @@ class WarmPool:
         with self._lock:
             self._replacements = [t for t in self._replacements if t.is_alive()]
             self._replacements.append(thread)
-        thread.start()
+            # Started before the lock is let go: close() joins every thread listed, and joining
+            # one not yet started raised RuntimeError.
+            thread.start()
 
     def _release(self, worker: Worker, *, recycle: bool) -> None:
         with self._lock:

@@ -114,7 +114,7 @@ class RemoteEnv(AECEnv[str, dict[str, str], str]):
             data["seed"] = int(seed)
         if options:
             data["options"] = dict(options)
-        self._apply(self._request({"type": "reset", "data": data}))
+        self._apply(self._request({"type": "reset", "data": data}), reset=True)
         self._has_reset = True
 
     def step(self, action: str | None) -> None:
@@ -323,14 +323,25 @@ class RemoteEnv(AECEnv[str, dict[str, str], str]):
             f"the server {self.url} sent {what}; the episode is lost: reset() reconnects and starts a new one"
         ) from exc
 
-    def _apply(self, reply: dict[str, Any]) -> None:
+    def _apply(self, reply: dict[str, Any], reset: bool = False) -> None:
         """Mirror the server's AEC state from an observation frame, checked first: a frame that
         does not hold a consistent AEC state (an agent the environment does not have, a flag
         or reward missing for a live agent, a reward that is not a finite number) is refused
-        (:meth:`_malformed`), never copied in."""
-        problem = _frame_problem(reply, self.possible_agents)
+        (:meth:`_malformed`), never copied in. A reset's frame names the session's possible
+        agents (options such as ``num_agents`` change them from the server's ``/info``)."""
+        possible = self.possible_agents
+        if reset:
+            observation = (reply.get("data") or {}).get("observation") if isinstance(reply.get("data"), dict) else None
+            named = observation.get("possible_agents") if isinstance(observation, dict) else None
+            if isinstance(named, list) and named and all(isinstance(a, str) for a in named) and len(set(named)) == len(named):
+                possible = list(named)
+        problem = _frame_problem(reply, possible)
         if problem is not None:
             self._malformed(f"an observation frame that is not a consistent AEC state ({problem})")
+        if possible != self.possible_agents:
+            self.possible_agents = possible
+            self.observation_spaces = {a: observation_space() for a in possible}
+            self.action_spaces = {a: action_space() for a in possible}
         payload = reply["data"]
         frame = dict(payload["observation"])
         frame["done"], frame["reward"] = payload.get("done", False), payload.get("reward")

@@ -12,6 +12,7 @@ from llm_envs.tasks.base import (
     TaskSource,
     load_task_source,
     register_task_source,
+    split_policy_of,
     split_problem,
     task_source_names,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "TaskSource",
     "load_task_source",
     "register_task_source",
+    "split_policy_of",
     "split_problem",
     "task_source_names",
 ]

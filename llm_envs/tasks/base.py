@@ -125,6 +125,15 @@ def split_problem(name: str, split: str, split_policy: str | None = None) -> str
     return None
 
 
+def split_policy_of(name: str, split_policy: str | None = None) -> str | None:
+    """The split policy task source ``name`` applies (``split_policy``, else its dataset's
+    default); ``None`` for a source that is not a hub one (it has no policies)."""
+    spec = getattr(_SOURCES.get(name), "spec", None)
+    if spec is None:
+        return None
+    return split_policy or spec.default_policy
+
+
 def load_task_source(name: str, split: str = "train", **kwargs: Any) -> TaskSource:
     """Create the task source registered as ``name`` for ``split``."""
     if name not in _SOURCES:

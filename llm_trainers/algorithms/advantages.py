@@ -458,9 +458,12 @@ def register_estimator(
 
     .. code-block:: python
 
-        @register_estimator("rloo", whitens="none", uses=("eps",))
+        @register_estimator("rloo", whitens="none", needs_groups=True, uses=("eps",))
         def rloo(batch, cfg, options):
             ...  # [N, T] token advantages
+
+    (``needs_groups``: it compares each record with the others of its group, which also lets
+    ``algorithm.drop_uniform_groups`` leave out the groups it gives zero advantages.)
     """
     if sampling not in _SAMPLINGS:
         raise ValueError(f"register_estimator({name!r}): sampling must be one of {_SAMPLINGS}")

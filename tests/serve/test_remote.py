@@ -368,3 +368,19 @@ def test_a_malformed_server_frame_is_a_lost_episode_never_a_crash_or_a_state(bro
         assert healthy.agent_selection == "speaker" and healthy.last()[1] == 0.0
     finally:
         healthy.close()
+
+
+def test_a_session_option_that_changes_the_agents_is_followed():
+    # Debate with num_agents=3 on a server whose /info names two agents: the reset frame names
+    # the session's agents, which the client adopts (its frames are not refused as malformed).
+    with in_process_server("llm/Debate-v0") as url:
+        env = llm_envs.remote(url, num_agents=3)
+        try:
+            assert len(env.possible_agents) == 2
+            env.reset(seed=0)
+            assert len(env.possible_agents) == 3 and set(env.agents) <= set(env.possible_agents)
+            while not env.episode_over:
+                env.step(env.random_action(env.agent_selection, __import__("numpy").random.default_rng(0)))
+            assert set(env.agent_rewards()) == set(env.possible_agents)
+        finally:
+            env.close()

@@ -129,7 +129,13 @@ def test_an_evaluation_split_the_dataset_lacks_or_splits_another_way_is_refused_
         load_config("debate_reinforce_pp", ["env.eval_kwargs={split: validation}"])
     with pytest.raises(ValueError, match="env.kwargs: apps has no official 'validation' split"):
         load_config("code_at_grpo_l1", ["env.kwargs={task: apps, split: validation}"])
-    with pytest.raises(ValueError, match="split_policy 'hash' and training with None"):
+    with pytest.raises(ValueError, match="split_policy 'hash' and training with 'official'"):
         load_config("debate_reinforce_pp", ["env.eval_kwargs={split: validation, task_kwargs: {split_policy: hash}}"])
     both = "{num_agents: 2, task: gsm8k, split: train, task_kwargs: {split_policy: hash}}"
     load_config("debate_reinforce_pp", [f"env.kwargs={both}", "env.eval_kwargs={split: validation}"])
+    # the policy that applies is compared: an unset one is the dataset's default (official here)
+    official = "{num_agents: 2, task: gsm8k, split: train, task_kwargs: {split_policy: official}}"
+    load_config("debate_reinforce_pp", [f"env.kwargs={official}", "env.eval_kwargs={split: test, task_kwargs: {limit: 50}}"])
+    # a PSJ evaluation that keeps the training run's question pool answers its questions
+    with pytest.raises(ValueError, match="keeps the training pool_path"):
+        load_config("proposer_solver_judge_task_relative", ["env.eval_kwargs={split: test}"])

@@ -30,7 +30,7 @@ import os
 import tempfile
 import threading
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -64,12 +64,25 @@ class PoolEntry:
         answer: Ground-truth answer if known (seed problems), for metrics only.
         quality: The judge's normalised quality when it was proposed; ``None`` for seeds.
         source: ``"seed"``, ``"proposed"`` or a task-source problem id.
+        split: The task split a seed problem came from (``None``: proposed, or not known).
     """
 
     question: str
     answer: str | None = None
     quality: float | None = None
     source: str = "seed"
+    split: str | None = None
+
+    @classmethod
+    def from_data(cls, data: Mapping[str, Any]) -> PoolEntry:
+        """An entry from its JSON form (a pool file's line, a checkpoint's entry)."""
+        return cls(
+            str(data["question"]),
+            None if data.get("answer") is None else str(data["answer"]),
+            None if data.get("quality") is None else float(data["quality"]),
+            str(data.get("source", "seed")),
+            None if data.get("split") is None else str(data["split"]),
+        )
 
     @property
     def key(self) -> str:
@@ -118,7 +131,7 @@ class QuestionPool:
         entries = []
         for index in range(count):
             problem = source.get(index)
-            entries.append(PoolEntry(problem.prompt, problem.answer, None, f"seed:{problem.id}"))
+            entries.append(PoolEntry(problem.prompt, problem.answer, None, f"seed:{problem.id}", getattr(source, "split", None)))
         return cls(entries, min_quality=min_quality, path=path)
 
     @classmethod
@@ -136,15 +149,7 @@ class QuestionPool:
                 if not line.strip():
                     continue
                 try:
-                    data = json.loads(line)
-                    entries.append(
-                        PoolEntry(
-                            str(data["question"]),
-                            None if data.get("answer") is None else str(data["answer"]),
-                            None if data.get("quality") is None else float(data["quality"]),
-                            str(data.get("source", "seed")),
-                        )
-                    )
+                    entries.append(PoolEntry.from_data(json.loads(line)))
                 except (ValueError, KeyError, TypeError) as error:
                     raise ValueError(f"{path}:{line_number}: not a pool entry ({error})") from error
         return cls(entries, min_quality=min_quality, path=path if append else None)
@@ -161,22 +166,22 @@ class QuestionPool:
         saved there. Either way later additions are appended to ``path``.
 
         Raises:
-            ValueError: the file's seed questions are not ``seed`` (it was seeded from another
-                task, split or ``pool_seed_size``): an evaluation given a training run's pool
-                answered its training questions. An empty ``seed`` takes the file as it is.
+            ValueError: the file's seed questions come from another task split than ``seed``'s
+                (an evaluation given a training run's pool answered its training questions).
+                Seeds whose split is not recorded (files written before it was) pass.
         """
         seed = list(seed)
         if Path(path).exists():
             pool = cls.load(path, min_quality=min_quality, append=True)
-            stored = {entry.key for entry in pool if entry.quality is None}  # (seeds: no judge's quality)
-            wanted = {entry.key for entry in seed}
-            if wanted and stored != wanted:  # (no seed asked for: the file's pool as it is)
-                example = next((e for e in pool if e.quality is None and e.key not in wanted), None)
+            wanted = {entry.split for entry in seed if entry.split is not None}
+            stored = {entry.split for entry in pool if entry.quality is None and entry.split is not None}
+            if wanted and stored and stored != wanted:
+                example = next((e for e in pool if e.quality is None and e.split not in wanted), None)
                 raise ValueError(
-                    f"the question pool at {path} was seeded from other problems than this environment's "
-                    f"task and split ({len(stored)} seed questions there, {len(wanted)} here"
-                    + (f"; e.g. {example.question[:60]!r} ({example.source})" if example is not None else "")
-                    + "): give this environment a pool_path of its own (or none)"
+                    f"the question pool at {path} was seeded from the {', '.join(sorted(stored))} split, and this "
+                    f"environment draws from the {', '.join(sorted(wanted))} split"
+                    + (f" (e.g. {example.question[:60]!r}, {example.source})" if example is not None else "")
+                    + ": give this environment a pool_path of its own (or none)"
                 )
             return pool
         pool = cls(seed, min_quality=min_quality)
@@ -278,15 +283,7 @@ class QuestionPool:
         The admission threshold stays this pool's own (a ``"min_quality"`` key, which older
         checkpoints carry, is ignored): one source of truth, the run's configuration.
         """
-        entries = [
-            PoolEntry(
-                str(data["question"]),
-                None if data.get("answer") is None else str(data["answer"]),
-                None if data.get("quality") is None else float(data["quality"]),
-                str(data.get("source", "seed")),
-            )
-            for data in state["entries"]
-        ]
+        entries = [PoolEntry.from_data(data) for data in state["entries"]]
         with self._lock:
             self._entries = []
             self._keys = {}

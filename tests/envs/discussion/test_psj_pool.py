@@ -81,14 +81,22 @@ def test_open_appends_accepted_questions_across_runs(tmp_path):
     assert [e.question for e in QuestionPool.load(path)] == ["seed", "accepted", "more"]
 
 
-def test_a_pool_seeded_from_other_problems_is_refused(tmp_path):
+def test_a_pool_seeded_from_another_split_is_refused(tmp_path):
     # An evaluation env (split=validation) given the training run's pool file answered the
-    # training split's questions and the proposer's: the file's seeds must be this env's.
+    # training split's questions and the proposer's.
     path = tmp_path / "pool.jsonl"
-    QuestionPool.open(path, [PoolEntry("Compute 41 - 29.", "12", None, "seed:arithmetic/train/105")]).add("proposed", 0.9)
-    with pytest.raises(ValueError, match=r"seeded from other problems.*arithmetic/train/105.*pool_path of its own"):
-        QuestionPool.open(path, [PoolEntry("What is 3 + 4?", "7", None, "seed:arithmetic/validation/0")])
+    train_seed = PoolEntry("Compute 41 - 29.", "12", None, "seed:arithmetic/train/105", "train")
+    QuestionPool.open(path, [train_seed]).add("proposed", 0.9)
+    with pytest.raises(ValueError, match=r"seeded from the train split.*validation split.*arithmetic/train/105.*pool_path of its own"):
+        QuestionPool.open(path, [PoolEntry("What is 3 + 4?", "7", None, "seed:arithmetic/validation/0", "validation")])
     assert len(QuestionPool.load(path)) == 2  # the file is untouched
+    # Other seeds of the same split (a curriculum's next level rebuilding the environments) and
+    # a file written before the split was recorded are the pool as it is.
+    again = QuestionPool.open(path, [PoolEntry("What is 9 + 9?", "18", None, "seed:arithmetic/train/3", "train")])
+    assert [e.question for e in again] == ["Compute 41 - 29.", "proposed"]
+    old = tmp_path / "old.jsonl"
+    old.write_text('{"question": "seed q", "answer": "1", "quality": null, "source": "seed:x/1"}\n')
+    assert len(QuestionPool.open(old, [PoolEntry("other", None, None, "seed:y", "validation")])) == 1
 
 
 def test_concurrent_additions_are_safe(tmp_path):
