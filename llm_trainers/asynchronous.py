@@ -222,7 +222,11 @@ class AsyncRollout:
                         return
                     blocked_s = time.perf_counter() - t0
                 with self.engine_lock:  # the newest weights, read once the engine is ours
+                    # (its sampling state before anything of this rollout, a weight load that
+                    # fails included: what a checkpoint holds if this rollout fails)
+                    before = self.engine_state[0]()
                     with self.cond:
+                        self.engine_before_rollout = before
                         version = self.weights.version
                         changed = self.weights.newer_than(self.state.loaded)
                         versions = dict(self.weights.policy_versions)
@@ -233,9 +237,6 @@ class AsyncRollout:
                     with self.cond:
                         self.state.loaded.update({n: versions[n] for n in changed})
                     loaded = dict(self.state.loaded)
-                    before = self.engine_state[0]()
-                    with self.cond:
-                        self.engine_before_rollout = before
                     result = self.collect(step)
                 for rec in result.records:
                     rec.policy_version = loaded[rec.policy]

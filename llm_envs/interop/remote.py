@@ -174,7 +174,14 @@ class RemoteEnv(AECEnv[str, dict[str, str], str]):
         until the next reset or step."""
         self._require_reset()
         if self._state is None:
-            self._state = self._request({"type": "state"})["data"]
+            reply = self._request({"type": "state"})
+            state = reply.get("data")
+            shapes = {"observations": dict, "records": list, "transcript": str, "agent_rewards": dict}
+            if reply.get("type") != "state" or not isinstance(state, dict) or not all(
+                isinstance(state.get(key), kind) for key, kind in shapes.items()
+            ):
+                self._malformed(f"a state frame without {', '.join(shapes)} ({str(reply)[:80]!r})")
+            self._state = state
         return self._state
 
     @property

@@ -330,9 +330,10 @@ def broken_server():
     def handler(ws):
         with contextlib.suppress(Exception):
             for message in ws:
-                if json.loads(message).get("type") == "close":
+                kind = json.loads(message).get("type")
+                if kind == "close":
                     return
-                ws.send(current["frame"])
+                ws.send(current.get(kind, current["frame"]))
 
     def process_request(connection, request):
         if request.path != "/info":
@@ -368,6 +369,21 @@ def test_a_malformed_server_frame_is_a_lost_episode_never_a_crash_or_a_state(bro
         assert healthy.agent_selection == "speaker" and healthy.last()[1] == 0.0
     finally:
         healthy.close()
+
+
+def test_a_malformed_state_frame_is_a_lost_episode(broken_server):
+    # (its fields were read as they came: a KeyError out of transcript(), agent_rewards(), ...)
+    current, url = broken_server
+    current["frame"] = _observation()
+    current["state"] = '{"type": "state", "data": {"transcript": 3}}'
+    env = RemoteEnv(url, timeout_s=10)
+    try:
+        env.reset(seed=0)
+        with pytest.raises(RemoteConnectionError, match="a state frame without"):
+            env.transcript()
+    finally:
+        env.close()
+        current.pop("state")
 
 
 def test_a_session_option_that_changes_the_agents_is_followed():
