@@ -12,8 +12,6 @@ from llm_envs.tasks.base import (
     TaskSource,
     load_task_source,
     register_task_source,
-    split_policy_of,
-    split_problem,
     task_source_names,
 )
 
@@ -22,6 +20,7 @@ from llm_envs.tasks import arithmetic as _arithmetic  # noqa: F401  isort: skip
 from llm_envs.tasks import code_datasets as _code_datasets  # noqa: F401  isort: skip
 from llm_envs.tasks import humaneval as _humaneval  # noqa: F401  isort: skip
 from llm_envs.tasks import math_datasets as _math_datasets  # noqa: F401  isort: skip
+from llm_envs.tasks.hub import split_policy_of, split_problem  # noqa: E402  isort: skip
 
 __all__ = [
     "DatasetUnavailableError",

@@ -19,12 +19,8 @@ accepts every equivalent spelling. Each problem carries a worked solution that e
 ``\\boxed{answer}`` and, in ``metadata["program"]``, a Python program that prints the answer
 (what a reference tool agent runs).
 
-Splits: a problem's split is :func:`llm_envs.core.splits.split_of` of its content (its template
-and the program that computes its answer, :func:`content_key`), not of its wording: "What is
-4 + 5?", "Compute 4 + 5." and "Calculate 4 + 5." are one problem, and a word problem with another
-name is the same problem. The generator for split S discards candidates of other splits, so
-train, validation and test can never share a problem, however it is worded (80/10/10 by hash
-bucket). Problem ``i`` of a split is a pure function of ``(split, i)``.
+Splits (80/10/10) are drawn from a problem's content, not its wording (:func:`content_key`;
+docs/tasks.md, "Splits"); problem ``i`` of a split is a pure function of ``(split, i)``.
 """
 
 from __future__ import annotations

@@ -105,33 +105,13 @@ def register_task_source(name: str, factory: Callable[..., TaskSource]) -> None:
     _SOURCES[name] = factory
 
 
+def task_source_factory(name: str) -> Callable[..., TaskSource] | None:
+    """The factory registered as ``name`` (``None`` when there is none)."""
+    return _SOURCES.get(name)
+
+
 def task_source_names() -> list[str]:
     return sorted(_SOURCES)
-
-
-def split_problem(name: str, split: str, split_policy: str | None = None) -> str | None:
-    """Why task source ``name`` cannot serve ``split`` under ``split_policy`` (a dataset split
-    it lacks: GSM8K and APPS have no official validation split), found without loading it;
-    ``None`` when it can, or when only loading it would tell (a source that is not a hub one)."""
-    from llm_envs.tasks.hub import hub_splits_for
-
-    spec = getattr(_SOURCES.get(name), "spec", None)
-    if spec is None:
-        return None
-    try:
-        hub_splits_for(spec, split, split_policy)
-    except ValueError as exc:
-        return str(exc)
-    return None
-
-
-def split_policy_of(name: str, split_policy: str | None = None) -> str | None:
-    """The split policy task source ``name`` applies (``split_policy``, else its dataset's
-    default); ``None`` for a source that is not a hub one (it has no policies)."""
-    spec = getattr(_SOURCES.get(name), "spec", None)
-    if spec is None:
-        return None
-    return split_policy or spec.default_policy
 
 
 def load_task_source(name: str, split: str = "train", **kwargs: Any) -> TaskSource:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_envs.core.splits import check_split, split_of
-from llm_envs.tasks.base import DatasetUnavailableError, Problem, TaskSource
+from llm_envs.tasks.base import DatasetUnavailableError, Problem, TaskSource, task_source_factory
 from llm_envs.tasks.memorisable import exclude_by_default, is_memorisable
 
 log = logging.getLogger(__name__)
@@ -456,6 +456,29 @@ def hub_splits_for(spec: HubSpec, split: str, split_policy: str | None = None) -
             f"asked for {split!r}. Use split_policy='hash' for train/validation splits"
         )
     return spec.hub_splits
+
+
+def split_problem(name: str, split: str, split_policy: str | None = None) -> str | None:
+    """Why task source ``name`` cannot serve ``split`` under ``split_policy`` (a dataset split
+    it lacks: GSM8K and APPS have no official validation split), found without loading it;
+    ``None`` when it can, or when only loading it would tell (a source that is not a hub one)."""
+    spec = getattr(task_source_factory(name), "spec", None)
+    if spec is None:
+        return None
+    try:
+        hub_splits_for(spec, split, split_policy)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def split_policy_of(name: str, split_policy: str | None = None) -> str | None:
+    """The split policy task source ``name`` applies (``split_policy``, else its dataset's
+    default); ``None`` for a source that is not a hub one (it has no policies)."""
+    spec = getattr(task_source_factory(name), "spec", None)
+    if spec is None:
+        return None
+    return split_policy or spec.default_policy
 
 
 def hub_factory(spec: HubSpec) -> Callable[..., HubTaskSource]:

@@ -133,14 +133,14 @@ def test_at_grpo_lora_improves_smollm2_on_held_out_seeds(tmp_path):
 
 #: The warm start of ``reasoner_tool_sft_grpo_smollm2_cpu`` (6 steps of 8 reference demonstrations,
 #: LoRA r 8), without its RL stage, on 24 held-out problems.
-WARM_START_EPISODES = 24
+WARM_START_EPISODES = 48
 
 
 def test_warm_start_from_reference_demonstrations_makes_smollm2_solve_held_out_problems(tmp_path):
     """The supervised warm start alone, on a seed task (ReasonerTool, arithmetic level 1): the base
     model answers no held-out problem in the format (it explains at length and never writes
     ``\\boxed{}`` within the token limit); after the warm start it answers them in the format and
-    solves a large share. Paired on the same greedy episodes (validation seeds 0-23): exact sign
+    solves a large share. Paired on the same greedy episodes (validation seeds 0-47): exact sign
     test p < 0.01, success at least 0.25, format errors at most a quarter. (The RL gain over the
     warm start is documented in docs/training.md for two seed environments, one run each; no CI
     test trains it: see the end of "Warm start, then AT-GRPO, on SmolLM2".)"""
