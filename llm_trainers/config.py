@@ -628,6 +628,18 @@ def evaluation_split_problems(cfg: Config) -> list[str]:
             out.append(f"env.eval_kwargs splits the task {task!r} with split_policy {evaluated!r} and training "
                        f"with {trained!r}: its evaluation split would hold training problems; give both the same "
                        "split_policy (env.eval_kwargs.task_kwargs replaces env.kwargs.task_kwargs: set it in both)")
+    demonstrations = {**training, **cfg.sft.env_kwargs}
+    if cfg.sft.steps > 0 and not cfg.sft.data:
+        # The warm start plays its demonstrations on training seeds, but the split decides the
+        # problems: sft.env_kwargs {split: validation} drew 7 of 100 prompts from evaluation's.
+        for key in ("split", "task", "task_path"):
+            if demonstrations.get(key) != training.get(key):
+                out.append(f"sft.env_kwargs.{key} is {demonstrations.get(key)!r} where training has "
+                           f"{training.get(key)!r}: the warm start's demonstrations must come from the training problems")
+        if isinstance(task, str) and demonstrations.get("task") == task and not training.get("task_path"):
+            if split_policy_of(task, policy(demonstrations)) != split_policy_of(task, policy(training)):
+                out.append("sft.env_kwargs splits the task with another split_policy than training: the "
+                           "demonstrations would hold evaluation problems")
     pool = training.get("pool_path")
     if pool is not None and evaluation.get("pool_path") == pool and evaluation.get("split") != training.get("split"):
         out.append(f"env.eval_kwargs keeps the training pool_path {pool!r} for another split: evaluation would answer "

@@ -93,7 +93,9 @@ def example_stream(cfg: Any, skip: int = 0) -> Iterator[dict[str, Any]]:
         path = Path(s.data)
         if not path.is_file():
             raise FileNotFoundError(f"sft.data: no file {path}")
-        if next(demos.read_jsonl(path), None) is None:
+        # Every line is checked now (reading the file through once): a malformed line deep in a
+        # large file failed hours into the run, and without checkpoints lost its steps.
+        if sum(1 for _ in demos.read_jsonl(path)) == 0:
             raise ValueError(f"sft.data: {path} holds no example")
         stream = itertools.chain.from_iterable(demos.read_jsonl(path) for _ in itertools.count())
     else:

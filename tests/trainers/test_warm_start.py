@@ -366,6 +366,24 @@ def test_config_refuses_bad_warm_start_settings():
         load_config(None, ["sft.steps=2", "sft.init_from=x"])
     with pytest.raises(ValueError, match="levels"):
         load_config(None, ["env.curriculum={option: rounds, levels: []}"])
+    # demonstrations from the evaluation split: 7 of 100 prompts were evaluation prompts
+    with pytest.raises(ValueError, match="sft.env_kwargs.split is 'validation' where training has 'train'"):
+        load_config("reasoner_tool_l2_turn2_sft_grpo_smollm2_cpu", ["sft.env_kwargs={split: validation}"])
+    load_config("reasoner_tool_l2_turn2_sft_grpo_smollm2_cpu", ["sft.env_kwargs={split: train}"])
+
+
+def test_a_malformed_line_anywhere_in_a_users_file_is_refused_before_training(tmp_path):
+    # Only the first line was checked: a bad line deep in the file failed mid-run (4 steps in,
+    # nothing saved).
+    from llm_trainers.sft import example_stream
+
+    good = {"messages": [{"role": "user", "content": "Round 1 of 1. Target: red"}, {"role": "assistant", "content": "red"}]}
+    path = tmp_path / "mine.jsonl"
+    lines = [json.dumps(good)] * 4 + [json.dumps({"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": 7}]})]
+    path.write_text("\n".join(lines) + "\n")
+    cfg = load_config(None, [*BASE, "sft.steps=6", f"sft.data={path}", f"run.output_dir={tmp_path / 'run'}"])
+    with pytest.raises(ValueError, match=r"mine.jsonl:5"):
+        example_stream(cfg)
 
 
 # ---------------------------------------------------------------------- curriculum
