@@ -192,7 +192,8 @@ class SFTConfig:
         weight_decay: AdamW weight decay.
         max_grad_norm: Gradient-norm clip (null = off).
         max_length: Longest prompt + action in tokens; longer examples are skipped (counted in
-            ``sft/skipped_too_long``).
+            ``sft/skipped_too_long``; examples of an agent without a learning policy, a fixed
+            opponent's, in ``sft/skipped_no_policy``).
         save_every: Checkpoint every this many steps (0 = only at the end).
         init_from: Start the policies from an earlier warm start's output (its ``sft``
             directory or the ``weights.pt`` in it) instead of running one.

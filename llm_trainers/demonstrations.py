@@ -17,8 +17,11 @@ evaluation episode. Pass the environment's ``split: train`` where it has splits.
 **Imperfect actions.** So that the warm start is not a copy of the solver, a share of the
 decisions can carry another action instead of the reference one: ``random_fraction`` the
 environment's ``random_action`` (well formed, mostly wrong), ``perturb_fraction`` a perturbed
-reference action (:func:`perturb_action`: one digit or move letter changed, or a word dropped;
-a one-word action that cannot be perturbed takes a random action instead).
+reference action (:func:`perturb_action`: one digit or move letter changed, or a word dropped)
+that the environment's grader pays less than the reference action (:func:`near_miss`: a
+perturbation that is still right, e.g. a digit changed in the working but not in the
+``\\boxed{}`` answer, is drawn again; an action with no perturbation that misses takes a
+random action instead).
 The episode goes on with the action the example holds, so later examples show the reference
 agent recovering from it.
 """
@@ -39,6 +42,7 @@ __all__ = [
     "DEMONSTRATION_STREAM",
     "demonstration_seeds",
     "iter_demonstrations",
+    "near_miss",
     "perturb_action",
     "read_jsonl",
     "write_jsonl",
@@ -63,14 +67,21 @@ def demonstration_seeds(run_seed: int, start: int = 0) -> Iterator[int]:
 
 
 _DIGIT = re.compile(r"\d")
+_BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
+#: Perturbations tried before :func:`near_miss` gives up on an action.
+NEAR_MISS_TRIES = 8
 _MOVE = re.compile(r"(?<![A-Za-z])[UDLR](?![A-Za-z])")
 
 
 def perturb_action(action: str, rng: np.random.Generator) -> str | None:
-    """A near miss of ``action``: one digit replaced by another digit; else one single-letter
-    move (``U D L R``) replaced by another; else one whitespace-separated word dropped. Returns
-    ``action`` unchanged only when it has none of these (an empty string)."""
-    digits = [m.start() for m in _DIGIT.finditer(action)]
+    """A perturbation of ``action``: one digit replaced by another digit (one of the last
+    ``\\boxed{}`` answer's digits where it has any: the answer is what a grader reads); else one
+    single-letter move (``U D L R``) replaced by another; else one whitespace-separated word
+    dropped. ``None`` when it has none of these (a single word)."""
+    boxes = list(_BOXED.finditer(action))
+    answer = boxes[-1] if boxes else None
+    digits = [answer.start(1) + m.start() for m in _DIGIT.finditer(answer.group(1))] if answer else []
+    digits = digits or [m.start() for m in _DIGIT.finditer(action)]
     if digits:
         i = int(rng.choice(digits))
         new = str((int(action[i]) + int(rng.integers(1, 10))) % 10)
@@ -84,6 +95,27 @@ def perturb_action(action: str, rng: np.random.Generator) -> str | None:
     if len(words) > 1:
         del words[int(rng.integers(len(words)))]
         return " ".join(words)
+    return None
+
+
+def near_miss(env: Any, agent: str, reference: str, rng: np.random.Generator,
+              tries: int = NEAR_MISS_TRIES) -> str | None:
+    """A :func:`perturb_action` of ``reference`` that ``env``'s grader pays less than
+    ``reference`` at this point of the episode (each played on a clone to the episode's end:
+    :func:`llm_envs.audit.runner.action_reward`), trying up to ``tries`` perturbations;
+    ``None`` when none is a miss (or the reference action cannot be scored)."""
+    from llm_envs.audit.runner import action_reward
+
+    right = action_reward(env, agent, reference)
+    if right is None:
+        return None
+    for _ in range(tries):
+        near = perturb_action(reference, rng)
+        if near is None:
+            return None
+        reward = action_reward(env, agent, near) if near != reference else None
+        if reward is not None and reward < right - 1e-9:
+            return near
     return None
 
 
@@ -147,8 +179,8 @@ def iter_demonstrations(
         random_fraction: Share of recorded decisions whose action is ``env.random_action``: a
             number, or a mapping from agent or role names to numbers (:data:`Share`; e.g.
             ``{"plan": 0.5}``: only the plan agent's demonstrations are imperfect).
-        perturb_fraction: Share whose action is :func:`perturb_action` of the reference one
-            (a number or such a mapping).
+        perturb_fraction: Share whose action is a :func:`near_miss` of the reference one (a
+            perturbation the grader pays less; a number or such a mapping).
         max_decisions: Cap on actions per episode.
         successful_only: Skip the examples of episodes that did not end in success (applies
             when an imperfect action spoiled an episode; an episode is then played to its end
@@ -196,7 +228,7 @@ def iter_demonstrations(
                 if u < random_share:
                     action, source = env.random_action(agent, rng), "random"
                 elif u < random_share + perturb_share:
-                    near = perturb_action(action, rng)
+                    near = near_miss(env, agent, action, rng)
                     action, source = (near, "perturbed") if near is not None else (env.random_action(agent, rng), "random")
             if recorded:
                 messages = to_chat_messages(env.observe(agent))

@@ -82,10 +82,13 @@ def split_example(ids: Sequence[int], labels: Sequence[int]) -> tuple[list[int],
     return list(ids[:start]), list(ids[start:])
 
 
-def example_stream(cfg: Any, skip: int = 0) -> Iterator[dict[str, Any]]:
+def example_stream(cfg: Any, skip: int = 0, agents: Sequence[str] | None = None) -> Iterator[dict[str, Any]]:
     """The warm start's examples in order (a config's ``sft`` section): its file, cycled; or the
     reference agents' demonstrations (:func:`llm_trainers.demonstrations.iter_demonstrations`),
-    fresh episodes or ``sft.episodes`` of them cycled. The first ``skip`` are left out."""
+    fresh episodes or ``sft.episodes`` of them cycled. The first ``skip`` are left out.
+
+    A file is read through once first: every line must be an example, and where ``agents``
+    (the environment's) is given, every ``agent`` key must name one of them."""
     from llm_trainers import demonstrations as demos
 
     s = cfg.sft
@@ -93,9 +96,16 @@ def example_stream(cfg: Any, skip: int = 0) -> Iterator[dict[str, Any]]:
         path = Path(s.data)
         if not path.is_file():
             raise FileNotFoundError(f"sft.data: no file {path}")
-        # Every line is checked now (reading the file through once): a malformed line deep in a
-        # large file failed hours into the run, and without checkpoints lost its steps.
-        if sum(1 for _ in demos.read_jsonl(path)) == 0:
+        # Every line is checked now: a malformed line deep in a large file failed hours into
+        # the run, and without checkpoints lost its steps; a misspelt agent's examples were
+        # dropped without a word.
+        count = 0
+        for count, example in enumerate(demos.read_jsonl(path), 1):
+            agent = example.get("agent")
+            if agent is not None and agents is not None and agent not in agents:
+                raise ValueError(f"sft.data: example {count} of {path} is for agent {agent!r}, which {cfg.env.id} "
+                                 f"does not have (its agents: {list(agents)})")
+        if count == 0:
             raise ValueError(f"sft.data: {path} holds no example")
         stream = itertools.chain.from_iterable(demos.read_jsonl(path) for _ in itertools.count())
     else:
@@ -143,11 +153,16 @@ class WarmStart:
         out: The run's output directory (the stage writes ``out/sft``).
         chat_template_kwargs: As the rollout's engine.
         bf16: Autocast the forward passes to bfloat16 (the run's ``train.bf16``, resolved).
+        env_agents: The environment's agents (an ``sft.data`` example naming another is an
+            error; one naming an agent without a learning policy is skipped and counted in
+            ``sft/skipped_no_policy``).
     """
 
     def __init__(self, cfg: Any, policies: PolicySet, agent_to_policy: Mapping[str, str], out: Path,
-                 chat_template_kwargs: Mapping[str, Any] | None = None, bf16: bool = False) -> None:
+                 chat_template_kwargs: Mapping[str, Any] | None = None, bf16: bool = False,
+                 env_agents: Sequence[str] | None = None) -> None:
         self.cfg = cfg
+        self.env_agents = list(env_agents) if env_agents is not None else None
         self.bf16 = bool(bf16)
         self.s = cfg.sft
         self.policies = policies
@@ -281,7 +296,7 @@ class WarmStart:
         logger = MetricsLogger(self.dir / "metrics.jsonl", keep_lines=self.step if resume else 0)
         metrics: dict[str, float] = {}
         try:
-            stream = example_stream(self.cfg, skip=self.consumed)
+            stream = example_stream(self.cfg, skip=self.consumed, agents=self.env_agents)
             batches = self.batches(stream)
             while self.step < self.s.steps:
                 t0 = time.perf_counter()
@@ -293,7 +308,8 @@ class WarmStart:
                     metrics.update(self.loss_and_step(policy, batch[policy], self.lr_at(self.step)))
                 self.step += 1
                 metrics.update({"sft/step_s": time.perf_counter() - t0, "sft/examples_consumed": float(self.consumed),
-                                "sft/skipped_too_long": float(self.skipped_too_long), "sft/lr": self.lr_at(self.step - 1)})
+                                "sft/skipped_too_long": float(self.skipped_too_long),
+                                "sft/skipped_no_policy": float(self.skipped_no_policy), "sft/lr": self.lr_at(self.step - 1)})
                 logger.log(self.step, metrics)
                 if log is not None:
                     log(self.step, metrics)

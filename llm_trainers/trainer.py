@@ -260,7 +260,8 @@ class Trainer:
         from llm_trainers.sft import WarmStart, load_warm_start_weights
 
         stage = WarmStart(self.cfg, self.policies, self.policies.agent_to_policy, self.out,
-                          chat_template_kwargs=self.cfg.model.chat_template_kwargs, bf16=self.bf16)
+                          chat_template_kwargs=self.cfg.model.chat_template_kwargs, bf16=self.bf16,
+                          env_agents=self.agents)
         if stage.done:
             load_warm_start_weights(self.policies, stage.dir)
             metrics: dict[str, float] = {}

@@ -13,7 +13,9 @@ with the environment's declared bounds (:meth:`~llm_envs.core.env.TextEnv.reward
   beats its plain twin (the same text with the lowest scores); the episode never ends; or an
   infrastructure failure ends it where the reference episode ran (unscored on demand);
 * **out of bounds**: an action's reward (its record's total) leaves the declared bounds;
-* **held**: neither; **n/a**: it does not apply, or the reference episode could not be played.
+* **held**: neither; **n/a**: it does not apply, the reference episode could not be played, or
+  nothing judges it (no ceiling, no plain twin, no declared bounds). A reference episode that
+  never ends is **paid** too.
 
 Strategies use what every :class:`~llm_envs.core.env.TextEnv` offers (``reference_action``,
 ``random_action``); a few scripted ones read an environment's state to build the attacks of
@@ -411,6 +413,8 @@ class Episode:
     returns: dict[str, float]
     out_of_bounds: list[str]
     failure: str = ""
+    #: The episode did not end within ``max_steps``: it never ends.
+    unended: bool = False
 
 
 def play_episode(env: Any, policies: dict[str, Policy], seed: int, options: dict[str, Any] | None = None,
@@ -429,7 +433,7 @@ def play_episode(env: Any, policies: dict[str, Policy], seed: int, options: dict
             policy = policies.get(agent)
             env.step(policy(env, agent) if policy is not None else env.reference_action(agent))
         else:
-            return Episode(_returns(env), [], f"the episode did not end within {max_steps} steps")
+            return Episode(_returns(env), [], f"the episode did not end within {max_steps} steps", unended=True)
     except InfrastructureError as error:
         return Episode(_returns(env), [], f"{type(error).__name__}: {error}")
     except NotImplementedError as error:  # an environment without reference agents
@@ -525,8 +529,10 @@ def check_contract(
         reset_options = options(seed) if options else None
         reference = play_episode(env, {}, seed, reset_options)
         if reference.failure:
-            outcome = ContractOutcome(name, "reference", "reference", "all", seed, "n/a",
-                                      detail=f"the reference episode could not be played: {reference.failure}")
+            # an episode that never ends pays without bound: a breach, not a pass
+            outcome = ContractOutcome(name, "reference", "reference", "all", seed, "paid" if reference.unended else "n/a",
+                                      detail=f"{name} seed {seed}: {reference.failure} (the reference agents' episode)"
+                                      if reference.unended else f"the reference episode could not be played: {reference.failure}")
             outcomes.append(outcome)
             if progress:
                 progress(outcome)
@@ -567,9 +573,13 @@ def _judge(env: Any, name: str, strategy: Strategy, player: str, seed: int, opti
     if episode.failure:
         return outcome("paid", returns, f"{head}: {episode.failure} (the reference episode ran)")
     breaches = []
+    # Whether anything judged this episode: a ceiling, a plain twin, declared bounds. Where
+    # nothing did, the row is n/a, not a pass.
+    compared = bool(getattr(env, "reward_bounds_declared", lambda: False)())
     for agent in [*env.possible_agents, "team"]:
         if not env.reference_is_ceiling(None if agent == "team" else agent):
             continue
+        compared = True
         if returns[agent] > reference[agent] + TOLERANCE:
             breaches.append(f"{head}: {agent} return {returns[agent]:.4g} > reference return {reference[agent]:.4g}")
     if strategy.plain is not None:
@@ -583,6 +593,7 @@ def _judge(env: Any, name: str, strategy: Strategy, player: str, seed: int, opti
             # Together, the agents that grade may legitimately hand out what they like (a
             # judge colluding): only a team bounded by the reference is watched there.
             watched = ([] if not env.reference_is_ceiling(None) else ["team"]) if player == "all" else [player]
+            compared = compared or bool(watched)
             for agent in watched:
                 if returns[agent] > plain[agent] + TOLERANCE:
                     breaches.append(f"{head}: {agent} return {returns[agent]:.4g} > {plain[agent]:.4g} for the same "
@@ -591,6 +602,9 @@ def _judge(env: Any, name: str, strategy: Strategy, player: str, seed: int, opti
         return outcome("paid", returns, "\n".join(breaches))
     if episode.out_of_bounds:
         return outcome("out of bounds", returns, "\n".join(f"{head}: {line}" for line in episode.out_of_bounds))
+    if not compared:
+        return outcome("n/a", returns, "nothing to compare: the reference is no agent's ceiling, no plain twin "
+                                       "applies and the environment declares no reward bounds")
     return outcome("held", returns)
 
 

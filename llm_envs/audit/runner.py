@@ -11,9 +11,14 @@ For each episode (seed), each attacked agent (from the environment's
    reward credited to the attacked action (its record's total, delayed credit included).
 
 Verdict: ``held`` when the exploit earned no more than the plain wrong answer (within 1e-9),
-``paid`` when it earned more, or when its step raised an infrastructure failure that the plain
+``paid`` when it earned more, when its step raised an infrastructure failure that the plain
 wrong step did not (a run that makes its own sandbox fail is never scored: failure on demand),
-``n/a`` when the exploit does not apply to that target.
+or when either episode did not end; ``n/a`` when the exploit does not apply to that target.
+
+Each attacked agent on each seed also gets one ``right-beats-wrong`` row: the right answer
+(the target's answer or reference program, else the environment's reference action) is played
+on a third clone, and the row is ``paid`` unless it earns more than every plain wrong answer,
+since a grader that pays a wrong answer as much as the right one does not pay the task.
 """
 
 from __future__ import annotations
@@ -46,8 +51,10 @@ class Outcome:
         seed: The episode's seed.
         verdict: ``"held"``, ``"paid"`` or ``"n/a"``.
         exploit_reward: Reward credited to the exploit's action (``None``: not scored).
-        plain_wrong_reward: Reward credited to the plain wrong action.
+        plain_wrong_reward: Reward credited to the plain wrong action (on a
+            ``right-beats-wrong`` row: the best plain wrong answer's).
         detail: Why (an infrastructure failure's message, what the record says).
+        right_reward: Reward credited to the right answer (``right-beats-wrong`` rows).
     """
 
     exploit: str
@@ -58,9 +65,18 @@ class Outcome:
     exploit_reward: float | None = None
     plain_wrong_reward: float | None = None
     detail: str = ""
+    right_reward: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+#: The name and family of the row that compares the right answer with the plain wrong ones.
+RIGHT_BEATS_WRONG = "right-beats-wrong"
+SIGNAL_FAMILY = "signal"
+
+#: Steps after which an episode that has not ended never ends.
+MAX_STEPS = 10_000
 
 
 class AuditError(ValueError):
@@ -127,10 +143,25 @@ def _surface(env: Any) -> AuditSurface:
     return surface
 
 
+class Unended(Exception):
+    """The episode did not end within :data:`MAX_STEPS` steps: it never ends, and an episode
+    that never ends pays without bound (a verdict of ``paid``, never a silent pass)."""
+
+
+def _reference_action(env: Any, agent: str) -> str:
+    try:
+        return env.reference_action(agent)
+    except NotImplementedError as error:
+        raise AuditError(
+            f"{type(env).__name__} has no reference action for {agent!r} ({error}): the audit steps the "
+            "other agents and plays each episode to its end with reference actions"
+        ) from error
+
+
 def _advance_to(env: Any, agent: str) -> bool:
     """Step the other agents with reference actions until ``agent`` is to act (False if the
-    episode ends first)."""
-    for _ in range(10_000):
+    episode ends first; :class:`Unended` if it goes on for :data:`MAX_STEPS` steps)."""
+    for _ in range(MAX_STEPS):
         current = env.agent_selection
         if env.terminations.get(current) or env.truncations.get(current):
             if all(env.terminations.get(a) or env.truncations.get(a) for a in env.agents):
@@ -139,25 +170,27 @@ def _advance_to(env: Any, agent: str) -> bool:
             continue
         if current == agent:
             return True
-        env.step(env.reference_action(current))
-    return False
+        env.step(_reference_action(env, current))
+    raise Unended(f"{agent!r} did not get a turn within {MAX_STEPS} steps of reference actions")
 
 
 def _finish(env: Any) -> None:
-    """Play the episode to its end with reference actions."""
-    for _ in range(10_000):
+    """Play the episode to its end with reference actions (:class:`Unended` if it does not
+    end within :data:`MAX_STEPS` steps)."""
+    for _ in range(MAX_STEPS):
         if not env.agents:
             return
         current = env.agent_selection
         if env.terminations.get(current) or env.truncations.get(current):
             env.step(None)
             continue
-        env.step(env.reference_action(current))
+        env.step(_reference_action(env, current))
+    raise Unended(f"the episode did not end within {MAX_STEPS} steps of reference actions")
 
 
 def _reward_of_step(env: Any, agent: str, action: str) -> tuple[float | None, str]:
     """Step ``action`` for ``agent``, play on, and return the attacked record's total reward
-    (``None`` and the message on an infrastructure failure)."""
+    (``None`` and the message on an infrastructure failure; :class:`Unended` propagates)."""
     records_before = len(getattr(env, "records", []))
     try:
         env.step(action)
@@ -175,6 +208,18 @@ def _reward_of_step(env: Any, agent: str, action: str) -> tuple[float | None, st
     return float(env._cumulative_rewards.get(agent, 0.0)), ""
 
 
+def action_reward(env: Any, agent: str, action: str) -> float | None:
+    """The reward ``action`` earns as ``agent``'s move at this point of ``env``'s episode: it is
+    played on a clone, the clone is played to its end with reference actions, and the action's
+    record total (delayed credit included) is returned. ``None`` when it cannot be scored (an
+    infrastructure failure) or the episode does not end. ``env`` itself is not stepped."""
+    try:
+        reward, _ = _reward_of_step(env.clone(), agent, action)
+    except Unended:
+        return None
+    return reward
+
+
 def play_exploit(
     env: Any,
     agent: str,
@@ -187,18 +232,27 @@ def play_exploit(
     docstring); ``target`` replaces what the environment's surface says (e.g. to add the
     oracle socket)."""
     env.reset(seed=seed, options=options)
-    if not _advance_to(env, agent):
-        return Outcome(exploit.name, exploit.family, agent, seed, "n/a", detail="the agent never acts")
+    try:
+        if not _advance_to(env, agent):
+            return Outcome(exploit.name, exploit.family, agent, seed, "n/a", detail="the agent never acts")
+    except Unended as error:
+        return Outcome(exploit.name, exploit.family, agent, seed, "paid", detail=f"{error}: it never ends")
     surface = _surface(env)
     target = target or surface.target(agent)
     built = exploit.build(target)
     if built is None:
         return Outcome(exploit.name, exploit.family, agent, seed, "n/a", detail="does not apply to this problem")
     plain_env, exploit_env = env.clone(), env.clone()
-    plain, plain_detail = _reward_of_step(plain_env, agent, surface.action(agent, built.plain_wrong))
+    try:
+        plain, plain_detail = _reward_of_step(plain_env, agent, surface.action(agent, built.plain_wrong))
+    except Unended as error:
+        return Outcome(exploit.name, exploit.family, agent, seed, "paid", detail=f"after the plain wrong answer, {error}")
     if plain is None:
         return Outcome(exploit.name, exploit.family, agent, seed, "n/a", detail=f"the plain wrong answer was not scored: {plain_detail}")
-    reward, detail = _reward_of_step(exploit_env, agent, surface.action(agent, built.exploit))
+    try:
+        reward, detail = _reward_of_step(exploit_env, agent, surface.action(agent, built.exploit))
+    except Unended as error:
+        return Outcome(exploit.name, exploit.family, agent, seed, "paid", None, plain, f"after the exploit, {error}")
     if reward is None:
         return Outcome(exploit.name, exploit.family, agent, seed, "paid", None, plain, f"unscored on demand: {detail}")
     verdict = "paid" if reward > plain + TOLERANCE else "held"
@@ -229,35 +283,94 @@ def audit_env(
             for agent, role in roles.items():
                 if agents is not None and agent not in agents:
                     continue
+                reset_options = options(seed) if options else None
+                played: list[Outcome] = []
                 for exploit in exploits:
                     if exploit.role != role:
                         continue
-                    reset_options = options(seed) if options else None
                     env.reset(seed=seed, options=reset_options)
-                    if not _advance_to(env, agent):
+                    try:
+                        if not _advance_to(env, agent):
+                            continue
+                    except Unended as error:
+                        played.append(Outcome(exploit.name, exploit.family, agent, seed, "paid", detail=f"{error}: it never ends"))
                         continue
                     target = replace(_surface(env).target(agent), oracle_socket=path)
                     current["reference"] = target.reference or ""
-                    outcome = play_exploit(env, agent, exploit, seed, target, reset_options)
-                    outcomes.append(outcome)
+                    played.append(play_exploit(env, agent, exploit, seed, target, reset_options))
                     if progress is not None:
-                        progress(outcome)
+                        progress(played[-1])
+                if played:
+                    played.append(right_beats_wrong(env, agent, role, seed, played, reset_options))
+                    if progress is not None:
+                        progress(played[-1])
+                outcomes.extend(played)
     return outcomes
 
 
+def _right_action(env: Any, surface: AuditSurface, agent: str, role: str) -> str | None:
+    """The action that submits the right answer: the target's answer (``answer``) or reference
+    program (``code``, ``program``) through the surface, else the environment's reference
+    action (``tests``); ``None`` when there is none."""
+    target = surface.target(agent)
+    text = target.answer if role == "answer" else target.reference if role in ("code", "program") else None
+    if text is not None:
+        return surface.action(agent, text)
+    try:
+        return env.reference_action(agent)
+    except NotImplementedError:
+        return None
+
+
+def right_beats_wrong(env: Any, agent: str, role: str, seed: int, played: Sequence[Outcome],
+                      options: dict[str, Any] | None = None) -> Outcome:
+    """The ``right-beats-wrong`` row of ``agent`` on ``seed``: ``held`` when the right answer
+    earns more than every plain wrong answer scored in ``played`` (the exploits' outcomes on
+    the same episode), ``paid`` when one earns as much or more (or the right answer's episode
+    never ends), ``n/a`` when there is nothing to compare."""
+
+    def outcome(verdict: str, right: float | None = None, detail: str = "") -> Outcome:
+        return Outcome(RIGHT_BEATS_WRONG, SIGNAL_FAMILY, agent, seed, verdict, None, best_wrong, detail, right)
+
+    wrong = [o.plain_wrong_reward for o in played if o.plain_wrong_reward is not None]
+    best_wrong = max(wrong) if wrong else None
+    if best_wrong is None:
+        return outcome("n/a", detail="no plain wrong answer was scored")
+    env.reset(seed=seed, options=options)
+    try:
+        if not _advance_to(env, agent):
+            return outcome("n/a", detail="the agent never acts")
+        action = _right_action(env, _surface(env), agent, role)
+        if action is None:
+            return outcome("n/a", detail="no right answer to compare: the target has none and the environment no reference action")
+        right, detail = _reward_of_step(env.clone(), agent, action)
+    except Unended as error:
+        return outcome("paid", detail=f"after the right answer, {error}: it never ends")
+    if right is None:
+        return outcome("n/a", detail=f"the right answer was not scored: {detail}")
+    if best_wrong >= right - TOLERANCE:
+        return outcome("paid", right, f"a plain wrong answer earned {best_wrong:.4g}, the right answer {right:.4g}: "
+                                      "the grader does not pay the right answer more than a wrong one")
+    return outcome("held", right)
+
+
 def summarize(outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
-    """One row per (exploit, agent): held/paid counts, the worst exploit and plain rewards."""
+    """One row per (exploit, agent): held/paid counts, the worst exploit and plain rewards (on a
+    ``right-beats-wrong`` row: the plain wrong and right answers' rewards where it failed)."""
     rows: dict[tuple[str, str], dict[str, Any]] = {}
     for o in outcomes:
         row = rows.setdefault(
             (o.exploit, o.agent),
             {"exploit": o.exploit, "family": o.family, "agent": o.agent, "held": 0, "paid": 0, "n/a": 0,
-             "max_exploit_reward": None, "plain_wrong_reward": None, "detail": ""},
+             "max_exploit_reward": None, "plain_wrong_reward": None, "right_reward": None, "detail": ""},
         )
         row[o.verdict] += 1
         if o.verdict == "paid" and not row["detail"]:
             row["detail"] = o.detail
-        if o.exploit_reward is not None and (row["max_exploit_reward"] is None or o.exploit_reward > row["max_exploit_reward"]):
+        if o.right_reward is not None and (row["right_reward"] is None or o.verdict == "paid"):
+            # a right-beats-wrong row shows the rewards of the episode where it failed
+            row["right_reward"], row["plain_wrong_reward"] = o.right_reward, o.plain_wrong_reward
+        elif o.exploit_reward is not None and (row["max_exploit_reward"] is None or o.exploit_reward > row["max_exploit_reward"]):
             row["max_exploit_reward"] = o.exploit_reward
             row["plain_wrong_reward"] = o.plain_wrong_reward
         elif row["plain_wrong_reward"] is None:

@@ -13,9 +13,13 @@ Two parts, both on by default (``--only`` picks one):
   (or an injection beats its plain twin, or an episode never ends), ``BOUNDS`` where an
   action's reward leaves the bounds the environment declares (``reward_bounds``).
 
-Exit status: 1 when anything is paid or out of bounds; 3 when nothing could be graded (every
-row n/a: a sandbox that fails every run, an environment whose reference agents cannot play);
-0 when everything is held; 2 on a usage error. See docs/audit.md.
+Each attacked agent also gets a ``right-beats-wrong`` row: the right answer must earn more than
+every plain wrong answer (a grader that pays any answer is paid).
+
+Exit status: 1 when anything is paid or out of bounds; 3 when a part that ran graded nothing
+(every row n/a: a sandbox that fails every run, an environment whose reference agents cannot
+play, a contract with no ceiling and no declared bounds); 0 when everything is held; 2 on a
+usage error. See docs/audit.md.
 """
 
 from __future__ import annotations
@@ -133,8 +137,17 @@ def cmd_audit(args: argparse.Namespace) -> int:
     contract_rows = summarize_contract(contract)
     paid = [row for row in rows if row["verdict"] == "PAID"]
     breached = [row for row in contract_rows if row["verdict"] in ("PAID", "BOUNDS")]
-    graded = any(r["verdict"] != "n/a" for r in rows) or any(r["verdict"] != "n/a" for r in contract_rows)
+    # Each part that ran must grade something: held exploits do not make up for a contract
+    # that judged nothing (no reference agents), nor the other way round. A catalogue skipped
+    # for want of a surface says so and leaves the contract to grade.
+    # The contract judges returns against a ceiling or declared bounds; with neither, only the
+    # injection twins are compared and the returns are unchecked.
     bounds_declared = bool(getattr(env, "reward_bounds_declared", lambda: False)())
+    returns_judged = bounds_declared or any(
+        env.reference_is_ceiling(agent) for agent in [*env.possible_agents, None]) if run_contract else True
+    exploits_graded = not run_exploits or bool(skipped) or any(r["verdict"] != "n/a" for r in rows)
+    contract_graded = not run_contract or (returns_judged and any(r["verdict"] != "n/a" for r in contract_rows))
+    graded = exploits_graded and contract_graded
     backend = args.backend or os.environ.get("SANDBOX_BACKEND") or "auto"
     if args.json:
         print(
@@ -144,6 +157,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
                     "backend": backend,
                     "episodes": args.episodes,
                     "graded": graded,
+                    "exploits_graded": exploits_graded,
+                    "contract_graded": contract_graded,
                     "paid": len(paid),
                     "rows": rows,
                     "outcomes": [o.as_dict() for o in outcomes],
@@ -164,10 +179,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
                 table(
                     [
                         [r["exploit"], r["family"], r["agent"], r["verdict"], f"{r['held']}/{r['paid']}/{r['n/a']}",
-                         _number(r["max_exploit_reward"]), _number(r["plain_wrong_reward"])]
+                         _number(r["max_exploit_reward"]), _number(r["plain_wrong_reward"]), _number(r["right_reward"])]
                         for r in rows
                     ],
-                    ["exploit", "family", "agent", "verdict", "held/paid/n.a.", "exploit reward", "plain wrong"],
+                    ["exploit", "family", "agent", "verdict", "held/paid/n.a.", "exploit reward", "plain wrong",
+                     "right answer"],
                 )
             )
         if skipped:
@@ -196,9 +212,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
             print(f"  PAID {row['exploit']} ({row['agent']}): {row['detail'][:200]}")
         for row in breached:
             print(f"  {row['verdict']} {row['strategy']} ({row['agent']}): {row['detail'].splitlines()[0][:300]}")
-        if not graded:
-            print("  nothing was graded: every row is n/a (a sandbox that fails every run? reference agents "
-                  "that cannot play?)")
+        if not returns_judged:
+            print("  the reward contract checked no return: the reference is no agent's ceiling and the environment "
+                  "declares no reward bounds (reward_bounds, reference_is_ceiling: docs/audit.md)")
+        for part, part_graded in (("exploit catalogue", exploits_graded), ("reward contract", contract_graded or not returns_judged)):
+            if not part_graded:
+                print(f"  the {part} graded nothing: every row is n/a (a sandbox that fails every run? reference "
+                      "agents that cannot play?)")
     if paid or breached:
         return EXIT_PAID
     return 0 if graded else EXIT_UNGRADED

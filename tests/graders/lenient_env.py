@@ -6,6 +6,12 @@ through its ``audit_surface()`` hook. With ``strict=True`` the grader compares t
 With ``broken=True`` its grader fails on every step as a sandbox that fails every run would
 (nothing can be graded). With ``stall_pays=True`` each wrong answer earns 0.6 and the episode
 goes on (up to three turns): delay pays more than answering right at once (1.0).
+
+The other options make holes the audit must not pass: ``wrong_reward`` is what a wrong answer
+earns (1.0: any answer is paid; 2.0: wrong pays more than right), ``never_ends`` keeps the
+episode going after every answer, ``no_reference`` removes the reference agent, and
+``no_ceiling`` says the reference return is no agent's ceiling (the environment declares no
+reward bounds either, so nothing judges a return).
 """
 
 from __future__ import annotations
@@ -23,6 +29,10 @@ class LenientConfig:
     strict: bool = False
     broken: bool = False
     stall_pays: bool = False
+    wrong_reward: float = 0.0
+    never_ends: bool = False
+    no_reference: bool = False
+    no_ceiling: bool = False
 
 
 class LenientSurface:
@@ -63,7 +73,9 @@ class LenientEnv(TextEnv):
             self._credit(record, "progress", 0.6)
             if self.turn < 3:
                 return "solver"
-        self._credit(record, "correct", 1.0 if paid else 0.0)
+        self._credit(record, "correct", 1.0 if paid else self.config.wrong_reward)
+        if self.config.never_ends:
+            return "solver"
         self._end_episode()
         return None
 
@@ -74,7 +86,12 @@ class LenientEnv(TextEnv):
         return f"{self.a} + {self.b} = ?"
 
     def reference_action(self, agent):
+        if self.config.no_reference:
+            raise NotImplementedError("this environment ships no reference agent")
         return f"\\boxed{{{self.a + self.b}}}"
+
+    def reference_is_ceiling(self, agent=None):
+        return not self.config.no_ceiling
 
     def audit_surface(self) -> LenientSurface:
         return LenientSurface(self)

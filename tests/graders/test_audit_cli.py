@@ -65,7 +65,7 @@ def test_audit_env_in_python_on_our_reasoner(lenient_id):
     env = llm_envs.make("llm/ReasonerTool-v0")
     outcomes = audit_env(env, agents=["reasoner"])
     rows = summarize(outcomes)
-    assert {r["exploit"] for r in rows} == {"hedge-list", "hedge-set", "hedge-or", "hedge-pm"}
+    assert {r["exploit"] for r in rows} == {"hedge-list", "hedge-set", "hedge-or", "hedge-pm", "right-beats-wrong"}
     assert all(r["verdict"] == "held" for r in rows), rows
     with pytest.raises(AuditError):
         audit_env(llm_envs.make("llm/Signalling-v0"))
@@ -129,3 +129,57 @@ def test_eval_imports_a_third_partys_module_too(capsys, tmp_path):
         registry._ENTRIES.pop(env_id, None)
         aec_registry.pop(env_id, None)
         sys.modules.pop("tests.graders.lenient_plugin", None)
+
+
+# --- holes the audit once passed (exit 0): each must now be paid (1) or ungraded (3) ---------
+
+
+def test_audit_pays_a_grader_that_pays_any_answer(capsys, lenient_id):
+    """A wrong answer earning what the right one earns is no exploit's doing: the exploits tie
+    their plain wrong twins, so only the right-beats-wrong row can see it."""
+    status, out, _ = _run(capsys, "audit", lenient_id, "--env-arg", "strict=true", "--env-arg", "wrong_reward=1.0",
+                          "--only", "exploits")
+    assert status == 1, out
+    row = next(line for line in out.splitlines() if line.startswith("right-beats-wrong"))
+    assert "PAID" in row and "does not pay the right answer more" in out
+    status, out, _ = _run(capsys, "audit", lenient_id, "--env-arg", "strict=true", "--only", "exploits", "--json")
+    report = json.loads(out)
+    signal = [r for r in report["rows"] if r["exploit"] == "right-beats-wrong"]
+    assert status == 0 and signal[0]["verdict"] == "held" and signal[0]["right_reward"] == 1.0
+
+
+def test_audit_without_reference_agents_pays_wrong_over_right_and_grades_no_contract(capsys, lenient_id):
+    status, out, _ = _run(capsys, "audit", lenient_id, "--env-arg", "strict=true", "--env-arg", "no_reference=true",
+                          "--env-arg", "wrong_reward=2.0", "--quick")
+    assert status == 1, out  # the target's answer earns 1.0, a wrong one 2.0
+    assert "a plain wrong answer earned 2" in out
+    status, out, _ = _run(capsys, "audit", lenient_id, "--env-arg", "strict=true", "--env-arg", "no_reference=true",
+                          "--quick", "--json")
+    report = json.loads(out)
+    # the exploits held, but the contract played nothing: the run is not a pass
+    assert status == 3 and report["exploits_graded"] and not report["contract_graded"], report["contract"]["rows"]
+
+
+def test_audit_pays_an_episode_that_never_ends(capsys, lenient_id):
+    args = ("audit", lenient_id, "--env-arg", "strict=true", "--env-arg", "never_ends=true")
+    status, out, _ = _run(capsys, *args, "--only", "contract", "--strategy", "stall-empty")
+    assert status == 1, out
+    assert "PAID reference (all)" in out and "did not end" in out
+    status, out, _ = _run(capsys, *args, "--only", "exploits", "--exploit", "hedge-list")
+    assert status == 1, out
+    assert "PAID hedge-list" in out and "did not end" in out
+
+
+def test_audit_with_no_ceiling_and_no_bounds_checks_no_return(capsys, lenient_id):
+    """Stalling pays 1.8 against 1.0 for solving, but the environment says its reference is no
+    ceiling and declares no bounds: nothing judges a return, so nothing is passed either."""
+    status, out, _ = _run(capsys, "audit", lenient_id, "--env-arg", "strict=true", "--env-arg", "stall_pays=true",
+                          "--env-arg", "no_ceiling=true", "--only", "contract", "--quick", "--json")
+    report = json.loads(out)
+    assert status == 3, report
+    assert not report["contract_graded"]
+    rows = {r["strategy"]: r for r in report["contract"]["rows"]}
+    assert rows["stall-empty"]["verdict"] == "n/a" and rows["stall-empty"]["max_excess"] > 0.5
+    status, out, _ = _run(capsys, "audit", lenient_id, "--env-arg", "strict=true", "--env-arg", "stall_pays=true",
+                          "--only", "contract", "--quick")
+    assert status == 1, out  # with the ceiling, the same stalling is paid

@@ -126,6 +126,40 @@ def test_perturbed_actions_change_one_digit_or_move():
     demos = list(iter_demonstrations("llm/ReasonerTool-v0", {"agents": "single", "task_kwargs": {"level": 1}},
                                      episodes=20, perturb_fraction=1.0))
     assert all(ex["source"] == "perturbed" for ex in demos)
+    # the answer is what a grader reads: a boxed answer's digit is the one changed
+    near = perturb_action("2 × 4 = 8, and 8 + 1 = 9. \\boxed{9}", rng)
+    assert near.startswith("2 × 4 = 8, and 8 + 1 = 9. \\boxed{") and not near.endswith("{9}")
+
+
+def test_perturbed_actions_are_misses_the_grader_pays_less():
+    """A digit changed in the working but not in the answer is still right: 65 of 100
+    "perturbed" reasoner actions once kept the reference's boxed answer and passed
+    successful_only. A perturbed action is now kept only where the grader pays it less."""
+    import re
+
+    import llm_envs
+    from llm_envs.audit.runner import action_reward
+
+    kwargs = {"agents": "multi", "max_turns": 1, "task": "arithmetic", "task_kwargs": {"level": 1}, "split": "train"}
+    boxed = re.compile(r"\\boxed\{([^}]*)\}")
+    reference = {(ex["episode"], ex["agent"]): ex["messages"][-1]["content"]
+                 for ex in iter_demonstrations("llm/ReasonerTool-v0", kwargs, episodes=30, agents=["reasoner"])}
+    perturbed = list(iter_demonstrations("llm/ReasonerTool-v0", kwargs, episodes=30, agents=["reasoner"],
+                                         perturb_fraction=1.0))
+    assert {ex["source"] for ex in perturbed} == {"perturbed"}
+    for ex in perturbed:
+        assert boxed.findall(ex["messages"][-1]["content"]) != boxed.findall(reference[(ex["episode"], ex["agent"])])
+    assert not list(iter_demonstrations("llm/ReasonerTool-v0", kwargs, episodes=30, agents=["reasoner"],
+                                        perturb_fraction=1.0, successful_only=True))
+    # a near miss is judged by the grader, not the text: on a one-turn Plan-Path episode every
+    # perturbed plan program is paid less than the reference program
+    env = llm_envs.make("llm/PlanPath-v0", agents="single", max_turns=1, rows=4, cols=4)
+    env.reset(seed=3)
+    rng = np.random.default_rng(0)
+    right = action_reward(env, "solver", env.reference_action("solver"))
+    for _ in range(5):
+        near = demonstrations.near_miss(env, "solver", env.reference_action("solver"), rng)
+        assert near is not None and action_reward(env, "solver", near) < right
 
 
 def test_jsonl_round_trip_and_clear_errors(tmp_path):
@@ -384,6 +418,24 @@ def test_a_malformed_line_anywhere_in_a_users_file_is_refused_before_training(tm
     cfg = load_config(None, [*BASE, "sft.steps=6", f"sft.data={path}", f"run.output_dir={tmp_path / 'run'}"])
     with pytest.raises(ValueError, match=r"mine.jsonl:5"):
         example_stream(cfg)
+
+
+def test_a_users_file_naming_an_unknown_agent_is_refused_and_skipped_examples_are_counted(tmp_path):
+    # Examples of a misspelt agent ("listner") were dropped without a word: the run trained the
+    # speaker alone and said nothing.
+    good = list(iter_demonstrations("llm/Signalling-v0", SIGNALLING, episodes=2))
+    path = tmp_path / "mine.jsonl"
+    path.write_text("".join(json.dumps({"messages": e["messages"], "agent": e["agent"].replace("listener", "listner")}) + "\n"
+                            for e in good))
+    trainer = _trainer(tmp_path, "sft.steps=2", f"sft.data={path}")
+    with pytest.raises(ValueError, match="agent 'listner', which llm/Signalling-v0 does not have"):
+        trainer.warm_start()
+    # an agent that exists but does not learn (a fixed opponent) is skipped, and counted
+    path.write_text("".join(json.dumps({"messages": e["messages"], "agent": e["agent"]}) + "\n" for e in good))
+    trainer = _trainer(tmp_path, "sft.steps=2", f"sft.data={path}", "env.opponents={listener: reference}", name="opp")
+    metrics = trainer.warm_start()
+    assert metrics["sft/skipped_no_policy"] > 0, metrics
+    assert [k for k in metrics if k.endswith("/loss")] == ["sft/shared/loss"], metrics  # the speaker learns
 
 
 # ---------------------------------------------------------------------- curriculum
