@@ -128,7 +128,15 @@ class Dispatcher:
             outcome = exc
         except Exception as exc:  # noqa: BLE001 - any exception of an agent is an agent failure
             outcome = AgentError(f"{type(exc).__name__}: {exc}", kind="agent_error")
+        except SystemExit as exc:
+            self._raise_in_episodes([(request, future)], self._exit_error(exc))
+            return
         self._resolve(future, outcome)
+
+    def _exit_error(self, exc: SystemExit) -> RunnerError:
+        # A library calling sys.exit() inside the agent ended the run with status 0, no summary
+        # and nothing written: it stops the run as a broken agent does.
+        return RunnerError(f"agent {self.agent!r} called sys.exit({exc.code!r}) while acting; the run stops")
 
     async def _serve(self, batch: list[tuple[ActRequest, asyncio.Future[AgentOutput]]]) -> None:
         size = self.run.max_batch_size or len(batch)
@@ -136,6 +144,7 @@ class Dispatcher:
         results: list[list[AgentOutput] | BaseException]
         if self.is_async:
             results = list(await asyncio.gather(*(self._call_async(c) for c in chunks), return_exceptions=True))
+            results = [self._exit_error(r) if isinstance(r, SystemExit) else r for r in results]
         else:
             results = []
             for chunk in chunks:
@@ -143,6 +152,8 @@ class Dispatcher:
                     results.append(await self._call_sync(chunk))
                 except asyncio.CancelledError:
                     raise
+                except SystemExit as exc:
+                    results.append(self._exit_error(exc))
                 except BaseException as exc:  # noqa: BLE001 - sorted out below
                     results.append(exc)
         self.busy = False
@@ -190,7 +201,10 @@ class Dispatcher:
         progress = self.run.progress
         progress.in_flight -= 1
         progress.calls += 1
-        failure = outcome if isinstance(outcome, AgentError) else output_failure(outcome)
+        try:
+            failure = outcome if isinstance(outcome, AgentError) else output_failure(outcome)
+        except Exception as exc:  # noqa: BLE001  (an exception here would leave the episode waiting for ever)
+            failure = AgentError(f"the agent's output could not be read: {type(exc).__name__}: {exc}", kind="bad_output")
         if failure is None:
             assert isinstance(outcome, AgentOutput)
             self.successes += 1

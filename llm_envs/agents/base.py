@@ -31,6 +31,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import concurrent.futures
+import math
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -151,18 +152,35 @@ def output_failure(output: Any) -> AgentError | None:
         return AgentError(
             f"the agent returned a {type(output).__name__}, not an AgentOutput", kind="bad_output"
         )
+    meta = output.meta if isinstance(output.meta, Mapping) else {}
     if output.error is not None:
-        kind = (output.meta or {}).get("error_kind", "agent_error")
+        kind = meta.get("error_kind", "agent_error")
         return AgentError(
             str(output.error),
-            kind=kind if kind in ERROR_KINDS else "agent_error",
-            status=(output.meta or {}).get("status"),
-            attempts=int((output.meta or {}).get("attempts", 1) or 1),
+            kind=kind if isinstance(kind, str) and kind in ERROR_KINDS else "agent_error",
+            status=meta.get("status"),
+            attempts=_count(meta.get("attempts", 1)) or 1,
         )
     if not isinstance(output.text, str):
         return AgentError(
             f"the agent returned a {type(output.text).__name__} as the action, not text", kind="bad_output"
         )
+    for field_name in ("prompt_tokens", "completion_tokens"):
+        value = getattr(output, field_name)
+        if value is not None and _count(value) is None:
+            # (a NaN count raised in the dispatcher's callback, and the run waited for ever)
+            return AgentError(f"the agent reported {field_name}={value!r}, not a count of tokens", kind="bad_output")
+    return None
+
+
+def _count(value: Any) -> int | None:
+    """``value`` as a count (a non-negative whole number; a float is truncated), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, float) and math.isfinite(value) and value >= 0:
+        return int(value)
     return None
 
 

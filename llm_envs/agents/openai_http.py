@@ -419,7 +419,11 @@ class OpenAIHTTPAgent(Agent):
         except (KeyError, IndexError, TypeError, AttributeError):
             raise malformed(f"no choices[0].message: {_snippet(json.dumps(data))!r}") from None
         if isinstance(content, list):  # content given as parts: keep the text parts
-            texts = [part.get("text") for part in content if isinstance(part, dict)]
+            if not all(isinstance(part, dict) for part in content):
+                # (a list of plain strings was read as no text: the model's answer lost, and
+                # scored as an empty reply)
+                raise malformed(f"message content parts are not objects: {_snippet(json.dumps(content))!r}")
+            texts = [part.get("text") for part in content]
             if any(text is not None and not isinstance(text, str) for text in texts):
                 raise malformed("a part of the message content has a text that is not text")
             content = "".join(text for text in texts if text is not None)

@@ -367,6 +367,8 @@ def evaluate(
             for stale in (SUMMARY_FILE, PLOT_FILE, RUN_FILE, EPISODES_FILE + ".rejected", "report.html"):
                 (out / stale).unlink(missing_ok=True)
         out.mkdir(parents=True, exist_ok=True)
+        run_file = out / RUN_FILE
+        previous_run_file = run_file.read_bytes() if run_file.exists() else None
         run_info = _open_run(
             out,
             run_settings(env_id, env_kwargs, seed, episode_runner.agent_settings()),
@@ -383,6 +385,17 @@ def evaluate(
             results = episode_runner.run()
         except IncompleteRunError as exc:
             incomplete, results = exc, exc.results
+        except RunnerError:
+            if resume and episode_runner.progress.finished == 0:
+                # Refused before any episode was played (the file holds another run's episodes):
+                # run.json stays the run's own, or a plain resume of that run is refused after.
+                if previous_run_file is None:
+                    run_file.unlink(missing_ok=True)
+                else:
+                    tmp = run_file.with_suffix(run_file.suffix + ".tmp")
+                    tmp.write_bytes(previous_run_file)
+                    os.replace(tmp, run_file)
+            raise
         finally:
             if display is not None:
                 display.close()

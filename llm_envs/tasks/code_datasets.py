@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from llm_envs.tasks.base import Problem, register_task_source
-from llm_envs.tasks.golden_tests import checking_tests
+from llm_envs.tasks.golden_tests import checking_tests, checks_something, prints_something
 from llm_envs.tasks.hub import HubSpec, Row, hub_factory
 from sandboxes import parse_python
 
@@ -361,8 +361,10 @@ MBPP = HubSpec(
     screens_memorisable=True,
     convert=_mbpp_convert,
     key=_mbpp_text,
-    # (a test_list given as one string was read one character a test)
-    keep=lambda row, options: _is_list_of_text(row.get("test_list")) and bool(_mbpp_text(row)),
+    # (a test_list given as one string was read one character a test; a test without an
+    # assertion, "f(1)", passed a program returning -1)
+    keep=lambda row, options: (_is_list_of_text(row.get("test_list")) and bool(_mbpp_text(row))
+                               and all(checks_something(test) for test in row["test_list"])),
     default_options={"config": "full"},
 )
 
@@ -399,6 +401,8 @@ def _apps_keep(row: Row, options: Mapping[str, Any]) -> bool:
         is_identifier(fn_name) and all(isinstance(i, list) for i in inputs)
     ):
         return False  # call-based, but no usable function name or argument lists
+    if not fn_name and not prints_something([_as_text(o) for o in outputs]):
+        return False  # every expected output blank: a program printing nothing passes
     return bool(_apps_solutions(row)) or not options.get("require_solution", True)
 
 
@@ -524,7 +528,8 @@ def _cc_python3(row: Row) -> str | None:
 
 
 def _cc_keep(row: Row, options: Mapping[str, Any]) -> bool:
-    if not _cc_tests(row, options):
+    tests = _cc_tests(row, options)
+    if not tests or not prints_something([output for _, output in tests]):
         return False
     return _cc_python3(row) is not None or not options.get("require_solution", True)
 
@@ -657,7 +662,7 @@ def _lcb_keep(row: Row, options: Mapping[str, Any]) -> bool:
     if not public:
         return False
     if all(t.get("testtype") == "stdin" for t in public):
-        return True
+        return prints_something([str(t.get("output", "")) for t in public])
     return _lcb_method(row) is not None and all(
         _lcb_functional_case(t) is not None for t in public
     )

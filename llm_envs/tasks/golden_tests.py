@@ -57,3 +57,22 @@ def checking_tests(tests: Sequence[str], entry_point: str | None) -> tuple[str, 
     """``tests`` without those that compare the program with itself
     (:func:`compares_the_program_with_itself`): a grader pays nothing it cannot check."""
     return tuple(test for test in tests if not compares_the_program_with_itself(test, entry_point))
+
+
+def checks_something(test: str) -> bool:
+    """Whether a function-style golden ``test`` can fail for a program that returns a wrong
+    value: it holds an ``assert`` or a ``raise``. ``f(1)`` or a commented-out assertion checks
+    only that the program does not crash, so a program returning ``-1`` passed MBPP rows whose
+    tests were such. A test that does not parse fails every program: it pays nothing either,
+    and is kept as a check (its problem's other tests decide)."""
+    try:
+        tree = parse_python(test)
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OverflowError):
+        return True
+    return any(isinstance(node, (ast.Assert, ast.Raise)) for node in ast.walk(tree))
+
+
+def prints_something(outputs: Sequence[str]) -> bool:
+    """Whether a stdin/stdout problem's expected ``outputs`` ask for any output: where every
+    one is blank, a program that prints nothing passes every case."""
+    return any(str(output).strip() for output in outputs)

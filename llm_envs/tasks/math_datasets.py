@@ -57,6 +57,15 @@ def strip_math_delimiters(answer: str) -> str:
     return text
 
 
+def _gradable(answer: str) -> bool:
+    """Whether an answer holds something to grade once its delimiters, braces and an empty box
+    are gone (``"$$"``, ``"\\boxed{}"``, ``"."`` are problems nobody can be paid for)."""
+    from llm_envs.verifiers.math import normalize_answer
+
+    return bool(re.sub(r"\\boxed|[{}\s]", "", normalize_answer(strip_math_delimiters(answer))))
+
+
+# ---------------------------------------------------------------------------------------------
 # ---------------------------------------------------------------------------------------------
 # GSM8K
 
@@ -80,7 +89,7 @@ def _has_final_answer(row: Row) -> bool:
     if not isinstance(row.get("answer"), str) or not _text(row, "question"):
         return False
     try:
-        return bool(gsm8k_final_answer(row["answer"]))
+        return _gradable(gsm8k_final_answer(row["answer"]))
     except ValueError:
         return False
 
@@ -155,7 +164,7 @@ MATH500 = HubSpec(
     convert=_math500_convert,
     key=lambda row: _text(row, "problem"),
     keep=lambda row, options: (
-        bool(_text(row, "problem")) and bool(_text(row, "answer"))
+        bool(_text(row, "problem")) and _gradable(_text(row, "answer"))
     ),
     scan_fields=("problem", "answer"),
 )
@@ -188,7 +197,7 @@ def _aime_convert(source: str):
 
 
 def _aime_keep(row: Row, options: Mapping[str, Any]) -> bool:
-    return bool(_text(row, "problem", "Problem", "question")) and bool(
+    return bool(_text(row, "problem", "Problem", "question")) and _gradable(
         _text(row, "answer", "Answer")
     )
 
@@ -279,7 +288,7 @@ OLYMPIADBENCH = HubSpec(
     convert=_olympiad_convert,
     key=lambda row: str(row["question"]),
     keep=lambda row, options: (
-        bool(_text(row, "question")) and bool(_olympiad_answer(row))
+        bool(_text(row, "question")) and _gradable(_olympiad_answer(row))
     ),
     default_options={"config": "OE_TO_maths_en_COMP"},
     scan_fields=("question", "final_answer"),

@@ -47,7 +47,34 @@ def _equal(predicted: str, truth: str) -> bool:
     pred = parse_answer(predicted)
     if not gold or not pred:
         return False
-    return bool(verify(gold, pred, timeout_seconds=None))
+    if not verify(gold, pred, timeout_seconds=None):
+        return False
+    # verify() rounds to 6 decimals, so every number below 5e-7 equals every other (0.0 was
+    # paid for 6.626e-34, -3e-7 for 3e-7): two numbers must also agree relatively.
+    gold_value, pred_value = _real_number(gold), _real_number(pred)
+    if gold_value is not None and pred_value is not None:
+        return abs(gold_value - pred_value) <= RELATIVE_TOLERANCE * max(abs(gold_value), abs(pred_value))
+    return True
+
+
+#: As ``llm_envs.verifiers.math.RELATIVE_TOLERANCE`` (this script imports nothing of ours).
+RELATIVE_TOLERANCE = 1e-4
+
+
+def _real_number(parsed: list) -> float | None:
+    """The value of math-verify's first parsed object when it is a real number, else None."""
+    import sympy
+
+    for item in parsed:
+        if isinstance(item, str):
+            continue
+        try:
+            if isinstance(item, sympy.Basic) and item.is_number and item.is_real:
+                return float(item.evalf(30))
+        except (TypeError, ValueError, OverflowError, ArithmeticError):
+            return None
+        return None
+    return None
 
 
 def main() -> None:

@@ -7,10 +7,12 @@
    are removed) and compared as strings, then as exact rationals when both read as numbers
    (``42``, ``-3.5``, ``1/2``, ``\\frac{1}{2}``, ``\\frac12``, ``1e3``). Two exact rationals
    (no decimal point) that differ are a definite "no"; so are two numbers more than 1e-4 apart
-   relative to their size.
+   relative to the larger (no absolute floor: ``0.0`` is not 6.626e-34).
 2. **math-verify** for everything else (expressions, sets, intervals, matrices, ``x = 5``...).
    Its own timeouts use ``signal.alarm``, which raises outside the main thread, so they are
    disabled (``parsing_timeout=None``, ``timeout_seconds=None``) and **we** enforce the time.
+   Its rounding to 6 decimals makes every number below 5e-7 equal, so where both answers are
+   numbers its "yes" must also hold to 1e-4 relative.
    A thread cannot do that: sympy's big-integer arithmetic (``10^{10^{10}}``) holds the GIL, so
    a waiting thread never even wakes up. The check therefore runs in a small pool of warm worker
    processes (``_math_worker.py``, started on first use, about a second each, memory-limited);
@@ -40,6 +42,10 @@ logger = logging.getLogger(__name__)
 
 #: Longest predicted answer that is handed to math-verify.
 MAX_ANSWER_CHARS = 1000
+
+#: Two numbers further apart than this, relative to the larger, are different answers (the fast
+#: path's "no"; ``_math_worker.py`` holds math-verify's "yes" for two numbers to it too).
+RELATIVE_TOLERANCE = Fraction(1, 10_000)
 
 # ---------------------------------------------------------------------------------------------
 # \boxed{} extraction
@@ -101,6 +107,8 @@ def _matching_braces(text: str) -> dict[int, int]:
 
 _TEXT_COMMAND = re.compile(r"\\(?:text|textbf|mathrm|mbox)\{([^{}]*)\}")
 _THOUSANDS = re.compile(r"^([+-]?)(\d{1,3}(?:,\d{3})+)(\.\d+)?$")
+_TWO_NUMBERS = re.compile(r"\d \d")
+_SPACED_THOUSANDS = re.compile(r"(?<![\d.])\d{1,3}(?:[ \t]\d{3})+(?:\.\d+)?(?!\d)")
 # One way to split any digit run (``\d+\.?\d*`` had many, and took quadratic time to refuse a
 # long run of digits followed by anything else: 20,000 digits, 21 s with the GIL held).
 _DECIMAL = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE]([+-]?\d+))?$")
@@ -148,7 +156,11 @@ def normalize_answer(answer: str) -> str:
             + thousands.group(2).replace(",", "")
             + (thousands.group(3) or "")
         )
-    return re.sub(r"\s+", "", text)
+    # Digits on both sides of a space are two numbers ("5 6" is not 56, "2 3/4" not 23/4),
+    # unless the space groups thousands ("1 000 000"): one space is kept between them.
+    text = _SPACED_THOUSANDS.sub(lambda m: re.sub(r"\s+", "", m.group(0)), text)
+    text = re.sub(r"(?<=\d)\s+(?=\d)", " ", text)
+    return re.sub(r"(?<!\d)\s+|\s+(?!\d)", "", text)
 
 
 def parse_number(answer: str) -> tuple[Fraction, bool] | None:
@@ -194,6 +206,8 @@ def _fast_check(predicted: str, truth: str) -> bool | None:
         return False
     if pred == gold:
         return True
+    if _TWO_NUMBERS.search(pred) and not _TWO_NUMBERS.search(gold):
+        return False  # two numbers side by side are not the one the truth is
     pred_number, gold_number = parse_number(pred), parse_number(gold)
     if pred_number is None or gold_number is None:
         return None
@@ -202,8 +216,10 @@ def _fast_check(predicted: str, truth: str) -> bool | None:
         return True
     if pred_exact and gold_exact:
         return False
-    scale = max(abs(pred_value), abs(gold_value), Fraction(1))
-    if abs(pred_value - gold_value) / scale > Fraction(1, 10_000):
+    # Relative, with no floor: with a floor of 1, "0.0" was close to 6.626e-34 and math-verify's
+    # rounding to 6 decimals then paid it (and 3.2e-19 for 1.6e-19, -3e-7 for 3e-7).
+    scale = max(abs(pred_value), abs(gold_value))
+    if abs(pred_value - gold_value) > scale * RELATIVE_TOLERANCE:
         return False
     return None  # close decimals: let math-verify apply its rounding rules
 

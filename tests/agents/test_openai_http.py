@@ -201,6 +201,9 @@ def test_content_parts_and_usage_counts_that_no_reply_can_mean(chat_server):
     bad_part = '{"choices": [{"message": {"content": [{"type": "text", "text": 7}]}}]}'
     [output] = _played(chat_server, "body:" + bad_part)
     assert output.meta["error_kind"] == "malformed_response" and "not text" in output.error
+    # parts that are plain strings were skipped: the reply "A" was played as an empty answer
+    [output] = _played(chat_server, 'body:{"choices": [{"message": {"content": ["A"]}}]}')
+    assert output.meta["error_kind"] == "malformed_response" and "not objects" in output.error
     for count in ("1e400", "-5", "1e30", "2.5", "true", "\"12\""):
         usage = '{"choices": [{"message": {"content": "ok"}}], "usage": {"prompt_tokens": %s, "completion_tokens": 3}}'
         [output] = _played(chat_server, "body:" + usage % count)

@@ -220,3 +220,38 @@ def test_every_option_of_every_command_has_help():
             if not action.help:
                 missing.append(f"{name} {'/'.join(action.option_strings) or action.dest}")
     assert missing == []
+
+
+# ---------------------------------------------------------------------------- odd agents
+@pytest.mark.parametrize("agent", ["NanTokens", "WordTokens", "ErrorWithListMeta", "ErrorWithWordAttempts"])
+def test_an_output_the_dispatcher_cannot_read_is_a_failed_call_not_a_hang(capsys, tmp_path, agent):
+    # (a NaN token count raised inside the dispatcher's callback: the episode's future was never
+    # resolved and the run waited for ever)
+    status, _, err = _eval(capsys, "llm/Signalling-v0", tmp_path / "run", "--episodes", "4", "--concurrency", "2",
+                           "--agent", f"py:tests.evaluation.odd_agents:{agent}", "--no-report")
+    assert status == 3, err
+    assert "4 of 4 episodes are incomplete" in err
+    assert "bad_output" in err or "agent_error: engine died" in err
+
+
+def test_an_agent_calling_sys_exit_stops_the_run_with_an_error(capsys, tmp_path):
+    # (it ended the run with status 0, no summary and nothing written)
+    status, _, err = _eval(capsys, "llm/Signalling-v0", tmp_path / "run", "--episodes", "4",
+                           "--agent", "py:tests.evaluation.odd_agents:Exits", "--no-report")
+    assert status == 2 and "called sys.exit(0)" in err
+
+
+def test_a_refused_resume_leaves_the_runs_settings_as_they_were(capsys, tmp_path):
+    out = tmp_path / "run"
+    assert _eval(capsys, "llm/TicTacToe-v0", out, "--agent", "random", "--episodes", "4", "--no-report")[0] == 0
+    before = (out / "run.json").read_text()
+    status, _, err = _eval(capsys, "llm/TicTacToe-v0", out, "--agent", "reference", "--episodes", "6",
+                           "--resume", "--force-resume", "--no-report")
+    assert status == 2 and "played by other agents" in err
+    assert (out / "run.json").read_text() == before
+    # (run.json held the refused agents' settings, so resuming the run as it was played was
+    # refused in turn)
+    status, _, err = _eval(capsys, "llm/TicTacToe-v0", out, "--agent", "random", "--episodes", "6", "--resume",
+                           "--no-report")
+    assert status == 0, err
+    assert json.loads((out / "summary.json").read_text())["mixed_settings"] is False

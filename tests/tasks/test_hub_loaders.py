@@ -142,6 +142,15 @@ def test_gsm8k_final_answer():
         gsm8k_final_answer("no marker")
 
 
+def test_math_answers_that_are_only_delimiters_are_left_out(tmp_path):
+    # "$$" stripped to "": a problem nobody can be paid for was served
+    rows = [{"problem": f"Q{i}", "answer": answer, "solution": "", "subject": "x", "level": 1, "unique_id": f"u{i}"}
+            for i, answer in enumerate(["$$", "$ $", "\\boxed{}", "{}", "\\text{}", ".", "5", "$x^2$"])]
+    source = load_task_source("math500", split="test", path=write_jsonl(tmp_path / "t.jsonl", rows),
+                              split_policy="benchmark")
+    assert sorted(p.answer for p in source) == ["5", "x^2"] and source.rows_left_out == 6
+
+
 def test_math500_single_split_hash_and_benchmark(tmp_path):
     rows = [
         {
@@ -493,7 +502,13 @@ def test_livecodebench_stdin_problems_with_compressed_private_tests(tmp_path):
             [{"input": "[1]", "output": "2", "testtype": "functional"}]
         ),
     }
-    path = write_jsonl(tmp_path / "test6.jsonl", [stdin_row, plain_row, functional])
+    silent = {  # every expected output blank: a program printing nothing would pass
+        **stdin_row,
+        "question_id": "abc003_a",
+        "public_test_cases": json.dumps([{"input": "1\n", "output": "\n", "testtype": "stdin"}]),
+        "private_test_cases": json.dumps([]),
+    }
+    path = write_jsonl(tmp_path / "test6.jsonl", [stdin_row, plain_row, functional, silent])
     source = load_task_source(
         "livecodebench", split="test", split_policy="benchmark", path=path
     )
@@ -541,6 +556,34 @@ def test_livecodebench_versions():
 
 # ---------------------------------------------------------------------------------------------
 # errors
+
+
+def test_rows_whose_tests_no_program_can_fail_are_left_out_and_counted(tmp_path):
+    """A problem whose every expected output is blank (a program printing nothing passes), or
+    whose tests hold no assertion ("f(1)": a program returning -1 passed with reward 2.0), is
+    left out, as an empty field is."""
+    empty_io = json.dumps({"inputs": ["1\n", "2\n"], "outputs": ["", " \n\t"]})
+    write_jsonl(tmp_path / "apps" / "test.jsonl",
+                [apps_row(1), apps_row(2, input_output=empty_io, solutions=json.dumps(["pass"]))])
+    apps = load_task_source("apps", split="test", path=tmp_path / "apps")
+    assert ids(apps) == {"apps/1"} and apps.rows_left_out == 1
+    blank = cc_row("blank")
+    blank["public_tests"] = {"input": ["1\n"], "output": ["\n"]}
+    blank["private_tests"] = {"input": [], "output": []}
+    write_parquet(tmp_path / "cc" / "test.parquet", [cc_row("x1"), blank])
+    contests = load_task_source("code_contests", split="test", path=tmp_path / "cc")
+    assert ids(contests) == {"code_contests/x1"} and contests.rows_left_out == 1
+    rows = [mbpp_row(11)]
+    for task_id, tests in ((12, [""]), (13, ["add_13(1)"]), (14, ["# assert add_14(1) == 15"]),
+                           (15, ["assert add_15(1) == 16", "add_15(2)"])):
+        rows.append({**mbpp_row(task_id), "test_list": tests})
+    write_jsonl(tmp_path / "mbpp" / "test.jsonl", rows)
+    mbpp = load_task_source("mbpp", split="test", path=tmp_path / "mbpp")
+    assert ids(mbpp) == {"mbpp/11"} and mbpp.rows_left_out == 4
+    # a test that raises is a check too
+    write_jsonl(tmp_path / "mbpp2" / "test.jsonl",
+                [{**mbpp_row(16), "test_list": ["if add_16(1) != 17:\n    raise AssertionError"]}])
+    assert ids(load_task_source("mbpp", split="test", path=tmp_path / "mbpp2")) == {"mbpp/16"}
 
 
 def test_a_missing_path_says_how_to_get_the_data(tmp_path):

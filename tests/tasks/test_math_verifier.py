@@ -68,6 +68,11 @@ def test_extract_boxed_never_raises_on_odd_input():
         ("\\{1,3\\}\\cup\\{2,4\\}", "\\{1,2,3,4\\}"),
         ("x = 5", "5"),
         ("0.3333333", "\\frac{1}{3}"),
+        ("1 000 000", "1000000"),
+        ("12 345.5", "12345.5"),
+        ("6.626 \\times 10^{-34}", "6.626 \\times 10^{-34}"),
+        ("1.6 \\times 10^{-19}", "1.60000 \\times 10^{-19}"),
+        ("0.0000003", "3 \\times 10^{-7}"),
     ],
 )
 def test_equivalent_answers_are_accepted(predicted, truth):
@@ -84,6 +89,17 @@ def test_equivalent_answers_are_accepted(predicted, truth):
         ("\\boxed{}", "1"),
         ("x+1", "x+2"),
         ("7/12", "12/7"),
+        # below 5e-7 math-verify's rounding made every number equal: "0.0" was paid for Planck's
+        # constant, a factor-2 error and a wrong sign were paid too
+        ("0.0", "6.626 \\times 10^{-34}"),
+        ("0.0", "\\frac{1}{3000000}"),
+        ("3.2 \\times 10^{-19}", "1.6 \\times 10^{-19}"),
+        ("-0.0000003", "0.0000003"),
+        ("0.0000005", "0.0000001"),
+        ("0.0000001", "0"),
+        # two numbers side by side are not one
+        ("5 6", "56"),
+        ("2 3/4", "23/4"),
     ],
 )
 def test_different_answers_are_rejected(predicted, truth):

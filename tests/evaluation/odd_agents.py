@@ -1,0 +1,51 @@
+"""Agents that misbehave in ways a real one can, for ``llm-envs eval --agent py:...`` tests.
+
+Each plays the reference action (so the episodes would finish) and breaks one rule: a token
+count that is no count, an error output whose ``meta`` is not a mapping, a ``sys.exit()``.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from llm_envs.agents.base import Agent, AgentOutput
+
+
+class _Reference(Agent):
+    def _action(self, request):
+        return request.env.reference_action(request.agent)
+
+
+class NanTokens(_Reference):
+    name = "nan_tokens"
+
+    def act_batch(self, requests):
+        return [AgentOutput(text=self._action(r), prompt_tokens=float("nan")) for r in requests]
+
+
+class WordTokens(_Reference):
+    name = "word_tokens"
+
+    def act_batch(self, requests):
+        return [AgentOutput(text=self._action(r), completion_tokens="n/a") for r in requests]
+
+
+class ErrorWithListMeta(_Reference):
+    name = "error_list_meta"
+
+    def act_batch(self, requests):
+        return [AgentOutput(text="", error="engine died", meta=["x"]) for _ in requests]
+
+
+class ErrorWithWordAttempts(_Reference):
+    name = "error_word_attempts"
+
+    def act_batch(self, requests):
+        return [AgentOutput(text="", error="engine died", meta={"attempts": "many"}) for _ in requests]
+
+
+class Exits(_Reference):
+    name = "exits"
+
+    def act_batch(self, requests):
+        sys.exit(0)
