@@ -5,26 +5,28 @@ For each episode (seed), each attacked agent (from the environment's
 
 1. resets the environment and steps the other agents with their reference actions until it is
    the attacked agent's turn;
-2. clones the environment twice: on one clone the agent submits the exploit, on the other the
-   exploit's own plain wrong counterpart (:class:`~llm_envs.audit.exploits.Built`);
-3. plays both clones to the end with reference actions for every later step, and reads the
-   reward credited to the attacked action (its record's total, delayed credit included).
+2. submits the exploit's own plain wrong counterpart (:class:`~llm_envs.audit.exploits.Built`)
+   there, then does the same again from a fresh reset with the exploit (each on an episode of
+   its own: clones that shared a grader's cache passed one verdict to the other);
+3. plays each episode to the end with reference actions for every later step, and reads the
+   reward credited to the attacked action (its own record's total, delayed credit included).
 
 Verdict: ``held`` when the exploit earned no more than the plain wrong answer (within 1e-9),
 ``paid`` when it earned more, when its step raised an infrastructure failure that the plain
 wrong step did not (a run that makes its own sandbox fail is never scored: failure on demand),
 or when either episode did not end; ``n/a`` when the exploit does not apply to that target.
 
-Each attacked agent on each seed also gets one ``right-beats-wrong`` row: the right answer
-(the target's answer or reference program, else the environment's reference action) is played
-on a third clone, and the row is ``paid`` unless it earns more than every plain wrong answer,
-since a grader that pays a wrong answer as much as the right one does not pay the task.
+Each attacked agent on each seed also gets one ``right-beats-wrong`` row
+(:func:`right_beats_wrong`): the right answer must earn more than every plain wrong answer, an
+empty reply and a near miss, since a grader that pays a wrong answer as much does not pay the
+task.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import socket
 import tempfile
 import threading
@@ -197,7 +199,8 @@ def _reward_of_step(env: Any, agent: str, action: str) -> tuple[float | None, st
     except InfrastructureError as error:
         return None, f"{type(error).__name__}: {error}"
     records = getattr(env, "records", None)
-    record = records[records_before] if records is not None and len(records) > records_before else None
+    # the attacked agent's own record (a step may first write another agent's: a checker's)
+    record = next((r for r in (records or [])[records_before:] if getattr(r, "agent", agent) == agent), None)
     try:
         _finish(env)
     except InfrastructureError as error:
@@ -220,6 +223,13 @@ def action_reward(env: Any, agent: str, action: str) -> float | None:
     return reward
 
 
+def _at_turn(env: Any, agent: str, seed: int, options: dict[str, Any] | None) -> bool:
+    """Reset ``env`` to the episode of ``reset(seed, options)`` and step it to ``agent``'s turn
+    (False if the agent never acts; :class:`Unended` if the episode never gets there)."""
+    env.reset(seed=seed, options=options)
+    return _advance_to(env, agent)
+
+
 def play_exploit(
     env: Any,
     agent: str,
@@ -230,33 +240,38 @@ def play_exploit(
 ) -> Outcome:
     """Play ``exploit`` as ``agent`` in the episode of ``reset(seed, options)`` (see the module
     docstring); ``target`` replaces what the environment's surface says (e.g. to add the
-    oracle socket)."""
-    env.reset(seed=seed, options=options)
+    oracle socket).
+
+    The plain wrong answer and the exploit are each played on their own reset of the episode,
+    not on two clones: a grader's cache shared between clones handed the exploit the plain
+    wrong answer's verdict."""
+    def outcome(verdict: str, reward: float | None = None, plain: float | None = None, detail: str = "") -> Outcome:
+        return Outcome(exploit.name, exploit.family, agent, seed, verdict, reward, plain, detail)
+
     try:
-        if not _advance_to(env, agent):
-            return Outcome(exploit.name, exploit.family, agent, seed, "n/a", detail="the agent never acts")
+        if not _at_turn(env, agent, seed, options):
+            return outcome("n/a", detail="the agent never acts")
     except Unended as error:
-        return Outcome(exploit.name, exploit.family, agent, seed, "paid", detail=f"{error}: it never ends")
+        return outcome("paid", detail=f"{error}: it never ends")
     surface = _surface(env)
     target = target or surface.target(agent)
     built = exploit.build(target)
     if built is None:
-        return Outcome(exploit.name, exploit.family, agent, seed, "n/a", detail="does not apply to this problem")
-    plain_env, exploit_env = env.clone(), env.clone()
+        return outcome("n/a", detail="does not apply to this problem")
     try:
-        plain, plain_detail = _reward_of_step(plain_env, agent, surface.action(agent, built.plain_wrong))
+        plain, plain_detail = _reward_of_step(env, agent, surface.action(agent, built.plain_wrong))
     except Unended as error:
-        return Outcome(exploit.name, exploit.family, agent, seed, "paid", detail=f"after the plain wrong answer, {error}")
+        return outcome("paid", detail=f"after the plain wrong answer, {error}")
     if plain is None:
-        return Outcome(exploit.name, exploit.family, agent, seed, "n/a", detail=f"the plain wrong answer was not scored: {plain_detail}")
+        return outcome("n/a", detail=f"the plain wrong answer was not scored: {plain_detail}")
     try:
-        reward, detail = _reward_of_step(exploit_env, agent, surface.action(agent, built.exploit))
+        _at_turn(env, agent, seed, options)
+        reward, detail = _reward_of_step(env, agent, surface.action(agent, built.exploit))
     except Unended as error:
-        return Outcome(exploit.name, exploit.family, agent, seed, "paid", None, plain, f"after the exploit, {error}")
+        return outcome("paid", None, plain, f"after the exploit, {error}")
     if reward is None:
-        return Outcome(exploit.name, exploit.family, agent, seed, "paid", None, plain, f"unscored on demand: {detail}")
-    verdict = "paid" if reward > plain + TOLERANCE else "held"
-    return Outcome(exploit.name, exploit.family, agent, seed, verdict, reward, plain, detail)
+        return outcome("paid", None, plain, f"unscored on demand: {detail}")
+    return outcome("paid" if reward > plain + TOLERANCE else "held", reward, plain, detail)
 
 
 def audit_env(
@@ -322,34 +337,65 @@ def _right_action(env: Any, surface: AuditSurface, agent: str, role: str) -> str
         return None
 
 
+def _near_miss_answer(answer: str) -> str | None:
+    """``answer`` with the last digit of its first number's integer part changed (``51`` ->
+    ``52``, ``3.25`` -> ``4.25``): a wrong answer a few percent off, which a tolerant grader
+    pays; ``None`` without a digit."""
+    match = re.search(r"\d+", answer)
+    if match is None:
+        return None
+    i = match.end() - 1
+    return answer[:i] + str((int(answer[i]) + 1) % 10) + answer[i + 1 :]
+
+
 def right_beats_wrong(env: Any, agent: str, role: str, seed: int, played: Sequence[Outcome],
                       options: dict[str, Any] | None = None) -> Outcome:
     """The ``right-beats-wrong`` row of ``agent`` on ``seed``: ``held`` when the right answer
-    earns more than every plain wrong answer scored in ``played`` (the exploits' outcomes on
-    the same episode), ``paid`` when one earns as much or more (or the right answer's episode
-    never ends), ``n/a`` when there is nothing to compare."""
+    earns more than every wrong answer — the plain wrong answers scored in ``played`` (the
+    exploits' outcomes on the same episode), an empty reply and, for an ``answer``, a near miss
+    (:func:`_near_miss_answer`) — and ``paid`` when one earns as much or more, the right answer
+    cannot be scored while wrong ones are, or its episode never ends. ``n/a`` when there is
+    nothing to compare, or where the surface says the agent's own action does not decide its
+    reward (``own_action_paid(agent)`` False: a team outcome its reference partners reach)."""
 
     def outcome(verdict: str, right: float | None = None, detail: str = "") -> Outcome:
         return Outcome(RIGHT_BEATS_WRONG, SIGNAL_FAMILY, agent, seed, verdict, None, best_wrong, detail, right)
 
+    surface = _surface(env)
     wrong = [o.plain_wrong_reward for o in played if o.plain_wrong_reward is not None]
     best_wrong = max(wrong) if wrong else None
     if best_wrong is None:
         return outcome("n/a", detail="no plain wrong answer was scored")
-    env.reset(seed=seed, options=options)
+    own = getattr(surface, "own_action_paid", None)
+    if callable(own) and not own(agent):
+        return outcome("n/a", detail="the agent's reward is the team's outcome, which its reference partners "
+                                     "reach whatever it answers (the surface's own_action_paid)")
     try:
-        if not _advance_to(env, agent):
+        if not _at_turn(env, agent, seed, options):
             return outcome("n/a", detail="the agent never acts")
-        action = _right_action(env, _surface(env), agent, role)
+        target = surface.target(agent)
+        action = _right_action(env, surface, agent, role)
         if action is None:
             return outcome("n/a", detail="no right answer to compare: the target has none and the environment no reference action")
-        right, detail = _reward_of_step(env.clone(), agent, action)
+        right, detail = _reward_of_step(env, agent, action)
+        if right is None:
+            return outcome("paid", detail=f"the right answer was not scored ({detail}) where wrong answers are: "
+                                          "the grader does not pay the task")
+        others = {"an empty reply": ""}
+        near = _near_miss_answer(target.answer) if role == "answer" and target.answer else None
+        if near is not None:
+            others[f"the near miss {near!r}"] = surface.action(agent, near)
+        worst = ("a plain wrong answer", best_wrong)
+        for name, wrong_action in others.items():
+            _at_turn(env, agent, seed, options)
+            reward, _ = _reward_of_step(env, agent, wrong_action)
+            if reward is not None and reward > worst[1]:
+                worst = (name, reward)
     except Unended as error:
-        return outcome("paid", detail=f"after the right answer, {error}: it never ends")
-    if right is None:
-        return outcome("n/a", detail=f"the right answer was not scored: {detail}")
+        return outcome("paid", detail=f"{error}: it never ends")
+    best_wrong = worst[1]
     if best_wrong >= right - TOLERANCE:
-        return outcome("paid", right, f"a plain wrong answer earned {best_wrong:.4g}, the right answer {right:.4g}: "
+        return outcome("paid", right, f"{worst[0]} earned {best_wrong:.4g}, the right answer {right:.4g}: "
                                       "the grader does not pay the right answer more than a wrong one")
     return outcome("held", right)
 

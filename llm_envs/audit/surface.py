@@ -15,7 +15,10 @@ returning an object with three methods (:class:`AuditSurface`):
 * ``target(agent) -> Target``: called after ``reset`` once it is ``agent``'s turn: what the
   exploits may use (entry point, an example call, the reference program, the limits);
 * ``action(agent, text) -> str``: the action that submits ``text`` (a program, tests or an
-  answer) as that agent's reply.
+  answer) as that agent's reply;
+* optionally ``own_action_paid(agent) -> bool``: False where the agent's reward is a team
+  outcome its reference partners reach whatever it answers (the tool under ReasonerTool's
+  ``reward_mode="outcome"``): its ``right-beats-wrong`` row is then n/a, not a hole.
 
 Our environments get a default surface from :func:`default_surface` (by class); the audit uses
 the hook first. The audit reaches an agent's turn by stepping the others with
@@ -101,6 +104,10 @@ class CoderTesterSurface:
     def action(self, agent: str, text: str) -> str:
         return _fenced(text, "**Tests:**" if agent == "tester" else "**Code:**")
 
+    def own_action_paid(self, agent: str) -> bool:
+        # under the team outcome, the tester is paid for the coder's code alone
+        return not (agent == "tester" and self.env.config.reward_mode == "outcome")
+
 
 class ReasonerToolSurface:
     """``llm/ReasonerTool-v0``: the tool writes a ``program``, the reasoner an ``answer``."""
@@ -127,6 +134,10 @@ class ReasonerToolSurface:
         if agent == "tool":
             return _fenced(text, "")
         return f"Step by step, the result follows.\n\\boxed{{{text}}}"
+
+    def own_action_paid(self, agent: str) -> bool:
+        # under the team outcome, the tool is paid for the reasoner's answer alone
+        return not (agent == "tool" and self.env.config.reward_mode == "outcome")
 
 
 class PuzzleSurface:

@@ -183,3 +183,45 @@ def test_audit_with_no_ceiling_and_no_bounds_checks_no_return(capsys, lenient_id
     status, out, _ = _run(capsys, "audit", lenient_id, "--env-arg", "strict=true", "--env-arg", "stall_pays=true",
                           "--only", "contract", "--quick")
     assert status == 1, out  # with the ceiling, the same stalling is paid
+
+
+@pytest.fixture
+def holed_id():
+    yield from registered_for_a_test("llm/TestHoled-v0", "tests.graders.holed_env:HoledEnv", ["solver"], "sums",
+                                     "one reward hole")
+
+
+@pytest.mark.parametrize(("hole", "says"), [
+    ("tolerant", "the near miss"),  # a 5% tolerance: the plain wrong answer (-987654321) held
+    ("empty_pays", "an empty reply earned 1"),
+    ("right_fails", "the right answer was not scored"),
+])
+def test_audit_pays_a_grader_that_does_not_tell_the_right_answer_from_a_wrong_one(capsys, holed_id, hole, says):
+    status, out, _ = _run(capsys, "audit", holed_id, "--env-arg", f"hole={hole}", "--only", "exploits", "--episodes", "2")
+    assert status == 1, out
+    assert "PAID right-beats-wrong (solver)" in out and says in out
+
+
+@pytest.mark.parametrize("hole", ["memo", "checker_first"])
+def test_audit_reads_the_attacked_agents_own_record_on_an_episode_of_its_own(capsys, holed_id, hole):
+    # memo: clones shared the grader's cache, so the hedge got the plain wrong answer's verdict;
+    # checker_first: the first new record (the checker's, strict) was read as the solver's
+    status, out, _ = _run(capsys, "audit", holed_id, "--env-arg", f"hole={hole}", "--only", "exploits",
+                          "--exploit", "hedge-list")
+    assert status == 1, out
+    assert "PAID hedge-list (solver)" in out
+
+
+def test_a_tool_paid_the_team_outcome_is_no_hole(lenient_id):
+    """ReasonerTool's reward_mode="outcome" pays the tool alpha x the team outcome, which the
+    reference reasoner reaches whatever the tool prints: its right-beats-wrong row is n/a (it
+    was PAID: a false alarm on a documented configuration); the reasoner's is still judged."""
+    import llm_envs
+
+    env = llm_envs.make("llm/ReasonerTool-v0", reward_mode="outcome")
+    rows = {(r["exploit"], r["agent"]): r for r in summarize(audit_env(env, exploits=[]))}
+    assert rows == {}  # nothing played, nothing compared
+    outcomes = audit_env(env)
+    signal = {o.agent: o for o in outcomes if o.exploit == "right-beats-wrong"}
+    assert signal["tool"].verdict == "n/a" and "team's outcome" in signal["tool"].detail
+    assert signal["reasoner"].verdict == "held"
