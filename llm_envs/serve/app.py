@@ -74,16 +74,22 @@ class TextEnvServer(HTTPEnvServer):
             await self._destroy_session(sid)
 
 
-def _json_but_not_an_object(text: str) -> str | None:
-    """The JSON type's name where ``text`` is valid JSON whose value is not an object, else
-    ``None`` (text that is not JSON at all is left to OpenEnv's handler: ``INVALID_JSON``)."""
-    if text.lstrip(" \t\r\n")[:1] == "{":
-        return None
+def _json_problem(text: str) -> tuple[str, str] | None:
+    """``(code, message)`` where ``text`` is JSON OpenEnv's handler cannot take, else ``None``:
+    a value that is not an object (its handler calls ``.get`` on it outside its error handling),
+    or JSON Python cannot read as data — nested too deep (``RecursionError``) or an integer too
+    long — which escaped its handler and closed the session with its episode. Text that is not
+    JSON at all is left to that handler (``INVALID_JSON``)."""
     try:
         value = json.loads(text)
-    except ValueError:
+    except json.JSONDecodeError:
         return None
-    return {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
+    except (ValueError, RecursionError) as exc:
+        return "INVALID_JSON", f"the message cannot be read ({type(exc).__name__}: {str(exc)[:120]}); it changed nothing"
+    if isinstance(value, dict):
+        return None
+    kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
+    return "VALIDATION_ERROR", f"a message is a JSON object with a \"type\", got {kind}; it changed nothing"
 
 
 class MessageSizeGuard:
@@ -160,11 +166,9 @@ class MessageSizeGuard:
                 elif len(text) > self.max_bytes // 4 and len(text.encode("utf-8", "surrogatepass")) > self.max_bytes:
                     size = len(text.encode("utf-8", "surrogatepass"))
                     problem = f"message of {size} bytes is over this server's limit of {self.max_bytes} bytes"
-                elif (kind := _json_but_not_an_object(text)) is not None:
-                    # (OpenEnv's handler calls .get on it outside its own error handling, and the
-                    # session, with its episode, was closed)
-                    error = {"type": "error", "data": {"message": f"a message is a JSON object with a \"type\", "
-                             f"got {kind}; it changed nothing", "code": "VALIDATION_ERROR"}}
+                elif (found := _json_problem(text)) is not None:
+                    code, problem = found
+                    error = {"type": "error", "data": {"message": problem, "code": code}}
                     await send({"type": "websocket.send", "text": json.dumps(error)})
                     continue
                 else:
@@ -228,6 +232,9 @@ def create_app(
     )
     app = FastAPI(title=f"llm-envs serve {entry.id}", version=llm_envs.__version__)
     server.register_routes(app)
+    # OpenEnv's /mcp routes create and close sessions without a connection: stateless POSTs
+    # filled every session slot. The served protocol is /ws (and the stateless /reset, /step).
+    app.router.routes[:] = [r for r in app.router.routes if getattr(r, "path", "") != "/mcp"]
 
     @app.get("/info", tags=["Environment Info"], summary="The served environment and its sessions")
     async def info() -> dict[str, Any]:

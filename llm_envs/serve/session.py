@@ -10,6 +10,7 @@ that raises :class:`~llm_envs.core.errors.InfrastructureError` leaves the episod
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from typing import Any
@@ -79,7 +80,16 @@ SERVER_ONLY_OPTIONS = (
     "sandbox", "task_path", "task_kwargs", "pool_path", "path", "render_mode",
     "game", "params", "game_kwargs", "reference_options",
     "program_time_s", "program_memory_mb", "answer_timeout_s", "test_time_s", "mutant_test_time_s",
+    # Python objects: a JSON string in their place broke every later step ("'str' object is
+    # not callable")
+    "verifier", "task_source", "pool", "config",
 )  # fmt: skip
+
+#: A client may set a numeric option to at most this many times its default (the server's
+#: ``--env-arg`` value, else the configuration's), or to :data:`CLIENT_OPTION_FLOOR`, whichever
+#: is larger: one 60-byte reset with ``num_agents=1000000`` grew the server by 8 GB.
+CLIENT_OPTION_FACTOR = 8
+CLIENT_OPTION_FLOOR = 64
 
 
 class SessionError(ValueError):
@@ -133,6 +143,11 @@ class TextEnvSession(Environment[TextAction, TextObservation, TextState]):
             why = ("they name files, the game, the sandbox or its limits on the server machine" if self.client_options
                    else "this server fixes every option")
             raise SessionError(f"option(s) {refused} can only be set by the server (--env-arg): {why}")
+        oversized = self._oversized(kwargs)
+        if oversized:
+            raise SessionError(f"option value(s) too large for a client: {'; '.join(oversized)} (a client may set a "
+                               f"number to {CLIENT_OPTION_FACTOR}x its default or {CLIENT_OPTION_FLOOR}, whichever is "
+                               "larger; the server's --env-arg sets any)")
         options = {**self.base_options, **kwargs}
         env = self._env
         if env is None or options != self._options:
@@ -224,6 +239,21 @@ class TextEnvSession(Environment[TextAction, TextObservation, TextState]):
             self._env.close()
 
     # ------------------------------------------------------------------ helpers
+    def _oversized(self, kwargs: dict[str, Any]) -> list[str]:
+        """The numeric client options over their limit (:data:`CLIENT_OPTION_FACTOR`), as
+        ``"name=value (limit L)"``."""
+        defaults = _config_defaults(self.env_id)
+        found = []
+        for name, value in kwargs.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            default = self.base_options.get(name, defaults.get(name))
+            base = abs(default) if isinstance(default, (int, float)) and not isinstance(default, bool) else 0
+            limit = max(CLIENT_OPTION_FACTOR * base, CLIENT_OPTION_FLOOR)
+            if not abs(value) <= limit:  # (NaN too)
+                found.append(f"{name}={value!r} (limit {limit:g})")
+        return found
+
     def _check_open(self) -> None:
         self.last_activity = time.time()
         if self._closed:
@@ -285,3 +315,18 @@ def _replyable(**fields: Any) -> dict[str, Any]:
     U+FFFD: the server's JSON cannot carry one, and a reply that failed to encode left the
     step played and the client told it had failed. The episode keeps the text as it was."""
     return without_lone_surrogates(fields)
+
+
+@functools.cache
+def _config_defaults(env_id: str) -> dict[str, Any]:
+    """The default of each field of ``env_id``'s configuration dataclass (empty when it has
+    none): what a client's numeric option is measured against."""
+    import dataclasses
+
+    entry = llm_envs.entry(env_id)
+    try:
+        config = getattr(entry.load(), "config_class", None)
+    except (ImportError, AttributeError):
+        return dict(entry.kwargs)
+    fields = dataclasses.fields(config) if config is not None and dataclasses.is_dataclass(config) else ()
+    return {**{f.name: f.default for f in fields if f.default is not dataclasses.MISSING}, **entry.kwargs}

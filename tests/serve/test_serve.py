@@ -131,6 +131,11 @@ def test_every_bad_input_gets_an_error_frame_and_changes_nothing(toy_id):
                 "null": (" null", "VALIDATION_ERROR", "got null"),
                 "a number": ("1", "VALIDATION_ERROR", "got a number"),
                 "a string": ('"state"', "VALIDATION_ERROR", "got a string"),
+                # JSON Python cannot read as data: it escaped OpenEnv's handler and closed the
+                # session with its episode
+                "nested too deep": ("[" * 2000 + "]" * 2000, "INVALID_JSON", "RecursionError"),
+                "nested too deep in a step": ('{"type": "step", "data": ' + "[" * 2000 + "]" * 2000 + "}",
+                                              "INVALID_JSON", "RecursionError"),
             }
             for name, (message, code, words) in bad_inputs.items():
                 reply = send(ws, message)
@@ -301,3 +306,32 @@ def test_an_http_body_over_the_limit_is_refused_unread():
         streamed = httpx.post(f"{url}/reset", content=chunks(), headers={"content-type": "application/json"})
         assert streamed.status_code == 413
         assert httpx.post(f"{url}/reset", json={"seed": 0}).status_code == 200
+
+
+def test_a_client_cannot_make_the_server_build_a_huge_environment_or_open_sessions_without_a_socket():
+    # num_agents=1000000 in one 60-byte reset grew the server by 8 GB, and went on after the
+    # client left; stateless POST /mcp session/create filled every slot with no connection.
+    with in_process_server("llm/Debate-v0", max_sessions=2) as url:
+        with GenericEnvClient(base_url=url).sync() as client:
+            for options, limit in (({"num_agents": 1_000_000}, "limit 64"), ({"max_shown_chars": 1e9}, "limit 64000"),
+                                   ({"num_turns": float("nan")}, "limit 64")):
+                with pytest.raises(RuntimeError, match="too large for a client") as caught:
+                    client.reset(seed=0, **options)
+                assert limit in str(caught.value)
+            # within 8x the default, or the floor: accepted
+            assert len(client.reset(seed=0, num_agents=3, max_shown_chars=20_000).observation["agent"]) > 0
+            # an object-typed option as a JSON string broke every later step
+            with pytest.raises(RuntimeError, match="can only be set by the server"):
+                client.reset(seed=0, verifier="x")
+        with connect(url.replace("http", "ws") + "/ws") as ws:  # an integer Python will not read
+            reply = send(ws, '{"type": "reset", "data": {"seed": ' + "9" * 5000 + "}}")
+            assert reply["type"] == "error" and reply["data"]["code"] == "INVALID_JSON", reply
+            assert send(ws, {"type": "reset", "data": {"seed": 1}})["type"] == "observation"
+        for method in ("post", "get"):
+            response = httpx.request(method.upper(), f"{url}/mcp", json={"jsonrpc": "2.0", "id": 1,
+                                                                          "method": "openenv/session/create"})
+            assert response.status_code in (404, 405), response.text
+    # the server's own --env-arg sets any value
+    with in_process_server("llm/Debate-v0", {"max_shown_chars": 100_000}) as url:
+        with GenericEnvClient(base_url=url).sync() as client:
+            assert client.reset(seed=0, max_shown_chars=500_000).observation["agent"]
