@@ -103,7 +103,13 @@ def load_environment(
     """
     import importlib
 
-    import verifiers as vf
+    try:
+        import verifiers as vf
+    except ImportError as exc:
+        raise ImportError(
+            "llm_envs.interop.verifiers needs the verifiers package (0.2.1), which lives in its own "
+            "environment: run `make verifiers-venv` and use .venv-verifiers/bin/python (docs/interop.md)"
+        ) from exc
     from datasets import Dataset
 
     if env_id is not None and env is not None and env_id != env:
