@@ -144,7 +144,6 @@ class Dispatcher:
         results: list[list[AgentOutput] | BaseException]
         if self.is_async:
             results = list(await asyncio.gather(*(self._call_async(c) for c in chunks), return_exceptions=True))
-            results = [self._exit_error(r) if isinstance(r, SystemExit) else r for r in results]
         else:
             results = []
             for chunk in chunks:
@@ -188,7 +187,11 @@ class Dispatcher:
         requests = [request for request, _ in chunk]
         self.calls += 1
         self.requests += len(requests)
-        return self._check(await self.agent.act_batch_async(requests), len(requests))
+        try:
+            outputs = await self.agent.act_batch_async(requests)
+        except SystemExit as exc:  # (gather() does not catch it: it left the event loop, exit 0)
+            raise self._exit_error(exc) from None
+        return self._check(outputs, len(requests))
 
     def _check(self, outputs: Sequence[AgentOutput], expected: int) -> list[AgentOutput]:
         outputs = list(outputs)

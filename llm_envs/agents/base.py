@@ -32,6 +32,7 @@ import abc
 import asyncio
 import concurrent.futures
 import math
+import numbers
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -174,12 +175,13 @@ def output_failure(output: Any) -> AgentError | None:
 
 
 def _count(value: Any) -> int | None:
-    """``value`` as a count (a non-negative whole number; a float is truncated), else None."""
+    """``value`` as a count (a non-negative whole number, numpy's too; a float is truncated),
+    else None."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, int):
-        return value if value >= 0 else None
-    if isinstance(value, float) and math.isfinite(value) and value >= 0:
+    if isinstance(value, numbers.Integral):
+        return int(value) if value >= 0 else None
+    if isinstance(value, numbers.Real) and math.isfinite(value) and value >= 0:
         return int(value)
     return None
 

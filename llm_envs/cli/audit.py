@@ -4,9 +4,9 @@ Two parts, both on by default (``--only`` picks one):
 
 * **exploits**: each exploit of ``llm_envs.audit.exploits`` that fits a role of the environment
   (code, tests, programs, answers; the environment's ``audit_surface()`` hook says which agent
-  plays which) is played on clones of the same episode beside its own plain wrong counterpart:
-  ``held`` (earned no more than the plain wrong answer in every episode) or ``PAID``. An
-  environment without a surface skips this part and says so.
+  plays which) is played on the same episode (each on a reset of its own) beside its own plain
+  wrong counterpart: ``held`` (earned no more than the plain wrong answer in every episode) or
+  ``PAID``. An environment without a surface skips this part and says so.
 * **contract**: the bounded adversary of ``llm_envs.audit.adversary`` (stall, near misses,
   repeat, hedge, injected score text, collusion, the Sokoban shuttle) plays every agent in turn
   and all agents together; ``PAID`` where a return beats the reference agents' on the same seed
@@ -14,7 +14,7 @@ Two parts, both on by default (``--only`` picks one):
   action's reward leaves the bounds the environment declares (``reward_bounds``).
 
 Each attacked agent also gets a ``right-beats-wrong`` row: the right answer must earn more than
-every plain wrong answer (a grader that pays any answer is paid).
+every plain wrong answer, an empty reply and a near miss (a grader that pays any answer is paid).
 
 Exit status: 1 when anything is paid or out of bounds; 3 when a part that ran graded nothing
 (every row n/a: a sandbox that fails every run, an environment whose reference agents cannot

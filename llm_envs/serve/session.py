@@ -87,9 +87,12 @@ SERVER_ONLY_OPTIONS = (
 
 #: A client may set a numeric option to at most this many times its default (the server's
 #: ``--env-arg`` value, else the configuration's), or to :data:`CLIENT_OPTION_FLOOR`, whichever
-#: is larger: one 60-byte reset with ``num_agents=1000000`` grew the server by 8 GB.
+#: is larger (:data:`CLIENT_OPTION_NO_DEFAULT` for an option whose default is not a number:
+#: Sudoku's ``num_clues=70``): one 60-byte reset with ``num_agents=1000000`` grew the server
+#: by 8 GB.
 CLIENT_OPTION_FACTOR = 8
 CLIENT_OPTION_FLOOR = 64
+CLIENT_OPTION_NO_DEFAULT = 1024
 
 
 class SessionError(ValueError):
@@ -248,8 +251,10 @@ class TextEnvSession(Environment[TextAction, TextObservation, TextState]):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 continue
             default = self.base_options.get(name, defaults.get(name))
-            base = abs(default) if isinstance(default, (int, float)) and not isinstance(default, bool) else 0
-            limit = max(CLIENT_OPTION_FACTOR * base, CLIENT_OPTION_FLOOR)
+            if isinstance(default, (int, float)) and not isinstance(default, bool):
+                limit = max(CLIENT_OPTION_FACTOR * abs(default), CLIENT_OPTION_FLOOR)
+            else:
+                limit = CLIENT_OPTION_NO_DEFAULT
             if not abs(value) <= limit:  # (NaN too)
                 found.append(f"{name}={value!r} (limit {limit:g})")
         return found

@@ -107,8 +107,11 @@ def _matching_braces(text: str) -> dict[int, int]:
 
 _TEXT_COMMAND = re.compile(r"\\(?:text|textbf|mathrm|mbox)\{([^{}]*)\}")
 _THOUSANDS = re.compile(r"^([+-]?)(\d{1,3}(?:,\d{3})+)(\.\d+)?$")
-_TWO_NUMBERS = re.compile(r"\d \d")
+#: A number standing alone (not a subscript, an argument of ``\\frac1 2``, decimals grouped
+#: after the point) followed by a space and a digit: two numbers side by side.
+_TWO_NUMBERS = re.compile(r"(?<![A-Za-z_^\d.\\{])\d+(?:\.\d+)? \d")
 _SPACED_THOUSANDS = re.compile(r"(?<![\d.])\d{1,3}(?:[ \t]\d{3})+(?:\.\d+)?(?!\d)")
+_SPACED_DECIMALS = re.compile(r"(?<=\d\.)\d{3}(?:[ \t]\d{1,3})+(?!\d)")  # 3.141 592
 # One way to split any digit run (``\d+\.?\d*`` had many, and took quadratic time to refuse a
 # long run of digits followed by anything else: 20,000 digits, 21 s with the GIL held).
 _DECIMAL = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE]([+-]?\d+))?$")
@@ -134,10 +137,11 @@ def normalize_answer(answer: str) -> str:
         ("\\right", ""),
         ("\\dfrac", "\\frac"),
         ("\\tfrac", "\\frac"),
-        ("\\!", ""),
-        ("\\,", ""),
-        ("\\;", ""),
-        ("\\ ", ""),
+        # LaTeX spaces are spaces: "1\\,000" still groups thousands below, "5\\,6" is two numbers
+        ("\\!", " "),
+        ("\\,", " "),
+        ("\\;", " "),
+        ("\\ ", " "),
         ("^\\circ", ""),
         ("^{\\circ}", ""),
         ("°", ""),
@@ -159,6 +163,7 @@ def normalize_answer(answer: str) -> str:
     # Digits on both sides of a space are two numbers ("5 6" is not 56, "2 3/4" not 23/4),
     # unless the space groups thousands ("1 000 000"): one space is kept between them.
     text = _SPACED_THOUSANDS.sub(lambda m: re.sub(r"\s+", "", m.group(0)), text)
+    text = _SPACED_DECIMALS.sub(lambda m: re.sub(r"\s+", "", m.group(0)), text)
     text = re.sub(r"(?<=\d)\s+(?=\d)", " ", text)
     return re.sub(r"(?<!\d)\s+|\s+(?!\d)", "", text)
 

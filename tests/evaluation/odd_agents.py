@@ -49,3 +49,25 @@ class Exits(_Reference):
 
     def act_batch(self, requests):
         sys.exit(0)
+
+
+class ExitsAsync(_Reference):
+    name = "exits_async"
+
+    async def act_batch_async(self, requests):
+        sys.exit(0)
+
+    def act_batch(self, requests):
+        raise NotImplementedError
+
+
+class NumpyTokens(_Reference):
+    """Token counts as numpy integers (a local model's counts): a count like any other."""
+
+    name = "numpy_tokens"
+
+    def act_batch(self, requests):
+        import numpy as np
+
+        return [AgentOutput(text=self._action(r), prompt_tokens=np.int64(5), completion_tokens=np.int32(2))
+                for r in requests]

@@ -234,11 +234,18 @@ def test_an_output_the_dispatcher_cannot_read_is_a_failed_call_not_a_hang(capsys
     assert "bad_output" in err or "agent_error: engine died" in err
 
 
-def test_an_agent_calling_sys_exit_stops_the_run_with_an_error(capsys, tmp_path):
+@pytest.mark.parametrize("agent", ["Exits", "ExitsAsync"])
+def test_an_agent_calling_sys_exit_stops_the_run_with_an_error(capsys, tmp_path, agent):
     # (it ended the run with status 0, no summary and nothing written)
     status, _, err = _eval(capsys, "llm/Signalling-v0", tmp_path / "run", "--episodes", "4",
-                           "--agent", "py:tests.evaluation.odd_agents:Exits", "--no-report")
+                           "--agent", f"py:tests.evaluation.odd_agents:{agent}", "--no-report")
     assert status == 2 and "called sys.exit(0)" in err
+
+
+def test_numpy_token_counts_are_counts(capsys, tmp_path):
+    status, _, err = _eval(capsys, "llm/Signalling-v0", tmp_path / "run", "--episodes", "2",
+                           "--agent", "py:tests.evaluation.odd_agents:NumpyTokens", "--no-report")
+    assert status == 0, err
 
 
 def test_a_refused_resume_leaves_the_runs_settings_as_they_were(capsys, tmp_path):

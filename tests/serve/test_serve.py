@@ -331,6 +331,11 @@ def test_a_client_cannot_make_the_server_build_a_huge_environment_or_open_sessio
             response = httpx.request(method.upper(), f"{url}/mcp", json={"jsonrpc": "2.0", "id": 1,
                                                                           "method": "openenv/session/create"})
             assert response.status_code in (404, 405), response.text
+    # an option whose default is not a number: up to 1,024 (Sudoku's num_clues=70 was refused)
+    with in_process_server("llm/Sudoku-v0") as url, GenericEnvClient(base_url=url).sync() as client:
+        assert client.reset(seed=0, size=9, num_clues=70).observation["agent"]
+        with pytest.raises(RuntimeError, match="limit 1024"):
+            client.reset(seed=0, size=9, num_clues=5000)
     # the server's own --env-arg sets any value
     with in_process_server("llm/Debate-v0", {"max_shown_chars": 100_000}) as url:
         with GenericEnvClient(base_url=url).sync() as client:

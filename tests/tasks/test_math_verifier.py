@@ -73,6 +73,13 @@ def test_extract_boxed_never_raises_on_odd_input():
         ("6.626 \\times 10^{-34}", "6.626 \\times 10^{-34}"),
         ("1.6 \\times 10^{-19}", "1.60000 \\times 10^{-19}"),
         ("0.0000003", "3 \\times 10^{-7}"),
+        # spaces that do not part two numbers (refused by a first "two numbers" rule)
+        ("\\frac 1 2", "\\frac{1}{2}"),
+        ("\\dfrac 1 2", "0.5"),
+        ("\\log_2 8", "3"),
+        ("3.141 592", "3.141592"),
+        ("1\\,000", "1000"),
+        ("12\\,345.5", "12345.5"),
     ],
 )
 def test_equivalent_answers_are_accepted(predicted, truth):
@@ -100,6 +107,11 @@ def test_equivalent_answers_are_accepted(predicted, truth):
         # two numbers side by side are not one
         ("5 6", "56"),
         ("2 3/4", "23/4"),
+        ("5\\,6", "56"),  # LaTeX spaces are spaces
+        ("2\\;3/4", "23/4"),
+        ("5\\ 6", "56"),
+        ("5\\!6", "56"),
+        ("2.5 3", "2.53"),
     ],
 )
 def test_different_answers_are_rejected(predicted, truth):
