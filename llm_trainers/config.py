@@ -14,9 +14,10 @@ that comes back to a file is an error. :func:`resolve_config_data` gives the mer
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -584,6 +585,7 @@ class Config:
         if self.run.steps < 1:
             problems.append("run.steps must be >= 1")
         problems += async_problems(self)
+        problems += numeric_problems(self)
         if self.run.wandb not in (None, "offline", "online"):
             problems.append(f"run.wandb must be null, offline or online, got {self.run.wandb!r}")
         problems += warm_start_problems(self)
@@ -597,6 +599,66 @@ class Config:
         if problems:
             raise ValueError("invalid config:\n  - " + "\n  - ".join(problems))
         return self
+
+
+#: ``(field, test, what it must be)`` for the numbers of the sampling, the estimator and the
+#: update (``None`` passes where a field may be null). NaN anywhere in a config is refused too.
+NUMERIC_RULES: tuple[tuple[str, Callable[[float], bool], str], ...] = (
+    ("rollout.k", lambda v: v >= 1, ">= 1"),
+    ("rollout.temperature", lambda v: 0 <= v < math.inf, "a finite number >= 0"),
+    ("rollout.eval_temperature", lambda v: 0 <= v < math.inf, "a finite number >= 0 (or null)"),
+    ("rollout.top_p", lambda v: 0 < v <= 1, "in (0, 1]"),
+    ("rollout.top_k", lambda v: v >= 0, ">= 0 (0: off)"),
+    ("rollout.max_new_tokens", lambda v: v >= 1, ">= 1"),
+    ("rollout.max_batch_size", lambda v: v >= 1, ">= 1"),
+    ("algorithm.eps", lambda v: 0 < v < math.inf, "a finite number > 0"),
+    ("algorithm.gamma", lambda v: 0 <= v <= 1, "in [0, 1]"),
+    ("algorithm.kl_coef", lambda v: 0 <= v < math.inf, "a finite number >= 0"),
+    ("algorithm.reward_clip", lambda v: 0 < v < math.inf, "a finite number > 0 (or null)"),
+    ("algorithm.rae_decay", lambda v: 0 <= v <= 1, "in [0, 1]"),
+    ("train.lr", lambda v: 0 < v < math.inf, "a finite number > 0"),
+    ("train.weight_decay", lambda v: 0 <= v < math.inf, "a finite number >= 0"),
+    ("train.adam_eps", lambda v: 0 < v < math.inf, "a finite number > 0"),
+    ("train.warmup_steps", lambda v: v >= 0, ">= 0"),
+    ("train.min_lr_ratio", lambda v: 0 <= v <= 1, "in [0, 1]"),
+    ("train.max_grad_norm", lambda v: 0 < v < math.inf, "a finite number > 0 (or null: no clipping)"),
+    ("train.micro_batch_size", lambda v: v >= 1, ">= 1"),
+    ("train.epochs", lambda v: v >= 1, ">= 1"),
+    ("train.clip_low", lambda v: 0 <= v < math.inf, "a finite number >= 0"),
+    ("train.clip_high", lambda v: 0 <= v < math.inf, "a finite number >= 0"),
+    ("train.kl_loss_coef", lambda v: 0 <= v < math.inf, "a finite number >= 0"),
+    ("train.entropy_coef", lambda v: -math.inf < v < math.inf, "a finite number"),
+    ("sft.lr", lambda v: 0 < v < math.inf, "a finite number > 0"),
+)
+
+
+def numeric_problems(cfg: Config) -> list[str]:
+    """The numbers of ``cfg`` outside their range (:data:`NUMERIC_RULES`), and every NaN: a NaN
+    learning rate or KL coefficient was accepted and trained on (``train.lr=nan`` made every
+    weight NaN at the first step), a temperature of -1 reached the sampler."""
+    out = []
+    for path, test, what in NUMERIC_RULES:
+        section, _, name = path.partition(".")
+        value = getattr(getattr(cfg, section, None), name, None)
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if not test(value):
+            out.append(f"{path} must be {what}, got {value!r}")
+    reported = {line.split(" ", 1)[0] for line in out}
+
+    def walk(node: Any, path: str) -> None:
+        if dataclasses.is_dataclass(node):
+            for f in dataclasses.fields(node):
+                name = "async" if f.name == "asynchronous" else f.name  # (its YAML name)
+                walk(getattr(node, f.name), f"{path}.{name}" if path else name)
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                walk(value, f"{path}.{key}")
+        elif isinstance(node, float) and math.isnan(node) and path not in reported:
+            out.append(f"{path} is NaN")
+
+    walk(cfg, "")
+    return out
 
 
 def evaluation_split_problems(cfg: Config) -> list[str]:
