@@ -557,6 +557,18 @@ def _check_option_types(spec: AgentSpec, options: Mapping[str, Any], parameters:
             raise AgentSpecError(f"{spec}: option {name} must be a number, got {value!r}")
         if kind == "int" and isinstance(value, float) and not value.is_integer():
             raise AgentSpecError(f"{spec}: option {name} must be a whole number, got {value!r}")
+        if value != value:
+            raise AgentSpecError(f"{spec}: option {name} must be a number, got NaN")
+        bounds = _SAMPLING_RANGES.get(name)
+        if bounds is not None and not bounds[0](value):
+            raise AgentSpecError(f"{spec}: option {name} must be {bounds[1]}, got {value!r}")
+
+
+#: Ranges of the sampling options every model agent shares (a temperature of -1 was sent).
+_SAMPLING_RANGES: dict[str, tuple[Any, str]] = {
+    "temperature": (lambda v: 0 <= v < float("inf"), "a finite number >= 0"),
+    "top_p": (lambda v: 0 < v <= 1, "in (0, 1]"),
+}
 
 
 def _annotation_parts(annotation: Any) -> set[str]:

@@ -6,6 +6,7 @@ import argparse
 import difflib
 import hashlib
 import importlib
+import math
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -164,6 +165,14 @@ def model_defaults(args: argparse.Namespace) -> dict[str, Any]:
         raise CLIError(f"--max-tokens must be >= 1 (or 0 for an openai server's own default), got {args.max_tokens}")
     if getattr(args, "threads", None) is not None and args.threads < 1:
         raise CLIError(f"--threads must be >= 1, got {args.threads}")
+    # (a temperature of -1 or NaN, a top_p of 2 were accepted and sent to every model)
+    if args.temperature is not None and not 0 <= args.temperature < math.inf:
+        raise CLIError(f"--temperature must be a finite number >= 0, got {args.temperature}")
+    if args.top_p is not None and not 0 < args.top_p <= 1:
+        raise CLIError(f"--top-p must be in (0, 1], got {args.top_p}")
+    for flag, value in (("--max-concurrency", args.max_concurrency), ("--timeout", args.timeout)):
+        if value is not None and not 0 < value < math.inf:
+            raise CLIError(f"{flag} must be a finite number > 0, got {value}")
     return {
         "temperature": args.temperature,
         "top_p": args.top_p,

@@ -304,6 +304,10 @@ def test_hf_model_typos_are_user_errors_before_anything_loads(monkeypatch):
         ("openai:http://127.0.0.1:9/v1@m", {"max_tokens": 2.5}, "option max_tokens must be a whole number"),
         ("openai:http://127.0.0.1:9/v1@m", {"logprobs": "yes"}, "option logprobs must be true or false"),
         ("random:1", {"per_decision_seed": 1}, "option per_decision_seed must be true or false"),
+        # numbers of the right kind out of range (a temperature of -1 was sent to the server)
+        ("openai:http://127.0.0.1:9/v1@m", {"temperature": -1}, "option temperature must be a finite number >= 0"),
+        ("openai:http://127.0.0.1:9/v1@m", {"temperature": float("nan")}, "option temperature must be a number, got NaN"),
+        ("openai:http://127.0.0.1:9/v1@m", {"top_p": 2.0}, r"option top_p must be in \(0, 1\]"),
     ],
 )
 def test_an_option_of_the_wrong_kind_is_refused_before_anything_is_sent(spec, options, message):

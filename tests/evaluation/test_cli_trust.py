@@ -262,3 +262,16 @@ def test_a_refused_resume_leaves_the_runs_settings_as_they_were(capsys, tmp_path
                            "--no-report")
     assert status == 0, err
     assert json.loads((out / "summary.json").read_text())["mixed_settings"] is False
+
+
+@pytest.mark.parametrize(("flag", "value", "says"), [
+    ("--temperature", "-1", "--temperature must be a finite number >= 0"),
+    ("--temperature", "nan", "--temperature must be a finite number >= 0"),
+    ("--top-p", "2", "--top-p must be in (0, 1]"),
+    ("--timeout", "0", "--timeout must be a finite number > 0"),
+])
+def test_sampling_flags_out_of_range_are_refused(capsys, tmp_path, flag, value, says):
+    # (accepted, and sent to every model agent of the run)
+    status, _, err = _eval(capsys, "llm/Signalling-v0", tmp_path / "run", "--episodes", "1", "--agent", "random",
+                           flag, value, "--no-report")
+    assert status == 2 and says in err
