@@ -217,11 +217,11 @@ def test_a_tool_paid_the_team_outcome_is_no_hole(lenient_id):
     reference reasoner reaches whatever the tool prints: its right-beats-wrong row is n/a (it
     was PAID: a false alarm on a documented configuration); the reasoner's is still judged."""
     import llm_envs
+    from llm_envs.audit import by_name
 
     env = llm_envs.make("llm/ReasonerTool-v0", reward_mode="outcome")
-    rows = {(r["exploit"], r["agent"]): r for r in summarize(audit_env(env, exploits=[]))}
-    assert rows == {}  # nothing played, nothing compared
-    outcomes = audit_env(env)
+    assert summarize(audit_env(env, exploits=[])) == []  # nothing played, nothing compared
+    outcomes = audit_env(env, exploits=[by_name("oracle-host-socket"), by_name("hedge-list")])
     signal = {o.agent: o for o in outcomes if o.exploit == "right-beats-wrong"}
     assert signal["tool"].verdict == "n/a" and "team's outcome" in signal["tool"].detail
     assert signal["reasoner"].verdict == "held"
