@@ -117,6 +117,8 @@ class DebateEnv(TextEnv):
         cfg = self.config
         if cfg.num_agents < 1 or cfg.num_turns < 1:
             raise ValueError("num_agents and num_turns must be >= 1")
+        if cfg.max_shown_chars < 1:  # (a negative one was accepted and cut text from the end)
+            raise ValueError(f"max_shown_chars must be >= 1, got {cfg.max_shown_chars}")
         if not 0.0 <= cfg.gamma <= 1.0:
             raise ValueError("gamma must be in [0, 1]")
         if cfg.history not in ("all", "last"):

@@ -129,6 +129,8 @@ class ForumEnv(TextEnv):
         cfg = self.config
         if cfg.num_agents < 1 or cfg.num_evaluations < 1 or cfg.history_rounds < 0:
             raise ValueError("num_agents and num_evaluations must be >= 1, history_rounds >= 0")
+        if cfg.max_shown_chars < 1:  # (a negative one was accepted and cut text from the end)
+            raise ValueError(f"max_shown_chars must be >= 1, got {cfg.max_shown_chars}")
         if cfg.schedule not in ("paper", "released"):
             raise ValueError(f"schedule must be 'paper' or 'released', got {cfg.schedule!r}")
         if not cfg.evaluation and not cfg.scoring:

@@ -82,3 +82,11 @@ def test_success_not_reward_separates_reference_from_random(env_id):
         success[label] = sum(wins) / len(wins)
     assert success == {"reference": 1.0, "random": 0.0}
     assert abs(totals["random"] - totals["reference"]) < 0.3 * abs(totals["reference"])
+
+
+@pytest.mark.parametrize("env_id", ["llm/Debate-v0", "llm/Forum-v0", "llm/ProposerSolverJudge-v0"])
+def test_a_text_limit_below_one_character_is_refused(env_id):
+    # (Debate and Forum accepted max_shown_chars=-5 and cut text from the end)
+    for value in (0, -5):
+        with pytest.raises(ValueError, match="max_shown_chars must be >= 1"):
+            llm_envs.make(env_id, max_shown_chars=value)
