@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from llm_envs.audit import Target
 from llm_envs.core import TextEnv
 from llm_envs.core.errors import SandboxFailure
 from llm_envs.verifiers.math import extract_boxed
+from tests.graders.lenient_env import LenientEnv
 
 
 @dataclass
@@ -33,28 +33,16 @@ class _Verdicts:
         self.by_turn: dict[tuple[str, int], float] = {}
 
 
-class HoledSurface:
-    def __init__(self, env: HoledEnv) -> None:
-        self.env = env
+class HoledEnv(LenientEnv):
+    """The lenient environment's sum, surface and prompts, with the grader of ``hole``."""
 
-    def roles(self) -> dict[str, str]:
-        return {"solver": "answer"}
-
-    def target(self, agent: str) -> Target:
-        return Target(role="answer", answer=str(self.env.a + self.env.b))
-
-    def action(self, agent: str, text: str) -> str:
-        return f"\\boxed{{{text}}}"
-
-
-class HoledEnv(TextEnv):
     metadata = {**TextEnv.metadata, "name": "holed_v0"}
     config_class = HoledConfig
 
     def __init__(self, config: HoledConfig | None = None, *, render_mode=None, **overrides):
         self.config = self._build_config(config, overrides)
         self.verdicts = _Verdicts()
-        super().__init__(["solver", "checker"] if self.config.hole == "checker_first" else ["solver"],
+        TextEnv.__init__(self, ["solver", "checker"] if self.config.hole == "checker_first" else ["solver"],
                          render_mode=render_mode)
 
     def _shared_resources(self):
@@ -98,14 +86,8 @@ class HoledEnv(TextEnv):
         self._end_episode()
         return None
 
-    def _instruction(self, agent):
-        return "Add the two numbers; answer in \\boxed{}."
-
-    def _prompt(self, agent):
-        return f"{self.a} + {self.b} = ?"
-
     def reference_action(self, agent):
         return f"The sum is \\boxed{{{self.a + self.b}}}."
 
-    def audit_surface(self) -> HoledSurface:
-        return HoledSurface(self)
+    def reference_is_ceiling(self, agent=None):
+        return True
