@@ -20,8 +20,9 @@ Influence-aware verification reward of agent a's answer at turn t (Definition 1)
   the first turn's answers; the environment's ``first_turn_incentive=False`` does the same.)
 
 The majority of the others is R when more than half of them are right, W when more than half
-are wrong, and undefined on an exact half (possible with an odd number of agents), in which
-case no incentive applies — the released code's 0.5 thresholds behave the same way.
+are wrong, and a tie on an exact half (possible with an odd number of agents): Table 1 pays
+nothing when the others were tied at t; Table 2 counts a tie as halfway between W and R, so a
+move into or out of a tie pays ±β/2 (docs/envs/debate.md).
 """
 
 from __future__ import annotations

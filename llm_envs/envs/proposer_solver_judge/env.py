@@ -253,6 +253,11 @@ class ProposerSolverJudgeEnv(TextEnv):
         #: The question the solver answers (the proposed one, or a pool question).
         self.solver_question: str | None = None
         self.solver_truth: str | None = None
+        #: Whether the solver answers the proposed question (admitted, or
+        #: ``solver_questions="proposed"``), not a pool question: only then does the proposal
+        #: earn a difficulty term. Decided by admission, not by text (a rejected copy of a pool
+        #: question can be drawn from the pool as itself).
+        self.solver_answers_proposal = False
         self.question_format = 0.0
         self.quality: float | None = None
         self.proposer_record: ActionRecord | None = None
@@ -367,6 +372,7 @@ class ProposerSolverJudgeEnv(TextEnv):
             )
         if admitted or self.config.solver_questions == "proposed":
             self.solver_question, self.solver_truth = self.question, self.question_truth
+            self.solver_answers_proposal = True
         else:
             # MAE's solver samples from the filtered pool: a rejected question is not answered
             # (so it has no difficulty estimate), a pool question is answered instead.
@@ -419,7 +425,7 @@ class ProposerSolverJudgeEnv(TextEnv):
         if self.judged < len(self.answers):
             return "judge"
         assert self.proposer_record is not None and self.quality is not None
-        if self.solver_question != self.question:
+        if not self.solver_answers_proposal:
             return None  # the solver answered a pool question: no difficulty for the proposal
         parts = rules.proposer_reward(
             self.quality,
@@ -613,7 +619,7 @@ class ProposerSolverJudgeEnv(TextEnv):
                 self.quality is not None and quality >= self.quality_threshold
             ),
             "solver_answered_proposed": float(
-                bool(self.answers) and self.solver_question == self.question
+                bool(self.answers) and self.solver_answers_proposal
             ),
             "solver_judge_mean": (sum(values) / len(values)) if values else 0.0,
             "difficulty": (1.0 - sum(values) / len(values)) if values else 0.0,

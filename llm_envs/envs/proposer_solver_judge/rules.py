@@ -111,15 +111,17 @@ def parse_judge(
     """Parse a judge completion: the score is the content of the *last* ``<score>`` pair the
     judge wrote itself (any case; not inside a fenced block or a ``>`` quote line), when that
     content is a plain number; else the value is ``unparsed_value`` (the released code's
-    neutral 0.5) and the format 0. The format counts the numeric pairs the judge wrote with the
-    tag spelled ``<score>`` (the released code counts only that spelling; with
-    ``case_sensitive_format=False`` any case).
+    neutral 0.5) and the format 0. The format counts every pair the judge wrote with the tag
+    spelled ``<score>``, whatever it holds (the paper's "exactly one tag pair", counted as the
+    released code counts tags; with ``case_sensitive_format=False`` any case): a draft
+    ``<score>TBD</score>`` before the score makes two pairs (0.5), as two answer pairs do for
+    the solver.
     """
     own = own_tag_contents(text, "score")
     raw = _plain_number(own[-1]) if own else None
     if raw is None:
         return JudgeOutput(None, float(unparsed_value), 0.0)
-    pairs = len(judge_scores(text, case_sensitive=case_sensitive_format))
+    pairs = len(own_tag_contents(text, "score", case_sensitive_format))
     return JudgeOutput(raw, normalise_score(raw), format_reward(pairs))
 
 

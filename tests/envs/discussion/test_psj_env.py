@@ -208,6 +208,20 @@ def test_reusing_a_pool_question_does_not_grow_the_pool_nor_pay_its_quality(math
         make_env(math_source, pay_pooled_questions=True)
 
 
+def test_a_rejected_copy_drawn_back_from_the_pool_earns_no_difficulty(math_source):
+    """The pool holds one question, so the solver's draw after a rejected copy of it is the copy
+    itself. With wrong answers (V = 0) the copy earned a difficulty term, 1/3 + 1/3 = 2/3, what
+    an admitted fresh question earns; it earns format only, 1/3, as any rejected question."""
+    env = make_env(math_source, reference_probability=1.0)
+    rewards = play(env, scripted(proposer="reuse", solver="wrong"), seed=0)
+    assert env.solver_question == env.question  # the draw landed on the copy
+    assert env.episode_metrics()["solver_answered_proposed"] == 0.0
+    assert rewards["proposer"] == pytest.approx(1 / 3)
+    assert "difficulty" not in env.proposer_record.reward_components or (
+        env.proposer_record.reward_components["difficulty"] == 0.0
+    )
+
+
 def test_clones_do_not_leak_into_the_pool(math_source):
     env = make_env(math_source)
     env.reset(seed=0)

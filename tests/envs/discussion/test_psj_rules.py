@@ -44,7 +44,11 @@ def test_last_tag_counts_pairs_in_the_completion_only():
         ("<score>8/10</score>", None, 0.5, 0.0),
         ("<score>9 out of 10</score>", None, 0.5, 0.0),
         ("no score at all", None, 0.5, 0.0),
-        ("<score>great</score><score>4</score>", 4.0, 3 / 9, 1.0),
+        # Every <score> pair counts for the format, whatever it holds (the paper: exactly one
+        # tag pair); only a number is a score.
+        ("<score>great</score><score>4</score>", 4.0, 3 / 9, 0.5),
+        ("Draft <score>TBD</score> ... final <score>8</score>", 8.0, 7 / 9, 0.5),
+        ("<score>high</score><score>very high</score><score>8</score>", 8.0, 7 / 9, 0.5),
         # The last pair decides: a number before it does not stand in for it.
         ("<score>4</score> on reflection <score>great</score>", None, 0.5, 0.0),
         # Read in any case (as the released code reads it); the format counts only <score>.
