@@ -94,6 +94,15 @@ class EpisodeResult:
     def turns(self) -> float:
         return float(self.metrics.get("turns", 0.0))
 
+    def actions(self, agent: str | None = None) -> list[dict[str, Any]]:
+        """The records of actions ``agent`` (or any agent) took: every record but the passive
+        ones (``info["passive"]``: a game player that never moved but whose return changed,
+        e.g. when the other forfeited), which carry a reward and no action."""
+        return [
+            r for r in self.records
+            if (agent is None or r.get("agent") == agent) and not (r.get("info") or {}).get("passive")
+        ]
+
     def tokens(self, agent: str | None = None) -> tuple[int, int]:
         """(prompt, completion) tokens used in the episode, by ``agent`` or by all."""
         steps = [s for s in self.steps if agent is None or s["agent"] == agent]

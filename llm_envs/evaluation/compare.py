@@ -24,7 +24,13 @@ from typing import Any
 from llm_envs.episodes import EpisodeResult, load_episodes
 from llm_envs.evaluation.evaluate import EPISODES_FILE, RUN_FILE, SUMMARY_FILE
 from llm_envs.evaluation.stats import PairedResult, paired_comparison
-from llm_envs.evaluation.summary import _table, compare_summaries, load_summary, summarize
+from llm_envs.evaluation.summary import (
+    _table,
+    compare_summaries,
+    load_summary,
+    mixed_settings_note,
+    summarize,
+)
 
 
 class CompareError(ValueError):
@@ -176,6 +182,9 @@ def compare_runs(
     for label, run in zip(labels, (a, b), strict=True):
         if run.summary.get("status") == "incomplete":
             notes.append(f"{label} is incomplete: only its finished episodes are compared")
+        mixed = mixed_settings_note(run.summary)
+        if mixed:
+            notes.append(f"{label}: {mixed}")
     ea = [by_seed_a[s] for s in common]
     eb = [by_seed_b[s] for s in common]
     paired = [paired_comparison("success", [e.success for e in ea], [e.success for e in eb], confidence)]

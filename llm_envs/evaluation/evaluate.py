@@ -409,7 +409,8 @@ def evaluate(
     live = episode_runner.progress
     status = "complete" if incomplete is None else "incomplete"
     run_info["commands"][-1].update(
-        {"ended_at": _now(), "status": status, "episodes_played": played, "failed_calls": live.failed_calls}
+        {"ended_at": _now(), "status": status, "episodes_played": played, "calls": live.calls,
+         "failed_calls": live.failed_calls}
     )
     _write_json_atomically(out / RUN_FILE, run_info)
     summary = summarize(

@@ -74,6 +74,42 @@ def wilson_interval(successes: float, n: int, confidence: float = 0.95, *, metho
     return Interval(p, max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half)), n, method)
 
 
+def clustered_rate_interval(
+    counts: Sequence[tuple[int, int]], confidence: float = 0.95
+) -> tuple[Interval, float]:
+    """The share ``sum(bad) / sum(n)`` of events grouped in clusters (``counts``: one
+    ``(bad, n)`` per episode), with a Wilson interval over the *effective* number of events,
+    and that number.
+
+    Events of one episode are not independent (a model that breaks the format in one turn
+    tends to break it in every turn), so a Wilson interval over all events is too narrow: 20
+    episodes of 6 actions, each episode all errors or none, covered the truth in 64% of runs
+    at 95%. The effective number is ``N / deff`` with Kish's design effect ``deff`` = the
+    cluster-robust variance of the ratio (``m/(m−1) · Σ (bad_i − r·n_i)² / N²`` over the ``m``
+    episodes with events) over the binomial one (``r(1 − r)/N``), kept in [1, N/m]: between
+    independent events and one observation per episode. With one episode, or a share of 0 or 1
+    (no spread to measure), it is ``N``, the plain Wilson interval. Method
+    ``"wilson-clustered"``.
+    """
+    pairs = [(int(b), int(k)) for b, k in counts if k > 0]
+    if any(not 0 <= b <= k for b, k in pairs):
+        raise ValueError(f"need 0 <= bad <= n in every cluster, got {counts!r}")
+    total = sum(k for _, k in pairs)
+    bad = sum(b for b, _ in pairs)
+    m = len(pairs)
+    effective = float(total)
+    if m >= 2 and 0 < bad < total:
+        rate = bad / total
+        robust = m / (m - 1) * math.fsum((b - rate * k) ** 2 for b, k in pairs) / total**2
+        deff = min(max(1.0, robust / (rate * (1.0 - rate) / total)), total / m)
+        effective = total / deff
+    if total == 0:
+        return wilson_interval(0, 0, confidence, method="wilson-clustered"), 0.0
+    rate = bad / total
+    shown = wilson_interval(rate * effective, effective, confidence, method="wilson-clustered")  # type: ignore[arg-type]
+    return Interval(rate, shown.low, shown.high, total, "wilson-clustered"), effective
+
+
 def _t_central_mass(t: float, df: int) -> float:
     """P(|T| < t) for Student's t with integer ``df`` (Abramowitz & Stegun 26.7.3-4)."""
     theta = math.atan(t / math.sqrt(df))

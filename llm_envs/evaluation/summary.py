@@ -8,7 +8,9 @@ JSON-serialisable summary (every interval says how it was made in ``method``; se
 ``success``                mean success: Wilson (0/1 values) or bounded Wilson (fractions)
 ``turns``                  turns per episode (the environment's turn counter), t, >= 0
 ``rewards[agent]``         total reward per episode of each agent, t
-``format_error_rate[a]``   share of the agent's actions that broke the output format, Wilson
+``format_error_rate[a]``   share of the agent's actions (passive records left out) that broke
+                           the output format: Wilson over the effective number of actions,
+                           each episode a cluster (``effective_n``)
 ``call_error_rate[a]``     share of the agent's played decisions whose call failed: always 0
                            since format 2 (a failed call is never played); kept for readers
 ``tokens_per_episode``     prompt / completion / total tokens per episode (t, >= 0), and per
@@ -32,10 +34,10 @@ from typing import Any
 from llm_envs.episodes import EpisodeResult
 from llm_envs.evaluation.stats import (
     Interval,
+    clustered_rate_interval,
     mean_interval,
     metric_interval,
     reward_interval,
-    wilson_interval,
 )
 
 #: Version of ``summary.json`` (see docs/evaluation.md for what each version holds).
@@ -73,15 +75,18 @@ def summarize(
         rewards[agent_id] = reward_interval(
             [float(e.rewards.get(agent_id, 0.0)) for e in episodes], confidence
         ).to_dict()
-        actions = [r for e in episodes for r in e.records if r.get("agent") == agent_id]
-        bad = sum(1 for r in actions if not r.get("format_ok", True))
-        format_errors[agent_id] = {**wilson_interval(bad, len(actions), confidence).to_dict(), "errors": bad}
-        steps = [s for e in episodes for s in e.steps if s.get("agent") == agent_id]
-        failed = sum(1 for s in steps if s.get("error"))
-        call_errors[agent_id] = {
-            **wilson_interval(failed, len(steps), confidence).to_dict(),
-            "errors": failed,
-        }
+        # Per episode (bad, all): an episode's actions are one cluster (clustered_rate_interval).
+        format_counts = [
+            (sum(1 for r in actions if not r.get("format_ok", True)), len(actions))
+            for actions in (e.actions(agent_id) for e in episodes)
+        ]
+        call_counts = [
+            (sum(1 for s in steps if s.get("error")), len(steps))
+            for steps in ([s for s in e.steps if s.get("agent") == agent_id] for e in episodes)
+        ]
+        for table, counts in ((format_errors, format_counts), (call_errors, call_counts)):
+            interval, effective = clustered_rate_interval(counts, confidence)
+            table[agent_id] = {**interval.to_dict(), "errors": sum(b for b, _ in counts), "effective_n": effective}
         tokens_by_agent[agent_id] = mean_interval(
             [float(sum(e.tokens(agent_id))) for e in episodes], confidence, lower=0.0
         ).to_dict()
@@ -160,6 +165,37 @@ def incomplete_note(summary: Mapping[str, Any]) -> str:
     )
 
 
+def mixed_settings_note(summary: Mapping[str, Any]) -> str:
+    """One line saying that a run was continued under other settings (``--force-resume``), and
+    which changed, or ``""``: its numbers mix episodes played under both."""
+    if not summary.get("mixed_settings"):
+        return ""
+    changes = [
+        change
+        for command in summary.get("commands") or []
+        if isinstance(command, Mapping)
+        for change in command.get("settings_changed") or []
+    ]
+    return (
+        "MIXED SETTINGS: this run was resumed with changed settings (--force-resume)"
+        + (f": {'; '.join(map(str, changes))}" if changes else "")
+        + "; its episodes were not all played under the same settings."
+    )
+
+
+def run_call_counts(summary: Mapping[str, Any]) -> tuple[int, int, bool]:
+    """``(failed, calls, whole_run)``: the failed model calls and all calls of every
+    invocation of the run (``whole_run`` True), summed from ``commands``; where an invocation
+    did not record its calls (runs before 2026-12-02), this invocation's
+    (``summary["infrastructure"]``, ``whole_run`` False)."""
+    commands = [c for c in summary.get("commands") or [] if isinstance(c, Mapping)]
+    counted = [c for c in commands if "calls" in c and "failed_calls" in c]
+    if commands and len(counted) == len(commands):
+        return (sum(int(c["failed_calls"]) for c in counted), sum(int(c["calls"]) for c in counted), True)
+    infrastructure = summary.get("infrastructure") or {}
+    return int(infrastructure.get("failed_calls") or 0), int(infrastructure.get("calls") or 0), False
+
+
 def format_summary(summary: Mapping[str, Any]) -> str:
     """The end-of-run table: run-level numbers, then one row per agent."""
     conf = int(round(100 * float(summary.get("confidence", 0.95))))
@@ -169,9 +205,9 @@ def format_summary(summary: Mapping[str, Any]) -> str:
         + (f", seed {summary['seed']}" if "seed" in summary else "")
         + (f", split {summary['split']}" if summary.get("split") else "")
     )
-    note = incomplete_note(summary)
-    if note:
-        title += "\n" + note
+    for note in (incomplete_note(summary), mixed_settings_note(summary)):
+        if note:
+            title += "\n" + note
     tokens = summary.get("tokens_per_episode", {})
     rows = [
         ["success rate", _interval(summary.get("success")).format()],
@@ -182,9 +218,10 @@ def format_summary(summary: Mapping[str, Any]) -> str:
         rows.append([name, _interval(data).format()])
     if summary.get("episodes_per_s"):
         rows.append(["episodes / s", f"{summary['episodes_per_s']:.2f}"])
-    infra = summary.get("infrastructure") or {}
-    if infra.get("failed_calls"):
-        rows.append(["failed calls (never played)", f"{infra['failed_calls']} of {infra.get('calls', '?')}"])
+    failed, calls, whole_run = run_call_counts(summary)
+    if failed:
+        label = "failed calls (never played)" if whole_run else "failed calls (never played; this invocation)"
+        rows.append([label, f"{failed} of {calls}"])
     run_table = _table(rows, ["metric", f"value [{conf}% CI]"])
     agent_rows = []
     for agent_id in summary.get("rewards", {}):

@@ -67,7 +67,7 @@ def episode_row(episode: EpisodeResult) -> dict[str, Any]:
         "fe": format_errors,
         "ce": call_errors,
         "tok": prompt + completion,
-        "n": len(episode.records),
+        "n": len(episode.actions()),
         "dur": round(float(episode.duration_s), 3),
         "ag": acted,
         "tags": tags,

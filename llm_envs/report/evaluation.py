@@ -7,6 +7,7 @@ from typing import Any
 
 from llm_envs.core.writing import json_text
 from llm_envs.episodes import EpisodeResult
+from llm_envs.evaluation.summary import run_call_counts
 from llm_envs.report import svg
 from llm_envs.report.episodes import dataset, episodes_html
 from llm_envs.report.page import esc, fmt, fmt_interval, notes_html, table, to_float
@@ -87,12 +88,13 @@ def summary_tables(summary: Mapping[str, Any]) -> str:
     ]
     for name, data in (summary.get("metrics") or {}).items():
         rows.append([name, fmt_interval(data)])
-    infrastructure = summary.get("infrastructure") or {}
-    if infrastructure.get("calls"):
+    failed, calls, whole_run = run_call_counts(summary)
+    if calls:
         # Failed model calls are infrastructure, never a model's error: their episodes are not
-        # scored (and the run is incomplete where they kept one from finishing).
-        rows.append(["failed model calls (infrastructure)",
-                     f"{infrastructure.get('failed_calls', 0)} of {infrastructure['calls']}"])
+        # scored (and the run is incomplete where they kept one from finishing). Summed over
+        # every invocation of a resumed run where each recorded its calls.
+        label = "failed model calls (infrastructure)" + ("" if whole_run else ", this invocation")
+        rows.append([label, f"{failed} of {calls}"])
     run_table = table(["metric", f"value [{conf}% CI]"], rows, cls="summary")
     players = summary.get("agents") or {}
     agent_rows = []

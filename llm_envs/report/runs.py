@@ -152,7 +152,9 @@ def _load_evaluation(path: Path) -> EvalRun:
             f"{len(episodes)}: the numbers below are from {SUMMARY_FILE}, the episode list from the file"
         )
     if isinstance(summary, dict):
-        notes[:0] = incomplete_notes(summary)
+        from llm_envs.evaluation.summary import mixed_settings_note
+
+        notes[:0] = incomplete_notes(summary) + [note for note in (mixed_settings_note(summary),) if note]
     return EvalRun(path, summary, episodes, notes=notes)
 
 

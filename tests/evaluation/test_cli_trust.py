@@ -122,6 +122,16 @@ def test_resume_refuses_changed_settings_unless_forced(capsys, tmp_path, sums_en
     assert status == 0 and "changed settings" in err
     summary = json.loads((out / "summary.json").read_text())
     assert summary["mixed_settings"] is True and summary["episodes"] == 8
+    # Said wherever the numbers are read, not only in a warning at the resume: the table, the
+    # report and a comparison.
+    from llm_envs.evaluation.summary import format_summary
+    from llm_envs.report.runs import load_run as load_report_run
+
+    assert "MIXED SETTINGS" in format_summary(summary) and "max_tokens: 8 -> 64" in format_summary(summary)
+    assert any("MIXED SETTINGS" in note for note in load_report_run(out).notes)
+    assert _eval(capsys, sums_env_id, tmp_path / "other", "--episodes", "8", "--agent", "reference")[0] == 0
+    status, compared, _ = _run(capsys, "eval", "--compare", str(out), str(tmp_path / "other"))
+    assert status == 0 and "MIXED SETTINGS" in compared
     commands = summary["commands"]
     assert len(commands) == 3 and [c["resume"] for c in commands] == [False, True, True]
     assert commands[-1]["settings_changed"] == [

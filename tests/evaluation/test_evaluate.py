@@ -114,7 +114,8 @@ def test_summary_counts_format_errors_and_tokens_of_what_the_model_wrote():
     bad = sum(1 for r in alice_records if not r["format_ok"])
     assert bad == len(alice_records) // 3 and bad > 0
     assert summary["format_error_rate"]["alice"]["errors"] == bad
-    assert summary["format_error_rate"]["alice"]["method"] == "wilson"
+    assert summary["format_error_rate"]["alice"]["method"] == "wilson-clustered"
+    assert summary["format_error_rate"]["alice"]["n"] == len(alice_records)
     assert summary["format_error_rate"]["bob"]["value"] == 0.0
     assert summary["call_error_rate"]["alice"]["errors"] == 0
     assert summary["tokens_per_episode"]["total"]["value"] == pytest.approx(12 * len(alice_records) / 9)
@@ -224,3 +225,24 @@ def test_text_utf8_cannot_encode_is_kept_in_every_file_of_a_run(tmp_path, sums_e
     # A request holding such text has a cache key of its own, as any other request.
     keys = {cache_key("http://x", {"messages": [{"content": t}]}, 0, 0, "a") for t in ("\ud800", "\udfff", "?")}
     assert len(keys) == 3
+
+
+def test_a_seat_that_never_acted_has_no_format_error_rate():
+    """TicTacToe with a model that writes no move: player_0's invalid move ends each game, and
+    player_1, which never moved, gets a passive record carrying its win. That record is no
+    action: player_1's format-error rate is n/a over 0 actions (it read 0 of 5), player_0's
+    5 of 5."""
+
+    class NoMove(Agent):
+        name = "no-move"
+
+        def act_batch(self, requests):
+            return [AgentOutput(text="blah blah") for _ in requests]
+
+    results = run_episodes("llm/TicTacToe-v0", NoMove(), 5)
+    assert all(r["info"].get("passive") for e in results for r in e.records if r["agent"] == "player_1")
+    summary = summarize(results)
+    assert (summary["format_error_rate"]["player_0"]["errors"], summary["format_error_rate"]["player_0"]["n"]) == (5, 5)
+    player_1 = summary["format_error_rate"]["player_1"]
+    assert player_1["n"] == 0 and player_1["errors"] == 0
+    assert player_1["value"] != player_1["value"]  # NaN: no share of no actions

@@ -111,9 +111,17 @@ def test_a_failing_server_leaves_the_run_incomplete_and_resume_completes_it(
     assert requests == STEPS * (EPISODES - len(finished))  # only the missing episodes were played
     summary = json.loads((out / "summary.json").read_text())
     assert summary["status"] == "complete" and summary["success"]["value"] == 1.0
-    assert summary["infrastructure"]["failed_calls"] == 0
+    assert summary["infrastructure"]["failed_calls"] == 0  # this invocation's
     assert [c["status"] for c in summary["commands"]] == ["incomplete", "complete"]
     assert "INCOMPLETE" not in table
+    # The run's failed calls, summed over both invocations (the table showed none, the report
+    # "0 of" this invocation's calls).
+    failed = summary["commands"][0]["failed_calls"]
+    calls = sum(c["calls"] for c in summary["commands"])
+    assert failed > 0 and f"failed calls (never played)  {failed} of {calls}" in table
+    from llm_envs.report.evaluation import summary_tables
+
+    assert f"failed model calls (infrastructure)</td><td class=\"num\">{failed} of {calls}" in summary_tables(summary)
 
 
 def test_a_wrong_model_name_stops_the_run_at_once_with_the_servers_message(capsys, tmp_path, sums_env_id):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from llm_envs.evaluation.stats import (
+    clustered_rate_interval,
     mcnemar_exact,
     mean_interval,
     metric_interval,
@@ -120,6 +121,49 @@ def test_bounded_wilson_covers_at_least_nominally_for_skewed_fractions():
         covered_t += t.low <= true_mean <= t.high
     assert covered_bounded / trials >= 0.95
     assert covered_t / trials < covered_bounded / trials
+
+
+def test_clustered_rate_interval_covers_the_truth_when_errors_cluster_by_episode():
+    """20 episodes of 6 actions, each episode all format errors (p = 0.2) or none: a Wilson
+    interval over the 120 actions covered the true share in ~64% of runs; over the effective
+    number of actions it covers it at least ~95% of the time (Wilson over the 20 episodes would)."""
+    rng = random.Random(0)
+    trials, covered_clustered, covered_flat = 1000, 0, 0
+    for _ in range(trials):
+        counts = [(6, 6) if rng.random() < 0.2 else (0, 6) for _ in range(20)]
+        bad = sum(b for b, _ in counts)
+        interval, effective = clustered_rate_interval(counts)
+        assert interval.method == "wilson-clustered" and interval.n == 120
+        assert interval.value == pytest.approx(bad / 120) and interval.low <= interval.value <= interval.high
+        if 0 < bad < 120:
+            assert effective == pytest.approx(20.0)  # fully clustered: one observation per episode
+        covered_clustered += interval.low <= 0.2 <= interval.high
+        flat = wilson_interval(bad, 120)
+        covered_flat += flat.low <= 0.2 <= flat.high
+    assert covered_clustered / trials >= 0.93
+    assert covered_flat / trials < 0.75  # what it replaces
+
+
+def test_clustered_rate_interval_is_wilson_for_independent_events_and_edges():
+    rng = random.Random(1)
+    # Independent errors (p = 0.3) in episodes of 6: the design effect stays near 1.
+    effects = []
+    for _ in range(200):
+        counts = [(sum(rng.random() < 0.3 for _ in range(6)), 6) for _ in range(40)]
+        effects.append(240 / clustered_rate_interval(counts)[1])
+    assert 0.95 <= sum(effects) / len(effects) <= 1.25
+    # No spread to measure (a share of 0 or 1, or one episode): the plain Wilson interval.
+    for counts in ([(0, 5), (0, 7)], [(5, 5), (7, 7)], [(3, 9)]):
+        interval, effective = clustered_rate_interval(counts)
+        bad, n = sum(b for b, _ in counts), sum(k for _, k in counts)
+        plain = wilson_interval(bad, n)
+        assert effective == n and (interval.low, interval.high) == pytest.approx((plain.low, plain.high))
+    # Episodes without actions are no clusters; no actions at all: NaN in [0, 1].
+    assert clustered_rate_interval([(1, 4), (0, 0), (3, 4)])[1] == clustered_rate_interval([(1, 4), (3, 4)])[1]
+    empty, effective = clustered_rate_interval([(0, 0)])
+    assert math.isnan(empty.value) and (empty.low, empty.high, effective) == (0.0, 1.0, 0.0)
+    with pytest.raises(ValueError):
+        clustered_rate_interval([(3, 2)])
 
 
 # ---------------------------------------------------------------------------- paired tests
