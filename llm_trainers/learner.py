@@ -227,6 +227,8 @@ class Learner:
             if any(s.behaviour_logprobs is None for s in samples):
                 raise ValueError(f"off-policy correction {self.off_policy.correction!r} needs behaviour_logprobs "
                                  "on every sample")
+        if samples and self.has_zero_gradient(samples):
+            return self._zero_gradient_update(policy, samples)
         if any(s.old_logprobs is None for s in samples):
             if cfg.epochs != 1 or len(self._mini_batches(samples)) > 1 or any(s.old_logprobs is not None for s in samples):
                 raise ValueError("samples without old_logprobs take log π_old from the update's forward pass: that "
@@ -282,6 +284,42 @@ class Learner:
         out["lr"] = lr
         out["samples"] = float(len(samples))
         return out
+
+    def has_zero_gradient(self, samples: Sequence[UpdateSample]) -> bool:
+        """Whether an update on ``samples`` has an exactly zero gradient: every advantage is 0
+        and the loss has no KL or entropy term (the policy-gradient term is advantage × ratio)."""
+        return (
+            self.cfg.kl_loss_coef == 0.0
+            and self.cfg.entropy_coef == 0.0
+            and not any(bool(s.advantages.ne(0).any()) for s in samples)
+        )
+
+    def _zero_gradient_update(self, policy: str, samples: Sequence[UpdateSample]) -> dict[str, float]:
+        """The update :meth:`update` would make on ``samples`` whose gradient is zero
+        (:meth:`has_zero_gradient`), without its forward and backward passes: the same
+        optimizer steps (one per non-empty mini-batch of each epoch) on zero gradients, so
+        AdamW's momentum and weight decay move the weights as the released code's step does,
+        the shuffle generator advances as in a full update, and the schedule steps once. No
+        ``log π_old``/``log π_ref`` are needed (the samples may carry None)."""
+        pol = self.policies[policy]
+        opt = self.optimizers[policy]
+        params = pol.trainable_parameters()
+        steps = 0
+        for _ in range(self.cfg.epochs):
+            order = torch.randperm(len(samples), generator=self.generators[policy]).tolist()
+            for mini in self._mini_batches([samples[i] for i in order]):
+                if sum(len(s.completion_ids) for s in mini) == 0:
+                    continue
+                opt.zero_grad(set_to_none=True)
+                for param in params:
+                    param.grad = torch.zeros_like(param)
+                self._clip(params)
+                opt.step()
+                steps += 1
+        opt.zero_grad(set_to_none=True)
+        lr = opt.param_groups[0]["lr"]
+        self._step_schedule(policy)
+        return {"lr": lr, "samples": float(len(samples)), "grad_norm": 0.0, "zero_gradient_steps": float(steps)}
 
     def update_all(self, samples: dict[str, Sequence[UpdateSample]]) -> dict[str, dict[str, float]]:
         """:meth:`update` every policy named in ``samples`` (in its order); metrics per policy.

@@ -392,19 +392,21 @@ class Trainer:
             t0 = time.perf_counter()
             advantages, keep = self._advantages(records, old, ref)
             advantage_s = time.perf_counter() - t0
-            keep, idle = self._without_zero_gradient_policies(records, advantages, keep)
+            kept, idle = self._without_zero_gradient_policies(records, advantages, keep)
         else:  # advantages first: a policy whose update would have no gradient is not even scored
             t0 = time.perf_counter()
             advantages, keep = self._advantages(records, [], None)
             advantage_s = time.perf_counter() - t0
-            keep, idle = self._without_zero_gradient_policies(records, advantages, keep)
+            kept, idle = self._without_zero_gradient_policies(records, advantages, keep)
             t0 = time.perf_counter()
-            old, ref = self._score(records, only=set(keep),
-                                   with_old=not self._old_logprobs_from_update(records, keep))
+            old, ref = self._score(records, only=set(kept),
+                                   with_old=not self._old_logprobs_from_update(records, kept))
             logprob_s = time.perf_counter() - t0
         for policy in self.policies.names():
             metrics[f"train/{policy}/skipped_zero_advantage"] = float(policy in idle)
-        metrics["rollout/trained_records"] = float(len(keep))
+        metrics["rollout/trained_records"] = float(len(kept))
+        # Every record the estimator kept goes to the learner, an idle policy's unscored (old and
+        # ref None): the learner steps it on zero gradients without a forward pass.
 
         t0 = time.perf_counter()
         by_policy: dict[str, list[UpdateSample]] = defaultdict(list)
@@ -455,8 +457,10 @@ class Trainer:
                                         keep: list[int]) -> tuple[list[int], set[str]]:
         """``keep`` without the records of policies whose whole update would have no gradient:
         every advantage exactly 0 (all-equal groups) and no KL or entropy term in the loss. Such
-        a policy runs no forward or backward pass and no optimizer step (its schedule still
-        advances); ``train/<policy>/skipped_zero_advantage`` is 1 for it."""
+        a policy is not scored and runs no forward or backward pass; the learner still takes its
+        optimizer steps on zero gradients (:meth:`Learner._zero_gradient_update`: AdamW's
+        momentum moves the weights, as in the released code's step);
+        ``train/<policy>/skipped_zero_advantage`` is 1 for it."""
         t = self.cfg.train
         if t.kl_loss_coef > 0 or t.entropy_coef != 0:
             return keep, set()

@@ -449,3 +449,48 @@ def test_lora_reference_scores_on_shared_prompts(tiny_model_dir):
                for share in (False, True)]
         for x, y in zip(*got):
             assert torch.allclose(x, y, atol=1e-5)
+
+
+class _AlwaysForwardLearner(Learner):
+    """A learner that takes the full forward and backward passes even where the gradient is
+    zero: what the zero-gradient update must reproduce."""
+
+    def has_zero_gradient(self, samples):
+        return False
+
+
+@pytest.mark.parametrize("weight_decay", [0.0, 0.1])
+def test_a_zero_advantage_update_steps_the_optimizer_as_a_full_update_does(tiny_model_dir, weight_decay):
+    """After a real step (AdamW has momentum), an update whose advantages are all 0 moves the
+    weights by the momentum (and the decay), as the released code's optimizer step does. The
+    zero-gradient update does it without forward or backward passes, and leaves the weights,
+    the optimizer state, the shuffle generator and the schedule where the full update does.
+    (Before, such a policy took no optimizer step: its weights stayed.)"""
+    results = []
+    for cls in (Learner, _AlwaysForwardLearner):
+        policies = build_policies("L1", ["a"], tiny_model_dir, device="cpu")
+        pol = policies["shared"]
+        cfg = TrainConfig(lr=1e-2, weight_decay=weight_decay, micro_batch_size=2, mini_batch_size=2, epochs=2)
+        learner = cls(policies, cfg)
+        first = _fill_old(learner, "shared", _samples(pol.tokenizer, [2, 3, 1, 4]))
+        learner.update("shared", first)
+        before = {k: v.clone() for k, v in pol.trainable_state_dict().items()}
+        zero = _fill_old(learner, "shared", _samples(pol.tokenizer, [2, 3, 1, 4], seed=1))
+        for s in zero:
+            s.advantages = torch.zeros_like(s.advantages)
+        stats = learner.update("shared", zero)
+        after = pol.trainable_state_dict()
+        moved = max(float((after[k] - before[k]).abs().max()) for k in before)
+        opt_state = learner.optimizers["shared"].state_dict()["state"]
+        results.append((after, opt_state, learner.generators["shared"].get_state(),
+                        learner.schedulers["shared"].last_epoch, stats, moved))
+    (fast, fast_opt, fast_gen, fast_epoch, fast_stats, fast_moved), (full, full_opt, full_gen, full_epoch, _, full_moved) = results
+    assert fast_stats["zero_gradient_steps"] == 4.0  # 2 epochs x 2 mini-batches
+    assert fast_moved > 1e-4 and fast_moved == pytest.approx(full_moved)
+    for k in fast:
+        assert torch.allclose(fast[k], full[k], atol=1e-7, rtol=0), k
+    for index, state in full_opt.items():
+        assert float(fast_opt[index]["step"]) == float(state["step"]) == 8.0  # 4 steps each update
+        assert torch.allclose(fast_opt[index]["exp_avg"], state["exp_avg"], atol=1e-9)
+        assert torch.allclose(fast_opt[index]["exp_avg_sq"], state["exp_avg_sq"], atol=1e-12)
+    assert torch.equal(fast_gen, full_gen) and fast_epoch == full_epoch == 2

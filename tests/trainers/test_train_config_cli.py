@@ -229,7 +229,13 @@ def test_a_step_without_gradient_runs_no_update(tmp_path):
     metrics, changed, trainer = run(tmp_path / "zero")
     assert metrics["rollout/uniform_group_frac"] == 1.0
     assert metrics["train/shared/skipped_zero_advantage"] == 1.0 and metrics["rollout/trained_records"] == 0
-    assert not changed and not trainer.learner.optimizers["shared"].state
+    # No forward or backward pass, but the optimizer steps on zero gradients (as the released
+    # code's step does): on the run's first step AdamW has no momentum and no decay here, so
+    # the weights stay.
+    assert not changed and trainer.cfg.train.weight_decay == 0.0
+    assert metrics["train/shared/zero_gradient_steps"] >= 1
+    assert all(float(state["step"]) == metrics["train/shared/zero_gradient_steps"]
+               for state in trainer.learner.optimizers["shared"].state.values())
     assert trainer.learner.schedulers["shared"].last_epoch == 1
     metrics, changed, _ = run(tmp_path / "entropy", "train.entropy_coef=0.01")
     assert metrics["train/shared/skipped_zero_advantage"] == 0.0 and changed
