@@ -15,10 +15,10 @@ from llm_envs.core.spaces import FreeText
 from llm_envs.core.splits import SPLITS, check_split, split_of, split_seed
 
 if TYPE_CHECKING:
-    from llm_envs.core.env import EnvStateError, Observation, TextEnv
+    from llm_envs.core.env import EnvStateError, Observation, TextEnv, UnreadResetOptionWarning
 
 #: The names that come from ``llm_envs.core.env`` (imported, with PettingZoo, when first read).
-_FROM_ENV = ("EnvStateError", "Observation", "TextEnv")
+_FROM_ENV = ("EnvStateError", "Observation", "TextEnv", "UnreadResetOptionWarning")
 
 
 def __getattr__(name: str) -> Any:
@@ -43,4 +43,5 @@ __all__ = [
     "split_of",
     "split_seed",
     "to_chat_messages",
+    "UnreadResetOptionWarning",
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import dataclasses
+import numbers
 import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -87,9 +88,21 @@ def choose_problem(
                 f"options['problem'] must be a Problem, got {type(problem).__name__}"
             )
         return problem
-    if options.get("problem_index") is not None:
-        return task_source.get(int(options["problem_index"]))
+    index = options.get("problem_index")
+    if index is not None:
+        if isinstance(index, bool) or not isinstance(index, numbers.Integral):
+            raise TypeError(f"options['problem_index'] must be an integer, got {index!r}")
+        if not 0 <= int(index) < len(task_source):
+            raise ValueError(
+                f"options['problem_index'] {int(index)} is out of range: the task source has "
+                f"{len(task_source)} problems (0 to {len(task_source) - 1})"
+            )
+        return task_source.get(int(index))
     return task_source.sample(rng)
+
+
+#: The ``reset`` options :func:`choose_problem` reads.
+PROBLEM_OPTIONS = ("problem", "problem_index")
 
 
 # ---------------------------------------------------------------------------------- sandbox

@@ -240,6 +240,7 @@ class PuzzleEnv(PuzzleHooks, SandboxUser, TextEnv):
     grades_ahead = True  # every program run goes through _grade (llm_envs.envs.grading)
 
     config_class: ClassVar[type | None] = PuzzleConfig
+    reset_options = ("puzzle",)
 
     def __init__(
         self,

@@ -127,22 +127,32 @@ class SimultaneousParallelEnv(ParallelEnv):
         text_env = aec.unwrapped
         seen = {agent: text_env.observe(agent) for agent in cycle} if self.check else {}
         rewards: dict[str, float] = defaultdict(float)
-        for agent in cycle:
-            if not aec.agents or self._done(aec.agent_selection):
-                break  # the episode ended before the cycle did: later actions are not played
-            if aec.agent_selection != agent:
-                raise ParallelOrderError(
-                    f"expected {agent!r} to act next in the cycle {cycle}, but the environment "
-                    f"selected {aec.agent_selection!r}: its agents do not act in cycles"
-                )
-            if self.check and text_env.observe(agent) != seen[agent]:
-                raise ParallelOrderError(
-                    f"the observation of {agent!r} changed in mid-cycle: it would see an action "
-                    "of the same cycle, so this environment is not simultaneous"
-                )
-            aec.step(actions[agent])
-            for other, reward in aec.rewards.items():
-                rewards[other] += float(reward)
+        # A cycle is played whole or not at all: an action that raises (a sandbox failure, an
+        # action of the wrong type) after an earlier one was played puts the environment back
+        # as it was before the cycle, so the same step can be sent again. (The first action
+        # stayed played, its reward unreported, and every later step was out of order.)
+        snapshot = text_env.clone() if len(cycle) > 1 and callable(getattr(text_env, "restore", None)) else None
+        try:
+            for agent in cycle:
+                if not aec.agents or self._done(aec.agent_selection):
+                    break  # the episode ended before the cycle did: later actions are not played
+                if aec.agent_selection != agent:
+                    raise ParallelOrderError(
+                        f"expected {agent!r} to act next in the cycle {cycle}, but the environment "
+                        f"selected {aec.agent_selection!r}: its agents do not act in cycles"
+                    )
+                if self.check and text_env.observe(agent) != seen[agent]:
+                    raise ParallelOrderError(
+                        f"the observation of {agent!r} changed in mid-cycle: it would see an action "
+                        "of the same cycle, so this environment is not simultaneous"
+                    )
+                aec.step(actions[agent])
+                for other, reward in aec.rewards.items():
+                    rewards[other] += float(reward)
+        except BaseException:
+            if snapshot is not None:
+                text_env.restore(snapshot)
+            raise
         observations = {agent: aec.observe(agent) for agent in cycle}
         terminations = {agent: bool(aec.terminations[agent]) for agent in cycle}
         truncations = {agent: bool(aec.truncations[agent]) for agent in cycle}

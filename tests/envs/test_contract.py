@@ -93,6 +93,48 @@ def test_observations_are_valid_for_every_agent_at_any_time(env_id):
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
+def test_a_clones_spaces_sample_independently(env_id):
+    """Seeding or sampling a clone's action and observation spaces never moves the original's
+    (they were one object: the clone's seed changed what the original sampled next)."""
+    env = make(env_id)
+    env.reset(seed=0)
+    agent = env.possible_agents[0]
+    env.action_space(agent).seed(1)
+    expected = make(env_id)
+    expected.action_space(agent).seed(1)
+    twin = env.clone()
+    assert twin.action_space(agent) is not env.action_space(agent)
+    assert twin.observation_space(agent) is not env.observation_space(agent)
+    twin.action_space(agent).seed(99)
+    twin.action_space(agent).sample()
+    assert env.action_space(agent).sample() == expected.action_space(agent).sample()
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_reset_says_which_options_it_does_not_read(env_id):
+    """A mistyped option, or ``problem_index`` where problems are not chosen by index, was
+    silently ignored (Debate played its seed's problem for ``problem_index=5``). It is still
+    not read (PettingZoo's api_test resets with ``{"options": 1}``), with a warning that names
+    the options the environment reads; a ``problem_index`` must be an integer in range."""
+    from llm_envs.core import UnreadResetOptionWarning
+
+    env = make(env_id)
+    accepted = env.unwrapped.reset_options
+    assert accepted is not None, "every registered environment declares its reset options"
+    with pytest.warns(UnreadResetOptionWarning, match=r"\['probelm_index'\] not read"):
+        env.reset(seed=1, options={"probelm_index": 5})
+    if "problem_index" not in accepted:
+        with pytest.warns(UnreadResetOptionWarning, match="problem_index"):
+            env.reset(seed=1, options={"problem_index": 5})
+    else:
+        env.reset(seed=1, options={"problem_index": 5})
+        assert env.unwrapped.problem.id == env.unwrapped.task_source.get(5).id
+        for bad in (True, 1.9, "1", -1, len(env.unwrapped.task_source)):
+            with pytest.raises((TypeError, ValueError), match="problem_index"):
+                env.reset(seed=1, options={"problem_index": bad})
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
 def test_clone_is_independent(env_id):
     env = make(env_id)
     env.reset(seed=1)

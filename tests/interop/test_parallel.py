@@ -191,3 +191,37 @@ def test_an_episode_that_ends_in_mid_cycle_ends_cleanly():
     assert par.agents == [] and all(terminations.values())
     assert rewards == {"agent_0": 1.0, "agent_1": 0.0}  # agent_1's action was never played
     assert [r.agent for r in par.unwrapped.records] == ["agent_0"]
+
+
+def test_a_cycle_whose_second_action_raises_is_undone_and_can_be_sent_again():
+    """A sandbox failure under the tool's program (the cycle's second action) left the
+    reasoner's action played and its reward unreported, and every later step raised
+    ParallelOrderError. The cycle is now undone: the same step succeeds once the sandbox is
+    back, with both rewards. An action of the wrong type is undone the same way."""
+    import sandboxes
+    from llm_envs.core.errors import InfrastructureError
+    from tests.envs.sandbox_faults import FailingSandbox
+
+    faulty = FailingSandbox(sandboxes.shared_sandbox("auto"))
+    par = parallel_env(llm_envs.make("llm/ReasonerTool-v0", sandbox=faulty))
+    par.reset(seed=3)
+    base = par.unwrapped
+    assert isinstance(par, SimultaneousParallelEnv) and par.agents == ["reasoner", "tool"]
+    actions = {agent: base.reference_action(agent) for agent in par.agents}
+    faulty.fail_when = lambda source, stdin: True
+    with pytest.raises(InfrastructureError):
+        par.step(actions)
+    assert base.records == [] and base.agent_selection == "reasoner" and base.turn == 0
+    faulty.fail_when = None
+    _, rewards, _, _, _ = par.step(actions)
+    assert rewards == {"reasoner": 2.0, "tool": 2.0}
+    assert [r.agent for r in base.records] == ["reasoner", "tool"]
+
+    par = SimultaneousParallelEnv(debate())
+    par.reset(seed=0)
+    answer = "\\boxed{" + par.unwrapped.problem.answer + "}"
+    with pytest.raises(TypeError):
+        par.step({"agent_0": answer, "agent_1": 3})
+    assert par.unwrapped.records == [] and par.unwrapped.agent_selection == "agent_0"
+    _, rewards, _, _, _ = par.step({"agent_0": answer, "agent_1": answer})
+    assert [r.agent for r in par.unwrapped.records] == ["agent_0", "agent_1"]

@@ -4,10 +4,9 @@ Each turn the coder writes a solution and the tester writes unit tests. The envi
 in the sandbox, the coder's code on the golden tests (team and coder rewards), the **golden
 solution** and wrong programs on the tester's tests (tester reward: are the tests right, and do
 they catch wrong code?), and the coder's code on the tester's tests (agreement, and the
-mismatches shown in the next turn). Within a turn the
-coder acts first, but the tester's prompt shows only earlier turns, so a turn is simultaneous
-in effect, as in the paper. A program the sandbox failed to run is never scored (``step``
-raises ``SandboxFailure``).
+mismatches shown in the next turn). Within a turn the coder acts first, but the tester's
+prompt shows only earlier turns, so a turn is simultaneous in effect, as in the paper. A
+program the sandbox failed to run is never scored (``step`` raises ``SandboxFailure``).
 
 The spec (agents, actions, observations, rewards, episode end, metrics) and the version history
 are in docs/envs/coder_tester.md, their one place (tests/envs/test_env_docs.py).
@@ -24,6 +23,7 @@ import numpy as np
 from llm_envs.core.env import TextEnv
 from llm_envs.core.splits import check_split
 from llm_envs.envs._common import (
+    PROBLEM_OPTIONS,
     TimedSandboxUser,
     check_reward_holes,
     check_team_options,
@@ -188,14 +188,14 @@ class _Turn:
 class CoderTesterEnv(TimedSandboxUser, TextEnv):
     """Coder–Tester code generation (Stronger-MAS); see the module docstring."""
 
-    # Within a turn the tester sees only earlier turns and the episode ends after the turn's last
-    # agent, so each turn is a simultaneous move (PettingZoo's parallel flag).
+    # Each turn is simultaneous (the tester sees only earlier turns; episodes end after a turn).
     metadata: ClassVar[dict[str, Any]] = {
         **TextEnv.metadata,
         "name": "coder_tester_v0",
         "is_parallelizable": True,
     }
     config_class = CoderTesterConfig
+    reset_options = PROBLEM_OPTIONS
     grades_ahead = True  # every program run goes through _grade (llm_envs.envs.grading)
 
     def __init__(

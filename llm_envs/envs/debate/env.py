@@ -23,7 +23,7 @@ import numpy as np
 from llm_envs.core.bounds import summed
 from llm_envs.core.env import TextEnv
 from llm_envs.core.records import ActionRecord
-from llm_envs.envs._common import resolve_task_source
+from llm_envs.envs._common import PROBLEM_OPTIONS, choose_problem, resolve_task_source
 from llm_envs.envs.debate import rules
 from llm_envs.envs.debate.verifiers import GroundTruthVerifier, Verifier, labels_of
 from llm_envs.envs.forum.rules import clip_text, shown_to_reader, wrong_answer
@@ -93,6 +93,7 @@ class DebateEnv(TextEnv):
     # agent of a turn, so the AEC cycles are simultaneous moves (PettingZoo's parallel flag).
     metadata = {**TextEnv.metadata, "name": "debate_v0", "is_parallelizable": True}
     config_class = DebateConfig
+    reset_options = PROBLEM_OPTIONS
 
     def __init__(
         self,
@@ -157,7 +158,7 @@ class DebateEnv(TextEnv):
 
     # ------------------------------------------------------------------ episode
     def _start_episode(self, options: dict[str, Any]) -> str:
-        self.problem = self.task_source.sample(self.np_random)
+        self.problem = choose_problem(self.task_source, options, self.np_random)
         if self.problem.answer is None and (self.verifier is None or self.uses_incentives):
             raise ValueError(
                 f"problem {self.problem.id!r} has no ground-truth answer: the default verifier "

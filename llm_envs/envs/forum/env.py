@@ -19,7 +19,7 @@ from typing import Any
 
 from llm_envs.core.env import TextEnv
 from llm_envs.core.records import ActionRecord
-from llm_envs.envs._common import resolve_task_source
+from llm_envs.envs._common import PROBLEM_OPTIONS, choose_problem, resolve_task_source
 from llm_envs.envs.forum import rules
 from llm_envs.tasks import Problem, TaskSource
 from llm_envs.verifiers.math import check_answer, extract_boxed
@@ -108,6 +108,7 @@ class ForumEnv(TextEnv):
 
     metadata = {**TextEnv.metadata, "name": "forum_v0"}
     config_class = ForumConfig
+    reset_options = PROBLEM_OPTIONS
 
     def __init__(
         self,
@@ -185,7 +186,7 @@ class ForumEnv(TextEnv):
     # ------------------------------------------------------------------ episode
     def _start_episode(self, options: dict[str, Any]) -> str:
         cfg = self.config
-        self.problem = self.task_source.sample(self.np_random)
+        self.problem = choose_problem(self.task_source, options, self.np_random)
         if cfg.schedule == "paper":
             self.schedule = rules.paper_schedule(
                 self.np_random,

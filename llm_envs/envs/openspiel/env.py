@@ -314,6 +314,7 @@ class OpenSpielEnv(TextEnv):
 
     metadata: ClassVar[dict[str, Any]] = {**TextEnv.metadata, "name": "openspiel_v0"}
     config_class = OpenSpielConfig
+    reset_options = ()
 
     def __init__(self, config: OpenSpielConfig | None = None, *, render_mode: str | None = None, **overrides: Any):
         if "params" in overrides and overrides["params"] is not None:
@@ -666,10 +667,10 @@ class OpenSpielEnv(TextEnv):
     def _role(self, agent: str) -> str:
         return agent
 
-    #: Attributes never changed after construction: a clone shares them instead of copying.
+    #: Attributes never changed after construction: a clone shares them instead of copying. (Not
+    #: the observation and action spaces: their sampling generators are per copy.)
     _SHARED_ATTRIBUTES = frozenset({
-        "config", "_template", "_type", "preset", "metadata", "possible_agents", "observation_spaces",
-        "action_spaces", "_state_space", "_state_shape", "_reference", "render_mode", "_short_name",
+        "config", "_template", "_type", "preset", "metadata", "possible_agents", "_state_space", "_state_shape", "_reference", "render_mode", "_short_name",
         "_num_players", "_simultaneous", "_sampled", "_perfect_information", "_utility", "_seed_param",
         "_wrappers",
     })

@@ -142,6 +142,7 @@ class ProposerSolverJudgeEnv(TextEnv):
 
     metadata = {**TextEnv.metadata, "name": "proposer_solver_judge_v0"}
     config_class = ProposerSolverJudgeConfig
+    reset_options = ()  # the proposer writes the question
 
     def __init__(
         self,

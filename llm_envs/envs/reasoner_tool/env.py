@@ -21,6 +21,7 @@ import numpy as np
 from llm_envs.core.env import TextEnv
 from llm_envs.core.splits import check_split
 from llm_envs.envs._common import (
+    PROBLEM_OPTIONS,
     TimedSandboxUser,
     check_reward_holes,
     check_team_options,
@@ -120,6 +121,7 @@ class ReasonerToolEnv(TimedSandboxUser, TextEnv):
         "is_parallelizable": True,
     }
     config_class = ReasonerToolConfig
+    reset_options = PROBLEM_OPTIONS
     grades_ahead = True  # every program run goes through _grade (llm_envs.envs.grading)
 
     def __init__(

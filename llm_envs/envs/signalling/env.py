@@ -33,6 +33,7 @@ class SignallingEnv(TextEnv):
 
     metadata: ClassVar[dict[str, Any]] = {**TextEnv.metadata, "name": "signalling_v0"}
     config_class = SignallingConfig
+    reset_options = ()
 
     def __init__(self, config: SignallingConfig | None = None, *, render_mode: str | None = None, **overrides: Any):
         if "symbols" in overrides:

@@ -105,6 +105,7 @@ class TextArenaEnv(TextEnv):
 
     metadata: ClassVar[dict[str, Any]] = {**TextEnv.metadata, "name": "textarena_v0"}
     config_class = TextArenaConfig
+    reset_options = ()
 
     def __init__(self, config: TextArenaConfig | None = None, *, render_mode: str | None = None, **overrides: Any):
         self.config: TextArenaConfig = self._build_config(config, overrides)
@@ -329,13 +330,10 @@ class TextArenaEnv(TextEnv):
         return text
 
     def clone(self) -> TextArenaEnv:
-        """An independent copy: TextArena's game (deep-copied) and the episode's RNG states."""
+        """An independent copy: TextArena's game (deep-copied), the episode's RNG states and
+        the spaces (their sampling generators are per copy)."""
         twin = type(self).__new__(type(self))
         memo: dict[int, Any] = {id(self): twin, id(self.config): self.config}
-        for space in (self.observation_spaces, self.action_spaces):
-            memo[id(space)] = space
-            for value in space.values():
-                memo[id(value)] = value
         with _GLOBAL_RNG_LOCK:
             for key, value in self.__dict__.items():
                 twin.__dict__[key] = copy.deepcopy(value, memo)
