@@ -191,6 +191,7 @@ def _open_run(
             )
         log(f"warning: resuming {out} with changed settings (--force-resume): {'; '.join(changes)}")
         entry["settings_changed"] = changes
+        entry["mixed"] = True  # episodes were played under the old settings
         mixed = True
     elif resume and previous is None and has_episodes:
         log(f"note: {out} has no {RUN_FILE} (an older run): its settings cannot be checked; recording them now")

@@ -86,9 +86,11 @@ def clustered_rate_interval(
     episodes of 6 actions, each episode all errors or none, covered the truth in 64% of runs
     at 95%. The effective number is ``N / deff`` with Kish's design effect ``deff`` = the
     cluster-robust variance of the ratio (``m/(m−1) · Σ (bad_i − r·n_i)² / N²`` over the ``m``
-    episodes with events) over the binomial one (``r(1 − r)/N``), kept in [1, N/m]: between
-    independent events and one observation per episode. With one episode, or a share of 0 or 1
-    (no spread to measure), it is ``N``, the plain Wilson interval. Method
+    episodes with events) over the binomial one (``r(1 − r)/N``), at least 1 (never more
+    events than there are), and the effective number at least 1. It may fall below ``m``:
+    where episodes differ in length (a model that breaks the format plays longer episodes),
+    capping it at one event per episode undercovered (80–90%). With one episode, or a share of
+    0 or 1 (no spread to measure), it is ``N``, the plain Wilson interval. Method
     ``"wilson-clustered"``.
     """
     pairs = [(int(b), int(k)) for b, k in counts if k > 0]
@@ -101,8 +103,8 @@ def clustered_rate_interval(
     if m >= 2 and 0 < bad < total:
         rate = bad / total
         robust = m / (m - 1) * math.fsum((b - rate * k) ** 2 for b, k in pairs) / total**2
-        deff = min(max(1.0, robust / (rate * (1.0 - rate) / total)), total / m)
-        effective = total / deff
+        deff = max(1.0, robust / (rate * (1.0 - rate) / total))
+        effective = max(1.0, total / deff)
     if total == 0:
         return wilson_interval(0, 0, confidence, method="wilson-clustered"), 0.0
     rate = bad / total

@@ -173,7 +173,7 @@ def mixed_settings_note(summary: Mapping[str, Any]) -> str:
     changes = [
         change
         for command in summary.get("commands") or []
-        if isinstance(command, Mapping)
+        if isinstance(command, Mapping) and command.get("mixed")
         for change in command.get("settings_changed") or []
     ]
     return (

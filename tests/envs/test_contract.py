@@ -108,6 +108,9 @@ def test_a_clones_spaces_sample_independently(env_id):
     twin.action_space(agent).seed(99)
     twin.action_space(agent).sample()
     assert env.action_space(agent).sample() == expected.action_space(agent).sample()
+    state_space = getattr(env.unwrapped, "state_space", None)
+    if callable(state_space):  # the numeric view's state tensor space (OpenSpiel's was shared)
+        assert twin.unwrapped.state_space() is not state_space()
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)

@@ -668,9 +668,9 @@ class OpenSpielEnv(TextEnv):
         return agent
 
     #: Attributes never changed after construction: a clone shares them instead of copying. (Not
-    #: the observation and action spaces: their sampling generators are per copy.)
+    #: the observation, action and state spaces: their sampling generators are per copy.)
     _SHARED_ATTRIBUTES = frozenset({
-        "config", "_template", "_type", "preset", "metadata", "possible_agents", "_state_space", "_state_shape", "_reference", "render_mode", "_short_name",
+        "config", "_template", "_type", "preset", "metadata", "possible_agents", "_state_shape", "_reference", "render_mode", "_short_name",
         "_num_players", "_simultaneous", "_sampled", "_perfect_information", "_utility", "_seed_param",
         "_wrappers",
     })
@@ -709,7 +709,7 @@ class OpenSpielEnv(TextEnv):
         return text
 
     def _shared_resources(self) -> list[Any]:
-        shared: list[Any] = [self._template, self._type, self.config, self._state_space]
+        shared: list[Any] = [self._template, self._type, self.config]
         if self.preset is not None:
             shared.append(self.preset)
         if self._reference is not None:

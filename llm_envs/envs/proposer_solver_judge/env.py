@@ -245,6 +245,13 @@ class ProposerSolverJudgeEnv(TextEnv):
         """The admission threshold: the pool's ``min_quality`` (its single source)."""
         return self.pool.min_quality
 
+    def restore(self, snapshot: TextEnv) -> None:
+        """:meth:`TextEnv.restore`, keeping whether this instance commits to the shared pool (a
+        snapshot is a clone, which does not)."""
+        commits = self.commits_to_pool
+        super().restore(snapshot)
+        self.commits_to_pool = commits
+
     def _clear_episode(self) -> None:
         self.phase = "propose"
         self.fresh_problem: Problem | None = None

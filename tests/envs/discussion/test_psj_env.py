@@ -208,6 +208,17 @@ def test_reusing_a_pool_question_does_not_grow_the_pool_nor_pay_its_quality(math
         make_env(math_source, pay_pooled_questions=True)
 
 
+def test_restoring_a_snapshot_keeps_committing_to_the_pool(math_source):
+    """``restore(clone())`` (the parallel form's undo) took the clone's ``commits_to_pool=False``:
+    the live environment stopped growing the shared pool."""
+    env = make_env(math_source)
+    env.reset(seed=0)
+    env.restore(env.clone())
+    size = len(env.pool)
+    play(env, scripted(), seed=1)  # the reference question is admitted
+    assert env.commits_to_pool and len(env.pool) == size + 1
+
+
 def test_a_rejected_copy_drawn_back_from_the_pool_earns_no_difficulty(math_source):
     """The pool holds one question, so the solver's draw after a rejected copy of it is the copy
     itself. With wrong answers (V = 0) the copy earned a difficulty term, 1/3 + 1/3 = 2/3, what
