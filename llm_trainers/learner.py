@@ -300,10 +300,15 @@ class Learner:
         optimizer steps (one per non-empty mini-batch of each epoch) on zero gradients, so
         AdamW's momentum and weight decay move the weights as the released code's step does,
         the shuffle generator advances as in a full update, and the schedule steps once. No
-        ``log π_old``/``log π_ref`` are needed (the samples may carry None)."""
+        ``log π_old``/``log π_ref`` are needed (the samples may carry None). ``weights_moved`` is
+        0 where the steps cannot have moved a weight (no momentum yet and no weight decay, e.g. an
+        adapter never trained): the trainer then pushes nothing to the engine."""
         pol = self.policies[policy]
         opt = self.optimizers[policy]
         params = pol.trainable_parameters()
+        moved = any(group["lr"] != 0 and group.get("weight_decay", 0) != 0 for group in opt.param_groups) or any(
+            bool(torch.count_nonzero(opt.state[p]["exp_avg"])) for p in params if "exp_avg" in opt.state.get(p, {})
+        )
         steps = 0
         for _ in range(self.cfg.epochs):
             order = torch.randperm(len(samples), generator=self.generators[policy]).tolist()
@@ -319,7 +324,8 @@ class Learner:
         opt.zero_grad(set_to_none=True)
         lr = opt.param_groups[0]["lr"]
         self._step_schedule(policy)
-        return {"lr": lr, "samples": float(len(samples)), "grad_norm": 0.0, "zero_gradient_steps": float(steps)}
+        return {"lr": lr, "samples": float(len(samples)), "grad_norm": 0.0, "zero_gradient_steps": float(steps),
+                "weights_moved": float(moved and steps > 0)}
 
     def update_all(self, samples: dict[str, Sequence[UpdateSample]]) -> dict[str, dict[str, float]]:
         """:meth:`update` every policy named in ``samples`` (in its order); metrics per policy.

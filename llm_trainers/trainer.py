@@ -426,7 +426,9 @@ class Trainer:
         trained_tokens = self.learner.trained_tokens - trained_before
 
         t0 = time.perf_counter()
-        updated = [p for p in self.policies.names() if by_policy.get(p)]
+        # (an idle policy whose zero-gradient steps could not move a weight is not pushed)
+        updated = [p for p in self.policies.names()
+                   if by_policy.get(p) and updates.get(p, {}).get("weights_moved", 1.0) > 0]
         if self.async_rollout is None:
             push = self.engine.sync(updated)
         else:  # the producer loads it between two rollouts

@@ -63,10 +63,11 @@ def test_async_ray_layout_trains_evaluates_and_resumes(local_ray, tiny_signallin
     assert "eval/success" in rows[-1]
     # rollouts 0 and 1 are made at version 0 (nothing to load), rollout 2 loads both adapters of
     # version 1; the evaluation after step 3 loads version 3 first
-    # (every policy with records in a step is reloaded: one whose advantages were all zero still
-    # took its optimizer steps on zero gradients, which AdamW's momentum makes move)
+    # (every policy whose weights moved is reloaded: one whose advantages were all zero still took
+    # its optimizer steps on zero gradients, which move it once AdamW has momentum)
     def trained(row):
-        return {p for p in ("listener", "speaker") if row.get(f"train/{p}/samples", 0) > 0}
+        return {p for p in ("listener", "speaker")
+                if row.get(f"train/{p}/samples", 0) > 0 and row.get(f"train/{p}/weights_moved", 1.0) > 0}
 
     assert loads == [sorted(trained(rows[0])), sorted(trained(rows[1]) | trained(rows[2]))]
     assert loads[0] or loads[1]

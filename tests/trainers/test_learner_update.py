@@ -494,3 +494,27 @@ def test_a_zero_advantage_update_steps_the_optimizer_as_a_full_update_does(tiny_
         assert torch.allclose(fast_opt[index]["exp_avg"], state["exp_avg"], atol=1e-9)
         assert torch.allclose(fast_opt[index]["exp_avg_sq"], state["exp_avg_sq"], atol=1e-12)
     assert torch.equal(fast_gen, full_gen) and fast_epoch == full_epoch == 2
+
+
+def test_a_zero_advantage_update_says_whether_the_weights_could_move(tiny_model_dir):
+    """Before any real step (no momentum) and without weight decay, zero-gradient steps leave the
+    weights as they were: ``weights_moved`` 0, and the trainer pushes nothing to the engine (a
+    pushed adapter equal to the base model cannot be checked against vLLM). After a real step
+    AdamW's momentum moves them: 1."""
+    policies = build_policies("L1", ["a"], tiny_model_dir, device="cpu")
+    pol = policies["shared"]
+    learner = Learner(policies, TrainConfig(lr=1e-2, weight_decay=0.0, micro_batch_size=2))
+
+    def zero_samples(seed):
+        samples = _fill_old(learner, "shared", _samples(pol.tokenizer, [2, 3], seed=seed))
+        for s in samples:
+            s.advantages = torch.zeros_like(s.advantages)
+        return samples
+
+    before = {k: v.clone() for k, v in pol.trainable_state_dict().items()}
+    assert learner.update("shared", zero_samples(0))["weights_moved"] == 0.0
+    assert all(torch.equal(before[k], v) for k, v in pol.trainable_state_dict().items())
+    learner.update("shared", _fill_old(learner, "shared", _samples(pol.tokenizer, [2, 3], seed=1)))
+    assert learner.update("shared", zero_samples(2))["weights_moved"] == 1.0
+    decaying = Learner(build_policies("L1", ["a"], tiny_model_dir, device="cpu"), TrainConfig(lr=1e-2, weight_decay=0.1))
+    assert decaying.update("shared", [UpdateSample([5, 6], [7], torch.zeros(1), None)])["weights_moved"] == 1.0
