@@ -111,7 +111,8 @@ class EnvConfig:
         samples_per_problem: Episodes per problem (same seed) in flat sampling; their records
             share group keys (REINFORCE++-baseline's group mean).
         max_decisions: Cap on actions per episode.
-        train_agents: Agents whose records are trained (None = all); the others still play.
+        train_agents: Agents whose records are trained (None = all); the others still play. A name
+            that is not a learning agent of the environment, or an empty list, is refused.
         opponents: Agent id → agent spec (``random``, ``reference``, ``hf:PATH``, ... as in
             ``llm-envs eval``) of a fixed, untrained opponent that plays that seat in training
             and evaluation; it has no policy and leaves no training record.

@@ -25,7 +25,8 @@ repeats) share it, which is what REINFORCE++-baseline's group mean needs.
 
 **Infrastructure failures are dropped, never trained on.** When ``env.step`` raises an
 :class:`~llm_envs.core.errors.InfrastructureError` (a :class:`~llm_envs.core.SandboxFailure`: the
-sandbox failed under an agent's program, after its retry), the step has no reward, so the whole
+sandbox failed under an agent's program, after its retry; a trained agent's move or a fixed
+opponent's), the step has no reward, so the whole
 episode of that instance is dropped from the rollout: none of its records is trained on (with
 flat sampling its earlier rewards would miss the credit still to come; with tree sampling the
 group would miss a member), its metrics are left out, and it is counted in
@@ -217,10 +218,10 @@ def collect(
     while active:
         if opponents:
             t0 = time.perf_counter()
-            for slot, view in group.play_opponents(active, opponents, decisions, cut, max_decisions).items():
+            for slot, view in group.play_opponents(active, opponents, decisions, cut, max_decisions, failed).items():
                 views[slot] = view
             env_s += time.perf_counter() - t0
-            active = [i for i in active if not views[i].over and not cut[i]]
+            active = [i for i in active if not views[i].over and not cut[i] and i not in failed]
             if not active:
                 break
         requests, meta = [], []
@@ -504,20 +505,24 @@ class LocalEnvGroup(EnvGroup):
         return finals, episodes
 
     def play_opponents(self, slots: Sequence[int], opponents: Mapping[str, Agent], decisions: list[int],
-                       cut: list[bool], max_decisions: int) -> dict[int, SlotView]:
+                       cut: list[bool], max_decisions: int,
+                       failed: dict[int, dict[str, Any]] | None = None) -> dict[int, SlotView]:
         """Let fixed opponents move until every instance in ``slots`` waits for a trained agent (or
         is over or cut); one batched ``act_batch`` per opponent object and wave. Counts each move
         in ``decisions[slot]`` and sets ``cut[slot]`` at ``max_decisions``. Returns the new view of
         every slot where an opponent moved. An opponent that produces no action (an
         :class:`~llm_envs.agents.base.AgentError`) stops the rollout: its seat is never played
-        as an empty move."""
+        as an empty move. An :class:`InfrastructureError` while an opponent's move is judged (its
+        program's sandbox failed) drops that instance's episode, as for a trained agent's move:
+        the failure is entered in ``failed[slot]`` and the slot moves no further."""
+        failed = {} if failed is None else failed
         moved: set[int] = set()
         while True:
             waiting: dict[int, list[int]] = {}
             agents_by_id: dict[int, Agent] = {}
             for slot in slots:
                 env = self._env(slot)
-                if env.episode_over or cut[slot]:
+                if env.episode_over or cut[slot] or slot in failed:
                     continue
                 agent = opponents.get(env.agent_selection)
                 if agent is not None:
@@ -533,7 +538,13 @@ class LocalEnvGroup(EnvGroup):
                     failure = output_failure(output)
                     if failure is not None:
                         raise failure
-                    env.step(output.text)
+                    agent = env.agent_selection
+                    try:
+                        env.step(output.text)
+                    except InfrastructureError as exc:  # no reward for this step: drop the episode
+                        failed[slot] = {"slot": slot, "agent": agent, "kind": exc.kind, "message": str(exc)}
+                        moved.add(slot)
+                        continue
                     moved.add(slot)
                     decisions[slot] += 1
                     if decisions[slot] >= max_decisions and not env.episode_over:

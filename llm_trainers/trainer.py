@@ -151,6 +151,7 @@ class Trainer:
         self.opponents = self._build_opponents(cfg.env.opponents)
         #: The agents the policies play (every agent but the fixed opponents).
         self.learning_agents = [a for a in self.agents if a not in self.opponents]
+        self._check_train_agents(cfg.env.train_agents)
         #: The advantage estimator's state across steps (checkpointed): for a stateful estimator
         #: such as rae, SPIRAL's role baselines ("game|role" → EMA of returns); else empty.
         self.estimator_state: dict[Any, Any] = {}
@@ -214,6 +215,21 @@ class Trainer:
         if len(specs) >= len(self.agents):
             raise ValueError("env.opponents leaves no agent to train")
         return {agent: build_agent(spec) for agent, spec in specs.items()}
+
+    def _check_train_agents(self, names: list[str] | None) -> None:
+        """``env.train_agents`` must name agents that leave training records: a misspelt or
+        empty list (or one naming only fixed opponents) would train on nothing, every step."""
+        if names is None:
+            return
+        unknown = sorted(set(names) - set(self.agents))
+        if unknown:
+            raise ValueError(f"env.train_agents names no agent(s) {unknown}; the environment's agents: {self.agents}")
+        fixed = sorted(set(names) & set(self.opponents))
+        if fixed:
+            raise ValueError(f"env.train_agents names fixed opponents {fixed} (env.opponents), which leave no "
+                             f"training records; the learning agents: {self.learning_agents}")
+        if not names:
+            raise ValueError("env.train_agents is empty: no record would be trained (omit it to train every agent)")
 
     def _env_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         out = {}

@@ -47,3 +47,16 @@ def test_env_prepare_chooses_the_training_problems_mutants_before_the_first_step
     mutants.clear_cache()
     with pytest.raises(ValueError, match="env.prepare runs in the trainer's process"):
         load_config(None, [*QUIET, "env.prepare=true", "env.url=http://127.0.0.1:9", "rollout.tree=false"])
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["env.train_agents=[listner]"], r"env.train_agents names no agent\(s\) \['listner'\]"),
+    (["env.train_agents=[]"], r"env.train_agents is empty"),
+    (["env.opponents={speaker: random}", "env.train_agents=[speaker]"], r"names fixed opponents \['speaker'\]"),
+    (["env.opponents={speakr: random}"], r"env.opponents names no agent\(s\) \['speakr'\]"),
+])
+def test_agents_lists_that_would_train_nothing_are_refused(tmp_path, overrides, message):
+    # Each of these ran before: every record was filtered out, and the run trained on nothing.
+    cfg = load_config(None, [*QUIET, *overrides, f"run.output_dir={tmp_path}"])
+    with pytest.raises(ValueError, match=message):
+        Trainer(cfg)

@@ -69,6 +69,30 @@ def test_flat_rollout_drops_every_record_of_an_episode_whose_later_step_failed(r
     assert got.episodes == [clean.episodes[0], clean.episodes[2]]
 
 
+def test_a_fixed_opponents_failed_move_drops_only_its_episode(real_sandbox):
+    # The plan agent is trained; the tool seat is the reference agent, whose program runs in the
+    # sandbox (the shipped plan_path_plan_agent config). Slot 1's first program fails, retry too.
+    from llm_envs.agents.spec import build_agent
+
+    faulty = FailingSandbox(real_sandbox)
+    seeds = [21, 22, 23]
+    twin = llm_envs.make("llm/PlanPath-v0", sandbox=real_sandbox)
+    twin.reset(seed=22)
+    puzzle = twin.rules.puzzle_text(twin.puzzle_state) + "\n"
+    faulty.fail_when = lambda source, stdin: stdin == puzzle
+    engine = ScriptedEngine(lambda policy, observation, candidate: "#### U")
+    got = collect(spawn_envs(llm_envs.make("llm/PlanPath-v0", sandbox=faulty), 3), seeds, engine, {"plan": "plan"},
+                  opponents={"tool": build_agent("reference")})
+    clean = collect(spawn_envs(llm_envs.make("llm/PlanPath-v0", sandbox=real_sandbox), 3), seeds, engine,
+                    {"plan": "plan"}, opponents={"tool": build_agent("reference")})
+    assert faulty.failed_runs == SANDBOX_ATTEMPTS
+    (failure,) = got.infra_failures
+    assert failure["slot"] == 1 and failure["agent"] == "tool" and failure["kind"] == "sandbox"
+    assert {r.slot for r in got.records} == {0, 2}
+    assert _rows(got.records) == _rows(r for r in clean.records if r.slot != 1)
+    assert got.episodes == [clean.episodes[0], clean.episodes[2]]
+
+
 def test_tree_rollout_drops_a_group_with_a_failed_candidate_and_stops_when_all_fail(real_sandbox, program_env):
     faulty = FailingSandbox(real_sandbox)
     seeds = [1, 2, 3, 4]
