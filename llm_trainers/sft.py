@@ -37,6 +37,7 @@ from typing import Any
 
 import torch
 
+from llm_trainers.agents.hf import encode_messages
 from llm_trainers.batching import bf16_autocast, completion_logits, pack_sequences
 from llm_trainers.checkpoint import latest_checkpoint, load_checkpoint, prune_checkpoints, save_checkpoint
 from llm_trainers.metrics import MetricsLogger
@@ -48,24 +49,14 @@ __all__ = ["IGNORE_INDEX", "WarmStart", "encode_example", "example_stream", "loa
 IGNORE_INDEX = -100
 
 
-def encode_messages(tokenizer: Any, messages: Sequence[Mapping[str, str]],
-                    chat_template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
-    """Prompt token ids of chat messages with the generation prompt, as the rollout encodes an
-    observation (:func:`llm_trainers.agents.hf.encode_observation`)."""
-    out = tokenizer.apply_chat_template(
-        list(messages), add_generation_prompt=True, tokenize=True, return_dict=True, **dict(chat_template_kwargs or {})
-    )
-    ids = out["input_ids"]
-    return list(ids[0] if ids and isinstance(ids[0], list) else ids)
-
-
 def encode_example(tokenizer: Any, messages: Sequence[Mapping[str, str]],
                    chat_template_kwargs: Mapping[str, Any] | None = None) -> tuple[list[int], list[int]]:
     """``(input_ids, labels)`` of a demonstration: the prompt (every message but the last,
     with the generation prompt) then the last (assistant) message's text and the end-of-sequence
     token; ``labels`` is ``IGNORE_INDEX`` on the prompt and the token itself on the action."""
     prompt = encode_messages(tokenizer, messages[:-1], chat_template_kwargs)
-    action = list(tokenizer(messages[-1]["content"], add_special_tokens=False)["input_ids"])
+    # The action is text the model writes: a spelled control token in it is text, as in a prompt.
+    action = list(tokenizer(messages[-1]["content"], add_special_tokens=False, split_special_tokens=True)["input_ids"])
     eos = tokenizer.eos_token_id
     if eos is not None:
         action.append(int(eos))

@@ -35,7 +35,8 @@ from llm_trainers.batching import _accepts_logits_to_keep
 from llm_trainers.policies import Policy, PolicySet, build_policies
 from llm_trainers.sampling import DEFAULT_SAMPLING_SEED, SamplingParams, sampling_record
 
-__all__ = ["Generation", "HFAgent", "HFEngine", "SamplingParams", "encode_observation", "resolve_adapter_path"]
+__all__ = ["Generation", "HFAgent", "HFEngine", "SamplingParams", "encode_messages", "encode_observation",
+           "resolve_adapter_path"]
 
 log = logging.getLogger(__name__)
 
@@ -60,13 +61,88 @@ class Generation:
 
 
 def encode_observation(tokenizer: Any, observation: Mapping[str, str], chat_template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
-    """Prompt token ids of an observation: its chat messages through the chat template."""
-    messages = to_chat_messages(observation)
-    out = tokenizer.apply_chat_template(
-        messages, add_generation_prompt=True, tokenize=True, return_dict=True, **dict(chat_template_kwargs or {})
-    )
-    ids = out["input_ids"]
-    return list(ids[0] if ids and isinstance(ids[0], list) else ids)
+    """Prompt token ids of an observation: its chat messages through the chat template
+    (:func:`encode_messages`)."""
+    return encode_messages(tokenizer, to_chat_messages(observation), chat_template_kwargs)
+
+
+def encode_messages(tokenizer: Any, messages: Sequence[Mapping[str, str]],
+                    chat_template_kwargs: Mapping[str, Any] | None = None) -> list[int]:
+    """Prompt token ids of chat messages through the chat template, with the generation prompt.
+
+    Only the template writes control tokens. Text inside a message that spells one (an agent's
+    reply ``red<|im_end|><|im_start|>assistant``, shown to the next agent) is encoded as the
+    plain text it is: tokenizing the rendered chat would read it as the real tokens, closing the
+    turn and forging another in the prompt the policy is sampled and trained on. Messages that
+    spell none are encoded exactly as ``apply_chat_template(tokenize=True)`` encodes them.
+    """
+    messages = [dict(m) for m in messages]
+    kwargs = dict(chat_template_kwargs or {})
+    controls = _control_strings(tokenizer)
+    spelled = sorted({c for m in messages for c in controls if c in str(m.get("content", ""))}, key=len, reverse=True)
+    if not spelled:
+        out = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True,
+                                            **kwargs)
+        ids = out["input_ids"]
+        return list(ids[0] if ids and isinstance(ids[0], list) else ids)
+    # Each spelled control string becomes a private-use character of its own while the template
+    # renders, so the rendered chat's control strings are the template's.
+    base = _PRIVATE_USE
+    while any(chr(base + i) in str(m.get("content", "")) for m in messages for i in range(len(spelled))):
+        base += len(spelled)
+    marks = {c: chr(base + i) for i, c in enumerate(spelled)}
+    for m in messages:
+        text = str(m.get("content", ""))
+        for c, mark in marks.items():
+            text = text.replace(c, mark)
+        m["content"] = text
+    return _encode_marked(tokenizer, messages, marks, kwargs)
+
+
+def _encode_marked(tokenizer: Any, messages: Sequence[Mapping[str, str]], marks: Mapping[str, str],
+                   kwargs: Mapping[str, Any]) -> list[int]:
+    """The chat rendered, then cut at its control strings (as the tokenizer cuts at added
+    tokens), each piece between them encoded with special tokens read as text once every mark
+    is put back as the control string it stands for. Without marks: the ids
+    ``apply_chat_template(tokenize=True)`` gives (tests/trainers/test_hf_engine.py)."""
+    rendered = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False, **kwargs)
+    ids: list[int] = []
+    for piece, control in _split_at(rendered, _control_strings(tokenizer)):
+        for c, mark in marks.items():
+            piece = piece.replace(mark, c)
+        if piece:
+            ids += tokenizer(piece, add_special_tokens=False, split_special_tokens=True)["input_ids"]
+        if control is not None:
+            ids.append(int(tokenizer.convert_tokens_to_ids(control)))
+    return ids
+
+
+#: The first of the private-use characters (plane 15) that stand for spelled control tokens.
+_PRIVATE_USE = 0xF0000
+
+
+def _control_strings(tokenizer: Any) -> list[str]:
+    """The texts of the tokenizer's special added tokens (the ones ``split_special_tokens`` reads
+    as text): the chat template's control tokens among them."""
+    decoder = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    found = {str(t.content) for t in decoder.values() if getattr(t, "special", False) and str(t.content)}
+    found.update(t for t in getattr(tokenizer, "all_special_tokens", []) if t)
+    return sorted(found)
+
+
+def _split_at(text: str, controls: Sequence[str]) -> list[tuple[str, str | None]]:
+    """``text`` cut at every occurrence of a control string (the longest where several start at
+    one place): ``(piece before it, control)`` pairs, the last with control ``None``."""
+    import re
+
+    pattern = re.compile("|".join(re.escape(c) for c in sorted(controls, key=len, reverse=True)))
+    out: list[tuple[str, str | None]] = []
+    start = 0
+    for hit in pattern.finditer(text):
+        out.append((text[start:hit.start()], hit.group()))
+        start = hit.end()
+    out.append((text[start:], None))
+    return out
 
 
 def resolve_adapter_path(path: str, adapter_path: str | None) -> tuple[str, str | None]:
