@@ -255,7 +255,8 @@ class ModelConfig:
     Attributes:
         path: Model path or hub id (the base model under L2). ``tiny:<env id>`` builds a tiny
             random-weight model with a tokenizer trained on that environment's texts (CPU demo).
-        paths: L3 only: policy → path (heterogeneous agents).
+        paths: L3 only: policy → path (heterogeneous agents); refused at L1/L2, and a name that
+            is not a policy is refused when the policies are built.
         tokenizer: Tokenizer path (default: the model's).
         level: ``L1`` (shared), ``L2`` (one LoRA adapter per agent), ``L3`` (one model per agent).
         policy_map: Agent → policy name (default: L1 ``shared``, L2/L3 the agent's own name).
@@ -564,6 +565,9 @@ class Config:
             problems.append(f"model.level must be one of {LEVELS}")
         if self.model.level == "L2" and self.model.lora is None:
             problems.append("model.level L2 needs model.lora (one adapter per agent)")
+        if self.model.paths and self.model.level != "L3":
+            problems.append(f"model.paths gives a model per policy, which only level L3 loads (level is "
+                            f"{self.model.level}: every policy is model.path)")
         if self.model.lora is not None and self.model.lora.dropout != 0:
             problems.append(LORA_DROPOUT_REFUSED.format(self.model.lora.dropout))
         if self.rollout.engine not in ("hf", "vllm"):

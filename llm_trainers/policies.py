@@ -518,6 +518,13 @@ def build_policies(
     names = list(dict.fromkeys(mapping.values()))
     if level == "L1" and len(names) != 1:
         raise ValueError(f"level L1 has exactly one policy; policy_map gives {names}")
+    if model_paths and level != "L3":
+        raise ValueError(f"model_paths (a model per policy) is read at level L3 only, not {level}")
+    unread = sorted(set(model_paths or {}) - set(names))
+    if unread:
+        # A misspelt name, or an agent's where the policy map renames policies: that policy
+        # would have loaded model_path without a word.
+        raise ValueError(f"model.paths names no policy: {unread}; the policies: {names}")
     kwargs = dict(model_kwargs or {})
 
     def tokenizer_for(path: str) -> Any:

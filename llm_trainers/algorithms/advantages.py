@@ -19,6 +19,8 @@ estimation: an exponential moving average of each (game, role)'s return as its b
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType, SimpleNamespace
@@ -430,8 +432,31 @@ class EstimatorInfo:
         if unknown:
             valid = sorted(self.options) or "none"
             raise ValueError(f"algorithm.estimator_options: {self.name} has no option(s) {unknown}; its options: {valid}")
+        for key, value in given.items():
+            problem = _option_type_problem(self.options[key], value)
+            if problem:
+                raise ValueError(f"algorithm.estimator_options.{key} of {self.name} {problem}, got {value!r}")
         return {**self.options, **given}
 
+
+def _option_type_problem(default: Any, value: Any) -> str:
+    """Why ``value`` cannot stand for an option whose default is ``default`` ('' if it can): a
+    quoted ``"false"`` would be read as true, a word where a number goes would fail mid-run."""
+    if isinstance(default, bool):
+        return "" if isinstance(value, bool) else "must be true or false"
+    if isinstance(default, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            return "must be a finite number"
+        return ""
+    if isinstance(default, str):
+        return "" if isinstance(value, str) else "must be a string"
+    return ""
+
+
+#: The ``algorithm.*`` fields that only some estimators read (those naming them in ``uses``):
+#: a value other than the default under an estimator that does not read it is refused.
+#: (``kl_coef`` has its own check, by ``kl_in_reward``.)
+ESTIMATOR_FIELDS = ("eps", "unbiased_std", "gamma", "reward_clip", "rae_decay")
 
 #: Name → :class:`EstimatorInfo` of every registered estimator (:func:`register_estimator`).
 ESTIMATOR_REGISTRY: dict[str, EstimatorInfo] = {}
@@ -531,6 +556,13 @@ def estimator_config_problems(cfg: Any) -> list[str]:
     if cfg.algorithm.kl_coef > 0 and not info.kl_in_reward:
         problems.append(f"algorithm.kl_coef is the KL penalty in the reward, which {name} does not read: "
                         "set it to 0 and put the penalty in the loss (train.kl_loss_coef)")
+    defaults = {f.name: f.default for f in dataclasses.fields(type(cfg.algorithm))}
+    for key in ESTIMATOR_FIELDS:
+        if key not in info.uses and getattr(cfg.algorithm, key) != defaults[key]:
+            readers = [n for n, other in ESTIMATOR_REGISTRY.items() if key in other.uses]
+            problems.append(f"algorithm.{key} = {getattr(cfg.algorithm, key)!r} would be ignored: {name} does not "
+                            f"read it (read by {', '.join(readers) or 'no estimator'}); leave it at its default "
+                            f"{defaults[key]!r}")
     try:
         info.resolve_options(cfg.algorithm.estimator_options)
     except ValueError as exc:

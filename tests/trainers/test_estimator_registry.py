@@ -113,6 +113,54 @@ def test_config_refuses_groups_of_one_and_a_kl_coef_nobody_reads():
     assert load_config(None, ["algorithm.estimator=reinforce_pp", "algorithm.kl_coef=0.1"]).algorithm.kl_coef == 0.1
 
 
+@pytest.mark.parametrize(("base", "knob"), [
+    (["algorithm.estimator=at_grpo"], "algorithm.reward_clip=0.5"),
+    (["algorithm.estimator=at_grpo"], "algorithm.gamma=0.5"),
+    (["algorithm.estimator=at_grpo"], "algorithm.rae_decay=0.5"),
+    (["algorithm.estimator=reinforce_pp", "rollout.tree=false"], "algorithm.unbiased_std=true"),
+    (["algorithm.estimator=reinforce_pp", "rollout.tree=false"], "algorithm.eps=0.1"),
+    (["algorithm.estimator=rae", "rollout.tree=false"], "algorithm.reward_clip=0.5"),
+])
+def test_config_refuses_an_algorithm_field_its_estimator_does_not_read(base, knob):
+    # Each was accepted and gave the same advantages as the default: a setting that did nothing.
+    field = knob.split("=")[0]
+    with pytest.raises(ValueError, match=rf"{field} = .* would be ignored"):
+        load_config(None, [*base, knob])
+
+
+def test_what_an_estimator_declares_it_reads_is_what_changes_its_advantages():
+    # The refusal above trusts each estimator's `uses`: a field it declares must change its
+    # advantages somewhere, and one it does not declare must change nothing.
+    import dataclasses
+
+    from llm_trainers.algorithms.advantages import ESTIMATOR_FIELDS, estimate_advantages
+    from llm_trainers.config import AlgorithmConfig
+
+    changed = {"eps": 0.5, "unbiased_std": True, "gamma": 0.5, "reward_clip": 0.5, "rae_decay": 0.5}
+    rewards = torch.tensor([0.0, 1.0, 10.0, 10.0, 0.0, 3.0])
+    mask = torch.ones(6, 3)
+
+    def batch():
+        return AdvantageBatch(rewards.clone(), mask, ["g1", "g1", "g1", "g2", "g2", "g2"],
+                              [("game", "r1"), ("game", "r1"), ("game", "r2")] * 2, ["a", "b"] * 3,
+                              [0, 0, 1, 1, 2, 2], None, {("game", "r1"): 2.0})
+
+    for name, info in ESTIMATOR_REGISTRY.items():
+        plain = AlgorithmConfig(estimator=name)
+        base = estimate_advantages(plain, batch())
+        for key in ESTIMATOR_FIELDS:
+            moved = not torch.equal(base, estimate_advantages(dataclasses.replace(plain, **{key: changed[key]}), batch()))
+            assert moved == (key in info.uses), f"{name}: {key} {'changes' if moved else 'does not change'} it"
+
+
+def test_estimator_option_values_must_have_their_defaults_type():
+    # A quoted "false" was read as bool("false"), true; a word where a number goes failed mid-run.
+    with pytest.raises(ValueError, match="unbiased_variance of task_relative_reinforce_pp must be true or false"):
+        load_config("proposer_solver_judge_task_relative", ['algorithm.estimator_options={unbiased_variance: "false"}'])
+    info = ESTIMATOR_REGISTRY["task_relative_reinforce_pp"]
+    assert info.resolve_options({"unbiased_variance": False}) == {"unbiased_variance": False}
+
+
 def test_the_builtin_estimators_declare_what_the_trainer_and_the_config_read():
     info = ESTIMATOR_REGISTRY
     assert set(info) >= {"at_grpo", "reinforce_pp", "reinforce_pp_baseline", "task_relative_reinforce_pp",

@@ -133,6 +133,28 @@ def test_l3_models_are_separate(tiny_model_dir):
     assert all(torch.equal(p, ref_before[n]) for n, p in spk.ref_model.named_parameters())
 
 
+@pytest.mark.parametrize(("level", "paths", "policy_map", "message"), [
+    ("L3", {"listner": "/nowhere"}, None, r"model.paths names no policy: \['listner'\]"),
+    # under a policy map the policies are named by it, not by the agents
+    ("L3", {"listener": "/nowhere"}, {"speaker": "a", "listener": "b"}, r"names no policy: \['listener'\]"),
+    ("L1", {"shared": "/nowhere"}, None, r"level L3 only, not L1"),
+    ("L2", {"listener": "/nowhere"}, None, r"level L3 only, not L2"),
+])
+def test_model_paths_no_policy_reads_are_refused(tiny_model_dir, level, paths, policy_map, message):
+    # Each was accepted before: the named policy (or every policy) loaded model_path instead.
+    lora = LoraSettings(r=4, alpha=8) if level == "L2" else None
+    with pytest.raises(ValueError, match=message):
+        build_policies(level, AGENTS, tiny_model_dir, device="cpu", model_paths=paths, policy_map=policy_map,
+                       lora=lora)
+
+
+def test_model_paths_below_l3_are_refused_by_the_config():
+    from llm_trainers.config import load_config
+
+    with pytest.raises(ValueError, match="only level L3 loads"):
+        load_config(None, ["model.level=L1", "model.paths={listener: /nowhere}"])
+
+
 def test_l2_requires_lora_and_reference_needs_building(tiny_model_dir):
     with pytest.raises(ValueError):
         build_policies("L2", AGENTS, tiny_model_dir, device="cpu")
