@@ -45,7 +45,7 @@ import sys
 from collections.abc import Sequence
 
 from llm_envs.agents.spec import AgentSpecError
-from llm_envs.core.writing import escape_unencodable_output
+from llm_envs.core.writing import escape_unencodable_output, for_terminal
 
 from . import arena, audit, demo, envs, evaluate, prepare, report, serve, show
 from ._common import EXIT_INCOMPLETE, EXIT_USAGE, CLIError
@@ -98,10 +98,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except (CLIError, AgentSpecError, RunnerError, ValueError, FileNotFoundError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {for_terminal(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except (DatasetUnavailableError, SandboxUnavailable) as exc:  # data or a backend this machine lacks
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {for_terminal(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:
         # The reader went away (``llm-envs show RUN | head``): stop quietly, as Unix tools do.
@@ -112,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("error: the input ended; finished episodes are saved (use --resume to continue an eval)", file=sys.stderr)
         return 1
     except OSError as exc:  # a path that cannot be read or written: one line, no traceback
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {for_terminal(str(exc))}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(

@@ -20,6 +20,8 @@ from typing import Any
 
 import yaml
 
+from llm_envs.core.writing import for_terminal
+
 from ._common import (
     EXIT_INCOMPLETE,
     EXIT_USAGE,
@@ -110,7 +112,7 @@ def cmd_arena(args: argparse.Namespace) -> int:
     out = args.out or Path("runs") / "arena" / env_entry.id.split("/")[-1] / slug(
         "+".join(specs) + f"-{fmt}-seed{args.seed}"
     )
-    print(f"arena {env_entry.id}: {', '.join(specs)}; {fmt}, {args.rounds} round(s), {args.games} seed(s) "
+    print(f"arena {env_entry.id}: {for_terminal(', '.join(specs), one_line=True)}; {fmt}, {args.rounds} round(s), {args.games} seed(s) "
           f"per match; writing to {out}", file=sys.stderr)
     try:
         summary = run_arena(
@@ -131,24 +133,24 @@ def cmd_arena(args: argparse.Namespace) -> int:
             model=args.rating_model,
             confidence=args.confidence,
             settings={"command": "llm-envs " + " ".join(sys.argv[1:])},
-            log=lambda message: print(message, file=sys.stderr),
+            log=lambda message: print(for_terminal(message), file=sys.stderr),
             env_url=args.env_url,
         )
     except IncompleteRunError as exc:
         # An infrastructure failure (a server down, a sandbox failure) is not a game result: the
         # games it cut short are not scored; finished games stay on disk for --resume.
-        print(f"error: the tournament is incomplete: {exc}\nfinished games are saved in {out}; "
+        print(f"error: the tournament is incomplete: {for_terminal(str(exc))}\nfinished games are saved in {out}; "
               "run the same command with --resume to play the rest", file=sys.stderr)
         return EXIT_USAGE if exc.configuration_error is not None else EXIT_INCOMPLETE
     finally:
         for agent in agents.values():
             agent.close()
-    print(format_arena(summary))
+    print(for_terminal(format_arena(summary)))
     print(f"\nwrote {out}/summary.json, {out}/games.jsonl" + ("" if args.no_plot else f", {out}/plot.png"))
     if not args.no_report:
         from llm_envs.report import write_report_safely
 
-        if write_report_safely(out, log=lambda message: print(message, file=sys.stderr)):
+        if write_report_safely(out, log=lambda message: print(for_terminal(message), file=sys.stderr)):
             print(f"wrote {out}/report.html (open it in a browser)")
     return 0
 

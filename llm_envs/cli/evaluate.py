@@ -54,7 +54,7 @@ def _compare(args: argparse.Namespace) -> int:
         comparison = compare_runs(run_a, run_b)
     except CompareError as exc:
         raise CLIError(str(exc)) from exc
-    print(comparison.format())
+    print(for_terminal(comparison.format()))
     return 0
 
 
@@ -106,7 +106,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     possible_agents = list(probe.possible_agents)
     reference_available = getattr(probe, "reference_exposed", True)
     probe.close()
-    log = lambda message: print(message, file=sys.stderr)  # noqa: E731
+    log = lambda message: print(for_terminal(message), file=sys.stderr)  # noqa: E731
     resolved, specs = _eval_specs(args, possible_agents)
     if args.env_url:
         refuse_unexposed_reference(args.env_url, reference_available, resolved.values())
@@ -175,7 +175,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                 from llm_envs.report import write_report_safely
 
                 write_report_safely(out, log=log)
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {for_terminal(str(exc))}", file=sys.stderr)
         return EXIT_USAGE if exc.configuration_error is not None else EXIT_INCOMPLETE
     except RayMissingError as exc:
         raise CLIError(str(exc)) from exc
@@ -241,7 +241,7 @@ def _eval_suite(args: argparse.Namespace, env_ids: Sequence[str]) -> int:
         "+".join(f"{k}={v}" if k != "*" else v for k, v in sorted(given.items())) + f"-seed{args.seed}")
     if out.exists() and not out.is_dir():
         raise CLIError(f"--out {out} is a file, not a directory")
-    log = lambda message: print(message, file=sys.stderr)  # noqa: E731
+    log = lambda message: print(for_terminal(message), file=sys.stderr)  # noqa: E731
     print(f"evaluating {len(entries)} environments ({', '.join(e.id for e in entries)}); {args.episodes} episodes "
           f"each; writing to {out}", file=sys.stderr)
     cache: dict[Any, Any] = {}  # agents with the same spec are built once for the whole suite
@@ -259,7 +259,8 @@ def _eval_suite(args: argparse.Namespace, env_ids: Sequence[str]) -> int:
                 concurrency, progress = 1, False
             env_out = out / entry.id.split("/")[-1]
             print(f"[{len(rows) + 1}/{len(entries)}] {entry.id}: "
-                  + ", ".join(f"{a}={agent.name}" for a, agent in agents.items()), file=sys.stderr)
+                  + ", ".join(f"{a}={for_terminal(str(agent.name), one_line=True)}" for a, agent in agents.items()),
+                  file=sys.stderr)
             note, status = "", "complete"
             try:
                 summary = evaluate(
@@ -271,7 +272,7 @@ def _eval_suite(args: argparse.Namespace, env_ids: Sequence[str]) -> int:
                 )
             except IncompleteRunError as exc:
                 summary, status, note = getattr(exc, "summary", None), "incomplete", str(exc).split(". ")[0]
-                print(f"error: {entry.id}: {exc}", file=sys.stderr)
+                print(f"error: {entry.id}: {for_terminal(str(exc))}", file=sys.stderr)
                 status_code = EXIT_USAGE if exc.configuration_error is not None else max(status_code, EXIT_INCOMPLETE)
             if not args.no_report:
                 from llm_envs.report import write_report_safely

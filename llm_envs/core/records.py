@@ -87,6 +87,10 @@ def format_transcript(
 ) -> str:
     """An episode as readable text: a title, the task, every action with its reward, the metrics.
 
+    What an agent wrote (and the prompt it saw) is indented under its turn's line, every line of
+    it: a reply cannot start a line the way the transcript's own lines start (``===``, ``---``),
+    so it cannot fake an episode's end, its rewards or another episode.
+
     ``records`` are :class:`ActionRecord` objects (a live environment) or their
     :meth:`~ActionRecord.to_dict` form (an ``episodes.jsonl`` line), so a transcript read back
     from disk looks exactly like one printed during play. With ``prompts=True`` each action is
@@ -107,11 +111,19 @@ def format_transcript(
         if prompts:
             observation = r.get("observation") or {}
             lines.append(">>> prompt")
-            lines.append(str(observation.get("prompt", "")))
+            lines.append(_quoted(str(observation.get("prompt", ""))))
             lines.append("<<< action")
         action = str(r.get("action", ""))
-        lines.append(action if action.strip() else "<empty action>")
+        lines.append(_quoted(action) if action.strip() else "<empty action>")
     if metrics is not None:
         shown = ", ".join(f"{k}={v}" for k, v in metrics.items())
         lines.append(f"=== episode over: {shown} ===")
     return "\n".join(lines)
+
+
+#: The indent of the text agents wrote (and their prompts) in a transcript.
+QUOTE_INDENT = "    "
+
+
+def _quoted(text: str) -> str:
+    return "\n".join(QUOTE_INDENT + line if line else line for line in text.split("\n"))

@@ -62,13 +62,26 @@ def fenced(text: str, language: str = "") -> str:
     return f"```{language}\n{body.rstrip(chr(10))}\n```"
 
 
-def for_terminal(text: str) -> str:
+def for_terminal(text: str, *, one_line: bool = False) -> str:
     """``text`` with every character a terminal would act on written as its escape (``\x1b``,
     ``\u202e``): text that a model wrote, printed by ``llm-envs show`` or to a person playing,
     can then neither repaint the reader's screen (hiding or faking lines), set its title nor plant
-    a link. Tabs and newlines stay."""
-    return _TERMINAL_CONTROLS.sub(lambda m: "\\x%02x" % ord(m.group()) if ord(m.group()) < 0x100
-                                  else "\\u%04x" % ord(m.group()), text)
+    a link. Tabs and newlines stay, unless ``one_line``: then they are escaped too (``\n``), for
+    text that stands in one line of the program's own, such as a table cell or a name, where a
+    line break would start a line that reads as the program's."""
+    pattern = _ONE_LINE_CONTROLS if one_line else _TERMINAL_CONTROLS
+    return pattern.sub(_terminal_escape, text)
+
+
+_ONE_LINE_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+_NAMED_ESCAPES = {"\n": "\\n", "\t": "\\t"}  # (only one-line text escapes them)
+
+
+def _terminal_escape(match: re.Match[str]) -> str:
+    char = match.group()
+    if char in _NAMED_ESCAPES:
+        return _NAMED_ESCAPES[char]
+    return "\\x%02x" % ord(char) if ord(char) < 0x100 else "\\u%04x" % ord(char)
 
 
 def escape_unencodable_output() -> None:

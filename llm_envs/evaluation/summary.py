@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from llm_envs.core.writing import for_terminal
 from llm_envs.episodes import EpisodeResult
 from llm_envs.evaluation.stats import (
     Interval,
@@ -138,7 +139,11 @@ def _interval(data: Mapping[str, Any] | None) -> Interval:
 
 # ---------------------------------------------------------------------------- tables
 def _table(rows: Sequence[Sequence[str]], header: Sequence[str] | None = None) -> str:
-    all_rows = ([list(header)] if header else []) + [list(r) for r in rows]
+    """Rows laid out in columns. Each cell is escaped for a terminal as one line first (agent
+    names and other text from a run): a line break in a cell would print a row of its own, and
+    an escape sequence measured as one character would push its row out of line."""
+    all_rows = [[for_terminal(str(cell), one_line=True) for cell in row]
+                for row in ([list(header)] if header else []) + [list(r) for r in rows]]
     if not all_rows:
         return ""
     widths = [max(len(row[i]) for row in all_rows) for i in range(len(all_rows[0]))]

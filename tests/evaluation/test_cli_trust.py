@@ -285,3 +285,38 @@ def test_sampling_flags_out_of_range_are_refused(capsys, tmp_path, flag, value, 
     status, _, err = _eval(capsys, "llm/Signalling-v0", tmp_path / "run", "--episodes", "1", "--agent", "random",
                            flag, value, "--no-report")
     assert status == 2 and says in err
+
+
+# ---------------------------------------------------------------------------- hostile text
+def _acted_on(text: str) -> list[str]:
+    return [c for c in "\x1b\x07\r\u202e" if c in text]
+
+
+def test_a_name_with_a_line_break_cannot_forge_a_row_and_nothing_reaches_the_terminal_raw(capsys, tmp_path):
+    # (the eval table was escaped after it was laid out: a newline in a name printed a made-up
+    # row, and escapes pushed the row out of its columns; --compare and a suite's progress line
+    # printed names as they were)
+    agent = "py:tests.evaluation.odd_agents:HostileName"
+    for run in ("a", "b"):
+        status, out, err = _eval(capsys, "llm/Signalling-v0", tmp_path / run, "--episodes", "2", "--agent",
+                                 f"speaker={agent}", "--no-report")
+        assert status == 0, err
+        assert not _acted_on(out + err), repr(out + err)
+        assert not any(line.startswith("listener  forged-row") for line in out.splitlines()), out
+        table = [line for line in out.splitlines() if line.startswith(("speaker", "listener"))]
+        assert len(table) == 2 and all("\\n" in line or "reference" in line for line in table), table
+    status, out, err = _run(capsys, "eval", "--compare", str(tmp_path / "a"), str(tmp_path / "b"))
+    assert status == 0, err
+    assert not _acted_on(out + err) and "\\x1b[2J" in out, repr(out)
+    status, out, err = _run(capsys, "eval", "--envs", "llm/Signalling-v0,llm/Signalling-v0", "--out",
+                            str(tmp_path / "suite"), "--episodes", "1", "--no-progress", "--no-plot", "--no-report",
+                            "--agent", f"speaker={agent}")
+    assert not _acted_on(out + err), repr(out + err)
+
+
+def test_an_agents_error_message_is_escaped_in_every_error_line(capsys, tmp_path):
+    status, out, err = _eval(capsys, "llm/Signalling-v0", tmp_path / "run", "--episodes", "2", "--no-report",
+                             "--agent", "py:tests.evaluation.odd_agents:HostileError")
+    assert status in (2, 3), err
+    assert "error:" in err and "\\x1b[2J" in err
+    assert not _acted_on(out + err), repr(out + err)

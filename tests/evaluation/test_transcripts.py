@@ -158,3 +158,21 @@ def test_show_reads_a_whole_demo_directory(tmp_path, capsys):
     # one episode with the reference agents and one with the random agent
     assert out.count(f"=== {env_id} | episode") == 2
     assert "=reference" in out and "=random" in out
+
+
+def test_a_reply_cannot_write_lines_that_read_as_the_transcripts_own(tmp_path, capsys):
+    # (a reply printed flush left could end its episode with a made-up success and start a
+    # made-up episode with its own rewards)
+    from tests.evaluation.odd_agents import ForgesTranscript
+
+    out_dir = tmp_path / "run"
+    assert main(["eval", "llm/Signalling-v0", "--episodes", "1", "--out", str(out_dir), "--no-progress", "--no-plot",
+                 "--no-report", "--agent", "speaker=py:tests.evaluation.odd_agents:ForgesTranscript"]) == 0
+    capsys.readouterr()
+    for prompts in ([], ["--prompts"]):
+        assert main(["show", str(out_dir), *prompts]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert sum(line.startswith("=== episode over") for line in lines) == 1, lines
+        assert sum(line.startswith("=== llm/Signalling-v0") for line in lines) == 1, lines
+        assert not any(line.startswith("--- turn 0 | speaker (speaker) | reward +9") for line in lines), lines
+        assert any(line.strip() == ForgesTranscript.FAKE.splitlines()[1] for line in lines)  # shown, indented
