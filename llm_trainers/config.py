@@ -281,6 +281,12 @@ class ModelConfig:
     model_kwargs: dict[str, Any] = field(default_factory=dict)
 
 
+#: ``model.device`` values: torch's device strings this trainer runs on (a typo such as ``gpu``
+#: failed inside torch when the model was loaded).
+_DEVICE = re.compile(r"auto|cpu|cuda(:\d+)?|mps|xpu(:\d+)?")
+#: ``model.dtype`` values (``llm_trainers.policies``).
+MODEL_DTYPES = ("auto", "float32", "fp32", "bfloat16", "bf16", "float16", "fp16")
+
 #: ``rollout.vllm.lora_serving`` values (see :class:`VLLMConfig`).
 LORA_SERVING = ("auto", "adapter", "merged")
 
@@ -565,6 +571,10 @@ class Config:
             problems.append(f"model.level must be one of {LEVELS}")
         if self.model.level == "L2" and self.model.lora is None:
             problems.append("model.level L2 needs model.lora (one adapter per agent)")
+        if not _DEVICE.fullmatch(str(self.model.device)):
+            problems.append(f"model.device must be auto, cpu, cuda or cuda:N (or mps, xpu), got {self.model.device!r}")
+        if self.model.dtype not in MODEL_DTYPES:
+            problems.append(f"model.dtype must be one of {MODEL_DTYPES}, got {self.model.dtype!r}")
         if self.model.paths and self.model.level != "L3":
             problems.append(f"model.paths gives a model per policy, which only level L3 loads (level is "
                             f"{self.model.level}: every policy is model.path)")
@@ -593,6 +603,7 @@ class Config:
         problems += numeric_problems(self)
         if self.run.wandb not in (None, "offline", "online"):
             problems.append(f"run.wandb must be null, offline or online, got {self.run.wandb!r}")
+        problems += env_problems(self)
         problems += warm_start_problems(self)
         problems += evaluation_split_problems(self)
         if self.run.threads is not None and self.run.threads < 1:
@@ -663,6 +674,35 @@ def numeric_problems(cfg: Config) -> list[str]:
             out.append(f"{path} is NaN")
 
     walk(cfg, "")
+    return out
+
+
+def env_problems(cfg: Config) -> list[str]:
+    """``env.id`` must be registered, and every option given to it (``env.kwargs``,
+    ``env.eval_kwargs``, ``sft.env_kwargs``, the curriculum's option) one it accepts: a
+    misspelt one was found only when the first environment was built, as a traceback."""
+    import difflib
+
+    from llm_envs.registry import UnknownEnvironmentError, option_names
+
+    try:
+        names = option_names(cfg.env.id)
+    except UnknownEnvironmentError as exc:
+        return [f"env.id: {exc}"]
+    except ImportError:  # its module needs something this machine lacks: reported where it is built
+        return []
+    if names is None:
+        return []
+    given = [("env.kwargs", key) for key in cfg.env.kwargs] + [("env.eval_kwargs", key) for key in cfg.env.eval_kwargs]
+    given += [("sft.env_kwargs", key) for key in cfg.sft.env_kwargs]
+    if cfg.env.curriculum is not None:
+        given.append(("env.curriculum.option", cfg.env.curriculum.option.split(".")[0]))
+    out = []
+    for where, key in given:
+        if key not in names:
+            close = difflib.get_close_matches(key, sorted(names), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            out.append(f"{where}: {cfg.env.id} has no option {key!r}; {hint}its options: {sorted(names)}")
     return out
 
 

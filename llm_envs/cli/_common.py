@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import difflib
 import hashlib
 import importlib
 import math
@@ -68,19 +67,12 @@ def import_modules(modules: Sequence[str] | None) -> None:
 def resolve_env(env_id: str) -> Any:
     """The registry entry of ``env_id``, or a one-line :class:`CLIError` naming the closest
     registered ids (never PettingZoo's list of every environment it knows)."""
-    import llm_envs
-    from llm_envs.registry import NAMESPACE, entry
+    from llm_envs.registry import UnknownEnvironmentError, entry
 
     try:
         return entry(env_id)
-    except KeyError:
-        pass
-    ids = llm_envs.env_ids()
-    names = {i.split("/", 1)[-1].lower(): i for i in ids}
-    wanted = env_id.split("/", 1)[-1] if env_id.startswith(f"{NAMESPACE}/") or "/" not in env_id else env_id
-    suggestion = [names[m] for m in difflib.get_close_matches(wanted.lower(), list(names), n=2, cutoff=0.75)]
-    hint = f"did you mean {' or '.join(suggestion)}? " if suggestion else ""
-    raise CLIError(f"unknown environment {env_id!r}; {hint}see `llm-envs list` (registered: {', '.join(ids)})")
+    except UnknownEnvironmentError as exc:
+        raise CLIError(str(exc)) from None
 
 
 def table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:

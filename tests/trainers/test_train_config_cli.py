@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import re
 
 import pytest
 import torch
@@ -391,3 +392,30 @@ def test_a_damaged_checkpoint_is_never_taken_for_no_run_nor_loaded_half(capsys, 
     state.write_bytes(state.read_bytes()[:20])
     with pytest.raises(checkpoint.CheckpointError, match=f"cannot read {state}"):
         checkpoint.load_checkpoint(ckpts / "step_00000006")
+
+
+@pytest.mark.parametrize(("override", "says"), [
+    ("env.id=llm/Signaling-v0", "did you mean llm/Signalling-v0"),
+    ("env.kwargs.num_symbolz=3", "env.kwargs: llm/Signalling-v0 has no option 'num_symbolz'"),
+    ("env.eval_kwargs.splt=test", "env.eval_kwargs: llm/Signalling-v0 has no option 'splt'"),
+    ("env.curriculum={option: symbolz, levels: [1, 2]}", "env.curriculum.option: llm/Signalling-v0 has no option 'symbolz'"),
+    ("sft.env_kwargs={roundz: 2}", "sft.env_kwargs: llm/Signalling-v0 has no option 'roundz'"),
+    ("model.device=gpu", "model.device must be auto, cpu, cuda"),
+    ("model.dtype=float8", "model.dtype must be one of"),
+])
+def test_environment_and_device_typos_are_config_errors_before_anything_runs(override, says):
+    # (each passed --print-config and failed later with a traceback: PettingZoo's list of every
+    # environment it knows, a TypeError when the first environment was built, torch's device parser)
+    with pytest.raises(ValueError, match=re.escape(says)):
+        load_config("signalling_at_grpo_l1", [override])
+
+
+def test_llm_envs_make_names_the_closest_environment():
+    import llm_envs
+    from llm_envs.registry import UnknownEnvironmentError
+
+    with pytest.raises(UnknownEnvironmentError, match="did you mean llm/Signalling-v0") as raised:
+        llm_envs.make("llm/Signaling-v0")
+    assert "atari" not in str(raised.value)
+    with pytest.raises(KeyError):  # (a lookup error, as before)
+        llm_envs.entry("llm/Nope-v0")
