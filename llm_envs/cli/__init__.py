@@ -48,7 +48,7 @@ from llm_envs.agents.spec import AgentSpecError
 from llm_envs.core.writing import escape_unencodable_output, for_terminal
 
 from . import arena, audit, demo, envs, evaluate, prepare, report, serve, show
-from ._common import EXIT_INCOMPLETE, EXIT_USAGE, CLIError
+from ._common import EXIT_INCOMPLETE, EXIT_USAGE, CLIError, import_modules
 
 __all__ = ["CLIError", "EXIT_INCOMPLETE", "EXIT_USAGE", "build_parser", "main"]
 
@@ -64,7 +64,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in _COMMAND_MODULES:
         module.add_parsers(sub)
+    for command in _ENV_COMMANDS:  # every command that names or lists environments
+        sub.choices[command].add_argument(
+            "--import", dest="import_", action="append", metavar="MODULE",
+            help="import this module first (one that registers environments, e.g. a third party's; repeatable)")
     return parser
+
+
+#: The commands that take or list environments, so also a third party's (``--import MODULE``).
+_ENV_COMMANDS = ("list", "play", "eval", "demo", "arena", "audit", "prepare", "serve")
 
 
 def _refuse_unknown_arguments(parser: argparse.ArgumentParser, command: str, unknown: Sequence[str]) -> None:
@@ -96,6 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from sandboxes import SandboxUnavailable
 
     try:
+        import_modules(getattr(args, "import_", None))
         return int(args.func(args) or 0)
     except (CLIError, AgentSpecError, RunnerError, ValueError, FileNotFoundError) as exc:
         print(f"error: {for_terminal(str(exc))}", file=sys.stderr)

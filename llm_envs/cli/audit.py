@@ -30,7 +30,7 @@ import os
 import sys
 from typing import Any
 
-from ._common import EXIT_INCOMPLETE, CLIError, env_kwargs, import_modules, resolve_env, table
+from ._common import EXIT_INCOMPLETE, CLIError, env_kwargs, resolve_env, table
 
 #: Exit status when an exploit or a strategy is paid, or a reward is out of bounds.
 EXIT_PAID = 1
@@ -84,7 +84,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from llm_envs.audit import CATALOGUE, AuditError, audit_env, by_name, summarize
     from llm_envs.audit.adversary import QUICK, check_contract, strategies_for, summarize_contract
 
-    import_modules(args.import_)
     env_id = resolve_env(args.env_id).id
     if args.episodes < 1:
         raise CLIError("--episodes must be >= 1")
@@ -242,8 +241,6 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--only", choices=("exploits", "contract"), help="run one part only")
     p.add_argument("--agent", action="append", metavar="AGENT", help="only attack this agent (repeatable)")
     p.add_argument("--env-arg", action="append", metavar="KEY=VALUE", help="environment option (repeatable)")
-    p.add_argument("--import", dest="import_", action="append", metavar="MODULE",
-                   help="import this module first (one that registers environments, e.g. a third party's; repeatable)")
     p.add_argument("--json", action="store_true", help="print JSON (rows and every outcome)")
     p.add_argument("-v", "--verbose", action="store_true", help="print each outcome as it comes (stderr)")
     p.set_defaults(func=cmd_audit)

@@ -21,7 +21,6 @@ from ._common import (
     CLIError,
     add_model_options,
     env_kwargs,
-    import_modules,
     model_defaults,
     refuse_unexposed_reference,
     resolve_env,
@@ -74,7 +73,6 @@ def _requested_envs(args: argparse.Namespace) -> list[str]:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    import_modules(args.import_)
     if args.compare:
         return _compare(args)
     env_ids = _requested_envs(args)
@@ -334,8 +332,6 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("env_id", nargs="?",
                    help="environment id, e.g. llm/PlanPath-v0 (see `llm-envs list`); several: A,B,C")
     p.add_argument("--envs", metavar="A,B,C", help="several environments: one run each, one table and one report")
-    p.add_argument("--import", dest="import_", action="append", metavar="MODULE",
-                   help="import this module first (one that registers environments, e.g. a third party's; repeatable)")
     p.add_argument("--suite", metavar="NAME",
                    help="a named suite of environments: seed (the seed papers' environments), games "
                    "(the OpenSpiel games), llm (every llm/ environment)")

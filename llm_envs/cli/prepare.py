@@ -21,11 +21,10 @@ import sys
 import time
 from typing import Any
 
-from ._common import EXIT_INCOMPLETE, CLIError, env_kwargs, import_modules, resolve_env
+from ._common import EXIT_INCOMPLETE, CLIError, env_kwargs, resolve_env
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
-    import_modules(args.import_)
     if args.threads is not None and args.threads < 1:
         raise CLIError(f"--threads must be >= 1, got {args.threads}")
     if args.problems is not None and args.problems < 1:
@@ -90,6 +89,4 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--threads", type=int, help="problems prepared at once (default: the sandbox's concurrency)")
     p.add_argument("--backend", help="sandbox backend: bwrap, process, docker (default: the environment's)")
     p.add_argument("--env-arg", action="append", metavar="KEY=VALUE", help="environment option (repeatable)")
-    p.add_argument("--import", dest="import_", action="append", metavar="MODULE",
-                   help="import this module first (one that registers environments; repeatable)")
     p.set_defaults(func=cmd_prepare)

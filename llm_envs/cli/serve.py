@@ -10,11 +10,10 @@ import argparse
 import sys
 from typing import Any
 
-from ._common import CLIError, env_kwargs, import_modules, resolve_env
+from ._common import CLIError, env_kwargs, resolve_env
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    import_modules(args.import_)
     env_entry = resolve_env(args.env_id)
     try:
         import openenv.core  # noqa: F401
@@ -76,13 +75,6 @@ def add_parsers(sub: Any) -> None:
         help=f"larger incoming messages get an error frame (default {DEFAULT_MAX_MESSAGE_BYTES})",
     )
     p.add_argument("--env-arg", action="append", metavar="KEY=VALUE", help="environment option for every session (repeatable)")
-    p.add_argument(
-        "--import",
-        dest="import_",
-        action="append",
-        metavar="MODULE",
-        help="import this module first (one that registers environments; repeatable)",
-    )
     p.add_argument(
         "--expose-reference",
         action="store_true",

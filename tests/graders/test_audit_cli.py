@@ -225,3 +225,33 @@ def test_a_tool_paid_the_team_outcome_is_no_hole(lenient_id):
     signal = {o.agent: o for o in outcomes if o.exploit == "right-beats-wrong"}
     assert signal["tool"].verdict == "n/a" and "team's outcome" in signal["tool"].detail
     assert signal["reasoner"].verdict == "held"
+
+
+@pytest.mark.parametrize("command", ["list", "arena"])
+def test_every_command_that_takes_an_environment_imports_a_third_partys_module(capsys, tmp_path, command):
+    # (arena, play, list and demo had no --import: a third party's game could not play a tournament)
+    import sys
+
+    from pettingzoo.env_registry.registration import aec_registry
+
+    import llm_envs.registry as registry
+    from llm_envs.cli import build_parser
+
+    pytest.importorskip("pyspiel", reason="the games extra (OpenSpiel) is not installed")
+    env_id = "llm/TestTwoSeatPlugin-v0"
+    argv = {"list": ["list"],
+            "arena": ["arena", env_id, "--agent", "a=random:1", "--agent", "b=random:2", "--games", "2",
+                      "--out", str(tmp_path / "arena"), "--no-progress", "--no-plot", "--no-report"]}[command]
+    try:
+        status, out, err = _run(capsys, *argv, "--import", "tests.graders.two_seat_plugin")
+        assert status == 0, err
+        assert env_id in out or command == "arena"
+        if command == "arena":
+            assert (tmp_path / "arena" / "games.jsonl").read_text().count("\n") >= 2
+    finally:
+        registry._ENTRIES.pop(env_id, None)
+        aec_registry.pop(env_id, None)
+        sys.modules.pop("tests.graders.two_seat_plugin", None)
+    subparsers = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
+    for name in ("list", "play", "eval", "demo", "arena", "audit", "prepare", "serve"):
+        assert "--import" in subparsers.choices[name].format_help(), name
