@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from llm_envs.tasks import load_task_source
+from llm_envs.tasks.base import DatasetUnavailableError
 from llm_envs.tasks.memorisable import count
 
 
@@ -25,7 +26,10 @@ def main(argv: list[str] | None = None) -> int:
     kwargs: dict = {"split_policy": args.split_policy, "keep_memorisable": True}
     if args.path:
         kwargs["path"] = args.path
-    source = load_task_source(args.source, split=args.split, **kwargs)
+    try:
+        source = load_task_source(args.source, split=args.split, **kwargs)
+    except (KeyError, ValueError, TypeError, OSError, DatasetUnavailableError) as exc:  # a typo, no data: one line
+        parser.exit(2, f"error: {str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else exc}\n")
     seen, ids = count(source)
     print(f"{args.source} ({args.split}, {args.split_policy}): {len(ids)} of {seen} problems are memorisable")
     for problem_id in ids:

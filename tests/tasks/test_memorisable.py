@@ -143,6 +143,21 @@ def test_the_count_command_a_reader_can_rerun():
     assert "RuntimeWarning" not in result.stderr
 
 
+@pytest.mark.parametrize(("argv", "says"), [
+    (["humanevl"], "unknown task source 'humanevl'"),
+    (["humaneval", "--split-policy", "benchmrk"], "split_policy must be"),
+])
+def test_the_count_command_refuses_a_typo_in_one_line(capsys, argv, says):
+    # (a raw traceback before)
+    from llm_envs.tasks.count_memorisable import main
+
+    with pytest.raises(SystemExit) as raised:
+        main(argv)
+    assert raised.value.code == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err and err.count("\n") == 1
+
+
 @pytest.mark.parametrize("pid", HUMANEVAL_MEMORISABLE)
 def test_coder_tester_trains_on_them_only_strengthened(pid):
     import llm_envs
