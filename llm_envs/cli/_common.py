@@ -35,6 +35,17 @@ def seed_value(text: str) -> int:
     return value
 
 
+def positive_int(text: str) -> int:
+    """An argparse ``type`` for a count that must be at least 1, refused before anything runs."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
+    return value
+
+
 def refuse_unexposed_reference(url: str, reference_exposed: bool, specs: Iterable[Any]) -> None:
     """A user error where a ``reference`` agent would play on the server at ``url`` and the
     server does not expose reference actions: every episode would otherwise fail as an

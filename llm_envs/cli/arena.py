@@ -29,6 +29,7 @@ from ._common import (
     add_model_options,
     env_kwargs,
     model_defaults,
+    positive_int,
     refuse_unexposed_reference,
     seed_value,
     slug,
@@ -166,12 +167,12 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--agents-file", metavar="YAML", help="competitors as name: spec (or name: {spec: ..., options})")
     p.add_argument("--format", choices=("round-robin", "swiss"), default="round-robin",
                    help="every pairing plays (round-robin) or pairings by current score (swiss); default round-robin")
-    p.add_argument("--rounds", type=int, default=1,
+    p.add_argument("--rounds", type=positive_int, default=1,
                    help="round-robin: matches per set of agents; swiss: rounds (default 1)")
-    p.add_argument("--games", type=int, default=1,
+    p.add_argument("--games", type=positive_int, default=1,
                    help="seeds per match; each is played in every seat rotation (default 1)")
     p.add_argument("--seed", type=seed_value, default=0, help="round r plays seeds SEED + r*GAMES ...")
-    p.add_argument("--concurrency", type=int, default=8, help="games in play at once within a match")
+    p.add_argument("--concurrency", type=positive_int, default=8, help="games in play at once within a match")
     p.add_argument("--env-arg", action="append", metavar="KEY=VALUE", help="environment option (repeatable)")
     p.add_argument("--env-url", metavar="URL",
                    help="play every game on the `llm-envs serve` server at URL (it must serve ENV_ID; "

@@ -320,3 +320,15 @@ def test_an_agents_error_message_is_escaped_in_every_error_line(capsys, tmp_path
     assert status in (2, 3), err
     assert "error:" in err and "\\x1b[2J" in err
     assert not _acted_on(out + err), repr(out + err)
+
+
+@pytest.mark.parametrize("flag", ["--rounds", "--games", "--concurrency"])
+def test_an_arena_count_below_one_is_refused_before_anything_is_said_or_made(capsys, tmp_path, flag):
+    # (--rounds 0 printed "writing to ..." before the tournament refused it)
+    with pytest.raises(SystemExit) as raised:
+        main(["arena", "llm/KuhnPoker-v0", "--agent", "random", "--agent", "reference", flag, "0",
+              "--out", str(tmp_path / "arena")])
+    assert raised.value.code == 2
+    err = capsys.readouterr().err
+    assert "expected an integer >= 1, got 0" in err and "writing to" not in err
+    assert not (tmp_path / "arena").exists()
