@@ -44,8 +44,8 @@ def add_parsers(sub: Any) -> None:
         "episodes paired by seed; several training runs share the learning-curve charts.",
     )
     p.add_argument("runs", type=Path, nargs="+", metavar="RUN_DIR", help="run directory (repeat to compare)")
-    p.add_argument("-o", "--out", type=Path, help="output file (default: RUN_DIR/report.html; for several "
-                   "runs, compare.html next to the first)")
+    p.add_argument("-o", "--out", type=Path, help="output file, not a directory (default: RUN_DIR/report.html; "
+                   "for several runs, compare.html next to the first)")
     p.add_argument("--steps", type=_steps, metavar="N,N,...", help="training runs: the evaluation steps whose "
                    "transcripts to embed (default: up to five, evenly spaced, first and last included)")
     p.add_argument("--screenshot", type=Path, metavar="PNG", help="also save a PNG of the page, taken in headless "

@@ -56,7 +56,7 @@ def build_report(paths: Sequence[str | os.PathLike[str]], *, steps: Sequence[int
         ReportError: a path that is not a run, or runs that cannot share a report.
     """
     from llm_envs.report import arena, compare, evaluation, training
-    from llm_envs.report.page import render_page
+    from llm_envs.report.page import isolated, render_page
 
     if not paths:
         raise ReportError("no run directory given")
@@ -71,29 +71,31 @@ def build_report(paths: Sequence[str | os.PathLike[str]], *, steps: Sequence[int
     evals = [run for run in runs if isinstance(run, EvalRun)]
     trainings = [run for run in runs if isinstance(run, TrainingRun)]
     arenas = [run for run in runs if isinstance(run, ArenaRun)]
+    # Title and subtitle are the page's sentences around run text (names, paths): each piece of
+    # run text isolated, so that its bidi controls cannot reorder the rest.
     if len(evals) == 1:
         run = evals[0]
         sections, data["datasets"] = evaluation.sections(run)
-        title = f"Evaluation: {run.summary.get('env_id') or run.label}"
+        title = f"Evaluation: {isolated(run.summary.get('env_id') or run.label)}"
         players = run.summary.get("agents") or {}
-        subtitle = ", ".join(f"{a} = {p}" for a, p in players.items()) + f" · {len(run.episodes)} episodes · {run.path}"
+        subtitle = (evaluation.pairs_text(players) + f" · {len(run.episodes)} episodes · {isolated(run.path)}")
     elif evals:
         sections, data["datasets"], data["compare"] = compare.sections(evals)
         title = "Evaluation runs compared"
         subtitle = compare.compare_subtitle(evals)
     elif trainings:
         sections, data["datasets"] = training.sections(trainings, steps)
-        names = [str((r.config.get("run") or {}).get("name") or r.label) for r in trainings]
+        names = [isolated((r.config.get("run") or {}).get("name") or r.label) for r in trainings]
         title = "Training: " + ", ".join(names)
-        env_ids = sorted({str((r.config.get("env") or {}).get("id")) for r in trainings})
-        subtitle = f"{', '.join(env_ids)} · " + ", ".join(str(r.path) for r in trainings)
+        env_ids = sorted({isolated((r.config.get("env") or {}).get("id")) for r in trainings})
+        subtitle = f"{', '.join(env_ids)} · " + ", ".join(isolated(r.path) for r in trainings)
     else:
         if len(arenas) > 1:
             raise ReportError("an arena report shows one arena run; pass one directory")
         run = arenas[0]
         sections, data["datasets"] = arena.sections(run)
-        title = f"Arena: {run.summary.get('env_id') or run.label}"
-        subtitle = f"{arena.subtitle(run)} · {run.path}"
+        title = f"Arena: {isolated(run.summary.get('env_id') or run.label)}"
+        subtitle = f"{arena.subtitle(run)} · {isolated(run.path)}"
     kind = runs[0].kind if len(runs) == 1 or runs[0].kind != "evaluation" else "compare"
     return render_page(title, kind, sections, data, subtitle=subtitle)
 
@@ -111,14 +113,31 @@ def default_output(paths: Sequence[str | os.PathLike[str]]) -> Path:
 
 def write_report(paths: Sequence[str | os.PathLike[str]], out: str | os.PathLike[str] | None = None, *,
                  steps: Sequence[int] | None = None) -> Path:
-    """Write the report of ``paths`` (see :func:`build_report`) to ``out`` (default
-    :func:`default_output`), atomically; return its path."""
+    """Write the report of ``paths`` (see :func:`build_report`) to the file ``out`` (default
+    :func:`default_output`), atomically: through a temporary file next to it, which is removed
+    whatever fails. An ``out`` that is an existing directory is refused (:class:`ReportError`)
+    before anything is read; so is a target that cannot be written. Returns the path written."""
     target = Path(out) if out is not None else default_output(paths)
+    if target.is_dir():
+        raise ReportError(f"{target} is a directory; the report is one file: name it, e.g. {target / REPORT_FILE}")
     html = build_report(paths, steps=steps)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(target.name + ".tmp")
-    tmp.write_text(html, encoding="utf-8")
-    os.replace(tmp, target)
+    # A name of this process's own, created exclusively: two writers never share one, and what
+    # is removed on failure is only ever the file this call made.
+    tmp = target.with_name(f"{target.name}.{os.getpid()}.tmp")
+    created = False
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        created = True
+        with os.fdopen(fd, "wb") as file:
+            file.write(html.encode("utf-8"))
+        os.replace(tmp, target)
+    except BaseException as exc:
+        if created:
+            tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise ReportError(f"cannot write the report to {target}: {exc.strerror or exc}") from exc
+        raise
     return target
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from llm_envs.episodes import EpisodeResult
 from llm_envs.report import svg
 from llm_envs.report.episodes import dataset, episodes_html
-from llm_envs.report.page import esc, fmt, notes_html, table, to_float
+from llm_envs.report.page import esc, esc_attr, fmt, isolated, notes_html, table, to_float
 from llm_envs.report.runs import ArenaRun, game_episode
 
 Section = tuple[str, str, str]
@@ -78,12 +78,13 @@ def head_to_head(summary: Mapping[str, Any]) -> str:
                 cells.append('<td class="none">·</td>')
                 continue
             score = to_float(result.get("score"))
-            title = (f"{a} vs {b}: {result.get('wins', 0)} wins, {result.get('draws', 0)} draws, "
-                     f"{result.get('losses', 0)} losses in {result.get('games')} games")
+            wins, draws, losses = (fmt(result.get(k, 0)) for k in ("wins", "draws", "losses"))
+            title = (f"{isolated(a)} vs {isolated(b)}: {wins} wins, {draws} draws, "
+                     f"{losses} losses in {fmt(result.get('games'))} games")
             cells.append(
-                f'<td class="h2h" style="background:{_score_colour(score)}" title="{esc(title)}" '
-                f'data-a="{esc(a)}" data-b="{esc(b)}"><b>{esc(fmt(score, 2))}</b><br><small>'
-                f"{esc(result.get('wins', 0))}-{esc(result.get('draws', 0))}-{esc(result.get('losses', 0))}</small></td>"
+                f'<td class="h2h" style="background:{_score_colour(score)}" title="{esc_attr(title)}" '
+                f'data-a="{esc_attr(a)}" data-b="{esc_attr(b)}"><b>{esc(fmt(score, 2))}</b><br><small>'
+                f"{esc(wins)}-{esc(draws)}-{esc(losses)}</small></td>"
             )
         body.append("<tr>" + "".join(cells) + "</tr>")
     return (
@@ -99,7 +100,7 @@ def _facts(run: ArenaRun) -> str:
     settings = summary.get("settings") or {}
     rows = [("run directory", str(run.path)), ("environment", summary.get("env_id")),
             ("games", len(run.games)), ("format version", summary.get("format_version"))]
-    rows += [(f"agent {name}", spec) for name, spec in agents.items()]
+    rows += [(f"agent {isolated(name)}", spec) for name, spec in agents.items()]
     if isinstance(settings, Mapping):
         rows += [(str(k), v if isinstance(v, (str, int, float)) else repr(v)) for k, v in settings.items()]
     body = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows if v not in (None, ""))
@@ -115,7 +116,9 @@ def games_dataset(run: ArenaRun) -> dict[str, Any]:
         seats = {str(k): str(v) for k, v in (game.get("seats") or {}).items()}
         returns = {str(k): float(to_float(v)) for k, v in (game.get("returns") or {}).items()}
         winner = game.get("winner")
-        game_index = int(game.get("game_index", position))
+        game_index = game.get("game_index")
+        if not isinstance(game_index, int):  # missing (or left out as unreadable): its place in the file
+            game_index = position
         episode = game_episode(game) or EpisodeResult(
             index=game_index, seed=int(game.get("seed", 0) or 0),
             env_id=str(run.summary.get("env_id")), episode_id="", agents={v: k for k, v in seats.items()},
@@ -146,11 +149,13 @@ def games_dataset(run: ArenaRun) -> dict[str, Any]:
             "dur": round(float(episode.duration_s), 3),
             "ag": list(seats),
             "tags": tags,
-            "x": [", ".join(f"{a}: {s}" for a, s in seats.items()), "draw" if winner is None else str(winner)],
+            # (composed text: its run text isolated; the page's script draws isolates as <bdi>)
+            "x": [", ".join(f"{isolated(a)}: {isolated(s)}" for a, s in seats.items()),
+                  "draw" if winner is None else str(winner)],
         })
         extras.append({"seats": seats, "winner": winner, "returns": returns})
     filters = [("decisive", "decisive"), ("draw", "draws"), ("format-error", "with a format error")]
-    filters += [(f"won:{a}", f"won by {a}") for a in agents]
+    filters += [(f"won:{a}", f"won by {isolated(a)}") for a in agents]
     return dataset(episodes, label=f"{len(run.games)} games", agents=agents, filters=filters, rows=rows,
                    columns=["seats", "winner"], reward_label="return", noun="games", extras=extras)
 
@@ -172,4 +177,4 @@ def sections(run: ArenaRun) -> tuple[list[Section], dict[str, Any]]:
 
 def subtitle(run: ArenaRun, agents: Sequence[str] | None = None) -> str:
     names = agents or [str(r["agent"]) for r in ranked(run.summary)]
-    return f"{run.summary.get('env_id')}: {len(names)} agents, {len(run.games)} games"
+    return f"{isolated(run.summary.get('env_id'))}: {len(names)} agents, {len(run.games)} games"

@@ -5,19 +5,28 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from llm_envs.core.writing import json_text
 from llm_envs.episodes import EpisodeResult
 from llm_envs.evaluation.summary import run_call_counts
 from llm_envs.report import svg
 from llm_envs.report.episodes import dataset, episodes_html
-from llm_envs.report.page import esc, fmt, fmt_interval, notes_html, table, to_float
+from llm_envs.report.page import (
+    esc,
+    fmt,
+    fmt_interval,
+    isolated,
+    json_for_reading,
+    notes_html,
+    table,
+    to_float,
+)
 from llm_envs.report.runs import EvalRun
 
 Section = tuple[str, str, str]
 
 
-def run_facts(summary: Mapping[str, Any], run_path: Any) -> str:
-    """What was run: environment, agents, episodes, seed, split, command, time."""
+def run_facts(summary: Mapping[str, Any], run_path: Any, stored: Any = None) -> str:
+    """What was run: environment, agents, episodes, seed, split, command, time; and the whole
+    ``stored`` summary.json (default: ``summary``) to unfold."""
     specs = summary.get("agent_specs") or {}
     players = summary.get("agents") or {}
     rows = [
@@ -26,8 +35,8 @@ def run_facts(summary: Mapping[str, Any], run_path: Any) -> str:
         ("episodes", summary.get("episodes")),
         ("seed", summary.get("seed")),
         ("split", summary.get("split")),
-        ("agents", ", ".join(f"{a} = {p}" for a, p in players.items()) or None),
-        ("agent specs", ", ".join(f"{k} = {v}" for k, v in specs.items()) if isinstance(specs, Mapping) else specs),
+        ("agents", pairs_text(players) or None),
+        ("agent specs", pairs_text(specs) if isinstance(specs, Mapping) else specs),
         ("environment options", _compact(summary.get("env_kwargs"))),
         ("command", summary.get("command") or _commands(summary.get("commands"))),
         ("wall time", f"{fmt(to_float(summary.get('wall_s')), 1)} s" if summary.get("wall_s") is not None else None),
@@ -35,9 +44,15 @@ def run_facts(summary: Mapping[str, Any], run_path: Any) -> str:
         ("resumed episodes", summary.get("episodes_resumed") or None),
     ]
     body = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows if v not in (None, "", {}))
-    whole = json_text(summary, indent=1, default=repr)
+    whole = json_for_reading(summary if stored is None else stored)
     return (f'<table class="facts">{body}</table>'
             f"<details><summary>the whole summary.json</summary><pre>{esc(whole)}</pre></details>")
+
+
+def pairs_text(mapping: Mapping[str, Any], sep: str = " = ") -> str:
+    """``a = p, b = q``: each name and value :func:`isolated` (run text: one agent's name cannot
+    reorder the next agent's entry)."""
+    return ", ".join(f"{isolated(k)}{sep}{isolated(v)}" for k, v in mapping.items())
 
 
 def confidence_percent(summary: Mapping[str, Any]) -> int:
@@ -58,10 +73,10 @@ def _commands(history: Any) -> str | None:
     lines = []
     for entry in history:
         if isinstance(entry, Mapping):
-            status = f" ({entry['status']})" if entry.get("status") else ""
-            lines.append(f"{entry.get('command', '?')}{status}")
+            status = f" ({isolated(entry['status'])})" if entry.get("status") else ""
+            lines.append(f"{isolated(entry.get('command', '?'))}{status}")
         else:
-            lines.append(str(entry))
+            lines.append(isolated(entry))
     return "\n".join(lines)
 
 
@@ -69,9 +84,9 @@ def _compact(value: Any) -> str | None:
     if not value:
         return None
     if isinstance(value, Mapping):
-        return ", ".join(f"{k}={v}" for k, v in value.items())
+        return pairs_text(value, "=")
     if isinstance(value, (list, tuple)):
-        return "; ".join(str(v) for v in value)
+        return "; ".join(isolated(v) for v in value)
     return str(value)
 
 
@@ -107,7 +122,7 @@ def summary_tables(summary: Mapping[str, Any]) -> str:
             agent,
             str(players.get(agent, "-")),
             fmt_interval(rewards.get(agent)),
-            f"{fmt_interval(fe)} ({fe.get('errors', '-')}/{fe.get('n', '-')})" if fe else "-",
+            f"{fmt_interval(fe)} ({fmt(fe.get('errors', '-'))}/{fmt(fe.get('n', '-'))})" if fe else "-",
             fmt_interval(by_agent_tokens.get(agent), 1),
         ])
     agent_table = table(
@@ -185,7 +200,7 @@ def sections(run: EvalRun, key: str = "run") -> tuple[list[Section], dict[str, A
             key, "Click an episode to read it as a conversation: every action with its agent, the "
                  "prompt on demand, the parsed answer, sandbox output, reward components and when "
                  "each credit arrived.")),
-        ("run", "Settings", run_facts(summary, run.path)),
+        ("run", "Settings", run_facts(summary, run.path, run.stored)),
     ]
     return out, data
 

@@ -9,6 +9,9 @@ arena          ``summary.json`` with ``"kind": "arena"`` and ``games.jsonl`` fro
 Episodes are read through the project's own loaders (:func:`llm_envs.episodes.load_episodes`),
 so whatever they accept or refuse, the report does too. Everything else is read with defaults
 for missing keys: a report of an older or newer run shows what it can and says what is absent.
+A field of ``summary.json`` (or of an arena game, or a training config's section) whose value
+has a shape the report cannot read (a hand edit: ``"rewards": {"a": null}``, ``"episodes":
+"many"``) is read as absent, and the page names it in a note (:func:`conform`).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_envs.episodes import EpisodeResult, load_episodes
+from llm_envs.report.page import fmt, isolated
 
 EPISODES_FILE = "episodes.jsonl"
 SUMMARY_FILE = "summary.json"
@@ -32,12 +36,15 @@ TRAINING_EVAL_GLOB = "eval/step_*.jsonl"
 
 
 class ReportError(ValueError):
-    """A path that is not a run the report can read, or runs that cannot be shown together."""
+    """A path that is not a run the report can read, runs that cannot be shown together, or an
+    output path the page cannot be written to."""
 
 
 @dataclass
 class EvalRun:
-    """An evaluation run: its summary (recomputed when ``summary.json`` is missing) and episodes."""
+    """An evaluation run: its summary (recomputed when ``summary.json`` is missing; fields of a
+    shape the report cannot read left out, see :func:`conform`) and episodes; ``stored`` is
+    ``summary.json`` as the file holds it (None without one)."""
 
     path: Path
     summary: dict[str, Any]
@@ -45,6 +52,7 @@ class EvalRun:
     label: str = ""
     notes: list[str] = field(default_factory=list)
     kind: str = "evaluation"
+    stored: Any = None
 
 
 @dataclass
@@ -73,6 +81,121 @@ class ArenaRun:
 
 
 Run = EvalRun | TrainingRun | ArenaRun
+
+
+# ---------------------------------------------------------------------------- shapes
+# What the report reads from a run's JSON, as shapes: "any"; "scalar" (text, number, true/false);
+# "int"; "number"; a dict (a mapping; the keys it names have these shapes, others are kept as
+# they are); ("map", shape) (a mapping whose every value has that shape); ("list", shape).
+# null is "not given" everywhere. docs/report.md ("Tolerant reading").
+Shape = Any
+_INTERVAL: Shape = {"value": "number", "low": "number", "high": "number", "n": "number", "errors": "number",
+                    "effective_n": "number"}
+_COMMAND: Shape = {"command": "scalar", "status": "scalar", "calls": "int", "failed_calls": "int",
+                   "settings_changed": ("list", "any")}
+EVAL_SUMMARY: Shape = {
+    "env_id": "scalar", "episodes": "int", "episodes_requested": "int", "episodes_resumed": "int",
+    "status": "scalar", "seed": "scalar", "split": "scalar", "confidence": "number", "wall_s": "number",
+    "episodes_per_s": "number", "command": "scalar",
+    "agents": ("map", "scalar"), "success": _INTERVAL, "turns": _INTERVAL,
+    "rewards": ("map", _INTERVAL), "format_error_rate": ("map", _INTERVAL),
+    "call_error_rate": ("map", _INTERVAL), "metrics": ("map", _INTERVAL),
+    "tokens_per_episode": {"prompt": _INTERVAL, "completion": _INTERVAL, "total": _INTERVAL,
+                           "by_agent": ("map", _INTERVAL)},
+    "incomplete": {"episodes": "scalar", "reasons": "any"},
+    "infrastructure": {"calls": "int", "failed_calls": "int"},
+    "commands": ("list", _COMMAND),
+}
+ARENA_SUMMARY: Shape = {
+    "env_id": "scalar", "agents": ("map", "any"), "settings": "any",
+    "ratings": ("list", {"agent": "scalar"}),
+    "head_to_head": ("map", ("map", {})),
+}
+# An arena game's episode (games.jsonl has no checksum to refuse an edited one by, as
+# episodes.jsonl has): what the report reads of it.
+_EPISODE: Shape = {
+    "index": "int", "seed": "int", "env_id": "scalar", "episode_id": "scalar", "agents": ("map", "scalar"),
+    "rewards": ("map", "number"), "metrics": {"success": "number", "turns": "number"}, "duration_s": "number",
+    "records": ("list", {"agent": "scalar", "info": {}}),
+    "steps": ("list", {"agent": "scalar", "prompt_tokens": "int", "completion_tokens": "int"}),
+}
+ARENA_GAME: Shape = {"game_index": "int", "seed": "int", "seats": ("map", "scalar"), "returns": ("map", "any"),
+                     "winner": "scalar", "episode": _EPISODE}
+TRAINING_CONFIG: Shape = {"run": {}, "env": {}}
+_SCALARS = (str, int, float, bool)
+_WRONG = object()
+
+
+def conform(data: Any, shape: Shape, where: str, ignored: list[str]) -> Any:
+    """``data`` read as ``shape`` (see the shapes above): a value of another shape is left out
+    (a mapping's key dropped, a list's item dropped; at the top, or as a mapping's value, the
+    shape's empty value: ``{}``, ``[]`` or None) and named in ``ignored``, as ``where.key (what
+    it was)``. A null is the shape's empty value, without a word (a null int or number: its key
+    dropped)."""
+    value = _conform(data, shape, where, ignored)
+    return _empty(shape) if value is _WRONG else value
+
+
+def _conform(value: Any, shape: Shape, where: str, ignored: list[str]) -> Any:
+    if value is None:
+        return _empty(shape)
+    if shape == "any":
+        return value
+    if isinstance(shape, str):
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        fits = {"scalar": isinstance(value, _SCALARS), "number": number,
+                "int": number and isinstance(value, int)}[shape]
+        return value if fits else _ignore(value, where, ignored)
+    if isinstance(shape, dict):
+        if not isinstance(value, dict):
+            return _ignore(value, where, ignored)
+        out = dict(value)
+        for key, inner in shape.items():
+            if key in out:
+                checked = _conform(out[key], inner, f"{where}.{key}", ignored)
+                # (a null number is dropped too: readers take a missing key's default, not None)
+                if checked is _WRONG or (checked is None and inner in ("int", "number")):
+                    del out[key]
+                else:
+                    out[key] = checked
+        return out
+    kind, inner = shape
+    if kind == "map":
+        if not isinstance(value, dict):
+            return _ignore(value, where, ignored)
+        out = {}
+        for key, item in value.items():
+            checked = _conform(item, inner, f"{where}.{key}", ignored)
+            out[key] = _empty(inner) if checked is _WRONG else checked
+        return out
+    if not isinstance(value, list):
+        return _ignore(value, where, ignored)
+    items = (_conform(item, inner, f"{where}[{i}]", ignored) for i, item in enumerate(value))
+    return [item for item in items if item is not _WRONG]
+
+
+def _empty(shape: Shape) -> Any:
+    if isinstance(shape, dict) or (isinstance(shape, tuple) and shape[0] == "map"):
+        return {}
+    if isinstance(shape, tuple):
+        return []
+    return None
+
+
+def _ignore(value: Any, where: str, ignored: list[str]) -> Any:
+    what = (f"a {type(value).__name__}" if isinstance(value, (dict, list)) else
+            repr(value) if len(repr(value)) <= 40 else f"a {type(value).__name__}")
+    ignored.append(f"{where} ({what})")
+    return _WRONG
+
+
+def ignored_note(file: str, ignored: Sequence[str]) -> list[str]:
+    """The note naming the fields of ``file`` that :func:`conform` left out (none: no note)."""
+    if not ignored:
+        return []
+    shown = ", ".join(isolated(item) for item in ignored[:12]) + (f" and {len(ignored) - 12} more" if len(ignored) > 12 else "")
+    return [f"{file}: {len(ignored)} field{'s' if len(ignored) != 1 else ''} of a shape this report cannot read "
+            f"{'were' if len(ignored) != 1 else 'was'} left out (as if absent): {shown}"]
 
 
 # ---------------------------------------------------------------------------- detection
@@ -142,20 +265,40 @@ def _load_evaluation(path: Path) -> EvalRun:
 
     episodes = sorted(load_episodes(path / EPISODES_FILE), key=lambda e: e.index)
     notes: list[str] = []
-    summary = _read_json(path / SUMMARY_FILE)
-    if not isinstance(summary, dict):
+    stored = _read_json(path / SUMMARY_FILE)
+    if not isinstance(stored, dict):
         summary = summarize(episodes)
         notes.append(f"no readable {SUMMARY_FILE} (an interrupted run?): the summary is computed from the episodes")
-    elif int(summary.get("episodes", len(episodes)) or 0) != len(episodes):
-        notes.append(
-            f"{SUMMARY_FILE} counts {summary.get('episodes')} episodes but {EPISODES_FILE} holds "
-            f"{len(episodes)}: the numbers below are from {SUMMARY_FILE}, the episode list from the file"
-        )
-    if isinstance(summary, dict):
+    else:
+        ignored: list[str] = []
+        commands = stored.get("commands")
+        if isinstance(commands, (dict, str)):  # one invocation, not in a list
+            commands = [commands]
+        if isinstance(commands, list):  # an invocation written as its command line alone
+            commands = [{"command": c} if isinstance(c, str) else c for c in commands]
+        summary = conform({**stored, "commands": commands} if "commands" in stored else stored,
+                          EVAL_SUMMARY, "summary", ignored)
+        notes += ignored_note(SUMMARY_FILE, [item.removeprefix("summary.") for item in ignored])
+        if summary.get("episodes", len(episodes)) not in (None, len(episodes)):
+            notes.append(
+                f"{SUMMARY_FILE} counts {summary['episodes']} episodes but {EPISODES_FILE} holds "
+                f"{len(episodes)}: the numbers below are from {SUMMARY_FILE}, the episode list from the file"
+            )
         from llm_envs.evaluation.summary import mixed_settings_note
 
-        notes[:0] = incomplete_notes(summary) + [note for note in (mixed_settings_note(summary),) if note]
-    return EvalRun(path, summary, episodes, notes=notes)
+        notes[:0] = incomplete_notes(summary) + [note for note in (mixed_settings_note(_isolating(summary)),) if note]
+    return EvalRun(path, summary, episodes, notes=notes, stored=stored if isinstance(stored, dict) else None)
+
+
+def _isolating(summary: dict[str, Any]) -> dict[str, Any]:
+    """``summary`` with the run text that :func:`mixed_settings_note` puts in its sentence (each
+    changed setting) :func:`isolated`."""
+    commands = [
+        {**c, "settings_changed": [isolated(change) for change in c.get("settings_changed") or []]}
+        if isinstance(c, dict) else c
+        for c in summary.get("commands") or []
+    ]
+    return {**summary, "commands": commands}
 
 
 def incomplete_notes(summary: dict[str, Any]) -> list[str]:
@@ -170,12 +313,17 @@ def incomplete_notes(summary: dict[str, Any]) -> list[str]:
         return []
     incomplete = summary.get("incomplete") or {}
     reasons = incomplete.get("reasons") or {}
-    why = "; ".join(f"{reason} ({count})" for reason, count in reasons.items()) if isinstance(reasons, dict) else str(reasons)
-    missing = incomplete.get("episodes", (requested - finished) if isinstance(requested, int) and isinstance(finished, int) else "some")
+    # Reasons are run text (an agent's or a server's error message): each isolated, so that a
+    # bidi control in one cannot reorder the sentence around it.
+    why = ("; ".join(f"{isolated(reason)} ({fmt(count)})" for reason, count in reasons.items())
+           if isinstance(reasons, dict) else isolated(reasons))
+    missing = incomplete.get("episodes")
+    if missing is None:
+        missing = (requested - finished) if isinstance(requested, int) and isinstance(finished, int) else "some"
     return [
-        f"INCOMPLETE RUN: {missing} of the {requested if requested is not None else '?'} episodes asked for did not "
-        f"finish{f' ({why})' if why else ''}. Every number on this page covers only the {finished} that did; "
-        "run the same eval command with --resume to play the rest."
+        f"INCOMPLETE RUN: {fmt(missing)} of the {fmt(requested) if requested is not None else '?'} episodes asked "
+        f"for did not finish{f' ({why})' if why else ''}. Every number on this page covers only the {fmt(finished)} "
+        "that did; run the same eval command with --resume to play the rest."
     ]
 
 
@@ -193,9 +341,11 @@ def _load_training(path: Path) -> TrainingRun:
             import yaml
 
             loaded = yaml.safe_load(config_path.read_text(encoding="utf-8"))
-            config = loaded if isinstance(loaded, dict) else {}
+            ignored: list[str] = []
+            config = conform(loaded if isinstance(loaded, dict) else {}, TRAINING_CONFIG, "config", ignored)
+            notes += ignored_note(CONFIG_FILE, [item.removeprefix("config.") for item in ignored])
         except Exception as exc:  # noqa: BLE001 - a damaged config must not hide the curves
-            notes.append(f"{CONFIG_FILE} could not be read: {exc}")
+            notes.append(f"{CONFIG_FILE} could not be read: {isolated(exc)}")
     evaluations = {}
     for file in sorted(path.glob(TRAINING_EVAL_GLOB)):
         match = _STEP_FILE.search(file.name)
@@ -239,23 +389,29 @@ def metric_value(value: Any) -> float | None:
 # ---------------------------------------------------------------------------- arena
 def _load_arena(path: Path) -> ArenaRun:
     notes: list[str] = []
-    summary = _read_json(path / SUMMARY_FILE) or {}
+    ignored: list[str] = []
+    summary = conform(_read_json(path / SUMMARY_FILE), ARENA_SUMMARY, "summary", ignored)
     version = summary.get("format_version")
     if version not in (None, 1):
-        notes.append(f"arena format_version {version}: this report knows version 1; some parts may be missing")
-    games = read_jsonl(path / GAMES_FILE, notes)
-    games.sort(key=lambda g: (g.get("game_index") is None, g.get("game_index", 0)))
+        notes.append(f"arena format_version {isolated(version)}: this report knows version 1; some parts may be missing")
+    notes += ignored_note(SUMMARY_FILE, [item.removeprefix("summary.") for item in ignored])
+    ignored = []
+    games = [conform(game, ARENA_GAME, f"game {i + 1}", ignored)
+             for i, game in enumerate(read_jsonl(path / GAMES_FILE, notes))]
+    notes += ignored_note(GAMES_FILE, ignored)
+    games.sort(key=lambda g: (g.get("game_index") is None, g.get("game_index") or 0))
     return ArenaRun(path, summary, games, notes=notes)
 
 
 def game_episode(game: dict[str, Any]) -> EpisodeResult | None:
-    """The episode of an arena game, or None when the line holds none that parses."""
+    """The episode of an arena game as :func:`load_run` read it, or None when the line holds
+    none, or one without a field an episode needs."""
     data = game.get("episode")
-    if not isinstance(data, dict):
+    if not data or not isinstance(data, dict):
         return None
     try:
         return EpisodeResult.from_dict(data)
-    except TypeError:
+    except TypeError:  # a field an episode needs is missing (or was left out as unreadable)
         return None
 
 

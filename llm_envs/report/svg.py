@@ -10,8 +10,9 @@ chart; a vendored JS library would add a third-party dependency to keep up to da
 nothing until its script ran.
 
 Every function returns an HTML ``<figure class="chart">`` string: the SVG (scaled with its
-``viewBox``), an HTML legend, and a caption. Text is escaped; numbers that are not finite are
-left out of the marks (a gap in a line), never drawn as zero.
+``viewBox``), an HTML legend, and a caption. Text is escaped, and a name (run text) inside a
+tooltip's sentence is isolated (:func:`llm_envs.report.page.isolated`); numbers that are not
+finite are left out of the marks (a gap in a line), never drawn as zero.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
+
+from llm_envs.report.page import esc, isolated
 
 __all__ = [
     "PALETTE",
@@ -141,13 +144,13 @@ def _figure(svg_parts: Sequence[str], title: str, legend: Sequence[tuple[str, st
         items = "".join(
             f'<span class="legend-item"><svg width="22" height="10" aria-hidden="true"><line x1="1" x2="21" '
             f'y1="5" y2="5" stroke="{colour}" stroke-width="3" stroke-dasharray="{dash}"/></svg>'
-            f"{escape(name)}</span>"
+            f"{esc(name)}</span>"
             for name, colour, dash in legend
         )
         legend_html = f'<div class="legend">{items}</div>'
-    note_html = f'<figcaption class="note">{escape(note)}</figcaption>' if note else ""
+    note_html = f'<figcaption class="note">{esc(note)}</figcaption>' if note else ""
     return (
-        f'<figure class="chart" data-chart="{escape(kind)}"><div class="chart-title">{escape(title)}</div>'
+        f'<figure class="chart" data-chart="{escape(kind)}"><div class="chart-title">{esc(title)}</div>'
         f'<svg viewBox="0 0 {width} {height}" role="img" aria-label="{escape(title)}">'
         + "".join(svg_parts)
         + f"</svg>{legend_html}{note_html}</figure>"
@@ -214,7 +217,7 @@ def line_chart(series: Sequence[Series], *, title: str, x_label: str = "step", y
         if len(finite) <= 40:
             for x, y in finite:
                 parts.append(f'<circle cx="{frame.x(x):.1f}" cy="{frame.y(y):.1f}" r="2.6" fill="{colour}">'
-                             f"<title>{escape(s.name)} @ {escape(_fmt(x))}: {escape(_fmt(y))}</title></circle>")
+                             f"<title>{escape(isolated(s.name))} @ {escape(_fmt(x))}: {escape(_fmt(y))}</title></circle>")
         legend.append((s.name, colour, s.dash))
     return _figure(parts, title, legend, note=note, kind="line")
 
@@ -280,8 +283,8 @@ def bar_chart(categories: Sequence[str], stacks: Mapping[str, Sequence[float]], 
             x = frame.x(i) - bar_width / 2
             y_top, y_base = frame.y(base[i] + value), frame.y(base[i])
             parts.append(f'<rect class="bar" data-series="{escape(name)}" x="{x:.1f}" y="{y_top:.1f}" width="{bar_width:.1f}" '
-                         f'height="{y_base - y_top:.1f}" fill="{colour}"><title>{escape(categories[i])}: '
-                         f"{escape(name)} {escape(_fmt(value))}</title></rect>")
+                         f'height="{y_base - y_top:.1f}" fill="{colour}"><title>{escape(isolated(categories[i]))}: '
+                         f"{escape(isolated(name))} {escape(_fmt(value))}</title></rect>")
             base[i] += value
         legend.append((name, colour, ""))
     if overlay is not None:
@@ -360,7 +363,7 @@ def histograms(values_by_group: Mapping[str, Sequence[float]], *, title: str, x_
             h = (row_bottom - row_top) * count / peak
             parts.append(f'<rect class="bar" data-series="{escape(group)}" x="{x0 + 0.5:.1f}" y="{row_bottom - h:.1f}" '
                          f'width="{max(0.8, x1 - x0 - 1):.1f}" height="{h:.1f}" fill="{colour}" fill-opacity="0.75">'
-                         f"<title>{escape(group)}: {count} episode{'s' if count != 1 else ''} in "
+                         f"<title>{escape(isolated(group))}: {count} episode{'s' if count != 1 else ''} in "
                          f"[{escape(_fmt(e0))}, {escape(_fmt(e1))})</title></rect>")
         parts.append(f'<line class="axis" x1="{frame.left}" x2="{frame.right}" y1="{row_bottom}" y2="{row_bottom}"/>')
         if means and group in means and all(_finite(v) for v in means[group]):
@@ -368,7 +371,7 @@ def histograms(values_by_group: Mapping[str, Sequence[float]], *, title: str, x_
             y = row_top - 4
             parts.append(f'<line class="whisker" x1="{frame.x(lo):.1f}" x2="{frame.x(hi):.1f}" y1="{y}" y2="{y}" '
                          f'stroke="{colour}"/><circle cx="{frame.x(mean):.1f}" cy="{y}" r="3" fill="{colour}">'
-                         f"<title>{escape(group)}: mean {escape(_fmt(mean))} [{escape(_fmt(lo))}, "
+                         f"<title>{escape(isolated(group))}: mean {escape(_fmt(mean))} [{escape(_fmt(lo))}, "
                          f"{escape(_fmt(hi))}]</title></circle>")
         legend.append((group, colour, ""))
     return _figure(parts, title, legend, height=height, note=note, kind="histogram")
@@ -406,7 +409,7 @@ def interval_chart(rows: Sequence[tuple[str, float, float, float]], *, title: st
                              f'y2="{y + 5:.1f}" stroke="{colour}"/>')
         if _finite(value):
             parts.append(f'<circle class="dot" cx="{frame.x(value):.1f}" cy="{y:.1f}" r="4" fill="{colour}">'
-                         f"<title>{escape(label)}: {escape(_fmt(value))}</title></circle>")
+                         f"<title>{escape(isolated(label))}: {escape(_fmt(value))}</title></circle>")
         shown = _fmt(value) if _finite(value) else "-"
         parts.append(f'<text class="value" x="{WIDTH - 8}" y="{y + 4:.1f}" text-anchor="end">{escape(shown)}</text>')
     return _figure(parts, title, height=height, note=note, kind="interval")

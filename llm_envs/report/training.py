@@ -18,7 +18,7 @@ from llm_envs.episodes import load_episodes
 from llm_envs.report import svg
 from llm_envs.report.episodes import dataset, episodes_html
 from llm_envs.report.evaluation import summary_tables
-from llm_envs.report.page import esc, fmt, notes_html
+from llm_envs.report.page import esc, esc_attr, fmt, isolated, notes_html
 from llm_envs.report.runs import TrainingRun, metric_value
 
 Section = tuple[str, str, str]
@@ -115,7 +115,7 @@ def curves(runs: Sequence[TrainingRun]) -> str:
         used.add(TOTAL_TIME_KEY)
         for run in runs:
             series = [svg.Series(PHASE_PATTERN.match(k).group(1), _points(run.metrics, k)) for k in phases]
-            title = "time per step, by phase" + (f" ({run.label})" if several else "")
+            title = "time per step, by phase" + (f" ({isolated(run.label)})" if several else "")
             figures.append(svg.stacked_area_chart(series, title=title, y_label="seconds"))
     rest = [k for k in every_key if k not in used]
     hidden += [k for k in rest if _always_zero(runs, [k])]
@@ -125,7 +125,7 @@ def curves(runs: Sequence[TrainingRun]) -> str:
         f'<details class="more"><summary>all other metrics ({len(rest)})</summary><div class="charts">{others}</div>'
         "</details>" if rest else ""
     )
-    hidden_html = (f'<p class="note">Not drawn, 0 at every step: {esc(", ".join(hidden))}.</p>' if hidden else "")
+    hidden_html = (f'<p class="note">Not drawn, 0 at every step: {esc(", ".join(isolated(h) for h in hidden))}.</p>' if hidden else "")
     if not figures and not rest:
         return hidden_html or '<p class="note">metrics.jsonl holds no numbers yet.</p>'
     return f'<div class="charts">{"".join(figures)}</div>{hidden_html}{other_html}'
@@ -143,7 +143,7 @@ def _series(runs: Sequence[TrainingRun], keys: Sequence[str], several: bool) -> 
             if not points:
                 continue
             if several:
-                series.append(svg.Series(f"{run.label} · {key}", points, color=svg.PALETTE[r % len(svg.PALETTE)],
+                series.append(svg.Series(f"{isolated(run.label)} · {isolated(key)}", points, color=svg.PALETTE[r % len(svg.PALETTE)],
                                          dash=svg.DASHES[k % len(svg.DASHES)]))
             else:
                 colour = svg.PALETTE[quantities.index(key.split("/", 1)[-1]) % len(svg.PALETTE)]
@@ -182,10 +182,10 @@ def config_facts(run: TrainingRun) -> str:
         ("model", get("model.path")),
         ("level", get("model.level")),
         ("estimator", get("algorithm.estimator")),
-        ("rollout", ", ".join(f"{k}={get('rollout.' + k)}" for k in ("engine", "tree", "k", "temperature")
+        ("rollout", ", ".join(f"{k}={isolated(get('rollout.' + k))}" for k in ("engine", "tree", "k", "temperature")
                               if get("rollout." + k) is not None) or None),
         ("learning rate", get("train.lr")),
-        ("steps logged", f"{last.get('step', '-')} of {get('run.steps') or '?'}" if run.metrics else "none yet"),
+        ("steps logged", f"{fmt(last.get('step', '-'))} of {fmt(get('run.steps') or '?')}" if run.metrics else "none yet"),
         ("evaluations saved", ", ".join(str(s) for s in sorted(run.evaluations)) or "none"),
     ]
     body = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows if v not in (None, ""))
@@ -209,10 +209,11 @@ def transcripts(runs: Sequence[TrainingRun], steps: Sequence[int] | None) -> tup
             episodes = sorted(load_episodes(run.evaluations[step]), key=lambda e: e.index)
             key = f"train{r}-step{step}"
             data[key] = dataset(episodes, label=f"evaluation at step {step}: {len(episodes)} episodes")
-            name = f"{run.label}: step {step}" if len(runs) > 1 else f"step {step}"
+            name = f"{isolated(run.label)}: step {step}" if len(runs) > 1 else f"step {step}"
             names.append(name)
             summary = summarize(episodes)
-            options.append(f'<option value="{esc(key)}">{esc(name)} (success {fmt(summary["success"]["value"], 2)})'
+            # (an <option> holds plain text: the isolate characters themselves do the isolating)
+            options.append(f'<option value="{esc_attr(key)}">{esc_attr(name)} (success {fmt(summary["success"]["value"], 2)})'
                            "</option>")
             panels.append(f'<div class="switch-panel" data-panel="{esc(key)}" hidden>{summary_tables(summary)}'
                           f"{episodes_html(key)}</div>")
@@ -235,7 +236,7 @@ def sections(runs: Sequence[TrainingRun], steps: Sequence[int] | None = None) ->
         for run in runs
     )
     transcripts_html, data = transcripts(runs, steps)
-    notes = notes_html([(f"{run.label}: " if len(runs) > 1 else "") + n for run in runs for n in run.notes])
+    notes = notes_html([(f"{isolated(run.label)}: " if len(runs) > 1 else "") + n for run in runs for n in run.notes])
     return [
         ("curves", "Learning curves", notes + curves(runs)),
         ("evaluations", "Evaluation transcripts", transcripts_html),

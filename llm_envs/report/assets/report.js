@@ -1,8 +1,10 @@
 /* llm-envs report: episode lists, filters and conversations, from the data block of the page.
  *
  * Every piece of run text (actions, prompts, parsed answers, sandbox output) goes into the page
- * through textContent, never as markup. Episodes are unpacked (gzip, base64) only when opened or
- * searched. No request leaves the page.
+ * through textContent, never as markup. Run text inside the page's own lines (agent names, error
+ * messages, run labels) is a <bdi> element (iso), so that its bidi controls or right-to-left
+ * letters cannot reorder the words around it. Episodes are unpacked (gzip, base64) only when opened
+ * or searched. No request leaves the page.
  */
 (function () {
   "use strict";
@@ -21,11 +23,48 @@
       else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
       else node.setAttribute(key, value === true ? "" : String(value));
     }
-    for (const child of children.flat()) {
+    for (const child of children.flat(Infinity)) { // (lines are built as nested arrays of parts)
       if (child === null || child === undefined || child === false) continue;
       node.append(child instanceof Node ? child : String(child));
     }
     return node;
+  }
+
+  /* Run text inside a line of the page: isolated, so that a bidi override (U+202E) or
+   * right-to-left letters in it cannot reorder the page's own words before and after it. */
+  function iso(text) {
+    return h("bdi", { text: String(text) });
+  }
+
+  /* `parts` (strings and nodes) with `sep` between them. */
+  function joined(parts, sep) {
+    return parts.flatMap((part, i) => (i ? [sep, part] : [part]));
+  }
+
+  const ISOLATE_DIRS = { "\u2066": "ltr", "\u2067": "rtl", "\u2068": null };
+
+  /* Text composed by the report's Python side, its run text wrapped in isolate characters (FSI,
+   * LRI or RLI ... PDI: llm_envs.report.page.isolated), as nodes: each isolate a <bdi> element
+   * (as the Python side's esc writes them). */
+  function rich(text) {
+    const root = h("span");
+    let node = root, plain = "";
+    const flush = () => { if (plain) node.append(plain); plain = ""; };
+    for (const char of String(text)) {
+      if (char in ISOLATE_DIRS) {
+        flush();
+        const inner = h("bdi", { dir: ISOLATE_DIRS[char] });
+        node.append(inner);
+        node = inner;
+      } else if (char === "\u2069") {
+        flush();
+        if (node !== root) node = node.parentNode; // a PDI that closes nothing does nothing
+      } else {
+        plain += char;
+      }
+    }
+    flush();
+    return Array.from(root.childNodes);
   }
 
   function num(value, digits = 3) {
@@ -101,13 +140,15 @@
 
   // ------------------------------------------------------------------ one episode as a conversation
   function factsLine(detail) {
-    const players = Object.entries(detail.agents || {}).map(([a, p]) => a + " = " + p).join(", ");
-    const rewards = Object.entries(detail.rewards || {}).map(([a, r]) => a + " " + signed(r)).join(", ");
-    const metrics = Object.entries(detail.metrics || {}).map(([k, v]) => k + " " + (typeof v === "number" ? num(v, 3).replace(/\.?0+$/, "") || "0" : v)).join(", ");
+    const players = Object.entries(detail.agents || {}).map(([a, p]) => [iso(a), " = ", iso(p)]);
+    const rewards = Object.entries(detail.rewards || {}).map(([a, r]) => [iso(a), " " + signed(r)]);
+    const metrics = Object.entries(detail.metrics || {}).map(([k, v]) =>
+      [iso(k), " ", typeof v === "number" ? num(v, 3).replace(/\.?0+$/, "") || "0" : iso(asText(v))]);
+    const line = (items) => (items.length ? joined(items, ", ") : "-");
     return h("dl", { class: "episode-facts" },
-      h("dt", { text: "played by" }), h("dd", { text: players || "-" }),
-      h("dt", { text: "rewards" }), h("dd", { text: rewards || "-" }),
-      h("dt", { text: "metrics" }), h("dd", { text: metrics || "-" }),
+      h("dt", { text: "played by" }), h("dd", {}, line(players)),
+      h("dt", { text: "rewards" }), h("dd", {}, line(rewards)),
+      h("dt", { text: "metrics" }), h("dd", {}, line(metrics)),
       h("dt", { text: "time" }), h("dd", { text: num(detail.duration_s, 2) + " s" }));
   }
 
@@ -128,7 +169,7 @@
         let when = "with this action";
         if (credit.at !== record.index) {
           const source = records[credit.at];
-          when = "later: with action #" + credit.at + (source ? " (turn " + source.turn + ", " + source.agent + ")" : "");
+          when = ["later: with action #" + credit.at, source ? [" (turn " + source.turn + ", ", iso(source.agent), ")"] : ""];
         }
         rows.push([credit.component, signed(credit.amount), when, credit.at !== record.index]);
       }
@@ -141,7 +182,7 @@
     return h("table", { class: "credit" },
       h("thead", {}, h("tr", {}, h("th", { text: "reward component" }), h("th", { text: "amount" }), h("th", { text: "arrived" }))),
       h("tbody", {}, rows.map(([component, amount, when, delayed]) =>
-        h("tr", { class: delayed ? "delayed" : null }, h("td", { text: component }), h("td", { class: "num", text: amount }), h("td", { text: when })))));
+        h("tr", { class: delayed ? "delayed" : null }, h("td", { text: component }), h("td", { class: "num", text: amount }), h("td", {}, when)))));
   }
 
   const SANDBOX_KEYS = ["output", "stdout", "stderr", "error"];
@@ -159,8 +200,8 @@
     const head = h("div", { class: "action-head" },
       h("span", { class: "badge turn", text: "#" + record.index + " · turn " + record.turn }),
       h("b", { class: "agent", text: record.agent }),
-      record.role && record.role !== record.agent ? h("span", { class: "role", text: "(" + record.role + ")" }) : null,
-      player ? h("span", { class: "player", text: "played by " + player }) : null,
+      record.role && record.role !== record.agent ? h("span", { class: "role" }, "(", iso(record.role), ")") : null,
+      player ? h("span", { class: "player" }, "played by ", iso(player)) : null,
       h("span", { class: "reward", text: "reward " + signed(record.reward) }),
       record.format_ok === false ? h("span", { class: "badge bad", text: "format error" }) : null,
       failedCall ? h("span", { class: "badge bad", text: "model call failed" }) : null,
@@ -185,7 +226,7 @@
     const action = String(record.action === undefined ? "" : record.action);
     card.append(h("div", { class: "label", text: "action" }),
       action.trim() ? h("pre", { class: "action-text", text: action }) : h("p", { class: "empty", text: "<empty action>" }));
-    if (failedCall) card.append(h("p", { class: "warning", text: "model call failed: " + step.error }));
+    if (failedCall) card.append(h("p", { class: "warning" }, "model call failed: ", iso(step.error)));
     if (record.parsed && Object.keys(record.parsed).length) {
       card.append(h("div", { class: "label", text: "parsed" }), keyValues(record.parsed, "parsed"));
     }
@@ -207,13 +248,13 @@
     for (const step of detail.steps || []) if (step.record_index !== undefined && step.record_index !== null) steps.set(step.record_index, step);
     const box = h("article", { class: "episode", "data-episode": detail.index });
     const heading = h("div", { class: "episode-head" },
-      h("h3", { text: title || ((detail.winner !== undefined ? "Game #" : "Episode #") + detail.index + " · seed " + detail.seed +
-        (detail.id ? " · " + detail.id : "")) }));
+      h("h3", {}, title || [(detail.winner !== undefined ? "Game #" : "Episode #") + detail.index + " · seed " + detail.seed,
+        detail.id ? [" · ", iso(detail.id)] : null]));
     if (onClose) heading.append(h("button", { class: "close", type: "button", text: "close", onclick: onClose }));
     box.append(heading);
     if (detail.winner !== undefined) {
-      box.append(h("p", { class: "note", text: "seats: " + Object.entries(detail.seats || {}).map(([a, s]) => a + " as " + s).join(", ") +
-        " · winner: " + (detail.winner === null ? "draw" : detail.winner) }));
+      box.append(h("p", { class: "note" }, "seats: ", joined(Object.entries(detail.seats || {}).map(([a, s]) => [iso(a), " as ", iso(s)]), ", "),
+        " · winner: ", detail.winner === null ? "draw" : iso(detail.winner)));
     }
     box.append(factsLine(detail));
     const records = detail.records || [];
@@ -257,9 +298,9 @@
       this.hasOutcome = d.rows.some((row) => row.s !== null && row.s !== undefined);
       const head = ["#", "seed"];
       if (this.hasOutcome) head.push("outcome");
-      head.push("turns", ...d.agents.map((a) => d.rewardLabel + " " + a), ...d.columns, "format errors", "call errors", "tokens");
+      head.push("turns", ...d.agents.map((a) => [d.rewardLabel + " ", iso(a)]), ...d.columns, "format errors", "call errors", "tokens");
       this.tbody = h("tbody");
-      this.table = h("table", { class: "episode-list" }, h("thead", {}, h("tr", {}, head.map((t) => h("th", { text: t })))), this.tbody);
+      this.table = h("table", { class: "episode-list" }, h("thead", {}, h("tr", {}, head.map((t) => h("th", {}, t)))), this.tbody);
       this.more = h("button", { class: "more", type: "button", hidden: true, onclick: () => { this.limit += PAGE_ROWS; this.draw(); } });
       this.view = h("div", { class: "episode-view" });
       this.root.append(h("div", { class: "table-wrap" }, this.table), this.more, this.view);
@@ -287,7 +328,7 @@
     async update() {
       const token = ++this.token;
       const agent = this.agent.value;
-      this.rewardLabel.textContent = this.data.rewardLabel + (agent ? " of " + agent : " (any agent)");
+      this.rewardLabel.replaceChildren(this.data.rewardLabel, ...(agent ? [" of ", iso(agent)] : [" (any agent)"]));
       let hay = null;
       if (this.text.value.trim()) {
         this.count.textContent = "searching " + this.data.rows.length + " episodes…";
@@ -328,7 +369,7 @@
         if (this.hasOutcome) cells.push([row.s >= 1 ? "✓ succeeded" : row.s > 0 ? "partial " + num(row.s, 2) : "✗ failed", "outcome"]);
         cells.push([num(row.t, 0), "num"]);
         for (const a of d.agents) cells.push([a in row.r ? signed(row.r[a]) : "", "num"]);
-        for (const x of row.x || []) cells.push([String(x), null]);
+        for (const x of row.x || []) cells.push([rich(x), null]); // (composed on the Python side)
         const sum = (o) => Object.values(o).reduce((a, b) => a + b, 0);
         cells.push([String(sum(row.fe) || ""), "num"], [String(sum(row.ce) || ""), "num"], [String(row.tok || ""), "num"]);
         const tr = h("tr", {
@@ -336,7 +377,7 @@
           "data-pos": pos, "data-index": row.i, tabindex: "0",
           onclick: () => this.open(pos),
           onkeydown: (event) => { if (event.key === "Enter") this.open(pos); },
-        }, cells.map(([text, cls]) => h("td", { class: cls, text: text })));
+        }, cells.map(([text, cls]) => h("td", { class: cls }, text)));
         fragment.append(tr);
       }
       this.tbody.replaceChildren(fragment);
@@ -404,14 +445,14 @@
     cellText(key, pos) {
       const row = DATASETS[key].rows[pos];
       const outcome = row.s >= 1 ? "✓" : row.s > 0 ? num(row.s, 2) : "✗";
-      return outcome + " " + Object.entries(row.r).map(([a, r]) => a + " " + signed(r, 2)).join(" ");
+      return [outcome + " ", joined(Object.entries(row.r).map(([a, r]) => [iso(a), " " + signed(r, 2)]), " ")];
     }
 
     draw() {
       const fragment = document.createDocumentFragment();
       for (const pair of this.chosen.slice(0, this.limit)) {
         const cells = [h("td", { text: String(pair.seed) })];
-        pair.cells.forEach((pos, k) => cells.push(h("td", { text: this.cellText(this.spec.datasets[k], pos) })));
+        pair.cells.forEach((pos, k) => cells.push(h("td", {}, this.cellText(this.spec.datasets[k], pos))));
         cells.push(h("td", { class: pair.differs ? "differs" : null,
           text: pair.differs === "outcome" ? "outcome" : pair.differs === "reward" ? "reward (" + num(pair.spread, 3) + ")" : "same" }));
         fragment.append(h("tr", { class: "row" + (pair.differs ? " differ" : ""), "data-seed": pair.seed, tabindex: "0",
@@ -428,8 +469,8 @@
       try {
         const details = await Promise.all(pair.cells.map((pos, k) => unpack(this.spec.datasets[k], pos)));
         const grid = h("div", { class: "side-by-side", style: "--runs:" + details.length });
-        details.forEach((detail, k) => grid.append(renderEpisode(detail, "", null, this.spec.labels[k] + " · episode #" + detail.index)));
-        this.view.replaceChildren(h("div", { class: "episode-head" }, h("h3", { text: "seed " + pair.seed + (pair.env ? " · " + pair.env : "") }),
+        details.forEach((detail, k) => grid.append(renderEpisode(detail, "", null, [iso(this.spec.labels[k]), " · episode #" + detail.index])));
+        this.view.replaceChildren(h("div", { class: "episode-head" }, h("h3", {}, "seed " + pair.seed, pair.env ? [" · ", iso(pair.env)] : null),
           h("button", { class: "close", type: "button", text: "close", onclick: () => this.view.replaceChildren() })), grid);
         history.replaceState(null, "", "#pair/" + pair.seed);
         this.view.scrollIntoView({ block: "start" });
