@@ -23,6 +23,7 @@ from typing import Any
 
 from llm_envs.episodes import EpisodeResult, load_episodes
 from llm_envs.evaluation.evaluate import EPISODES_FILE, RUN_FILE, SUMMARY_FILE
+from llm_envs.evaluation.shapes import EVAL_SUMMARY, conform
 from llm_envs.evaluation.stats import PairedResult, paired_comparison
 from llm_envs.evaluation.summary import (
     _table,
@@ -75,7 +76,11 @@ def load_run(path: str | os.PathLike[str]) -> RunData:
     episodes = load_episodes(run_dir / EPISODES_FILE, problems=problems)
     notes = [f"{run_dir}: skipped {p}" for p in problems]
     try:
-        summary = load_summary(run_dir)
+        ignored: list[str] = []
+        summary = conform(load_summary(run_dir), EVAL_SUMMARY, "summary", ignored)
+        if ignored:  # a hand edit: those fields read as absent
+            notes.append(f"{run_dir}: {SUMMARY_FILE}: left out {len(ignored)} field(s) of a shape the comparison "
+                         f"cannot read: {', '.join(item.removeprefix('summary.') for item in ignored[:12])}")
     except FileNotFoundError:
         summary = summarize(episodes)
         notes.append(f"{run_dir}: no {SUMMARY_FILE} (the run never ended); summarised from its episodes")

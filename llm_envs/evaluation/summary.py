@@ -130,7 +130,9 @@ def _finite(value: Any) -> bool:
 
 
 def _interval(data: Mapping[str, Any] | None) -> Interval:
-    if not data:
+    """An interval from its stored form; one without a value, its bounds and its count (a
+    hand-edited summary) reads as no interval."""
+    if not data or not all(isinstance(data.get(k), (int, float)) for k in ("value", "low", "high", "n")):
         return Interval(math.nan, math.nan, math.nan, 0)
     return Interval(
         float(data["value"]), float(data["low"]), float(data["high"]), int(data["n"]), str(data.get("method", ""))

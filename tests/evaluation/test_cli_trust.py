@@ -40,6 +40,36 @@ def test_compare_pairs_episodes_by_seed_with_exact_tests(capsys, tmp_path, sums_
     assert "paired on the 12 seeds both runs played (A has 12, B 14)" in out
 
 
+def test_compare_reads_a_hand_edited_summary_as_the_report_does(capsys, tmp_path):
+    # (`"agents": null`, `"success": {"value": "x"}`, `"commands": 3` ... raised AttributeError,
+    # TypeError or KeyError out of `eval --compare`: a traceback)
+    import copy
+
+    run_a, run_b = tmp_path / "a", tmp_path / "b"
+    for run in (run_a, run_b):
+        assert _eval(capsys, "llm/Signalling-v0", run, "--episodes", "3", "--agent", "random", "--no-report")[0] == 0
+    original = json.loads((run_b / "summary.json").read_text())
+
+    def paths(data, prefix=()):
+        for key, value in data.items() if isinstance(data, dict) else ():
+            yield (*prefix, key)
+            yield from paths(value, (*prefix, key))
+
+    odd = (None, [1], "x", 3, {"k": 1})
+    for index, path in enumerate(paths(original)):
+        for value in (odd[index % 5], odd[(index + 2) % 5]):
+            edited = copy.deepcopy(original)
+            holder = edited
+            for key in path[:-1]:
+                holder = holder[key]
+            holder[path[-1]] = value
+            (run_b / "summary.json").write_text(json.dumps(edited))
+            status, out, err = _run(capsys, "eval", "--compare", str(run_a), str(run_b))
+            # a page of numbers, or (an edited env_id or split) a one-line refusal
+            assert status == 0 or (status == 2 and err.startswith("error: ") and err.count("\n") == 1), (path, value, err)
+    assert index > 20
+
+
 def test_compare_refuses_runs_that_are_not_comparable(capsys, tmp_path, sums_env_id):
     run_a, shifted, other_env = tmp_path / "a", tmp_path / "shifted", tmp_path / "signalling"
     _eval(capsys, sums_env_id, run_a, "--episodes", "3")
