@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Coroutine, Sequence
+import weakref
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from llm_envs.agents.base import (
+    CONTEXT_EXCEEDED,
     ActRequest,
     Agent,
     AgentError,
@@ -40,6 +42,8 @@ class RunProgress:
         failed: Episodes stopped by an infrastructure failure.
         in_flight: Requests made and not yet answered.
         calls, failed_calls: Agent requests answered, and those that failed.
+        context_length: Answers that were a refusal of a prompt too long for the model's
+            context (``finish_reason`` ``"context_length"``): played as empty answers.
         prompt_tokens, completion_tokens: Tokens reported by the agents.
         started: ``time.perf_counter()`` at the start.
         stop_reason: Why no new episodes are started, once that happens.
@@ -52,6 +56,7 @@ class RunProgress:
     in_flight: int = 0
     calls: int = 0
     failed_calls: int = 0
+    context_length: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     started: float = field(default_factory=time.perf_counter)
@@ -69,6 +74,43 @@ class RunProgress:
 def is_async_native(agent: Agent) -> bool:
     """True if ``agent`` implements its own ``act_batch_async`` (not the thread fallback)."""
     return type(agent).act_batch_async is not Agent.act_batch_async
+
+
+# Agents that have answered a call, in any run of this process, with the environments in which
+# a prompt of theirs fit (an answer that was not a context-length refusal). The same agent object
+# plays every environment of a suite, each with a Runner of its own, and a server that answered
+# once was configured right: a failure after that is an outage (before, each environment's first
+# call after a server died counted as "the first call": a configuration error that stopped the
+# suite, exit 2). Keyed by id with weak references, since agents need not be hashable.
+_ANSWERED: dict[int, tuple[weakref.ref[Agent], set[str]]] = {}
+
+
+def _remember_answer(agent: Agent, fitted_in: str | None) -> None:
+    key = id(agent)
+    entry = _ANSWERED.get(key)
+    if entry is None or entry[0]() is not agent:
+        try:
+            entry = (weakref.ref(agent, lambda _ref: _ANSWERED.pop(key, None)), set())
+        except TypeError:  # (not weakly referable: only this run's own answers count for it)
+            return
+        _ANSWERED[key] = entry
+    if fitted_in is not None:
+        entry[1].add(fitted_in)
+
+
+def has_answered(agent: Agent, fitted_in: str | None = None) -> bool:
+    """Whether ``agent`` has answered any call of any run in this process (with ``fitted_in``:
+    answered a prompt of that environment with a real completion, not a context refusal)."""
+    entry = _ANSWERED.get(id(agent))
+    if entry is None or entry[0]() is not agent:
+        return False
+    return fitted_in is None or fitted_in in entry[1]
+
+
+def is_context_refusal(output: AgentOutput) -> bool:
+    """Whether an action is the empty answer to a prompt the model's context could not take."""
+    meta = output.meta if isinstance(output.meta, Mapping) else {}
+    return meta.get("finish_reason") == CONTEXT_EXCEEDED
 
 
 class EpisodeStopped(Exception):
@@ -98,6 +140,10 @@ class Dispatcher:
         self.calls = 0
         self.requests = 0
         self.successes = 0
+        #: Answers that were context-length refusals, and the answers that were not (a real
+        #: completion: the only proof that this agent's prompts fit its model's context).
+        self.context_refusals = 0
+        self.completions = 0
         self.failures = 0
         self.consecutive_failures = 0
 
@@ -211,6 +257,13 @@ class Dispatcher:
         if failure is None:
             assert isinstance(outcome, AgentOutput)
             self.successes += 1
+            refused = is_context_refusal(outcome)
+            _remember_answer(self.agent, None if refused else self.run.label)
+            if refused:
+                self.context_refusals += 1
+                progress.context_length += 1
+            else:
+                self.completions += 1
             self.consecutive_failures = 0
             progress.prompt_tokens += int(outcome.prompt_tokens or 0)
             progress.completion_tokens += int(outcome.completion_tokens or 0)
@@ -251,6 +304,8 @@ class RunState:
     abort_event: asyncio.Event = field(default_factory=asyncio.Event)
     #: Episodes stopped in a row by a failure inside ``env.step`` (reset by a finished episode).
     consecutive_step_failures: int = 0
+    #: The environment played (what a real completion proves fits: see ``has_answered``).
+    label: str | None = None
 
     def spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
@@ -269,9 +324,11 @@ class RunState:
         return self.abort_error is not None or self.progress.stop_reason is not None
 
     def call_failed(self, dispatcher: Dispatcher, failure: AgentError) -> None:
-        """Stop the run on a configuration error before any success; stop starting episodes
-        after too many failures in a row."""
-        if failure.is_configuration_error and dispatcher.successes == 0 and self.abort_error is None:
+        """Stop the run on a configuration error before the agent's first success (in this run
+        or an earlier one of the process); stop starting episodes after too many failures in a
+        row."""
+        answered = dispatcher.successes > 0 or has_answered(dispatcher.agent)
+        if failure.is_configuration_error and not answered and self.abort_error is None:
             self.abort_error, self.abort_agent = failure, dispatcher.name
             self.abort_event.set()
         limit = self.max_consecutive_failures

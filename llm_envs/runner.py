@@ -32,8 +32,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from llm_envs._dispatch import Dispatcher, EpisodeStopped, RunProgress, RunState, is_async_native
-from llm_envs.agents.base import ActRequest, Agent, AgentError, AgentOutput, run_blocking, serves_each_request
+from llm_envs._dispatch import (
+    Dispatcher,
+    EpisodeStopped,
+    RunProgress,
+    RunState,
+    has_answered,
+    is_async_native,
+)
+from llm_envs.agents.base import (
+    CONTEXT_EXCEEDED,
+    ActRequest,
+    Agent,
+    AgentError,
+    AgentOutput,
+    run_blocking,
+    serves_each_request,
+)
 from llm_envs.core.errors import InfrastructureError
 from llm_envs.episodes import (
     EpisodeFailure,
@@ -273,7 +288,7 @@ class Runner:
 
         unique_agents = list({id(a): a for a in agents.values()}.values())
         threaded = any(is_async_native(a) or serves_each_request(a) for a in unique_agents)
-        state = RunState(self.max_batch_size, threaded, self.max_consecutive_failures, progress)
+        state = RunState(self.max_batch_size, threaded, self.max_consecutive_failures, progress, label=env_id)
         dispatch_of: dict[int, Dispatcher] = {}
         for agent in unique_agents:
             dispatcher = Dispatcher(agent, state)
@@ -284,6 +299,40 @@ class Runner:
         workers_count = min(self.concurrency, len(todo))
         envs = [first_env] + [self._spawn(first_env) for _ in range(max(0, workers_count - 1))]
         in_play: set[int] = set()
+        # An episode that holds a context-length refusal of an agent that has not yet answered
+        # one real completion here waits unwritten: if no call of that agent ever fits its
+        # model's context, the server is misconfigured for this environment (nothing about the
+        # model was measured), and those episodes must stay unplayed for a resume, not be
+        # written (or cached) as the model's empty answers (docs/evaluation.md). A real answer
+        # in the resumed episodes, or in an earlier run of this environment in this process
+        # (a Ray worker's earlier chunk), proves it as well. Only a server's refusal is held:
+        # the hf and vllm engines' own empty answers measure the model's real context.
+        held: dict[int, EpisodeResult] = {}
+        proven = {
+            id(a)
+            for a in unique_agents
+            if has_answered(a, fitted_in=env_id) or _answered_in(ledger.resumed.values(), agents, a)
+        }
+
+        def unproven(result: EpisodeResult) -> list[tuple[str, Dispatcher]]:
+            return [
+                (step["agent"], by_agent_id[step["agent"]])
+                for step in result.steps
+                if _server_refusal(step["meta"])
+                and by_agent_id[step["agent"]].completions == 0
+                and id(by_agent_id[step["agent"]].agent) not in proven
+            ]
+
+        def write(result: EpisodeResult) -> None:
+            ledger.record(result)
+            progress.finished += 1
+            if self.on_episode is not None:
+                self.on_episode(result)
+
+        def release_held() -> None:
+            for index in sorted(held):
+                if not unproven(held[index]):
+                    write(held.pop(index))
 
         async def worker(env: Any) -> None:
             try:
@@ -310,10 +359,11 @@ class Runner:
                     finally:
                         in_play.discard(index)
                     state.episode_ended(None)
-                    ledger.record(result)
-                    progress.finished += 1
-                    if self.on_episode is not None:
-                        self.on_episode(result)
+                    if unproven(result):
+                        held[index] = result
+                    else:
+                        write(result)
+                    release_held()
             finally:
                 state.quiesce()
 
@@ -333,6 +383,8 @@ class Runner:
             for task in [*tasks, abort_wait, *state.background]:
                 task.cancel()
             await asyncio.gather(*tasks, abort_wait, *state.background, return_exceptions=True)
+            release_held()
+            self._fail_held(held, unproven, ledger, state)
             ledger.close()
             for env in envs:
                 env.close()
@@ -347,6 +399,7 @@ class Runner:
                     "calls": d.calls,
                     "requests": d.requests,
                     "failed_requests": d.failures,
+                    "context_length_answers": d.context_refusals,
                 }
                 for d in state.dispatchers
             ]
@@ -363,6 +416,45 @@ class Runner:
             )
         finally:
             self.failures = ledger.missing
+
+    def _fail_held(
+        self,
+        held: dict[int, EpisodeResult],
+        unproven: Callable[[EpisodeResult], list[tuple[str, Dispatcher]]],
+        ledger: RunLedger,
+        state: RunState,
+    ) -> None:
+        """The run is over, and the held episodes' agents never had a prompt fit. Every call
+        of such an agent answered, and every answer a refusal: a configuration error (exit 2).
+        If some calls failed or the run stopped early, it cannot be told: the episodes are
+        left for a resume. Either way none of them is written."""
+        if not held:
+            return
+        agent_id, dispatcher = unproven(next(iter(held.values())))[0]
+        said = next(
+            (s["meta"].get("server_said") for r in held.values() for s in r.steps if s["meta"].get("server_said")),
+            None,
+        )
+        all_refused = dispatcher.failures == 0 and not state.stopping
+        if all_refused:
+            message = (
+                f"every one of the {dispatcher.context_refusals} answers of {dispatcher.name} was a refusal "
+                "of a prompt too long for the model's context, so no answer of the model was measured: lower "
+                "--max-tokens or raise the server's context length (vLLM --max-model-len)"
+                + (f"; the server said: {said}" if said else "")
+            )
+        else:
+            message = (
+                f"the run stopped before {dispatcher.name} answered anything but context-length refusals, "
+                "so they cannot be told apart from a misconfigured server; not written"
+            )
+        for index in sorted(held):
+            result = held.pop(index)
+            reason = "client_error" if all_refused else "stopped"
+            ledger.fail(EpisodeFailure(index, result.seed, reason, message, agent_id, len(result.steps)))
+            state.progress.failed += 1
+        if all_refused:
+            state.abort_error, state.abort_agent = AgentError(message, kind="client_error"), dispatcher.name
 
     # ------------------------------------------------------------------ one episode
     async def _play(
@@ -477,6 +569,22 @@ class Runner:
                 raise RunnerError(f"agent for {agent_id!r} is a {type(agent).__name__}, not an Agent")
         return agents
 
+
+
+def _server_refusal(meta: Mapping[str, Any]) -> bool:
+    """Whether a step's answer is a server's refusal of a prompt as too long for the context."""
+    return meta.get("finish_reason") == CONTEXT_EXCEEDED and bool(meta.get("server_said"))
+
+
+def _answered_in(results: Any, agents: Mapping[str, Agent], agent: Agent) -> bool:
+    """Whether ``agent`` gave a real completion (not a context-length refusal) in any of the
+    resumed episodes ``results``: then its prompts can fit, and a refusal is the model's answer."""
+    ids = {agent_id for agent_id, a in agents.items() if a is agent}
+    return any(
+        step.get("agent") in ids and (step.get("meta") or {}).get("finish_reason") != CONTEXT_EXCEEDED
+        for result in results
+        for step in result.steps
+    )
 
 
 def _jsonable(value: Any) -> Any:

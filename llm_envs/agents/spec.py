@@ -81,11 +81,20 @@ class AgentSpec:
         return dict(self.options)
 
     def __str__(self) -> str:
+        """The spec as it may be shown and written (agent names, ``run.json``, directory names):
+        a server URL's user-info and credential query fields are hidden (``***``); the agent
+        built from the spec still sends them."""
         if self.kind in ("reference", "human") or (self.kind == "random" and not self.target):
             return self.kind
         if self.kind == "openai":
-            return f"openai:{self.target}@{self.model}" if self.target else f"openai:{self.model}"
+            from llm_envs.agents.openai_http import redact_url
+
+            return f"openai:{redact_url(self.target)}@{self.model}" if self.target else f"openai:{self.model}"
         return f"{self.kind}:{self.target}"
+
+    def __repr__(self) -> str:
+        # The dataclass's own repr showed the target, password and all.
+        return f"AgentSpec({str(self)!r}, options={dict(self.options)!r})"
 
     def key(self) -> tuple[Any, ...]:
         """What makes two specs the same agent (options compared by their repr, since values
@@ -95,6 +104,18 @@ class AgentSpec:
 
 def parse_agent_spec(text: str) -> AgentSpec:
     """Parse one spec string (no ``AGENT=`` prefix)."""
+    try:
+        return _parse_agent_spec(text)
+    except AgentSpecError as exc:
+        # The message quotes the spec, which may hold a password (openai:http://user:PW@host...).
+        raise AgentSpecError(_USERINFO.sub("://***@", str(exc))) from None
+
+
+#: The user-info of a URL inside a text (``://user:password@``).
+_USERINFO = re.compile(r"://[^/@\s'\"]*@")
+
+
+def _parse_agent_spec(text: str) -> AgentSpec:
     text = text.strip()
     if not text:
         raise AgentSpecError("empty agent spec")

@@ -217,8 +217,10 @@ def _played(chat_server, action):
 
 
 @pytest.mark.parametrize("status, body", [
-    (400, {"error": {"message": "This model's maximum context length is 2048 tokens. However, you requested 2100 "
-                                "tokens (2000 in the messages, 100 in the completion).", "code": 400}}),
+    (400, {"error": {"message": "This model's maximum context length is 2048 tokens. However, you requested 3124 "
+                                "tokens (2100 in the messages, 1024 in the completion).", "code": 400}}),
+    (400, {"object": "error", "message": "This model's maximum context length is 2048 tokens. However, your request "
+                                         "has 2100 input tokens. Please reduce the length of the input messages."}),
     (400, {"error": {"message": "Request too large", "code": "context_length_exceeded"}}),
     (400, {"error": {"message": "The decoder prompt (length 2049) is longer than the maximum model length of 2048."}}),
     (400, {"error": {"message": "the request exceeds the available context size, try increasing it",
@@ -396,8 +398,8 @@ def test_episodes_whose_prompts_pass_the_context_are_scored_not_left_out(chat_se
     the runner call it a configuration error (exit 2, nothing resumable); later ones left their
     episodes unscored. Every episode is now played and scored, the overflowed decisions with
     the model's empty answer."""
-    chat_server.status_body = (400, {"error": {"message": "This model's maximum context length is 64 tokens.",
-                                               "code": "context_length_exceeded"}})
+    chat_server.status_body = (400, {"error": {"message": "This model's maximum context length is 4096 tokens. However, "
+                                               "your request has 5000 input tokens.", "code": "context_length_exceeded"}})
     chat_server.plan = lambda number, body: "body-status" if number % 3 == 0 else "ok"
     results = run_episodes(SumsEnv, _agent(chat_server), num_episodes=6, seed=0, concurrency=2,
                            out_path=tmp_path / "e.jsonl")

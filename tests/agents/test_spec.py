@@ -43,7 +43,11 @@ from tests.runner.toy_envs import SumsEnv
 def test_parse_and_round_trip(text, kind, target, model):
     spec = parse_agent_spec(text)
     assert (spec.kind, spec.target, spec.model) == (kind, target, model)
-    assert str(spec) == text and parse_agent_spec(str(spec)) == spec
+    # A URL's user-info is never shown (it may be a password); everything else round-trips.
+    shown = text.replace("://user@", "://***@")
+    assert str(spec) == shown
+    if shown == text:
+        assert parse_agent_spec(str(spec)) == spec
 
 
 @pytest.mark.parametrize(

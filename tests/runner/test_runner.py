@@ -100,6 +100,7 @@ def test_batches_follow_concurrency_and_max_batch_size():
             "calls": len(agent.batch_sizes),
             "requests": 32,
             "failed_requests": 0,
+            "context_length_answers": 0,
         }
     ]
 
