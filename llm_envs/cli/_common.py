@@ -7,6 +7,7 @@ import hashlib
 import importlib
 import math
 import re
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,14 @@ def seed_value(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
     return value
+
+
+def command_line(program: str = "llm-envs") -> str:
+    """This process's command line as a run records it, with the credentials in any URL on it
+    (``openai:http://user:KEY@host/v1@m``, ``?api_key=``) written as ``***``."""
+    from llm_envs.agents.openai_http import redact_text
+
+    return redact_text(" ".join([program, *sys.argv[1:]]))
 
 
 def positive_int(text: str) -> int:

@@ -27,6 +27,7 @@ from ._common import (
     EXIT_USAGE,
     CLIError,
     add_model_options,
+    command_line,
     env_kwargs,
     model_defaults,
     positive_int,
@@ -133,7 +134,7 @@ def cmd_arena(args: argparse.Namespace) -> int:
             plot=not args.no_plot,
             model=args.rating_model,
             confidence=args.confidence,
-            settings={"command": "llm-envs " + " ".join(sys.argv[1:])},
+            settings={"command": command_line()},
             log=lambda message: print(for_terminal(message), file=sys.stderr),
             env_url=args.env_url,
         )

@@ -20,6 +20,7 @@ from ._common import (
     EXIT_USAGE,
     CLIError,
     add_model_options,
+    command_line,
     env_kwargs,
     model_defaults,
     refuse_unexposed_reference,
@@ -160,7 +161,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             plot=not args.no_plot,
             max_batch_size=args.max_batch_size,
             max_consecutive_failures=args.max_consecutive_failures or None,
-            settings={"agent_specs": specs, "command": "llm-envs " + " ".join(sys.argv[1:])},
+            settings={"agent_specs": specs, "command": command_line()},
             runner=runner,
             log=log,
         )
@@ -246,7 +247,7 @@ def _eval_suite(args: argparse.Namespace, env_ids: Sequence[str]) -> int:
     rows: list[dict[str, Any]] = []
     status_code = 0
     record = {"suite": args.suite, "envs": [e.id for e in entries], "agents": given, "seed": args.seed,
-              "episodes": args.episodes, "command": "llm-envs " + " ".join(sys.argv[1:]), "rows": rows}
+              "episodes": args.episodes, "command": command_line(), "rows": rows}
     try:
         for entry in entries:
             own = {k: v for k, v in assignments.items() if k is None or k in possible[entry.id]}

@@ -112,7 +112,8 @@ class EvalWorker:
                 "message": error.message, "kind": error.kind, "status": error.status, "attempts": error.attempts},
             "agent_name": incomplete.agent_name if incomplete is not None else None,
             "counters": {"calls": progress.calls, "failed_calls": progress.failed_calls,
-                         "prompt_tokens": progress.prompt_tokens, "completion_tokens": progress.completion_tokens},
+                         "prompt_tokens": progress.prompt_tokens, "completion_tokens": progress.completion_tokens,
+                         "context_length": progress.context_length},
             "stats": runner.stats,
         }
 
@@ -318,9 +319,9 @@ class RayRunner:
                 for entry in reply["stats"]:
                     total = stats.setdefault((entry["agent"], tuple(entry["plays"])), {
                         "agent": entry["agent"], "plays": list(entry["plays"]), "calls": 0, "requests": 0,
-                        "failed_requests": 0})
-                    for key in ("calls", "requests", "failed_requests"):
-                        total[key] += entry[key]
+                        "failed_requests": 0, "context_length_answers": 0})
+                    for key in ("calls", "requests", "failed_requests", "context_length_answers"):
+                        total[key] += entry.get(key, 0)
                 if reply["configuration_error"] is not None and configuration_error is None:
                     from llm_envs.agents.base import AgentError
 

@@ -362,3 +362,21 @@ def test_an_arena_count_below_one_is_refused_before_anything_is_said_or_made(cap
     err = capsys.readouterr().err
     assert "expected an integer >= 1, got 0" in err and "writing to" not in err
     assert not (tmp_path / "arena").exists()
+
+
+def test_credentials_in_a_url_on_the_command_line_are_written_nowhere(capsys, tmp_path, sums_env_id, chat_server,
+                                                                      monkeypatch):
+    # (the agent's name was redacted, but the command line each run records was written as typed:
+    # run.json, summary.json and report.html held the password)
+    secret = "Pa55w0rdInUrl"
+    model = f"openai:{chat_server.base_url.replace('://', f'://user:{secret}@')}@m"
+    argv = ["eval", sums_env_id, "--out", str(tmp_path / "run"), "--no-progress", "--no-plot", "--episodes", "2",
+            "--agent", model, "--max-tokens", "8"]
+    monkeypatch.setattr("sys.argv", ["llm-envs", *argv])
+    status, out, err = _run(capsys, *argv)
+    assert status == 0, err
+    assert secret not in out + err
+    written = {p.name: p.read_text(errors="replace") for p in (tmp_path / "run").iterdir() if p.is_file()}
+    assert {"run.json", "summary.json", "episodes.jsonl", "report.html"} <= set(written)
+    assert [name for name, text in written.items() if secret in text] == []
+    assert "user:***@" in written["run.json"] or "***@" in written["run.json"]
