@@ -203,6 +203,24 @@ def run_call_counts(summary: Mapping[str, Any]) -> tuple[int, int, bool]:
     return int(infrastructure.get("failed_calls") or 0), int(infrastructure.get("calls") or 0), False
 
 
+def context_length_note(summary: Mapping[str, Any]) -> str:
+    """One line naming the agents some of whose answers were a server's refusal of a prompt too
+    long for the model's context (played as empty answers, so they count against the model:
+    docs/evaluation.md), or ``""``."""
+    entries = summary.get("agent_calls")
+    parts = []
+    for entry in entries if isinstance(entries, list) else ():
+        count = entry.get("context_length_answers") if isinstance(entry, Mapping) else None
+        if isinstance(count, int) and not isinstance(count, bool) and count > 0:
+            calls = entry.get("calls")
+            of = f" of {calls}" if isinstance(calls, int) and not isinstance(calls, bool) else ""
+            parts.append(f"{entry.get('agent')}: {count}{of} calls")
+    if not parts:
+        return ""
+    return ("note: answered with a context-length refusal (prompt + max tokens past the model's context; "
+            "played as empty answers): " + ", ".join(parts))
+
+
 def format_summary(summary: Mapping[str, Any]) -> str:
     """The end-of-run table: run-level numbers, then one row per agent."""
     conf = int(round(100 * float(summary.get("confidence", 0.95))))
@@ -212,7 +230,7 @@ def format_summary(summary: Mapping[str, Any]) -> str:
         + (f", seed {summary['seed']}" if "seed" in summary else "")
         + (f", split {summary['split']}" if summary.get("split") else "")
     )
-    for note in (incomplete_note(summary), mixed_settings_note(summary)):
+    for note in (incomplete_note(summary), mixed_settings_note(summary), context_length_note(summary)):
         if note:
             title += "\n" + note
     tokens = summary.get("tokens_per_episode", {})

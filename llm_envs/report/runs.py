@@ -181,21 +181,26 @@ def _load_evaluation(path: Path) -> EvalRun:
                 f"{SUMMARY_FILE} counts {summary['episodes']} episodes but {EPISODES_FILE} holds "
                 f"{len(episodes)}: the numbers below are from {SUMMARY_FILE}, the episode list from the file"
             )
-        from llm_envs.evaluation.summary import mixed_settings_note
+        from llm_envs.evaluation.summary import context_length_note, mixed_settings_note
 
-        notes[:0] = incomplete_notes(summary) + [note for note in (mixed_settings_note(_isolating(summary)),) if note]
+        notes[:0] = incomplete_notes(summary) + [
+            note for note in (mixed_settings_note(_isolating(summary)), context_length_note(_isolating(summary))) if note]
     return EvalRun(path, summary, episodes, notes=notes, stored=stored if isinstance(stored, dict) else None)
 
 
 def _isolating(summary: dict[str, Any]) -> dict[str, Any]:
-    """``summary`` with the run text that :func:`mixed_settings_note` puts in its sentence (each
-    changed setting) :func:`isolated`."""
+    """``summary`` with the run text that :func:`mixed_settings_note` and
+    :func:`context_length_note` put in their sentences (each changed setting, each agent's name)
+    :func:`isolated`."""
     commands = [
         {**c, "settings_changed": [isolated(change) for change in c.get("settings_changed") or []]}
         if isinstance(c, dict) else c
         for c in summary.get("commands") or []
     ]
-    return {**summary, "commands": commands}
+    calls = summary.get("agent_calls")
+    calls = [{**c, "agent": isolated(c.get("agent"))} if isinstance(c, dict) else c
+             for c in (calls if isinstance(calls, list) else [])]
+    return {**summary, "commands": commands, "agent_calls": calls}
 
 
 def incomplete_notes(summary: dict[str, Any]) -> list[str]:

@@ -307,3 +307,15 @@ def test_a_request_that_cannot_be_sent_is_a_client_error_with_the_secret_hidden(
         agent.act(_request().observation)
     assert info.value.kind == "client_error" and info.value.attempts == 1
     assert "S3CRET" not in str(info.value) and server.requests == []
+
+
+def test_the_table_and_the_report_say_how_many_answers_were_context_refusals():
+    from llm_envs.evaluation.summary import context_length_note, format_summary
+
+    summary = {"env_id": "x", "episodes": 3, "agents": {},
+               "agent_calls": [{"agent": "openai:m", "calls": 9, "context_length_answers": 3},
+                               {"agent": "reference", "calls": 9, "context_length_answers": 0}]}
+    note = context_length_note(summary)
+    assert "openai:m: 3 of 9 calls" in note and "reference" not in note
+    assert note in format_summary(summary)
+    assert context_length_note({"agent_calls": "n/a"}) == "" == context_length_note({})
