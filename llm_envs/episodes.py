@@ -195,10 +195,14 @@ class IncompleteRunError(RunnerError):
 
     def _message(self, agent_name: str | None) -> str:
         if self.configuration_error is not None:
+            # (a server refusing every prompt as too long is set up for a shorter context than
+            # --max-tokens asks for: its model name, URL and key are fine)
+            check = ("--max-tokens against the server's context length" if "context" in str(self.configuration_error)
+                     else "the model name, the URL and the API key")
             return (
                 f"{agent_name or 'an agent'} failed on its first call with a configuration error, "
-                f"so the run stopped: {self.configuration_error}. Check the model name, the URL "
-                f"and the API key. {len(self.results)} of {self.num_episodes} episodes are finished; "
+                f"so the run stopped: {self.configuration_error}. Check {check}. "
+                f"{len(self.results)} of {self.num_episodes} episodes are finished; "
                 "no other episode was written."
             )
         counts = Counter(f.reason for f in self.failures)

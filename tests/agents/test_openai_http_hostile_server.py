@@ -91,6 +91,8 @@ def test_max_tokens_that_alone_fills_the_context_is_a_configuration_error(server
     with pytest.raises(IncompleteRunError) as info:
         run_episodes(SumsEnv, _agent(server), num_episodes=4, concurrency=2, out_path=path)
     assert info.value.configuration_error is not None and load_episodes(path) == []
+    assert "Check --max-tokens against the server's context length" in str(info.value)
+    assert "API key" not in str(info.value)
 
 
 def test_a_prompt_that_fits_with_less_room_than_max_tokens_is_answered_up_to_the_context(server):
@@ -121,7 +123,7 @@ def test_a_run_whose_every_call_is_refused_for_context_writes_nothing_and_is_a_c
     with pytest.raises(IncompleteRunError) as info:
         run_episodes(SumsEnv, agent, num_episodes=3, concurrency=2, out_path=path)
     assert info.value.configuration_error is not None
-    assert "context" in str(info.value.configuration_error)
+    assert "context" in str(info.value.configuration_error) and "API key" not in str(info.value)
     assert load_episodes(path) == [] and {f.reason for f in info.value.failures} == {"client_error"}
     server.plan = lambda number, body: "ok"
     results = run_episodes(SumsEnv, agent, num_episodes=3, concurrency=2, out_path=path, resume=True)
