@@ -567,8 +567,13 @@ def _check_option_types(spec: AgentSpec, options: Mapping[str, Any], parameters:
     ``None`` where the parameter allows it, is not checked here."""
     for name, value in options.items():
         default, annotation = parameters.get(name, (None, None))
+        if value is None and _allows_none(annotation):
+            continue
+        problem = _text_kind_problem(annotation, value)
+        if problem:
+            raise AgentSpecError(f"{spec}: option {name} must be {problem}, got {value!r}")
         kind = _number_kind(default, annotation)
-        if kind is None or (value is None and _allows_none(annotation)):
+        if kind is None:
             continue
         if kind == "bool":
             if not isinstance(value, bool):
@@ -599,6 +604,29 @@ def _annotation_parts(annotation: Any) -> set[str]:
 
 def _allows_none(annotation: Any) -> bool:
     return "None" in _annotation_parts(annotation)
+
+
+def _text_kind_problem(annotation: Any, value: Any) -> str:
+    """What ``value`` must be, where the parameter takes text, texts, a path or a mapping and
+    ``value`` is not one (``""`` otherwise): ``stop: 5`` or ``extra_body: 5`` from an agents file
+    failed inside the agent with Python's own words, naming no option."""
+    parts = _annotation_parts(annotation) - {"None"}
+    if type(value).__name__ in parts:  # (an object the Python API passes: a ResponseCache)
+        return ""
+    if parts == {"str"}:
+        return "" if isinstance(value, str) else "text"
+    if parts == {"str", "Sequence[str]"}:
+        ok = isinstance(value, str) or (isinstance(value, list) and all(isinstance(v, str) for v in value))
+        return "" if ok else "text or a list of texts"
+    if "str" in parts and any(p.startswith("os.PathLike") for p in parts):
+        return "" if isinstance(value, (str, os.PathLike)) else "a path"
+    if len(parts) == 1 and next(iter(parts)).startswith(("dict[", "Mapping[")):
+        if not isinstance(value, Mapping):
+            return "a mapping"
+        if next(iter(parts)).replace(" ", "") in ("dict[str,str]", "Mapping[str,str]") and not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+            return "a mapping of text to text"
+    return ""
 
 
 def _number_kind(default: Any, annotation: Any) -> str | None:

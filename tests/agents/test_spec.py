@@ -312,6 +312,13 @@ def test_hf_model_typos_are_user_errors_before_anything_loads(monkeypatch):
         ("openai:http://127.0.0.1:9/v1@m", {"temperature": -1}, "option temperature must be a finite number >= 0"),
         ("openai:http://127.0.0.1:9/v1@m", {"temperature": float("nan")}, "option temperature must be a number, got NaN"),
         ("openai:http://127.0.0.1:9/v1@m", {"top_p": 2.0}, r"option top_p must be in \(0, 1\]"),
+        # text, texts, paths and mappings ('int' object is not iterable, naming no option)
+        ("openai:http://127.0.0.1:9/v1@m", {"extra_body": 5}, "option extra_body must be a mapping, got 5"),
+        ("openai:http://127.0.0.1:9/v1@m", {"stop": 5}, "option stop must be text or a list of texts"),
+        ("openai:http://127.0.0.1:9/v1@m", {"stop": ["a", 1]}, "option stop must be text or a list of texts"),
+        ("openai:http://127.0.0.1:9/v1@m", {"cache": {"a": 1}}, "option cache must be a path"),
+        ("openai:http://127.0.0.1:9/v1@m", {"api_key_env": 5}, "option api_key_env must be text, got 5"),
+        ("openai:http://127.0.0.1:9/v1@m", {"headers": {"X-A": 1}}, "option headers must be a mapping of text to text"),
     ],
 )
 def test_an_option_of_the_wrong_kind_is_refused_before_anything_is_sent(spec, options, message):
@@ -319,3 +326,5 @@ def test_an_option_of_the_wrong_kind_is_refused_before_anything_is_sent(spec, op
     with pytest.raises(AgentSpecError, match=message):
         build_agent(parse_agent_spec(spec).with_options(options))
     build_agent(parse_agent_spec("openai:http://127.0.0.1:9/v1@m").with_options({"temperature": None, "max_tokens": 64.0}))
+    build_agent(parse_agent_spec("openai:http://127.0.0.1:9/v1@m").with_options(
+        {"stop": ["a", "b"], "extra_body": {"top_k": 5}, "headers": {"X-A": "1"}}))
