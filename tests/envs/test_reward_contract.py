@@ -144,5 +144,11 @@ def _pages_of_registered_envs() -> list[str]:
 def test_every_environment_page_states_its_reward_bounds(page):
     """Each page states the bounds its environment declares, naming ``reward_bounds`` (the
     numbers themselves are the page's; the pages we own are checked number by number above)."""
+    # (A page named by an environment's module but not written yet failed with a raw
+    # FileNotFoundError that did not say what to do.)
+    assert Path(page).is_file(), (
+        f"docs/envs/{Path(page).name} does not exist: write it (a '## Spec' table, a '## Version "
+        "history', the reward bounds with `reward_bounds`): docs/architecture.md, How to add an environment"
+    )
     text = Path(page).read_text(encoding="utf-8")
     assert "reward_bounds" in text, f"{Path(page).name} does not state the reward bounds (reward_bounds)"

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
+import itertools
 import random
 import re
 import threading
@@ -94,7 +95,16 @@ def _make_game(game: str, kwargs: dict[str, Any]) -> Any:
     if raw not in ENV_REGISTRY and game not in ENV_REGISTRY:
         raise ValueError(f"TextArena has no environment {game!r}")
     # The "-raw" id is the game without TextArena's observation wrappers: we format ourselves.
-    return textarena.make(raw if raw in ENV_REGISTRY else game, **kwargs)
+    # Some constructors draw from Python's global generator (Taboo picks a category): the
+    # caller's state is restored, as after every other call into a game (what they drew never
+    # reaches an episode, whose reset draws from the episode's own states).
+    with _GLOBAL_RNG_LOCK:
+        saved_python, saved_numpy = random.getstate(), np.random.get_state()
+        try:
+            return textarena.make(raw if raw in ENV_REGISTRY else game, **kwargs)
+        finally:
+            random.setstate(saved_python)
+            np.random.set_state(saved_numpy)
 
 
 class TextArenaEnv(TextEnv):
@@ -346,11 +356,7 @@ class TextArenaEnv(TextEnv):
         words. Only the game's own messages: the other players' text could otherwise name the
         move the reference and random agents play (a bid of 40 sixes, an ``[Accept]``), so a
         policy earned more against them by writing it than by playing."""
-        messages = [m for sender, m, _ in self._state().observations.get(player, []) if sender == _GAME_ID]
-        seen: dict[str, None] = {}
-        for message in reversed(messages):
-            for token in _BRACKETS.findall(str(message)):
-                seen.setdefault(token, None)
+        seen = dict.fromkeys(self._game_tokens(player))
         concrete = list(seen)  # a template-looking token may be a real move ([X 4] in Wild Tic-Tac-Toe)
         filled = [f for t in seen if _is_template(t) for f in _fill_template(t)]
         generic = [f"[{i}]" for i in range(10)] + ["[A]", "[up]", "[accept]", "I agree."]
@@ -359,13 +365,42 @@ class TextArenaEnv(TextEnv):
             ordered.setdefault(text, None)
         return list(ordered)
 
+    def _game_tokens(self, player: int) -> list[str]:
+        """The bracketed tokens of the game's own messages to ``player``, latest first."""
+        messages = [m for sender, m, _ in self._state().observations.get(player, []) if sender == _GAME_ID]
+        seen: dict[str, None] = {}
+        for message in reversed(messages):
+            for token in _BRACKETS.findall(str(message)):
+                seen.setdefault(token, None)
+        return list(seen)
+
     def _first_valid(self, player: int, candidates: list[str]) -> str:
-        for text in candidates[:200]:
+        """The first candidate TextArena accepts; failing every one, the first accepted
+        :meth:`_numeric_variants` move (tried only then: games the candidates play are
+        unchanged); failing that too, the first candidate."""
+        for text in itertools.chain(candidates[:200], self._numeric_variants(player)):
             game, rng = copy.deepcopy((self._game, self._rng))
             invalid, _, failure, _ = self._play(game, rng, player, text)
             if not invalid and failure is None:
                 return text
         return candidates[0] if candidates else ""
+
+    def _numeric_variants(self, player: int) -> Iterator[str]:
+        """The game's all-number example moves with other small numbers, smallest largest
+        number first (all of a 4×4 board before a fifth row), at most
+        ``_MAX_FALLBACK_TRIALS``: MemoryGame offers only ``[0 1 1 0]``, and once that pair was
+        matched no candidate was a valid move (the reference lost by invalid moves on seeds 6
+        and 22)."""
+        # The longest such token is the move; shorter ones are the game's echoes of its parts
+        # (MemoryGame's "cards at positions [0 1] and [1 0]").
+        shape = max((len(w) for w in (t[1:-1].split() for t in self._game_tokens(player))
+                     if 1 < len(w) <= 4 and all(x.isdigit() for x in w)), default=0)
+        if not shape:
+            return
+        combos = sorted(itertools.product(range(_MAX_FALLBACK_NUMBER + 1), repeat=shape),
+                        key=lambda combo: (max(combo), combo))
+        for combo in combos[:_MAX_FALLBACK_TRIALS]:
+            yield "[" + " ".join(map(str, combo)) + "]"
 
     def reference_action(self, agent: str) -> str:
         player = self.player_index(agent)
@@ -435,6 +470,10 @@ def _clip(message: str) -> str:
     return message[:_MAX_MESSAGE_CHARS] + f" [... {len(message) - _MAX_MESSAGE_CHARS} more characters cut]"
 
 
+#: Fallback moves tried at most per turn (each trial plays a copy of the game), and their
+#: largest number.
+_MAX_FALLBACK_TRIALS = 400
+_MAX_FALLBACK_NUMBER = 5
 _BRACKETS = re.compile(r"\[[^\[\]\n]{1,40}\]")
 _PLACEHOLDER = re.compile(r"^(?:[A-Z]|[a-z]{3,}|<[^>]+>)$")
 
