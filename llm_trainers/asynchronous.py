@@ -34,7 +34,10 @@ allows (at most ``k + 1`` rollouts ahead of the learner) and stores them, with t
 the producer's next step and its engine's sampling state; a resumed run trains on exactly those
 samples and continues the producer where it stopped. An uninterrupted run and a stopped-and-resumed
 one give the same weights whenever the producer chose the same versions (always with ``k = 1``: the
-version it can use is the only one published at that time). A synchronous checkpoint resumed
+version it can use is the only one published at that time). So that this holds for a finished run
+extended with ``--resume run.steps=N`` too, a run that ends with a checkpoint makes the ``k``
+rollouts beyond its last step that a longer run would make during its last updates
+(``beyond_end``), and its final checkpoint keeps them. A synchronous checkpoint resumed
 asynchronously starts with an empty queue; an asynchronous one resumed synchronously drops its
 queue (those steps are generated again, with the current weights).
 
@@ -165,14 +168,20 @@ class AsyncRollout:
             :meth:`engine_exclusive`).
         engine_state: ``(state_dict, load_state_dict)`` of the generation engine's sampling state.
         start_step: The learner's step (a resumed run's checkpoint step).
-        end_step: The run's last step + 1: nothing is generated beyond it.
+        end_step: The run's last step + 1: the learner trains nothing beyond it.
         policy_versions: The policies' update counts at ``start_step``.
+        beyond_end: Rollouts made for steps ``end_step, end_step + 1, ...`` (none are trained
+            on): those that a longer run would make during the last updates, with weights older
+            than the last, so that the run's final checkpoint holds them and a resume that extends
+            the run (``run.steps`` raised) trains on what the longer run would have. At most ``k``
+            are useful: the rollout of step ``end_step + k`` may only start once the last
+            version is published, as it does after a resume.
     """
 
     def __init__(self, names: Sequence[str], max_staleness: int, *, collect: Callable[[int], RolloutResult],
                  load_weights: Callable[[Mapping[str, Mapping[str, Any]]], Mapping[str, float] | None],
                  engine_state: tuple[Callable[[], Any], Callable[[Any], None]], start_step: int, end_step: int,
-                 policy_versions: Mapping[str, int] | None = None) -> None:
+                 policy_versions: Mapping[str, int] | None = None, beyond_end: int = 0) -> None:
         if max_staleness < 1:
             raise ValueError(f"an asynchronous rollout needs max_staleness >= 1, got {max_staleness}")
         self.k = int(max_staleness)
@@ -180,6 +189,8 @@ class AsyncRollout:
         self.load_weights = load_weights
         self.engine_state = engine_state
         self.end_step = int(end_step)
+        #: The producer makes the rollouts of steps below this one (``end_step + beyond_end``).
+        self.produce_until = self.end_step + max(0, int(beyond_end))
         self.weights = PublishedWeights(names, start_step, policy_versions)
         self.state = _ProducerState(int(start_step), dict(self.weights.policy_versions))
         self.cond = threading.Condition()
@@ -211,7 +222,7 @@ class AsyncRollout:
             while True:
                 with self.cond:
                     step = self.state.next_step
-                    if step >= self.end_step or self.stopping:
+                    if step >= self.produce_until or self.stopping:
                         return
                     t0 = time.perf_counter()
                     self.waiting = True
@@ -290,7 +301,7 @@ class AsyncRollout:
         with self.cond:
             self.cond.wait_for(lambda: self.error is not None or self.thread is None or not self.thread.is_alive()
                                or (self.waiting and not self._allowed(self.state.next_step))
-                               or self.state.next_step >= self.end_step)
+                               or self.state.next_step >= self.produce_until)
 
     @contextlib.contextmanager
     def engine_exclusive(self) -> Iterator[None]:
@@ -419,9 +430,15 @@ def build_async_rollout(trainer: Any, saved: Mapping[str, Any] | None = None) ->
     versions = {n: trainer.step for n in names}  # a synchronous checkpoint: every policy updated each step
     if saved is not None:
         versions.update(saved.get("policy_versions", {}))
+    # A run that ends with a checkpoint makes the k rollouts beyond its end that a longer run
+    # would make with older weights during the last updates: without them a finished run extended
+    # with --resume run.steps=N made them after the resume, with the last weights, and did not
+    # end as the uninterrupted N-step run. (They overlap the last updates; without a final
+    # checkpoint nobody would use them.)
+    beyond_end = k if cfg.run.save_every >= 0 else 0
     producer = AsyncRollout(names, k, collect=collect, load_weights=load,
                             engine_state=(engine.state_dict, engine.load_state_dict), start_step=trainer.step,
-                            end_step=cfg.run.steps, policy_versions=versions)
+                            end_step=cfg.run.steps, policy_versions=versions, beyond_end=beyond_end)
     if saved is not None:
         producer.load_state_dict(saved)
     return producer

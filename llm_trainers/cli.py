@@ -171,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     escape_unencodable_output()  # it prints transcripts and samples of what the model wrote
     # Intermixed, so that overrides may also follow a flag: `llm-train cfg --resume run.steps=300`.
     args = _parser().parse_intermixed_args(argv)
-    from llm_trainers.config import config_hardware, config_to_dict, load_config
+    from llm_trainers.config import config_to_dict, load_config
 
     if args.list:
         return _list_configs()
@@ -203,12 +203,50 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _error(f"{exc}. Install the training extra: pip install 'llm-envs[train]'")
     from transformers.utils import logging as transformers_logging
 
-    from llm_trainers import make_trainer
-    from llm_trainers.checkpoint import CheckpointError, latest_checkpoint
-    from llm_trainers.trainer import has_warm_start_state
+    from llm_trainers.checkpoint import RunDirectoryLocked, lock_run_directory
 
     # transformers' own bars (loading, writing shards) would cut through the run's progress bar.
     transformers_logging.disable_progress_bar()
+
+    if args.sft_only and cfg.sft.steps <= 0:
+        return _error("--sft-only: the config has no warm start (set sft.steps > 0)")
+    problem = preflight(cfg)
+    if problem is not None:
+        return _error(problem)
+    if args.resume and not cfg.output_dir.is_dir():  # (checked before the lock would create it)
+        return _no_run(cfg)
+    # Held from before the directory is read until the end: a second process on the same run
+    # (a requeued job while the first still runs) trained the same steps and replaced the
+    # first one's checkpoints; and --overwrite must not delete a running run's files.
+    try:
+        lock = lock_run_directory(cfg.output_dir)
+    except RunDirectoryLocked as exc:
+        return _error(str(exc))
+    except OSError as exc:  # an output_dir that cannot be created
+        return _error(f"run.output_dir: {exc}")
+    with lock:
+        return _run(args, cfg)
+
+
+def _no_run(cfg) -> int:  # noqa: ANN001 - a Config
+    return _error(f"--resume: {cfg.output_dir} holds no run to continue (no checkpoint under "
+                  f"{cfg.output_dir / 'checkpoints'}, no warm start); start the run without --resume")
+
+
+def _run(args: argparse.Namespace, cfg) -> int:  # noqa: ANN001 - a Config
+    """Start (or resume, or evaluate) the run of ``cfg``, the run directory locked."""
+    from llm_envs.core.errors import InfrastructureError
+    from llm_envs.tasks.base import DatasetUnavailableError
+    from llm_trainers import make_trainer
+    from llm_trainers.checkpoint import (
+        CheckpointError,
+        CheckpointSaveError,
+        RunDirectoryLocked,
+        latest_checkpoint,
+    )
+    from llm_trainers.config import config_hardware
+    from llm_trainers.trainer import has_warm_start_state, remove_run
+    from sandboxes import SandboxUnavailable
 
     ckpts = cfg.output_dir / "checkpoints"
     try:
@@ -219,31 +257,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         holds_run = True
     if not args.resume and holds_run and not args.overwrite:
         return _error(f"{cfg.output_dir} already holds a run; pass --resume to continue it or --overwrite to start afresh")
-    if args.sft_only and cfg.sft.steps <= 0:
-        return _error("--sft-only: the config has no warm start (set sft.steps > 0)")
-    problem = preflight(cfg)
-    if problem is not None:
-        return _error(problem)
+    if args.resume and not holds_run:
+        return _no_run(cfg)
     if args.overwrite and not args.resume:
-        import shutil
-
-        for previous in (ckpts, cfg.output_dir / "sft"):  # the RL checkpoints and the warm start
-            if previous.exists():
-                shutil.rmtree(previous)
+        # Everything the old run wrote: its W&B run id kept, the new run was logged into the old
+        # W&B run, and TensorBoard showed both runs' points as one.
+        removed = remove_run(cfg.output_dir)
+        if removed:
+            print(f"llm-train: --overwrite: removed the previous run's {', '.join(removed)} from {cfg.output_dir}",
+                  file=sys.stderr)
     what = "evaluating" if args.eval_only else ("resuming" if args.resume else "training")
     print(f"llm-train: {what} {args.config}: {cfg.env.id}, level {cfg.model.level}, model {cfg.model.path}, "
           f"{cfg.run.steps} steps, on {config_hardware(cfg)}; writing to {cfg.output_dir}", file=sys.stderr)
-    from llm_envs.core.errors import InfrastructureError
-    from llm_envs.tasks.base import DatasetUnavailableError
-    from sandboxes import SandboxUnavailable
-
     try:
         trainer = make_trainer(cfg, resume=args.resume)
     except ImportError as exc:  # e.g. a resources section without Ray installed
         return _error(str(exc))
     except (DatasetUnavailableError, SandboxUnavailable) as exc:  # data or a backend this machine lacks
         return _error(str(exc))
-    except ValueError as exc:  # e.g. --resume with other settings than the run's
+    except ValueError as exc:  # e.g. --resume with other settings than the run's, a damaged checkpoint
+        return _error(str(exc))
+    except RunDirectoryLocked as exc:  # (held by this process already: only if the directory moved)
         return _error(str(exc))
     except OSError as exc:  # a model or tokenizer that cannot be loaded (hub, files)
         return _error(f"cannot load the model: {exc}")
@@ -271,6 +305,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         then = (f"; once that is fixed, continue from {last} with:\n  {_command(args, '--resume')}"
                 if last is not None else "")
         print(f"llm-train: error at step {trainer.step}: {exc}{then}", file=sys.stderr)
+        return 3
+    except CheckpointSaveError as exc:  # a full disk, a file system error: the run stops there
+        last = latest_checkpoint(ckpts)
+        then = (f"once that is fixed, continue from {last} with: {_command(args, '--resume')}" if last is not None
+                else f"no checkpoint was written; once that is fixed, start again with: {_command(args, '--overwrite')}")
+        print(f"llm-train: error at step {trainer.step}: {exc}; {then}", file=sys.stderr)
         return 3
     finally:
         trainer.close()

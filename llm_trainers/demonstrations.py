@@ -247,14 +247,23 @@ def iter_demonstrations(
 
 
 def write_jsonl(examples: Iterable[Mapping[str, Any]], path: str | Path) -> int:
-    """Write one JSON object per line; return how many."""
+    """Write one JSON object per line; return how many. The file appears only once every example
+    is written (a temporary file beside it, then renamed): examples that fail part way (a refused
+    agent name, an interrupted run) leave no file, and no older file is cut short."""
+    import os
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     n = 0
-    with path.open("w", encoding="utf-8") as fh:
-        for ex in examples:
-            fh.write(json_text(ex) + "\n")
-            n += 1
+    try:
+        with tmp.open("w", encoding="utf-8") as fh:
+            for ex in examples:
+                fh.write(json_text(ex) + "\n")
+                n += 1
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return n
 
 

@@ -24,10 +24,16 @@ class MetricsLogger:
             set) when the ``tensorboard`` package is not installed.
         keep_lines: On resume, truncate the file to this many lines first, dropping entries
             written after the checkpoint being resumed (they will be produced again).
+        wandb: A W&B run to log to as well.
+        purge_step: Where ``tensorboard_dir`` already holds events (an earlier attempt of the
+            run), hide those of this step and later ones: the new events file starts with
+            TensorBoard's restart marker (``SummaryWriter(purge_step=...)``), so the steps the
+            resumed run logs again are not shown twice. None: keep them all.
     """
 
     def __init__(self, path: str | os.PathLike[str], tensorboard_dir: str | os.PathLike[str] | None = None,
-                 keep_lines: int | None = None, wandb: WandbSettings | None = None) -> None:
+                 keep_lines: int | None = None, wandb: WandbSettings | None = None,
+                 purge_step: int | None = None) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if keep_lines is not None and self.path.exists():
@@ -45,7 +51,8 @@ class MetricsLogger:
             try:
                 from torch.utils.tensorboard import SummaryWriter
 
-                self._tb = SummaryWriter(str(tensorboard_dir))
+                earlier = purge_step is not None and any(Path(tensorboard_dir).glob("events.out.tfevents.*"))
+                self._tb = SummaryWriter(str(tensorboard_dir), purge_step=purge_step if earlier else None)
             except ImportError as exc:  # not installed (the 'tensorboard' extra)
                 self.tensorboard_error = f"{type(exc).__name__}: {exc}"
         self._wandb = _start_wandb(wandb) if wandb is not None else None
@@ -99,13 +106,17 @@ class MetricsLogger:
 class WandbSettings:
     """A W&B run: ``mode`` ``offline`` (written under ``directory``/wandb, nothing sent) or
     ``online``; the resolved config is its ``config``; the run id is kept in
-    ``directory/wandb_run_id`` so that a resumed training run continues the same W&B run."""
+    ``directory/wandb_run_id`` so that a resumed training run continues the same W&B run
+    (``continue_run``; otherwise a new id replaces the file's: a run started afresh, or whose
+    RL steps restart because it stopped before its first checkpoint, is a new W&B run, whose
+    steps W&B would otherwise drop as lower than those it already has)."""
 
     mode: str
     project: str
     name: str
     directory: str
     config: dict[str, Any]
+    continue_run: bool = True
 
 
 def _start_wandb(settings: WandbSettings) -> Any:
@@ -116,7 +127,8 @@ def _start_wandb(settings: WandbSettings) -> Any:
     directory = Path(settings.directory)
     directory.mkdir(parents=True, exist_ok=True)
     id_file = directory / "wandb_run_id"
-    run_id = id_file.read_text().strip() if id_file.exists() else secrets.token_hex(4)
+    run_id = id_file.read_text().strip() if settings.continue_run and id_file.exists() else ""
+    run_id = run_id or secrets.token_hex(4)
     id_file.write_text(run_id + "\n")
     return wandb.init(project=settings.project, name=settings.name, dir=str(directory), mode=settings.mode,
                       config=settings.config, id=run_id, resume="allow")

@@ -28,6 +28,7 @@ a pure function of the run seed), so it continues exactly.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import time
 from collections import defaultdict
@@ -40,10 +41,12 @@ import torch
 from llm_trainers.agents.hf import encode_messages
 from llm_trainers.batching import bf16_autocast, completion_logits, pack_sequences
 from llm_trainers.checkpoint import latest_checkpoint, load_checkpoint, prune_checkpoints, save_checkpoint
+from llm_trainers.config import config_to_dict
 from llm_trainers.metrics import MetricsLogger
 from llm_trainers.policies import PolicySet
 
-__all__ = ["IGNORE_INDEX", "WarmStart", "encode_example", "example_stream", "load_warm_start_weights"]
+__all__ = ["IGNORE_INDEX", "WarmStart", "WarmStartNotFoundError", "encode_example", "example_stream",
+           "load_warm_start_weights"]
 
 #: The label of a token that carries no loss (the prompt), as in transformers and TRL.
 IGNORE_INDEX = -100
@@ -115,6 +118,11 @@ def example_stream(cfg: Any, skip: int = 0, agents: Sequence[str] | None = None)
     return itertools.islice(stream, skip, None)
 
 
+class WarmStartNotFoundError(ValueError, FileNotFoundError):
+    """``sft.init_from`` names no finished warm start: a setting to correct (a ``ValueError``,
+    which ``llm-train`` reports as such), and a ``FileNotFoundError`` as it was before."""
+
+
 def load_warm_start_weights(policies: PolicySet, path: str | Path) -> Path:
     """Load an earlier warm start's weights (``sft.init_from``: its directory or weights file),
     and make them each policy's frozen KL reference (:meth:`Policy.reset_reference`)."""
@@ -122,7 +130,7 @@ def load_warm_start_weights(policies: PolicySet, path: str | Path) -> Path:
     if file.is_dir():
         file = file / "weights.pt"
     if not file.is_file():
-        raise FileNotFoundError(f"sft.init_from: no warm-start weights at {file} (a finished warm start writes "
+        raise WarmStartNotFoundError(f"sft.init_from: no warm-start weights at {file} (a finished warm start writes "
                                 "<output_dir>/sft/weights.pt)")
     state = torch.load(file, map_location="cpu", weights_only=False)
     missing = sorted(set(policies.names()) - set(state))
@@ -318,7 +326,9 @@ class WarmStart:
             "policies": {p.name: p.trainable_state_dict() for p in self.policies},
             "optimizers": {k: o.state_dict() for k, o in self.optimizers.items()},
             "state": {"step": self.step, "consumed": self.consumed, "skipped_too_long": self.skipped_too_long,
-                      "skipped_no_policy": self.skipped_no_policy},
+                      "skipped_no_policy": self.skipped_no_policy,
+                      # (what a --resume of a run with no RL checkpoint yet is checked against)
+                      "config": config_to_dict(self.cfg) if dataclasses.is_dataclass(self.cfg) else None},
         })
         prune_checkpoints(self.dir / "checkpoints", max(1, self.cfg.run.keep_checkpoints))
         return path

@@ -45,9 +45,12 @@ from llm_trainers.algorithms.advantages import AdvantageBatch, estimate_advantag
 from llm_trainers.algorithms.losses import kl_estimate
 from llm_trainers.batching import pad_right
 from llm_trainers.checkpoint import (
+    NoCheckpointError,
     latest_checkpoint,
     load_checkpoint,
+    lock_run_directory,
     prune_checkpoints,
+    remove_stale_temporaries,
     save_checkpoint,
 )
 from llm_trainers.config import Config, config_to_dict
@@ -59,7 +62,7 @@ from llm_trainers.specs import learner_kwargs, needs_reference, policy_spec
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EVAL_SEED_BASE", "TRAIN_SEED_BASE", "Trainer", "train_seeds"]
+__all__ = ["EVAL_SEED_BASE", "RUN_FILES", "TRAIN_SEED_BASE", "Trainer", "remove_run", "train_seeds"]
 
 #: Evaluation episodes use seeds ``EVAL_SEED_BASE + i`` (0, 1, 2, ...: the same episodes as
 #: ``llm-envs eval --seed 0``); every training seed is ``TRAIN_SEED_BASE`` or above
@@ -94,6 +97,10 @@ class Trainer:
     this process :class:`llm_trainers.distributed.trainer.DistributedTrainer` (same loop, same
     files), which ``Trainer`` refuses to stand in for.
 
+    The trainer holds the run directory's lock (:func:`llm_trainers.checkpoint.lock_run_directory`)
+    from its construction until :meth:`close`: another process's trainer on the same
+    ``output_dir`` is refused (:class:`~llm_trainers.checkpoint.RunDirectoryLocked`).
+
     Args:
         cfg: The run configuration.
         resume: Continue from the latest checkpoint in ``cfg.output_dir`` (error if none).
@@ -107,11 +114,23 @@ class Trainer:
                 "which picks the distributed one (or set resources: {} to run in this process)"
             )
         self.cfg = cfg.validate()
+        self.out = cfg.output_dir
+        # Before anything is read or written there: a second process resuming the same run
+        # trained the same steps and replaced this one's checkpoints.
+        self._run_lock = lock_run_directory(self.out)
+        try:
+            self._start(cfg, resume)
+        except BaseException:
+            self._run_lock.release()
+            raise
+
+    def _start(self, cfg: Config, resume: bool) -> None:
         from llm_trainers.threads import set_torch_threads
 
         self.threads = set_torch_threads(cfg.run.threads)
-        self.out = cfg.output_dir
-        self.out.mkdir(parents=True, exist_ok=True)
+        # (safe under the lock: no other process is saving here)
+        for root in (self.out / "checkpoints", self.out / "sft" / "checkpoints"):
+            remove_stale_temporaries(root)
         self.step = 0
         self._resume_state: dict[str, Any] | None = None
         #: env.curriculum: the index of the current training level and the steps in a row at
@@ -122,24 +141,26 @@ class Trainer:
         if resume:
             ckpt = latest_checkpoint(self.out / "checkpoints")
             if ckpt is None and not has_warm_start_state(self.out):
-                raise FileNotFoundError(f"--resume: no checkpoint under {self.out / 'checkpoints'}")
+                raise NoCheckpointError(
+                    f"--resume: {self.out} holds no run to continue (no checkpoint under {self.out / 'checkpoints'}, "
+                    "no warm start): start the run without --resume")
             if ckpt is not None:
                 self._resume_state = load_checkpoint(ckpt, required=("policies", "learner", "state"))
-        elif (self.out / "sft").exists() and type(self) is Trainer:
-            import shutil  # a fresh run starts a fresh warm start
-
-            shutil.rmtree(self.out / "sft")
-        if resume:
-            changed = resume_changes(self.out / "config.yaml", cfg)
+            saved, source = self._saved_settings(ckpt)
+            changed = resume_changes(saved, cfg)
             if changed:
                 raise ValueError(
-                    f"--resume: the run in {self.out} was made with other settings, which a resume would "
-                    "apply from the middle of the run (or, for the optimizer's, not at all, while the "
+                    f"--resume: the run in {self.out} was made with other settings ({source}), which a resume "
+                    "would apply from the middle of the run (or, for the optimizer's, not at all, while the "
                     f"run's config.yaml said they had been): {'; '.join(changed)}. Resume with the run's "
                     "own settings (only those in llm_trainers.trainer.RESUMABLE_CHANGES may change: the steps, "
                     "evaluation, checkpoints, logging, threads and resources), or start a new run (--overwrite "
                     "or another output_dir)"
                 )
+        elif (self.out / "sft").exists() and type(self) is Trainer:
+            import shutil  # a fresh run starts a fresh warm start
+
+            shutil.rmtree(self.out / "sft")
         (self.out / "config.yaml").write_text(_to_yaml(config_to_dict(cfg)))
 
         first = self._make_env(self._env_kwargs(self._training_env_kwargs()))
@@ -183,9 +204,13 @@ class Trainer:
         self.envs = self._spawn_envs(first)
         self.last_eval: dict[str, float] = {}
         keep_lines = 0  # a fresh run starts a fresh metrics file
+        # TensorBoard's events of the steps metrics.jsonl drops are hidden too (events of a step
+        # at or after this one, written before the resume): a fresh run's, all of them.
+        purge_step = 0
         async_state = None
         if self._resume_state is not None:
             keep_lines = self._restore(self._resume_state)
+            purge_step = self.step + 1  # (the checkpoint's own step was logged before it was saved)
             async_state = self._resume_state["state"].get("async")
             self._resume_state = None
         #: rollout.async.max_staleness >= 1: the producer of the coming steps' rollouts (else None).
@@ -193,10 +218,38 @@ class Trainer:
         wandb = None
         if cfg.run.wandb:
             wandb = WandbSettings(cfg.run.wandb, cfg.run.wandb_project, cfg.run.name, str(self.out),
-                                  json.loads(json.dumps(config_to_dict(cfg), default=str)))
+                                  json.loads(json.dumps(config_to_dict(cfg), default=str)), continue_run=purge_step > 0)
         self.logger = MetricsLogger(
             self.out / "metrics.jsonl", self.out / "tensorboard" if cfg.run.tensorboard else None, keep_lines=keep_lines,
-            wandb=wandb,
+            wandb=wandb, purge_step=purge_step,
+        )
+
+    def _saved_settings(self, ckpt: Path | None) -> tuple[dict[str, Any], str]:
+        """The settings of the run a resume continues, and where they were read: the config stored
+        in the checkpoint resumed from (the RL one, else the warm start's), else the run's
+        ``config.yaml``. Raises ``ValueError`` where there is none of them: a resume then could not
+        be checked at all (checkpoints copied without their config.yaml, from before checkpoints
+        kept their config)."""
+        import yaml
+
+        if ckpt is not None:
+            stored = (self._resume_state or {}).get("state", {}).get("config")
+            where = f"checkpoint {ckpt}"
+        else:
+            ckpt = latest_checkpoint(self.out / "sft" / "checkpoints")
+            stored = None
+            where = "no RL checkpoint, " + (f"warm start checkpoint {ckpt}" if ckpt is not None else "a finished warm start")
+            if ckpt is not None:
+                stored = load_checkpoint(ckpt, parts=("state",)).get("state", {}).get("config")
+        if isinstance(stored, dict):
+            return stored, f"as stored in {where}"
+        saved = self.out / "config.yaml"
+        if saved.is_file():
+            return yaml.safe_load(saved.read_text()) or {}, f"its {saved}"
+        raise ValueError(
+            f"--resume: nothing to check this resume's settings against: {where} holds no config (written "
+            f"before checkpoints kept theirs) and {saved} is missing. Put the run's config.yaml back there "
+            "(a resume is then checked against it), or start a new run (--overwrite or another output_dir)"
         )
 
     @property
@@ -727,8 +780,8 @@ class Trainer:
     def close(self) -> None:
         """Stop the asynchronous producer, then close the environment instances (with
         ``env.url``: end their server sessions, which would otherwise stay open until the
-        server's idle sweep), the fixed opponents, the metrics logger and the engine. Safe to
-        call twice."""
+        server's idle sweep), the fixed opponents, the metrics logger and the engine, and give up
+        the run directory's lock. Safe to call twice."""
         if getattr(self, "async_rollout", None) is not None:
             self.async_rollout.close()
         envs, self.envs = getattr(self, "envs", None), []
@@ -745,6 +798,8 @@ class Trainer:
         close = getattr(getattr(self, "engine", None), "close", None)
         if close is not None:
             close()
+        if getattr(self, "_run_lock", None) is not None:
+            self._run_lock.release()  # last: everything it wrote is closed
 
     def __enter__(self) -> Trainer:
         return self
@@ -760,6 +815,74 @@ def _env_instances(envs: Any) -> list[Any]:
     if isinstance(envs, (list, tuple)):
         return list(envs)
     return [envs] if hasattr(envs, "close") else list(getattr(envs, "envs", []))
+
+
+#: What a run writes in its ``output_dir`` (docs/training.md, "Run management"): ``--overwrite``
+#: removes these, with the files its environment options name there (:func:`remove_run`), and
+#: nothing else (the lock file stays: the process starting afresh holds it).
+RUN_FILES = (
+    "checkpoints", "sft", "final", "eval", "tensorboard", "wandb", "wandb_run_id", "metrics.jsonl", "report.html",
+    "config.yaml", "tiny_model", "placement.json",
+)
+#: Folders of RUN_FILES with common names, of which only the files the run writes are removed
+#: (the folder too once empty): an output_dir shared with other files keeps theirs.
+_RUN_FILES_IN = {"eval": "step_*.jsonl", "tensorboard": "events.out.tfevents.*"}
+#: Environment options that name a file the environment writes (Proposer-Solver-Judge's question pool).
+_WRITTEN_ENV_FILES = ("pool_path",)
+
+
+def remove_run(out: Path) -> list[str]:
+    """Remove what a run wrote in ``out`` (:data:`RUN_FILES`, and the files its config.yaml's
+    environment options that the environment writes, such as ``pool_path``, name inside ``out``),
+    so that a run started there afresh inherits nothing of it: not its W&B run id, TensorBoard
+    events, exported weights, tiny model or question pool. Anything else in ``out`` stays. Returns
+    the paths removed, relative to ``out``. The caller holds the run directory's lock."""
+    import shutil
+
+    out = Path(out)
+    targets = [out / name for name in RUN_FILES]
+    targets += [p for p in _written_env_files(out) if p not in targets]
+    removed = []
+    for path in targets:
+        pattern = _RUN_FILES_IN.get(path.name) if path.parent == out else None
+        if pattern is not None and path.is_dir() and not path.is_symlink():
+            for file in path.glob(pattern):
+                file.unlink()
+            if any(path.iterdir()):
+                removed.append(f"{path.relative_to(out)}/{pattern}")
+                continue
+            path.rmdir()
+        elif path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+        else:
+            continue
+        removed.append(str(path.relative_to(out)))
+    return removed
+
+
+def _written_env_files(out: Path) -> list[Path]:
+    """The files under ``out`` that the run's environment options in its config.yaml name and
+    the environment writes (``{output_dir}`` expanded as the trainer does)."""
+    import yaml
+
+    try:
+        saved = yaml.safe_load((out / "config.yaml").read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return []
+    env, sft = saved.get("env") or {}, saved.get("sft") or {}
+    root = out.resolve()
+    found = []
+    for options in (env.get("kwargs"), env.get("eval_kwargs"), sft.get("env_kwargs")):
+        for key in _WRITTEN_ENV_FILES:
+            value = options.get(key) if isinstance(options, dict) else None
+            if not isinstance(value, str) or not value:
+                continue
+            path = Path(value.replace("{output_dir}", str(out))).resolve()
+            if path.is_relative_to(root) and path != root:
+                found.append(out / path.relative_to(root))
+    return found
 
 
 def has_warm_start_state(out: Path) -> bool:
@@ -867,14 +990,18 @@ RESUMABLE_CHANGES = (
 # tokens sampled for a prompt depend on the batch it is decoded in.)
 
 
-def resume_changes(saved_config: Path, cfg: Config) -> list[str]:
-    """``"key: saved -> now"`` for every setting of ``cfg`` that differs from the run's saved
-    ``config.yaml`` (none if there is no such file) outside :data:`RESUMABLE_CHANGES`."""
-    if not saved_config.is_file():
-        return []
-    import yaml
+def resume_changes(saved_config: Path | dict[str, Any], cfg: Config) -> list[str]:
+    """``"key: saved -> now"`` for every setting of ``cfg`` outside :data:`RESUMABLE_CHANGES`
+    that differs from the run's: a saved ``config.yaml`` (none if there is no such file), or a
+    config as a checkpoint stores it (``config_to_dict``)."""
+    if isinstance(saved_config, dict):
+        saved = json.loads(json.dumps(saved_config, default=str))  # as config.yaml would hold it
+    else:
+        if not saved_config.is_file():
+            return []
+        import yaml
 
-    saved = yaml.safe_load(saved_config.read_text()) or {}
+        saved = yaml.safe_load(saved_config.read_text()) or {}
     now = json.loads(json.dumps(config_to_dict(cfg), default=str))  # as config.yaml holds it
 
     def flat(data: Any, prefix: str = "") -> dict[str, Any]:

@@ -61,16 +61,17 @@ def test_async_ray_layout_trains_evaluates_and_resumes(local_ray, tiny_signallin
     )
     assert any(r.get("train/speaker/is_ratio_max", 0) > 0 for r in rows)
     assert "eval/success" in rows[-1]
-    # rollouts 0 and 1 are made at version 0 (nothing to load), rollout 2 loads both adapters of
-    # version 1; the evaluation after step 3 loads version 3 first
+    # rollouts 0 and 1 are made at version 0 (nothing to load), rollout 2 loads the adapters of
+    # version 1, and rollout 3 (beyond the last step, kept by the final checkpoint for a resume
+    # that extends the run) those of version 2; the evaluation after step 3 loads version 3 first
     # (every policy whose weights moved is reloaded: one whose advantages were all zero still took
     # its optimizer steps on zero gradients, which move it once AdamW has momentum)
     def trained(row):
         return {p for p in ("listener", "speaker")
                 if row.get(f"train/{p}/samples", 0) > 0 and row.get(f"train/{p}/weights_moved", 1.0) > 0}
 
-    assert loads == [sorted(trained(rows[0])), sorted(trained(rows[1]) | trained(rows[2]))]
-    assert loads[0] or loads[1]
+    assert loads == [sorted(trained(row)) for row in rows if trained(row)]
+    assert loads
 
     # resumed from step 1: the checkpoint's queue (the rollouts of steps 1 and 2) is trained on
     shutil.copytree(tmp_path / "a", tmp_path / "b")

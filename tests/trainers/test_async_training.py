@@ -337,6 +337,34 @@ def test_async_resume_gives_the_uninterrupted_run(tmp_path):
                 assert a[key] == pytest.approx(b[key], abs=1e-6), key
 
 
+def test_a_finished_run_extended_by_a_resume_gives_the_uninterrupted_run(tmp_path):
+    """A k = 1 run trained to its end (run.steps=2) and resumed with run.steps=3: its final
+    checkpoint was written with the producer stopped at the end, so step 3's rollout was made
+    after the resume with version 2 where the uninterrupted run used version 1. The run now makes
+    the rollout a longer run would make during its last update, and its final checkpoint keeps it."""
+    args = ["rollout.async={max_staleness: 1, correction: tis}"]
+    full = Trainer(load_config(None, [*BASE, *args, f"run.output_dir={tmp_path / 'a'}"]))
+    full.train()
+    expected = _params(full)
+    full.close()
+
+    short = Trainer(load_config(None, [*BASE, *args, "run.steps=2", f"run.output_dir={tmp_path / 'b'}"]))
+    short.train()
+    short.close()
+    state = torch.load(tmp_path / "b" / "checkpoints" / "step_00000002" / "state.pt", weights_only=False)
+    assert [(r["step"], r["version"]) for r in state["async"]["queue"]] == [(2, 1)]
+
+    longer = Trainer(load_config(None, [*BASE, *args, f"run.output_dir={tmp_path / 'b'}"]), resume=True)
+    longer.train()
+    got = _params(longer)
+    longer.close()
+    for key in expected:
+        assert torch.equal(expected[key], got[key]), key
+    lags = [[json.loads(x).get("async/version_lag") for x in (tmp_path / d / "metrics.jsonl").read_text().splitlines()]
+            for d in ("a", "b")]
+    assert lags[0] == lags[1] == [0.0, 1.0, 1.0]
+
+
 def test_a_synchronous_checkpoint_resumes_asynchronously(tmp_path):
     sync = Trainer(load_config(None, [*BASE, f"run.output_dir={tmp_path}"]))
     sync.train(until_step=1)

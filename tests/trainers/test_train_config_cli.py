@@ -388,10 +388,17 @@ def test_a_damaged_checkpoint_is_never_taken_for_no_run_nor_loaded_half(capsys, 
     (ckpts / "step_00000006" / "policies.pt").unlink()
     with pytest.raises(checkpoint.CheckpointError, match="lacks policies.pt; the earlier checkpoints are step_00000002"):
         checkpoint.load_checkpoint(checkpoint.latest_checkpoint(ckpts), required=("policies", "learner", "state"))
-    state = ckpts / "step_00000006" / "state.pt"
+    # (its manifest.json lists the part: a load of any part refuses the checkpoint)
+    with pytest.raises(checkpoint.CheckpointError, match="lacks policies.pt, which its manifest.json lists"):
+        checkpoint.load_checkpoint(ckpts / "step_00000006")
+    checkpoint.save_checkpoint(ckpts, 8, parts)
+    state = ckpts / "step_00000008" / "state.pt"
     state.write_bytes(state.read_bytes()[:20])
     with pytest.raises(checkpoint.CheckpointError, match=f"cannot read {state}"):
-        checkpoint.load_checkpoint(ckpts / "step_00000006")
+        checkpoint.load_checkpoint(ckpts / "step_00000008")
+    (ckpts / "step_00000008" / "manifest.json").unlink()  # a checkpoint from before manifests: torch's own error
+    with pytest.raises(checkpoint.CheckpointError, match=f"cannot read {state} \\("):
+        checkpoint.load_checkpoint(ckpts / "step_00000008")
 
 
 @pytest.mark.parametrize(("override", "says"), [

@@ -482,6 +482,13 @@ def test_llm_train_exports_demonstrations_and_runs_the_warm_start_alone(tmp_path
                  "--episodes", "3"]) == 0
     rows = list(read_jsonl(out))
     assert len(rows) == 6 and {r["agent"] for r in rows} == {"listener"}
+    # a refused export leaves no file (an empty one was left) and keeps an older one whole
+    refused = tmp_path / "refused.jsonl"
+    for target in (refused, out):
+        assert main(["signalling_at_grpo_l1", *args, "sft.agents=[listner]", "--export-demonstrations", str(target),
+                     "--episodes", "3"]) == 2
+    assert not refused.exists() and len(list(read_jsonl(out))) == 6
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".tmp") == []
     assert main(["signalling_at_grpo_l1", *args, "sft.steps=2", "--sft-only"]) == 0
     assert (tmp_path / "run" / "sft" / "done").is_file() and not (tmp_path / "run" / "checkpoints").exists()
     # resumed after the warm start (no RL step yet), the policies hold the warm-started weights
