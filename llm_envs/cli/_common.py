@@ -24,16 +24,27 @@ class CLIError(Exception):
     """A user error: printed as ``error: ...`` with exit status 2."""
 
 
-def seed_value(text: str) -> int:
-    """An argparse ``type`` for ``--seed``: an integer >= 0 (numpy's and Python's generators
-    refuse a negative seed, which would otherwise fail after the run's directory is made)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
+def _int_at_least(minimum: int) -> Any:
+    """An argparse ``type``: an integer >= ``minimum``, refused by the parser (before anything
+    is printed or made)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+#: ``--seed``: an integer >= 0 (numpy's and Python's generators refuse a negative seed, which
+#: would otherwise fail after the run's directory is made).
+seed_value = _int_at_least(0)
+#: A count that must be at least 1 (``arena --rounds``).
+positive_int = _int_at_least(1)
 
 
 def command_line(program: str = "llm-envs") -> str:
@@ -42,17 +53,6 @@ def command_line(program: str = "llm-envs") -> str:
     from llm_envs.agents.openai_http import redact_text
 
     return redact_text(" ".join([program, *sys.argv[1:]]))
-
-
-def positive_int(text: str) -> int:
-    """An argparse ``type`` for a count that must be at least 1, refused before anything runs."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {value}")
-    return value
 
 
 def refuse_unexposed_reference(url: str, reference_exposed: bool, specs: Iterable[Any]) -> None:
